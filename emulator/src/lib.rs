@@ -1,0 +1,1 @@
+//! `jitter-emulator`: the JitterEmulator of jitterbench.

@@ -1,0 +1,16 @@
+//! `jitter-trace`: the trace model and `.jtr` format of jitterbench, with statistics, comparison,
+//! transforms, synthesis, import/export and plots.
+
+pub mod error;
+pub mod format;
+pub mod model;
+
+pub use error::TraceError;
+pub use format::{
+    read_trace, write_trace, Completeness, Epilogue, Loaded, StreamSummary, TraceReader,
+    TraceWriter,
+};
+pub use model::{Detour, Header, Record, Stream, Trace, Window};
+
+/// Name and version of this crate, for trace headers and reports.
+pub const TOOL_VERSION: &str = concat!("jitterbench ", env!("CARGO_PKG_VERSION"));

@@ -1,0 +1,5 @@
+//! `jitter-trace`: inspect, compare, synthesise, convert and plot `.jtr` traces.
+
+fn main() {
+    std::process::exit(2);
+}
