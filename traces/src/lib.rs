@@ -4,6 +4,10 @@
 pub mod error;
 pub mod format;
 pub mod model;
+pub mod stats;
+pub mod synth;
+pub mod transform;
+pub mod units;
 
 pub use error::TraceError;
 pub use format::{
@@ -11,6 +15,8 @@ pub use format::{
     TraceWriter,
 };
 pub use model::{Detour, Header, Record, Stream, Trace, Window};
+pub use stats::{Injectability, ScaleChoice, Stats, TraceStats};
+pub use synth::Spec;
 
 /// Name and version of this crate, for trace headers and reports.
 pub const TOOL_VERSION: &str = concat!("jitterbench ", env!("CARGO_PKG_VERSION"));
