@@ -1,0 +1,247 @@
+//! The report schema shared by `replay-bench run` and `replay-bench predict`, so that
+//! `replay-bench compare` can set a prediction beside a measurement.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Identifies the schema and its version in every report.
+pub const SCHEMA: &str = "jitterbench.report/1";
+
+/// What produced a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReportKind {
+    /// A real MPI run.
+    Run,
+    /// A virtual-time simulation.
+    PredictDes,
+    /// The analytic order-statistics model.
+    PredictOrderStats,
+    /// Barrier-free virtual ranks on real injection.
+    VirtualRanks,
+}
+
+/// The trace a report is about.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TraceInfo {
+    /// Path as given.
+    pub path: String,
+    /// Label for plots (file stem unless given).
+    pub label: String,
+    /// Host the trace was collected on.
+    pub host: String,
+    /// Kernel release of that host.
+    pub kernel: String,
+    /// Streams in the trace.
+    pub streams: usize,
+    /// Noise ratio of the trace (Σ run / duration), over all streams.
+    pub noise_ratio: f64,
+    /// Detours per second, per stream on average.
+    pub detours_per_s: f64,
+}
+
+/// The configuration of a run or prediction.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Config {
+    /// The trace (absent for a run without jitter).
+    pub trace: Option<TraceInfo>,
+    /// Ranks per node k (rank r replays stream r mod k).
+    pub ranks_per_node: usize,
+    /// Work quanta q per phase (unscaled), ns.
+    pub quanta_ns: u64,
+    /// Benchmark period (unscaled), ns; 0 when a phase count was given.
+    pub period_ns: u64,
+    /// Requested phase count; 0 when a period was given.
+    pub phases: u64,
+    /// Warm-up phases excluded from the averages.
+    pub warmup_phases: u64,
+    /// Scale factor S.
+    pub scale: f64,
+    /// Fraction f of the stream after which the replay stops.
+    pub fraction: f64,
+    /// Timer of the injector (`itimer` or `abstime`).
+    pub timer: String,
+    /// Shared seed.
+    pub seed: u64,
+    /// Baseline used: `measured`, `quanta` or a file path.
+    pub baseline: String,
+    /// Model (`mpi`, `des`, `order-stats`, `virtual-ranks`).
+    pub model: String,
+    /// Platform the plan was built for (`ideal`, `this`, a calibration file, or `mpi`).
+    pub platform: String,
+    /// Anything else worth recording (`key` → value).
+    #[serde(default)]
+    pub extra: BTreeMap<String, String>,
+}
+
+/// The emulator's own cost on one rank or the platform assumed by a prediction.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Rank (or -1 for a platform file / ideal).
+    pub rank: i64,
+    /// Host name.
+    pub host: String,
+    /// Overhead O per injection, ns.
+    pub overhead_ns: u64,
+    /// Spread of O (sd), ns.
+    pub overhead_sd_ns: f64,
+    /// Timer lateness L (median), ns.
+    pub lateness_ns: u64,
+    /// Spread of L (sd), ns.
+    pub lateness_sd_ns: f64,
+    /// Minimum sleep M, ns.
+    pub min_sleep_ns: u64,
+    /// Counter frequency, kHz.
+    pub tsc_khz: u64,
+    /// Platform noise ratio measured with the probe before the run (Σ run / duration).
+    pub platform_noise_ratio: f64,
+}
+
+/// What the emulators injected and could not, summed over ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct EmulatorTotals {
+    /// Injections performed.
+    pub injected: u64,
+    /// Detours dropped because S·run ≤ O.
+    pub dropped: u64,
+    /// Detours merged because S·sleep < M.
+    pub merged: u64,
+    /// Injected detour time, ns (scaled).
+    pub injected_ns: u64,
+    /// Dropped detour time, ns (scaled).
+    pub dropped_ns: u64,
+    /// Share of the met trace noise that was injected.
+    pub injected_share: f64,
+    /// Largest fraction of its stream any rank replayed.
+    pub max_progress: f64,
+}
+
+/// One measured or predicted point: a rank count and a sync mode.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ResultRow {
+    /// Trace label (empty for a run without jitter).
+    pub trace: String,
+    /// Ranks (processes, virtual ranks or simulated ranks).
+    pub ranks: u64,
+    /// Sync mode (`none`, `once`, `phase`, `every:K`, or `baseline`).
+    pub sync: String,
+    /// Phases averaged (warm-up excluded).
+    pub phases: u64,
+    /// AvgMaxQT, ns (unscaled).
+    pub avg_max_qt_ns: f64,
+    /// AvgMaxQTBT, ns (unscaled).
+    pub avg_max_qtbt_ns: f64,
+    /// Baseline AvgMaxQT, ns.
+    pub baseline_avg_max_qt_ns: f64,
+    /// Baseline AvgMaxQTBT, ns.
+    pub baseline_avg_max_qtbt_ns: f64,
+    /// SD by eq. (2) (AvgMaxQTBT), percent.
+    pub sd_qtbt_pct: f64,
+    /// SD by eq. (3) (AvgMaxQT), percent.
+    pub sd_qt_pct: f64,
+    /// Mean relative loss (max qt − mean qt) / mean qt.
+    pub lost_rel: f64,
+    /// Emulator totals for this point (zero for the analytic model).
+    pub emulator: EmulatorTotals,
+}
+
+/// A whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// What produced it.
+    pub kind: ReportKind,
+    /// Tool name and version.
+    pub tool_version: String,
+    /// Creation time, seconds since the Unix epoch.
+    pub created_unix_s: u64,
+    /// The configuration.
+    pub config: Config,
+    /// Calibration per rank (runs) or the platform assumed (predictions).
+    pub calibration: Vec<Calibration>,
+    /// The measured or predicted points.
+    pub results: Vec<ResultRow>,
+    /// What was not emulated, and other warnings, one line each.
+    pub warnings: Vec<String>,
+}
+
+impl Report {
+    /// An empty report of `kind` stamped with the tool version and the current time.
+    pub fn new(kind: ReportKind, config: Config) -> Self {
+        let created_unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Report {
+            schema: SCHEMA.to_string(),
+            kind,
+            tool_version: jitter_trace::TOOL_VERSION.to_string(),
+            created_unix_s,
+            config,
+            calibration: Vec::new(),
+            results: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Writes the report as pretty JSON.
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    }
+
+    /// Reads a report, checking its schema.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let r: Report = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{} is not a replay-bench report: {e}", path.display()))?;
+        if r.schema != SCHEMA {
+            anyhow::bail!(
+                "{} has schema '{}', expected '{SCHEMA}'",
+                path.display(),
+                r.schema
+            );
+        }
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_checks_the_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let mut r = Report::new(
+            ReportKind::PredictDes,
+            Config {
+                quanta_ns: 1_000_000,
+                ..Config::default()
+            },
+        );
+        r.results.push(ResultRow {
+            ranks: 16,
+            sync: "none".into(),
+            sd_qtbt_pct: 12.5,
+            ..ResultRow::default()
+        });
+        r.save(&p).unwrap();
+        assert_eq!(Report::load(&p).unwrap(), r);
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v["schema"] = "other/9".into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert!(Report::load(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("expected"));
+        std::fs::write(&p, "garbage").unwrap();
+        assert!(Report::load(&p).is_err());
+    }
+}
