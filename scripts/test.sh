@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace. Installs what is missing first (apt-get when root; otherwise
+# prints the exact command and exits non-zero). README command 2; .ci/run calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/setup.sh
+source scripts/setup.sh
+jb_setup
+
+jb_say "building the workspace and its tests"
+cargo build --workspace --all-targets --quiet
+
+# Pure tests run in parallel; crates whose tests read time or spin on CPUs run one test at a
+# time (2 cores: timing-sensitive tests must never share the machine with each other).
+jb_say "tests: jitter-trace"
+cargo test --quiet -p jitter-trace
+jb_say "tests: jitter-collect, jitter-emulator, replay-bench, end-to-end (one at a time)"
+cargo test --quiet -p jitter-collect -p jitter-emulator -p replay-bench -p jitterbench-tests -- --test-threads=1
