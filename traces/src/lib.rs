@@ -1,19 +1,24 @@
 //! `jitter-trace`: the trace model and `.jtr` format of jitterbench, with statistics, comparison,
 //! transforms, synthesis, import/export and plots.
 
+pub mod compare;
 pub mod error;
 pub mod format;
+pub mod interop;
 pub mod model;
+pub mod plot;
 pub mod stats;
 pub mod synth;
 pub mod transform;
 pub mod units;
 
+pub use compare::{compare, Comparison};
 pub use error::TraceError;
 pub use format::{
     read_trace, write_trace, Completeness, Epilogue, Loaded, StreamSummary, TraceReader,
     TraceWriter,
 };
+pub use interop::Format;
 pub use model::{Detour, Header, Record, Stream, Trace, Window};
 pub use stats::{Injectability, ScaleChoice, Stats, TraceStats};
 pub use synth::Spec;

@@ -1,0 +1,344 @@
+//! SVG plots of traces: log-density and CDF of run-times, and detour time series, each able to
+//! overlay several traces (e.g. a collected trace and its emulation).
+//!
+//! - **density**: the Parzen estimate of [`crate::compare::density`] on one shared log-spaced grid,
+//!   as the probability of each grid cell on a log axis against run-time (µs, log axis), like
+//!   Fig. 1 of paper 001. Cells below 10⁻⁷ of the peak are not drawn.
+//! - **cdf**: the empirical distribution function of run-times (µs, log axis), drawn through at
+//!   most [`MAX_POINTS`] quantiles per trace.
+//! - **timeseries**: run-time (µs, log axis) against the detour start (s from the trace start).
+//!   Traces with more than [`MAX_POINTS`] detours are drawn as the longest detour of each of
+//!   [`MAX_POINTS`] equal time bins, so the spikes stay visible.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::compare::{density, log_runs, Grid, GRID_POINTS};
+use crate::error::TraceError;
+use crate::model::Stream;
+
+/// Most points drawn per trace in CDF and time-series plots.
+pub const MAX_POINTS: usize = 4000;
+
+const SIZE: (u32, u32) = (900, 560);
+
+/// What to plot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlotKind {
+    /// Log-density of run-times.
+    Density,
+    /// Cumulative distribution of run-times.
+    Cdf,
+    /// Run-time against start time.
+    TimeSeries,
+}
+
+impl std::str::FromStr for PlotKind {
+    type Err = TraceError;
+
+    fn from_str(s: &str) -> Result<Self, TraceError> {
+        match s {
+            "density" => Ok(PlotKind::Density),
+            "cdf" => Ok(PlotKind::Cdf),
+            "timeseries" | "time-series" => Ok(PlotKind::TimeSeries),
+            _ => Err(TraceError::Argument(format!(
+                "unknown plot `{s}` (use density, cdf or timeseries)"
+            ))),
+        }
+    }
+}
+
+/// One trace (or some of its streams) in a plot, with its legend label.
+#[derive(Debug, Clone, Copy)]
+pub struct Series<'a> {
+    /// Legend label.
+    pub label: &'a str,
+    /// The streams drawn (pooled).
+    pub streams: &'a [Stream],
+}
+
+fn draw_err<E: std::error::Error + Send + Sync + 'static>(
+    path: &Path,
+) -> impl Fn(DrawingAreaErrorKind<E>) -> TraceError + '_ {
+    move |e| {
+        TraceError::io(
+            format!("cannot draw {}", path.display()),
+            std::io::Error::other(e.to_string()),
+        )
+    }
+}
+
+/// Draws `kind` for every series into the SVG file `path`.
+pub fn plot(kind: PlotKind, series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
+    if series.is_empty() {
+        return Err(TraceError::Argument("nothing to plot".into()));
+    }
+    match kind {
+        PlotKind::Density => density_svg(series, title, path),
+        PlotKind::Cdf => cdf_svg(series, title, path),
+        PlotKind::TimeSeries => timeseries_svg(series, title, path),
+    }
+}
+
+/// Run-time range in µs over all series, for a log axis.
+fn run_range_us(series: &[Series]) -> (f64, f64) {
+    let mut lo = f64::INFINITY;
+    let mut hi = 0.0f64;
+    for s in series {
+        for r in s.streams.iter().flat_map(|s| &s.records) {
+            if r.run_ns > 0 {
+                lo = lo.min(r.run_ns as f64 / 1e3);
+                hi = hi.max(r.run_ns as f64 / 1e3);
+            }
+        }
+    }
+    if !lo.is_finite() {
+        return (0.1, 10.0);
+    }
+    (lo / 1.5, (hi * 1.5).max(lo * 2.0))
+}
+
+/// Log-density of run-times of each series, on one shared grid.
+pub fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
+    let xs: Vec<Vec<f64>> = series.iter().map(|s| log_runs(s.streams)).collect();
+    let refs: Vec<&[f64]> = xs.iter().map(Vec::as_slice).collect();
+    let grid = Grid::covering(&refs, GRID_POINTS);
+    let step = grid.step();
+    let curves: Vec<Vec<(f64, f64)>> = xs
+        .iter()
+        .map(|x| {
+            let d = density(x, &grid);
+            (0..grid.points)
+                .map(|j| (grid.run_ns(j) / 1e3, d.values[j] * step))
+                .collect()
+        })
+        .collect();
+    let peak = curves
+        .iter()
+        .flatten()
+        .map(|p| p.1)
+        .fold(0.0f64, f64::max)
+        .max(1e-300);
+    let floor = peak * 1e-7;
+    let (x0, x1) = (grid.run_ns(0) / 1e3, grid.run_ns(grid.points - 1) / 1e3);
+    let e = draw_err(path);
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
+        .map_err(&e)?;
+    chart
+        .configure_mesh()
+        .x_desc("detour run-time (us)")
+        .y_desc("probability per grid cell")
+        .draw()
+        .map_err(&e)?;
+    for (i, (c, s)) in curves.iter().zip(series).enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();
+        chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+            .map_err(&e)?
+            .label(s.label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    legend(&mut chart, &e)?;
+    root.present().map_err(&e)
+}
+
+fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    e: &impl Fn(DrawingAreaErrorKind<DB::ErrorType>) -> TraceError,
+) -> Result<(), TraceError> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)
+}
+
+/// Sorted run-times in µs, thinned to at most [`MAX_POINTS`] evenly spaced quantiles.
+fn cdf_points(streams: &[Stream]) -> Vec<(f64, f64)> {
+    let mut runs: Vec<u64> = streams
+        .iter()
+        .flat_map(|s| s.records.iter().map(|r| r.run_ns))
+        .filter(|&r| r > 0)
+        .collect();
+    runs.sort_unstable();
+    let n = runs.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let k = n.min(MAX_POINTS);
+    (0..k)
+        .map(|i| {
+            let idx = if k == n {
+                i
+            } else {
+                i * (n - 1) / (k - 1).max(1)
+            };
+            (runs[idx] as f64 / 1e3, (idx + 1) as f64 / n as f64)
+        })
+        .collect()
+}
+
+/// Empirical CDF of run-times of each series.
+pub fn cdf_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
+    let (x0, x1) = run_range_us(series);
+    let e = draw_err(path);
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((x0..x1).log_scale(), 0.0..1.0)
+        .map_err(&e)?;
+    chart
+        .configure_mesh()
+        .x_desc("detour run-time (us)")
+        .y_desc("fraction of detours <= run-time")
+        .draw()
+        .map_err(&e)?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                cdf_points(s.streams),
+                color.stroke_width(2),
+            ))
+            .map_err(&e)?
+            .label(s.label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    legend(&mut chart, &e)?;
+    root.present().map_err(&e)
+}
+
+/// (start s, run µs) points, reduced to the longest detour per time bin when there are many.
+fn timeseries_points(streams: &[Stream], origin: u64, span: u64) -> Vec<(f64, f64)> {
+    let all = || {
+        streams
+            .iter()
+            .flat_map(|s| &s.records)
+            .filter(|r| r.run_ns > 0)
+    };
+    let n = all().count();
+    let pt = |start: u64, run: u64| ((start - origin) as f64 / 1e9, run as f64 / 1e3);
+    if n <= MAX_POINTS {
+        return all().map(|r| pt(r.start_ns, r.run_ns)).collect();
+    }
+    let mut bins: Vec<Option<(u64, u64)>> = vec![None; MAX_POINTS];
+    let span = span.max(1);
+    for r in all() {
+        let b = (((r.start_ns - origin) as u128 * MAX_POINTS as u128 / span as u128) as usize)
+            .min(MAX_POINTS - 1);
+        match bins[b] {
+            Some((_, run)) if run >= r.run_ns => {}
+            _ => bins[b] = Some((r.start_ns, r.run_ns)),
+        }
+    }
+    bins.into_iter().flatten().map(|(s, r)| pt(s, r)).collect()
+}
+
+/// Run-time against start time for each series.
+pub fn timeseries_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
+    let (y0, y1) = run_range_us(series);
+    let origin = series
+        .iter()
+        .flat_map(|s| s.streams.iter().map(|s| s.begin_ns))
+        .min()
+        .unwrap_or(0);
+    let end = series
+        .iter()
+        .flat_map(|s| s.streams.iter().map(|s| s.end_ns))
+        .max()
+        .unwrap_or(0)
+        .max(origin + 1);
+    let e = draw_err(path);
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..(end - origin) as f64 / 1e9, (y0..y1).log_scale())
+        .map_err(&e)?;
+    chart
+        .configure_mesh()
+        .x_desc("detour start (s)")
+        .y_desc("detour run-time (us)")
+        .draw()
+        .map_err(&e)?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let pts = timeseries_points(s.streams, origin, end - origin);
+        chart
+            .draw_series(pts.into_iter().map(|p| Circle::new(p, 2, color.filled())))
+            .map_err(&e)?
+            .label(s.label)
+            .legend(move |(x, y)| Circle::new((x + 10, y), 3, color.filled()));
+    }
+    legend(&mut chart, &e)?;
+    root.present().map_err(&e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth::{synthesize, Spec};
+
+    #[test]
+    fn every_plot_kind_writes_an_svg_with_its_labels() {
+        let s: Spec = "poisson:rate=20000/s,dur=exp:3us+periodic:period=4ms,dur=40us"
+            .parse()
+            .unwrap();
+        let a = synthesize(&s, 2, 500_000_000, 1).unwrap();
+        let b = synthesize(&s, 1, 500_000_000, 2).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        for kind in [PlotKind::Density, PlotKind::Cdf, PlotKind::TimeSeries] {
+            let p = dir.path().join(format!("{kind:?}.svg"));
+            let series = [
+                Series {
+                    label: "trace-a",
+                    streams: &a.streams,
+                },
+                Series {
+                    label: "trace-b",
+                    streams: &b.streams,
+                },
+            ];
+            plot(kind, &series, "test", &p).unwrap();
+            let svg = std::fs::read_to_string(&p).unwrap();
+            assert!(svg.starts_with("<svg"), "{kind:?}");
+            assert!(
+                svg.contains("trace-a") && svg.contains("trace-b"),
+                "{kind:?}"
+            );
+            assert!(
+                svg.contains("<polyline") || svg.contains("<circle"),
+                "{kind:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn timeseries_keeps_the_longest_detour_of_each_bin() {
+        let s: Spec = "poisson:rate=100000/s,dur=exp:1us+periodic:period=100ms,dur=500us"
+            .parse()
+            .unwrap();
+        let t = synthesize(&s, 1, 1_000_000_000, 9).unwrap();
+        let pts = timeseries_points(&t.streams, 0, 1_000_000_000);
+        assert!(pts.len() <= MAX_POINTS);
+        let big = pts.iter().filter(|p| p.1 >= 500.0).count();
+        assert_eq!(big, 10);
+    }
+}
