@@ -1,5 +1,496 @@
 //! `jitter-trace`: inspect, compare, synthesise, convert and plot `.jtr` traces.
 
-fn main() {
-    std::process::exit(2);
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+
+use jitter_trace::compare::compare;
+use jitter_trace::format::Completeness;
+use jitter_trace::interop::{export, import, Format};
+use jitter_trace::plot::{plot, PlotKind, Series};
+use jitter_trace::stats::{injectability, scale_for_share, TraceStats};
+use jitter_trace::synth::{synthesize, Spec};
+use jitter_trace::transform;
+use jitter_trace::units::parse_duration_ns;
+use jitter_trace::Trace;
+
+/// Inspect, compare, synthesise, convert and plot OS-jitter traces.
+#[derive(Debug, Parser)]
+#[command(name = "jitter-trace", version, about)]
+struct Cli {
+    /// Print results as JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How to read the input traces.
+#[derive(Debug, Args)]
+struct Input {
+    /// Input format (default: from the file name).
+    #[arg(long, value_name = "FORMAT")]
+    from: Option<Format>,
+    /// Keep the records before a damaged chunk instead of failing.
+    #[arg(long)]
+    salvage: bool,
+}
+
+/// Where to write the output trace.
+#[derive(Debug, Args)]
+struct Output {
+    /// Output file.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Output format (default: from the file name).
+    #[arg(long, value_name = "FORMAT")]
+    to: Option<Format>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Statistics per stream and overall, and optionally what an injector can reproduce.
+    Stats {
+        /// Trace file(s): one .jtr/.csv, or one file per core for sysjitter/LogGOPSim.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        #[command(flatten)]
+        input: Input,
+        /// Injector overhead per detour (e.g. 20us): prints injectability.
+        #[arg(long, value_parser = duration_arg)]
+        overhead: Option<f64>,
+        /// Scale factors to evaluate injectability at (with --overhead).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 2.0, 3.0, 5.0, 10.0])]
+        scale: Vec<f64>,
+        /// Share of detours that must be injectable: prints the smallest scale (with --overhead).
+        #[arg(long)]
+        share: Option<f64>,
+    },
+    /// Compare trace B with trace A: KL divergence, KS statistic, noise ratio and rate.
+    Compare {
+        /// Reference trace.
+        a: PathBuf,
+        /// Trace compared with it.
+        b: PathBuf,
+        #[command(flatten)]
+        input: Input,
+        /// Also draw both log-densities into this SVG.
+        #[arg(long, value_name = "SVG")]
+        plot: Option<PathBuf>,
+    },
+    /// Generate a synthetic trace from a spec, e.g. `periodic:period=10ms,dur=200us`.
+    Synth {
+        /// Noise sources joined by `+` (see the crate docs of `synth`).
+        spec: String,
+        /// Length of each stream (e.g. 10s).
+        #[arg(long, value_parser = duration_arg)]
+        duration: f64,
+        /// Number of streams (CPUs 0..n).
+        #[arg(long, default_value_t = 1)]
+        streams: u32,
+        /// Random seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Convert between .jtr, CSV, JSON lines, LogGOPSim and sysjitter raw files.
+    Convert {
+        /// Input file(s).
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        #[command(flatten)]
+        input: Input,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Keep part of a trace: a time window or fraction, some CPUs, detours above a threshold.
+    Slice {
+        /// Input trace.
+        trace: PathBuf,
+        #[command(flatten)]
+        input: Input,
+        /// Start of the window, from the trace start (e.g. 1s).
+        #[arg(long, value_parser = duration_arg)]
+        start: Option<f64>,
+        /// End of the window, from the trace start (e.g. 2s).
+        #[arg(long, value_parser = duration_arg)]
+        end: Option<f64>,
+        /// Part of each stream as fractions `FROM:TO`, e.g. 0:0.5.
+        #[arg(long, value_name = "FROM:TO", conflicts_with_all = ["start", "end"])]
+        fraction: Option<String>,
+        /// Keep only these CPUs (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        cpus: Vec<u32>,
+        /// Drop detours shorter than this (e.g. 1us).
+        #[arg(long, value_parser = duration_arg)]
+        drop_below: Option<f64>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Multiply every run-time and sleep-time by a factor S > 0.
+    Scale {
+        /// Input trace.
+        trace: PathBuf,
+        /// Scale factor.
+        #[arg(allow_negative_numbers = true)]
+        factor: f64,
+        #[command(flatten)]
+        input: Input,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Merge detours separated by sleeps shorter than a minimum (run-times add).
+    Merge {
+        /// Input trace.
+        trace: PathBuf,
+        /// Shortest sleep kept (e.g. 10us).
+        #[arg(long, value_parser = duration_arg)]
+        min_sleep: f64,
+        #[command(flatten)]
+        input: Input,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Draw run-time densities, CDFs or time series of one or more traces into an SVG.
+    Plot {
+        /// Traces to overlay (each one file).
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        #[command(flatten)]
+        input: Input,
+        /// density, cdf or timeseries.
+        #[arg(long, default_value = "density")]
+        kind: PlotKind,
+        /// Title of the plot.
+        #[arg(long)]
+        title: Option<String>,
+        /// Output SVG.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+}
+
+fn duration_arg(s: &str) -> Result<f64, String> {
+    parse_duration_ns(s).map_err(|e| e.to_string())
+}
+
+/// Reads a trace, warning about truncation and refusing damage unless `salvage`.
+fn load(paths: &[PathBuf], input: &Input) -> Result<Trace> {
+    let first = paths.first().ok_or_else(|| anyhow!("no input file"))?;
+    let format = Format::resolve(input.from, first)?;
+    let imported = import(paths, format).map_err(|e| {
+        let msg = e.to_string();
+        let name = first.display().to_string();
+        if msg.contains(&name) {
+            anyhow!(msg)
+        } else {
+            anyhow!("{name}: {msg}")
+        }
+    })?;
+    match &imported.completeness {
+        Completeness::Complete => {}
+        Completeness::Truncated { .. } => {
+            if let Some(w) = imported.completeness.warning() {
+                eprintln!("warning: {}: {w}", first.display());
+            }
+        }
+        Completeness::Damaged { records, error } => {
+            if !input.salvage {
+                bail!(
+                    "{}: {error} ({records} records before it are readable with --salvage)",
+                    first.display()
+                );
+            }
+            if let Some(w) = imported.completeness.warning() {
+                eprintln!("warning: {}: {w}", first.display());
+            }
+        }
+    }
+    Ok(imported.trace)
+}
+
+fn save(trace: &Trace, output: &Output) -> Result<()> {
+    let format = Format::resolve(output.to, &output.output)?;
+    export(trace, &output.output, format).with_context(|| output.output.display().to_string())
+}
+
+fn print_json(v: &serde_json::Value) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// Prints what a transform produced.
+fn report_written(json: bool, trace: &Trace, path: &Path, extra: serde_json::Value) -> Result<()> {
+    if json {
+        let mut v = json!({
+            "output": path.display().to_string(),
+            "streams": trace.streams.len(),
+            "records": trace.record_count(),
+        });
+        if let (Some(m), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+            m.extend(e);
+        }
+        print_json(&v)
+    } else {
+        let mut line = format!(
+            "wrote {} records in {} streams to {}",
+            trace.record_count(),
+            trace.streams.len(),
+            path.display()
+        );
+        if let serde_json::Value::Object(e) = extra {
+            for (k, v) in e {
+                line.push_str(&format!(", {k} {v}"));
+            }
+        }
+        println!("{line}");
+        Ok(())
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let json = cli.json;
+    match cli.command {
+        Command::Stats {
+            inputs,
+            input,
+            overhead,
+            scale,
+            share,
+        } => {
+            let trace = load(&inputs, &input)?;
+            let stats = TraceStats::of_trace(&trace);
+            let mut inject = Vec::new();
+            let mut choice = None;
+            if let Some(o) = overhead {
+                for &s in &scale {
+                    inject.push(injectability(&trace.streams, o, s)?);
+                }
+                if let Some(sh) = share {
+                    choice = Some(scale_for_share(&trace.streams, o, sh)?);
+                }
+            } else if share.is_some() {
+                bail!("--share needs --overhead");
+            }
+            if json {
+                return print_json(&json!({
+                    "stats": stats,
+                    "injectability": inject,
+                    "scale_for_share": choice,
+                }));
+            }
+            print!("{}", stats.table());
+            if let Some(o) = overhead {
+                println!("\ninjectable with overhead {:.3} us:", o / 1e3);
+                for i in &inject {
+                    println!(
+                        "  scale {:>6}: {:6.2} % of detours, {:6.2} % of noise time",
+                        i.scale,
+                        i.detours * 100.0,
+                        i.noise * 100.0
+                    );
+                }
+            }
+            match choice {
+                Some(Some(c)) => println!(
+                    "smallest scale covering {:.1} %: any S > {:.3}; integer S = {} covers {:.2} %",
+                    c.share * 100.0,
+                    c.threshold,
+                    c.integer,
+                    c.at_integer.detours * 100.0
+                ),
+                Some(None) => println!("no scale covers that share (too few positive run-times)"),
+                None => {}
+            }
+            Ok(())
+        }
+        Command::Compare {
+            a,
+            b,
+            input,
+            plot: svg,
+        } => {
+            let ta = load(std::slice::from_ref(&a), &input)?;
+            let tb = load(std::slice::from_ref(&b), &input)?;
+            let c = compare(&ta, &tb);
+            if let Some(p) = &svg {
+                let (la, lb) = (a.display().to_string(), b.display().to_string());
+                let series = [
+                    Series {
+                        label: &la,
+                        streams: &ta.streams,
+                    },
+                    Series {
+                        label: &lb,
+                        streams: &tb.streams,
+                    },
+                ];
+                plot(PlotKind::Density, &series, "run-time density", p)?;
+            }
+            if json {
+                return print_json(&serde_json::to_value(&c)?);
+            }
+            println!("A: {} ({} detours)", a.display(), c.count_a);
+            println!("B: {} ({} detours)", b.display(), c.count_b);
+            println!("KL divergence D(A||B):   {:.6} nats", c.kl_divergence);
+            println!(
+                "KL divergence D(B||A):   {:.6} nats",
+                c.kl_divergence_reverse
+            );
+            println!("KS statistic:            {:.6}", c.ks_statistic);
+            println!(
+                "noise ratio:             {:.4} % -> {:.4} % (diff {:+.4} %)",
+                c.noise_ratio_a * 100.0,
+                c.noise_ratio_b * 100.0,
+                c.noise_ratio_diff * 100.0
+            );
+            println!(
+                "detours/s per CPU:       {:.1} -> {:.1} (diff {:+.1})",
+                c.detour_rate_a, c.detour_rate_b, c.detour_rate_diff
+            );
+            Ok(())
+        }
+        Command::Synth {
+            spec,
+            duration,
+            streams,
+            seed,
+            output,
+        } => {
+            let spec: Spec = spec.parse()?;
+            if duration < 1.0 || duration >= u64::MAX as f64 {
+                bail!("duration must be at least 1 ns");
+            }
+            let trace = synthesize(&spec, streams, duration.round() as u64, seed)?;
+            save(&trace, &output)?;
+            report_written(json, &trace, &output.output, json!({}))
+        }
+        Command::Convert {
+            inputs,
+            input,
+            output,
+        } => {
+            let trace = load(&inputs, &input)?;
+            save(&trace, &output)?;
+            report_written(json, &trace, &output.output, json!({}))
+        }
+        Command::Slice {
+            trace,
+            input,
+            start,
+            end,
+            fraction,
+            cpus,
+            drop_below,
+            output,
+        } => {
+            let mut t = load(std::slice::from_ref(&trace), &input)?;
+            let mut dropped = 0;
+            if !cpus.is_empty() {
+                t = transform::select_streams(&t, &cpus)?;
+            }
+            if let Some(f) = fraction {
+                let (a, b) = f
+                    .split_once(':')
+                    .ok_or_else(|| anyhow!("--fraction must be FROM:TO, e.g. 0:0.5"))?;
+                let a: f64 = a
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow!("`{a}` is not a number"))?;
+                let b: f64 = b
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow!("`{b}` is not a number"))?;
+                t = transform::slice_fraction(&t, a, b)?;
+            } else if start.is_some() || end.is_some() {
+                let s = start.unwrap_or(0.0).round() as u64;
+                let e = end.map_or(u64::MAX, |e| e.round() as u64);
+                t = transform::slice_time(&t, s, e)?;
+            }
+            if let Some(th) = drop_below {
+                (t, dropped) = transform::drop_below(&t, th.round() as u64)?;
+            }
+            save(&t, &output)?;
+            report_written(json, &t, &output.output, json!({ "dropped": dropped }))
+        }
+        Command::Scale {
+            trace,
+            factor,
+            input,
+            output,
+        } => {
+            let t = load(std::slice::from_ref(&trace), &input)?;
+            let t = transform::scale(&t, factor)?;
+            save(&t, &output)?;
+            report_written(json, &t, &output.output, json!({ "scale": factor }))
+        }
+        Command::Merge {
+            trace,
+            min_sleep,
+            input,
+            output,
+        } => {
+            let t = load(std::slice::from_ref(&trace), &input)?;
+            let (t, merged) = transform::merge_short_sleeps(&t, min_sleep.round() as u64)?;
+            save(&t, &output)?;
+            report_written(json, &t, &output.output, json!({ "merged": merged }))
+        }
+        Command::Plot {
+            traces,
+            input,
+            kind,
+            title,
+            output,
+        } => {
+            let loaded: Vec<Trace> = traces
+                .iter()
+                .map(|p| load(std::slice::from_ref(p), &input))
+                .collect::<Result<_>>()?;
+            let labels: Vec<String> = traces.iter().map(|p| p.display().to_string()).collect();
+            let series: Vec<Series> = loaded
+                .iter()
+                .zip(&labels)
+                .map(|(t, l)| Series {
+                    label: l,
+                    streams: &t.streams,
+                })
+                .collect();
+            let title = title.unwrap_or_else(|| format!("{kind:?}"));
+            plot(kind, &series, &title, &output)?;
+            if json {
+                print_json(&json!({ "output": output.display().to_string() }))
+            } else {
+                println!("wrote {}", output.display());
+                Ok(())
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("error: internal error (please report): {info}");
+    }));
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Some errors print their source as part of their own message: skip such repeats.
+            let mut line = String::new();
+            for cause in e.chain().map(ToString::to_string) {
+                if !line.ends_with(&cause) {
+                    if !line.is_empty() {
+                        line.push_str(": ");
+                    }
+                    line.push_str(&cause);
+                }
+            }
+            eprintln!("error: {}", line.replace('\n', " "));
+            ExitCode::from(2)
+        }
+    }
 }

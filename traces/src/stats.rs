@@ -174,6 +174,76 @@ fn record(h: &mut Histogram<u64>, v: u64) {
     }
 }
 
+impl TraceStats {
+    /// A text table: one row per statistic, one column per stream, then `all`.
+    pub fn table(&self) -> String {
+        let mut cols: Vec<&Stats> = self.streams.iter().collect();
+        if self.streams.len() != 1 {
+            cols.push(&self.overall);
+        }
+        let us = |ns: u64| format!("{:.3}", ns as f64 / 1e3);
+        let pct = |f: f64| format!("{:.3}", f * 100.0);
+        type Row<'a> = (&'a str, Box<dyn Fn(&Stats) -> String + 'a>);
+        let rows: Vec<Row> = vec![
+            ("detours", Box::new(|s: &Stats| s.count.to_string())),
+            (
+                "duration(s)",
+                Box::new(|s: &Stats| format!("{:.3}", s.duration_ns as f64 / 1e9)),
+            ),
+            (
+                "detours/s",
+                Box::new(|s: &Stats| format!("{:.1}", s.detours_per_s)),
+            ),
+            ("noise(%)", Box::new(move |s: &Stats| pct(s.noise_ratio))),
+            ("min(us)", Box::new(move |s: &Stats| us(s.min_ns))),
+            ("p20(us)", Box::new(move |s: &Stats| us(s.p20_ns))),
+            ("median(us)", Box::new(move |s: &Stats| us(s.median_ns))),
+            (
+                "mean(us)",
+                Box::new(|s: &Stats| format!("{:.3}", s.mean_ns / 1e3)),
+            ),
+            ("p80(us)", Box::new(move |s: &Stats| us(s.p80_ns))),
+            ("p90(us)", Box::new(move |s: &Stats| us(s.p90_ns))),
+            ("p99(us)", Box::new(move |s: &Stats| us(s.p99_ns))),
+            ("p99.9(us)", Box::new(move |s: &Stats| us(s.p999_ns))),
+            ("p99.99(us)", Box::new(move |s: &Stats| us(s.p9999_ns))),
+            ("max(us)", Box::new(move |s: &Stats| us(s.max_ns))),
+            ("mad(us)", Box::new(move |s: &Stats| us(s.mad_ns))),
+            ("<1us(%)", Box::new(move |s: &Stats| pct(s.under_1us))),
+            ("<5us(%)", Box::new(move |s: &Stats| pct(s.under_5us))),
+            ("<14us(%)", Box::new(move |s: &Stats| pct(s.under_14us))),
+        ];
+        let head: Vec<String> = cols
+            .iter()
+            .map(|s| s.cpu.map_or("all".to_string(), |c| format!("cpu{c}")))
+            .collect();
+        let cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|(_, f)| cols.iter().map(|s| f(s)).collect())
+            .collect();
+        let width = cells
+            .iter()
+            .flatten()
+            .chain(&head)
+            .map(String::len)
+            .max()
+            .unwrap_or(0);
+        let mut out = format!("{:<12}", "");
+        for h in &head {
+            out.push_str(&format!(" {h:>width$}"));
+        }
+        out.push('\n');
+        for ((name, _), row) in rows.iter().zip(&cells) {
+            out.push_str(&format!("{name:<12}"));
+            for c in row {
+                out.push_str(&format!(" {c:>width$}"));
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
 fn new_histogram() -> Histogram<u64> {
     Histogram::new(SIGFIG).expect("3 significant digits is a valid histogram precision")
 }
