@@ -1,5 +1,17 @@
 //! `jitter-collect`: the TraceCollector of jitterbench — the cycle counter and its calibration,
 //! the probe loop, and per-CPU collection into `.jtr` traces.
 
+pub mod cli;
 pub mod clock;
+pub mod cpuset;
+pub mod environment;
+pub mod ftq;
 pub mod probe;
+pub mod ring;
+pub mod session;
+pub mod table;
+pub mod writer;
+
+pub use session::{
+    collect, collect_with_stop, Config, Mode, SchedPolicy, StopReason, Summary, Threshold,
+};

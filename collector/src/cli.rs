@@ -1,0 +1,255 @@
+//! The `jitter-collect` command line: arguments, their checks, and the printed table.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, ValueEnum};
+
+use crate::cpuset::CpuList;
+use crate::ftq::Quantum;
+use crate::probe::{DEFAULT_THRESHOLD_FACTOR, T_MIN_READS};
+use crate::session::{collect, Config, Mode, SchedPolicy, Threshold};
+use crate::table;
+
+/// Probe policy names on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchedArg {
+    /// SCHED_FIFO.
+    Fifo,
+    /// SCHED_RR.
+    Rr,
+}
+
+/// Mode names on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Record every gap above the threshold (Algorithm 2 of paper 001).
+    Detours,
+    /// Count work per fixed time quantum and derive detours from missing work.
+    Ftq,
+}
+
+/// Record OS jitter (detours) on every selected CPU into a .jtr trace, then print a per-CPU
+/// table in osjitter's columns.
+#[derive(Debug, Parser)]
+#[command(name = "jitter-collect", version, about)]
+pub struct Cli {
+    /// CPUs to probe, e.g. `0,2-5` (default: every online CPU this process may run on).
+    #[arg(long)]
+    pub cpus: Option<String>,
+    /// How long to collect: `10s`, `500ms`, `2m`, `1h`, or plain seconds.
+    #[arg(short = 'd', long, allow_negative_numbers = true)]
+    pub duration: Option<String>,
+    /// Stop after this many detours in all CPUs (the paper collects 1 million).
+    #[arg(long)]
+    pub detours: Option<u64>,
+    /// Threshold factor k: a gap longer than k × t_min is a detour.
+    #[arg(short = 'k', long, default_value_t = DEFAULT_THRESHOLD_FACTOR)]
+    pub threshold_factor: u64,
+    /// Absolute threshold in ns (overrides -k).
+    #[arg(long, allow_negative_numbers = true)]
+    pub threshold_ns: Option<i64>,
+    /// Counter frequency in kHz (default: calibrated against CLOCK_MONOTONIC_RAW).
+    #[arg(long)]
+    pub khz: Option<u64>,
+    /// Back-to-back counter reads used to find t_min.
+    #[arg(long, default_value_t = T_MIN_READS)]
+    pub t_min_reads: usize,
+    /// Real-time policy for the probe threads.
+    #[arg(long, value_enum)]
+    pub sched: Option<SchedArg>,
+    /// Real-time priority (with --sched).
+    #[arg(long, default_value_t = 1)]
+    pub prio: i32,
+    /// Allow a real-time policy on every CPU of the machine.
+    #[arg(long)]
+    pub force: bool,
+    /// Trace file (default: jitter-<host>-<unix time>.jtr).
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
+    /// A `key=value` label for the trace header (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+    /// Writer drain period in ms; 0 drains only at the end (needs a big enough --ring).
+    #[arg(long, default_value_t = 50)]
+    pub drain_ms: u64,
+    /// Ring capacity per CPU, detours.
+    #[arg(long, default_value_t = 1 << 16)]
+    pub ring: usize,
+    /// What to measure.
+    #[arg(long, value_enum, default_value_t = ModeArg::Detours)]
+    pub mode: ModeArg,
+    /// FTQ quantum: `2^18cycles`, `100us`, ... (FTQ mode).
+    #[arg(long, default_value = "2^18cycles")]
+    pub quantum: String,
+    /// FTQ series output (default: the trace path with .ftq.csv).
+    #[arg(long)]
+    pub ftq_csv: Option<PathBuf>,
+    /// No progress bar and no warnings.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Print the table as JSON (with the trace path) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not lock memory.
+    #[arg(long)]
+    pub no_mlock: bool,
+}
+
+/// Parses `10s`, `500ms`, `2m`, `1h`, `1.5s` or plain seconds; must be positive.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let t = text.trim();
+    let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("bad duration {text:?}: use e.g. 10s, 500ms, 2m"))?;
+    let scale = match unit.trim() {
+        "ns" => 1e-9,
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        u => bail!("bad duration {text:?}: unknown unit {u:?}"),
+    };
+    let secs = v * scale;
+    if !secs.is_finite() || secs <= 0.0 {
+        bail!("the duration must be positive, got {text:?}");
+    }
+    if secs > 1e9 {
+        bail!("the duration {text:?} is too long");
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl Cli {
+    /// Turns the arguments into a collection configuration.
+    pub fn config(&self) -> Result<Config> {
+        let duration = self.duration.as_deref().map(parse_duration).transpose()?;
+        let threshold = match self.threshold_ns {
+            Some(ns) if ns <= 0 => bail!("the threshold must be positive, got {ns} ns"),
+            Some(ns) => Threshold::Nanos(ns as u64),
+            None => Threshold::Factor(self.threshold_factor),
+        };
+        let mut labels = BTreeMap::new();
+        for l in &self.labels {
+            let Some((k, v)) = l.split_once('=') else {
+                bail!("bad label {l:?}: use key=value");
+            };
+            if k.trim().is_empty() {
+                bail!("bad label {l:?}: the key is empty");
+            }
+            labels.insert(k.trim().to_string(), v.to_string());
+        }
+        let cpus = self.cpus.as_deref().map(CpuList::parse).transpose()?;
+        let mode = match self.mode {
+            ModeArg::Detours => Mode::Detours,
+            ModeArg::Ftq => Mode::Ftq(Quantum::parse(&self.quantum)?),
+        };
+        let output = match &self.output {
+            Some(p) => p.clone(),
+            None => {
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_else(|_| "host".into());
+                let t = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                PathBuf::from(format!("jitter-{host}-{t}.jtr"))
+            }
+        };
+        Ok(Config {
+            cpus,
+            duration,
+            max_detours: self.detours,
+            threshold,
+            khz: self.khz,
+            t_min_reads: self.t_min_reads,
+            sched: self.sched.map(|s| {
+                let p = match s {
+                    SchedArg::Fifo => SchedPolicy::Fifo,
+                    SchedArg::Rr => SchedPolicy::Rr,
+                };
+                (p, self.prio)
+            }),
+            force: self.force,
+            output,
+            labels,
+            drain_period: (self.drain_ms > 0).then(|| Duration::from_millis(self.drain_ms)),
+            ring_capacity: self.ring,
+            mode,
+            ftq_csv: self.ftq_csv.clone(),
+            progress: !self.quiet,
+            verbose: !self.quiet,
+            lock_memory: !self.no_mlock,
+            handle_signals: true,
+        })
+    }
+}
+
+/// Runs the tool: collects, then prints the table (or JSON) on stdout.
+pub fn run(cli: Cli) -> Result<()> {
+    let config = cli.config()?;
+    let summary = collect(&config)?;
+    if cli.json {
+        let text = serde_json::to_string_pretty(&summary).context("cannot encode JSON")?;
+        println!("{text}");
+    } else {
+        println!(
+            "# {}: {} CPUs, t_min {:.1} ns, threshold {:.1} ns, TSC {} kHz, stopped by {:?}",
+            summary.trace.display(),
+            summary.rows.len(),
+            summary.t_min_ns,
+            summary.threshold_ns,
+            summary.tsc_khz,
+            summary.stopped_by
+        );
+        if let Some(p) = &summary.ftq_csv {
+            println!("# FTQ series: {}", p.display());
+        }
+        println!(
+            "# writer: {} drains, {:.3} ms active, CPU {}",
+            summary.self_windows,
+            summary.self_ns as f64 / 1e6,
+            summary
+                .writer_cpu
+                .map_or("shared".into(), |c| c.to_string())
+        );
+        print!("{}", table::render(&summary.rows));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_reject_nonsense() {
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        for bad in ["0", "-1", "0s", "x", "3 parsecs", "nan"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn labels_and_thresholds_are_checked() {
+        let cli = Cli::parse_from(["jc", "--label", "a=b", "--threshold-ns", "500", "-d", "1"]);
+        let c = cli.config().unwrap();
+        assert_eq!(c.labels["a"], "b");
+        assert_eq!(c.threshold, Threshold::Nanos(500));
+        let cli = Cli::parse_from(["jc", "--label", "ab"]);
+        assert!(cli.config().is_err());
+        let cli = Cli::parse_from(["jc", "--threshold-ns", "-5"]);
+        assert!(cli.config().unwrap_err().to_string().contains("positive"));
+    }
+}

@@ -1,0 +1,801 @@
+//! A collection session: one pinned probe per CPU started together, a writer streaming their
+//! detours to one `.jtr` trace on a common time base, and the summary table at the end.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use jitter_trace::{Epilogue, Header, StreamSummary};
+use serde::Serialize;
+
+use crate::clock::{kernel_tsc_khz, read_counter, tsc_flags, Clock, FrequencySource};
+use crate::cpuset::{self, CpuList};
+use crate::environment::{self, IrqSnapshot};
+use crate::ftq::{self, FtqConverter, Quantum};
+use crate::probe::{self, LoopStats, DEFAULT_THRESHOLD_FACTOR, T_MIN_READS};
+use crate::ring::{ring, RingProducer};
+use crate::table::{CpuRow, RowFacts};
+use crate::writer::{Decoder, Writer, WriterSetup};
+
+/// How the detour threshold is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threshold {
+    /// `k × t_min` (the paper's rule, k = 10 by default).
+    Factor(u64),
+    /// An absolute threshold in ns (osjitter's `-d`).
+    Nanos(u64),
+}
+
+/// Real-time scheduling policy for the probe threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SchedPolicy {
+    /// SCHED_FIFO.
+    Fifo,
+    /// SCHED_RR.
+    Rr,
+}
+
+impl SchedPolicy {
+    fn raw(self) -> libc::c_int {
+        match self {
+            SchedPolicy::Fifo => libc::SCHED_FIFO,
+            SchedPolicy::Rr => libc::SCHED_RR,
+        }
+    }
+
+    /// Name for messages (`SCHED_FIFO`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedPolicy::Fifo => "SCHED_FIFO",
+            SchedPolicy::Rr => "SCHED_RR",
+        }
+    }
+}
+
+/// What the probes measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Algorithm 2: record every gap between counter reads above the threshold.
+    Detours,
+    /// Fixed time quantum: count work per quantum; detours are derived from missing work.
+    Ftq(Quantum),
+}
+
+/// Everything a collection needs to know.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// CPUs to probe (`None`: every online CPU in the affinity mask).
+    pub cpus: Option<CpuList>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop after this many detours in all.
+    pub max_detours: Option<u64>,
+    /// Detour threshold rule.
+    pub threshold: Threshold,
+    /// Counter frequency override, kHz.
+    pub khz: Option<u64>,
+    /// Back-to-back reads used to find t_min.
+    pub t_min_reads: usize,
+    /// Real-time policy and priority for the probes.
+    pub sched: Option<(SchedPolicy, i32)>,
+    /// Allow a real-time policy on every CPU of the machine.
+    pub force: bool,
+    /// Trace file to write.
+    pub output: PathBuf,
+    /// `key=value` labels for the header.
+    pub labels: BTreeMap<String, String>,
+    /// How often the writer drains the rings (`None`: only at the end).
+    pub drain_period: Option<Duration>,
+    /// Ring capacity per CPU, entries.
+    pub ring_capacity: usize,
+    /// Detour or FTQ mode.
+    pub mode: Mode,
+    /// Where FTQ mode writes its series (CSV); `None` next to the trace.
+    pub ftq_csv: Option<PathBuf>,
+    /// Show a progress bar when stderr is a terminal.
+    pub progress: bool,
+    /// Print warnings to stderr.
+    pub verbose: bool,
+    /// Lock memory with mlockall when permitted.
+    pub lock_memory: bool,
+    /// Stop on SIGINT/SIGTERM (installs handlers for the duration of the call).
+    pub handle_signals: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            cpus: None,
+            duration: Some(Duration::from_secs(10)),
+            max_detours: None,
+            threshold: Threshold::Factor(DEFAULT_THRESHOLD_FACTOR),
+            khz: None,
+            t_min_reads: T_MIN_READS,
+            sched: None,
+            force: false,
+            output: PathBuf::from("trace.jtr"),
+            labels: BTreeMap::new(),
+            drain_period: Some(Duration::from_millis(50)),
+            ring_capacity: 1 << 16,
+            mode: Mode::Detours,
+            ftq_csv: None,
+            progress: false,
+            verbose: false,
+            lock_memory: true,
+            handle_signals: false,
+        }
+    }
+}
+
+/// Why a collection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The duration elapsed.
+    Duration,
+    /// The detour count was reached.
+    Detours,
+    /// SIGINT, SIGTERM or the caller's stop flag.
+    Signal,
+}
+
+/// What a finished collection produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// The trace written.
+    pub trace: PathBuf,
+    /// The FTQ series written (FTQ mode).
+    pub ftq_csv: Option<PathBuf>,
+    /// The header as written.
+    #[serde(skip)]
+    pub header: Header,
+    /// One row per CPU.
+    pub rows: Vec<CpuRow>,
+    /// Shortest back-to-back read, ns.
+    pub t_min_ns: f64,
+    /// Threshold used, ns.
+    pub threshold_ns: f64,
+    /// Counter frequency used, kHz.
+    pub tsc_khz: u64,
+    /// How it ended.
+    pub stopped_by: StopReason,
+    /// Writer activity windows recorded.
+    pub self_windows: usize,
+    /// Total time the writer was active, ns.
+    pub self_ns: u64,
+    /// CPU the writer was pinned to (`None`: it shared the probed CPUs).
+    pub writer_cpu: Option<u32>,
+    /// Warnings given.
+    pub warnings: Vec<String>,
+}
+
+struct Shared {
+    barrier: Barrier,
+    abort: AtomicBool,
+    threshold: AtomicU64,
+    deadline: AtomicU64,
+    origin: AtomicU64,
+    quantum: AtomicU64,
+    stop: Arc<AtomicBool>,
+    t_min: Vec<AtomicU64>,
+    full: Vec<AtomicU64>,
+    errors: Mutex<Vec<String>>,
+}
+
+struct ProbeOutcome {
+    stats: LoopStats,
+    lost: u64,
+    lost_ticks: u64,
+    invol_ctx: u64,
+    ran: bool,
+}
+
+fn invol_switches() -> u64 {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD)
+        .map(|u| u.involuntary_context_switches() as u64)
+        .unwrap_or(0)
+}
+
+fn set_policy(policy: SchedPolicy, prio: i32) -> Result<()> {
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: `param` is a valid sched_param; pid 0 names the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, policy.raw(), &param) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("cannot set {} priority {prio}", policy.name()));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn probe_thread(
+    index: usize,
+    cpu: u32,
+    mut producer: RingProducer,
+    shared: Arc<Shared>,
+    sched: Option<(SchedPolicy, i32)>,
+    t_min_reads: usize,
+    mode: Mode,
+    quantum_hint: u64,
+) -> ProbeOutcome {
+    let mut outcome = ProbeOutcome {
+        stats: LoopStats::default(),
+        lost: 0,
+        lost_ticks: 0,
+        invol_ctx: 0,
+        ran: false,
+    };
+    let setup = (|| -> Result<()> {
+        cpuset::pin_current_thread(&[cpu])?;
+        if let Some((p, prio)) = sched {
+            set_policy(p, prio).with_context(|| format!("CPU {cpu}"))?;
+        }
+        shared.t_min[index].store(probe::find_t_min(t_min_reads), Ordering::Relaxed);
+        if matches!(mode, Mode::Ftq(_)) {
+            shared.full[index].store(ftq::full_count(quantum_hint, 32), Ordering::Relaxed);
+        }
+        Ok(())
+    })();
+    if let Err(e) = setup {
+        let msg = format!("{e:#}");
+        shared
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(msg);
+        shared.abort.store(true, Ordering::Release);
+    }
+    shared.barrier.wait(); // A: set up, t_min known
+    shared.barrier.wait(); // B: threshold and origin published, go
+    if shared.abort.load(Ordering::Acquire) {
+        return outcome;
+    }
+    let threshold = shared.threshold.load(Ordering::Acquire);
+    let deadline = shared.deadline.load(Ordering::Acquire);
+    let origin = shared.origin.load(Ordering::Acquire);
+    let ctx0 = invol_switches();
+    outcome.stats = match mode {
+        Mode::Detours => probe::run(threshold, deadline, &shared.stop, |a, b| {
+            producer.push([a, b], b - a);
+            std::ops::ControlFlow::Continue(())
+        }),
+        Mode::Ftq(_) => {
+            let quantum = shared.quantum.load(Ordering::Acquire);
+            ftq::run(quantum, origin, deadline, u64::MAX, &shared.stop, |s, c| {
+                producer.push([s, c], 0)
+            })
+        }
+    };
+    outcome.invol_ctx = invol_switches().saturating_sub(ctx0);
+    outcome.lost = producer.lost();
+    outcome.lost_ticks = producer.lost_ticks();
+    outcome.ran = true;
+    outcome
+}
+
+/// Linux's MCL_ONFAULT: lock pages as they are faulted in, not all at once.
+const MCL_ONFAULT: libc::c_int = 4;
+
+fn lock_memory() -> Result<()> {
+    // SAFETY: mlockall has no memory-safety preconditions.
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | MCL_ONFAULT) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("mlockall");
+    }
+    Ok(())
+}
+
+fn ignore_sigxfsz() {
+    // SAFETY: installing SIG_IGN for SIGXFSZ replaces no Rust handler and is async-signal-safe;
+    // it makes writes past RLIMIT_FSIZE fail with EFBIG instead of killing the process.
+    unsafe {
+        let _ = nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGXFSZ,
+            nix::sys::signal::SigHandler::SigIgn,
+        );
+    }
+}
+
+fn choose_clock(khz: Option<u64>, warnings: &mut Vec<String>) -> Result<Clock> {
+    if let Some(k) = khz {
+        return Clock::from_khz(k, FrequencySource::Given).context("--khz");
+    }
+    let measured =
+        Clock::calibrate(Duration::from_millis(200)).context("calibrating the counter")?;
+    if let Some(k) = kernel_tsc_khz() {
+        let diff = (measured.khz() as f64 - k as f64).abs() / k as f64;
+        if diff <= 0.005 {
+            // The kernel's refined calibration is the more precise of the two.
+            return Clock::from_khz(k, FrequencySource::Kernel).context("kernel tsc_freq_khz");
+        }
+        warnings.push(format!(
+            "the measured counter frequency {} kHz differs from the kernel's {} kHz by {:.2} %; \
+             using the measured one",
+            measured.khz(),
+            k,
+            diff * 100.0
+        ));
+    }
+    Ok(measured)
+}
+
+/// Runs one collection as configured: probes every selected CPU, streams the detours to
+/// `config.output`, writes the end chunk, and returns the per-CPU table.
+pub fn collect(config: &Config) -> Result<Summary> {
+    collect_with_stop(config, Arc::new(AtomicBool::new(false)))
+}
+
+/// `collect`, with a flag the caller may set (from any thread) to stop early.
+pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summary> {
+    if config.duration.is_some_and(|d| d.is_zero()) {
+        bail!("the duration must be positive");
+    }
+    if config.max_detours == Some(0) {
+        bail!("--detours must be positive");
+    }
+    if config.duration.is_none() && config.max_detours.is_none() && !config.handle_signals {
+        bail!("nothing would stop the collection: give a duration or a detour count");
+    }
+    if config.max_detours.is_some() && config.drain_period.is_none() {
+        bail!("a detour count needs a periodic drain (the writer counts the detours)");
+    }
+    if let Threshold::Factor(0) = config.threshold {
+        bail!("the threshold factor must be at least 1");
+    }
+    if config.ring_capacity < 2 {
+        bail!("the ring must hold at least 2 entries");
+    }
+    if config.t_min_reads == 0 {
+        bail!("t_min needs at least one read");
+    }
+    let cpus = cpuset::select(config.cpus.as_ref())?;
+    if let Some((policy, prio)) = config.sched {
+        // SAFETY: these calls only read constants of the policy.
+        let (lo, hi) = unsafe {
+            (
+                libc::sched_get_priority_min(policy.raw()),
+                libc::sched_get_priority_max(policy.raw()),
+            )
+        };
+        if prio < lo || prio > hi {
+            bail!(
+                "{} priority must be in {lo}..={hi}, got {prio}",
+                policy.name()
+            );
+        }
+        let online = cpuset::online_cpus()?;
+        if !config.force && online.ids().iter().all(|&c| cpus.contains(c)) {
+            bail!(
+                "refusing {} on every CPU of the machine ({}): the probes would starve the \
+                 kernel's own threads; leave a CPU out or pass --force",
+                policy.name(),
+                online
+            );
+        }
+    }
+    let output = &config.output;
+    let file = File::create(output)
+        .with_context(|| format!("cannot create the output {}", output.display()))?;
+    let ftq_csv = match config.mode {
+        Mode::Ftq(_) => Some(
+            config
+                .ftq_csv
+                .clone()
+                .unwrap_or_else(|| output.with_extension("ftq.csv")),
+        ),
+        Mode::Detours => None,
+    };
+    let csv_file = match &ftq_csv {
+        Some(p) => Some(
+            File::create(p)
+                .with_context(|| format!("cannot create the FTQ series {}", p.display()))?,
+        ),
+        None => None,
+    };
+    ignore_sigxfsz();
+
+    let mut warnings = Vec::new();
+    match tsc_flags() {
+        Some(f) if !f.constant || !f.nonstop => warnings.push(format!(
+            "the TSC lacks {}: detour lengths may be wrong when the CPU changes frequency or \
+             sleeps",
+            [
+                (!f.constant).then_some("constant_tsc"),
+                (!f.nonstop).then_some("nonstop_tsc")
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" and ")
+        )),
+        _ => {}
+    }
+    let clock = choose_clock(config.khz, &mut warnings)?;
+    let machine = environment::machine();
+    let irq_before = IrqSnapshot::take();
+
+    let n = cpus.len();
+    let mut producers = Vec::with_capacity(n);
+    let mut consumers = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (p, c) = ring(config.ring_capacity);
+        producers.push(p);
+        consumers.push(c);
+    }
+    if config.lock_memory {
+        if let Err(e) = lock_memory() {
+            warnings.push(format!(
+                "memory not locked ({e:#}); page faults may show as detours"
+            ));
+        }
+    }
+    let quantum_hint = match config.mode {
+        Mode::Ftq(q) => q.ticks(&clock),
+        Mode::Detours => 0,
+    };
+
+    let shared = Arc::new(Shared {
+        barrier: Barrier::new(n + 1),
+        abort: AtomicBool::new(false),
+        threshold: AtomicU64::new(0),
+        deadline: AtomicU64::new(u64::MAX),
+        origin: AtomicU64::new(0),
+        quantum: AtomicU64::new(quantum_hint),
+        stop: stop.clone(),
+        t_min: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        full: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        errors: Mutex::new(Vec::new()),
+    });
+    let mut handles = Vec::with_capacity(n);
+    for (i, (&cpu, producer)) in cpus.ids().iter().zip(producers).enumerate() {
+        let sh = shared.clone();
+        let (sched, reads, mode) = (config.sched, config.t_min_reads, config.mode);
+        let h = thread::Builder::new()
+            .name(format!("probe-{cpu}"))
+            .stack_size(256 << 10)
+            .spawn(move || probe_thread(i, cpu, producer, sh, sched, reads, mode, quantum_hint))
+            .context("cannot start a probe thread")?;
+        handles.push(h);
+    }
+    shared.barrier.wait(); // A
+
+    // Everything between the barriers must not return early: the probes wait on barrier B.
+    let prepared = (|| -> Result<_> {
+        if shared.abort.load(Ordering::Acquire) {
+            let errs = shared.errors.lock().unwrap_or_else(|p| p.into_inner());
+            bail!("{}", errs.join("; "));
+        }
+        let t_mins: Vec<u64> = shared
+            .t_min
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .collect();
+        let t_min = t_mins.iter().copied().min().unwrap_or(1).max(1);
+        let threshold = match config.threshold {
+            Threshold::Factor(k) => t_min.saturating_mul(k),
+            Threshold::Nanos(ns) => {
+                let t = clock.ns_to_ticks(ns);
+                if t < t_min {
+                    bail!(
+                        "the threshold {ns} ns is below t_min = {:.1} ns ({t_min} ticks): every \
+                         loop iteration would be a detour",
+                        clock.ticks_to_ns_f64(t_min)
+                    );
+                }
+                t
+            }
+        };
+        let mut environment = machine.environment.clone();
+        environment.insert("frequency_source".into(), format!("{:?}", clock.source));
+        if let Some(k) = kernel_tsc_khz() {
+            environment.insert("kernel_tsc_khz".into(), k.to_string());
+        }
+        let writer_cpu = cpuset::affinity()
+            .ok()
+            .and_then(|m| m.ids().iter().copied().find(|&c| !cpus.contains(c)));
+        environment.insert(
+            "writer_cpu".into(),
+            writer_cpu.map_or_else(
+                || "shared with the probes (every allowed CPU is probed)".into(),
+                |c| c.to_string(),
+            ),
+        );
+        environment.insert(
+            "drain_period_ms".into(),
+            config
+                .drain_period
+                .map_or("end only".into(), |d| d.as_millis().to_string()),
+        );
+        environment.insert("ring_capacity".into(), config.ring_capacity.to_string());
+        environment.insert(
+            "sched".into(),
+            config.sched.map_or("SCHED_OTHER".into(), |(p, prio)| {
+                format!("{} {prio}", p.name())
+            }),
+        );
+        match config.mode {
+            Mode::Detours => {
+                environment.insert("mode".into(), "detours".into());
+            }
+            Mode::Ftq(_) => {
+                environment.insert("mode".into(), "ftq".into());
+                environment.insert("ftq_quantum_ticks".into(), quantum_hint.to_string());
+            }
+        }
+        if let Threshold::Factor(k) = config.threshold {
+            environment.insert("threshold_factor".into(), k.to_string());
+        }
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let origin = read_counter();
+        let header = Header {
+            tool_version: format!("jitter-collect {}", env!("CARGO_PKG_VERSION")),
+            host: machine.host.clone(),
+            kernel_release: machine.kernel_release.clone(),
+            kernel_cmdline: machine.kernel_cmdline.clone(),
+            cpu_model: machine.cpu_model.clone(),
+            tsc_khz: clock.khz(),
+            t_min_ns: clock.ticks_to_ns_f64(t_min),
+            threshold_ns: clock.ticks_to_ns_f64(threshold),
+            collection_start_unix_ns: now.as_nanos() as u64,
+            duration_ns: config.duration.map_or(0, |d| d.as_nanos() as u64),
+            stream_cpus: cpus.ids().to_vec(),
+            labels: config.labels.clone(),
+            environment,
+            ..Header::default()
+        };
+        let trace = Writer::open(file, &header)
+            .with_context(|| format!("cannot write {}", output.display()))?;
+        let progress = (config.progress && std::io::stderr().is_terminal()).then(|| {
+            let pb = match config.duration {
+                Some(d) => {
+                    let pb = ProgressBar::new(d.as_millis() as u64);
+                    pb.set_style(
+                        ProgressStyle::with_template(
+                            "{elapsed_precise} [{bar:30}] {percent:>3}% of {len}ms  {msg}",
+                        )
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    );
+                    pb
+                }
+                None => ProgressBar::new_spinner(),
+            };
+            pb.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
+            pb
+        });
+        let streams = cpus
+            .ids()
+            .iter()
+            .enumerate()
+            .map(|(i, &cpu)| {
+                let dec = match config.mode {
+                    Mode::Detours => Decoder::Detours,
+                    Mode::Ftq(_) => Decoder::Ftq(FtqConverter::new(
+                        quantum_hint,
+                        origin,
+                        shared.full[i].load(Ordering::Relaxed),
+                        threshold,
+                    )),
+                };
+                (cpu, dec)
+            })
+            .collect();
+        let writer = Writer::new(WriterSetup {
+            trace,
+            rings: consumers,
+            streams,
+            clock,
+            origin,
+            csv: csv_file,
+            max_detours: config.max_detours,
+            stop: stop.clone(),
+            progress,
+        })?;
+        Ok((writer, header, t_mins, t_min, threshold, origin, writer_cpu))
+    })();
+    let (writer, header, t_mins, t_min, threshold, origin, writer_cpu) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            shared.abort.store(true, Ordering::Release);
+            shared.barrier.wait(); // B
+            for h in handles {
+                let _ = h.join();
+            }
+            let _ = std::fs::remove_file(output);
+            if let Some(p) = &ftq_csv {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(e);
+        }
+    };
+    for w in &warnings {
+        if config.verbose {
+            eprintln!("warning: {w}");
+        }
+    }
+
+    let mut signal_ids = Vec::new();
+    if config.handle_signals {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // A second signal while stopping ends the process at once (exit status 130).
+            if let Ok(id) = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+            {
+                signal_ids.push(id);
+            }
+            let id = signal_hook::flag::register(sig, stop.clone())
+                .context("cannot install the signal handler")?;
+            signal_ids.push(id);
+        }
+    }
+
+    let deadline = match config.duration {
+        Some(d) => origin.saturating_add(clock.ns_to_ticks(d.as_nanos() as u64)),
+        None => u64::MAX,
+    };
+    shared.threshold.store(threshold, Ordering::Release);
+    shared.deadline.store(deadline, Ordering::Release);
+    shared.origin.store(origin, Ordering::Release);
+    let done = Arc::new(AtomicBool::new(false));
+    let writer_done = done.clone();
+    let period = config.drain_period;
+    let writer_handle = thread::Builder::new()
+        .name("jtr-writer".into())
+        .spawn(move || {
+            if let Some(c) = writer_cpu {
+                let _ = cpuset::pin_current_thread(&[c]);
+            }
+            let mut writer = writer;
+            let r = writer.run(period, &writer_done);
+            (writer, r)
+        })
+        .context("cannot start the writer thread")?;
+    shared.barrier.wait(); // B: go
+
+    let outcomes: Vec<ProbeOutcome> = handles
+        .into_iter()
+        .map(|h| h.join().map_err(|_| anyhow!("a probe thread panicked")))
+        .collect::<Result<_>>()?;
+    done.store(true, Ordering::Release);
+    writer_handle.thread().unpark();
+    let (mut writer, result) = writer_handle
+        .join()
+        .map_err(|_| anyhow!("the writer thread panicked"))?;
+    for id in signal_ids {
+        signal_hook::low_level::unregister(id);
+    }
+    let irq_after = IrqSnapshot::take();
+    if let Some(pb) = &writer_progress(&writer) {
+        pb.finish_and_clear();
+    }
+    let kept = |e: anyhow::Error| {
+        e.context(format!(
+            "collection stopped; {} keeps the chunks written before",
+            output.display()
+        ))
+    };
+    result.map_err(kept)?;
+    writer.finish_streams().map_err(kept)?;
+
+    let stopped_by = if config.max_detours.is_some_and(|m| writer.total >= m) {
+        StopReason::Detours
+    } else if stop.load(Ordering::Relaxed) {
+        StopReason::Signal
+    } else {
+        StopReason::Duration
+    };
+    let to_ns = |t: u64| clock.ticks_to_ns(t.saturating_sub(origin));
+    let mut rows = Vec::with_capacity(n);
+    let mut summaries = Vec::with_capacity(n);
+    for (i, o) in outcomes.iter().enumerate() {
+        let cpu = cpus.ids()[i];
+        let (begin, end) = if o.ran {
+            (
+                to_ns(o.stats.first),
+                to_ns(o.stats.last).max(writer.last_end_ns(i)),
+            )
+        } else {
+            (0, writer.last_end_ns(i))
+        };
+        let (irqs, softirqs) = irq_before.total_delta(&irq_after, cpu);
+        let st = &writer.streams[i];
+        let loop_ns = match config.mode {
+            Mode::Detours => clock.ticks_to_ns_f64(1) * o.stats.loop_ticks(),
+            Mode::Ftq(_) => {
+                let busy = (end - begin).saturating_sub(st.stats.sum_ns);
+                busy as f64 / o.stats.iterations.max(1) as f64
+            }
+        };
+        let lost_ns = clock.ticks_to_ns(o.lost_ticks);
+        let mut counters = BTreeMap::new();
+        counters.insert("lost_detours".to_string(), o.lost);
+        counters.insert("lost_ns".to_string(), lost_ns);
+        counters.insert("invol_ctx".to_string(), o.invol_ctx);
+        counters.insert("iterations".to_string(), o.stats.iterations);
+        counters.insert("t_min_ticks".to_string(), t_mins[i]);
+        counters.insert("interrupts".to_string(), irqs);
+        counters.insert("softirqs".to_string(), softirqs);
+        counters.insert("dropped_overlaps".to_string(), st.merged);
+        if let Mode::Ftq(_) = config.mode {
+            counters.insert(
+                "ftq_full_count".to_string(),
+                shared.full[i].load(Ordering::Relaxed),
+            );
+        }
+        summaries.push(StreamSummary {
+            begin_ns: begin,
+            end_ns: end,
+            records: 0,
+            counters,
+        });
+        rows.push(CpuRow::new(
+            &st.stats,
+            RowFacts {
+                cpu,
+                tsc_khz: clock.khz(),
+                lost: o.lost,
+                lost_ns,
+                invol_ctx: o.invol_ctx,
+                rt_ns: end - begin,
+                loop_ns,
+                irqs,
+                softirqs,
+            },
+        ));
+    }
+    let mut notes = irq_before.delta_notes(&irq_after, cpus.ids());
+    if writer.windows_dropped > 0 {
+        notes.insert(
+            "self_windows_dropped".into(),
+            writer.windows_dropped.to_string(),
+        );
+    }
+    notes.insert(
+        "stopped_by".into(),
+        format!("{stopped_by:?}").to_lowercase(),
+    );
+    if !warnings.is_empty() {
+        notes.insert("warnings".into(), serde_json::to_string(&warnings)?);
+    }
+    let duration_ns = summaries
+        .iter()
+        .map(|s| s.end_ns)
+        .max()
+        .unwrap_or(0)
+        .saturating_sub(summaries.iter().map(|s| s.begin_ns).min().unwrap_or(0));
+    let self_windows = writer.windows.clone();
+    let epilogue = Epilogue {
+        duration_ns,
+        streams: summaries,
+        self_windows: self_windows.clone(),
+        notes,
+    };
+    writer.finish(epilogue).map_err(kept)?;
+    Ok(Summary {
+        trace: output.clone(),
+        ftq_csv,
+        header,
+        rows,
+        t_min_ns: clock.ticks_to_ns_f64(t_min),
+        threshold_ns: clock.ticks_to_ns_f64(threshold),
+        tsc_khz: clock.khz(),
+        stopped_by,
+        self_windows: self_windows.len(),
+        self_ns: self_windows.iter().map(|w| w.end_ns - w.start_ns).sum(),
+        writer_cpu,
+        warnings,
+    })
+}
+
+fn writer_progress(w: &Writer) -> Option<ProgressBar> {
+    w.progress()
+}

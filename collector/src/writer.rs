@@ -1,0 +1,377 @@
+//! The writer: drains the probes' rings, converts ticks to ns on the common time base, keeps
+//! per-CPU statistics, and appends checksummed chunks that are on disk after every drain.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use indicatif::ProgressBar;
+use jitter_trace::{Detour, Header, TraceWriter, Window};
+
+use crate::clock::{read_counter, Clock};
+use crate::ftq::FtqConverter;
+use crate::ring::RingConsumer;
+use crate::table::DetourStats;
+
+/// Most writer activity windows kept for the end chunk (16 B each); later ones are counted only.
+pub const MAX_SELF_WINDOWS: usize = 1 << 18;
+
+/// A file sink that holds what the trace writer produces and hands it to the kernel in one
+/// `write` per flush; if that fails (disk full, file size limit) the file is cut back to the last
+/// complete flush, so every chunk on disk stays whole.
+#[derive(Debug)]
+pub struct ChunkFile {
+    file: File,
+    buf: Vec<u8>,
+    committed: u64,
+}
+
+impl ChunkFile {
+    /// Wraps an open, empty file.
+    pub fn new(file: File) -> Self {
+        ChunkFile {
+            file,
+            buf: Vec::with_capacity(1 << 16),
+            committed: 0,
+        }
+    }
+
+    /// Bytes safely on disk.
+    pub fn committed(&self) -> u64 {
+        self.committed
+    }
+}
+
+impl Write for ChunkFile {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let result = self.file.write_all(&self.buf);
+        let len = self.buf.len() as u64;
+        self.buf.clear();
+        if self.buf.capacity() > 1 << 24 {
+            self.buf.shrink_to(1 << 16);
+        }
+        match result {
+            Ok(()) => {
+                self.committed += len;
+                Ok(())
+            }
+            Err(e) => {
+                // Best effort: drop a partly written chunk so the file ends on a chunk boundary.
+                let _ = self.file.set_len(self.committed);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// How the entries of a ring are to be read.
+#[derive(Debug, Clone)]
+pub enum Decoder {
+    /// Entries are (start, end) ticks of a detour.
+    Detours,
+    /// Entries are FTQ samples (quantum start, work count), converted to detours.
+    Ftq(FtqConverter),
+}
+
+/// Per-stream state of the writer.
+#[derive(Debug)]
+pub struct StreamState {
+    /// CPU of the stream.
+    pub cpu: u32,
+    /// Statistics of the detours written.
+    pub stats: DetourStats,
+    /// Detours dropped because they did not start after the previous one (clock anomalies).
+    pub merged: u64,
+    decoder: Decoder,
+    last_start: Option<u64>,
+    last_end: u64,
+}
+
+/// Everything the writer needs; run with `Writer::run` on its own thread.
+#[derive(Debug)]
+pub struct Writer {
+    trace: TraceWriter<ChunkFile>,
+    rings: Vec<RingConsumer>,
+    /// Per-stream state, in stream order.
+    pub streams: Vec<StreamState>,
+    buf: Vec<Detour>,
+    ticks: Vec<[u64; 2]>,
+    clock: Clock,
+    origin: u64,
+    /// Writer activity windows (at most `MAX_SELF_WINDOWS`).
+    pub windows: Vec<Window>,
+    /// Windows not kept because of the cap.
+    pub windows_dropped: u64,
+    csv: Option<BufWriter<File>>,
+    /// Detours written so far.
+    pub total: u64,
+    max_detours: Option<u64>,
+    stop: Arc<AtomicBool>,
+    progress: Option<ProgressBar>,
+    observe_ns: u64,
+}
+
+/// Settings of a writer.
+#[derive(Debug)]
+pub struct WriterSetup {
+    /// The open trace (header written).
+    pub trace: TraceWriter<ChunkFile>,
+    /// One ring per stream.
+    pub rings: Vec<RingConsumer>,
+    /// CPU and decoder per stream.
+    pub streams: Vec<(u32, Decoder)>,
+    /// Counter-to-ns conversion.
+    pub clock: Clock,
+    /// Counter value of time 0.
+    pub origin: u64,
+    /// Where to write the FTQ series, if any.
+    pub csv: Option<File>,
+    /// Stop after this many detours in all.
+    pub max_detours: Option<u64>,
+    /// Set to stop the collection.
+    pub stop: Arc<AtomicBool>,
+    /// Progress display, if any.
+    pub progress: Option<ProgressBar>,
+}
+
+impl Writer {
+    /// A writer over an open trace.
+    pub fn new(s: WriterSetup) -> Result<Self> {
+        let cap = s
+            .rings
+            .iter()
+            .map(RingConsumer::capacity)
+            .max()
+            .unwrap_or(0);
+        let mut csv = s.csv.map(|f| BufWriter::with_capacity(1 << 16, f));
+        if let Some(w) = csv.as_mut() {
+            writeln!(w, "cpu,start_ns,end_ns,count").context("cannot write the FTQ series")?;
+        }
+        Ok(Writer {
+            trace: s.trace,
+            rings: s.rings,
+            streams: s
+                .streams
+                .into_iter()
+                .map(|(cpu, decoder)| StreamState {
+                    cpu,
+                    stats: DetourStats::new(),
+                    merged: 0,
+                    decoder,
+                    last_start: None,
+                    last_end: 0,
+                })
+                .collect(),
+            buf: Vec::with_capacity(cap),
+            ticks: Vec::with_capacity(cap),
+            clock: s.clock,
+            origin: s.origin,
+            windows: Vec::new(),
+            windows_dropped: 0,
+            csv,
+            total: 0,
+            max_detours: s.max_detours,
+            stop: s.stop,
+            progress: s.progress,
+            observe_ns: 0,
+        })
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.clock
+            .ticks_to_ns(read_counter().saturating_sub(self.origin))
+    }
+
+    /// Drains every `period` (or only when woken, with `None`) until `done` is set and the
+    /// thread is unparked; then drains what is left.
+    pub fn run(&mut self, period: Option<Duration>, done: &AtomicBool) -> Result<()> {
+        loop {
+            let finished = done.load(Ordering::Acquire);
+            if !finished {
+                match period {
+                    Some(p) => std::thread::park_timeout(p),
+                    None => std::thread::park(),
+                }
+            }
+            let finished = finished || done.load(Ordering::Acquire);
+            if let Err(e) = self.drain_once() {
+                self.stop.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+            if finished {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Drains all rings once, writes and flushes, and records the activity window.
+    pub fn drain_once(&mut self) -> Result<()> {
+        let start = self.now_ns();
+        for i in 0..self.rings.len() {
+            self.drain_stream(i)?;
+        }
+        self.trace
+            .flush()
+            .context("cannot write the trace (the chunks written before stay readable)")?;
+        if let Some(w) = self.csv.as_mut() {
+            w.flush().context("cannot write the FTQ series")?;
+        }
+        if let (Some(max), false) = (self.max_detours, self.stop.load(Ordering::Relaxed)) {
+            if self.total >= max {
+                self.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        self.observe_ns = self.now_ns();
+        if let Some(pb) = &self.progress {
+            let sum: u64 = self.streams.iter().map(|s| s.stats.sum_ns).sum();
+            let span = (self.observe_ns as f64) * self.streams.len().max(1) as f64;
+            pb.set_position(self.observe_ns / 1_000_000);
+            pb.set_message(format!(
+                "{} detours, noise {:.3} %",
+                self.total,
+                100.0 * sum as f64 / span.max(1.0)
+            ));
+        }
+        let end = self.now_ns();
+        if self.windows.len() < MAX_SELF_WINDOWS {
+            self.windows.push(Window {
+                start_ns: start,
+                end_ns: end.max(start),
+            });
+        } else {
+            self.windows_dropped += 1;
+        }
+        Ok(())
+    }
+
+    /// Drains ring `i` into the trace.
+    fn drain_stream(&mut self, i: usize) -> Result<()> {
+        self.ticks.clear();
+        let ticks = &mut self.ticks;
+        self.rings[i].drain(|e| ticks.push(e));
+        self.buf.clear();
+        let (clock, origin) = (self.clock, self.origin);
+        let st = &mut self.streams[i];
+        let buf = &mut self.buf;
+        let mut add = |st_last: &mut (Option<u64>, u64, u64), a: u64, b: u64| {
+            let s = clock.ticks_to_ns(a.saturating_sub(origin));
+            let e = clock.ticks_to_ns(b.saturating_sub(origin));
+            let (last_start, last_end, merged) = st_last;
+            let s = s.max(*last_end);
+            if e <= s || last_start.is_some_and(|p| s <= p) {
+                *merged += 1;
+                return;
+            }
+            buf.push(Detour {
+                start_ns: s,
+                run_ns: e - s,
+            });
+            *last_start = Some(s);
+            *last_end = e;
+        };
+        let mut pos = (st.last_start, st.last_end, st.merged);
+        match &mut st.decoder {
+            Decoder::Detours => {
+                for &[a, b] in ticks.iter() {
+                    add(&mut pos, a, b);
+                }
+            }
+            Decoder::Ftq(conv) => {
+                for &[start, count] in ticks.iter() {
+                    if let Some(w) = self.csv.as_mut() {
+                        let q = conv.quantum_end(start);
+                        writeln!(
+                            w,
+                            "{},{},{},{}",
+                            st.cpu,
+                            clock.ticks_to_ns(start.saturating_sub(origin)),
+                            clock.ticks_to_ns(q.saturating_sub(origin)),
+                            count
+                        )
+                        .context("cannot write the FTQ series")?;
+                    }
+                    conv.push(start, count, &mut |a, b| add(&mut pos, a, b));
+                }
+            }
+        }
+        (st.last_start, st.last_end, st.merged) = pos;
+        for d in buf.iter() {
+            st.stats.record(d.run_ns);
+        }
+        self.total += buf.len() as u64;
+        self.trace
+            .append(i, buf)
+            .context("cannot append detours to the trace")?;
+        Ok(())
+    }
+
+    /// Emits the FTQ converters' last pending detours (after the final drain).
+    pub fn finish_streams(&mut self) -> Result<()> {
+        for i in 0..self.streams.len() {
+            let (clock, origin) = (self.clock, self.origin);
+            let st = &mut self.streams[i];
+            let Decoder::Ftq(conv) = &mut st.decoder else {
+                continue;
+            };
+            let mut ends = Vec::new();
+            conv.finish(&mut |a, b| ends.push((a, b)));
+            let mut out = Vec::new();
+            for (a, b) in ends {
+                let s = clock.ticks_to_ns(a.saturating_sub(origin)).max(st.last_end);
+                let e = clock.ticks_to_ns(b.saturating_sub(origin));
+                if e > s && st.last_start.is_none_or(|p| s > p) {
+                    out.push(Detour {
+                        start_ns: s,
+                        run_ns: e - s,
+                    });
+                    st.stats.record(e - s);
+                    st.last_start = Some(s);
+                    st.last_end = e;
+                }
+            }
+            self.total += out.len() as u64;
+            self.trace
+                .append(i, &out)
+                .context("cannot append detours to the trace")?;
+        }
+        Ok(())
+    }
+
+    /// The progress display, if any.
+    pub fn progress(&self) -> Option<ProgressBar> {
+        self.progress.clone()
+    }
+
+    /// End of the last detour written for stream `i`, ns.
+    pub fn last_end_ns(&self, i: usize) -> u64 {
+        self.streams[i].last_end
+    }
+
+    /// Writes the end chunk and closes the trace; returns the bytes on disk.
+    pub fn finish(self, epilogue: jitter_trace::Epilogue) -> Result<u64> {
+        let sink = self
+            .trace
+            .finish(epilogue)
+            .context("cannot write the end chunk (the chunks written before stay readable)")?;
+        Ok(sink.committed())
+    }
+
+    /// Writes the magic and `header` to `file` and puts them on disk.
+    pub fn open(file: File, header: &Header) -> Result<TraceWriter<ChunkFile>> {
+        let mut w = TraceWriter::new(ChunkFile::new(file), header)
+            .context("cannot write the trace header")?;
+        w.flush().context("cannot write the trace header")?;
+        Ok(w)
+    }
+}
