@@ -1,0 +1,182 @@
+//! The few collectives the benchmark needs, behind a trait so the phase loop runs under MPI and,
+//! in unit tests, as a single process. Only portable MPI-1/MPI-3 calls are used (barrier, bcast,
+//! reduce, allreduce, gather, split by shared memory), so OpenMPI and MPICH both work.
+
+use mpi::collective::SystemOperation;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+/// Bytes of one gathered record (a serialised [`crate::report::Calibration`] or an error line).
+pub const RECORD_BYTES: usize = 1024;
+
+/// Collectives over all ranks of the benchmark.
+pub trait Collective {
+    /// This process's rank.
+    fn rank(&self) -> usize;
+    /// Number of ranks.
+    fn size(&self) -> usize;
+    /// Waits for every rank.
+    fn barrier(&self);
+    /// Element-wise maximum over ranks, result on every rank.
+    fn all_max(&self, values: &mut [f64]);
+    /// Element-wise sum over ranks, result on every rank.
+    fn all_sum(&self, values: &mut [f64]);
+    /// Element-wise sum over ranks; the result is valid on rank 0 only.
+    fn sum_to_root(&self, values: &mut [f64]);
+    /// Rank 0's value on every rank.
+    fn broadcast_u64(&self, value: &mut u64);
+    /// Every rank's fixed-size record, in rank order, on rank 0 (empty elsewhere).
+    fn gather_records(&self, record: &[u8; RECORD_BYTES]) -> Vec<Vec<u8>>;
+}
+
+/// A single process: every collective is the identity.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Solo;
+
+impl Collective for Solo {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn barrier(&self) {}
+    fn all_max(&self, _: &mut [f64]) {}
+    fn all_sum(&self, _: &mut [f64]) {}
+    fn sum_to_root(&self, _: &mut [f64]) {}
+    fn broadcast_u64(&self, _: &mut u64) {}
+    fn gather_records(&self, record: &[u8; RECORD_BYTES]) -> Vec<Vec<u8>> {
+        vec![trim(record)]
+    }
+}
+
+/// MPI_COMM_WORLD (or any communicator) as a [`Collective`].
+pub struct Mpi {
+    comm: SimpleCommunicator,
+}
+
+impl std::fmt::Debug for Mpi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mpi")
+            .field("rank", &self.comm.rank())
+            .field("size", &self.comm.size())
+            .finish()
+    }
+}
+
+impl Mpi {
+    /// Wraps a communicator.
+    pub fn new(comm: SimpleCommunicator) -> Self {
+        Mpi { comm }
+    }
+
+    /// Ranks sharing this rank's memory (its physical node), from `MPI_Comm_split_type`.
+    pub fn ranks_on_this_host(&self) -> usize {
+        self.comm.split_shared(self.comm.rank()).size() as usize
+    }
+}
+
+impl Collective for Mpi {
+    fn rank(&self) -> usize {
+        self.comm.rank() as usize
+    }
+    fn size(&self) -> usize {
+        self.comm.size() as usize
+    }
+    fn barrier(&self) {
+        self.comm.barrier();
+    }
+    fn all_max(&self, values: &mut [f64]) {
+        let send = values.to_vec();
+        self.comm
+            .all_reduce_into(&send[..], values, SystemOperation::max());
+    }
+    fn all_sum(&self, values: &mut [f64]) {
+        let send = values.to_vec();
+        self.comm
+            .all_reduce_into(&send[..], values, SystemOperation::sum());
+    }
+    fn sum_to_root(&self, values: &mut [f64]) {
+        let root = self.comm.process_at_rank(0);
+        let send = values.to_vec();
+        if self.comm.rank() == 0 {
+            root.reduce_into_root(&send[..], values, SystemOperation::sum());
+        } else {
+            root.reduce_into(&send[..], SystemOperation::sum());
+        }
+    }
+    fn broadcast_u64(&self, value: &mut u64) {
+        self.comm.process_at_rank(0).broadcast_into(value);
+    }
+    fn gather_records(&self, record: &[u8; RECORD_BYTES]) -> Vec<Vec<u8>> {
+        let root = self.comm.process_at_rank(0);
+        if self.comm.rank() == 0 {
+            let mut all = vec![0u8; RECORD_BYTES * self.size()];
+            root.gather_into_root(&record[..], &mut all[..]);
+            all.chunks(RECORD_BYTES).map(trim).collect()
+        } else {
+            root.gather_into(&record[..]);
+            Vec::new()
+        }
+    }
+}
+
+/// Packs `bytes` (cut at [`RECORD_BYTES`], zero-padded) into a record.
+pub fn record(bytes: &[u8]) -> [u8; RECORD_BYTES] {
+    let mut r = [0u8; RECORD_BYTES];
+    let n = bytes.len().min(RECORD_BYTES);
+    r[..n].copy_from_slice(&bytes[..n]);
+    r
+}
+
+fn trim(record: &[u8]) -> Vec<u8> {
+    let end = record.iter().position(|&b| b == 0).unwrap_or(record.len());
+    record[..end].to_vec()
+}
+
+/// Makes every rank agree on the outcome of a step that may fail on some ranks: when any rank
+/// failed, every rank gets an error, and rank 0's carries the message of the lowest failing rank.
+/// Never leaves a rank waiting: all ranks call it at the same point, successful or not.
+pub fn agree<T, C: Collective + ?Sized>(comm: &C, outcome: anyhow::Result<T>) -> anyhow::Result<T> {
+    let mut failed = [if outcome.is_err() { 1.0 } else { 0.0 }];
+    comm.all_max(&mut failed);
+    if failed[0] == 0.0 {
+        return outcome;
+    }
+    let msg = match &outcome {
+        Err(e) => format!("{e:#}"),
+        Ok(_) => String::new(),
+    };
+    let all = comm.gather_records(&record(msg.as_bytes()));
+    let first = all
+        .iter()
+        .enumerate()
+        .find(|(_, m)| !m.is_empty())
+        .map(|(r, m)| (r, String::from_utf8_lossy(m).into_owned()));
+    match (outcome, first) {
+        (Err(e), Some((0, _))) => Err(e),
+        (_, Some((r, m))) => Err(anyhow::anyhow!("rank {r}: {m}")),
+        (Err(e), None) => Err(e),
+        (Ok(_), None) => Err(anyhow::anyhow!("another rank failed")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_pad_and_trim() {
+        let r = record(b"hello");
+        assert_eq!(Solo.gather_records(&r), vec![b"hello".to_vec()]);
+        let long = vec![b'x'; 5000];
+        assert_eq!(trim(&record(&long)).len(), RECORD_BYTES);
+    }
+
+    #[test]
+    fn agree_passes_success_and_failure_through_on_one_rank() {
+        assert_eq!(agree(&Solo, Ok(3)).unwrap(), 3);
+        let e = agree::<(), _>(&Solo, Err(anyhow::anyhow!("bad trace"))).unwrap_err();
+        assert_eq!(e.to_string(), "bad trace");
+    }
+}
