@@ -1,0 +1,225 @@
+//! The `jitter-trace` binary: exit codes, one-line errors, and output of each command.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_jitter-trace"))
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    bin().current_dir(dir).args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Fails unless the command exits with 2 and prints exactly one line starting `error: `.
+fn assert_error(o: &Output, needle: &str) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.starts_with("error: ") && e.contains(needle), "{e}");
+    assert!(!e.contains("panicked") && !e.contains("backtrace"), "{e}");
+}
+
+fn synth(dir: &Path, name: &str) -> PathBuf {
+    let o = run(
+        dir,
+        &[
+            "synth",
+            "periodic:period=1ms,dur=20us+poisson:rate=2000/s,dur=exp:3us",
+            "--duration",
+            "2s",
+            "--streams",
+            "2",
+            "--seed",
+            "3",
+            "-o",
+            name,
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    dir.join(name)
+}
+
+#[test]
+fn stats_json_matches_the_closed_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(
+        dir.path(),
+        &[
+            "synth",
+            "periodic:period=1ms,dur=10us",
+            "--duration",
+            "1s",
+            "-o",
+            "p.jtr",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(
+        dir.path(),
+        &[
+            "--json",
+            "stats",
+            "p.jtr",
+            "--overhead",
+            "25us",
+            "--share",
+            "1",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &v["stats"]["overall"];
+    assert_eq!(s["count"], 1000);
+    assert_eq!(s["noise_ratio"], 0.01);
+    assert_eq!(s["median_ns"], 10_000);
+    // O = 25 us, d = 10 us: S must exceed 2.5, so integer 3.
+    assert_eq!(v["scale_for_share"]["integer"], 3);
+    let o = run(dir.path(), &["stats", "p.jtr"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("detours") && text.contains("cpu0"), "{text}");
+}
+
+#[test]
+fn every_command_runs_on_a_synthetic_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synth(d, "a.jtr");
+    let ok = |args: &[&str]| {
+        let o = run(d, args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    ok(&["convert", "a.jtr", "-o", "a.csv"]);
+    ok(&["convert", "a.csv", "-o", "b.jtr"]);
+    ok(&["convert", "b.jtr", "-o", "a.jsonl"]);
+    ok(&["convert", "a.jtr", "-o", "a.lgs"]);
+    ok(&["convert", "a.cpu0.lgs", "a.cpu1.lgs", "-o", "c.jtr"]);
+    let cmp: serde_json::Value = serde_json::from_str(&ok(&[
+        "--json", "compare", "a.jtr", "c.jtr", "--plot", "cmp.svg",
+    ]))
+    .unwrap();
+    assert_eq!(cmp["ks_statistic"], 0.0);
+    assert_eq!(cmp["noise_ratio_diff"], 0.0);
+    ok(&[
+        "slice", "a.jtr", "--start", "0.5s", "--end", "1s", "--cpus", "1", "-o", "s.jtr",
+    ]);
+    let s: serde_json::Value = serde_json::from_str(&ok(&["--json", "stats", "s.jtr"])).unwrap();
+    assert_eq!(s["stats"]["streams"].as_array().unwrap().len(), 1);
+    assert_eq!(s["stats"]["overall"]["duration_ns"], 500_000_000);
+    let m: serde_json::Value = serde_json::from_str(&ok(&[
+        "--json",
+        "merge",
+        "a.jtr",
+        "--min-sleep",
+        "1ms",
+        "-o",
+        "m.jtr",
+    ]))
+    .unwrap();
+    assert!(m["merged"].as_u64().unwrap() > 0);
+    ok(&["scale", "a.jtr", "3", "-o", "x3.jtr"]);
+    let x: serde_json::Value = serde_json::from_str(&ok(&["--json", "stats", "x3.jtr"])).unwrap();
+    assert_eq!(x["stats"]["overall"]["duration_ns"], 12_000_000_000u64);
+    for kind in ["density", "cdf", "timeseries"] {
+        ok(&[
+            "plot",
+            "a.jtr",
+            "x3.jtr",
+            "--kind",
+            kind,
+            "-o",
+            &format!("{kind}.svg"),
+        ]);
+        assert!(d.join(format!("{kind}.svg")).exists());
+    }
+}
+
+#[test]
+fn bad_input_gives_one_error_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = synth(d, "a.jtr");
+    assert_error(&run(d, &["stats", "missing.jtr"]), "missing.jtr");
+    std::fs::write(d.join("empty.jtr"), b"").unwrap();
+    assert_error(&run(d, &["stats", "empty.jtr"]), "empty");
+    std::fs::write(d.join("garbage.jtr"), b"\x00\x01garbage garbage garbage").unwrap();
+    assert_error(&run(d, &["stats", "garbage.jtr"]), "not a .jtr trace");
+    let mut bytes = std::fs::read(&good).unwrap();
+    bytes[8] = 7;
+    std::fs::write(d.join("version.jtr"), &bytes).unwrap();
+    assert_error(&run(d, &["stats", "version.jtr"]), "version 7");
+    assert_error(
+        &run(d, &["scale", "a.jtr", "0", "-o", "z.jtr"]),
+        "greater than 0",
+    );
+    assert_error(
+        &run(d, &["scale", "a.jtr", "-2", "-o", "z.jtr"]),
+        "greater than 0",
+    );
+    let o = run(
+        d,
+        &[
+            "synth",
+            "periodic:period=1fortnight,dur=1us",
+            "--duration",
+            "1s",
+            "-o",
+            "q.jtr",
+        ],
+    );
+    assert_error(&o, "unknown unit `fortnight`");
+    let o = run(
+        d,
+        &[
+            "synth",
+            "poisson:rate=1/s,dur=1us",
+            "--duration",
+            "1parsec",
+            "-o",
+            "q.jtr",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unknown unit `parsec`"));
+    std::fs::write(d.join("bad.csv"), "cpu,start_ns,run_ns\n0,10,x\n").unwrap();
+    assert_error(&run(d, &["stats", "bad.csv"]), "bad.csv:2:");
+}
+
+#[test]
+fn truncated_warns_damaged_fails_unless_salvaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = synth(d, "a.jtr");
+    let bytes = std::fs::read(&good).unwrap();
+    // The end chunk is small and last: find it by walking the chunks.
+    let hlen = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
+    let mut at = 18 + hlen;
+    let mut offsets = Vec::new();
+    while at + 9 <= bytes.len() {
+        offsets.push(at);
+        at += 9 + u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
+    }
+    let last = *offsets.last().unwrap();
+    std::fs::write(d.join("trunc.jtr"), &bytes[..last]).unwrap();
+    let o = run(d, &["stats", "trunc.jtr"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.starts_with("warning: ") && e.contains("truncated after"),
+        "{e}"
+    );
+
+    let mut bad = bytes.clone();
+    bad[offsets[1] + 12] ^= 0xff;
+    std::fs::write(d.join("bad.jtr"), &bad).unwrap();
+    assert_error(&run(d, &["stats", "bad.jtr"]), "chunk 1");
+    let o = run(d, &["stats", "bad.jtr", "--salvage"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning: ") && stderr(&o).contains("chunk 1"));
+}
