@@ -1,0 +1,459 @@
+//! The virtual-time simulation: N virtual ranks execute the Parallel Benchmark (Algorithm 1 of
+//! paper 001) against a virtual clock while each replays its stream through the same
+//! [`Plan`] the injector executes against the wall clock.
+//!
+//! Model of one phase, per rank, in replay time (ns, scaled by S):
+//! - compute starts at the rank's own start `s` and needs `S·q` of CPU time; every injection due
+//!   before the (growing) end of the window takes `span` from it, so the window ends at
+//!   `s + S·q + Σ span` over the injections that land in it;
+//! - the barrier completes at `B = max over ranks of compute end + S·latency(N)`;
+//! - a rank waiting in the barrier loses nothing to detours that end before `B`; one still
+//!   running at `B` holds the rank until its end, where the rank's next phase starts.
+//!
+//! qt = compute end − s, qtb = barrier exit − s. Memory is O(ranks): one [`RankState`] each,
+//! reused across phases; nothing is allocated per phase.
+
+use std::sync::Arc;
+
+use jitter_emulator::{Cursor, Plan, PlanStats, SyncMode, SyncSchedule};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+
+use crate::metrics::{PhaseAverages, PhaseSample};
+use crate::report::EmulatorTotals;
+
+/// Barrier latency: `ceil(log2 N) · stage` (a dissemination or tree barrier of N ranks).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BarrierModel {
+    /// Latency of one stage, ns (unscaled, the units of a report).
+    pub stage_ns: f64,
+}
+
+impl BarrierModel {
+    /// Barrier latency for `ranks` ranks, ns (unscaled); 0 for one rank.
+    pub fn latency_ns(&self, ranks: u64) -> f64 {
+        f64::from(ceil_log2(ranks)) * self.stage_ns
+    }
+}
+
+/// `ceil(log2 n)`, 0 for n ≤ 1.
+pub fn ceil_log2(n: u64) -> u32 {
+    if n <= 1 {
+        0
+    } else {
+        64 - (n - 1).leading_zeros()
+    }
+}
+
+/// Everything a simulation needs besides the plans, the rank count and the sync mode.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DesConfig {
+    /// Work quanta q per phase, ns (unscaled).
+    pub quanta_ns: u64,
+    /// Phases to simulate (fewer when the fraction stop rule ends the replay first).
+    pub phases: u64,
+    /// Ranks per node k: rank r replays plan `r mod k` and belongs to node `r / k`.
+    pub ranks_per_node: u64,
+    /// Barrier latency model.
+    pub barrier: BarrierModel,
+    /// Standard deviation of one timer error, ns; each injection adds one to the rank's drift
+    /// (a random walk, reset at every resync). 0 disables drift (`--timer abstime`).
+    pub drift_sd_ns: f64,
+    /// Seed of the sync schedule and of the timer errors.
+    pub seed: u64,
+}
+
+/// What one simulation measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DesOutcome {
+    /// Per-phase maxima, averaged (unscaled ns).
+    pub averages: PhaseAverages,
+    /// Phases requested.
+    pub requested_phases: u64,
+    /// True when the fraction stop rule ended the run before `requested_phases`.
+    pub stopped_by_fraction: bool,
+    /// Baseline AvgMaxQT: the same model without noise, ns (unscaled).
+    pub baseline_qt_ns: f64,
+    /// Baseline AvgMaxQTBT, ns (unscaled).
+    pub baseline_qtbt_ns: f64,
+    /// What the plans injected, summed over ranks.
+    pub emulator: EmulatorTotals,
+}
+
+/// One virtual rank: its replay, the next injection (timer error applied) and its clock.
+#[derive(Debug, Clone)]
+struct RankState {
+    cursor: Cursor,
+    /// Next injection as (due, span), due already drifted and clamped.
+    pending: Option<(u64, u64)>,
+    /// Start of the rank's current phase, replay ns.
+    start_ns: u64,
+    /// End of the last injection applied (injections never overlap).
+    busy_until: u64,
+    /// Accumulated timer error, ns.
+    drift_ns: i64,
+    rng: SmallRng,
+}
+
+impl RankState {
+    #[inline]
+    fn peek(&mut self, drift_half_width: f64) -> Option<(u64, u64)> {
+        if self.pending.is_none() {
+            let inj = self.cursor.next()?;
+            let mut due = inj.due_ns;
+            if drift_half_width > 0.0 {
+                self.drift_ns += self
+                    .rng
+                    .random_range(-drift_half_width..=drift_half_width)
+                    .round() as i64;
+                due = due.saturating_add_signed(self.drift_ns);
+            }
+            self.pending = Some((due.max(self.busy_until), inj.span_ns));
+        }
+        self.pending
+    }
+
+    #[inline]
+    fn consume(&mut self, due: u64, span: u64) {
+        self.pending = None;
+        self.busy_until = due + span;
+    }
+
+    /// Leaves the barrier that completes at `b`: returns the exit time.
+    #[inline]
+    fn leave_barrier(&mut self, b: u64, w: f64) -> u64 {
+        while let Some((due, span)) = self.peek(w) {
+            if due >= b {
+                break;
+            }
+            self.consume(due, span);
+            if due + span > b {
+                return due + span;
+            }
+        }
+        b
+    }
+
+    /// Computes `q` from `start`: returns the end of the compute window.
+    #[inline]
+    fn compute(&mut self, start: u64, q: u64, w: f64) -> u64 {
+        let mut end = start + q;
+        while let Some((due, span)) = self.peek(w) {
+            if due >= end {
+                break;
+            }
+            self.consume(due, span);
+            end += span;
+        }
+        end
+    }
+}
+
+/// Reduction of one pass over the ranks (integers, so the result does not depend on how rayon
+/// splits the ranks).
+#[derive(Debug, Clone, Copy, Default)]
+struct Pass {
+    max_end: u64,
+    max_qt: u64,
+    sum_qt: u64,
+    max_qtb_prev: u64,
+    over_limit: bool,
+}
+
+impl Pass {
+    fn join(a: Pass, b: Pass) -> Pass {
+        Pass {
+            max_end: a.max_end.max(b.max_end),
+            max_qt: a.max_qt.max(b.max_qt),
+            sum_qt: a.sum_qt + b.sum_qt,
+            max_qtb_prev: a.max_qtb_prev.max(b.max_qtb_prev),
+            over_limit: a.over_limit || b.over_limit,
+        }
+    }
+}
+
+/// Simulates `ranks` ranks for `cfg.phases` phases under `mode`; `plans[s]` is stream s
+/// (`cfg.ranks_per_node` of them are used). `on_phase` is called after every phase (progress).
+pub fn simulate(
+    plans: &[Arc<Plan>],
+    ranks: u64,
+    mode: SyncMode,
+    cfg: &DesConfig,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<DesOutcome> {
+    let k = cfg.ranks_per_node;
+    anyhow::ensure!(ranks > 0, "the rank count must be at least 1");
+    anyhow::ensure!(cfg.phases > 0, "the phase count must be at least 1");
+    anyhow::ensure!(k > 0, "ranks per node must be at least 1");
+    anyhow::ensure!(
+        plans.len() as u64 >= k,
+        "{k} ranks per node need {k} streams, the trace has {}",
+        plans.len()
+    );
+    let opts = *plans[0].options();
+    let scale = opts.scale;
+    let period = plans[0].period_ns();
+    let schedule = SyncSchedule {
+        mode,
+        seed: cfg.seed,
+    };
+    let q = opts.scaled(cfg.quanta_ns);
+    anyhow::ensure!(q > 0, "the quanta must be at least 1 ns");
+    let latency = (cfg.barrier.latency_ns(ranks) * scale).round() as u64;
+    // Uniform errors of this half-width have the requested standard deviation; their sum over
+    // many injections is normal (central limit), which is what a random-walk drift needs.
+    let w = cfg.drift_sd_ns * scale * 3f64.sqrt();
+
+    let mut states: Vec<RankState> = (0..ranks)
+        .map(|r| {
+            let node = r / k;
+            let plan = &plans[(r % k) as usize];
+            RankState {
+                cursor: plan.cursor(schedule.start_offset(node, period)),
+                pending: None,
+                start_ns: 0,
+                busy_until: 0,
+                drift_ns: 0,
+                rng: SmallRng::seed_from_u64(
+                    cfg.seed ^ r.wrapping_add(1).wrapping_mul(0xA076_1D64_78BD_642F),
+                ),
+            }
+        })
+        .collect();
+    let fraction = opts.fraction;
+    let threads = rayon::current_num_threads().max(1);
+    let chunk = (states.len() / (threads * 2)).max(256);
+
+    let mut averages = PhaseAverages::default();
+    let mut barrier_prev: Option<u64> = None;
+    let mut prev: Option<(u64, u64)> = None; // (max qt, sum qt) of the previous phase
+    let mut stopped_by_fraction = false;
+    for p in 0..=cfg.phases {
+        let compute_phase = p < cfg.phases;
+        let resync = if compute_phase {
+            schedule.resync_offset(p, period)
+        } else {
+            None
+        };
+        let pass = states
+            .par_chunks_mut(chunk)
+            .map(|c| {
+                let mut acc = Pass::default();
+                for s in c.iter_mut() {
+                    if let Some(b) = barrier_prev {
+                        let exit = s.leave_barrier(b, w);
+                        acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns);
+                        acc.over_limit |= s.cursor.progress_at(exit) >= fraction;
+                        s.start_ns = exit;
+                    }
+                    if !compute_phase {
+                        continue;
+                    }
+                    let start = s.start_ns;
+                    if let Some(off) = resync {
+                        s.cursor.resync(off, start);
+                        s.pending = None;
+                        s.drift_ns = 0;
+                        s.busy_until = start;
+                    }
+                    let end = s.compute(start, q, w);
+                    acc.max_end = acc.max_end.max(end);
+                    acc.max_qt = acc.max_qt.max(end - start);
+                    acc.sum_qt += end - start;
+                }
+                acc
+            })
+            .reduce(Pass::default, Pass::join);
+        if let Some((max_qt, sum_qt)) = prev {
+            if pass.over_limit {
+                // The replay of some rank reached f during that phase: its noise is cut short,
+                // so the phase is not counted and the run stops (pitfall 3).
+                stopped_by_fraction = true;
+                break;
+            }
+            averages.add(PhaseSample {
+                max_qt_ns: max_qt as f64 / scale,
+                max_qtbt_ns: pass.max_qtb_prev as f64 / scale,
+                mean_qt_ns: sum_qt as f64 / ranks as f64 / scale,
+            });
+            on_phase(p);
+        }
+        prev = Some((pass.max_qt, pass.sum_qt));
+        barrier_prev = Some(pass.max_end + latency);
+    }
+
+    let mut stats = PlanStats::default();
+    let mut max_progress = 0f64;
+    for s in &states {
+        let st = s.cursor.stats();
+        stats.injections += st.injections;
+        stats.dropped += st.dropped;
+        stats.merged += st.merged;
+        stats.injected_ns += st.injected_ns;
+        stats.dropped_ns += st.dropped_ns;
+        stats.noise_ns += st.noise_ns;
+        max_progress = max_progress.max(s.cursor.progress_at(s.start_ns));
+    }
+    let q_unscaled = q as f64 / scale;
+    Ok(DesOutcome {
+        averages,
+        requested_phases: cfg.phases,
+        stopped_by_fraction,
+        baseline_qt_ns: q_unscaled,
+        baseline_qtbt_ns: q_unscaled + latency as f64 / scale,
+        emulator: EmulatorTotals {
+            injected: stats.injections,
+            dropped: stats.dropped,
+            merged: stats.merged,
+            injected_ns: stats.injected_ns,
+            dropped_ns: stats.dropped_ns,
+            injected_share: stats.injected_share(),
+            max_progress,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jitter_emulator::PlanOptions;
+    use jitter_trace::{Detour, Stream};
+
+    fn plan(end: u64, detours: &[(u64, u64)]) -> Arc<Plan> {
+        let d: Vec<Detour> = detours
+            .iter()
+            .map(|&(start_ns, run_ns)| Detour { start_ns, run_ns })
+            .collect();
+        Plan::new(
+            &Stream::from_detours(0, 0, end, &d).unwrap(),
+            PlanOptions::ideal(),
+        )
+        .unwrap()
+    }
+
+    fn cfg(q: u64, phases: u64, stage: f64) -> DesConfig {
+        DesConfig {
+            quanta_ns: q,
+            phases,
+            ranks_per_node: 1,
+            barrier: BarrierModel { stage_ns: stage },
+            drift_sd_ns: 0.0,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn ceil_log2_is_the_stage_count() {
+        let got: Vec<u32> = [0, 1, 2, 3, 4, 5, 1024, 1025].map(ceil_log2).to_vec();
+        assert_eq!(got, vec![0, 0, 1, 2, 2, 3, 10, 11]);
+    }
+
+    #[test]
+    fn a_single_rank_pays_every_detour_in_its_window_and_the_barrier_hides_none() {
+        // One rank, q = 100, no barrier latency: the phases tile the timeline, so every detour
+        // lands in some compute window. Detours of 10 ns every 250 ns starting at 50 ns: the
+        // first window [0, 100) holds the one at 50 and grows to 110, and so on.
+        let p = plan(
+            1_000_000,
+            &(0..4000).map(|i| (50 + 250 * i, 10)).collect::<Vec<_>>(),
+        );
+        let mode = "once".parse().unwrap();
+        let c = DesConfig {
+            seed: 3,
+            ..cfg(100, 50, 0.0)
+        };
+        let out = simulate(&[p.clone()], 1, mode, &c, &|_| {}).unwrap();
+        let n = out.averages.phases as f64;
+        // Total noise met in the replayed time equals the noise added to the phases.
+        let total_qt = out.averages.sum_max_qt_ns;
+        let noise = total_qt - 100.0 * n;
+        let expected = (total_qt / 250.0).floor() * 10.0;
+        assert!((noise - expected).abs() <= 10.0, "{noise} vs {expected}");
+        assert_eq!(out.averages.sum_max_qtbt_ns, total_qt);
+    }
+
+    fn rank(p: &Arc<Plan>) -> RankState {
+        RankState {
+            cursor: p.cursor(0),
+            pending: None,
+            start_ns: 0,
+            busy_until: 0,
+            drift_ns: 0,
+            rng: SmallRng::seed_from_u64(0),
+        }
+    }
+
+    #[test]
+    fn compute_windows_grow_and_barriers_hide_all_but_a_running_detour() {
+        let p = plan(
+            10_000,
+            &[(50, 10), (105, 20), (300, 40), (500, 100), (700, 5)],
+        );
+        let mut r = rank(&p);
+        // [0, 100) holds 50 (+10) → 110 holds 105 (+20) → 130.
+        assert_eq!(r.compute(0, 100, 0.0), 130);
+        // Barrier completes at 320: the detour [300, 340) is still running → exit 340.
+        assert_eq!(r.leave_barrier(320, 0.0), 340);
+        // Barrier completes at 650: [500, 600) ended before → exit at once.
+        assert_eq!(r.compute(340, 100, 0.0), 440);
+        assert_eq!(r.leave_barrier(650, 0.0), 650);
+        // A detour due exactly at the barrier completion belongs to the next window.
+        assert_eq!(r.leave_barrier(700, 0.0), 700);
+        assert_eq!(r.compute(700, 100, 0.0), 805);
+    }
+
+    #[test]
+    fn a_resync_into_a_detour_costs_its_rest_in_the_next_window() {
+        let p = plan(10_000, &[(500, 100)]);
+        let mut r = rank(&p);
+        r.cursor.resync(560, 1_000);
+        r.busy_until = 1_000;
+        assert_eq!(r.compute(1_000, 100, 0.0), 1_140);
+    }
+
+    #[test]
+    fn results_do_not_depend_on_the_thread_count() {
+        let p = plan(
+            50_000_000,
+            &(0..20_000)
+                .map(|i| (i * 2_500 + (i * 7919) % 1000, 100 + (i * 31) % 400))
+                .collect::<Vec<_>>(),
+        );
+        let c = DesConfig {
+            drift_sd_ns: 50.0,
+            ..cfg(10_000, 200, 1000.0)
+        };
+        let run = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| simulate(&[p.clone()], 3000, SyncMode::Once, &c, &|_| {}).unwrap())
+        };
+        let a = run(1);
+        let b = run(2);
+        assert_eq!(a, b);
+        assert!(a.averages.phases == 200);
+    }
+
+    #[test]
+    fn the_fraction_rule_stops_the_run() {
+        let d: Vec<(u64, u64)> = (0..100).map(|i| (i * 10_000 + 5_000, 100)).collect();
+        let mut o = PlanOptions::ideal();
+        o.fraction = 0.5;
+        let dd: Vec<Detour> = d
+            .iter()
+            .map(|&(start_ns, run_ns)| Detour { start_ns, run_ns })
+            .collect();
+        let p = Plan::new(&Stream::from_detours(0, 0, 1_000_000, &dd).unwrap(), o).unwrap();
+        let out = simulate(&[p], 4, SyncMode::None, &cfg(1_000, 10_000, 0.0), &|_| {}).unwrap();
+        assert!(out.stopped_by_fraction);
+        // Half of a 1 ms stream holds about 500 µs / (1 µs + noise) phases, and never more.
+        assert!(
+            out.averages.phases < 500 && out.averages.phases > 400,
+            "{}",
+            out.averages.phases
+        );
+    }
+}

@@ -1,0 +1,697 @@
+//! `replay-bench predict`: the Parallel Benchmark in virtual time for any number of ranks,
+//! executing the same replay plan as the emulator (one plan, two clocks), and the analytic
+//! order-statistics model beside it.
+
+pub mod des;
+pub mod order_stats;
+pub mod platform;
+pub mod plot;
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use jitter_emulator::{Plan, PlanOptions, SyncMode, TimerKind};
+use jitter_trace::units::parse_duration_ns;
+use jitter_trace::{Trace, TraceStats};
+
+use crate::metrics::slowdown_pct;
+use crate::report::{Calibration, Config, Report, ReportKind, ResultRow, TraceInfo};
+
+pub use des::{simulate, BarrierModel, DesConfig, DesOutcome};
+pub use order_stats::DelayDistribution;
+pub use platform::{barrier_stage_from_report, Platform, PlatformFile};
+pub use plot::{write_svg, Curve};
+
+/// Which model predicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Model {
+    /// Virtual-time simulation of every rank and phase.
+    Des,
+    /// Analytic expected maximum of independent per-rank delays.
+    OrderStats,
+    /// Both, side by side.
+    Both,
+}
+
+/// How the barrier latency grows with the rank count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BarrierKind {
+    /// `ceil(log2 N) · stage`.
+    Log2,
+}
+
+/// Options of `replay-bench predict`.
+#[derive(Debug, Clone, Args)]
+pub struct PredictArgs {
+    /// Trace to replay (.jtr); repeat for several traces in one table and plot.
+    #[arg(long = "trace", required = true, value_name = "FILE")]
+    pub traces: Vec<PathBuf>,
+    /// Rank counts: `16..65536` (powers of two from 16) or an increasing list `16,100,1000`.
+    #[arg(long, default_value = "16..2048")]
+    pub ranks: String,
+    /// Sync modes, comma separated: none, once, phase, every:K.
+    #[arg(long, default_value = "none,once,phase")]
+    pub sync: String,
+    /// Work quanta q per phase (e.g. 1ms).
+    #[arg(long, default_value = "1ms")]
+    pub quanta: String,
+    /// Phases to simulate.
+    #[arg(long, default_value_t = 2000)]
+    pub phases: u64,
+    /// Model: des (virtual-time simulation), order-stats (analytic) or both.
+    #[arg(long, value_enum, default_value_t = Model::Des)]
+    pub model: Model,
+    /// Ranks per node k: rank r replays stream r mod k; the ranks of a node share an offset.
+    #[arg(long, default_value_t = 1)]
+    pub ranks_per_node: u64,
+    /// Barrier latency model.
+    #[arg(long, value_enum, default_value_t = BarrierKind::Log2)]
+    pub barrier_model: BarrierKind,
+    /// Latency of one barrier stage, ns [default: from --calibrate-from, else 1000].
+    #[arg(long, value_name = "NS")]
+    pub barrier_stage_ns: Option<f64>,
+    /// Report of a real `replay-bench run` to calibrate the barrier stage latency from.
+    #[arg(long, value_name = "RUN_JSON")]
+    pub calibrate_from: Option<PathBuf>,
+    /// `ideal` (every detour exactly as recorded) or a calibration file / run report.
+    #[arg(long, default_value = "ideal")]
+    pub platform: String,
+    /// Injector timer: itimer (errors accumulate: drift) or abstime (no drift)
+    /// [default: the platform file's, else itimer].
+    #[arg(long)]
+    pub timer: Option<String>,
+    /// Standard deviation of one timer error for itimer (e.g. 20us)
+    /// [default: the platform's, else 20us as on Blue Gene/L, paper 001 §V-C].
+    #[arg(long)]
+    pub lateness_sd: Option<String>,
+    /// Fraction f of the stream after which the replay stops [default: the platform's, else 1].
+    #[arg(long)]
+    pub fraction: Option<f64>,
+    /// Seed of offsets, resync points and timer errors.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Write the report (JSON); with `--model both` the analytic one goes to `<stem>.order-stats.json`.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write the slowdown plot (SVG).
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+}
+
+/// A trace prepared for prediction: its label, description and one plan per stream used.
+#[derive(Debug, Clone)]
+pub struct TraceInput {
+    /// Label in tables and plots.
+    pub label: String,
+    /// Description for the report.
+    pub info: TraceInfo,
+    /// Plans of streams 0..k.
+    pub plans: Vec<Arc<Plan>>,
+}
+
+impl TraceInput {
+    /// Prepares streams `0..ranks_per_node` of `trace` with `options`.
+    pub fn new(
+        trace: &Trace,
+        path: &str,
+        label: &str,
+        options: PlanOptions,
+        ranks_per_node: u64,
+    ) -> anyhow::Result<Self> {
+        anyhow::ensure!(ranks_per_node >= 1, "--ranks-per-node must be at least 1");
+        anyhow::ensure!(
+            trace.streams.len() as u64 >= ranks_per_node,
+            "trace {path} has {} streams, {ranks_per_node} ranks per node need as many",
+            trace.streams.len()
+        );
+        let plans = (0..ranks_per_node as usize)
+            .map(|s| {
+                Plan::from_trace(trace, s, options)
+                    .map_err(|e| anyhow::anyhow!("trace {path}: {e}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let stats = TraceStats::of_trace(trace);
+        Ok(TraceInput {
+            label: label.to_string(),
+            info: TraceInfo {
+                path: path.to_string(),
+                label: label.to_string(),
+                host: trace.header.host.clone(),
+                kernel: trace.header.kernel_release.clone(),
+                streams: trace.streams.len(),
+                noise_ratio: stats.overall.noise_ratio,
+                detours_per_s: stats.overall.detours_per_s,
+            },
+            plans,
+        })
+    }
+}
+
+/// Everything a prediction needs besides the traces.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredictSpec {
+    /// Rank counts, increasing.
+    pub ranks: Vec<u64>,
+    /// Sync modes.
+    pub modes: Vec<SyncMode>,
+    /// Model(s) to run.
+    pub model: Model,
+    /// Simulation parameters (quanta, phases, k, barrier, drift, seed).
+    pub des: DesConfig,
+    /// The platform the plans were built for.
+    pub platform: Platform,
+}
+
+/// The reports of one prediction (one per model run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    /// The simulation's report.
+    pub des: Option<Report>,
+    /// The analytic model's report.
+    pub order_stats: Option<Report>,
+}
+
+/// Parses `16..65536` (powers of two from the first to at most the second) or `16,100,1000`
+/// (strictly increasing); every count must be at least 1.
+pub fn parse_ranks(text: &str) -> anyhow::Result<Vec<u64>> {
+    let num = |s: &str| -> anyhow::Result<u64> {
+        s.trim()
+            .replace('_', "")
+            .parse::<u64>()
+            .map_err(|_| anyhow::anyhow!("`{s}` in --ranks `{text}` is not a rank count"))
+    };
+    let v = if let Some((a, b)) = text.split_once("..") {
+        let (a, b) = (num(a)?, num(b)?);
+        anyhow::ensure!(
+            a >= 1,
+            "--ranks `{text}`: the rank count must be at least 1"
+        );
+        anyhow::ensure!(b >= a, "--ranks `{text}`: the range must be increasing");
+        let mut v = vec![a];
+        while let Some(n) = v.last().and_then(|n| n.checked_mul(2)).filter(|&n| n <= b) {
+            v.push(n);
+        }
+        v
+    } else {
+        let v = text
+            .split(',')
+            .map(num)
+            .collect::<anyhow::Result<Vec<u64>>>()?;
+        anyhow::ensure!(
+            v.iter().all(|&n| n >= 1),
+            "--ranks `{text}`: the rank count must be at least 1"
+        );
+        anyhow::ensure!(
+            v.windows(2).all(|w| w[0] < w[1]),
+            "--ranks `{text}`: the rank counts must be strictly increasing"
+        );
+        v
+    };
+    Ok(v)
+}
+
+/// Parses a comma-separated list of sync modes.
+pub fn parse_modes(text: &str) -> anyhow::Result<Vec<SyncMode>> {
+    let v = text
+        .split(',')
+        .map(|s| s.trim().parse::<SyncMode>().map_err(anyhow::Error::from))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    anyhow::ensure!(!v.is_empty(), "--sync needs at least one mode");
+    Ok(v)
+}
+
+fn ns_arg(flag: &str, text: &str) -> anyhow::Result<f64> {
+    parse_duration_ns(text).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+}
+
+/// Resolves the command line into traces and a spec (reads every file; simulates nothing).
+pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSpec)> {
+    let ranks = parse_ranks(&args.ranks)?;
+    let modes = parse_modes(&args.sync)?;
+    anyhow::ensure!(args.phases >= 1, "--phases must be at least 1");
+    let quanta = ns_arg("quanta", &args.quanta)?.round() as u64;
+    anyhow::ensure!(quanta >= 1, "--quanta must be at least 1ns");
+    anyhow::ensure!(
+        args.ranks_per_node >= 1,
+        "--ranks-per-node must be at least 1"
+    );
+    let mut platform = if args.platform == "ideal" {
+        Platform::ideal()
+    } else {
+        Platform::load(Path::new(&args.platform))?
+    };
+    let is_ideal = args.platform == "ideal";
+    let timer = match &args.timer {
+        Some(t) => t.parse::<TimerKind>()?,
+        None if is_ideal => TimerKind::Itimer,
+        None => platform.options.timer,
+    };
+    platform.options.timer = timer;
+    if let Some(f) = args.fraction {
+        platform.options.fraction = f;
+        platform.options.validate()?;
+    }
+    let sd = match (&args.lateness_sd, is_ideal) {
+        (Some(s), _) => ns_arg("lateness-sd", s)?,
+        (None, true) => platform::DEFAULT_LATENESS_SD_NS,
+        (None, false) => platform.lateness_sd_ns,
+    };
+    platform.lateness_sd_ns = if timer == TimerKind::Abstime { 0.0 } else { sd };
+    let stage = match (args.barrier_stage_ns, &args.calibrate_from) {
+        (Some(x), _) => {
+            anyhow::ensure!(
+                x.is_finite() && x >= 0.0,
+                "--barrier-stage-ns must be finite and >= 0"
+            );
+            x
+        }
+        (None, Some(p)) => barrier_stage_from_report(p)?,
+        (None, None) => platform::DEFAULT_BARRIER_STAGE_NS,
+    };
+    let mut traces: Vec<TraceInput> = Vec::new();
+    for path in &args.traces {
+        let loaded = jitter_trace::read_trace(path)
+            .map_err(|e| anyhow::anyhow!("cannot read trace {}: {e}", path.display()))?;
+        if let Some(w) = loaded.completeness.warning() {
+            eprintln!("warning: {}: {w}", path.display());
+        }
+        let stem = path
+            .file_stem()
+            .map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned());
+        let label = if traces.iter().any(|t| t.label == stem) {
+            format!("{stem}#{}", traces.len() + 1)
+        } else {
+            stem
+        };
+        traces.push(TraceInput::new(
+            &loaded.trace,
+            &path.display().to_string(),
+            &label,
+            platform.options,
+            args.ranks_per_node,
+        )?);
+    }
+    let spec = PredictSpec {
+        ranks,
+        modes,
+        model: args.model,
+        des: DesConfig {
+            quanta_ns: quanta,
+            phases: args.phases,
+            ranks_per_node: args.ranks_per_node,
+            barrier: BarrierModel { stage_ns: stage },
+            drift_sd_ns: platform.lateness_sd_ns,
+            seed: args.seed,
+        },
+        platform,
+    };
+    Ok((traces, spec))
+}
+
+fn config(traces: &[TraceInput], spec: &PredictSpec, model: &str) -> Config {
+    let o = &spec.platform.options;
+    let mut extra = std::collections::BTreeMap::new();
+    extra.insert("barrier_model".into(), "log2".into());
+    extra.insert(
+        "barrier_stage_ns".into(),
+        format!("{}", spec.des.barrier.stage_ns),
+    );
+    extra.insert(
+        "timer_error_sd_ns".into(),
+        format!("{}", spec.des.drift_sd_ns),
+    );
+    extra.insert(
+        "traces".into(),
+        traces
+            .iter()
+            .map(|t| t.label.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    Config {
+        trace: traces.first().map(|t| t.info.clone()),
+        ranks_per_node: spec.des.ranks_per_node as usize,
+        quanta_ns: spec.des.quanta_ns,
+        period_ns: 0,
+        phases: spec.des.phases,
+        warmup_phases: 0,
+        scale: o.scale,
+        fraction: o.fraction,
+        timer: match o.timer {
+            TimerKind::Itimer => "itimer".into(),
+            TimerKind::Abstime => "abstime".into(),
+        },
+        seed: spec.des.seed,
+        baseline: "quanta".into(),
+        model: model.into(),
+        platform: spec.platform.name.clone(),
+        extra,
+    }
+}
+
+fn platform_calibration(p: &Platform) -> Calibration {
+    Calibration {
+        rank: -1,
+        host: p.name.clone(),
+        overhead_ns: p.options.overhead_ns,
+        overhead_sd_ns: 0.0,
+        lateness_ns: p.options.lateness_ns,
+        lateness_sd_ns: p.lateness_sd_ns,
+        min_sleep_ns: p.options.min_sleep_ns,
+        tsc_khz: 0,
+        platform_noise_ratio: 0.0,
+    }
+}
+
+/// One simulated point as a report row.
+pub fn des_row(trace: &str, ranks: u64, mode: SyncMode, o: &DesOutcome) -> ResultRow {
+    let (qt, qtbt) = (o.averages.avg_max_qt_ns(), o.averages.avg_max_qtbt_ns());
+    ResultRow {
+        trace: trace.to_string(),
+        ranks,
+        sync: mode.to_string(),
+        phases: o.averages.phases,
+        avg_max_qt_ns: qt,
+        avg_max_qtbt_ns: qtbt,
+        baseline_avg_max_qt_ns: o.baseline_qt_ns,
+        baseline_avg_max_qtbt_ns: o.baseline_qtbt_ns,
+        sd_qtbt_pct: slowdown_pct(qtbt, o.baseline_qtbt_ns),
+        sd_qt_pct: slowdown_pct(qt, o.baseline_qt_ns),
+        lost_rel: o.averages.lost_rel(),
+        emulator: o.emulator,
+    }
+}
+
+/// The analytic row for `ranks` ranks under `mode` (`none`: independent ranks; `phase`: all
+/// ranks see the same window), or `None` for modes it does not model.
+pub fn order_stats_row(
+    trace: &str,
+    dist: &DelayDistribution,
+    ranks: u64,
+    mode: SyncMode,
+    des: &DesConfig,
+    scale: f64,
+) -> Option<ResultRow> {
+    let n = match mode {
+        SyncMode::None => ranks as f64,
+        SyncMode::Phase => 1.0,
+        SyncMode::Once | SyncMode::Every(_) => return None,
+    };
+    let q = des.quanta_ns as f64;
+    let lat = des.barrier.latency_ns(ranks);
+    let max = dist.expected_max(n) / scale;
+    let mean = dist.mean_ns() / scale;
+    Some(ResultRow {
+        trace: trace.to_string(),
+        ranks,
+        sync: mode.to_string(),
+        phases: 0,
+        avg_max_qt_ns: q + max,
+        avg_max_qtbt_ns: q + max + lat,
+        baseline_avg_max_qt_ns: q,
+        baseline_avg_max_qtbt_ns: q + lat,
+        sd_qtbt_pct: slowdown_pct(q + max + lat, q + lat),
+        sd_qt_pct: slowdown_pct(q + max, q),
+        lost_rel: (max - mean) / (q + mean),
+        emulator: Default::default(),
+    })
+}
+
+/// Runs the model(s) of `spec` over every trace, rank count and mode.
+pub fn predict(
+    traces: &[TraceInput],
+    spec: &PredictSpec,
+    progress: &ProgressBar,
+) -> anyhow::Result<Prediction> {
+    anyhow::ensure!(!traces.is_empty(), "no trace to predict");
+    anyhow::ensure!(!spec.ranks.is_empty(), "no rank count to predict");
+    let run_des = matches!(spec.model, Model::Des | Model::Both);
+    let run_os = matches!(spec.model, Model::OrderStats | Model::Both);
+    let scale = spec.platform.options.scale;
+    let mut des = run_des.then(|| {
+        let mut r = Report::new(ReportKind::PredictDes, config(traces, spec, "des"));
+        r.calibration.push(platform_calibration(&spec.platform));
+        r
+    });
+    let mut os = run_os.then(|| {
+        let mut r = Report::new(
+            ReportKind::PredictOrderStats,
+            config(traces, spec, "order-stats"),
+        );
+        r.calibration.push(platform_calibration(&spec.platform));
+        r
+    });
+    for t in traces {
+        if let Some(r) = os.as_mut() {
+            if spec.des.ranks_per_node > 1 {
+                r.warnings.push(format!(
+                    "{}: order-stats models one stream per node (--ranks-per-node 1); skipped",
+                    t.label
+                ));
+            } else {
+                let dist = DelayDistribution::from_plan(&t.plans[0], spec.des.quanta_ns)?;
+                for &mode in &spec.modes {
+                    let mut any = false;
+                    for &n in &spec.ranks {
+                        if let Some(row) =
+                            order_stats_row(&t.label, &dist, n, mode, &spec.des, scale)
+                        {
+                            r.results.push(row);
+                            any = true;
+                        }
+                    }
+                    if !any {
+                        r.warnings.push(format!(
+                            "{}: sync {mode} depends on timer drift; order-stats models only \
+                             none and phase",
+                            t.label
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(r) = des.as_mut() {
+            for &mode in &spec.modes {
+                for &n in &spec.ranks {
+                    let out = simulate(&t.plans, n, mode, &spec.des, &|_| progress.inc(1))?;
+                    if out.stopped_by_fraction {
+                        progress.inc(spec.des.phases - out.averages.phases);
+                        r.warnings.push(format!(
+                            "{} at {n} ranks, sync {mode}: a rank replayed f = {} of its stream \
+                             after {} of {} phases; the run stopped there",
+                            t.label,
+                            spec.platform.options.fraction,
+                            out.averages.phases,
+                            spec.des.phases
+                        ));
+                    }
+                    anyhow::ensure!(
+                        out.averages.phases > 0,
+                        "{} at {n} ranks, sync {mode}: the trace is too short for one phase",
+                        t.label
+                    );
+                    if out.emulator.dropped > 0 {
+                        r.warnings.push(format!(
+                            "{} at {n} ranks, sync {mode}: {} detours ({} ns) dropped (S·run ≤ O)",
+                            t.label, out.emulator.dropped, out.emulator.dropped_ns
+                        ));
+                    }
+                    r.results.push(des_row(&t.label, n, mode, &out));
+                }
+            }
+        }
+    }
+    Ok(Prediction {
+        des,
+        order_stats: os,
+    })
+}
+
+/// The SD table: one row per rank count, one column per trace, mode and model; SD by eq. (2)
+/// (AvgMaxQTBT), with eq. (3) (AvgMaxQT) in parentheses.
+pub fn sd_table(p: &Prediction) -> String {
+    let mut cols: Vec<(String, &ResultRow)> = Vec::new();
+    let mut ranks: Vec<u64> = Vec::new();
+    for (tag, rep) in [("des", &p.des), ("os", &p.order_stats)] {
+        if let Some(r) = rep {
+            for row in &r.results {
+                cols.push((format!("{} {} [{tag}]", row.trace, row.sync), row));
+                if !ranks.contains(&row.ranks) {
+                    ranks.push(row.ranks);
+                }
+            }
+        }
+    }
+    ranks.sort_unstable();
+    let mut names: Vec<String> = Vec::new();
+    for (n, _) in &cols {
+        if !names.contains(n) {
+            names.push(n.clone());
+        }
+    }
+    let width = names.iter().map(String::len).max().unwrap_or(0).max(18);
+    let mut out = String::new();
+    let _ = write!(out, "{:>8}", "ranks");
+    for n in &names {
+        let _ = write!(out, "  {n:>width$}");
+    }
+    out.push('\n');
+    for &r in &ranks {
+        let _ = write!(out, "{r:>8}");
+        for n in &names {
+            let cell = cols
+                .iter()
+                .find(|(c, row)| c == n && row.ranks == r)
+                .map_or_else(
+                    || "-".to_string(),
+                    |(_, row)| format!("{:.2}% ({:.2}%)", row.sd_qtbt_pct, row.sd_qt_pct),
+                );
+            let _ = write!(out, "  {cell:>width$}");
+        }
+        out.push('\n');
+    }
+    out.push_str("SD by eq. (2) (AvgMaxQTBT), eq. (3) (AvgMaxQT) in parentheses\n");
+    out
+}
+
+/// The curves of a prediction for [`write_svg`] (SD by eq. 2).
+pub fn curves(p: &Prediction) -> Vec<Curve> {
+    let mut out: Vec<Curve> = Vec::new();
+    for (tag, rep, dashed) in [
+        ("des", &p.des, false),
+        ("order-stats", &p.order_stats, true),
+    ] {
+        let Some(r) = rep else { continue };
+        for row in &r.results {
+            let label = format!("{} {} ({tag})", row.trace, row.sync);
+            match out.iter_mut().find(|c| c.label == label) {
+                Some(c) => c.points.push((row.ranks, row.sd_qtbt_pct)),
+                None => out.push(Curve {
+                    label,
+                    points: vec![(row.ranks, row.sd_qtbt_pct)],
+                    dashed,
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// Where the analytic report goes when both models run: `<stem>.order-stats.json`.
+pub fn order_stats_path(output: &Path) -> PathBuf {
+    let stem = output
+        .file_stem()
+        .map_or_else(|| "report".into(), |s| s.to_string_lossy().into_owned());
+    output.with_file_name(format!("{stem}.order-stats.json"))
+}
+
+/// `replay-bench predict`: prints the SD table, writes the report(s) and the plot.
+pub fn main(args: PredictArgs) -> anyhow::Result<()> {
+    let (traces, spec) = prepare(&args)?;
+    let pool = match args.threads {
+        Some(0) => anyhow::bail!("--threads must be at least 1"),
+        Some(n) => Some(rayon::ThreadPoolBuilder::new().num_threads(n).build()?),
+        None => None,
+    };
+    let total = if matches!(spec.model, Model::OrderStats) {
+        0
+    } else {
+        traces.len() as u64 * spec.modes.len() as u64 * spec.ranks.len() as u64 * spec.des.phases
+    };
+    let bar = if std::io::stderr().is_terminal() && total > 0 {
+        let b = ProgressBar::new(total);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} phases ({per_sec}, eta {eta})",
+            )?
+            .progress_chars("=> "),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let p = match &pool {
+        Some(pool) => pool.install(|| predict(&traces, &spec, &bar))?,
+        None => predict(&traces, &spec, &bar)?,
+    };
+    bar.finish_and_clear();
+    print!("{}", sd_table(&p));
+    for r in [&p.des, &p.order_stats].into_iter().flatten() {
+        for w in &r.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    if let Some(out) = &args.output {
+        match (&p.des, &p.order_stats) {
+            (Some(d), Some(o)) => {
+                d.save(out)?;
+                o.save(&order_stats_path(out))?;
+            }
+            (Some(r), None) | (None, Some(r)) => r.save(out)?,
+            (None, None) => {}
+        }
+    }
+    if let Some(path) = &args.plot {
+        let q = jitter_trace::units::format_ns(spec.des.quanta_ns as f64);
+        write_svg(
+            path,
+            &format!("Predicted slowdown, q = {q}, {} phases", spec.des.phases),
+            &curves(&p),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_lists_parse_and_bad_ones_are_refused() {
+        assert_eq!(parse_ranks("16..128").unwrap(), vec![16, 32, 64, 128]);
+        assert_eq!(parse_ranks("16..100").unwrap(), vec![16, 32, 64]);
+        assert_eq!(parse_ranks("1,3, 10").unwrap(), vec![1, 3, 10]);
+        assert_eq!(parse_ranks("1_000_000").unwrap(), vec![1_000_000]);
+        for (bad, why) in [
+            ("0..16", "at least 1"),
+            ("0", "at least 1"),
+            ("16,8", "strictly increasing"),
+            ("16,16", "strictly increasing"),
+            ("64..16", "increasing"),
+            ("x", "not a rank count"),
+        ] {
+            let e = parse_ranks(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn modes_parse_and_unknown_ones_are_refused() {
+        assert_eq!(
+            parse_modes("none,once,phase,every:4").unwrap(),
+            vec![
+                SyncMode::None,
+                SyncMode::Once,
+                SyncMode::Phase,
+                SyncMode::Every(4)
+            ]
+        );
+        let e = parse_modes("none,sometimes").unwrap_err().to_string();
+        assert!(e.contains("unknown sync mode 'sometimes'"), "{e}");
+    }
+
+    #[test]
+    fn the_analytic_report_goes_beside_the_simulated_one() {
+        assert_eq!(
+            order_stats_path(Path::new("/x/r.json")),
+            PathBuf::from("/x/r.order-stats.json")
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! The platform a prediction assumes: `ideal` (every detour exactly as recorded) or the
+//! calibrated overhead, lateness and minimum sleep of a machine, from a calibration file or from
+//! the report of a real `replay-bench run`; and the barrier stage latency calibrated from such a
+//! report.
+
+use std::path::Path;
+
+use jitter_emulator::{PlanOptions, TimerKind};
+use serde::{Deserialize, Serialize};
+
+use crate::report::{Report, ReportKind};
+
+/// Barrier stage latency used when nothing is calibrated, ns: about one network round trip of a
+/// low-latency interconnect (a dissemination barrier of N ranks takes ceil(log2 N) of them).
+pub const DEFAULT_BARRIER_STAGE_NS: f64 = 1_000.0;
+
+/// Timer error (sd per re-arm) assumed for `--timer itimer` on the ideal platform, ns: the
+/// Blue Gene/L figure of paper 001 §V-C (timer resolution 130 µs, standard deviation 20 µs).
+pub const DEFAULT_LATENESS_SD_NS: f64 = 20_000.0;
+
+/// A calibration file: what the emulator costs on some machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformFile {
+    /// Overhead O per injection, ns.
+    pub overhead_ns: u64,
+    /// Timer lateness L (median), ns.
+    #[serde(default)]
+    pub lateness_ns: u64,
+    /// Spread of L (sd), ns.
+    #[serde(default)]
+    pub lateness_sd_ns: f64,
+    /// Minimum sleep M, ns.
+    #[serde(default)]
+    pub min_sleep_ns: u64,
+    /// Scale factor S (1 when absent).
+    #[serde(default = "one")]
+    pub scale: f64,
+    /// Timer of the injector (`itimer` or `abstime`; `abstime` when absent).
+    #[serde(default)]
+    pub timer: TimerKind,
+    /// Fraction f of the stream after which replay stops (1 when absent).
+    #[serde(default = "one")]
+    pub fraction: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// The platform resolved: plan options and the timer error of one re-arm.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Platform {
+    /// `ideal` or the file it came from.
+    pub name: String,
+    /// Options every plan is built with.
+    pub options: PlanOptions,
+    /// Standard deviation of one timer error, ns (0 for `abstime`).
+    pub lateness_sd_ns: f64,
+}
+
+impl Platform {
+    /// The ideal platform: [`PlanOptions::ideal`], no timer error.
+    pub fn ideal() -> Self {
+        Platform {
+            name: "ideal".into(),
+            options: PlanOptions::ideal(),
+            lateness_sd_ns: 0.0,
+        }
+    }
+
+    /// Reads a calibration file ([`PlatformFile`]) or a run report (its median calibration
+    /// over ranks, its scale, fraction and timer).
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read platform file {}: {e}", path.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("platform file {} is not JSON: {e}", path.display()))?;
+        let name = path.display().to_string();
+        if value.get("schema").is_some() {
+            let r = Report::load(path)?;
+            return Platform::from_report(&r, name);
+        }
+        let f: PlatformFile = serde_json::from_value(value).map_err(|e| {
+            anyhow::anyhow!(
+                "platform file {} is not a calibration (overhead_ns, lateness_ns, \
+                 lateness_sd_ns, min_sleep_ns, scale, timer, fraction): {e}",
+                path.display()
+            )
+        })?;
+        let options = PlanOptions {
+            scale: f.scale,
+            overhead_ns: f.overhead_ns,
+            min_sleep_ns: f.min_sleep_ns,
+            lateness_ns: f.lateness_ns,
+            fraction: f.fraction,
+            timer: f.timer,
+        };
+        options
+            .validate()
+            .map_err(|e| anyhow::anyhow!("platform file {}: {e}", path.display()))?;
+        anyhow::ensure!(
+            f.lateness_sd_ns.is_finite() && f.lateness_sd_ns >= 0.0,
+            "platform file {}: lateness_sd_ns must be finite and >= 0",
+            path.display()
+        );
+        Ok(Platform {
+            name,
+            options,
+            lateness_sd_ns: f.lateness_sd_ns,
+        })
+    }
+
+    fn from_report(r: &Report, name: String) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            r.kind == ReportKind::Run,
+            "{name} is a {:?} report; a platform comes from a real run",
+            r.kind
+        );
+        anyhow::ensure!(!r.calibration.is_empty(), "{name} holds no calibration");
+        let med = |f: &dyn Fn(&crate::report::Calibration) -> f64| -> f64 {
+            let mut v: Vec<f64> = r.calibration.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let timer: TimerKind = r
+            .config
+            .timer
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let options = PlanOptions {
+            scale: r.config.scale,
+            overhead_ns: med(&|c| c.overhead_ns as f64) as u64,
+            min_sleep_ns: med(&|c| c.min_sleep_ns as f64) as u64,
+            lateness_ns: med(&|c| c.lateness_ns as f64) as u64,
+            fraction: r.config.fraction,
+            timer,
+        };
+        options
+            .validate()
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        Ok(Platform {
+            name,
+            options,
+            lateness_sd_ns: med(&|c| c.lateness_sd_ns),
+        })
+    }
+}
+
+/// Barrier stage latency from a real run's report: the median over its rows with ≥ 2 ranks of
+/// (baseline AvgMaxQTBT − baseline AvgMaxQT) / ceil(log2 ranks), ns (unscaled).
+pub fn barrier_stage_from_report(path: &Path) -> anyhow::Result<f64> {
+    let r = Report::load(path)?;
+    anyhow::ensure!(
+        r.kind == ReportKind::Run,
+        "{} is not the report of a real run: cannot calibrate the barrier from it",
+        path.display()
+    );
+    let mut stages: Vec<f64> = r
+        .results
+        .iter()
+        .filter(|row| row.ranks >= 2)
+        .filter_map(|row| {
+            let bt = row.baseline_avg_max_qtbt_ns - row.baseline_avg_max_qt_ns;
+            (bt.is_finite() && bt > 0.0).then(|| bt / f64::from(super::des::ceil_log2(row.ranks)))
+        })
+        .collect();
+    anyhow::ensure!(
+        !stages.is_empty(),
+        "{} has no row with >= 2 ranks and a measured baseline barrier time",
+        path.display()
+    );
+    stages.sort_by(f64::total_cmp);
+    Ok(stages[stages.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Calibration, Config, ResultRow};
+
+    #[test]
+    fn calibration_files_parse_and_bad_ones_say_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.json");
+        std::fs::write(
+            &p,
+            r#"{"overhead_ns": 900, "lateness_ns": 3000, "lateness_sd_ns": 1500.5,
+                "min_sleep_ns": 20000, "scale": 6, "timer": "itimer"}"#,
+        )
+        .unwrap();
+        let pl = Platform::load(&p).unwrap();
+        assert_eq!(pl.options.overhead_ns, 900);
+        assert_eq!(pl.options.scale, 6.0);
+        assert_eq!(pl.options.timer, TimerKind::Itimer);
+        assert_eq!(pl.options.fraction, 1.0);
+        assert_eq!(pl.lateness_sd_ns, 1500.5);
+        for (text, what) in [
+            ("{not json", "is not JSON"),
+            (r#"{"overhead": 1}"#, "is not a calibration"),
+            (r#"{"overhead_ns": 1, "scale": 0}"#, "scale must be"),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let e = format!("{:#}", Platform::load(&p).unwrap_err());
+            assert!(e.contains(what), "{e}");
+        }
+        let e = Platform::load(&dir.path().join("missing.json")).unwrap_err();
+        assert!(e.to_string().contains("cannot read"));
+    }
+
+    #[test]
+    fn run_reports_give_platform_and_barrier_stage() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run.json");
+        let mut r = Report::new(
+            ReportKind::Run,
+            Config {
+                scale: 4.0,
+                fraction: 0.9,
+                timer: "itimer".into(),
+                ..Config::default()
+            },
+        );
+        for (rank, o) in [(0, 800), (1, 1000), (2, 900)] {
+            r.calibration.push(Calibration {
+                rank,
+                overhead_ns: o,
+                lateness_sd_ns: o as f64,
+                ..Calibration::default()
+            });
+        }
+        for (ranks, bt) in [(2, 3_000.0), (4, 6_400.0), (8, 8_700.0), (1, 0.0)] {
+            r.results.push(ResultRow {
+                ranks,
+                baseline_avg_max_qt_ns: 1e6,
+                baseline_avg_max_qtbt_ns: 1e6 + bt,
+                ..ResultRow::default()
+            });
+        }
+        r.save(&p).unwrap();
+        let pl = Platform::load(&p).unwrap();
+        assert_eq!(pl.options.overhead_ns, 900);
+        assert_eq!((pl.options.scale, pl.options.fraction), (4.0, 0.9));
+        assert_eq!(pl.lateness_sd_ns, 900.0);
+        // Stages 3000, 3200, 2900: median 3000.
+        assert_eq!(barrier_stage_from_report(&p).unwrap(), 3_000.0);
+        r.kind = ReportKind::PredictDes;
+        r.save(&p).unwrap();
+        assert!(barrier_stage_from_report(&p).is_err());
+        assert!(Platform::load(&p).is_err());
+    }
+}
