@@ -6,5 +6,6 @@ pub mod bench;
 pub mod comm;
 pub mod kernel;
 pub mod metrics;
+pub mod predict;
 pub mod noise;
 pub mod report;
