@@ -491,11 +491,18 @@ fn decode_records(p: &[u8], streams: usize) -> Result<Chunk, String> {
     let mut detours = Vec::with_capacity(count as usize);
     let mut pos = 0usize;
     let mut prev_end = base;
+    let mut prev_start = None;
     for i in 0..count {
         let bad = || format!("record {i} of {count} is cut short or overflows");
         let gap = get_varint(rd, &mut pos).ok_or_else(bad)?;
         let run = get_varint(rd, &mut pos).ok_or_else(bad)?;
         let start = prev_end.checked_add(gap).ok_or_else(bad)?;
+        if prev_start == Some(start) {
+            return Err(format!(
+                "record {i} starts at the same time as the one before"
+            ));
+        }
+        prev_start = Some(start);
         prev_end = start.checked_add(run).ok_or_else(bad)?;
         detours.push(Detour {
             start_ns: start,
@@ -601,7 +608,9 @@ pub fn read_from<R: Read>(input: R) -> Result<Loaded, TraceError> {
         let last_end = d.last().map_or(0, Detour::end_ns);
         let (begin, end) = match summary {
             Some(s) if matches!(completeness, Completeness::Complete) => {
-                (s.begin_ns, s.end_ns.max(last_end))
+                let first_start = d.first().map_or(s.begin_ns, |f| f.start_ns);
+                let begin = s.begin_ns.min(first_start);
+                (begin, s.end_ns.max(last_end).max(begin))
             }
             _ => (0, last_end),
         };

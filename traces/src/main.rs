@@ -1,6 +1,6 @@
 //! `jitter-trace`: inspect, compare, synthesise, convert and plot `.jtr` traces.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -9,7 +9,7 @@ use serde_json::json;
 
 use jitter_trace::compare::compare;
 use jitter_trace::format::Completeness;
-use jitter_trace::interop::{export, import, Format};
+use jitter_trace::interop::{export, import, per_stream_path, Format};
 use jitter_trace::plot::{plot, PlotKind, Series};
 use jitter_trace::stats::{injectability, scale_for_share, TraceStats};
 use jitter_trace::synth::{synthesize, Spec};
@@ -213,9 +213,19 @@ fn load(paths: &[PathBuf], input: &Input) -> Result<Trace> {
     Ok(imported.trace)
 }
 
-fn save(trace: &Trace, output: &Output) -> Result<()> {
+/// Writes the trace and returns the files written (one per stream for multi-stream LogGOPSim).
+fn save(trace: &Trace, output: &Output) -> Result<Vec<PathBuf>> {
     let format = Format::resolve(output.to, &output.output)?;
-    export(trace, &output.output, format).with_context(|| output.output.display().to_string())
+    export(trace, &output.output, format).with_context(|| output.output.display().to_string())?;
+    Ok(if format == Format::LogGopSim && trace.streams.len() > 1 {
+        trace
+            .streams
+            .iter()
+            .map(|s| per_stream_path(&output.output, s.cpu))
+            .collect()
+    } else {
+        vec![output.output.clone()]
+    })
 }
 
 fn print_json(v: &serde_json::Value) -> Result<()> {
@@ -224,10 +234,16 @@ fn print_json(v: &serde_json::Value) -> Result<()> {
 }
 
 /// Prints what a transform produced.
-fn report_written(json: bool, trace: &Trace, path: &Path, extra: serde_json::Value) -> Result<()> {
+fn report_written(
+    json: bool,
+    trace: &Trace,
+    paths: &[PathBuf],
+    extra: serde_json::Value,
+) -> Result<()> {
+    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     if json {
         let mut v = json!({
-            "output": path.display().to_string(),
+            "output": names,
             "streams": trace.streams.len(),
             "records": trace.record_count(),
         });
@@ -240,7 +256,7 @@ fn report_written(json: bool, trace: &Trace, path: &Path, extra: serde_json::Val
             "wrote {} records in {} streams to {}",
             trace.record_count(),
             trace.streams.len(),
-            path.display()
+            names.join(" ")
         );
         if let serde_json::Value::Object(e) = extra {
             for (k, v) in e {
@@ -366,8 +382,8 @@ fn run(cli: Cli) -> Result<()> {
                 bail!("duration must be at least 1 ns");
             }
             let trace = synthesize(&spec, streams, duration.round() as u64, seed)?;
-            save(&trace, &output)?;
-            report_written(json, &trace, &output.output, json!({}))
+            let written = save(&trace, &output)?;
+            report_written(json, &trace, &written, json!({}))
         }
         Command::Convert {
             inputs,
@@ -375,8 +391,8 @@ fn run(cli: Cli) -> Result<()> {
             output,
         } => {
             let trace = load(&inputs, &input)?;
-            save(&trace, &output)?;
-            report_written(json, &trace, &output.output, json!({}))
+            let written = save(&trace, &output)?;
+            report_written(json, &trace, &written, json!({}))
         }
         Command::Slice {
             trace,
@@ -414,8 +430,8 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(th) = drop_below {
                 (t, dropped) = transform::drop_below(&t, th.round() as u64)?;
             }
-            save(&t, &output)?;
-            report_written(json, &t, &output.output, json!({ "dropped": dropped }))
+            let written = save(&t, &output)?;
+            report_written(json, &t, &written, json!({ "dropped": dropped }))
         }
         Command::Scale {
             trace,
@@ -425,8 +441,8 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let t = load(std::slice::from_ref(&trace), &input)?;
             let t = transform::scale(&t, factor)?;
-            save(&t, &output)?;
-            report_written(json, &t, &output.output, json!({ "scale": factor }))
+            let written = save(&t, &output)?;
+            report_written(json, &t, &written, json!({ "scale": factor }))
         }
         Command::Merge {
             trace,
@@ -436,8 +452,8 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let t = load(std::slice::from_ref(&trace), &input)?;
             let (t, merged) = transform::merge_short_sleeps(&t, min_sleep.round() as u64)?;
-            save(&t, &output)?;
-            report_written(json, &t, &output.output, json!({ "merged": merged }))
+            let written = save(&t, &output)?;
+            report_written(json, &t, &written, json!({ "merged": merged }))
         }
         Command::Plot {
             traces,
