@@ -293,6 +293,27 @@ impl FromStr for Spec {
     }
 }
 
+/// Most detours [`synthesize`] will generate per stream (expected count), to keep memory bounded.
+pub const MAX_DETOURS_PER_STREAM: f64 = 2e8;
+
+impl Spec {
+    /// Expected number of detours per stream over `duration_ns` (before overlaps are united).
+    pub fn expected_detours(&self, duration_ns: u64) -> f64 {
+        let d = duration_ns as f64;
+        self.sources
+            .iter()
+            .map(|s| match *s {
+                Source::Periodic {
+                    period_ns,
+                    phase_ns,
+                    ..
+                } => ((d - phase_ns) / period_ns).ceil().max(0.0),
+                Source::Poisson { rate_per_s, .. } => rate_per_s * d / 1e9,
+            })
+            .sum()
+    }
+}
+
 /// Generates the detours of one stream over `[0, duration_ns)`.
 pub fn stream_detours(spec: &Spec, duration_ns: u64, seed: u64) -> Vec<Detour> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -375,6 +396,13 @@ pub fn synthesize(
         return Err(TraceError::Argument(
             "a trace needs at least one stream".into(),
         ));
+    }
+    let expected = spec.expected_detours(duration_ns);
+    if expected > MAX_DETOURS_PER_STREAM {
+        return Err(TraceError::Argument(format!(
+            "`{spec}` over {duration_ns} ns makes about {expected:.3e} detours per stream, over \
+             the limit of {MAX_DETOURS_PER_STREAM:.0e}"
+        )));
     }
     let mut trace = Trace {
         header: Header {
@@ -463,6 +491,13 @@ mod tests {
         assert_ne!(a.streams[0].records, c.streams[0].records);
         assert_ne!(a.streams[0].records, a.streams[1].records);
         assert!(a.header.labels["synthetic"].starts_with("poisson:"));
+    }
+
+    #[test]
+    fn huge_requests_are_refused() {
+        let s: Spec = "periodic:period=1ns,dur=0ns".parse().unwrap();
+        let e = synthesize(&s, 1, 1_000_000_000, 0).unwrap_err();
+        assert!(e.to_string().contains("over the limit"), "{e}");
     }
 
     #[test]
