@@ -1,8 +1,17 @@
 //! `jitter-emulator`: the JitterEmulator of jitterbench — the replay plan shared with the
 //! predictor, calibration of the injector's own cost, and the timer-driven injectors.
 
+pub mod calibration;
+pub mod cli;
+pub mod fidelity;
+pub mod injector;
 pub mod plan;
+pub mod realtime;
 pub mod sync;
 
+pub use calibration::{Calibration, Overrides, Spread};
+pub use injector::{
+    Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection,
+};
 pub use plan::{Cursor, Injection, Plan, PlanError, PlanOptions, PlanStats, TimerKind};
 pub use sync::{SyncMode, SyncSchedule};

@@ -1,0 +1,750 @@
+//! Calibration of the injector on the machine at hand: its overhead O (the detour one injection
+//! with an empty busy loop causes, as a probe loop in the same thread sees it), the timer's
+//! wake-up lateness L, the shortest interval M the timer honours, and the busy spin's own cost.
+//! Measured, never assumed; cached per host and kernel; overridable.
+
+use std::fmt;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
+use serde::{Deserialize, Serialize};
+
+use jitter_collect::clock::{read_counter, Clock};
+use jitter_collect::probe;
+use jitter_trace::{Detour, Stream};
+
+use crate::injector::{
+    self, mono_ns, Emulator, EmulatorError, InjectorConfig, LoggedInjection, SIGNAL,
+};
+use crate::plan::{Plan, PlanOptions, TimerKind};
+
+/// Summary of a sample of durations, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Spread {
+    /// Sample size.
+    pub samples: u64,
+    /// Mean.
+    pub mean_ns: f64,
+    /// Standard deviation (n − 1).
+    pub sd_ns: f64,
+    /// 10th percentile.
+    pub p10_ns: f64,
+    /// Median.
+    pub median_ns: f64,
+    /// 90th percentile.
+    pub p90_ns: f64,
+    /// 99th percentile.
+    pub p99_ns: f64,
+    /// Largest value.
+    pub max_ns: f64,
+}
+
+impl Spread {
+    /// Summarises `values` (any order); all zero for an empty sample.
+    pub fn of(values: &[f64]) -> Spread {
+        if values.is_empty() {
+            return Spread::default();
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len() as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let var = if v.len() > 1 {
+            v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0)
+        } else {
+            0.0
+        };
+        Spread {
+            samples: v.len() as u64,
+            mean_ns: mean,
+            sd_ns: var.sqrt(),
+            p10_ns: quantile(&v, 0.10),
+            median_ns: quantile(&v, 0.50),
+            p90_ns: quantile(&v, 0.90),
+            p99_ns: quantile(&v, 0.99),
+            max_ns: v[v.len() - 1],
+        }
+    }
+}
+
+/// Quantile `q` of sorted `v` by linear interpolation between order statistics.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// For each logged injection, the probe detour `(start, end)` (ticks) that contains its handler
+/// entry, if any. Both inputs are in time order.
+pub fn match_injections(
+    log: &[LoggedInjection],
+    detours: &[(u64, u64)],
+) -> Vec<Option<(u64, u64)>> {
+    let mut out = Vec::with_capacity(log.len());
+    let mut k = 0;
+    for inj in log {
+        while k < detours.len() && detours[k].1 < inj.entry_ticks {
+            k += 1;
+        }
+        out.push(match detours.get(k) {
+            Some(&(a, b)) if a <= inj.entry_ticks && inj.entry_ticks <= b => Some((a, b)),
+            _ => None,
+        });
+    }
+    out
+}
+
+/// Runs the probe loop for `duration_ns` and returns every detour above `threshold` ticks
+/// (at most `capacity`; further ones are counted in the loop stats only).
+pub fn probe_detours(
+    clock: &Clock,
+    threshold: u64,
+    duration_ns: u64,
+    capacity: usize,
+) -> (Vec<(u64, u64)>, probe::LoopStats) {
+    let mut detours: Vec<(u64, u64)> = Vec::with_capacity(capacity);
+    let stop = AtomicBool::new(false);
+    let deadline = read_counter() + clock.ns_to_ticks(duration_ns);
+    let stats = probe::run(threshold, deadline, &stop, |a, b| {
+        if detours.len() < detours.capacity() {
+            detours.push((a, b));
+        }
+        ControlFlow::Continue(())
+    });
+    (detours, stats)
+}
+
+/// The probe threshold used by calibration and fidelity runs: 10 × t_min, as the paper.
+pub fn default_threshold() -> u64 {
+    probe::find_t_min(1 << 18) * probe::DEFAULT_THRESHOLD_FACTOR
+}
+
+/// A periodic stream: one detour of `run_ns` every `period_ns`, over `count` periods.
+pub fn periodic_stream(period_ns: u64, run_ns: u64, count: u64) -> Stream {
+    let d: Vec<Detour> = (0..count)
+        .map(|k| Detour {
+            start_ns: k * period_ns + period_ns / 2,
+            run_ns,
+        })
+        .collect();
+    Stream::from_detours(0, 0, count * period_ns, &d).expect("periodic detours are ordered")
+}
+
+/// Application-side detours of injections with a busy loop of `busy_ns`, minus `busy_ns`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OverheadSample {
+    /// Detour length minus busy time, ns, one per matched injection.
+    pub extra_ns: Vec<f64>,
+    /// Injections whose handler entry lay in no probe detour.
+    pub unmatched: u64,
+}
+
+/// Injects `busy_ns`-long detours at `rate_hz` for `duration_ns` with the real injector while a
+/// probe loop runs in this thread; returns how much longer than `busy_ns` the probe saw each.
+pub fn measure_injection(
+    timer: TimerKind,
+    clock: &Clock,
+    threshold: u64,
+    rate_hz: u64,
+    busy_ns: u64,
+    duration_ns: u64,
+) -> Result<OverheadSample, EmulatorError> {
+    let period = 1_000_000_000 / rate_hz.max(1);
+    let count = duration_ns / period + 2;
+    let opts = PlanOptions {
+        timer,
+        ..PlanOptions::ideal()
+    };
+    let plan = Plan::new(&periodic_stream(period, busy_ns.max(1), count), opts)?;
+    let cfg = InjectorConfig {
+        timer,
+        clock: *clock,
+    };
+    let handle = Emulator::start_logged(plan.cursor(0), cfg, count as usize + 16)?;
+    let (detours, _) = probe_detours(clock, threshold, duration_ns, 4 * count as usize + 100_000);
+    let (_, log) = handle.stop_logged()?;
+    let matched = match_injections(&log, &detours);
+    let mut out = OverheadSample::default();
+    for (inj, m) in log.iter().zip(&matched) {
+        match m {
+            Some((a, b)) => out
+                .extra_ns
+                .push(clock.ticks_to_ns_f64(b - a) - inj.busy_ns as f64),
+            None => out.unmatched += 1,
+        }
+    }
+    Ok(out)
+}
+
+static PROBE_FIRED: AtomicBool = AtomicBool::new(false);
+static PROBE_ENTRY_NS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn on_probe_signal(_sig: libc::c_int) {
+    // Async-signal-safe: clock_gettime and two atomic stores; errno is untouched on success.
+    PROBE_ENTRY_NS.store(mono_ns(), Ordering::Relaxed);
+    PROBE_FIRED.store(true, Ordering::Release);
+}
+
+/// Wake-up lateness of `n` single-shot timers of `interval_ns`, armed while this thread spins
+/// (the application is running when an injection is due), ns.
+pub fn measure_lateness(
+    timer: TimerKind,
+    interval_ns: u64,
+    n: usize,
+) -> Result<Vec<f64>, EmulatorError> {
+    let _claim = injector::Claim::take()?;
+    if timer == TimerKind::Itimer && !injector::is_main_thread() {
+        return Err(EmulatorError::NotMainThread);
+    }
+    let action = SigAction::new(
+        SigHandler::Handler(on_probe_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: `on_probe_signal` is async-signal-safe; the emulator is not running (claimed).
+    let old = unsafe { sigaction(SIGNAL, &action) }.map_err(|source| EmulatorError::Sys {
+        what: "sigaction(SIGALRM)",
+        source,
+    })?;
+    let id = match timer {
+        TimerKind::Abstime => Some(injector::create_thread_timer()?),
+        TimerKind::Itimer => None,
+    };
+    let mut out = Vec::with_capacity(n);
+    let mut timed_out = false;
+    for _ in 0..n {
+        PROBE_FIRED.store(false, Ordering::Release);
+        let t = mono_ns();
+        let deadline = match id {
+            Some(id) => {
+                injector::arm_abstime(id, t + interval_ns);
+                t + interval_ns
+            }
+            None => {
+                injector::arm_itimer(interval_ns);
+                t + interval_ns.div_ceil(1_000).max(1) * 1_000
+            }
+        };
+        let give_up = t + interval_ns + 100_000_000;
+        while !PROBE_FIRED.load(Ordering::Acquire) {
+            if mono_ns() > give_up {
+                timed_out = true;
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        if timed_out {
+            break;
+        }
+        out.push(PROBE_ENTRY_NS.load(Ordering::Relaxed) as f64 - deadline as f64);
+    }
+    match id {
+        Some(id) => injector::delete_timer(id),
+        None => injector::disarm_itimer(),
+    }
+    // SAFETY: restores the disposition in force before.
+    let _ = unsafe { sigaction(SIGNAL, &old) };
+    if timed_out {
+        return Err(EmulatorError::Sys {
+            what: "timer did not fire within 100 ms",
+            source: nix::errno::Errno::ETIMEDOUT,
+        });
+    }
+    Ok(out)
+}
+
+/// Lateness at one interval of the M sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// Interval asked for, ns.
+    pub interval_ns: u64,
+    /// Median lateness, ns.
+    pub lateness_median_ns: f64,
+    /// 90th percentile of lateness, ns.
+    pub lateness_p90_ns: f64,
+    /// Whether the median is within tolerance of the reference lateness.
+    pub honoured: bool,
+}
+
+/// Intervals of the M sweep, ns.
+pub const SWEEP_NS: [u64; 9] = [
+    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
+];
+
+/// The smallest interval from which on every longer one is honoured (median lateness within
+/// `tolerance_ns` of `reference_ns`); the longest interval if none is.
+pub fn min_sleep(points: &[SweepPoint]) -> u64 {
+    let mut m = points.last().map_or(0, |p| p.interval_ns);
+    for p in points.iter().rev() {
+        if !p.honoured {
+            break;
+        }
+        m = p.interval_ns;
+    }
+    m
+}
+
+/// Calibration of one timer kind.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TimerCalibration {
+    /// The timer.
+    pub timer: TimerKind,
+    /// O: application-side detour of an injection with an empty busy loop.
+    pub overhead: Spread,
+    /// Injections seen by no probe detour during the O run.
+    pub unmatched: u64,
+    /// Extra cost of a 100 µs busy spin beyond 100 µs + median O, ns.
+    pub spin_extra_ns: f64,
+    /// L: wake-up lateness of single-shot timers at the reference interval.
+    pub lateness: Spread,
+    /// M: shortest interval the timer honours within tolerance, ns.
+    pub min_sleep_ns: u64,
+    /// Tolerance used for M, ns.
+    pub tolerance_ns: f64,
+    /// The sweep behind M.
+    pub sweep: Vec<SweepPoint>,
+}
+
+/// Everything measured about the injector on one host and kernel.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Host name.
+    pub host: String,
+    /// Kernel release.
+    pub kernel: String,
+    /// Counter frequency used, kHz.
+    pub counter_khz: u64,
+    /// When it was measured, s since the Unix epoch.
+    pub measured_unix_s: u64,
+    /// Reference interval of the L measurement, ns.
+    pub interval_ns: u64,
+    /// Injection rate of the O measurement, Hz.
+    pub rate_hz: u64,
+    /// `setitimer(ITIMER_REAL)`.
+    pub itimer: TimerCalibration,
+    /// `timer_create(CLOCK_MONOTONIC)` with absolute deadlines.
+    pub abstime: TimerCalibration,
+}
+
+/// How long and how often calibration measures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// Length of the O run per timer, ns.
+    pub overhead_duration_ns: u64,
+    /// Injection rate of the O run, Hz.
+    pub rate_hz: u64,
+    /// Reference interval for L, ns.
+    pub interval_ns: u64,
+    /// Timers fired for L.
+    pub lateness_samples: usize,
+    /// Timers fired per sweep interval.
+    pub sweep_samples: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            overhead_duration_ns: 2_000_000_000,
+            rate_hz: 1_000,
+            interval_ns: 200_000,
+            lateness_samples: 2_000,
+            sweep_samples: 200,
+        }
+    }
+}
+
+/// Values given on the command line in place of the measured ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Overrides {
+    /// O, ns.
+    pub overhead_ns: Option<u64>,
+    /// L, ns.
+    pub lateness_ns: Option<u64>,
+    /// M, ns.
+    pub min_sleep_ns: Option<u64>,
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// This host's name and kernel release.
+pub fn host_and_kernel() -> (String, String) {
+    (
+        read_trimmed("/proc/sys/kernel/hostname"),
+        read_trimmed("/proc/sys/kernel/osrelease"),
+    )
+}
+
+impl TimerCalibration {
+    /// Measures O, the spin cost, L and M for `timer`.
+    pub fn measure(
+        timer: TimerKind,
+        clock: &Clock,
+        threshold: u64,
+        s: &Settings,
+    ) -> Result<Self, EmulatorError> {
+        let o = measure_injection(
+            timer,
+            clock,
+            threshold,
+            s.rate_hz,
+            1,
+            s.overhead_duration_ns,
+        )?;
+        let overhead = Spread::of(&o.extra_ns);
+        let spin = measure_injection(
+            timer,
+            clock,
+            threshold,
+            s.rate_hz,
+            100_000,
+            s.overhead_duration_ns / 4,
+        )?;
+        let spin_extra_ns = Spread::of(&spin.extra_ns).median_ns - overhead.median_ns;
+        let lateness = Spread::of(&measure_lateness(timer, s.interval_ns, s.lateness_samples)?);
+        // Honoured: the median wake-up is as late as at the reference interval, within the
+        // larger of 2 µs and the reference's own p10–p90 half-width.
+        let tolerance_ns = (0.5 * (lateness.p90_ns - lateness.p10_ns)).max(2_000.0);
+        let mut sweep = Vec::new();
+        for &interval_ns in &SWEEP_NS {
+            let l = Spread::of(&measure_lateness(timer, interval_ns, s.sweep_samples)?);
+            sweep.push(SweepPoint {
+                interval_ns,
+                lateness_median_ns: l.median_ns,
+                lateness_p90_ns: l.p90_ns,
+                honoured: (l.median_ns - lateness.median_ns).abs() <= tolerance_ns,
+            });
+        }
+        Ok(TimerCalibration {
+            timer,
+            overhead,
+            unmatched: o.unmatched,
+            spin_extra_ns,
+            lateness,
+            min_sleep_ns: min_sleep(&sweep),
+            tolerance_ns,
+            sweep,
+        })
+    }
+}
+
+impl Calibration {
+    /// Measures both timers (about 7 s with the default settings; main thread for itimer).
+    pub fn measure(clock: &Clock, s: &Settings) -> Result<Self, EmulatorError> {
+        let threshold = default_threshold();
+        let (host, kernel) = host_and_kernel();
+        Ok(Calibration {
+            host,
+            kernel,
+            counter_khz: clock.khz(),
+            measured_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            interval_ns: s.interval_ns,
+            rate_hz: s.rate_hz,
+            itimer: TimerCalibration::measure(TimerKind::Itimer, clock, threshold, s)?,
+            abstime: TimerCalibration::measure(TimerKind::Abstime, clock, threshold, s)?,
+        })
+    }
+
+    /// The calibration of one timer kind.
+    pub fn timer(&self, timer: TimerKind) -> &TimerCalibration {
+        match timer {
+            TimerKind::Itimer => &self.itimer,
+            TimerKind::Abstime => &self.abstime,
+        }
+    }
+
+    /// Plan options for `timer`: O = median overhead, L = median lateness (robust against the
+    /// rare preemptions that dominate the mean; unused with absolute deadlines), M = min sleep;
+    /// overrides win.
+    pub fn plan_options(
+        &self,
+        timer: TimerKind,
+        scale: f64,
+        fraction: f64,
+        overrides: &Overrides,
+    ) -> PlanOptions {
+        let t = self.timer(timer);
+        PlanOptions {
+            scale,
+            overhead_ns: overrides
+                .overhead_ns
+                .unwrap_or(t.overhead.median_ns.max(0.0).round() as u64),
+            min_sleep_ns: overrides.min_sleep_ns.unwrap_or(t.min_sleep_ns),
+            lateness_ns: overrides
+                .lateness_ns
+                .unwrap_or(t.lateness.median_ns.max(0.0).round() as u64),
+            fraction,
+            timer,
+        }
+    }
+
+    /// Default cache file: `$XDG_CACHE_HOME` or `~/.cache`, `jitterbench/calibration-<host>-<kernel>.json`.
+    pub fn cache_path() -> PathBuf {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir);
+        let (host, kernel) = host_and_kernel();
+        let clean = |s: &str| -> String {
+            s.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        };
+        base.join("jitterbench").join(format!(
+            "calibration-{}-{}.json",
+            clean(&host),
+            clean(&kernel)
+        ))
+    }
+
+    /// Reads a cached calibration; `Ok(None)` when the file does not exist.
+    pub fn load(path: &Path) -> anyhow::Result<Option<Calibration>> {
+        match std::fs::read_to_string(path) {
+            Ok(s) => {
+                let c: Calibration = serde_json::from_str(&s).map_err(|e| {
+                    anyhow::anyhow!("calibration cache {} is unreadable: {e}", path.display())
+                })?;
+                Ok(Some(c))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+        }
+    }
+
+    /// Writes the calibration as JSON (creating the directory).
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        }
+        let s = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, s).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    }
+
+    /// The cached calibration for this host and kernel, measured and cached if missing.
+    pub fn load_or_measure(clock: &Clock, refresh: bool) -> anyhow::Result<Calibration> {
+        let path = Calibration::cache_path();
+        let (host, kernel) = host_and_kernel();
+        if !refresh {
+            if let Some(c) = Calibration::load(&path)? {
+                if c.host == host && c.kernel == kernel {
+                    return Ok(c);
+                }
+            }
+        }
+        let c = Calibration::measure(clock, &Settings::default())?;
+        c.save(&path)?;
+        Ok(c)
+    }
+}
+
+fn us(ns: f64) -> f64 {
+    ns / 1_000.0
+}
+
+impl fmt::Display for Calibration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "calibration on {} (kernel {}), counter {} kHz",
+            self.host, self.kernel, self.counter_khz
+        )?;
+        for t in [&self.itimer, &self.abstime] {
+            let name = match t.timer {
+                TimerKind::Itimer => "itimer  (setitimer ITIMER_REAL, relative)",
+                TimerKind::Abstime => "abstime (timer_create CLOCK_MONOTONIC, absolute)",
+            };
+            let o = &t.overhead;
+            let l = &t.lateness;
+            writeln!(f, "{name}")?;
+            writeln!(
+                f,
+                "  O overhead   median {:7.2} µs  sd {:6.2}  p10 {:7.2}  p90 {:7.2}  p99 {:7.2}  \
+                 (n = {}, {} Hz, unmatched {})",
+                us(o.median_ns),
+                us(o.sd_ns),
+                us(o.p10_ns),
+                us(o.p90_ns),
+                us(o.p99_ns),
+                o.samples,
+                self.rate_hz,
+                t.unmatched
+            )?;
+            writeln!(
+                f,
+                "  spin cost    {:+7.2} µs beyond 100 µs + O",
+                us(t.spin_extra_ns)
+            )?;
+            writeln!(
+                f,
+                "  L lateness   mean {:7.2} µs  sd {:6.2}  p50 {:7.2}  p99 {:7.2}  ({} µs interval, n = {})",
+                us(l.mean_ns),
+                us(l.sd_ns),
+                us(l.median_ns),
+                us(l.p99_ns),
+                self.interval_ns / 1_000,
+                l.samples
+            )?;
+            write!(
+                f,
+                "  M min sleep  {} µs (tolerance {:.1} µs); sweep:",
+                t.min_sleep_ns / 1_000,
+                us(t.tolerance_ns)
+            )?;
+            for p in &t.sweep {
+                write!(
+                    f,
+                    " {}µs→{:.1}{}",
+                    p.interval_ns / 1_000,
+                    us(p.lateness_median_ns),
+                    if p.honoured { "" } else { "✗" }
+                )?;
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_matches_hand_computed_values() {
+        let s = Spread::of(&[4.0, 1.0, 3.0, 2.0, 5.0]);
+        assert_eq!(s.samples, 5);
+        assert_eq!(s.mean_ns, 3.0);
+        assert!((s.sd_ns - 2.5f64.sqrt()).abs() < 1e-12);
+        assert_eq!(s.median_ns, 3.0);
+        // Linear interpolation: p90 at position 3.6 between 4 and 5.
+        assert!((s.p90_ns - 4.6).abs() < 1e-12);
+        assert!((s.p10_ns - 1.4).abs() < 1e-12);
+        assert_eq!(s.max_ns, 5.0);
+        assert_eq!(Spread::of(&[]), Spread::default());
+        assert_eq!(Spread::of(&[7.0]).sd_ns, 0.0);
+    }
+
+    #[test]
+    fn quantiles_of_a_uniform_grid_are_exact() {
+        let v: Vec<f64> = (0..=100).map(f64::from).collect();
+        for q in [0.0, 0.1, 0.5, 0.99, 1.0] {
+            assert!((quantile(&v, q) - 100.0 * q).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn injections_match_the_detour_that_contains_their_entry() {
+        let log = |t: u64| LoggedInjection {
+            entry_ticks: t,
+            ..LoggedInjection::default()
+        };
+        let detours = [(10, 20), (30, 31), (50, 90)];
+        let got = match_injections(
+            &[log(5), log(15), log(31), log(40), log(60), log(95)],
+            &detours,
+        );
+        assert_eq!(
+            got,
+            vec![
+                None,
+                Some((10, 20)),
+                Some((30, 31)),
+                None,
+                Some((50, 90)),
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn min_sleep_is_the_start_of_the_honoured_tail() {
+        let p = |interval_ns, honoured| SweepPoint {
+            interval_ns,
+            honoured,
+            ..SweepPoint::default()
+        };
+        assert_eq!(min_sleep(&[p(1, false), p(2, true), p(5, true)]), 2);
+        // A dip below the tail does not count: honoured only if every longer interval is.
+        assert_eq!(min_sleep(&[p(1, true), p(2, false), p(5, true)]), 5);
+        assert_eq!(min_sleep(&[p(1, true), p(2, true)]), 1);
+        assert_eq!(min_sleep(&[p(1, false), p(2, false)]), 2);
+    }
+
+    #[test]
+    fn periodic_streams_have_the_asked_rate_and_duty() {
+        let s = periodic_stream(5_000_000, 150_000, 400);
+        assert_eq!(s.records.len(), 400);
+        assert_eq!(s.duration_ns(), 2_000_000_000);
+        assert_eq!(s.noise_ns(), 400 * 150_000);
+        s.validate(0).unwrap();
+    }
+
+    #[test]
+    fn overrides_replace_measured_values_and_lateness_is_the_median() {
+        let mut c = Calibration::default();
+        c.itimer.overhead.median_ns = 20_400.0;
+        c.itimer.lateness.mean_ns = 30_000.0;
+        c.itimer.lateness.median_ns = 28_000.0;
+        c.itimer.min_sleep_ns = 5_000;
+        let o = c.plan_options(TimerKind::Itimer, 3.0, 0.5, &Overrides::default());
+        assert_eq!(
+            (
+                o.overhead_ns,
+                o.lateness_ns,
+                o.min_sleep_ns,
+                o.scale,
+                o.fraction
+            ),
+            (20_400, 28_000, 5_000, 3.0, 0.5)
+        );
+        let o = c.plan_options(
+            TimerKind::Itimer,
+            1.0,
+            1.0,
+            &Overrides {
+                overhead_ns: Some(1),
+                lateness_ns: Some(2),
+                min_sleep_ns: Some(3),
+            },
+        );
+        assert_eq!((o.overhead_ns, o.lateness_ns, o.min_sleep_ns), (1, 2, 3));
+    }
+
+    #[test]
+    fn the_cache_round_trips_and_is_keyed_by_host_and_kernel() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x/cal.json");
+        assert!(Calibration::load(&path).unwrap().is_none());
+        let mut c = Calibration {
+            host: "h".into(),
+            ..Calibration::default()
+        };
+        c.itimer.sweep.push(SweepPoint::default());
+        c.save(&path).unwrap();
+        assert_eq!(Calibration::load(&path).unwrap().unwrap(), c);
+        std::fs::write(&path, "{").unwrap();
+        assert!(Calibration::load(&path).is_err());
+        let p = Calibration::cache_path();
+        let (host, _) = host_and_kernel();
+        assert!(p.to_string_lossy().contains(&host), "{}", p.display());
+    }
+}

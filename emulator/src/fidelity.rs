@@ -1,0 +1,508 @@
+//! Fidelity of the replay (paper 001 §IV-D): the collector's probe loop runs in the application's
+//! place while the emulator replays a trace; the re-collected detours, divided by the scale S, are
+//! compared with the source. Also the long-run drift of both timers.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use jitter_collect::clock::{read_counter, Clock};
+use jitter_collect::probe;
+use jitter_trace::compare::compare_streams;
+use jitter_trace::{read_trace, Detour, Stats, Stream, Trace};
+
+use crate::calibration::{
+    default_threshold, match_injections, periodic_stream, probe_detours, quantile, Calibration,
+    Overrides,
+};
+use crate::cli::{counter_clock, parse_duration, OverrideArgs};
+use crate::injector::{Emulator, InjectorConfig, InjectorStats, LoggedInjection};
+use crate::plan::{Plan, PlanOptions, TimerKind};
+
+/// Options of `jitter-emulate fidelity`.
+#[derive(Debug, Clone, Args)]
+pub struct FidelityArgs {
+    /// Trace to replay (.jtr).
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// Stream of the trace to replay.
+    #[arg(long, default_value_t = 0)]
+    pub stream: usize,
+    /// Scale factors S, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,3,6")]
+    pub scale: Vec<f64>,
+    /// Timers, comma-separated (itimer, abstime).
+    #[arg(long, value_delimiter = ',', default_value = "itimer,abstime")]
+    pub timer: Vec<TimerKind>,
+    /// Replay time per row (and for the baseline).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Timeline point to start from, trace ns from the window start.
+    #[arg(long, default_value_t = 0)]
+    pub offset_ns: u64,
+    /// Measure the calibration again instead of using the cache.
+    #[arg(long)]
+    pub recalibrate: bool,
+    /// Also write all rows as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+}
+
+/// The replay machine's own noise, seen by the probe without injection.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Baseline {
+    /// Detours per second.
+    pub detours_per_s: f64,
+    /// Noise ratio.
+    pub noise_ratio: f64,
+    /// Median detour, ns.
+    pub median_ns: u64,
+    /// 99th percentile detour, ns.
+    pub p99_ns: u64,
+}
+
+/// One row of the fidelity table: one scale and one timer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FidelityRow {
+    /// Scale factor S.
+    pub scale: f64,
+    /// Timer.
+    pub timer: TimerKind,
+    /// Plan options in force.
+    pub options: PlanOptions,
+    /// Source detours per trace second over the replayed window.
+    pub source_rate: f64,
+    /// Source detours above the floor (S·run > O) per trace second.
+    pub source_injectable_rate: f64,
+    /// Re-collected detours per trace second (÷ S), platform noise included.
+    pub got_rate: f64,
+    /// Injections seen by the probe per trace second.
+    pub matched_rate: f64,
+    /// Source noise ratio over the window.
+    pub source_noise_ratio: f64,
+    /// Source noise ratio of the detours above the floor (what can be injected).
+    pub injectable_noise_ratio: f64,
+    /// Re-collected noise ratio, platform noise included.
+    pub got_noise_ratio: f64,
+    /// (got − baseline − injectable) / injectable.
+    pub noise_ratio_error: f64,
+    /// Share of the source noise time the plan injected.
+    pub injected_share: f64,
+    /// Median of (seen detour − intended span), replay ns, over matched injections.
+    pub error_median_ns: f64,
+    /// 90th percentile of |seen − intended|, replay ns.
+    pub error_abs_p90_ns: f64,
+    /// 99th percentile of |seen − intended|, replay ns.
+    pub error_abs_p99_ns: f64,
+    /// Injections the probe did not see.
+    pub unmatched: u64,
+    /// KS statistic, source vs re-collected, detours above the floor O/S (trace ns).
+    pub ks_above_floor: f64,
+    /// KL divergence D(source‖re-collected) of log run-times above the floor, nats.
+    pub kl_above_floor: f64,
+    /// KS statistic over all detours.
+    pub ks_all: f64,
+    /// The injector's own statistics.
+    pub injector: InjectorStats,
+}
+
+/// The fidelity report: calibration in force, baseline, rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FidelityReport {
+    /// Calibration used.
+    pub calibration: Calibration,
+    /// Replay time per row, ns.
+    pub duration_ns: u64,
+    /// Probe threshold, ns.
+    pub threshold_ns: u64,
+    /// The machine's own noise.
+    pub baseline: Baseline,
+    /// One row per timer and scale.
+    pub rows: Vec<FidelityRow>,
+}
+
+/// Detours of one replay window of `plan`'s stream, in trace ns from `offset_ns`, unscaled.
+pub fn source_window(
+    trace: &Trace,
+    stream: usize,
+    offset_ns: u64,
+    length_ns: u64,
+) -> Result<Stream> {
+    let plan = Plan::from_trace(trace, stream, PlanOptions::ideal())?;
+    let mut d = Vec::new();
+    for inj in plan.cursor(offset_ns) {
+        if inj.due_ns >= length_ns {
+            break;
+        }
+        let run = inj.span_ns.min(length_ns - inj.due_ns);
+        d.push(Detour {
+            start_ns: inj.due_ns,
+            run_ns: run,
+        });
+    }
+    Ok(Stream::from_detours(0, 0, length_ns, &d)?)
+}
+
+/// Re-collected probe detours (ticks) as a stream in trace time: ns since `first`, ÷ `scale`.
+pub fn recollected(
+    clock: &Clock,
+    first: u64,
+    detours: &[(u64, u64)],
+    length_ns: u64,
+    scale: f64,
+) -> Result<Stream> {
+    let d: Vec<Detour> = detours
+        .iter()
+        .filter(|&&(a, _)| a >= first)
+        .map(|&(a, b)| {
+            let s = (clock.ticks_to_ns(a - first) as f64 / scale) as u64;
+            let e = (clock.ticks_to_ns(b - first) as f64 / scale) as u64;
+            Detour {
+                start_ns: s,
+                run_ns: e - s,
+            }
+        })
+        .filter(|d| d.end_ns() <= length_ns)
+        .collect();
+    Ok(Stream::from_detours(0, 0, length_ns, &d)?)
+}
+
+/// Keeps the detours of `s` longer than `floor_ns`.
+pub fn above(s: &Stream, floor_ns: f64) -> Result<Stream> {
+    let d: Vec<Detour> = s
+        .records
+        .iter()
+        .filter(|r| r.run_ns as f64 > floor_ns)
+        .map(|r| r.detour())
+        .collect();
+    Ok(Stream::from_detours(s.cpu, s.begin_ns, s.end_ns, &d)?)
+}
+
+/// Signed median and |·| p90/p99 of seen − intended, over matched injections.
+pub fn duration_errors(
+    clock: &Clock,
+    log: &[LoggedInjection],
+    detours: &[(u64, u64)],
+) -> (f64, f64, f64, u64) {
+    let matched = match_injections(log, detours);
+    let mut signed = Vec::with_capacity(log.len());
+    let mut unmatched = 0;
+    for (inj, m) in log.iter().zip(&matched) {
+        match m {
+            Some((a, b)) => signed.push(clock.ticks_to_ns_f64(b - a) - inj.span_ns as f64),
+            None => unmatched += 1,
+        }
+    }
+    let mut abs: Vec<f64> = signed.iter().map(|e| e.abs()).collect();
+    signed.sort_by(f64::total_cmp);
+    abs.sort_by(f64::total_cmp);
+    (
+        quantile(&signed, 0.5),
+        quantile(&abs, 0.9),
+        quantile(&abs, 0.99),
+        unmatched,
+    )
+}
+
+/// Measures the replay machine's own noise for `duration_ns`.
+pub fn baseline(clock: &Clock, threshold: u64, duration_ns: u64) -> Baseline {
+    let (d, _) = probe_detours(clock, threshold, duration_ns, 4_000_000);
+    let runs = || d.iter().map(|&(a, b)| clock.ticks_to_ns(b - a));
+    let s = Stats::from_runs(runs, duration_ns);
+    Baseline {
+        detours_per_s: s.detours_per_s,
+        noise_ratio: s.noise_ratio,
+        median_ns: s.median_ns,
+        p99_ns: s.p99_ns,
+    }
+}
+
+/// How the application-side probe runs: counter clock, threshold (ticks), replay time (ns).
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeSetup {
+    /// Counter clock.
+    pub clock: Clock,
+    /// Detour threshold, ticks.
+    pub threshold: u64,
+    /// Replay time, ns.
+    pub duration_ns: u64,
+}
+
+/// Replays stream `index` of `trace` with `opts` under the probe; one row.
+pub fn fidelity_row(
+    trace: &Trace,
+    index: usize,
+    offset_ns: u64,
+    opts: PlanOptions,
+    probe: &ProbeSetup,
+    base: &Baseline,
+) -> Result<FidelityRow> {
+    let (clock, threshold, duration_ns) = (&probe.clock, probe.threshold, probe.duration_ns);
+    let s = opts.scale;
+    let plan = Plan::from_trace(trace, index, opts)?;
+    let window = (duration_ns as f64 / s) as u64;
+    let src = source_window(trace, index, offset_ns, window)?;
+    let floor = opts.overhead_ns as f64 / s;
+    let src_above = above(&src, floor)?;
+    let cap = src.records.len() + 64;
+    let cfg = InjectorConfig {
+        timer: opts.timer,
+        clock: *clock,
+    };
+    let handle = Emulator::start_logged(plan.cursor(offset_ns), cfg, cap)?;
+    let first = read_counter();
+    let (detours, _) = probe_detours(clock, threshold, duration_ns, 4 * cap + 2_000_000);
+    let (istats, log) = handle.stop_logged()?;
+    let got = recollected(clock, first, &detours, window, s)?;
+    let got_above = above(&got, floor)?;
+    let (error_median_ns, error_abs_p90_ns, error_abs_p99_ns, unmatched) =
+        duration_errors(clock, &log, &detours);
+    let secs = window as f64 / 1e9;
+    let matched = log.len() as u64 - unmatched;
+    let cmp_above = compare_streams(
+        std::slice::from_ref(&src_above),
+        std::slice::from_ref(&got_above),
+    );
+    let cmp_all = compare_streams(std::slice::from_ref(&src), std::slice::from_ref(&got));
+    let injectable_noise_ratio = src_above.noise_ns() as f64 / window as f64;
+    let got_noise_ratio = got.noise_ns() as f64 / window as f64;
+    Ok(FidelityRow {
+        scale: s,
+        timer: opts.timer,
+        options: opts,
+        source_rate: src.records.len() as f64 / secs,
+        source_injectable_rate: src_above.records.len() as f64 / secs,
+        got_rate: got.records.len() as f64 / secs,
+        matched_rate: matched as f64 / secs,
+        source_noise_ratio: src.noise_ns() as f64 / window as f64,
+        injectable_noise_ratio,
+        got_noise_ratio,
+        noise_ratio_error: if injectable_noise_ratio > 0.0 {
+            (got_noise_ratio - base.noise_ratio - injectable_noise_ratio) / injectable_noise_ratio
+        } else {
+            f64::NAN
+        },
+        injected_share: istats.plan.injected_share(),
+        error_median_ns,
+        error_abs_p90_ns,
+        error_abs_p99_ns,
+        unmatched,
+        ks_above_floor: cmp_above.ks_statistic,
+        kl_above_floor: cmp_above.kl_divergence,
+        ks_all: cmp_all.ks_statistic,
+        injector: istats,
+    })
+}
+
+/// Prints the fidelity table.
+pub fn print_report(r: &FidelityReport) {
+    println!(
+        "baseline (no injection, {:.0} s): {:.0} detours/s, noise ratio {:.3} %, median {:.2} µs, p99 {:.2} µs",
+        r.duration_ns as f64 / 1e9,
+        r.baseline.detours_per_s,
+        100.0 * r.baseline.noise_ratio,
+        r.baseline.median_ns as f64 / 1e3,
+        r.baseline.p99_ns as f64 / 1e3
+    );
+    println!(
+        "{:>4} {:>7} {:>6} | {:>8} {:>8} {:>8} {:>8} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>6} {:>6} {:>6} | {:>5} {:>6} {:>5} | {:>7} {:>7}",
+        "S", "timer", "O µs", "src/s", "inj.src/s", "got/s", "seen/s", "nr src%", "nr inj%", "nr got%", "nr err%", "share",
+        "err50", "|e|90", "|e|99", "KS>", "KL>", "KSall", "late µs", "drift"
+    );
+    for w in &r.rows {
+        println!(
+            "{:>4} {:>7} {:>6.1} | {:>8.0} {:>8.0} {:>8.0} {:>8.0} | {:>7.3} {:>7.3} {:>7.3} {:>+7.1} {:>5.1}% | {:>+6.2} {:>6.2} {:>6.2} | {:>5.3} {:>6.3} {:>5.3} | {:>7.1} {:>7.1}",
+            w.scale,
+            format!("{:?}", w.timer).to_lowercase(),
+            w.options.overhead_ns as f64 / 1e3,
+            w.source_rate,
+            w.source_injectable_rate,
+            w.got_rate,
+            w.matched_rate,
+            100.0 * w.source_noise_ratio,
+            100.0 * w.injectable_noise_ratio,
+            100.0 * w.got_noise_ratio,
+            100.0 * w.noise_ratio_error,
+            100.0 * w.injected_share,
+            w.error_median_ns / 1e3,
+            w.error_abs_p90_ns / 1e3,
+            w.error_abs_p99_ns / 1e3,
+            w.ks_above_floor,
+            w.kl_above_floor,
+            w.ks_all,
+            w.injector.lateness_mean_ns / 1e3,
+            w.injector.drift_ns as f64 / 1e3,
+        );
+    }
+    println!(
+        "rates per trace second (re-collected ÷ S); nr = noise ratio; err = seen − intended detour, \
+         replay µs, injected ones only; KS>/KL> over detours above O/S"
+    );
+}
+
+/// `jitter-emulate fidelity`.
+pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
+    let loaded =
+        read_trace(&a.trace).with_context(|| format!("cannot read {}", a.trace.display()))?;
+    if let Some(w) = loaded.completeness.warning() {
+        eprintln!("warning: {w}");
+    }
+    let trace = loaded.trace;
+    for &s in &a.scale {
+        PlanOptions {
+            scale: s,
+            ..PlanOptions::ideal()
+        }
+        .validate()?;
+    }
+    // Refuse a bad stream index or an empty stream before measuring anything.
+    Plan::from_trace(&trace, a.stream, PlanOptions::ideal())?;
+    let clock = counter_clock()?;
+    let cal = Calibration::load_or_measure(&clock, a.recalibrate)?;
+    let overrides: Overrides = a.overrides.into();
+    let threshold = default_threshold();
+    let duration_ns = a.duration.as_nanos() as u64;
+    eprintln!("measuring the machine's own noise for {:?} ...", a.duration);
+    let base = baseline(&clock, threshold, duration_ns);
+    let mut rows = Vec::new();
+    for &timer in &a.timer {
+        for &s in &a.scale {
+            let opts = cal.plan_options(timer, s, 1.0, &overrides);
+            eprintln!("replaying at S = {s} with {timer:?} ...");
+            rows.push(fidelity_row(
+                &trace,
+                a.stream,
+                a.offset_ns,
+                opts,
+                &ProbeSetup {
+                    clock,
+                    threshold,
+                    duration_ns,
+                },
+                &base,
+            )?);
+        }
+    }
+    let report = FidelityReport {
+        calibration: cal,
+        duration_ns,
+        threshold_ns: clock.ticks_to_ns(threshold),
+        baseline: base,
+        rows,
+    };
+    print_report(&report);
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Options of `jitter-emulate drift`.
+#[derive(Debug, Clone, Args)]
+pub struct DriftArgs {
+    /// Replay time per timer.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Period of the periodic trace replayed, µs.
+    #[arg(long, default_value_t = 1_000)]
+    pub period_us: u64,
+    /// Detour length of the periodic trace, µs.
+    #[arg(long, default_value_t = 100)]
+    pub run_us: u64,
+    /// Timers, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "itimer,abstime")]
+    pub timer: Vec<TimerKind>,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+}
+
+/// Drift of one timer: lateness against the plan at the start and at the end of a long replay.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Drift {
+    /// Timer.
+    pub timer: TimerKind,
+    /// Injections.
+    pub injected: u64,
+    /// Mean lateness of the first 100 injections, ns.
+    pub first_ns: f64,
+    /// Mean lateness of the last 100 injections, ns.
+    pub last_ns: f64,
+    /// Largest lateness, ns.
+    pub max_ns: u64,
+}
+
+/// Replays a periodic trace for `duration_ns` with `opts` while the probe loop runs; the drift.
+pub fn measure_drift(
+    clock: &Clock,
+    opts: PlanOptions,
+    period_ns: u64,
+    run_ns: u64,
+    duration_ns: u64,
+) -> Result<Drift> {
+    let count = duration_ns / period_ns + 2;
+    let plan = Plan::new(&periodic_stream(period_ns, run_ns, count), opts)?;
+    let cfg = InjectorConfig {
+        timer: opts.timer,
+        clock: *clock,
+    };
+    let handle = Emulator::start_logged(plan.cursor(0), cfg, count as usize)?;
+    let stop = AtomicBool::new(false);
+    probe::run(
+        u64::MAX,
+        read_counter() + clock.ns_to_ticks(duration_ns),
+        &stop,
+        |_, _| std::ops::ControlFlow::Continue(()),
+    );
+    let (st, log) = handle.stop_logged()?;
+    let mean = |s: &[LoggedInjection]| {
+        s.iter().map(|l| l.lateness_ns as f64).sum::<f64>() / s.len().max(1) as f64
+    };
+    let k = log.len().min(100);
+    Ok(Drift {
+        timer: opts.timer,
+        injected: st.injected,
+        first_ns: mean(&log[..k]),
+        last_ns: mean(&log[log.len() - k..]),
+        max_ns: st.lateness_max_ns,
+    })
+}
+
+/// `jitter-emulate drift`.
+pub fn run_drift(a: &DriftArgs) -> Result<()> {
+    let clock = counter_clock()?;
+    let cal = Calibration::load_or_measure(&clock, false)?;
+    let overrides: Overrides = a.overrides.into();
+    println!(
+        "{:>8} {:>10} {:>14} {:>14} {:>12}",
+        "timer", "injected", "first100 µs", "last100 µs", "max µs"
+    );
+    for &timer in &a.timer {
+        let opts = cal.plan_options(timer, 1.0, 1.0, &overrides);
+        let d = measure_drift(
+            &clock,
+            opts,
+            a.period_us * 1_000,
+            a.run_us * 1_000,
+            a.duration.as_nanos() as u64,
+        )?;
+        println!(
+            "{:>8} {:>10} {:>14.1} {:>14.1} {:>12.1}",
+            format!("{timer:?}").to_lowercase(),
+            d.injected,
+            d.first_ns / 1e3,
+            d.last_ns / 1e3,
+            d.max_ns as f64 / 1e3
+        );
+    }
+    println!(
+        "lateness = handler entry − due time on the plan's timeline; drift = last100 − first100"
+    );
+    Ok(())
+}
