@@ -53,6 +53,7 @@ impl Collective for Solo {
 /// MPI_COMM_WORLD (or any communicator) as a [`Collective`].
 pub struct Mpi {
     comm: SimpleCommunicator,
+    host: SimpleCommunicator,
 }
 
 impl std::fmt::Debug for Mpi {
@@ -66,13 +67,31 @@ impl std::fmt::Debug for Mpi {
 
 impl Mpi {
     /// Wraps a communicator.
+    /// Wraps a communicator (collective: splits it by shared memory, i.e. by host).
     pub fn new(comm: SimpleCommunicator) -> Self {
-        Mpi { comm }
+        let host = comm.split_shared(comm.rank());
+        Mpi { comm, host }
     }
 
     /// Ranks sharing this rank's memory (its physical node), from `MPI_Comm_split_type`.
     pub fn ranks_on_this_host(&self) -> usize {
-        self.comm.split_shared(self.comm.rank()).size() as usize
+        self.host.size() as usize
+    }
+
+    /// The lowest rank of each host runs `f`; its bytes reach every rank of that host
+    /// (collective over all ranks). Used for per-host work such as the emulator calibration.
+    pub fn from_host_root(&self, f: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+        let root = self.host.process_at_rank(0);
+        let mut bytes = if self.host.rank() == 0 {
+            f()
+        } else {
+            Vec::new()
+        };
+        let mut len = bytes.len() as u64;
+        root.broadcast_into(&mut len);
+        bytes.resize(len as usize, 0);
+        root.broadcast_into(&mut bytes[..]);
+        bytes
     }
 }
 

@@ -6,6 +6,28 @@ pub mod bench;
 pub mod comm;
 pub mod kernel;
 pub mod metrics;
-pub mod predict;
 pub mod noise;
+pub mod plot;
+pub mod predict;
+pub mod replay;
 pub mod report;
+pub mod run;
+pub mod table;
+
+/// The error of a rank other than 0 when the ranks agreed on a failure: rank 0 reports it.
+#[derive(Debug, thiserror::Error)]
+#[error("failed; rank 0 reports the error")]
+pub struct OtherRankFailed;
+
+/// This process's rank as the launcher (mpirun, mpiexec, srun) announced it, before MPI starts.
+pub fn launcher_rank() -> Option<u64> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "MV2_COMM_WORLD_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}

@@ -1,5 +1,78 @@
 //! `replay-bench`: run the Parallel Benchmark under MPI, or predict it in virtual time.
 
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use replay_bench::run::{self, RunArgs};
+use replay_bench::{plot, report::Report, table, OtherRankFailed};
+
+/// The MPI Parallel Benchmark (paper 001, Algorithm 1) with the JitterEmulator inside.
+#[derive(Debug, Parser)]
+#[command(name = "replay-bench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the benchmark under MPI (`mpirun -np N replay-bench run …` or `srun …`).
+    Run(Box<RunArgs>),
+    /// Print the results of two reports side by side, matched by trace, ranks and sync.
+    Compare(CompareArgs),
+    /// Collect reports of a scaling study into one table and an SVG plot of SD vs ranks.
+    PlotStudy(plot::PlotStudyArgs),
+    // The predictor (`replay-bench predict`) is added here by the lead:
+    //     Predict(replay_bench::predict::PredictArgs),
+    // dispatched in `dispatch` below as `Command::Predict(a) => replay_bench::predict::main(a)`.
+}
+
+#[derive(Debug, clap::Args)]
+struct CompareArgs {
+    /// First report (e.g. a measurement).
+    a: PathBuf,
+    /// Second report (e.g. a prediction).
+    b: PathBuf,
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run(a) => run::main(*a),
+        Command::Compare(a) => {
+            let ra = Report::load(&a.a)?;
+            let rb = Report::load(&a.b)?;
+            print!(
+                "{}",
+                table::render_compare(
+                    &ra,
+                    &rb,
+                    &a.a.display().to_string(),
+                    &a.b.display().to_string()
+                )
+            );
+            Ok(())
+        }
+        Command::PlotStudy(a) => plot::main(a),
+    }
+}
+
 fn main() {
-    std::process::exit(2);
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // Under mpirun every rank parses the same arguments: let only rank 0 speak.
+            if replay_bench::launcher_rank().unwrap_or(0) == 0 || !e.use_stderr() {
+                let _ = e.print();
+            }
+            std::process::exit(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    if let Err(e) = dispatch(cli) {
+        if e.downcast_ref::<OtherRankFailed>().is_none() {
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("error: {}", chain.join(": "));
+        }
+        std::process::exit(1);
+    }
 }

@@ -1,0 +1,195 @@
+//! The in-process JitterEmulator of one rank, seen from the benchmark: its measured cost, its
+//! start at the node's offset, resyncs at the phases the sync schedule names, and its totals.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use jitter_collect::clock::Clock;
+use jitter_emulator::calibration::Calibration as EmulatorCalibration;
+use jitter_emulator::{
+    Emulator, Handle, InjectorConfig, InjectorStats, Overrides, Plan, PlanOptions, SyncSchedule,
+    TimerKind,
+};
+
+use crate::bench::PhaseHook;
+use crate::report::EmulatorTotals;
+
+/// The injector's own cost on this rank (pitfalls 1 and 2), ns.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EmulatorCost {
+    /// Overhead O per injection.
+    pub overhead_ns: u64,
+    /// Spread of O.
+    pub overhead_sd_ns: f64,
+    /// Timer lateness L.
+    pub lateness_ns: u64,
+    /// Spread of L.
+    pub lateness_sd_ns: f64,
+    /// Minimum sleep M.
+    pub min_sleep_ns: u64,
+}
+
+impl EmulatorCost {
+    /// The cost of `timer` from an emulator calibration, with command-line overrides.
+    pub fn from_calibration(c: &EmulatorCalibration, timer: TimerKind, o: &Overrides) -> Self {
+        let opts: PlanOptions = c.plan_options(timer, 1.0, 1.0, o);
+        let t = c.timer(timer);
+        EmulatorCost {
+            overhead_ns: opts.overhead_ns,
+            overhead_sd_ns: t.overhead.sd_ns,
+            lateness_ns: opts.lateness_ns,
+            lateness_sd_ns: t.lateness.sd_ns,
+            min_sleep_ns: opts.min_sleep_ns,
+        }
+    }
+}
+
+/// The emulator calibration of this host: read from `file`, else the per-host cache (measured
+/// and cached when missing or when `refresh`; about 7 s).
+pub fn load_calibration(
+    clock: &Clock,
+    file: Option<&std::path::Path>,
+    refresh: bool,
+) -> anyhow::Result<EmulatorCalibration> {
+    match file {
+        Some(p) => EmulatorCalibration::load(p)?
+            .with_context(|| format!("calibration file {} does not exist", p.display())),
+        None => EmulatorCalibration::load_or_measure(clock, refresh)
+            .context("cannot calibrate the injector"),
+    }
+}
+
+/// What one rank's emulator did.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ReplayTotals {
+    /// Injections performed.
+    pub injected: u64,
+    /// Detours dropped (S·run ≤ O).
+    pub dropped: u64,
+    /// Detours merged (S·sleep < M).
+    pub merged: u64,
+    /// Injected time, ns (scaled).
+    pub injected_ns: u64,
+    /// Dropped time, ns (scaled).
+    pub dropped_ns: u64,
+    /// Noise met, ns (scaled).
+    pub noise_ns: u64,
+    /// Share of the stream replayed.
+    pub progress: f64,
+}
+
+impl ReplayTotals {
+    /// The counters as a vector to sum over ranks.
+    pub fn to_sums(&self) -> [f64; 6] {
+        [
+            self.injected as f64,
+            self.dropped as f64,
+            self.merged as f64,
+            self.injected_ns as f64,
+            self.dropped_ns as f64,
+            self.noise_ns as f64,
+        ]
+    }
+
+    /// Totals from summed counters and the largest progress.
+    pub fn from_sums(s: &[f64; 6], max_progress: f64) -> Self {
+        ReplayTotals {
+            injected: s[0] as u64,
+            dropped: s[1] as u64,
+            merged: s[2] as u64,
+            injected_ns: s[3] as u64,
+            dropped_ns: s[4] as u64,
+            noise_ns: s[5] as u64,
+            progress: max_progress,
+        }
+    }
+
+    /// The totals of one injector run.
+    pub fn from_stats(st: &InjectorStats, progress: f64) -> Self {
+        ReplayTotals {
+            injected: st.injected,
+            dropped: st.dropped,
+            merged: st.merged,
+            injected_ns: st.injected_ns,
+            dropped_ns: st.plan.dropped_ns,
+            noise_ns: st.plan.noise_ns,
+            progress,
+        }
+    }
+
+    /// The report's form.
+    pub fn to_report(&self) -> EmulatorTotals {
+        EmulatorTotals {
+            injected: self.injected,
+            dropped: self.dropped,
+            merged: self.merged,
+            injected_ns: self.injected_ns,
+            dropped_ns: self.dropped_ns,
+            injected_share: if self.noise_ns == 0 {
+                0.0
+            } else {
+                self.injected_ns as f64 / self.noise_ns as f64
+            },
+            max_progress: self.progress,
+        }
+    }
+}
+
+/// A running emulator with its sync schedule: the benchmark's [`PhaseHook`].
+#[derive(Debug)]
+pub struct Replay {
+    handle: Handle,
+    schedule: SyncSchedule,
+    timeline_ns: u64,
+    resyncs: u64,
+}
+
+impl Replay {
+    /// Starts replaying `plan` now at the offset of `node` (call right after a barrier, so all
+    /// ranks share one replay origin).
+    pub fn start(
+        plan: &Arc<Plan>,
+        node: u64,
+        schedule: SyncSchedule,
+        clock: &Clock,
+    ) -> anyhow::Result<Replay> {
+        let timeline_ns = plan.period_ns();
+        let cursor = plan.cursor(schedule.start_offset(node, timeline_ns));
+        let config = InjectorConfig {
+            timer: plan.options().timer,
+            clock: *clock,
+        };
+        let handle = Emulator::start(cursor, config).context("cannot start the emulator")?;
+        Ok(Replay {
+            handle,
+            schedule,
+            timeline_ns,
+            resyncs: 0,
+        })
+    }
+
+    /// Resyncs performed so far.
+    pub fn resyncs(&self) -> u64 {
+        self.resyncs
+    }
+
+    /// Stops the injector and returns its totals.
+    pub fn stop(self) -> anyhow::Result<ReplayTotals> {
+        let progress = self.handle.progress();
+        let stats = self.handle.stop().context("cannot stop the emulator")?;
+        Ok(ReplayTotals::from_stats(&stats, progress))
+    }
+}
+
+impl PhaseHook for Replay {
+    fn before_phase(&mut self, phase: u64) {
+        if let Some(offset) = self.schedule.resync_offset(phase, self.timeline_ns) {
+            self.handle.resync(offset);
+            self.resyncs += 1;
+        }
+    }
+
+    fn progress(&self) -> f64 {
+        self.handle.progress()
+    }
+}

@@ -1,0 +1,595 @@
+//! `replay-bench run`: calibrate, measure the platform, run the no-jitter baseline, then the
+//! Parallel Benchmark with one in-process JitterEmulator per rank, and report.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::Args;
+
+use jitter_collect::clock::Clock;
+use jitter_emulator::{Plan, PlanOptions, SyncMode, SyncSchedule, TimerKind};
+use jitter_trace::stats::Stats;
+use jitter_trace::Trace;
+
+use crate::baseline::{self, Baseline, Reference};
+use crate::bench::{run_phases, LoopOutcome, LoopSpec, NoJitter, Until};
+use crate::comm::{agree, record, Collective, Mpi};
+use crate::kernel::WorkRate;
+use crate::metrics::slowdown_pct;
+use crate::noise::{self, PlatformNoise};
+use crate::replay::{self, EmulatorCost, Replay, ReplayTotals};
+use crate::report::{
+    Calibration, Config, EmulatorTotals, Report, ReportKind, ResultRow, TraceInfo,
+};
+use crate::table;
+
+/// Options of `replay-bench run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Jitter trace (.jtr) to replay; without it the benchmark runs without jitter.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Label of the trace in tables and plots (default: the file stem).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Ranks per emulated node k: rank r replays stream r mod k, node r / k shares one offset.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ranks_per_node: u64,
+    /// Work quanta q of one compute phase.
+    #[arg(long, default_value = "1ms", value_parser = parse_positive_duration)]
+    pub quanta: u64,
+    /// Benchmark period: measured phases run until this much time elapsed (unscaled).
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    pub period: u64,
+    /// Run exactly this many measured phases instead of a period.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub phases: Option<u64>,
+    /// Warm-up phases, run first and excluded from the averages.
+    #[arg(long, default_value_t = 20)]
+    pub warmup: u64,
+    /// Synchronisation of the replays: none, once, phase or every:K.
+    #[arg(long, default_value = "none", value_parser = parse_sync)]
+    pub sync: SyncMode,
+    /// Scale factor S: quanta, period and trace times × S, reported times ÷ S.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_scale)]
+    pub scale: f64,
+    /// Stop as soon as any rank replayed this fraction of its stream (pitfall 3; paper: 1/3).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_fraction)]
+    pub fraction: f64,
+    /// Injector timer: itimer (setitimer, relative) or abstime (timer_create, absolute).
+    #[arg(long, default_value = "abstime", value_parser = parse_timer)]
+    pub timer: TimerKind,
+    /// Seed of the offsets and resync points (rank 0's is broadcast; default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// No-jitter reference: `measured` (run it first), `quanta` (q itself) or a report file.
+    #[arg(long, default_value = "measured", value_name = "measured|quanta|FILE")]
+    pub baseline: Baseline,
+    /// Period of the measured baseline (default: the period).
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub baseline_period: Option<u64>,
+    /// Probe the platform's own noise on every rank for this long before the run (0 skips).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub noise_probe: u64,
+    /// Write the JSON report here (rank 0).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write per-phase MaxQT / MaxQTBT / mean qt (ns, unscaled) as CSV here (rank 0).
+    #[arg(long, value_name = "FILE")]
+    pub phases_csv: Option<PathBuf>,
+    /// Emulator calibration file (default: the per-host cache, measured once when missing).
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
+    /// Measure the emulator calibration again (about 7 s per host) and refresh the cache.
+    #[arg(long)]
+    pub recalibrate: bool,
+    /// Use this overhead O instead of the calibrated one.
+    #[arg(long, value_parser = parse_duration)]
+    pub overhead: Option<u64>,
+    /// Use this timer lateness L instead of the calibrated one.
+    #[arg(long, value_parser = parse_duration)]
+    pub lateness: Option<u64>,
+    /// Use this minimum sleep M instead of the calibrated one.
+    #[arg(long, value_parser = parse_duration)]
+    pub min_sleep: Option<u64>,
+    /// Allow more ranks on a host than it has online CPUs (timings are then meaningless).
+    #[arg(long)]
+    pub allow_oversubscribe: bool,
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    jitter_trace::units::parse_duration_ns(s)
+        .map(|ns| ns.round() as u64)
+        .map_err(|e| e.to_string())
+}
+
+fn parse_positive_duration(s: &str) -> Result<u64, String> {
+    match parse_duration(s)? {
+        0 => Err(format!("`{s}` must be a duration > 0")),
+        ns => Ok(ns),
+    }
+}
+
+fn parse_sync(s: &str) -> Result<SyncMode, String> {
+    s.parse()
+        .map_err(|e: jitter_emulator::PlanError| e.to_string())
+}
+
+fn parse_timer(s: &str) -> Result<TimerKind, String> {
+    s.parse()
+        .map_err(|e: jitter_emulator::PlanError| e.to_string())
+}
+
+fn parse_scale(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("scale must be a finite number > 0, got {s}"))
+    }
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("fraction must be in (0, 1], got {s}"))
+    }
+}
+
+/// The trace, checked, with what the report says about it.
+struct LoadedTrace {
+    trace: Trace,
+    info: TraceInfo,
+    warning: Option<String>,
+}
+
+fn load_trace(path: &std::path::Path, label: Option<&str>, k: u64) -> anyhow::Result<LoadedTrace> {
+    let loaded = jitter_trace::read_trace(path)
+        .with_context(|| format!("cannot use trace {}", path.display()))?;
+    let trace = loaded.trace;
+    trace
+        .validate()
+        .with_context(|| format!("trace {} is invalid", path.display()))?;
+    if (trace.streams.len() as u64) < k {
+        bail!(
+            "trace {} has {} stream(s), fewer than --ranks-per-node {k}",
+            path.display(),
+            trace.streams.len()
+        );
+    }
+    let stats = Stats::of_streams(&trace.streams[..k as usize]);
+    let info = TraceInfo {
+        path: path.display().to_string(),
+        label: label.map(str::to_string).unwrap_or_else(|| {
+            path.file_stem()
+                .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned())
+        }),
+        host: trace.header.host.clone(),
+        kernel: trace.header.kernel_release.clone(),
+        streams: trace.streams.len(),
+        noise_ratio: stats.noise_ratio,
+        detours_per_s: stats.detours_per_s,
+    };
+    Ok(LoadedTrace {
+        warning: loaded.completeness.warning(),
+        trace,
+        info,
+    })
+}
+
+fn online_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or(1).max(1)
+}
+
+fn host_name() -> String {
+    mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into())
+}
+
+/// Runs `replay-bench run` on this rank (every rank calls it; only rank 0 prints and writes).
+pub fn main(args: RunArgs) -> anyhow::Result<()> {
+    let universe = mpi::initialize().context("MPI is not available or already initialised")?;
+    let comm = Mpi::new(universe.world());
+    let result = run(&comm, &args);
+    let rank = comm.rank();
+    // Every rank reaches this point (errors were agreed on), so finalising cannot hang.
+    drop(comm);
+    drop(universe);
+    match result {
+        Err(_) if rank != 0 => Err(crate::OtherRankFailed.into()),
+        r => r,
+    }
+}
+
+/// Everything a rank measured about itself before the run.
+#[derive(Debug, Clone)]
+struct RankSetup {
+    clock: Clock,
+    cost: EmulatorCost,
+    noise: PlatformNoise,
+    rate: WorkRate,
+}
+
+fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
+    let rank = comm.rank();
+    let size = comm.size();
+    let root = rank == 0;
+    let scale = args.scale;
+    let k = args.ranks_per_node;
+
+    // 1. Inputs, checked on every rank; agreed before anything else is collective.
+    let local = comm.ranks_on_this_host();
+    let checked = (|| -> anyhow::Result<Option<LoadedTrace>> {
+        let cpus = online_cpus();
+        if local > cpus && !args.allow_oversubscribe {
+            bail!(
+                "{local} ranks on host {} with {cpus} online CPUs: ranks would share cores and \
+                 their timings would measure the scheduler, not the jitter \
+                 (--allow-oversubscribe to run anyway)",
+                host_name()
+            );
+        }
+        if let Baseline::File(p) = &args.baseline {
+            baseline::from_report(p, size as u64, args.quanta)?;
+        }
+        match &args.trace {
+            None => {
+                if args.sync != SyncMode::None {
+                    bail!("--sync {} needs a --trace", args.sync);
+                }
+                Ok(None)
+            }
+            Some(path) => load_trace(path, args.label.as_deref(), k).map(Some),
+        }
+    })();
+    let trace = agree(comm, checked)?;
+
+    // 2. Per-rank calibration: counter, emulator cost, platform noise, work rate. The emulator
+    // calibration is per host (one rank measures or reads the cache, its host's ranks share it).
+    let clock = agree(
+        comm,
+        Clock::calibrate(Duration::from_millis(200)).context("cannot calibrate the cycle counter"),
+    )?;
+    let cost = match &trace {
+        None => EmulatorCost::default(),
+        Some(_) => {
+            let bytes = comm.from_host_root(|| {
+                let r =
+                    replay::load_calibration(&clock, args.calibration.as_deref(), args.recalibrate)
+                        .map_err(|e| format!("{e:#}"));
+                serde_json::to_vec(&r).unwrap_or_default()
+            });
+            let shared: anyhow::Result<EmulatorCost> = match serde_json::from_slice::<
+                Result<jitter_emulator::Calibration, String>,
+            >(&bytes)
+            {
+                Ok(Ok(c)) => {
+                    let o = jitter_emulator::Overrides {
+                        overhead_ns: args.overhead,
+                        lateness_ns: args.lateness,
+                        min_sleep_ns: args.min_sleep,
+                    };
+                    Ok(EmulatorCost::from_calibration(&c, args.timer, &o))
+                }
+                Ok(Err(e)) => Err(anyhow::anyhow!(e)),
+                Err(e) => Err(anyhow::anyhow!("calibration lost between ranks: {e}")),
+            };
+            agree(comm, shared)?
+        }
+    };
+    // All ranks probe at once, as they will run; then the work rate of each core.
+    comm.barrier();
+    let setup = RankSetup {
+        clock,
+        cost,
+        noise: noise::measure(&clock, args.noise_probe),
+        rate: WorkRate::measure(&clock, 200_000, 50),
+    };
+
+    // Iteration count: the slowest rank's cost per iteration (MPI max), so that without jitter
+    // MaxQT ≈ q on the slowest core and `--baseline quanta` stays meaningful on a mixed machine.
+    let mut per_iter = [setup.rate.ns_per_iteration];
+    comm.all_max(&mut per_iter);
+    let agreed = WorkRate {
+        ns_per_iteration: per_iter[0],
+    };
+    let iterations = agreed.iterations_for(args.quanta as f64 * scale);
+
+    let mut seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    comm.broadcast_u64(&mut seed);
+    let schedule = SyncSchedule {
+        mode: args.sync,
+        seed,
+    };
+
+    // 3. The plan of this rank's stream (may fail: e.g. every detour shorter than O).
+    let plan = agree(
+        comm,
+        trace.as_ref().map_or(Ok(None), |t| {
+            let opts = PlanOptions {
+                scale,
+                overhead_ns: setup.cost.overhead_ns,
+                min_sleep_ns: setup.cost.min_sleep_ns,
+                lateness_ns: setup.cost.lateness_ns,
+                fraction: args.fraction,
+                timer: args.timer,
+            };
+            Plan::from_trace(&t.trace, rank % k as usize, opts)
+                .map(Some)
+                .with_context(|| format!("cannot replay stream {} of the trace", rank % k as usize))
+        }),
+    )?;
+
+    let spec = |until: Until, keep: bool, fraction: f64| LoopSpec {
+        iterations,
+        warmup_phases: args.warmup,
+        until,
+        fraction,
+        scale,
+        keep_samples: keep,
+    };
+    let until = |period_ns: u64| match args.phases {
+        Some(n) => Until::Phases(n),
+        None => Until::Elapsed((period_ns as f64 * scale).round() as u64),
+    };
+
+    // 4. Baseline without jitter.
+    let reference = match &args.baseline {
+        Baseline::Quanta => Some(Reference {
+            avg_max_qt_ns: args.quanta as f64,
+            avg_max_qtbt_ns: args.quanta as f64,
+        }),
+        Baseline::File(p) => Some(baseline::from_report(p, size as u64, args.quanta)?),
+        Baseline::Measured => None,
+    };
+    let measured_baseline = if reference.is_none() {
+        let period = args.baseline_period.unwrap_or(args.period);
+        Some(run_phases(
+            comm,
+            &setup.clock,
+            &spec(until(period), false, 2.0),
+            &mut NoJitter,
+        ))
+    } else {
+        None
+    };
+    let reference = reference.unwrap_or_else(|| {
+        let b = measured_baseline
+            .as_ref()
+            .map(|o| o.averages)
+            .unwrap_or_default();
+        Reference {
+            avg_max_qt_ns: b.avg_max_qt_ns(),
+            avg_max_qtbt_ns: b.avg_max_qtbt_ns(),
+        }
+    });
+
+    // 5. The run, with the emulator when there is a trace.
+    let keep = args.phases_csv.is_some() && root;
+    let (outcome, totals) = match plan {
+        None => (
+            run_phases(
+                comm,
+                &setup.clock,
+                &spec(until(args.period), keep, 2.0),
+                &mut NoJitter,
+            ),
+            ReplayTotals::default(),
+        ),
+        Some(plan) => {
+            let node = rank as u64 / k;
+            comm.barrier();
+            let started = Replay::start(&plan, node, schedule, &setup.clock);
+            let mut replay = agree(comm, started)?;
+            let out = run_phases(
+                comm,
+                &setup.clock,
+                &spec(until(args.period), keep, args.fraction),
+                &mut replay,
+            );
+            let totals = agree(comm, replay.stop())?;
+            (out, totals)
+        }
+    };
+
+    // 6. Gather calibrations, sum emulator totals, report on rank 0.
+    let cal = Calibration {
+        rank: rank as i64,
+        host: host_name(),
+        overhead_ns: setup.cost.overhead_ns,
+        overhead_sd_ns: setup.cost.overhead_sd_ns,
+        lateness_ns: setup.cost.lateness_ns,
+        lateness_sd_ns: setup.cost.lateness_sd_ns,
+        min_sleep_ns: setup.cost.min_sleep_ns,
+        tsc_khz: setup.clock.khz(),
+        platform_noise_ratio: setup.noise.noise_ratio,
+    };
+    let cal_json = serde_json::to_vec(&cal)?;
+    let cals = comm.gather_records(&record(&cal_json));
+    let mut sums = totals.to_sums();
+    comm.sum_to_root(&mut sums);
+    let mut maxes = [totals.progress, setup.noise.max_ns as f64];
+    comm.all_max(&mut maxes);
+    if !root {
+        return Ok(());
+    }
+    let calibration: Vec<Calibration> = cals
+        .iter()
+        .map(|c| serde_json::from_slice(c))
+        .collect::<Result<_, _>>()
+        .context("a rank sent an unreadable calibration")?;
+    let emulator = ReplayTotals::from_sums(&sums, maxes[0]).to_report();
+
+    let mut config = Config {
+        trace: trace.as_ref().map(|t| t.info.clone()),
+        ranks_per_node: k as usize,
+        quanta_ns: args.quanta,
+        period_ns: if args.phases.is_some() {
+            0
+        } else {
+            args.period
+        },
+        phases: args.phases.unwrap_or(0),
+        warmup_phases: args.warmup,
+        scale,
+        fraction: args.fraction,
+        timer: match args.timer {
+            TimerKind::Itimer => "itimer".into(),
+            TimerKind::Abstime => "abstime".into(),
+        },
+        seed,
+        baseline: args.baseline.to_string(),
+        model: "mpi".into(),
+        platform: "mpi".into(),
+        ..Config::default()
+    };
+    let extra = &mut config.extra;
+    extra.insert("iterations".into(), iterations.to_string());
+    extra.insert(
+        "ns_per_iteration".into(),
+        format!("{:.4}", agreed.ns_per_iteration),
+    );
+    extra.insert("elapsed_ns".into(), outcome.elapsed_ns.to_string());
+    extra.insert("stopped_by".into(), outcome.stopped_by.to_string());
+    extra.insert("sync".into(), args.sync.to_string());
+    extra.insert("noise_probe_ns".into(), args.noise_probe.to_string());
+    extra.insert("platform_noise_max_ns".into(), format!("{}", maxes[1]));
+    extra.insert("checksum".into(), outcome.checksum.to_string());
+    if let Ok(v) = mpi::environment::library_version() {
+        extra.insert(
+            "mpi_library".into(),
+            v.lines().next().unwrap_or("").trim().to_string(),
+        );
+    }
+    if let Some(b) = &measured_baseline {
+        extra.insert("baseline_phases".into(), b.averages.phases.to_string());
+        extra.insert(
+            "baseline_lost_rel".into(),
+            format!("{}", b.averages.lost_rel()),
+        );
+    }
+
+    let mut report = Report::new(ReportKind::Run, config);
+    report.calibration = calibration;
+    if let Some(t) = &trace {
+        if let Some(w) = &t.warning {
+            report.warnings.push(w.clone());
+        }
+        for c in &report.calibration {
+            if let Some(w) =
+                noise::warning(c.rank as usize, c.platform_noise_ratio, t.info.noise_ratio)
+            {
+                report.warnings.push(w);
+            }
+        }
+        if emulator.dropped > 0 {
+            report.warnings.push(format!(
+                "{} detour(s) ({} ns scaled) shorter than the overhead O were not injected",
+                emulator.dropped, emulator.dropped_ns
+            ));
+        }
+        if emulator.merged > 0 {
+            report.warnings.push(format!(
+                "{} detour(s) followed a sleep shorter than M and were merged into their predecessor",
+                emulator.merged
+            ));
+        }
+    }
+    if outcome.averages.phases < 10 {
+        report.warnings.push(format!(
+            "only {} measured phases: the averages are not reliable",
+            outcome.averages.phases
+        ));
+    }
+    report.results.push(result_row(
+        trace.as_ref().map_or("", |t| t.info.label.as_str()),
+        size as u64,
+        if trace.is_some() {
+            args.sync.to_string()
+        } else {
+            "baseline".into()
+        },
+        &outcome,
+        reference,
+        emulator,
+    ));
+
+    table::print_run(&report, measured_baseline.as_ref(), &outcome);
+    if let Some(p) = &args.output {
+        report.save(p)?;
+    }
+    if let Some(p) = &args.phases_csv {
+        write_csv(p, &outcome)?;
+    }
+    Ok(())
+}
+
+fn result_row(
+    label: &str,
+    ranks: u64,
+    sync: String,
+    out: &LoopOutcome,
+    reference: Reference,
+    emulator: EmulatorTotals,
+) -> ResultRow {
+    let a = &out.averages;
+    ResultRow {
+        trace: label.to_string(),
+        ranks,
+        sync,
+        phases: a.phases,
+        avg_max_qt_ns: a.avg_max_qt_ns(),
+        avg_max_qtbt_ns: a.avg_max_qtbt_ns(),
+        baseline_avg_max_qt_ns: reference.avg_max_qt_ns,
+        baseline_avg_max_qtbt_ns: reference.avg_max_qtbt_ns,
+        sd_qtbt_pct: slowdown_pct(a.avg_max_qtbt_ns(), reference.avg_max_qtbt_ns),
+        sd_qt_pct: slowdown_pct(a.avg_max_qt_ns(), reference.avg_max_qt_ns),
+        lost_rel: a.lost_rel(),
+        emulator,
+    }
+}
+
+fn write_csv(path: &std::path::Path, out: &LoopOutcome) -> anyhow::Result<()> {
+    use std::io::Write;
+    let f =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    writeln!(w, "phase,max_qt_ns,max_qtbt_ns,mean_qt_ns")?;
+    for (i, s) in out.samples.iter().enumerate() {
+        writeln!(
+            w,
+            "{i},{:.1},{:.1},{:.1}",
+            s.max_qt_ns, s.max_qtbt_ns, s.mean_qt_ns
+        )?;
+    }
+    w.flush()
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_parsers_refuse_bad_values() {
+        assert_eq!(parse_positive_duration("1ms"), Ok(1_000_000));
+        assert!(parse_positive_duration("0ms").is_err());
+        assert!(parse_positive_duration("-1ms").is_err());
+        assert!(parse_positive_duration("1").is_err());
+        assert_eq!(parse_duration("0s"), Ok(0));
+        assert!(parse_sync("sometimes").is_err());
+        assert_eq!(parse_sync("every:4"), Ok(SyncMode::Every(4)));
+        assert!(parse_scale("0").is_err() && parse_scale("nan").is_err());
+        assert!(parse_fraction("1.5").is_err() && parse_fraction("0").is_err());
+        assert_eq!(parse_fraction("0.33"), Ok(0.33));
+        assert!(parse_timer("hpet").is_err());
+    }
+}

@@ -1,0 +1,246 @@
+//! Human tables: the summary of one run, and reports side by side (`replay-bench compare`).
+
+use std::fmt::Write as _;
+
+use crate::bench::LoopOutcome;
+use crate::report::{Report, ResultRow};
+
+/// Formats ns as µs or ms with 4 significant-ish digits.
+pub fn fmt_ns(ns: f64) -> String {
+    if !ns.is_finite() {
+        "-".into()
+    } else if ns.abs() >= 1e6 {
+        format!("{:.4} ms", ns / 1e6)
+    } else {
+        format!("{:.2} us", ns / 1e3)
+    }
+}
+
+fn fmt_pct(p: f64) -> String {
+    if p.is_finite() {
+        format!("{p:.3} %")
+    } else {
+        "-".into()
+    }
+}
+
+/// The summary of a run as text (rank 0 prints it).
+pub fn render_run(
+    report: &Report,
+    baseline: Option<&LoopOutcome>,
+    outcome: &LoopOutcome,
+) -> String {
+    let c = &report.config;
+    let mut s = String::new();
+    let trace = c.trace.as_ref().map_or_else(
+        || "no trace (no jitter)".to_string(),
+        |t| {
+            format!(
+                "trace {} ({} stream(s), noise {:.3} %, {:.0} detours/s)",
+                t.label,
+                t.streams,
+                t.noise_ratio * 100.0,
+                t.detours_per_s
+            )
+        },
+    );
+    let ranks = report.results.first().map_or(0, |r| r.ranks);
+    let _ = writeln!(
+        s,
+        "replay-bench run: {ranks} rank(s), {trace}, sync {}, q = {}, S = {}, timer {}, seed {}",
+        c.extra.get("sync").map_or("-", String::as_str),
+        fmt_ns(c.quanta_ns as f64),
+        c.scale,
+        c.timer,
+        c.seed
+    );
+    let _ = writeln!(
+        s,
+        "{:<10} {:>8} {:>14} {:>14} {:>10} {:>10} {:>10}",
+        "", "phases", "AvgMaxQT", "AvgMaxQTBT", "SD eq.2", "SD eq.3", "lost_rel"
+    );
+    if let Some(b) = baseline {
+        let a = &b.averages;
+        let _ = writeln!(
+            s,
+            "{:<10} {:>8} {:>14} {:>14} {:>10} {:>10} {:>10}",
+            "baseline",
+            a.phases,
+            fmt_ns(a.avg_max_qt_ns()),
+            fmt_ns(a.avg_max_qtbt_ns()),
+            "",
+            "",
+            fmt_pct(a.lost_rel() * 100.0)
+        );
+    }
+    for r in &report.results {
+        let _ = writeln!(
+            s,
+            "{:<10} {:>8} {:>14} {:>14} {:>10} {:>10} {:>10}",
+            r.sync,
+            r.phases,
+            fmt_ns(r.avg_max_qt_ns),
+            fmt_ns(r.avg_max_qtbt_ns),
+            fmt_pct(r.sd_qtbt_pct),
+            fmt_pct(r.sd_qt_pct),
+            fmt_pct(r.lost_rel * 100.0)
+        );
+        if c.trace.is_some() {
+            let e = &r.emulator;
+            let _ = writeln!(
+                s,
+                "emulator: injected {} ({}), dropped {} ({}), merged {}, injected share {:.1} %, \
+                 max progress {:.4}",
+                e.injected,
+                fmt_ns(e.injected_ns as f64),
+                e.dropped,
+                fmt_ns(e.dropped_ns as f64),
+                e.merged,
+                e.injected_share * 100.0,
+                e.max_progress
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "stopped by {} after {} measured phases ({} warm-up) in {} (wall, scaled); baseline {}",
+        outcome.stopped_by,
+        outcome.averages.phases,
+        outcome.warmup_phases,
+        fmt_ns(outcome.elapsed_ns as f64),
+        c.baseline
+    );
+    let noise: Vec<String> = report
+        .calibration
+        .iter()
+        .map(|c| format!("{}:{:.3} %", c.rank, c.platform_noise_ratio * 100.0))
+        .collect();
+    let _ = writeln!(s, "platform noise by rank: {}", noise.join(" "));
+    if let Some(c) = report.calibration.first() {
+        let _ = writeln!(
+            s,
+            "emulator cost (rank 0): O = {}, L = {}, M = {}",
+            fmt_ns(c.overhead_ns as f64),
+            fmt_ns(c.lateness_ns as f64),
+            fmt_ns(c.min_sleep_ns as f64)
+        );
+    }
+    for w in &report.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+/// Prints [`render_run`].
+pub fn print_run(report: &Report, baseline: Option<&LoopOutcome>, outcome: &LoopOutcome) {
+    print!("{}", render_run(report, baseline, outcome));
+}
+
+fn key(r: &ResultRow) -> (String, u64, String) {
+    (r.trace.clone(), r.ranks, r.sync.clone())
+}
+
+/// Rows of two reports side by side, matched by (trace, ranks, sync); unmatched rows alone.
+pub fn render_compare(a: &Report, b: &Report, a_name: &str, b_name: &str) -> String {
+    let mut keys: Vec<(String, u64, String)> = a.results.iter().map(key).collect();
+    for r in &b.results {
+        if !keys.contains(&key(r)) {
+            keys.push(key(r));
+        }
+    }
+    keys.sort();
+    let mut s = String::new();
+    let _ = writeln!(s, "A = {a_name} ({:?})", a.kind);
+    let _ = writeln!(s, "B = {b_name} ({:?})", b.kind);
+    let _ = writeln!(
+        s,
+        "{:<16} {:>7} {:<9} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9}",
+        "trace",
+        "ranks",
+        "sync",
+        "SD2 A",
+        "SD2 B",
+        "B-A",
+        "SD3 A",
+        "SD3 B",
+        "B-A",
+        "lost A",
+        "lost B"
+    );
+    let find =
+        |r: &Report, k: &(String, u64, String)| r.results.iter().find(|x| key(x) == *k).cloned();
+    for k in &keys {
+        let ra = find(a, k);
+        let rb = find(b, k);
+        let v = |r: &Option<ResultRow>, f: fn(&ResultRow) -> f64| r.as_ref().map_or(f64::NAN, f);
+        let (a2, b2) = (v(&ra, |r| r.sd_qtbt_pct), v(&rb, |r| r.sd_qtbt_pct));
+        let (a3, b3) = (v(&ra, |r| r.sd_qt_pct), v(&rb, |r| r.sd_qt_pct));
+        let (la, lb) = (
+            v(&ra, |r| r.lost_rel * 100.0),
+            v(&rb, |r| r.lost_rel * 100.0),
+        );
+        let _ = writeln!(
+            s,
+            "{:<16} {:>7} {:<9} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9}",
+            if k.0.is_empty() { "-" } else { k.0.as_str() },
+            k.1,
+            k.2,
+            fmt_pct(a2),
+            fmt_pct(b2),
+            fmt_pct(b2 - a2),
+            fmt_pct(a3),
+            fmt_pct(b3),
+            fmt_pct(b3 - a3),
+            fmt_pct(la),
+            fmt_pct(lb)
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Config, ReportKind};
+
+    fn rep(kind: ReportKind, rows: &[(u64, &str, f64)]) -> Report {
+        let mut r = Report::new(kind, Config::default());
+        for &(ranks, sync, sd) in rows {
+            r.results.push(ResultRow {
+                trace: "t".into(),
+                ranks,
+                sync: sync.into(),
+                sd_qtbt_pct: sd,
+                sd_qt_pct: sd / 2.0,
+                ..ResultRow::default()
+            });
+        }
+        r
+    }
+
+    #[test]
+    fn compare_matches_rows_and_keeps_the_unmatched() {
+        let a = rep(ReportKind::Run, &[(2, "none", 4.0), (2, "phase", 2.0)]);
+        let b = rep(
+            ReportKind::PredictDes,
+            &[(2, "phase", 2.5), (4, "phase", 2.6)],
+        );
+        let t = render_compare(&a, &b, "a.json", "b.json");
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 6, "{t}");
+        let phase2 = lines.iter().find(|l| l.contains(" 2 phase")).unwrap();
+        assert!(
+            phase2.contains("2.000 %") && phase2.contains("2.500 %") && phase2.contains("0.500 %"),
+            "{phase2}"
+        );
+        let none = lines.iter().find(|l| l.contains("none")).unwrap();
+        assert!(none.contains("4.000 %") && none.contains(" - "), "{none}");
+    }
+
+    #[test]
+    fn units_read_well() {
+        assert_eq!(fmt_ns(1_234_567.0), "1.2346 ms");
+        assert_eq!(fmt_ns(15_500.0), "15.50 us");
+        assert_eq!(fmt_ns(f64::NAN), "-");
+    }
+}
