@@ -157,6 +157,11 @@ impl FtqConverter {
         }
     }
 
+    /// The undisturbed work count per quantum currently assumed.
+    pub fn full(&self) -> u64 {
+        self.full
+    }
+
     /// End of the quantum that begins at `start` (ticks).
     pub fn quantum_end(&self, start: u64) -> u64 {
         quantum_end(start, self.origin, self.quantum)
@@ -171,6 +176,13 @@ impl FtqConverter {
             }
         }
         let span = end - start;
+        // A quantum that held more work than the calibration saw raises the full count (running
+        // maximum, as FTQ's upper class of counts is the undisturbed speed).
+        let scaled =
+            (u128::from(count) * u128::from(self.quantum) / u128::from(span.max(1))) as u64;
+        if span * 2 >= self.quantum && scaled > self.full {
+            self.full = scaled;
+        }
         let expected = (u128::from(span) * u128::from(self.full) / u128::from(self.quantum)) as u64;
         if count < expected {
             let missing = (u128::from(expected - count) * u128::from(self.quantum)
@@ -227,6 +239,12 @@ mod tests {
         c.finish(&mut f);
         // The 2000 quantum's 10-tick piece does not reach the threshold; [3800, 4150) merges.
         assert_eq!(out, vec![(1700, 2000), (3800, 4150), (4850, 5000)]);
+        // A faster whole quantum raises the undisturbed count; a short late one does not.
+        let mut c = FtqConverter::new(1000, 0, 100, 50);
+        c.push(6600, 300, &mut |_, _| {});
+        assert_eq!(c.full(), 100);
+        c.push(7000, 110, &mut |_, _| {});
+        assert_eq!(c.full(), 110);
     }
 
     #[test]

@@ -725,11 +725,10 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         counters.insert("interrupts".to_string(), irqs);
         counters.insert("softirqs".to_string(), softirqs);
         counters.insert("dropped_overlaps".to_string(), st.merged);
-        if let Mode::Ftq(_) = config.mode {
-            counters.insert(
-                "ftq_full_count".to_string(),
-                shared.full[i].load(Ordering::Relaxed),
-            );
+        if let Some(full) = st.ftq_full() {
+            let calibrated = shared.full[i].load(Ordering::Relaxed);
+            counters.insert("ftq_calibrated_count".to_string(), calibrated);
+            counters.insert("ftq_full_count".to_string(), full);
         }
         summaries.push(StreamSummary {
             begin_ns: begin,

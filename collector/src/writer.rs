@@ -98,6 +98,16 @@ pub struct StreamState {
     last_end: u64,
 }
 
+impl StreamState {
+    /// The undisturbed FTQ work count per quantum in use (FTQ mode).
+    pub fn ftq_full(&self) -> Option<u64> {
+        match &self.decoder {
+            Decoder::Ftq(c) => Some(c.full()),
+            Decoder::Detours => None,
+        }
+    }
+}
+
 /// Everything the writer needs; run with `Writer::run` on its own thread.
 #[derive(Debug)]
 pub struct Writer {

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Benchmarks of jitter-collect (issue 3), side by side in one run on the same CPUs:
+#  (a) probe loop period vs a minimal counter-read loop      (goal: within 10 %)
+#  (b) detours/s, noise ratio and maximum vs oslat (rt-tests) (same story, differences explained)
+#  (c) self-noise of the writer: drain every 50 ms vs drain only at the end (goal: <= 0.1 pp)
+#  (d) RSS after 10 s and after 120 s                         (equal within the ring sizes)
+# Usage: scripts/bench-collector.sh   (env: CPU=1 SECS=10 ROUNDS=3 RSS_SECS=120)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CPU=${CPU:-1}
+SECS=${SECS:-10}
+ROUNDS=${ROUNDS:-3}
+RSS_SECS=${RSS_SECS:-120}
+TARGET=${CARGO_TARGET_DIR:-target}
+cargo build -q --release -p jitter-collect --bin jitter-collect --example loop_period
+BIN=$TARGET/release/jitter-collect
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+echo "## machine"
+echo "date: $(date -u +%F), kernel $(uname -r), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+
+echo
+echo "## (a) loop period, CPU $CPU"
+"$TARGET/release/examples/loop_period" "$CPU" 5
+
+# Prints "detours/s noise_ratio max_ns" of CPU $CPU from a --json summary.
+row() {
+  python3 -c '
+import json,sys
+s=json.load(open(sys.argv[1]))
+for r in s["rows"]:
+    print("%.1f %.5f %d %d %.5f" % (r["intr"]/r["rt_s"], r["iratio"], r["max_ns"], r["cpu"], s["self_ns"]/1e9/ (r["rt_s"]*len(s["rows"]))))
+' "$1"
+}
+
+echo
+echo "## (b) jitter-collect vs oslat on CPU $CPU, ${SECS} s each, alternating, threshold 1 us"
+echo "tool            detours>1us/s  noise_ratio  max_us"
+for r in $(seq "$ROUNDS"); do
+  "$BIN" --cpus "$CPU" -d "${SECS}s" --threshold-ns 1000 -q --json -o "$TMP/b.jtr" > "$TMP/b.json"
+  row "$TMP/b.json" | awk '{printf "jitter-collect  %13.1f  %11.5f  %6.0f\n", $1, $2, $3/1000}'
+  oslat --cpu-list "$CPU" --duration "$SECS" > "$TMP/oslat.txt" 2>&1
+  python3 - "$TMP/oslat.txt" "$SECS" <<'PY'
+import re,sys
+t=open(sys.argv[1]).read(); secs=float(re.search(r"Duration:\s*([\d.]+)",t).group(1))
+b={int(k):int(v) for k,v in re.findall(r"(\d+) \(us\):\s*(\d+)",t)}
+mx=int(re.search(r"Maximum:\s*(\d+)",t).group(1))
+over=sum(v for k,v in b.items() if k>=2)
+# Lower bound of the noise: bucket k holds loops of [k-1, k) us; the last bucket holds overflows.
+low=sum((k-1)*v for k,v in b.items() if k>=2)*1e-6
+print("oslat           %13.1f  >=%9.5f  %6d" % (over/secs, low/secs, mx))
+PY
+done
+
+echo
+echo "## (c) writer self-noise, all CPUs, ${SECS} s per run, alternating"
+echo "drain      mean_noise_ratio  writer_active_share"
+for r in $(seq "$ROUNDS"); do
+  for mode in 50 0; do
+    if [ "$mode" = 0 ]; then extra=(--drain-ms 0 --ring 1048576); name="end-only"; else extra=(--drain-ms 50); name="50ms"; fi
+    "$BIN" -d "${SECS}s" -q --json "${extra[@]}" -o "$TMP/c.jtr" > "$TMP/c.json"
+    row "$TMP/c.json" | awk -v n="$name" '{s+=$2; a=$5; k++} END {printf "%-9s  %16.5f  %19.5f\n", n, s/k, a}'
+  done
+done
+
+echo
+echo "## (d) RSS, all CPUs, default ring (65536 detours x 16 B per CPU)"
+"$BIN" -d "$((RSS_SECS + 5))s" -q -o "$TMP/d.jtr" > /dev/null &
+PID=$!
+sleep 10; R10=$(awk '/VmRSS/ {print $2}' /proc/$PID/status)
+sleep $((RSS_SECS - 10)); R120=$(awk '/VmRSS/ {print $2}' /proc/$PID/status)
+wait $PID
+echo "VmRSS after 10 s: ${R10} kB, after ${RSS_SECS} s: ${R120} kB, difference $((R120 - R10)) kB"
+echo "trace size: $(stat -c %s "$TMP/d.jtr") bytes"
