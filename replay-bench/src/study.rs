@@ -1,0 +1,484 @@
+//! The study a demo run leaves in one folder — trace, calibration, measured runs, predictions —
+//! turned into `report.md` and three headline lines; and the choice of the scale factor.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use jitter_emulator::calibration::Calibration;
+use jitter_emulator::TimerKind;
+use jitter_trace::stats::{injectability, scale_for_share, TraceStats};
+use jitter_trace::units::format_ns;
+use jitter_trace::Trace;
+
+use crate::report::{Report, ResultRow};
+
+/// Options of `replay-bench study`.
+#[derive(Debug, Clone, Args)]
+pub struct StudyArgs {
+    /// Folder written by scripts/demo.sh (trace.jtr, calibration.json, run-*.json, predict*.json).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Where to write the Markdown report (default: DIR/report.md).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Rank count of the predicted headline.
+    #[arg(long, default_value_t = 2048)]
+    pub headline_ranks: u64,
+}
+
+/// Options of `replay-bench choose-scale`.
+#[derive(Debug, Clone, Args)]
+pub struct ChooseScaleArgs {
+    /// Trace to replay.
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+    /// Emulator calibration (JSON of `jitter-emulate calibrate --json`).
+    #[arg(long, value_name = "FILE")]
+    pub calibration: PathBuf,
+    /// Timer whose overhead counts.
+    #[arg(long, default_value = "abstime", value_parser = parse_timer)]
+    pub timer: TimerKind,
+    /// Share of detours that must become injectable (the paper's S = 3 covered 77 %).
+    #[arg(long, default_value_t = 0.77)]
+    pub share: f64,
+    /// Largest scale accepted (replays take S times longer).
+    #[arg(long, default_value_t = 20)]
+    pub max: u64,
+}
+
+fn parse_timer(s: &str) -> Result<TimerKind, String> {
+    s.parse()
+        .map_err(|e: jitter_emulator::PlanError| e.to_string())
+}
+
+/// The three numbers a reader takes away, and the lines that say them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Headlines {
+    /// Noise ratio of the trace, percent of CPU time.
+    pub noise_pct: f64,
+    /// Detours per second per CPU.
+    pub detours_per_s: f64,
+    /// Longest detour, ns.
+    pub max_ns: u64,
+    /// Process count of the measured headline (0 when nothing was measured).
+    pub measured_ranks: u64,
+    /// Measured SD (eq. 2) per sync mode at that count, percent.
+    pub measured_sd_pct: BTreeMap<String, f64>,
+    /// Rank count of the predicted headline.
+    pub predicted_ranks: u64,
+    /// Predicted SD (eq. 2) per sync mode at that count, percent.
+    pub predicted_sd_pct: BTreeMap<String, f64>,
+    /// The lines as printed.
+    pub lines: Vec<String>,
+}
+
+/// Loads a trace, refusing damaged files (a demo never salvages silently).
+fn load_trace(path: &Path) -> anyhow::Result<Trace> {
+    let loaded = jitter_trace::read_trace(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if let jitter_trace::Completeness::Damaged { error, .. } = loaded.completeness {
+        bail!("{}: {error}", path.display());
+    }
+    Ok(loaded.trace)
+}
+
+/// `replay-bench choose-scale`: prints the smallest integer S that makes `share` of the detours
+/// injectable with the calibrated overhead, capped at `max`.
+pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
+    let trace = load_trace(&args.trace)?;
+    let cal = read_calibration(&args.calibration)?;
+    let o = cal.timer(args.timer).overhead.median_ns.max(0.0);
+    let choice = scale_for_share(&trace.streams, o, args.share)?;
+    let s = match choice {
+        Some(c) => c.integer.clamp(1, args.max.max(1)),
+        None => args.max.max(1),
+    };
+    let cover = injectability(&trace.streams, o, s as f64)?;
+    eprintln!(
+        "choose-scale: O = {}, S = {s} makes {:.1} % of the detours ({:.1} % of the noise time) injectable",
+        format_ns(o),
+        cover.detours * 100.0,
+        cover.noise * 100.0
+    );
+    println!("{s}");
+    Ok(())
+}
+
+fn read_calibration(path: &Path) -> anyhow::Result<Calibration> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not an emulator calibration", path.display()))
+}
+
+/// Reports in `dir` whose file name starts with `prefix`, sorted by name.
+fn reports(dir: &Path, prefix: &str) -> anyhow::Result<Vec<(String, Report)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        if name.starts_with(prefix) && name.ends_with(".json") {
+            out.push((name, Report::load(&path)?));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+fn pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2} %")
+    } else {
+        "n/a".into()
+    }
+}
+
+/// Thousands separators for a whole number.
+fn grouped(x: f64) -> String {
+    let s = format!("{:.0}", x.max(0.0));
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn sd_by_sync<'a>(rows: impl Iterator<Item = &'a ResultRow>) -> BTreeMap<String, f64> {
+    rows.map(|r| (r.sync.clone(), r.sd_qtbt_pct)).collect()
+}
+
+fn modes_line(m: &BTreeMap<String, f64>) -> String {
+    ["none", "once", "phase"]
+        .iter()
+        .filter_map(|k| m.get(*k).map(|v| format!("{k} {}", pct(*v))))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Builds the headlines from the trace statistics, the measured runs and the prediction.
+pub fn headlines(
+    stats: &TraceStats,
+    runs: &[(String, Report)],
+    prediction: Option<&Report>,
+    headline_ranks: u64,
+) -> Headlines {
+    let o = &stats.overall;
+    let mut h = Headlines {
+        noise_pct: o.noise_ratio * 100.0,
+        detours_per_s: o.detours_per_s,
+        max_ns: o.max_ns,
+        ..Headlines::default()
+    };
+    h.lines.push(format!(
+        "this machine's noise: {:.2} % of CPU time, {} detours/s per CPU, max {}",
+        h.noise_pct,
+        grouped(h.detours_per_s),
+        format_ns(h.max_ns as f64)
+    ));
+    let measured: Vec<&ResultRow> = runs
+        .iter()
+        .flat_map(|(_, r)| r.results.iter())
+        .filter(|r| !r.trace.is_empty())
+        .collect();
+    if let Some(n) = measured.iter().map(|r| r.ranks).max() {
+        h.measured_ranks = n;
+        h.measured_sd_pct = sd_by_sync(measured.iter().copied().filter(|r| r.ranks == n));
+        h.lines.push(format!(
+            "measured SD at {n} rank{}: {}",
+            if n == 1 { "" } else { "s" },
+            modes_line(&h.measured_sd_pct)
+        ));
+    } else {
+        h.lines.push("measured SD: no replay was run".into());
+    }
+    if let Some(p) = prediction {
+        let n = p
+            .results
+            .iter()
+            .map(|r| r.ranks)
+            .filter(|&n| n <= headline_ranks)
+            .max();
+        if let Some(n) = n {
+            h.predicted_ranks = n;
+            h.predicted_sd_pct = sd_by_sync(p.results.iter().filter(|r| r.ranks == n));
+            h.lines.push(format!(
+                "predicted SD at {n} ranks: {}",
+                modes_line(&h.predicted_sd_pct)
+            ));
+        }
+    }
+    h
+}
+
+fn results_table(out: &mut String, rows: &[&ResultRow], with_emulator: bool) {
+    out.push_str(
+        "| ranks | sync | phases | AvgMaxQTBT | SD eq. 2 | AvgMaxQT | SD eq. 3 | lost_rel |",
+    );
+    if with_emulator {
+        out.push_str(" injected | dropped | merged | noise injected |");
+    }
+    out.push('\n');
+    out.push_str("|---:|---|---:|---:|---:|---:|---:|---:|");
+    if with_emulator {
+        out.push_str("---:|---:|---:|---:|");
+    }
+    out.push('\n');
+    for r in rows {
+        let _ = write!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {:.4} |",
+            r.ranks,
+            r.sync,
+            r.phases,
+            format_ns(r.avg_max_qtbt_ns),
+            pct(r.sd_qtbt_pct),
+            format_ns(r.avg_max_qt_ns),
+            pct(r.sd_qt_pct),
+            r.lost_rel
+        );
+        if with_emulator {
+            let e = &r.emulator;
+            let _ = write!(
+                out,
+                " {} | {} | {} | {:.1} % |",
+                e.injected,
+                e.dropped,
+                e.merged,
+                e.injected_share * 100.0
+            );
+        }
+        out.push('\n');
+    }
+}
+
+/// `replay-bench study`: writes report.md and headlines.json into the folder and prints the headlines.
+pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
+    let dir = &args.dir;
+    let trace_path = dir.join("trace.jtr");
+    let trace = load_trace(&trace_path)?;
+    let stats = TraceStats::of_trace(&trace);
+    let runs = reports(dir, "run-")?;
+    let baselines = reports(dir, "baseline-")?;
+    let load_opt = |name: &str| -> anyhow::Result<Option<Report>> {
+        let p = dir.join(name);
+        if p.exists() {
+            Ok(Some(Report::load(&p)?))
+        } else {
+            Ok(None)
+        }
+    };
+    let prediction = load_opt("predict.json")?;
+    let here = load_opt("predict-here.json")?;
+    let calibration = match dir.join("calibration.json") {
+        p if p.exists() => Some(read_calibration(&p)?),
+        _ => None,
+    };
+    let h = headlines(&stats, &runs, prediction.as_ref(), args.headline_ranks);
+
+    let mut md = String::new();
+    md.push_str("# jitterbench study\n\n");
+    for l in &h.lines {
+        let _ = writeln!(md, "- {l}");
+    }
+    let hd = &trace.header;
+    let _ = write!(
+        md,
+        "\n## The trace\n\n`trace.jtr`: {} stream(s) from `{}` (kernel {}, {}), {} per stream, \
+         collected by {}.\n\nKernel command line: `{}`\n\n```text\n{}```\n\n\
+         Plots: [run-time density](density.svg), [CDF](cdf.svg), [detour time series](timeseries.svg).\n",
+        trace.streams.len(),
+        hd.host,
+        hd.kernel_release,
+        hd.cpu_model,
+        format_ns(hd.duration_ns as f64),
+        hd.tool_version,
+        hd.kernel_cmdline,
+        stats.table()
+    );
+    if let Some(c) = &calibration {
+        md.push_str("\n## The emulator on this machine\n\n| timer | O median | O sd | L median | L p99 | M |\n|---|---:|---:|---:|---:|---:|\n");
+        for t in [&c.itimer, &c.abstime] {
+            let _ = writeln!(
+                md,
+                "| {:?} | {} | {} | {} | {} | {} |",
+                t.timer,
+                format_ns(t.overhead.median_ns),
+                format_ns(t.overhead.sd_ns),
+                format_ns(t.lateness.median_ns),
+                format_ns(t.lateness.p99_ns),
+                format_ns(t.min_sleep_ns as f64)
+            );
+        }
+        if let Some((_, r)) = runs.first() {
+            let s = r.config.scale;
+            let o = c
+                .timer(r.config.timer.parse().unwrap_or_default())
+                .overhead
+                .median_ns
+                .max(0.0);
+            if let Ok(cover) = injectability(&trace.streams, o, s) {
+                let _ = writeln!(
+                    md,
+                    "\nAt S = {s} the injector reproduces {:.1} % of the detours and {:.1} % of the noise time \
+                     (S·run > O); the rest is dropped and counted.",
+                    cover.detours * 100.0,
+                    cover.noise * 100.0
+                );
+            }
+        }
+    }
+    md.push_str("\n## Measured: `replay-bench run` under mpirun\n\n");
+    if runs.is_empty() {
+        md.push_str("No replay was run.\n");
+    } else {
+        let rows: Vec<&ResultRow> = runs.iter().flat_map(|(_, r)| &r.results).collect();
+        results_table(&mut md, &rows, true);
+        let b: Vec<&ResultRow> = baselines.iter().flat_map(|(_, r)| &r.results).collect();
+        if !b.is_empty() {
+            md.push_str("\nBaselines (no jitter):\n\n");
+            results_table(&mut md, &b, false);
+        }
+        let mut warnings: Vec<String> = runs
+            .iter()
+            .flat_map(|(n, r)| r.warnings.iter().map(move |w| format!("{n}: {w}")))
+            .collect();
+        warnings.dedup();
+        if !warnings.is_empty() {
+            md.push_str("\nWhat was not emulated, and warnings:\n\n");
+            for w in warnings {
+                let _ = writeln!(md, "- {w}");
+            }
+        }
+    }
+    if let Some(p) = &prediction {
+        let _ = write!(
+            md,
+            "\n## Predicted: `replay-bench predict` (virtual time, platform `{}`)\n\n",
+            p.config.platform
+        );
+        let rows: Vec<&ResultRow> = p.results.iter().collect();
+        results_table(&mut md, &rows, false);
+        md.push_str("\n![SD vs ranks](sd-vs-ranks.svg)\n");
+    }
+    if let Some(p) = &here {
+        md.push_str("\n## Prediction beside measurement (this machine's calibrated injector)\n\n| ranks | sync | measured SD eq. 2 | predicted SD eq. 2 |\n|---:|---|---:|---:|\n");
+        for (_, r) in &runs {
+            for m in &r.results {
+                let pred = p
+                    .results
+                    .iter()
+                    .find(|x| x.ranks == m.ranks && x.sync == m.sync);
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} |",
+                    m.ranks,
+                    m.sync,
+                    pct(m.sd_qtbt_pct),
+                    pred.map_or("n/a".into(), |x| pct(x.sd_qtbt_pct))
+                );
+            }
+        }
+        md.push_str("\nThe measured SD also contains the replay machine's own noise (see the platform-noise warnings above); the prediction does not.\n");
+    }
+    md.push_str("\n## Files\n\n");
+    let mut files: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    files.sort();
+    for f in files {
+        let _ = writeln!(md, "- [{f}]({f})");
+    }
+    let report_path = args.report.clone().unwrap_or_else(|| dir.join("report.md"));
+    std::fs::write(&report_path, md)
+        .with_context(|| format!("cannot write {}", report_path.display()))?;
+    let hj = dir.join("headlines.json");
+    std::fs::write(&hj, serde_json::to_string_pretty(&h)? + "\n")
+        .with_context(|| format!("cannot write {}", hj.display()))?;
+    for l in &h.lines {
+        println!("{l}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Config, ReportKind};
+    use jitter_trace::{Detour, Stream};
+
+    fn row(ranks: u64, sync: &str, sd: f64) -> ResultRow {
+        ResultRow {
+            trace: "t".into(),
+            ranks,
+            sync: sync.into(),
+            sd_qtbt_pct: sd,
+            ..ResultRow::default()
+        }
+    }
+
+    #[test]
+    fn headlines_take_the_largest_measured_count_and_the_requested_prediction() {
+        // 10 detours of 1 µs in 1 ms: noise 1 %, 10 000 detours/s.
+        let d: Vec<Detour> = (0..10)
+            .map(|k| Detour {
+                start_ns: k * 100_000,
+                run_ns: 1_000,
+            })
+            .collect();
+        let s = Stream::from_detours(0, 0, 1_000_000, &d).unwrap();
+        let t = Trace {
+            streams: vec![s],
+            ..Trace::default()
+        };
+        let stats = TraceStats::of_trace(&t);
+        let mut run1 = Report::new(ReportKind::Run, Config::default());
+        run1.results = vec![row(1, "none", 1.0)];
+        let mut run2 = Report::new(ReportKind::Run, Config::default());
+        run2.results = vec![row(2, "none", 3.0), row(2, "phase", 1.5)];
+        let mut p = Report::new(ReportKind::PredictDes, Config::default());
+        p.results = vec![
+            row(1024, "none", 50.0),
+            row(2048, "none", 60.0),
+            row(2048, "phase", 1.0),
+            row(4096, "none", 70.0),
+        ];
+        let runs = vec![("a".to_string(), run1), ("b".to_string(), run2)];
+        let h = headlines(&stats, &runs, Some(&p), 2048);
+        assert!((h.noise_pct - 1.0).abs() < 1e-9);
+        assert!((h.detours_per_s - 10_000.0).abs() < 1e-6);
+        assert_eq!(h.measured_ranks, 2);
+        assert_eq!(h.measured_sd_pct.get("none"), Some(&3.0));
+        assert_eq!(h.predicted_ranks, 2048);
+        assert_eq!(h.predicted_sd_pct.get("none"), Some(&60.0));
+        assert_eq!(h.lines.len(), 3);
+        assert!(
+            h.lines[0].contains("1.00 % of CPU time") && h.lines[0].contains("10,000 detours/s"),
+            "{}",
+            h.lines[0]
+        );
+        assert!(
+            h.lines[1].contains("none 3.00 %, phase 1.50 %"),
+            "{}",
+            h.lines[1]
+        );
+    }
+
+    #[test]
+    fn grouped_inserts_separators() {
+        assert_eq!(grouped(7200.4), "7,200");
+        assert_eq!(grouped(999.0), "999");
+        assert_eq!(grouped(1234567.0), "1,234,567");
+    }
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The main job: collect a jitter trace on this machine, replay it under mpirun at np = 1 … 2,
+# predict the slowdown for 16 … 65536 ranks, and write out/<timestamp>/report.md with plots and
+# JSON. README command 1. Run `scripts/demo.sh --help` for the options.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+usage() {
+    cat <<'USAGE'
+usage: scripts/demo.sh [--quick] [--trace FILE] [--duration SECONDS] [--out DIR]
+                       [--np-max N] [--bin-dir DIR]
+
+  --quick          a version that finishes in about a minute (5 s collection, short replays,
+                   predictions up to 4096 ranks)
+  --trace FILE     replay and predict an existing .jtr trace instead of collecting one
+  --duration S     collection length in seconds (default 20; --quick 5)
+  --out DIR        output folder (default out/<timestamp>)
+  --np-max N       largest process count of the real replays (default min(nproc, 2))
+  --bin-dir DIR    use binaries already built there (e.g. target/debug) instead of building
+USAGE
+}
+
+quick=0 trace="" duration="" out="" np_max="" bin_dir=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) quick=1 ;;
+        --trace) trace=${2:?--trace needs a file}; shift ;;
+        --duration) duration=${2:?--duration needs seconds}; shift ;;
+        --out) out=${2:?--out needs a folder}; shift ;;
+        --np-max) np_max=${2:?--np-max needs a number}; shift ;;
+        --bin-dir) bin_dir=${2:?--bin-dir needs a folder}; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+# shellcheck source=scripts/setup.sh
+source scripts/setup.sh
+steps=6
+step=0
+next() { step=$((step + 1)); jb_say "[$step/$steps] $*"; }
+
+if [ "$quick" = 1 ]; then
+    : "${duration:=5}"
+    period=0.3s; phases=300; ranks=16..4096; probe=0.3s
+else
+    : "${duration:=20}"
+    period=1s; phases=2000; ranks=16..65536; probe=1s
+fi
+case "$duration" in ''|*[!0-9]*|0) echo "error: --duration must be a whole number of seconds > 0" >&2; exit 2 ;; esac
+if [ -n "$trace" ] && [ ! -r "$trace" ]; then
+    echo "error: cannot read trace '$trace'" >&2; exit 2
+fi
+cores=$(nproc)
+: "${np_max:=$(( cores < 2 ? cores : 2 ))}"
+case "$np_max" in ''|*[!0-9]*|0) echo "error: --np-max must be a number > 0" >&2; exit 2 ;; esac
+if [ "$np_max" -gt "$cores" ]; then
+    echo "error: --np-max $np_max is more than the $cores CPUs here (replays never oversubscribe)" >&2
+    exit 2
+fi
+: "${out:=out/$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+log="$out/demo.log"
+: >"$log"
+
+next "set-up and build"
+jb_setup
+if [ -z "$bin_dir" ]; then
+    jb_say "building release binaries (cargo build --release; the first build takes a few minutes)"
+    if ! cargo build --release --quiet -p jitter-trace -p jitter-collect -p jitter-emulator -p replay-bench >>"$log" 2>&1; then
+        echo "error: build failed; see $log" >&2
+        exit 1
+    fi
+    bin_dir=target/release
+fi
+bin=$(cd "$bin_dir" && pwd)
+for b in jitter-collect jitter-trace replay-bench; do
+    [ -x "$bin/$b" ] || { echo "error: $bin/$b is missing (build it first)" >&2; exit 1; }
+done
+mpirun_cmd=(mpirun --bind-to none)
+[ "$(id -u)" -eq 0 ] && mpirun_cmd+=(--allow-run-as-root)
+
+if [ -n "$trace" ]; then
+    next "using the trace $trace"
+    cp "$trace" "$out/trace.jtr"
+else
+    next "collecting a trace on all $cores CPUs for ${duration} s"
+    "$bin/jitter-collect" --duration "${duration}s" --output "$out/trace.jtr" --label demo=1 \
+        --json-output "$out/collect.json" | tee "$out/collect.txt"
+fi
+"$bin/jitter-trace" stats "$out/trace.jtr" | tee "$out/stats.txt"
+"$bin/jitter-trace" plot "$out/trace.jtr" --kind density -o "$out/density.svg" >>"$log"
+"$bin/jitter-trace" plot "$out/trace.jtr" --kind timeseries -o "$out/timeseries.svg" >>"$log"
+"$bin/jitter-trace" plot "$out/trace.jtr" --kind cdf -o "$out/cdf.svg" >>"$log"
+
+next "calibrating the emulator and choosing the scale factor"
+"$bin/replay-bench" calibrate --output "$out/calibration.json" | tee "$out/calibration.txt"
+scale=$("$bin/replay-bench" choose-scale --trace "$out/trace.jtr" --calibration "$out/calibration.json" \
+    --share 0.77 --max 20)
+jb_say "scale factor S = $scale (smallest S that makes 77 % of the detours injectable, at most 20)"
+
+next "replaying under mpirun: np = 1 … $np_max, sync none, once, phase (S = $scale)"
+for np in $(seq 1 "$np_max"); do
+    jb_say "np $np: baseline without jitter"
+    "${mpirun_cmd[@]}" -np "$np" "$bin/replay-bench" run --quanta 1ms --period "$period" \
+        --scale "$scale" --noise-probe "$probe" --seed 1 -o "$out/baseline-np$np.json" >>"$log" 2>&1 \
+        || { echo "error: baseline run at np $np failed; see $log" >&2; exit 1; }
+    for sync in none once phase; do
+        jb_say "np $np: sync $sync"
+        "${mpirun_cmd[@]}" -np "$np" "$bin/replay-bench" run --trace "$out/trace.jtr" --label trace \
+            --ranks-per-node "$np" --sync "$sync" --quanta 1ms --period "$period" --scale "$scale" \
+            --calibration "$out/calibration.json" --baseline "$out/baseline-np$np.json" \
+            --noise-probe "$probe" --seed 1 -o "$out/run-np$np-$sync.json" >>"$log" 2>&1 \
+            || { echo "error: replay at np $np, sync $sync failed; see $log" >&2; exit 1; }
+    done
+done
+
+next "predicting ranks $ranks for sync none, once, phase"
+"$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "$ranks" --sync none,once,phase \
+    --quanta 1ms --phases "$phases" --model des --seed 1 \
+    -o "$out/predict.json" --plot "$out/sd-vs-ranks.svg" | tee "$out/predict.txt"
+"$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "1,$(seq -s, 2 "$np_max" | sed 's/,$//')" \
+    --sync none,once,phase --quanta 1ms --phases "$phases" --model des --seed 1 \
+    --platform "$out/calibration.json" --scale "$scale" -o "$out/predict-here.json" >>"$log" 2>&1
+
+next "writing $out/report.md"
+"$bin/replay-bench" study --dir "$out" --report "$out/report.md"
