@@ -73,6 +73,8 @@ pub struct DesOutcome {
     pub requested_phases: u64,
     /// True when the fraction stop rule ended the run before `requested_phases`.
     pub stopped_by_fraction: bool,
+    /// Mean time from one barrier completion to the next (the phase period), ns (unscaled).
+    pub mean_period_ns: f64,
     /// Baseline AvgMaxQT: the same model without noise, ns (unscaled).
     pub baseline_qt_ns: f64,
     /// Baseline AvgMaxQTBT, ns (unscaled).
@@ -229,6 +231,7 @@ pub fn simulate(
     let mut barrier_prev: Option<u64> = None;
     let mut prev: Option<(u64, u64)> = None; // (max qt, sum qt) of the previous phase
     let mut stopped_by_fraction = false;
+    let mut last_barrier = 0u64;
     for p in 0..=cfg.phases {
         let compute_phase = p < cfg.phases;
         let resync = if compute_phase {
@@ -278,6 +281,7 @@ pub fn simulate(
                 mean_qt_ns: sum_qt as f64 / ranks as f64 / scale,
             });
             on_phase(p);
+            last_barrier = barrier_prev.unwrap_or(0);
         }
         prev = Some((pass.max_qt, pass.sum_qt));
         barrier_prev = Some(pass.max_end + latency);
@@ -300,6 +304,7 @@ pub fn simulate(
         averages,
         requested_phases: cfg.phases,
         stopped_by_fraction,
+        mean_period_ns: last_barrier as f64 / scale / averages.phases.max(1) as f64,
         baseline_qt_ns: q_unscaled,
         baseline_qtbt_ns: q_unscaled + latency as f64 / scale,
         emulator: EmulatorTotals {

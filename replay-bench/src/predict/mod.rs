@@ -22,7 +22,7 @@ use crate::metrics::slowdown_pct;
 use crate::report::{Calibration, Config, Report, ReportKind, ResultRow, TraceInfo};
 
 pub use des::{simulate, BarrierModel, DesConfig, DesOutcome};
-pub use order_stats::DelayDistribution;
+pub use order_stats::{DelayDistribution, WindowStart};
 pub use platform::{barrier_stage_from_report, Platform, PlatformFile};
 pub use plot::{write_svg, Curve};
 
@@ -389,37 +389,69 @@ pub fn des_row(trace: &str, ranks: u64, mode: SyncMode, o: &DesOutcome) -> Resul
     }
 }
 
-/// The analytic row for `ranks` ranks under `mode` (`none`: independent ranks; `phase`: all
-/// ranks see the same window), or `None` for modes it does not model.
+/// The two delay distributions of one stream that the analytic rows need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analytic {
+    /// Windows starting anywhere (per-phase resync; the barrier-to-barrier period).
+    pub anywhere: DelayDistribution,
+    /// Windows starting outside detours (the compute window after a barrier).
+    pub after_barrier: DelayDistribution,
+}
+
+impl Analytic {
+    /// Both distributions of `plan` for quanta `quanta_ns` (unscaled).
+    pub fn from_plan(plan: &Arc<Plan>, quanta_ns: u64) -> anyhow::Result<Self> {
+        Ok(Analytic {
+            anywhere: DelayDistribution::from_plan(plan, quanta_ns, WindowStart::Anywhere)?,
+            after_barrier: DelayDistribution::from_plan(
+                plan,
+                quanta_ns,
+                WindowStart::OutsideDetours,
+            )?,
+        })
+    }
+}
+
+/// The analytic row for `ranks` ranks under `mode`, or `None` for modes it does not model.
+///
+/// `none`: independent ranks; AvgMaxQT = q + E[max of N compute delays (windows after a
+/// barrier)], AvgMaxQTBT is taken as the mean phase period q + L + E[max of N delays of windows
+/// starting anywhere]. `phase`: every rank sees the same window, started anywhere by the resync.
 pub fn order_stats_row(
     trace: &str,
-    dist: &DelayDistribution,
+    a: &Analytic,
     ranks: u64,
     mode: SyncMode,
     des: &DesConfig,
     scale: f64,
 ) -> Option<ResultRow> {
-    let n = match mode {
-        SyncMode::None => ranks as f64,
-        SyncMode::Phase => 1.0,
-        SyncMode::Once | SyncMode::Every(_) => return None,
-    };
     let q = des.quanta_ns as f64;
     let lat = des.barrier.latency_ns(ranks);
-    let max = dist.expected_max(n) / scale;
-    let mean = dist.mean_ns() / scale;
+    let (max_qt, mean_qt, period) = match mode {
+        SyncMode::None => (
+            a.after_barrier.expected_max(ranks as f64),
+            a.after_barrier.mean_ns(),
+            a.anywhere.expected_max(ranks as f64),
+        ),
+        SyncMode::Phase => {
+            let m = a.anywhere.mean_ns();
+            (m, m, m)
+        }
+        SyncMode::Once | SyncMode::Every(_) => return None,
+    };
+    let (max_qt, mean_qt, period) = (max_qt / scale, mean_qt / scale, period / scale);
     Some(ResultRow {
         trace: trace.to_string(),
         ranks,
         sync: mode.to_string(),
         phases: 0,
-        avg_max_qt_ns: q + max,
-        avg_max_qtbt_ns: q + max + lat,
+        avg_max_qt_ns: q + max_qt,
+        avg_max_qtbt_ns: q + lat + period,
         baseline_avg_max_qt_ns: q,
         baseline_avg_max_qtbt_ns: q + lat,
-        sd_qtbt_pct: slowdown_pct(q + max + lat, q + lat),
-        sd_qt_pct: slowdown_pct(q + max, q),
-        lost_rel: (max - mean) / (q + mean),
+        sd_qtbt_pct: slowdown_pct(q + lat + period, q + lat),
+        sd_qt_pct: slowdown_pct(q + max_qt, q),
+        lost_rel: (max_qt - mean_qt) / (q + mean_qt),
         emulator: Default::default(),
     })
 }
@@ -456,7 +488,7 @@ pub fn predict(
                     t.label
                 ));
             } else {
-                let dist = DelayDistribution::from_plan(&t.plans[0], spec.des.quanta_ns)?;
+                let dist = Analytic::from_plan(&t.plans[0], spec.des.quanta_ns)?;
                 for &mode in &spec.modes {
                     let mut any = false;
                     for &n in &spec.ranks {

@@ -11,10 +11,26 @@
 //!
 //! So F is piecewise linear with jumps, built exactly once; each E[max over N] is then one pass
 //! over its knots with a closed-form integral per segment.
+//!
+//! Where a window may start depends on what starts it ([`WindowStart`]): a resync at a uniform
+//! point starts it anywhere, the rest of a detour in progress included; a rank leaving a barrier
+//! is held by a detour running then (its rest is barrier time), so its compute window starts at
+//! that detour's end.
 
 use std::sync::Arc;
 
 use jitter_emulator::Plan;
+
+/// Where a compute window starts relative to the noise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowStart {
+    /// At a uniform point; a detour in progress there delays the window by its rest (per-phase
+    /// resync; also the time from one barrier completion to the next).
+    Anywhere,
+    /// At a uniform point outside detours: a start inside a detour moves to its end (the compute
+    /// window after a barrier, eq. 3).
+    OutsideDetours,
+}
 
 /// The delay distribution of one rank's compute window (replay ns, scaled by the plan's S).
 #[derive(Debug, Clone, PartialEq)]
@@ -76,15 +92,15 @@ fn one_lap(plan: &Arc<Plan>) -> anyhow::Result<(Vec<(f64, f64)>, f64)> {
 impl DelayDistribution {
     /// The exact distribution of the delay of a window of `quanta_ns` (unscaled) that starts at
     /// a uniform random point of `plan`'s timeline.
-    pub fn from_plan(plan: &Arc<Plan>, quanta_ns: u64) -> anyhow::Result<Self> {
+    pub fn from_plan(plan: &Arc<Plan>, quanta_ns: u64, start: WindowStart) -> anyhow::Result<Self> {
         let q = plan.options().scaled(quanta_ns) as f64;
         anyhow::ensure!(q > 0.0, "the quanta must be at least 1 ns");
         let (inj, lap) = one_lap(plan)?;
-        Ok(Self::from_injections(&inj, lap, q))
+        Ok(Self::from_injections(&inj, lap, q, start))
     }
 
     /// The distribution for injections `(due, span)` repeating with period `lap`, window `q`.
-    pub fn from_injections(inj: &[(f64, f64)], lap: f64, q: f64) -> Self {
+    pub fn from_injections(inj: &[(f64, f64)], lap: f64, q: f64, start: WindowStart) -> Self {
         let n = inj.len();
         if n == 0 {
             return DelayDistribution {
@@ -118,7 +134,10 @@ impl DelayDistribution {
             let e = a + r;
             let (y, mut k) = delay_from(e, i + 1);
             if r > 0.0 {
-                uniform.push((y, y + r, r));
+                match start {
+                    WindowStart::Anywhere => uniform.push((y, y + r, r)),
+                    WindowStart::OutsideDetours => atoms.push((y, r)),
+                }
             }
             // The gap [e, next start).
             let (gap_end, _) = at(i + 1);
@@ -281,7 +300,7 @@ mod tests {
     fn periodic_noise_matches_the_closed_form_for_any_n() {
         let (p, d, q) = (20_000.0, 300.0, 1_000.0);
         let inj: Vec<(f64, f64)> = (0..50).map(|i| (i as f64 * p + 77.0, d)).collect();
-        let f = DelayDistribution::from_injections(&inj, 50.0 * p, q);
+        let f = DelayDistribution::from_injections(&inj, 50.0 * p, q, WindowStart::Anywhere);
         for n in [1.0, 2.0, 16.0, 1000.0, 1e6, 1e9] {
             let want = closed(p, d, q, n);
             let got = f.expected_max(n);
@@ -291,6 +310,12 @@ mod tests {
         assert_eq!(f.max_ns(), d);
         assert!((f.cdf(0.0) - (p - q - d) / p).abs() < 1e-12);
         assert!((f.cdf(d / 2.0) - (p - q - d / 2.0) / p).abs() < 1e-12);
+        // Starting outside detours: X = d with probability q/P, else 0.
+        let g = DelayDistribution::from_injections(&inj, 50.0 * p, q, WindowStart::OutsideDetours);
+        for n in [1.0, 16.0, 1e4] {
+            let want = d * (1.0 - (1.0 - q / p).powf(n));
+            assert!((g.expected_max(n) - want).abs() <= 1e-6 * want, "n={n}");
+        }
     }
 
     #[test]
@@ -298,7 +323,7 @@ mod tests {
         // Two detours 1000 apart, window 1000: a window starting just before the first one
         // grows past the second. Lap 100 000, detours at 10 000 and 11 050, 100 each.
         let inj = [(10_000.0, 100.0), (11_050.0, 100.0)];
-        let f = DelayDistribution::from_injections(&inj, 100_000.0, 1_000.0);
+        let f = DelayDistribution::from_injections(&inj, 100_000.0, 1_000.0, WindowStart::Anywhere);
         // X = 200 for windows that contain the first start and grow over the second:
         // t ∈ (11_050 − 1_100, 10_000) = (9_950, 10_000): length 50; plus t ∈ (10_000 − 1_000,
         // 9_950]: the second start is beyond t + 1 100 → X = 100.
@@ -311,7 +336,7 @@ mod tests {
 
     #[test]
     fn no_noise_means_no_delay() {
-        let f = DelayDistribution::from_injections(&[], 1000.0, 10.0);
+        let f = DelayDistribution::from_injections(&[], 1000.0, 10.0, WindowStart::Anywhere);
         assert_eq!(f.expected_max(1e9), 0.0);
     }
 }
