@@ -100,6 +100,37 @@ pub fn match_injections(
     out
 }
 
+/// How logged injections map onto probe detours.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Matching {
+    /// (injection index, detour) for injections alone in their detour.
+    pub single: Vec<(usize, (u64, u64))>,
+    /// Injections that shared a detour with others (handlers run back to back after a stall).
+    pub stacked: u64,
+    /// Injections inside no detour.
+    pub unmatched: u64,
+}
+
+/// Matches injections to detours and separates those alone in their detour from stacked ones.
+pub fn match_single(log: &[LoggedInjection], detours: &[(u64, u64)]) -> Matching {
+    let m = match_injections(log, detours);
+    let mut out = Matching::default();
+    for (i, d) in m.iter().enumerate() {
+        match d {
+            None => out.unmatched += 1,
+            Some(d) => {
+                let shared = (i > 0 && m[i - 1] == Some(*d)) || m.get(i + 1) == Some(&Some(*d));
+                if shared {
+                    out.stacked += 1;
+                } else {
+                    out.single.push((i, *d));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Runs the probe loop for `duration_ns` and returns every detour above `threshold` ticks
 /// (at most `capacity`; further ones are counted in the loop stats only).
 pub fn probe_detours(
@@ -139,10 +170,12 @@ pub fn periodic_stream(period_ns: u64, run_ns: u64, count: u64) -> Stream {
 /// Application-side detours of injections with a busy loop of `busy_ns`, minus `busy_ns`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OverheadSample {
-    /// Detour length minus busy time, ns, one per matched injection.
+    /// Detour length minus busy time, ns, one per injection alone in its detour.
     pub extra_ns: Vec<f64>,
     /// Injections whose handler entry lay in no probe detour.
     pub unmatched: u64,
+    /// Injections that ran back to back with others in one detour (after a stall), left out.
+    pub stacked: u64,
 }
 
 /// Injects `busy_ns`-long detours at `rate_hz` for `duration_ns` with the real injector while a
@@ -169,17 +202,16 @@ pub fn measure_injection(
     let handle = Emulator::start_logged(plan.cursor(0), cfg, count as usize + 16)?;
     let (detours, _) = probe_detours(clock, threshold, duration_ns, 4 * count as usize + 100_000);
     let (_, log) = handle.stop_logged()?;
-    let matched = match_injections(&log, &detours);
-    let mut out = OverheadSample::default();
-    for (inj, m) in log.iter().zip(&matched) {
-        match m {
-            Some((a, b)) => out
-                .extra_ns
-                .push(clock.ticks_to_ns_f64(b - a) - inj.busy_ns as f64),
-            None => out.unmatched += 1,
-        }
-    }
-    Ok(out)
+    let m = match_single(&log, &detours);
+    Ok(OverheadSample {
+        extra_ns: m
+            .single
+            .iter()
+            .map(|&(i, (a, b))| clock.ticks_to_ns_f64(b - a) - log[i].busy_ns as f64)
+            .collect(),
+        unmatched: m.unmatched,
+        stacked: m.stacked,
+    })
 }
 
 static PROBE_FIRED: AtomicBool = AtomicBool::new(false);
@@ -228,7 +260,7 @@ pub fn measure_lateness(
             }
             None => {
                 injector::arm_itimer(interval_ns);
-                t + interval_ns.div_ceil(1_000).max(1) * 1_000
+                t + injector::itimer_resolution(interval_ns).max(1_000)
             }
         };
         let give_up = t + interval_ns + 100_000_000;
@@ -273,15 +305,20 @@ pub struct SweepPoint {
 }
 
 /// Intervals of the M sweep, ns.
-pub const SWEEP_NS: [u64; 9] = [
-    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
+pub const SWEEP_NS: [u64; 11] = [
+    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 2_000_000, 5_000_000,
 ];
 
-/// The smallest interval from which on every longer one is honoured (median lateness within
-/// `tolerance_ns` of `reference_ns`); the longest interval if none is.
-pub fn min_sleep(points: &[SweepPoint]) -> u64 {
-    let mut m = points.last().map_or(0, |p| p.interval_ns);
-    for p in points.iter().rev() {
+/// M: the smallest sweep interval from which on every longer one up to `reference_ns` is
+/// honoured (intervals above the reference say nothing about the minimum); the reference itself
+/// if none below it is.
+pub fn min_sleep(points: &[SweepPoint], reference_ns: u64) -> u64 {
+    let mut m = reference_ns;
+    for p in points
+        .iter()
+        .rev()
+        .filter(|p| p.interval_ns <= reference_ns)
+    {
         if !p.honoured {
             break;
         }
@@ -299,6 +336,9 @@ pub struct TimerCalibration {
     pub overhead: Spread,
     /// Injections seen by no probe detour during the O run.
     pub unmatched: u64,
+    /// Injections stacked with others in one detour during the O run (left out of O).
+    #[serde(default)]
+    pub stacked: u64,
     /// Extra cost of a 100 µs busy spin beyond 100 µs + median O, ns.
     pub spin_extra_ns: f64,
     /// L: wake-up lateness of single-shot timers at the reference interval.
@@ -428,9 +468,10 @@ impl TimerCalibration {
             timer,
             overhead,
             unmatched: o.unmatched,
+            stacked: o.stacked,
             spin_extra_ns,
             lateness,
-            min_sleep_ns: min_sleep(&sweep),
+            min_sleep_ns: min_sleep(&sweep, s.interval_ns),
             tolerance_ns,
             sweep,
         })
@@ -578,7 +619,7 @@ impl fmt::Display for Calibration {
             writeln!(
                 f,
                 "  O overhead   median {:7.2} µs  sd {:6.2}  p10 {:7.2}  p90 {:7.2}  p99 {:7.2}  \
-                 (n = {}, {} Hz, unmatched {})",
+                 (n = {}, {} Hz, unmatched {}, stacked {})",
                 us(o.median_ns),
                 us(o.sd_ns),
                 us(o.p10_ns),
@@ -586,7 +627,8 @@ impl fmt::Display for Calibration {
                 us(o.p99_ns),
                 o.samples,
                 self.rate_hz,
-                t.unmatched
+                t.unmatched,
+                t.stacked
             )?;
             writeln!(
                 f,
@@ -676,17 +718,31 @@ mod tests {
     }
 
     #[test]
+    fn stacked_injections_are_told_apart_from_single_ones() {
+        let log = |t: u64| LoggedInjection {
+            entry_ticks: t,
+            ..LoggedInjection::default()
+        };
+        let detours = [(10, 20), (50, 90)];
+        let m = match_single(&[log(15), log(55), log(60), log(70), log(95)], &detours);
+        assert_eq!(m.single, vec![(0, (10, 20))]);
+        assert_eq!((m.stacked, m.unmatched), (3, 1));
+    }
+
+    #[test]
     fn min_sleep_is_the_start_of_the_honoured_tail() {
         let p = |interval_ns, honoured| SweepPoint {
             interval_ns,
             honoured,
             ..SweepPoint::default()
         };
-        assert_eq!(min_sleep(&[p(1, false), p(2, true), p(5, true)]), 2);
+        assert_eq!(min_sleep(&[p(1, false), p(2, true), p(5, true)], 5), 2);
         // A dip below the tail does not count: honoured only if every longer interval is.
-        assert_eq!(min_sleep(&[p(1, true), p(2, false), p(5, true)]), 5);
-        assert_eq!(min_sleep(&[p(1, true), p(2, true)]), 1);
-        assert_eq!(min_sleep(&[p(1, false), p(2, false)]), 2);
+        assert_eq!(min_sleep(&[p(1, true), p(2, false), p(5, true)], 5), 5);
+        assert_eq!(min_sleep(&[p(1, true), p(2, true)], 2), 1);
+        assert_eq!(min_sleep(&[p(1, false), p(2, false)], 2), 2);
+        // Intervals longer than the reference do not decide M.
+        assert_eq!(min_sleep(&[p(1, true), p(2, true), p(9, false)], 2), 1);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use jitter_trace::compare::compare_streams;
 use jitter_trace::{read_trace, Detour, Stats, Stream, Trace};
 
 use crate::calibration::{
-    default_threshold, match_injections, periodic_stream, probe_detours, quantile, Calibration,
+    default_threshold, match_single, periodic_stream, probe_detours, quantile, Calibration,
     Overrides,
 };
 use crate::cli::{counter_clock, parse_duration, OverrideArgs};
@@ -94,14 +94,8 @@ pub struct FidelityRow {
     pub noise_ratio_error: f64,
     /// Share of the source noise time the plan injected.
     pub injected_share: f64,
-    /// Median of (seen detour − intended span), replay ns, over matched injections.
-    pub error_median_ns: f64,
-    /// 90th percentile of |seen − intended|, replay ns.
-    pub error_abs_p90_ns: f64,
-    /// 99th percentile of |seen − intended|, replay ns.
-    pub error_abs_p99_ns: f64,
-    /// Injections the probe did not see.
-    pub unmatched: u64,
+    /// Seen − intended detour durations of the injections, replay ns.
+    pub errors: DurationErrors,
     /// KS statistic, source vs re-collected, detours above the floor O/S (trace ns).
     pub ks_above_floor: f64,
     /// KL divergence D(source‖re-collected) of log run-times above the floor, nats.
@@ -184,30 +178,46 @@ pub fn above(s: &Stream, floor_ns: f64) -> Result<Stream> {
     Ok(Stream::from_detours(s.cpu, s.begin_ns, s.end_ns, &d)?)
 }
 
-/// Signed median and |·| p90/p99 of seen − intended, over matched injections.
+/// Errors of the injected durations: seen − intended, replay ns.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct DurationErrors {
+    /// Signed median over injections alone in their detour.
+    pub median_ns: f64,
+    /// 90th percentile of |error|.
+    pub abs_p90_ns: f64,
+    /// 99th percentile of |error|.
+    pub abs_p99_ns: f64,
+    /// Injections alone in their detour (the sample).
+    pub single: u64,
+    /// Injections that ran back to back with others after a stall (left out).
+    pub stacked: u64,
+    /// Injections the probe did not see.
+    pub unmatched: u64,
+}
+
+/// Signed median and |·| p90/p99 of seen − intended, over injections alone in their detour.
 pub fn duration_errors(
     clock: &Clock,
     log: &[LoggedInjection],
     detours: &[(u64, u64)],
-) -> (f64, f64, f64, u64) {
-    let matched = match_injections(log, detours);
-    let mut signed = Vec::with_capacity(log.len());
-    let mut unmatched = 0;
-    for (inj, m) in log.iter().zip(&matched) {
-        match m {
-            Some((a, b)) => signed.push(clock.ticks_to_ns_f64(b - a) - inj.span_ns as f64),
-            None => unmatched += 1,
-        }
-    }
+) -> DurationErrors {
+    let m = match_single(log, detours);
+    let mut signed: Vec<f64> = m
+        .single
+        .iter()
+        .map(|&(i, (a, b))| clock.ticks_to_ns_f64(b - a) - log[i].span_ns as f64)
+        .collect();
     let mut abs: Vec<f64> = signed.iter().map(|e| e.abs()).collect();
     signed.sort_by(f64::total_cmp);
     abs.sort_by(f64::total_cmp);
-    (
-        quantile(&signed, 0.5),
-        quantile(&abs, 0.9),
-        quantile(&abs, 0.99),
-        unmatched,
-    )
+    DurationErrors {
+        median_ns: quantile(&signed, 0.5),
+        abs_p90_ns: quantile(&abs, 0.9),
+        abs_p99_ns: quantile(&abs, 0.99),
+        single: m.single.len() as u64,
+        stacked: m.stacked,
+        unmatched: m.unmatched,
+    }
 }
 
 /// Measures the replay machine's own noise for `duration_ns`.
@@ -261,10 +271,9 @@ pub fn fidelity_row(
     let (istats, log) = handle.stop_logged()?;
     let got = recollected(clock, first, &detours, window, s)?;
     let got_above = above(&got, floor)?;
-    let (error_median_ns, error_abs_p90_ns, error_abs_p99_ns, unmatched) =
-        duration_errors(clock, &log, &detours);
+    let errors = duration_errors(clock, &log, &detours);
     let secs = window as f64 / 1e9;
-    let matched = log.len() as u64 - unmatched;
+    let matched = log.len() as u64 - errors.unmatched;
     let cmp_above = compare_streams(
         std::slice::from_ref(&src_above),
         std::slice::from_ref(&got_above),
@@ -289,10 +298,7 @@ pub fn fidelity_row(
             f64::NAN
         },
         injected_share: istats.plan.injected_share(),
-        error_median_ns,
-        error_abs_p90_ns,
-        error_abs_p99_ns,
-        unmatched,
+        errors,
         ks_above_floor: cmp_above.ks_statistic,
         kl_above_floor: cmp_above.kl_divergence,
         ks_all: cmp_all.ks_statistic,
@@ -330,9 +336,9 @@ pub fn print_report(r: &FidelityReport) {
             100.0 * w.got_noise_ratio,
             100.0 * w.noise_ratio_error,
             100.0 * w.injected_share,
-            w.error_median_ns / 1e3,
-            w.error_abs_p90_ns / 1e3,
-            w.error_abs_p99_ns / 1e3,
+            w.errors.median_ns / 1e3,
+            w.errors.abs_p90_ns / 1e3,
+            w.errors.abs_p99_ns / 1e3,
             w.ks_above_floor,
             w.kl_above_floor,
             w.ks_all,

@@ -24,7 +24,7 @@
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 use nix::errno::Errno;
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal};
@@ -151,6 +151,10 @@ static STATE: AtomicU8 = AtomicU8::new(OFF);
 static MISSED: AtomicBool = AtomicBool::new(false);
 /// The cursor has no more injections.
 static FINISHED: AtomicBool = AtomicBool::new(false);
+/// Expiries re-fired by the control side.
+static MISSED_COUNT: AtomicU64 = AtomicU64::new(0);
+/// The POSIX timer of the abstime injector (null for itimer), for re-arming outside the slot.
+static TIMER_ID: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
 
 struct Slot(UnsafeCell<Option<Inner>>);
 
@@ -176,7 +180,6 @@ struct Inner {
     lateness_sum: i128,
     lateness_max: i64,
     last_lateness: i64,
-    missed: u64,
     early: u64,
     log: Vec<LoggedInjection>,
     log_len: usize,
@@ -202,10 +205,16 @@ fn timespec(ns: u64) -> libc::timespec {
     }
 }
 
-/// Arms `ITIMER_REAL` once, `ns` from now (rounded up to its µs resolution, at least 1 µs).
+/// What `arm_itimer(ns)` really asks for: `ns` rounded to the nearest µs, at least 1 µs.
+#[inline]
+pub(crate) fn itimer_resolution(ns: u64) -> u64 {
+    (ns + 500) / 1_000 * 1_000
+}
+
+/// Arms `ITIMER_REAL` once, `ns` from now (rounded to its µs resolution, at least 1 µs).
 #[inline]
 pub(crate) fn arm_itimer(ns: u64) {
-    let us = ns.div_ceil(1_000).max(1);
+    let us = (itimer_resolution(ns) / 1_000).max(1);
     let v = libc::itimerval {
         it_interval: libc::timeval {
             tv_sec: 0,
@@ -279,20 +288,12 @@ impl Inner {
             TimerKind::Itimer => {
                 let rel = due.saturating_sub(now_ns).saturating_sub(self.lateness_ns);
                 arm_itimer(rel);
-                self.armed_deadline_ns = now_ns + rel;
+                self.armed_deadline_ns = now_ns + itimer_resolution(rel).max(1_000);
             }
             TimerKind::Abstime => {
                 arm_abstime(self.timer_id, due);
                 self.armed_deadline_ns = due;
             }
-        }
-    }
-
-    /// Fires the timer at once (an expiry was missed).
-    fn arm_now(&mut self) {
-        match self.timer {
-            TimerKind::Itimer => arm_itimer(1),
-            TimerKind::Abstime => arm_abstime(self.timer_id, mono_ns()),
         }
     }
 
@@ -313,6 +314,7 @@ impl Inner {
         let Some(inj) = self.pending else {
             return;
         };
+        // `now` is this handler's entry on the monotonic clock.
         let lateness = now as i64 - (self.origin_ns + inj.due_ns) as i64;
         if inj.busy_ns > 0 {
             spin_until(entry + self.clock.ns_to_ticks(inj.busy_ns));
@@ -338,11 +340,21 @@ impl Inner {
                 self.armed_deadline_ns = u64::MAX;
                 FINISHED.store(true, Ordering::Release);
             }
-            (Some(_), TimerKind::Itimer) => {
-                // The paper's scheme: the sleep after this detour, relative, less L.
+            (Some(n), TimerKind::Itimer) => {
+                // The paper's scheme: the sleep after this detour, relative, less L. The plan's
+                // `arm_after_ns` counts from the detour's end as the application sees it (due +
+                // span); the handler is here O earlier than that (it entered at ≈ due and spun
+                // span − O), so it adds O back: next entry ≈ this entry + (next due − due).
+                // Counted from this handler's entry (`now`), so the handler's own run time
+                // does not add to the interval; entry errors still carry over (relative timer).
                 let t = mono_ns();
-                arm_itimer(inj.arm_after_ns);
-                self.armed_deadline_ns = t + inj.arm_after_ns.div_ceil(1_000).max(1) * 1_000;
+                let target = now + n.due_ns.saturating_sub(inj.due_ns);
+                let rel = target
+                    .saturating_sub(t)
+                    .saturating_sub(self.lateness_ns)
+                    .max(1);
+                arm_itimer(rel);
+                self.armed_deadline_ns = t + itimer_resolution(rel).max(1_000);
             }
             (Some(n), TimerKind::Abstime) => {
                 let due = self.origin_ns + n.due_ns;
@@ -400,36 +412,30 @@ fn acquire_control() {
     }
 }
 
-/// Gives the slot back; re-fires the timer if an expiry was missed and `rearmed` is false.
-fn release_control(rearmed: bool) {
+/// Gives the slot back; re-fires the timer at once if an expiry was missed meanwhile. The re-arm
+/// happens after the release (a signal arriving on the re-arming system call's return must find
+/// the slot free), and is always safe: a wake-up before the armed deadline is recognised by the
+/// handler and re-armed.
+fn release_control() {
     STATE.store(IDLE, Ordering::Release);
     if MISSED.swap(false, Ordering::AcqRel) {
-        acquire_control_then(|inner| {
-            inner.missed += 1;
-            if !rearmed {
-                inner.arm_now();
-            }
-        });
+        MISSED_COUNT.fetch_add(1, Ordering::Relaxed);
+        let id = TIMER_ID.load(Ordering::Acquire);
+        if id.is_null() {
+            arm_itimer(1);
+        } else {
+            arm_abstime(id, mono_ns());
+        }
     }
 }
 
-/// Runs `f` on the slot under the control state, without the missed-expiry check.
-fn acquire_control_then(f: impl FnOnce(&mut Inner)) {
-    acquire_control();
-    // SAFETY: the control state gives exclusive access to the slot.
-    if let Some(inner) = unsafe { (*SLOT.0.get()).as_mut() } {
-        f(inner);
-    }
-    STATE.store(IDLE, Ordering::Release);
-}
-
-/// Runs `f` on the slot under the control state; `f` says whether it re-armed the timer.
-fn with_control<R>(f: impl FnOnce(&mut Inner) -> (R, bool)) -> R {
+/// Runs `f` on the slot under the control state.
+fn with_control<R>(f: impl FnOnce(&mut Inner) -> R) -> R {
     acquire_control();
     // SAFETY: the control state gives exclusive access to the slot.
     let inner = unsafe { (*SLOT.0.get()).as_mut() }.expect("running emulator has a slot");
-    let (r, rearmed) = f(inner);
-    release_control(rearmed);
+    let r = f(inner);
+    release_control();
     r
 }
 
@@ -567,7 +573,6 @@ fn start_claimed(
         lateness_sum: 0,
         lateness_max: 0,
         last_lateness: 0,
-        missed: 0,
         early: 0,
         log,
         log_len: 0,
@@ -575,13 +580,12 @@ fn start_claimed(
     };
     FINISHED.store(false, Ordering::Relaxed);
     MISSED.store(false, Ordering::Relaxed);
+    MISSED_COUNT.store(0, Ordering::Relaxed);
+    TIMER_ID.store(timer_id, Ordering::Release);
     // SAFETY: the state is OFF: the handler does not touch the slot.
     unsafe { *SLOT.0.get() = Some(inner) };
     STATE.store(IDLE, Ordering::Release);
-    with_control(|inner| {
-        inner.arm_pending(mono_ns());
-        ((), true)
-    });
+    with_control(|inner| inner.arm_pending(mono_ns()));
     Ok(Handle {
         stopped: false,
         _not_send: PhantomData,
@@ -597,7 +601,6 @@ impl Handle {
             inner.pending = inner.cursor.next();
             FINISHED.store(inner.pending.is_none(), Ordering::Release);
             inner.arm_pending(now);
-            ((), true)
         })
     }
 
@@ -605,7 +608,7 @@ impl Handle {
     pub fn progress(&self) -> f64 {
         with_control(|inner| {
             let now = mono_ns() - inner.origin_ns;
-            (inner.cursor.progress_at(now), false)
+            inner.cursor.progress_at(now)
         })
     }
 
@@ -650,6 +653,7 @@ pub(crate) fn stop_running() -> Result<(InjectorStats, Vec<LoggedInjection>), Em
         None => {}
     }
     STATE.store(OFF, Ordering::Release);
+    TIMER_ID.store(std::ptr::null_mut(), Ordering::Release);
     let Some(mut inner) = inner else {
         RUNNING.store(false, Ordering::Release);
         return Err(EmulatorError::NotRunning);
@@ -695,7 +699,7 @@ pub(crate) fn stop_running() -> Result<(InjectorStats, Vec<LoggedInjection>), Em
         },
         lateness_max_ns: inner.lateness_max.max(0) as u64,
         drift_ns: inner.last_lateness,
-        missed: inner.missed,
+        missed: MISSED_COUNT.load(Ordering::Relaxed),
         early: inner.early,
         elapsed_ns,
         plan,
