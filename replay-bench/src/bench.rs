@@ -86,6 +86,10 @@ pub struct LoopOutcome {
     pub elapsed_ns: u64,
     /// Why the loop ended.
     pub stopped_by: StopReason,
+    /// Standard deviation of MaxQT over measured phases (unscaled ns), rank 0.
+    pub sd_max_qt_ns: f64,
+    /// Standard deviation of MaxQTBT over measured phases (unscaled ns), rank 0.
+    pub sd_max_qtbt_ns: f64,
     /// Largest replay progress of any rank at the end.
     pub max_progress: f64,
     /// The LCG's last value (returned so the work cannot be optimised away).
@@ -106,6 +110,8 @@ where
     let scale = spec.scale;
     let mut averages = PhaseAverages::default();
     let mut samples = Vec::new();
+    let mut spread_qt = Spread::default();
+    let mut spread_qtbt = Spread::default();
     let mut x = 1 + comm.rank() as u64;
     let mut phase: u64 = 0;
     let mut measured: u64 = 0;
@@ -150,6 +156,8 @@ where
                 mean_qt_ns: sum[0] / size,
             };
             averages.add(s);
+            spread_qt.add(s.max_qt_ns);
+            spread_qtbt.add(s.max_qtbt_ns);
             if spec.keep_samples {
                 samples.push(s);
             }
@@ -173,8 +181,35 @@ where
         warmup_phases: spec.warmup_phases.min(phase),
         elapsed_ns,
         stopped_by,
+        sd_max_qt_ns: spread_qt.sd(),
+        sd_max_qtbt_ns: spread_qtbt.sd(),
         max_progress,
         checksum: x,
+    }
+}
+
+/// Running mean and variance (Welford), constant memory.
+#[derive(Debug, Clone, Copy, Default)]
+struct Spread {
+    n: u64,
+    mean: f64,
+    m2: f64,
+}
+
+impl Spread {
+    fn add(&mut self, x: f64) {
+        self.n += 1;
+        let d = x - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (x - self.mean);
+    }
+
+    fn sd(&self) -> f64 {
+        if self.n < 2 {
+            0.0
+        } else {
+            (self.m2 / (self.n - 1) as f64).sqrt()
+        }
     }
 }
 
@@ -224,6 +259,14 @@ mod tests {
             assert_eq!(s.mean_qt_ns, s.max_qt_ns);
         }
         assert_eq!(out.averages.lost_rel(), 0.0);
+        let m = out.averages.avg_max_qt_ns();
+        let var: f64 = out
+            .samples
+            .iter()
+            .map(|s| (s.max_qt_ns - m).powi(2))
+            .sum::<f64>()
+            / 6.0;
+        assert!((out.sd_max_qt_ns - var.sqrt()).abs() < 1e-6 * m);
     }
 
     #[test]

@@ -153,9 +153,18 @@ fn trim(record: &[u8]) -> Vec<u8> {
     record[..end].to_vec()
 }
 
+/// A failure every rank agreed on (see [`agree`]): all ranks hold it at the same point.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Agreed {
+    /// On rank 0: the error of the lowest failing rank; elsewhere a placeholder.
+    pub message: String,
+}
+
 /// Makes every rank agree on the outcome of a step that may fail on some ranks: when any rank
-/// failed, every rank gets an error, and rank 0's carries the message of the lowest failing rank.
-/// Never leaves a rank waiting: all ranks call it at the same point, successful or not.
+/// failed, every rank gets an [`Agreed`] error, and rank 0's carries the message of the lowest
+/// failing rank. Never leaves a rank waiting: all ranks call it at the same point, successful
+/// or not.
 pub fn agree<T, C: Collective + ?Sized>(comm: &C, outcome: anyhow::Result<T>) -> anyhow::Result<T> {
     let mut failed = [if outcome.is_err() { 1.0 } else { 0.0 }];
     comm.all_max(&mut failed);
@@ -163,7 +172,7 @@ pub fn agree<T, C: Collective + ?Sized>(comm: &C, outcome: anyhow::Result<T>) ->
         return outcome;
     }
     let msg = match &outcome {
-        Err(e) => format!("{e:#}"),
+        Err(e) => crate::error_line(e),
         Ok(_) => String::new(),
     };
     let all = comm.gather_records(&record(msg.as_bytes()));
@@ -172,12 +181,12 @@ pub fn agree<T, C: Collective + ?Sized>(comm: &C, outcome: anyhow::Result<T>) ->
         .enumerate()
         .find(|(_, m)| !m.is_empty())
         .map(|(r, m)| (r, String::from_utf8_lossy(m).into_owned()));
-    match (outcome, first) {
-        (Err(e), Some((0, _))) => Err(e),
-        (_, Some((r, m))) => Err(anyhow::anyhow!("rank {r}: {m}")),
-        (Err(e), None) => Err(e),
-        (Ok(_), None) => Err(anyhow::anyhow!("another rank failed")),
-    }
+    let message = match first {
+        Some((0, m)) => m,
+        Some((r, m)) => format!("rank {r}: {m}"),
+        None => "another rank failed".into(),
+    };
+    Err(Agreed { message }.into())
 }
 
 #[cfg(test)]
@@ -197,5 +206,6 @@ mod tests {
         assert_eq!(agree(&Solo, Ok(3)).unwrap(), 3);
         let e = agree::<(), _>(&Solo, Err(anyhow::anyhow!("bad trace"))).unwrap_err();
         assert_eq!(e.to_string(), "bad trace");
+        assert!(e.downcast_ref::<Agreed>().is_some());
     }
 }

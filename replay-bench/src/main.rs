@@ -61,17 +61,21 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            // Under mpirun every rank parses the same arguments: let only rank 0 speak.
-            if replay_bench::launcher_rank().unwrap_or(0) == 0 || !e.use_stderr() {
+            // Under mpirun every rank parses the same arguments: let only rank 0 speak, and let
+            // the others wait a moment, since the launcher kills the job at the first non-zero
+            // exit (possibly before rank 0 has printed).
+            let rank = replay_bench::launcher_rank().unwrap_or(0);
+            if rank == 0 || !e.use_stderr() {
                 let _ = e.print();
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(300));
             }
             std::process::exit(if e.use_stderr() { 2 } else { 0 });
         }
     };
     if let Err(e) = dispatch(cli) {
         if e.downcast_ref::<OtherRankFailed>().is_none() {
-            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("error: {}", chain.join(": "));
+            eprintln!("error: {}", replay_bench::error_line(&e));
         }
         std::process::exit(1);
     }

@@ -196,11 +196,28 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     let comm = Mpi::new(universe.world());
     let result = run(&comm, &args);
     let rank = comm.rank();
+    let agreed = result
+        .as_ref()
+        .err()
+        .is_some_and(|e| e.downcast_ref::<crate::comm::Agreed>().is_some());
+    if agreed {
+        // Every rank holds this error at the same point. The launcher kills the job when the
+        // first rank exits non-zero, so rank 0 speaks first and the others leave after it.
+        if let Err(e) = &result {
+            if rank == 0 {
+                eprintln!("error: {}", crate::error_line(e));
+            }
+        }
+        comm.barrier();
+        if rank != 0 {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
     // Every rank reaches this point (errors were agreed on), so finalising cannot hang.
     drop(comm);
     drop(universe);
     match result {
-        Err(_) if rank != 0 => Err(crate::OtherRankFailed.into()),
+        Err(_) if agreed || rank != 0 => Err(crate::OtherRankFailed.into()),
         r => r,
     }
 }
@@ -260,7 +277,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
             let bytes = comm.from_host_root(|| {
                 let r =
                     replay::load_calibration(&clock, args.calibration.as_deref(), args.recalibrate)
-                        .map_err(|e| format!("{e:#}"));
+                        .map_err(|e| crate::error_line(&e));
                 serde_json::to_vec(&r).unwrap_or_default()
             });
             let shared: anyhow::Result<EmulatorCost> = match serde_json::from_slice::<
@@ -469,7 +486,23 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
             v.lines().next().unwrap_or("").trim().to_string(),
         );
     }
+    extra.insert(
+        "sd_max_qt_ns".into(),
+        format!("{:.1}", outcome.sd_max_qt_ns),
+    );
+    extra.insert(
+        "sd_max_qtbt_ns".into(),
+        format!("{:.1}", outcome.sd_max_qtbt_ns),
+    );
     if let Some(b) = &measured_baseline {
+        extra.insert(
+            "baseline_sd_max_qt_ns".into(),
+            format!("{:.1}", b.sd_max_qt_ns),
+        );
+        extra.insert(
+            "baseline_sd_max_qtbt_ns".into(),
+            format!("{:.1}", b.sd_max_qtbt_ns),
+        );
         extra.insert("baseline_phases".into(), b.averages.phases.to_string());
         extra.insert(
             "baseline_lost_rel".into(),

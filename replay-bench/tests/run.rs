@@ -1,0 +1,472 @@
+//! `replay-bench run` under a real MPI launcher (timing-sensitive: ONE test, cases in sequence).
+//!
+//! Closed forms used below (P period and d duration of periodic noise, q quanta, all in the
+//! same units; derivation in docs/VALIDATION.md, `## replay-bench run`): a rank whose replay
+//! point is uniform on the timeline loses, per phase, `E[X] = (q·d + d²/2) / P` (a detour in
+//! progress at t1 costs its rest, one starting inside the q of work costs all of d), with
+//! `E[X²] = (q·d² + d³/3) / P`. With `--sync phase` every rank sees the same detours, so
+//! SD(eq. 3) = 100·E[X]/q. With `--sync none`, 2 ranks whose start offsets are further apart
+//! than q + d never share a detour in a phase: MaxQT's excess is the sum, SD = 2·100·E[X]/q.
+//! Tolerances: 4 standard errors of the two averages (from the measured spread of MaxQT per
+//! phase) plus the platform noise the probe measured on the ranks (the baseline removes its
+//! mean; what is left is its drift between the two runs, bounded by its size).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use jitter_emulator::{SyncMode, SyncSchedule, TimerKind};
+use jitter_trace::synth::{synthesize, Spec};
+use replay_bench::report::Report;
+
+const BIN: &str = env!("CARGO_BIN_EXE_replay-bench");
+
+/// Platform noise (probe, any rank) above which timing closed forms are not checked: the report
+/// itself warns that such a platform overstates slowdown (10 % of the trace's 2 % ratio would
+/// be 0.2 %; this cut is deliberately far looser so that an ordinary busy CI runner checks).
+const NOISY: f64 = 0.10;
+
+/// The largest platform noise ratio any rank measured; prints what is skipped above [`NOISY`].
+fn quiet_enough(r: &Report, what: &str) -> bool {
+    let nu = r
+        .calibration
+        .iter()
+        .map(|c| c.platform_noise_ratio)
+        .fold(0.0, f64::max);
+    if nu > NOISY {
+        eprintln!(
+            "NOT CHECKED ({what}): platform noise {:.1} % > {:.0} % — the machine is busy",
+            nu * 100.0,
+            NOISY * 100.0
+        );
+        false
+    } else {
+        true
+    }
+}
+
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    secs: f64,
+}
+
+fn mpirun() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        for name in ["mpirun", "mpiexec"] {
+            let p = dir.join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "mpirun (or mpiexec) is not on PATH: these tests run replay-bench under a real MPI \
+         launcher; install OpenMPI or MPICH (CI does)"
+    );
+}
+
+/// Runs `mpirun -np np replay-bench run ARGS`, killed after `limit`.
+fn run(np: u32, args: &[&str], limit: Duration) -> Ran {
+    let t0 = Instant::now();
+    let mut child = Command::new(mpirun())
+        .args(["-np", &np.to_string(), BIN, "run"])
+        .args(args)
+        // OpenMPI refuses root and oversubscription without these; MPICH ignores them.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start mpirun");
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if t0.elapsed() > limit {
+            // SIGTERM first: mpirun forwards it to its ranks (SIGKILL would orphan them).
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            std::thread::sleep(Duration::from_secs(3));
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait");
+            panic!(
+                "mpirun -np {np} run {args:?} did not finish within {limit:?} (a rank hung?)\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = child.wait_with_output().expect("wait");
+    Ran {
+        code: status.code(),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        secs: t0.elapsed().as_secs_f64(),
+    }
+}
+
+fn ok(np: u32, args: &[&str]) -> Ran {
+    let r = run(np, args, Duration::from_secs(120));
+    assert_eq!(
+        r.code,
+        Some(0),
+        "run {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    r
+}
+
+fn write_trace(path: &Path, spec: &str, streams: u32, seconds: u64) {
+    let spec: Spec = spec.parse().unwrap();
+    let t = synthesize(&spec, streams, seconds * 1_000_000_000, 1).unwrap();
+    jitter_trace::write_trace(path, &t).unwrap();
+}
+
+fn extra(r: &Report, key: &str) -> f64 {
+    r.config.extra[key].parse().unwrap()
+}
+
+/// 4 standard errors of SD (percent) from the spread of the two averages, plus the largest
+/// per-rank platform noise (percent) — the measured noise floor of this comparison.
+fn floor_pct(r: &Report, metric: &str) -> (f64, f64) {
+    let row = &r.results[0];
+    let n = row.phases as f64;
+    let nb: f64 = r
+        .config
+        .extra
+        .get("baseline_phases")
+        .map_or(n, |v| v.parse().unwrap());
+    let (sd, sdb, base) = match metric {
+        "qt" => (
+            extra(r, "sd_max_qt_ns"),
+            extra(r, "baseline_sd_max_qt_ns"),
+            row.baseline_avg_max_qt_ns,
+        ),
+        _ => (
+            extra(r, "sd_max_qtbt_ns"),
+            extra(r, "baseline_sd_max_qtbt_ns"),
+            row.baseline_avg_max_qtbt_ns,
+        ),
+    };
+    let se = 100.0 * (sd * sd / n + sdb * sdb / nb).sqrt() / base;
+    let noise = r
+        .calibration
+        .iter()
+        .map(|c| c.platform_noise_ratio)
+        .fold(0.0, f64::max)
+        * 100.0;
+    (4.0 * se, noise)
+}
+
+/// Expected SD (percent) of one rank under uniform replay points.
+fn sd_one_rank(p: f64, d: f64, q: f64) -> f64 {
+    100.0 * (q * d + d * d / 2.0) / p / q
+}
+
+/// A seed whose `none` start offsets for nodes 0 and 1 (drawn on a timeline of `timeline` ns)
+/// are at least `gap` apart modulo the noise `period` (so the two ranks' compute windows never
+/// see the same detour).
+fn seed_with_gap(timeline: u64, period: u64, gap: u64) -> u64 {
+    (1..10_000)
+        .find(|&seed| {
+            let s = SyncSchedule {
+                mode: SyncMode::None,
+                seed,
+            };
+            let a = s.start_offset(0, timeline) % period;
+            let b = s.start_offset(1, timeline) % period;
+            let diff = a.abs_diff(b);
+            diff.min(period - diff) >= gap
+        })
+        .unwrap()
+}
+
+fn no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir: &Path) {
+    let out = dir.join("notrace.json");
+    let r = ok(
+        2,
+        &[
+            "--period",
+            "500ms",
+            "--noise-probe",
+            "300ms",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(r.stdout.contains("AvgMaxQTBT"), "{}", r.stdout);
+    let rep = Report::load(&out).unwrap();
+    let row = &rep.results[0];
+    assert_eq!((row.sync.as_str(), row.ranks), ("baseline", 2));
+    assert_eq!(rep.calibration.len(), 2);
+    // Phases fill the period: the run stops in the first phase past it, and the phases' own
+    // spans (MaxQTBT) cover the elapsed time but for the collectives between phases.
+    let elapsed = extra(&rep, "elapsed_ns");
+    let period = 500e6;
+    assert!(elapsed >= period, "{elapsed}");
+    let covered = row.phases as f64 * row.avg_max_qtbt_ns / elapsed;
+    assert!(covered <= 1.02, "phases cover {covered} of the period");
+    // phases × q ≈ period: exactly covered × q / AvgMaxQTBT; the calibrated work never runs
+    // faster than q (noise only adds), and platform noise ν stretches phases by 1 / (1 − ν).
+    let nu = rep
+        .calibration
+        .iter()
+        .map(|c| c.platform_noise_ratio)
+        .fold(0.0, f64::max);
+    let pq = row.phases as f64 * 1e6 / period;
+    eprintln!(
+        "no trace: phases × q = {pq:.3} × period, SD eq.2 {:.3} %, eq.3 {:.3} %, ν {nu:.4}",
+        row.sd_qtbt_pct, row.sd_qt_pct
+    );
+    if !quiet_enough(&rep, "no-trace closed forms") {
+        return;
+    }
+    assert!(
+        elapsed < period + 50e6,
+        "the last phase ended {elapsed} ns after the start"
+    );
+    assert!(covered >= 0.5, "phases cover {covered} of the period");
+    assert!(
+        row.avg_max_qt_ns >= 0.95e6,
+        "AvgMaxQT {} < q",
+        row.avg_max_qt_ns
+    );
+    assert!(
+        pq <= 1.05 && pq >= 0.5 * (1.0 - nu),
+        "phases × q = {pq} × period (platform noise {nu})"
+    );
+    for (metric, sd) in [("qt", row.sd_qt_pct), ("qtbt", row.sd_qtbt_pct)] {
+        let (stat, noise) = floor_pct(&rep, metric);
+        assert!(
+            sd.abs() <= stat + noise,
+            "SD {metric} {sd} % without jitter exceeds the noise floor {stat} + {noise} %"
+        );
+    }
+}
+
+fn periodic_noise_matches_the_closed_forms(dir: &Path) {
+    let (p, d, q) = (10e6, 200e3, 1e6);
+    let trace = dir.join("periodic.jtr");
+    write_trace(&trace, "periodic:period=10ms,dur=200us", 1, 60);
+    let expected = sd_one_rank(p, d, q);
+    let seed = seed_with_gap(60_000_000_000, 10_000_000, 3_000_000).to_string();
+    let mut got = Vec::new();
+    for (sync, factor) in [("phase", 1.0), ("none", 2.0)] {
+        let out = dir.join(format!("{sync}.json"));
+        ok(
+            2,
+            &[
+                "--trace",
+                trace.to_str().unwrap(),
+                "--sync",
+                sync,
+                "--seed",
+                &seed,
+                "--phases",
+                "1000",
+                "--noise-probe",
+                "300ms",
+                "-o",
+                out.to_str().unwrap(),
+            ],
+        );
+        let rep = Report::load(&out).unwrap();
+        let row = &rep.results[0];
+        assert_eq!(row.phases, 1000);
+        // A resync landing in the last O of a detour leaves a rest ≤ O: dropped, and small.
+        let e = row.emulator;
+        assert!(
+            e.injected > 0 && e.dropped_ns * 100 <= e.injected_ns,
+            "{row:?}"
+        );
+        let (stat, noise) = floor_pct(&rep, "qt");
+        let want = factor * expected;
+        eprintln!(
+            "--sync {sync}: SD eq.3 {:.3} % eq.2 {:.3} %, closed form {want:.3} % ± {stat:.3} + {noise:.3}",
+            row.sd_qt_pct, row.sd_qtbt_pct
+        );
+        got.push((row.sd_qt_pct, stat));
+        if !quiet_enough(&rep, "periodic closed form") {
+            return;
+        }
+        assert!(
+            (row.sd_qt_pct - want).abs() <= stat + noise,
+            "--sync {sync}: SD eq.3 {} %, closed form {want} % ± {stat} (stat) + {noise} (platform)",
+            row.sd_qt_pct
+        );
+    }
+    let (phase, none) = (got[0], got[1]);
+    assert!(
+        none.0 - phase.0 > (phase.1 * phase.1 + none.1 * none.1).sqrt() / 2.0,
+        "--sync none ({} %) must exceed --sync phase ({} %) on 2 ranks",
+        none.0,
+        phase.0
+    );
+}
+
+fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
+    // O as the tool will use it: this host's cached (or freshly measured) calibration.
+    let clock = jitter_collect::clock::Clock::calibrate(Duration::from_millis(200)).unwrap();
+    let cal = jitter_emulator::Calibration::load_or_measure(&clock, false).unwrap();
+    let o = cal
+        .plan_options(TimerKind::Abstime, 1.0, 1.0, &Default::default())
+        .overhead_ns;
+    assert!(o > 0 && o < 100_000, "implausible overhead O = {o} ns");
+    // Short detours of O/2 every 1 ms, plus long ones every 10 ms so S = 1 has something to
+    // inject; S = 4 makes S·run = 2·O > O.
+    let short = (o / 2).max(1);
+    let trace = dir.join("short.jtr");
+    write_trace(
+        &trace,
+        &format!("periodic:period=10ms,dur=200us+periodic:period=1ms,dur={short}ns,phase=500us"),
+        1,
+        60,
+    );
+    let mut rows = Vec::new();
+    for scale in ["1", "4"] {
+        let out = dir.join(format!("short-{scale}.json"));
+        ok(
+            1,
+            &[
+                "--trace",
+                trace.to_str().unwrap(),
+                "--sync",
+                "phase",
+                "--scale",
+                scale,
+                "--phases",
+                "300",
+                "--noise-probe",
+                "0s",
+                "-o",
+                out.to_str().unwrap(),
+            ],
+        );
+        rows.push(Report::load(&out).unwrap());
+    }
+    let e1 = rows[0].results[0].emulator;
+    let e4 = rows[1].results[0].emulator;
+    assert!(e1.dropped > 0 && e1.injected > 0, "S = 1: {e1:?}");
+    assert!(rows[0]
+        .warnings
+        .iter()
+        .any(|w| w.contains("shorter than the overhead")));
+    assert_eq!(e4.dropped, 0, "S = 4: {e4:?}");
+    assert!(
+        e4.injected_share > 0.99 && e4.injected > e1.injected,
+        "S = 4: {e4:?}"
+    );
+    // Times are divided by S: AvgMaxQT ≈ q (1 ms) plus the slowdown, not 4 ms.
+    let r4 = &rows[1].results[0];
+    let avg = r4.avg_max_qt_ns / 1e6;
+    eprintln!("S = 4: AvgMaxQT {avg:.4} ms, SD eq.3 {:.3} %", r4.sd_qt_pct);
+    assert!(
+        avg >= 0.8,
+        "AvgMaxQT {avg} ms at S = 4: divided by S twice?"
+    );
+    assert!(r4.baseline_avg_max_qt_ns >= 0.8e6, "{r4:?}");
+    if quiet_enough(&rows[1], "division by S") {
+        assert!(
+            avg < 1.0 + r4.sd_qt_pct.max(0.0) / 100.0 + 0.2,
+            "AvgMaxQT {avg} ms at S = 4: not divided by S?"
+        );
+    }
+    assert_eq!(rows[1].config.scale, 4.0);
+}
+
+fn bad_input_fails_fast_on_every_rank(dir: &Path) {
+    let garbage = dir.join("garbage.jtr");
+    std::fs::write(&garbage, b"this is not a trace at all, not even close").unwrap();
+    let one = dir.join("one.jtr");
+    write_trace(&one, "periodic:period=10ms,dur=200us", 1, 1);
+    let missing = dir.join("missing.jtr");
+    let cases: Vec<(u32, Vec<&str>, &str)> = vec![
+        (
+            2,
+            vec!["--trace", missing.to_str().unwrap()],
+            "cannot use trace",
+        ),
+        (
+            2,
+            vec!["--trace", garbage.to_str().unwrap()],
+            "not a .jtr trace",
+        ),
+        (
+            2,
+            vec!["--trace", one.to_str().unwrap(), "--ranks-per-node", "2"],
+            "fewer than --ranks-per-node 2",
+        ),
+        (2, vec!["--quanta", "0ms"], "must be a duration > 0"),
+        (2, vec!["--quanta=-1ms"], "not negative"),
+        (2, vec!["--sync", "sometimes"], "unknown sync mode"),
+        (3, vec![], "online CPUs"),
+    ];
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (np, args, msg) in cases {
+        if msg == "online CPUs" && cpus >= 3 {
+            continue; // only meaningful where 3 ranks exceed the cores
+        }
+        let mut all = args.clone();
+        all.extend(["--period", "100ms", "--noise-probe", "0s"]);
+        let r = run(np, &all, Duration::from_secs(20));
+        assert!(
+            r.code.is_some_and(|c| c != 0),
+            "{args:?} exited {:?}",
+            r.code
+        );
+        assert!(r.secs < 10.0, "{args:?} took {} s", r.secs);
+        let errors = r.stderr.lines().filter(|l| l.starts_with("error:")).count();
+        assert_eq!(
+            errors, 1,
+            "{args:?}: one error line expected:\n{}",
+            r.stderr
+        );
+        assert!(r.stderr.contains(msg), "{args:?}:\n{}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+}
+
+fn compare_sets_reports_side_by_side(dir: &Path) {
+    let a = dir.join("phase.json");
+    let b = dir.join("notrace.json");
+    let out = Command::new(BIN)
+        .args(["compare", a.to_str().unwrap(), b.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("phase") && text.contains("baseline"),
+        "{text}"
+    );
+    let bad = Command::new(BIN)
+        .args(["compare", a.to_str().unwrap(), "/nonexistent.json"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+}
+
+#[test]
+fn replay_bench_run_under_mpi() {
+    mpirun();
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    bad_input_fails_fast_on_every_rank(dir.path());
+    no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir.path());
+    periodic_noise_matches_the_closed_forms(dir.path());
+    short_detours_are_dropped_at_s1_and_injected_scaled(dir.path());
+    compare_sets_reports_side_by_side(dir.path());
+    eprintln!(
+        "replay-bench run tests took {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+}
