@@ -595,21 +595,12 @@ fn start_claimed(
 impl Handle {
     /// Jumps to timeline point `offset_ns` (trace ns from the window start) now.
     pub fn resync(&self, offset_ns: u64) {
-        with_control(|inner| {
-            let now = mono_ns();
-            inner.cursor.resync(offset_ns, now - inner.origin_ns);
-            inner.pending = inner.cursor.next();
-            FINISHED.store(inner.pending.is_none(), Ordering::Release);
-            inner.arm_pending(now);
-        })
+        resync_running(offset_ns);
     }
 
     /// Share of the stream replayed so far.
     pub fn progress(&self) -> f64 {
-        with_control(|inner| {
-            let now = mono_ns() - inner.origin_ns;
-            inner.cursor.progress_at(now)
-        })
+        progress_running().unwrap_or(0.0)
     }
 
     /// True once the fraction limit was reached (no more injections will come).
@@ -628,6 +619,44 @@ impl Handle {
         self.stopped = true;
         stop_running()
     }
+}
+
+impl Handle {
+    /// Lets the emulator run on without this handle (the C ABI stops it with `stop_running`).
+    pub(crate) fn detach(mut self) {
+        self.stopped = true;
+    }
+}
+
+/// `Handle::resync` for whoever runs the emulator; false if none runs.
+pub(crate) fn resync_running(offset_ns: u64) -> bool {
+    if STATE.load(Ordering::Acquire) == OFF {
+        return false;
+    }
+    with_control(|inner| {
+        let now = mono_ns();
+        inner.cursor.resync(offset_ns, now - inner.origin_ns);
+        inner.pending = inner.cursor.next();
+        FINISHED.store(inner.pending.is_none(), Ordering::Release);
+        inner.arm_pending(now);
+    });
+    true
+}
+
+/// `Handle::progress` for whoever runs the emulator; `None` if none runs.
+pub(crate) fn progress_running() -> Option<f64> {
+    if STATE.load(Ordering::Acquire) == OFF {
+        return None;
+    }
+    Some(with_control(|inner| {
+        let now = mono_ns() - inner.origin_ns;
+        inner.cursor.progress_at(now)
+    }))
+}
+
+/// True once the running emulator's cursor is exhausted.
+pub(crate) fn finished_running() -> bool {
+    FINISHED.load(Ordering::Acquire)
 }
 
 impl Drop for Handle {

@@ -2,6 +2,7 @@
 //! predictor, calibration of the injector's own cost, and the timer-driven injectors.
 
 pub mod calibration;
+pub mod capi;
 pub mod cli;
 pub mod fidelity;
 pub mod injector;

@@ -202,7 +202,9 @@ fn periodic_replay(clock: &Clock, timer: TimerKind) -> Result<(), String> {
             None => return Ok(()),
         }
     }
-    Err(format!("no stable attempt in 5 (machine too loaded to judge): {last}"))
+    Err(format!(
+        "no stable attempt in 5 (machine too loaded to judge): {last}"
+    ))
 }
 
 fn measure_o(clock: &Clock, timer: TimerKind, threshold: u64) -> Result<Spread, String> {
