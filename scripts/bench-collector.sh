@@ -25,43 +25,53 @@ echo
 echo "## (a) loop period, CPU $CPU"
 "$TARGET/release/examples/loop_period" "$CPU" 5
 
-# Prints "detours/s noise_ratio max_ns" of CPU $CPU from a --json summary.
+# Prints per CPU: detours/s, noise ratio, max ns, cpu, writer-active share, self-overlap share,
+# writer CPU-time share.
 row() {
   python3 -c '
 import json,sys
 s=json.load(open(sys.argv[1]))
+n=len(s["rows"])
 for r in s["rows"]:
-    print("%.1f %.5f %d %d %.5f" % (r["intr"]/r["rt_s"], r["iratio"], r["max_ns"], r["cpu"], s["self_ns"]/1e9/ (r["rt_s"]*len(s["rows"]))))
+    rt=r["rt_s"]*1e9
+    print("%.1f %.5f %d %d %.6f %.6f %.6f" % (r["intr"]/r["rt_s"], r["iratio"], r["max_ns"],
+          r["cpu"], s["self_ns"]/(rt*n), r["self_ns"]/rt, s["writer_cpu_ns"]/(rt*n)))
 ' "$1"
 }
 
 echo
-echo "## (b) jitter-collect vs oslat on CPU $CPU, ${SECS} s each, alternating, threshold 1 us"
+echo "## (b) jitter-collect vs oslat on CPU $CPU, ${SECS} s each, alternating, both SCHED_FIFO 1"
+echo "jitter-collect: --threshold-ns 1000; oslat: -f 1 -b 1024 (1 us buckets up to 1 ms)"
 echo "tool            detours>1us/s  noise_ratio  max_us"
 for r in $(seq "$ROUNDS"); do
-  "$BIN" --cpus "$CPU" -d "${SECS}s" --threshold-ns 1000 -q --json -o "$TMP/b.jtr" > "$TMP/b.json"
+  "$BIN" --cpus "$CPU" -d "${SECS}s" --threshold-ns 1000 --sched fifo --prio 1 -q --json \
+    -o "$TMP/b.jtr" > "$TMP/b.json"
   row "$TMP/b.json" | awk '{printf "jitter-collect  %13.1f  %11.5f  %6.0f\n", $1, $2, $3/1000}'
-  oslat --cpu-list "$CPU" --duration "$SECS" > "$TMP/oslat.txt" 2>&1
-  python3 - "$TMP/oslat.txt" "$SECS" <<'PY'
+  oslat --cpu-list "$CPU" --duration "$SECS" -f 1 -b 1024 > "$TMP/oslat.txt" 2>&1
+  python3 - "$TMP/oslat.txt" <<'PY'
 import re,sys
 t=open(sys.argv[1]).read(); secs=float(re.search(r"Duration:\s*([\d.]+)",t).group(1))
 b={int(k):int(v) for k,v in re.findall(r"(\d+) \(us\):\s*(\d+)",t)}
 mx=int(re.search(r"Maximum:\s*(\d+)",t).group(1))
 over=sum(v for k,v in b.items() if k>=2)
-# Lower bound of the noise: bucket k holds loops of [k-1, k) us; the last bucket holds overflows.
+# Bucket k holds loops of [k-1, k) us (the last one also the overflows): a lower bound of the
+# noise is sum (k-1) x count.
 low=sum((k-1)*v for k,v in b.items() if k>=2)*1e-6
 print("oslat           %13.1f  >=%9.5f  %6d" % (over/secs, low/secs, mx))
 PY
 done
 
 echo
-echo "## (c) writer self-noise, all CPUs, ${SECS} s per run, alternating"
-echo "drain      mean_noise_ratio  writer_active_share"
+echo "## (c) writer self-noise, all CPUs (writer shares them), SCHED_OTHER, ${SECS} s per run"
+echo "writer_cpu = writer thread CPU time / (rt x CPUs) (its direct cost); writer_active = writer"
+echo "windows / (rt x CPUs) (wall time, includes preemption); self_overlap = detour time within"
+echo "50 us of a writer window / rt (upper bound, includes coincident foreign detours)"
+echo "drain      mean_noise_ratio  writer_cpu  writer_active  self_overlap"
 for r in $(seq "$ROUNDS"); do
   for mode in 50 0; do
     if [ "$mode" = 0 ]; then extra=(--drain-ms 0 --ring 1048576); name="end-only"; else extra=(--drain-ms 50); name="50ms"; fi
     "$BIN" -d "${SECS}s" -q --json "${extra[@]}" -o "$TMP/c.jtr" > "$TMP/c.json"
-    row "$TMP/c.json" | awk -v n="$name" '{s+=$2; a=$5; k++} END {printf "%-9s  %16.5f  %19.5f\n", n, s/k, a}'
+    row "$TMP/c.json" | awk -v n="$name" '{s+=$2; o+=$6; a=$5; c=$7; k++} END {printf "%-9s  %16.5f  %10.6f  %13.5f  %12.5f\n", n, s/k, c, a, o/k}'
   done
 done
 

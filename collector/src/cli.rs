@@ -215,9 +215,10 @@ pub fn run(cli: Cli) -> Result<()> {
             println!("# FTQ series: {}", p.display());
         }
         println!(
-            "# writer: {} drains, {:.3} ms active, CPU {}",
+            "# writer: {} drains, {:.3} ms active, {:.3} ms CPU time, CPU {}",
             summary.self_windows,
             summary.self_ns as f64 / 1e6,
+            summary.writer_cpu_ns as f64 / 1e6,
             summary
                 .writer_cpu
                 .map_or("shared".into(), |c| c.to_string())

@@ -172,6 +172,8 @@ pub struct Summary {
     pub self_ns: u64,
     /// CPU the writer was pinned to (`None`: it shared the probed CPUs).
     pub writer_cpu: Option<u32>,
+    /// CPU time the writer thread used (CLOCK_THREAD_CPUTIME_ID), ns: its direct self-noise.
+    pub writer_cpu_ns: u64,
     /// Warnings given.
     pub warnings: Vec<String>,
 }
@@ -200,6 +202,13 @@ struct ProbeOutcome {
 fn invol_switches() -> u64 {
     nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD)
         .map(|u| u.involuntary_context_switches() as u64)
+        .unwrap_or(0)
+}
+
+/// CPU time of the calling thread so far, ns.
+fn thread_cpu_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
         .unwrap_or(0)
 }
 
@@ -282,6 +291,36 @@ fn probe_thread(
     outcome
 }
 
+/// Signal handlers that set the stop flag, removed on drop.
+#[derive(Debug, Default)]
+struct SignalGuard {
+    ids: Vec<signal_hook::SigId>,
+}
+
+impl SignalGuard {
+    fn install(stop: &Arc<AtomicBool>) -> Result<Self> {
+        let mut guard = SignalGuard::default();
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // A second signal while stopping ends the process at once (exit status 130).
+            let id = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+                .context("cannot install the signal handler")?;
+            guard.ids.push(id);
+            let id = signal_hook::flag::register(sig, stop.clone())
+                .context("cannot install the signal handler")?;
+            guard.ids.push(id);
+        }
+        Ok(guard)
+    }
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
+
 /// Linux's MCL_ONFAULT: lock pages as they are faulted in, not all at once.
 const MCL_ONFAULT: libc::c_int = 4;
 
@@ -358,6 +397,13 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         bail!("t_min needs at least one read");
     }
     let cpus = cpuset::select(config.cpus.as_ref())?;
+    // From here on SIGINT/SIGTERM stop the collection (a signal during setup gives a short
+    // trace); the handlers are removed when this function returns.
+    let signals = if config.handle_signals {
+        SignalGuard::install(&stop)?
+    } else {
+        SignalGuard::default()
+    };
     if let Some((policy, prio)) = config.sched {
         // SAFETY: these calls only read constants of the policy.
         let (lo, hi) = unsafe {
@@ -624,20 +670,6 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         }
     }
 
-    let mut signal_ids = Vec::new();
-    if config.handle_signals {
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // A second signal while stopping ends the process at once (exit status 130).
-            if let Ok(id) = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
-            {
-                signal_ids.push(id);
-            }
-            let id = signal_hook::flag::register(sig, stop.clone())
-                .context("cannot install the signal handler")?;
-            signal_ids.push(id);
-        }
-    }
-
     let deadline = match config.duration {
         Some(d) => origin.saturating_add(clock.ns_to_ticks(d.as_nanos() as u64)),
         None => u64::MAX,
@@ -656,9 +688,20 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             }
             let mut writer = writer;
             let r = writer.run(period, &writer_done);
-            (writer, r)
+            (writer, r, thread_cpu_ns())
         })
-        .context("cannot start the writer thread")?;
+        .context("cannot start the writer thread");
+    let writer_handle = match writer_handle {
+        Ok(h) => h,
+        Err(e) => {
+            shared.abort.store(true, Ordering::Release);
+            shared.barrier.wait(); // B
+            for h in handles {
+                let _ = h.join();
+            }
+            return Err(e);
+        }
+    };
     shared.barrier.wait(); // B: go
 
     let outcomes: Vec<ProbeOutcome> = handles
@@ -667,12 +710,10 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         .collect::<Result<_>>()?;
     done.store(true, Ordering::Release);
     writer_handle.thread().unpark();
-    let (mut writer, result) = writer_handle
+    let (mut writer, result, writer_cpu_ns) = writer_handle
         .join()
         .map_err(|_| anyhow!("the writer thread panicked"))?;
-    for id in signal_ids {
-        signal_hook::low_level::unregister(id);
-    }
+    drop(signals);
     let irq_after = IrqSnapshot::take();
     if let Some(pb) = &writer_progress(&writer) {
         pb.finish_and_clear();
@@ -725,6 +766,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         counters.insert("interrupts".to_string(), irqs);
         counters.insert("softirqs".to_string(), softirqs);
         counters.insert("dropped_overlaps".to_string(), st.merged);
+        counters.insert("self_overlap_ns".to_string(), st.self_overlap_ns);
         if let Some(full) = st.ftq_full() {
             let calibrated = shared.full[i].load(Ordering::Relaxed);
             counters.insert("ftq_calibrated_count".to_string(), calibrated);
@@ -748,6 +790,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
                 loop_ns,
                 irqs,
                 softirqs,
+                self_overlap_ns: st.self_overlap_ns,
             },
         ));
     }
@@ -791,6 +834,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         self_windows: self_windows.len(),
         self_ns: self_windows.iter().map(|w| w.end_ns - w.start_ns).sum(),
         writer_cpu,
+        writer_cpu_ns,
         warnings,
     })
 }

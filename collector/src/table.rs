@@ -141,6 +141,8 @@ pub struct CpuRow {
     pub irqs: u64,
     /// Softirqs on this CPU during the collection (`/proc/softirqs` delta).
     pub softirqs: u64,
+    /// Detour time overlapping the writer's activity windows, ns (upper bound of self-noise).
+    pub self_ns: u64,
 }
 
 /// Inputs for one row besides the detour statistics.
@@ -164,6 +166,8 @@ pub struct RowFacts {
     pub irqs: u64,
     /// Softirq delta.
     pub softirqs: u64,
+    /// Detour time overlapping the writer's windows, ns.
+    pub self_overlap_ns: u64,
 }
 
 impl CpuRow {
@@ -207,6 +211,7 @@ impl CpuRow {
             under_14us: share(stats.under[2]),
             irqs: f.irqs,
             softirqs: f.softirqs,
+            self_ns: f.self_overlap_ns,
         }
     }
 }
@@ -238,6 +243,7 @@ pub fn render(rows: &[CpuRow]) -> String {
         "<14us",
         "irqs",
         "softirqs",
+        "self_ns",
     ];
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -267,6 +273,7 @@ pub fn render(rows: &[CpuRow]) -> String {
                 format!("{:.3}", r.under_14us),
                 r.irqs.to_string(),
                 r.softirqs.to_string(),
+                r.self_ns.to_string(),
             ]
         })
         .collect();

@@ -16,6 +16,10 @@ use crate::ftq::FtqConverter;
 use crate::ring::RingConsumer;
 use crate::table::DetourStats;
 
+/// Slack around a writer window within which a detour counts as the writer's own: its wake-up
+/// (timer interrupt, context switch) comes before the window starts, its sleep after it ends.
+pub const SELF_SLACK_NS: u64 = 50_000;
+
 /// Most writer activity windows kept for the end chunk (16 B each); later ones are counted only.
 pub const MAX_SELF_WINDOWS: usize = 1 << 18;
 
@@ -93,6 +97,9 @@ pub struct StreamState {
     pub stats: DetourStats,
     /// Detours dropped because they did not start after the previous one (clock anomalies).
     pub merged: u64,
+    /// Detour time inside a writer activity window widened by `SELF_SLACK_NS` on each side, ns:
+    /// an upper bound of the noise the collector caused on this CPU.
+    pub self_overlap_ns: u64,
     decoder: Decoder,
     last_start: Option<u64>,
     last_end: u64,
@@ -123,6 +130,7 @@ pub struct Writer {
     pub windows: Vec<Window>,
     /// Windows not kept because of the cap.
     pub windows_dropped: u64,
+    recent: [Window; 3],
     csv: Option<BufWriter<File>>,
     /// Detours written so far.
     pub total: u64,
@@ -178,6 +186,7 @@ impl Writer {
                     cpu,
                     stats: DetourStats::new(),
                     merged: 0,
+                    self_overlap_ns: 0,
                     decoder,
                     last_start: None,
                     last_end: 0,
@@ -189,6 +198,7 @@ impl Writer {
             origin: s.origin,
             windows: Vec::new(),
             windows_dropped: 0,
+            recent: [Window::default(); 3],
             csv,
             total: 0,
             max_detours: s.max_detours,
@@ -231,9 +241,7 @@ impl Writer {
         for i in 0..self.rings.len() {
             self.drain_stream(i)?;
         }
-        self.trace
-            .flush()
-            .context("cannot write the trace (the chunks written before stay readable)")?;
+        self.trace.flush().context("cannot write the trace")?;
         if let Some(w) = self.csv.as_mut() {
             w.flush().context("cannot write the FTQ series")?;
         }
@@ -254,11 +262,14 @@ impl Writer {
             ));
         }
         let end = self.now_ns();
+        let window = Window {
+            start_ns: start,
+            end_ns: end.max(start),
+        };
+        self.recent.rotate_right(1);
+        self.recent[0] = window;
         if self.windows.len() < MAX_SELF_WINDOWS {
-            self.windows.push(Window {
-                start_ns: start,
-                end_ns: end.max(start),
-            });
+            self.windows.push(window);
         } else {
             self.windows_dropped += 1;
         }
@@ -318,6 +329,12 @@ impl Writer {
         (st.last_start, st.last_end, st.merged) = pos;
         for d in buf.iter() {
             st.stats.record(d.run_ns);
+            // Only the part of the detour that coincides with a window (± slack) is counted.
+            for w in self.recent.iter().filter(|w| w.end_ns > 0) {
+                let a = d.start_ns.max(w.start_ns.saturating_sub(SELF_SLACK_NS));
+                let b = d.end_ns().min(w.end_ns + SELF_SLACK_NS);
+                st.self_overlap_ns += b.saturating_sub(a);
+            }
         }
         self.total += buf.len() as u64;
         self.trace
@@ -373,7 +390,7 @@ impl Writer {
         let sink = self
             .trace
             .finish(epilogue)
-            .context("cannot write the end chunk (the chunks written before stay readable)")?;
+            .context("cannot write the end chunk")?;
         Ok(sink.committed())
     }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use jitter_collect::clock::{read_counter, spin_until, Clock, FrequencySource};
 use jitter_collect::cpuset;
 use jitter_collect::ftq::Quantum;
+use jitter_collect::writer::SELF_SLACK_NS;
 use jitter_collect::{collect, Config, Mode, SchedPolicy, StopReason};
 use jitter_trace::stats::Stats;
 use jitter_trace::{read_trace, Completeness};
@@ -91,6 +92,14 @@ fn three_seconds_on_every_cpu_give_a_valid_consistent_trace() {
         assert_eq!(row.sum_intr_ns, s.noise_ns() + s.counters["lost_ns"]);
         assert!((row.rt_s - s.duration_ns() as f64 / 1e9).abs() < 1e-6);
         assert!(s.counters["iterations"] > 1_000_000);
+        // Self-noise is detour time inside the writer windows widened by the slack.
+        let window_time: u64 = t
+            .self_windows
+            .iter()
+            .map(|w| w.end_ns - w.start_ns + 2 * SELF_SLACK_NS)
+            .sum();
+        assert_eq!(row.self_ns, s.counters["self_overlap_ns"]);
+        assert!(row.self_ns <= window_time.min(s.noise_ns()));
         assert!(row.loop_ns > 0.0 && row.loop_ns < 1_000.0);
         assert!(
             row.delta > 0,
