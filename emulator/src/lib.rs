@@ -7,6 +7,7 @@ pub mod cli;
 pub mod fidelity;
 pub mod injector;
 pub mod plan;
+pub mod process;
 pub mod realtime;
 pub mod sync;
 

@@ -36,7 +36,7 @@ fn main() {
         }
     };
     let clock = counter_clock().expect("counter clock");
-    let cases: [(&str, Case); 5] = [
+    let cases: [(&str, Case); 6] = [
         ("start_twice_is_an_error", start_twice_is_an_error),
         ("bad_input_is_refused_before_arming", bad_input_is_refused),
         ("periodic_replay_itimer", |c| {
@@ -46,6 +46,7 @@ fn main() {
             periodic_replay(c, TimerKind::Abstime)
         }),
         ("stress_1e5_injections_with_file_and_pipe_io", stress),
+        ("separate_process_injector", separate_process),
     ];
     let mut failed = 0;
     for (name, case) in cases {
@@ -520,6 +521,88 @@ fn stress(clock: &Clock) -> Result<(), String> {
     ensure(bad_sums == 0, || format!("{bad_sums} bad checksums"))?;
     ensure(rounds > 100, || {
         format!("the application made only {rounds} rounds")
+    })?;
+    Ok(())
+}
+
+/// `jitter-inject` on this thread's CPU: 100 Hz × 1 ms is seen by a probe loop pinned there,
+/// SIGTERM ends it cleanly, and a CPU that does not exist is refused with one error line.
+fn separate_process(clock: &Clock) -> Result<(), String> {
+    use std::process::Command;
+    let exe = env!("CARGO_BIN_EXE_jitter-inject");
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join("p.jtr");
+    let mut t = jitter_trace::Trace {
+        streams: vec![periodic_stream(10_000_000, 1_000_000, 1_000)],
+        ..jitter_trace::Trace::default()
+    };
+    t.sync_header();
+    jitter_trace::write_trace(&path, &t).map_err(|e| e.to_string())?;
+    let bad = Command::new(exe)
+        .args(["--trace", path.to_str().unwrap(), "--cpu", "4096"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let msg = String::from_utf8_lossy(&bad.stderr).to_string();
+    ensure(
+        !bad.status.success() && msg.starts_with("error: CPU 4096 does not exist"),
+        || format!("bad CPU: {:?} {msg}", bad.status),
+    )?;
+    // SAFETY: sched_getcpu has no preconditions.
+    let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).map_err(|e| e.to_string())?;
+    let before =
+        nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_err(|e| e.to_string())?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .map_err(|e| e.to_string())?;
+    let mut child = Command::new(exe)
+        .args([
+            "--trace",
+            path.to_str().unwrap(),
+            "--cpu",
+            &cpu.to_string(),
+            "--duration",
+            "20s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(300));
+    let threshold = clock.ns_to_ticks(500_000);
+    let (detours, _) = probe_detours(clock, threshold, 1_000_000_000, 10_000);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let t0 = Instant::now();
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &before);
+    let mut out = String::new();
+    use std::io::Read;
+    child.stdout.take().unwrap().read_to_string(&mut out).ok();
+    let long: Vec<f64> = detours
+        .iter()
+        .map(|&(a, b)| clock.ticks_to_ns_f64(b - a))
+        .filter(|&d| d > 900_000.0)
+        .collect();
+    let s = Spread::of(&long);
+    println!(
+        "  CPU {cpu}: {} detours > 0.9 ms in 1 s (median {:.1} µs); exit {:?} after {:.0} ms; {}",
+        long.len(),
+        s.median_ns / 1e3,
+        status.code(),
+        t0.elapsed().as_secs_f64() * 1e3,
+        out.trim()
+    );
+    ensure(
+        status.success() && out.contains("stopped by signal"),
+        || format!("SIGTERM: {status:?}, output {out:?}"),
+    )?;
+    // 100 per second; a few may straddle the window's edges or coincide with other stalls.
+    ensure((95..=102).contains(&long.len()), || {
+        format!("{} long detours", long.len())
+    })?;
+    ensure((s.median_ns - 1_000_000.0).abs() < 100_000.0, || {
+        format!("median long detour {:.1} µs", s.median_ns / 1e3)
     })?;
     Ok(())
 }

@@ -1,0 +1,87 @@
+//! The separate-process injector (paper 001 §III-C option 2): a process pinned to the target CPU
+//! at SCHED_FIFO sleeps until each injection's absolute deadline (`clock_nanosleep` with
+//! `TIMER_ABSTIME`, drift-free) and busy-spins for its length, so any unmodified program on that
+//! CPU loses the trace's time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use jitter_collect::clock::{read_counter, spin_until, Clock};
+
+use crate::injector::mono_ns;
+use crate::plan::Cursor;
+
+/// What a separate-process replay did.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ProcessStats {
+    /// Injections executed.
+    pub injected: u64,
+    /// Σ busy time, ns.
+    pub busy_ns: u64,
+    /// Mean wake-up lateness against the due time, ns.
+    pub lateness_mean_ns: f64,
+    /// Largest wake-up lateness, ns.
+    pub lateness_max_ns: u64,
+    /// Replay time, ns.
+    pub elapsed_ns: u64,
+    /// True when a stop request ended the replay (rather than its end or the duration).
+    pub interrupted: bool,
+}
+
+/// Sleeps until CLOCK_MONOTONIC `deadline_ns`; false if a signal interrupted the sleep.
+fn sleep_until(deadline_ns: u64) -> bool {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `ts` is a valid timespec; the remaining time is not requested (absolute sleep).
+    let rc = unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+    rc == 0
+}
+
+/// Replays `cursor` in this thread from now for at most `duration_ns` (replay time), until the
+/// cursor ends or `stop` is set (checked after every wake-up; a signal interrupts the sleep).
+pub fn replay(cursor: Cursor, clock: &Clock, duration_ns: u64, stop: &AtomicBool) -> ProcessStats {
+    let origin = mono_ns();
+    let end = origin.saturating_add(duration_ns);
+    let mut st = ProcessStats::default();
+    let mut lateness_sum = 0i128;
+    for inj in cursor {
+        let due = origin + inj.due_ns;
+        if due >= end {
+            break;
+        }
+        while mono_ns() < due {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if !sleep_until(due) && stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        if stop.load(Ordering::Relaxed) {
+            st.interrupted = true;
+            break;
+        }
+        let woke = read_counter();
+        let late = mono_ns() as i64 - due as i64;
+        spin_until(woke + clock.ns_to_ticks(inj.busy_ns));
+        st.injected += 1;
+        st.busy_ns += inj.busy_ns;
+        lateness_sum += i128::from(late);
+        st.lateness_max_ns = st.lateness_max_ns.max(late.max(0) as u64);
+    }
+    st.elapsed_ns = mono_ns() - origin;
+    if st.injected > 0 {
+        st.lateness_mean_ns = lateness_sum as f64 / st.injected as f64;
+    }
+    st
+}
