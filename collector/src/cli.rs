@@ -73,7 +73,7 @@ pub struct Cli {
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,
     /// Writer drain period in ms; 0 drains only at the end (needs a big enough --ring).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 100)]
     pub drain_ms: u64,
     /// Ring capacity per CPU, detours.
     #[arg(long, default_value_t = 1 << 16)]

@@ -122,7 +122,7 @@ impl Default for Config {
             force: false,
             output: PathBuf::from("trace.jtr"),
             labels: BTreeMap::new(),
-            drain_period: Some(Duration::from_millis(50)),
+            drain_period: Some(Duration::from_millis(100)),
             ring_capacity: 1 << 16,
             mode: Mode::Detours,
             ftq_csv: None,

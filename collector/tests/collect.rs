@@ -73,9 +73,10 @@ fn three_seconds_on_every_cpu_give_a_valid_consistent_trace() {
         let v: serde_json::Value = serde_json::from_str(&t.notes[key]).unwrap();
         assert!(v.is_object(), "{key}");
     }
-    // Writer windows: one per 50 ms drain, over ~3 s (+ the final drain).
+    // Writer windows: one per 100 ms drain over 3 s, plus the final drain (late wake-ups on a
+    // loaded machine can only lower the count).
     assert!(
-        (50..=75).contains(&t.self_windows.len()),
+        (20..=32).contains(&t.self_windows.len()),
         "{} windows",
         t.self_windows.len()
     );
