@@ -50,6 +50,10 @@ pub struct FidelityArgs {
     /// Also write all rows as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Write the replayed source window and every re-collected trace (trace time, ÷ S) as .jtr
+    /// files into this directory, for overlay plots (`jitter-trace plot`).
+    #[arg(long)]
+    pub save: Option<PathBuf>,
     #[command(flatten)]
     pub overrides: OverrideArgs,
 }
@@ -253,6 +257,18 @@ pub fn fidelity_row(
     probe: &ProbeSetup,
     base: &Baseline,
 ) -> Result<FidelityRow> {
+    fidelity_row_with_streams(trace, index, offset_ns, opts, probe, base).map(|(r, _, _)| r)
+}
+
+/// As `fidelity_row`, also returning the source window and the re-collected stream.
+pub fn fidelity_row_with_streams(
+    trace: &Trace,
+    index: usize,
+    offset_ns: u64,
+    opts: PlanOptions,
+    probe: &ProbeSetup,
+    base: &Baseline,
+) -> Result<(FidelityRow, Stream, Stream)> {
     let (clock, threshold, duration_ns) = (&probe.clock, probe.threshold, probe.duration_ns);
     let s = opts.scale;
     let plan = Plan::from_trace(trace, index, opts)?;
@@ -281,7 +297,7 @@ pub fn fidelity_row(
     let cmp_all = compare_streams(std::slice::from_ref(&src), std::slice::from_ref(&got));
     let injectable_noise_ratio = src_above.noise_ns() as f64 / window as f64;
     let got_noise_ratio = got.noise_ns() as f64 / window as f64;
-    Ok(FidelityRow {
+    let row = FidelityRow {
         scale: s,
         timer: opts.timer,
         options: opts,
@@ -303,7 +319,19 @@ pub fn fidelity_row(
         kl_above_floor: cmp_above.kl_divergence,
         ks_all: cmp_all.ks_statistic,
         injector: istats,
-    })
+    };
+    Ok((row, src, got))
+}
+
+fn save_stream(dir: &std::path::Path, name: &str, s: Stream, label: &str) -> Result<()> {
+    let mut t = Trace {
+        streams: vec![s],
+        ..Trace::default()
+    };
+    t.header.labels.insert("fidelity".into(), label.into());
+    t.sync_header();
+    let p = dir.join(name);
+    jitter_trace::write_trace(&p, &t).with_context(|| format!("cannot write {}", p.display()))
 }
 
 /// Prints the fidelity table.
@@ -381,7 +409,7 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
         for &s in &a.scale {
             let opts = cal.plan_options(timer, s, 1.0, &overrides);
             eprintln!("replaying at S = {s} with {timer:?} ...");
-            rows.push(fidelity_row(
+            let (row, src, got) = fidelity_row_with_streams(
                 &trace,
                 a.stream,
                 a.offset_ns,
@@ -392,7 +420,20 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
                     duration_ns,
                 },
                 &base,
-            )?);
+            )?;
+            if let Some(dir) = &a.save {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+                let t = format!("{timer:?}").to_lowercase();
+                save_stream(dir, &format!("source-S{s}-{t}.jtr"), src, "source")?;
+                save_stream(
+                    dir,
+                    &format!("recollected-S{s}-{t}.jtr"),
+                    got,
+                    "recollected",
+                )?;
+            }
+            rows.push(row);
         }
     }
     let report = FidelityReport {
