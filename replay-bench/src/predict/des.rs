@@ -95,10 +95,19 @@ struct RankState {
     busy_until: u64,
     /// Accumulated timer error, ns.
     drift_ns: i64,
+    /// Replay time at which the cursor's progress reaches the fraction f (progress grows
+    /// linearly with replay time between resyncs), so the stop rule is one comparison.
+    limit_at: u64,
     rng: SmallRng,
 }
 
 impl RankState {
+    /// Recomputes [`RankState::limit_at`] at replay time `now` (after a start or a resync).
+    fn set_limit(&mut self, now: u64, fraction: f64, ns_per_progress: f64) {
+        let left = (fraction - self.cursor.progress_at(now)) * ns_per_progress;
+        self.limit_at = now.saturating_add(left.max(0.0).ceil() as u64);
+    }
+
     #[inline]
     fn peek(&mut self, drift_half_width: f64) -> Option<(u64, u64)> {
         if self.pending.is_none() {
@@ -217,6 +226,7 @@ pub fn simulate(
                 start_ns: 0,
                 busy_until: 0,
                 drift_ns: 0,
+                limit_at: u64::MAX,
                 rng: SmallRng::seed_from_u64(
                     cfg.seed ^ r.wrapping_add(1).wrapping_mul(0xA076_1D64_78BD_642F),
                 ),
@@ -224,6 +234,10 @@ pub fn simulate(
         })
         .collect();
     let fraction = opts.fraction;
+    let ns_per_progress = period as f64 * scale;
+    for s in states.iter_mut() {
+        s.set_limit(0, fraction, ns_per_progress);
+    }
     let threads = rayon::current_num_threads().max(1);
     let chunk = (states.len() / (threads * 2)).max(256);
 
@@ -247,7 +261,7 @@ pub fn simulate(
                     if let Some(b) = barrier_prev {
                         let exit = s.leave_barrier(b, w);
                         acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns);
-                        acc.over_limit |= s.cursor.progress_at(exit) >= fraction;
+                        acc.over_limit |= exit >= s.limit_at;
                         s.start_ns = exit;
                     }
                     if !compute_phase {
@@ -259,6 +273,7 @@ pub fn simulate(
                         s.pending = None;
                         s.drift_ns = 0;
                         s.busy_until = start;
+                        s.set_limit(start, fraction, ns_per_progress);
                     }
                     let end = s.compute(start, q, w);
                     acc.max_end = acc.max_end.max(end);
@@ -368,7 +383,7 @@ mod tests {
             seed: 3,
             ..cfg(100, 50, 0.0)
         };
-        let out = simulate(&[p.clone()], 1, mode, &c, &|_| {}).unwrap();
+        let out = simulate(std::slice::from_ref(&p), 1, mode, &c, &|_| {}).unwrap();
         let n = out.averages.phases as f64;
         // Total noise met in the replayed time equals the noise added to the phases.
         let total_qt = out.averages.sum_max_qt_ns;
@@ -385,6 +400,7 @@ mod tests {
             start_ns: 0,
             busy_until: 0,
             drift_ns: 0,
+            limit_at: u64::MAX,
             rng: SmallRng::seed_from_u64(0),
         }
     }
@@ -434,7 +450,9 @@ mod tests {
                 .num_threads(threads)
                 .build()
                 .unwrap()
-                .install(|| simulate(&[p.clone()], 3000, SyncMode::Once, &c, &|_| {}).unwrap())
+                .install(|| {
+                    simulate(std::slice::from_ref(&p), 3000, SyncMode::Once, &c, &|_| {}).unwrap()
+                })
         };
         let a = run(1);
         let b = run(2);
