@@ -125,10 +125,12 @@ impl ReplayTotals {
             merged: self.merged,
             injected_ns: self.injected_ns,
             dropped_ns: self.dropped_ns,
-            injected_share: if self.noise_ns == 0 {
+            // Met noise = injected + dropped. The plan's own `noise_ns` also counts the detour
+            // it computed ahead, which a resync discards unmet, so it would understate the share.
+            injected_share: if self.injected_ns + self.dropped_ns == 0 {
                 0.0
             } else {
-                self.injected_ns as f64 / self.noise_ns as f64
+                self.injected_ns as f64 / (self.injected_ns + self.dropped_ns) as f64
             },
             max_progress: self.progress,
         }
