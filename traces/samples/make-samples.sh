@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Regenerates the sample traces of traces/samples/ (see README.md there).
 #
-#   traces/samples/make-samples.sh [synthetic|real|all]     (default: all)
+#   traces/samples/make-samples.sh [synthetic|real|all|shared|fifo|daemon]     (default: all)
 #
 # synthetic: synthetic-rl1.jtr and synthetic-bglio.jtr, shaped after the published trace statistics
 #            of paper 001 (pure functions of spec, duration and seed: byte-identical on every run).
-# real:      vm-idle.jtr (all CPUs, 10 s) and vm-daemon-cpu1.jtr (all CPUs, 10 s, with a
-#            SCHED_FIFO 50 daemon on CPU 1 waking every 10 ms and spinning 300 us). Needs root
-#            (chrt) and at least 2 CPUs; the result depends on the machine and on its load.
+# real:      vm-shared-allcpus.jtr (all CPUs, ordinary policy, 10 s), vm-fifo-cpu1.jtr (CPU 1,
+#            probe at SCHED_FIFO 1, 10 s) and vm-daemon-cpu1.jtr (the same with a SCHED_FIFO 50
+#            daemon on CPU 1 waking every 10 ms and spinning 300 us). Needs root (chrt,
+#            SCHED_FIFO) and at least 2 CPUs; the result depends on the machine and on its load.
+#            `shared`, `fifo` and `daemon` make one of the three real samples.
 # Each trace gets a <name>.stats.txt beside it: `jitter-trace stats` plus the extra statistics
 # the README compares with the paper.
 set -euo pipefail
@@ -16,17 +18,18 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 what="${1:-all}"
 case "$what" in
-synthetic | real | all) ;;
+synthetic | real | all | shared | fifo | daemon) ;;
 *)
-    echo "error: unknown argument \`$what\` (use synthetic, real or all)" >&2
+    echo "error: unknown argument \`$what\` (use synthetic, real, all, shared, fifo or daemon)" >&2
     exit 2
     ;;
 esac
 
 bin="$root/target/release"
-if [[ ! -x "$bin/jitter-trace" || ! -x "$bin/jitter-collect" ]]; then
-    echo "building jitter-trace and jitter-collect (release)..."
-    (cd "$root" && cargo build --release -q -p jitter-trace -p jitter-collect)
+if [[ ! -x "$bin/jitter-trace" || ! -x "$bin/jitter-collect" || ! -x "$bin/examples/daemon" ]]; then
+    echo "building jitter-trace, jitter-collect and the collector's daemon example (release)..."
+    (cd "$root" && cargo build --release -q -p jitter-trace -p jitter-collect &&
+        cargo build --release -q -p jitter-collect --example daemon)
 fi
 jt="$bin/jitter-trace"
 
@@ -77,35 +80,49 @@ BGL_SPEC="periodic:period=1ms,dur=lognormal:1690ns:0.06"       # 1000 Hz tick, 1
 BGL_SPEC+="+poisson:rate=35/s,dur=lognormal:3us:0.3"           # other short interrupts, < 5 us
 BGL_SPEC+="+poisson:rate=3.6/s,dur=lognormal:7us:0.4"          # the 0.5 % >= 5 us, few > 10 us
 
-if [[ "$what" != real ]]; then
+if [[ "$what" == synthetic || "$what" == all ]]; then
     "$jt" synth "$RL1_SPEC" --duration 120s --streams 1 --seed 1 -o "$here/synthetic-rl1.jtr"
     "$jt" synth "$BGL_SPEC" --duration 120s --streams 1 --seed 2 -o "$here/synthetic-bglio.jtr"
     write_stats synthetic-rl1
     write_stats synthetic-bglio
 fi
 
-if [[ "$what" != synthetic ]]; then
-    if [[ "$(nproc)" -lt 2 ]]; then
-        echo "error: the real samples need at least 2 CPUs (the daemon runs on CPU 1)" >&2
-        exit 1
-    fi
-    # The load average at the start of each collection goes into the header: on a shared
-    # machine other work shows up as detours.
-    labels() { echo "--label=loadavg_at_start=$(cut -d' ' -f1-3 /proc/loadavg)"; }
+real_wanted() { [[ "$what" == all || "$what" == real || "$what" == "$1" ]]; }
+if [[ "$what" != synthetic && "$(nproc)" -lt 2 ]]; then
+    echo "error: the real samples need at least 2 CPUs (the daemon runs on CPU 1)" >&2
+    exit 1
+fi
+# The load average at the start of each collection goes into the header: on a shared machine
+# other work shows up as detours.
+labels() { echo "--label=loadavg_at_start=$(cut -d' ' -f1-3 /proc/loadavg)"; }
 
-    "$bin/jitter-collect" --duration 10s -q -o "$here/vm-idle.jtr" \
-        --label "config=idle VM, all CPUs, no synthetic daemon" "$(labels)"
-    write_stats vm-idle
+# 1. Every CPU, ordinary policy: what a normal process sees, including whatever else runs.
+if real_wanted shared; then
+    "$bin/jitter-collect" --duration 10s -q -o "$here/vm-shared-allcpus.jtr" \
+        --label "config=all CPUs, SCHED_OTHER probe, no synthetic daemon" "$(labels)"
+    write_stats vm-shared-allcpus
+fi
 
-    tmp="$(mktemp -d)"
-    trap 'rm -rf "$tmp"' EXIT
-    cc -O2 -o "$tmp/daemon" "$here/daemon.c"
-    # The daemon runs 12 s so that it covers the whole 10 s collection (started 0.5 s before).
-    taskset -c 1 chrt -f 50 "$tmp/daemon" 10000 300 12 &
+# 2. CPU 1 only, probe at SCHED_FIFO 1: ordinary tasks no longer preempt it, so what is left is
+#    interrupts, kernel threads, real-time tasks and the kernel's fair-server slice for ordinary
+#    tasks. CPU 0 stays free for everything else.
+if real_wanted fifo; then
+    "$bin/jitter-collect" --cpus 1 --sched fifo --prio 1 --duration 10s -q \
+        -o "$here/vm-fifo-cpu1.jtr" \
+        --label "config=CPU 1, SCHED_FIFO 1 probe, no synthetic daemon" "$(labels)"
+    write_stats vm-fifo-cpu1
+fi
+
+# 3. The same with the collector's synthetic daemon example on CPU 1: SCHED_FIFO 50 (above the
+#    probe), waking every 10 ms on an absolute schedule and spinning 300 us, for 12 s around the
+#    10 s collection (it calibrates its clock for 0.2 s first).
+if real_wanted daemon; then
+    "$bin/examples/daemon" 1 10000 300 12 50 &
     daemon_pid=$!
     sleep 0.5
-    "$bin/jitter-collect" --duration 10s -q -o "$here/vm-daemon-cpu1.jtr" \
-        --label "config=synthetic daemon on CPU 1: SCHED_FIFO 50, every 10 ms, spins 300 us" \
+    "$bin/jitter-collect" --cpus 1 --sched fifo --prio 1 --duration 10s -q \
+        -o "$here/vm-daemon-cpu1.jtr" \
+        --label "config=CPU 1, SCHED_FIFO 1 probe; synthetic daemon on CPU 1: SCHED_FIFO 50, every 10 ms, spins 300 us" \
         "$(labels)"
     wait "$daemon_pid"
     write_stats vm-daemon-cpu1
