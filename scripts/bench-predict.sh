@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 
 cargo build --release -p replay-bench --bench predict >&2
 bin=$(cargo bench -p replay-bench --bench predict --no-run --message-format=json 2>/dev/null \
+    | grep '"kind":\["bench"\]' | grep '"name":"predict"' \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$bin" ] || { echo "error: cannot find the predict bench binary" >&2; exit 1; }
 
