@@ -134,12 +134,11 @@ fn three_seconds_on_every_cpu_give_a_valid_consistent_trace() {
     }
 }
 
-/// Child-process mode: when `JB_DAEMON_CPU` is set, this test acts as a synthetic daemon.
+/// Not a test: the synthetic daemon the next test runs as a child process (`--ignored --exact`).
 #[test]
+#[ignore = "helper process of the daemon test"]
 fn synthetic_daemon_helper() {
-    let Ok(cpu) = std::env::var("JB_DAEMON_CPU") else {
-        return;
-    };
+    let cpu = std::env::var("JB_DAEMON_CPU").expect("run by the daemon test only");
     let cpu: u32 = cpu.parse().unwrap();
     let khz: u64 = std::env::var("JB_DAEMON_KHZ").unwrap().parse().unwrap();
     let secs: u64 = std::env::var("JB_DAEMON_SECS").unwrap().parse().unwrap();
@@ -171,6 +170,7 @@ fn a_periodic_real_time_daemon_shows_as_100_detours_per_second_of_300_us() {
     let clock = Clock::calibrate(Duration::from_millis(200)).unwrap();
     let mut daemon = Command::new(std::env::current_exe().unwrap())
         .args([
+            "--ignored",
             "--exact",
             "synthetic_daemon_helper",
             "--nocapture",
