@@ -23,9 +23,12 @@ if [[ -z "$TRACE" ]]; then
     "$BIN/jitter-collect" --cpus 1 --sched fifo --prio 50 --duration 10s -o "$TRACE" \
         >"$OUT_DIR/collect.txt" 2>&1 || { cat "$OUT_DIR/collect.txt"; exit 1; }
 fi
+O_NS=$("$BIN/jitter-emulate" calibrate --json | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["abstime"]["overhead"]["median_ns"]))')
+echo "== scale covering 77 % of the detours at O = $O_NS ns (abstime median)"
+"$BIN/jitter-trace" stats --overhead "${O_NS}ns" --share 0.77 --scale 1,3,6 "$TRACE" | tee "$OUT_DIR/share.txt"
 echo "== fidelity (trace $TRACE)"
 "$BIN/jitter-emulate" fidelity --trace "$TRACE" --scale 1,3,6 --timer itimer,abstime \
-    --duration 10s --json "$OUT_DIR/fidelity.json" --save "$OUT_DIR/fid" | tee "$OUT_DIR/fidelity.txt"
+    --duration 10s --drop-above 1ms --json "$OUT_DIR/fidelity.json" --save "$OUT_DIR/fid" | tee "$OUT_DIR/fidelity.txt"
 mkdir -p docs/emulator
 for s in 1 3 6; do
     for t in itimer abstime; do

@@ -47,6 +47,10 @@ pub struct FidelityArgs {
     /// Measure the calibration again instead of using the cache.
     #[arg(long)]
     pub recalibrate: bool,
+    /// Leave detours longer than this out of the source (e.g. `1ms`: the 50 ms gaps that RT
+    /// throttling puts into a trace collected at SCHED_FIFO).
+    #[arg(long, value_parser = parse_duration)]
+    pub drop_above: Option<Duration>,
     /// Also write all rows as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -84,13 +88,16 @@ pub struct FidelityRow {
     pub source_rate: f64,
     /// Source detours above the floor (S·run > O) per trace second.
     pub source_injectable_rate: f64,
+    /// Injections the plan makes per trace second (after drops and merges).
+    pub planned_rate: f64,
     /// Re-collected detours per trace second (÷ S), platform noise included.
     pub got_rate: f64,
     /// Injections seen by the probe per trace second.
     pub matched_rate: f64,
     /// Source noise ratio over the window.
     pub source_noise_ratio: f64,
-    /// Source noise ratio of the detours above the floor (what can be injected).
+    /// Noise ratio the plan injects in this window (after drops and merges): the injectable
+    /// noise.
     pub injectable_noise_ratio: f64,
     /// Re-collected noise ratio, platform noise included.
     pub got_noise_ratio: f64,
@@ -295,7 +302,14 @@ pub fn fidelity_row_with_streams(
         std::slice::from_ref(&got_above),
     );
     let cmp_all = compare_streams(std::slice::from_ref(&src), std::slice::from_ref(&got));
-    let injectable_noise_ratio = src_above.noise_ns() as f64 / window as f64;
+    // What the plan means to inject in this window (after drops and merges), replay time.
+    let (planned, planned_ns) = plan
+        .cursor(offset_ns)
+        .take_while(|i| i.due_ns < duration_ns)
+        .fold((0u64, 0u64), |(n, t), i| {
+            (n + 1, t + i.span_ns.min(duration_ns - i.due_ns))
+        });
+    let injectable_noise_ratio = planned_ns as f64 / duration_ns as f64;
     let got_noise_ratio = got.noise_ns() as f64 / window as f64;
     let row = FidelityRow {
         scale: s,
@@ -303,6 +317,7 @@ pub fn fidelity_row_with_streams(
         options: opts,
         source_rate: src.records.len() as f64 / secs,
         source_injectable_rate: src_above.records.len() as f64 / secs,
+        planned_rate: planned as f64 / secs,
         got_rate: got.records.len() as f64 / secs,
         matched_rate: matched as f64 / secs,
         source_noise_ratio: src.noise_ns() as f64 / window as f64,
@@ -345,18 +360,19 @@ pub fn print_report(r: &FidelityReport) {
         r.baseline.p99_ns as f64 / 1e3
     );
     println!(
-        "{:>4} {:>7} {:>6} | {:>8} {:>8} {:>8} {:>8} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>6} {:>6} {:>6} | {:>5} {:>6} {:>5} | {:>7} {:>7}",
-        "S", "timer", "O µs", "src/s", "inj.src/s", "got/s", "seen/s", "nr src%", "nr inj%", "nr got%", "nr err%", "share",
+        "{:>4} {:>7} {:>6} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>6} {:>6} {:>6} | {:>5} {:>6} {:>5} | {:>7} {:>7}",
+        "S", "timer", "O µs", "src/s", ">floor/s", "plan/s", "got/s", "seen/s", "nr src%", "nr inj%", "nr got%", "nr err%", "share",
         "err50", "|e|90", "|e|99", "KS>", "KL>", "KSall", "late µs", "drift"
     );
     for w in &r.rows {
         println!(
-            "{:>4} {:>7} {:>6.1} | {:>8.0} {:>8.0} {:>8.0} {:>8.0} | {:>7.3} {:>7.3} {:>7.3} {:>+7.1} {:>5.1}% | {:>+6.2} {:>6.2} {:>6.2} | {:>5.3} {:>6.3} {:>5.3} | {:>7.1} {:>7.1}",
+            "{:>4} {:>7} {:>6.1} | {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} | {:>7.3} {:>7.3} {:>7.3} {:>+7.1} {:>5.1}% | {:>+6.2} {:>6.2} {:>6.2} | {:>5.3} {:>6.3} {:>5.3} | {:>7.1} {:>7.1}",
             w.scale,
             format!("{:?}", w.timer).to_lowercase(),
             w.options.overhead_ns as f64 / 1e3,
             w.source_rate,
             w.source_injectable_rate,
+            w.planned_rate,
             w.got_rate,
             w.matched_rate,
             100.0 * w.source_noise_ratio,
@@ -375,8 +391,11 @@ pub fn print_report(r: &FidelityReport) {
         );
     }
     println!(
-        "rates per trace second (re-collected ÷ S); nr = noise ratio; err = seen − intended detour, \
-         replay µs, injected ones only; KS>/KL> over detours above O/S"
+        "rates per trace second (re-collected ÷ S); >floor = source detours with S·run > O; plan = \
+         injections after drops and merges; seen = injections the probe saw; nr inj = noise the \
+         plan injects; nr err = (got − baseline − inj) / inj; err = seen − intended detour of \
+         injections alone in their detour, replay µs; KS>/KL> over detours above O/S; late = \
+         mean handler lateness, drift = lateness of the last injection, µs"
     );
 }
 
@@ -387,7 +406,21 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
     if let Some(w) = loaded.completeness.warning() {
         eprintln!("warning: {w}");
     }
-    let trace = loaded.trace;
+    let mut trace = loaded.trace;
+    if let Some(max) = a.drop_above {
+        let max = max.as_nanos() as u64;
+        for st in &mut trace.streams {
+            let kept: Vec<Detour> = st
+                .records
+                .iter()
+                .filter(|r| r.run_ns <= max)
+                .map(|r| r.detour())
+                .collect();
+            let removed = st.records.len() - kept.len();
+            *st = Stream::from_detours(st.cpu, st.begin_ns, st.end_ns, &kept)?;
+            eprintln!("left {removed} detours longer than {max} ns out of the source");
+        }
+    }
     for &s in &a.scale {
         PlanOptions {
             scale: s,
