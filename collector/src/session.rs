@@ -324,13 +324,28 @@ impl Drop for SignalGuard {
 /// Linux's MCL_ONFAULT: lock pages as they are faulted in, not all at once.
 const MCL_ONFAULT: libc::c_int = 4;
 
-fn lock_memory() -> Result<()> {
-    // SAFETY: mlockall has no memory-safety preconditions.
-    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | MCL_ONFAULT) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error()).context("mlockall");
+/// Memory locked with mlockall for the duration of a collection; unlocked on drop.
+#[derive(Debug)]
+struct MemoryLock;
+
+impl MemoryLock {
+    fn acquire() -> Result<Self> {
+        // SAFETY: mlockall has no memory-safety preconditions.
+        let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | MCL_ONFAULT) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error()).context("mlockall");
+        }
+        Ok(MemoryLock)
     }
-    Ok(())
+}
+
+impl Drop for MemoryLock {
+    fn drop(&mut self) {
+        // SAFETY: munlockall has no memory-safety preconditions.
+        unsafe {
+            libc::munlockall();
+        }
+    }
 }
 
 fn ignore_sigxfsz() {
@@ -477,13 +492,19 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         producers.push(p);
         consumers.push(c);
     }
-    if config.lock_memory {
-        if let Err(e) = lock_memory() {
-            warnings.push(format!(
-                "memory not locked ({e:#}); page faults may show as detours"
-            ));
+    let _memory_lock = if config.lock_memory {
+        match MemoryLock::acquire() {
+            Ok(lock) => Some(lock),
+            Err(e) => {
+                warnings.push(format!(
+                    "memory not locked ({e:#}); page faults may show as detours"
+                ));
+                None
+            }
         }
-    }
+    } else {
+        None
+    };
     let quantum_hint = match config.mode {
         Mode::Ftq(q) => q.ticks(&clock),
         Mode::Detours => 0,
