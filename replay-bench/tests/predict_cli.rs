@@ -26,6 +26,7 @@ fn args(traces: Vec<PathBuf>) -> PredictArgs {
         barrier_stage_ns: None,
         calibrate_from: None,
         platform: "ideal".into(),
+        scale: None,
         timer: None,
         lateness_sd: None,
         fraction: None,
@@ -141,6 +142,13 @@ fn bad_input_gives_one_clear_error() {
         (
             args(vec![dir.path().join("missing.jtr")]),
             "cannot read trace",
+        ),
+        (
+            PredictArgs {
+                scale: Some(0.0),
+                ..args(vec![t.clone()])
+            },
+            "scale must be",
         ),
     ];
     for (a, want) in cases {

@@ -77,9 +77,14 @@ pub struct PredictArgs {
     /// Report of a real `replay-bench run` to calibrate the barrier stage latency from.
     #[arg(long, value_name = "RUN_JSON")]
     pub calibrate_from: Option<PathBuf>,
-    /// `ideal` (every detour exactly as recorded) or a calibration file / run report.
+    /// `ideal` (every detour exactly as recorded), `this` (the emulator's calibration of this
+    /// machine, measured when not cached), or a file: a calibration (`PlatformFile`), a saved
+    /// emulator calibration, or the report of a real run.
     #[arg(long, default_value = "ideal")]
     pub platform: String,
+    /// Scale factor S [default: the platform's, else 1].
+    #[arg(long)]
+    pub scale: Option<f64>,
     /// Injector timer: itimer (errors accumulate: drift) or abstime (no drift)
     /// [default: the platform file's, else itimer].
     #[arg(long)]
@@ -242,22 +247,30 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         args.ranks_per_node >= 1,
         "--ranks-per-node must be at least 1"
     );
-    let mut platform = if args.platform == "ideal" {
-        Platform::ideal()
-    } else {
-        Platform::load(Path::new(&args.platform))?
+    let requested_timer = args
+        .timer
+        .as_deref()
+        .map(str::parse::<TimerKind>)
+        .transpose()?;
+    let mut platform = match args.platform.as_str() {
+        "ideal" => Platform::ideal(),
+        "this" => Platform::this(requested_timer.unwrap_or_default())?,
+        file => Platform::load(Path::new(file), requested_timer)?,
     };
     let is_ideal = args.platform == "ideal";
-    let timer = match &args.timer {
-        Some(t) => t.parse::<TimerKind>()?,
+    let timer = match requested_timer {
+        Some(t) => t,
         None if is_ideal => TimerKind::Itimer,
         None => platform.options.timer,
     };
     platform.options.timer = timer;
     if let Some(f) = args.fraction {
         platform.options.fraction = f;
-        platform.options.validate()?;
     }
+    if let Some(sc) = args.scale {
+        platform.options.scale = sc;
+    }
+    platform.options.validate()?;
     let sd = match (&args.lateness_sd, is_ideal) {
         (Some(s), _) => ns_arg("lateness-sd", s)?,
         (None, true) => platform::DEFAULT_LATENESS_SD_NS,

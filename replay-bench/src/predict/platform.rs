@@ -69,9 +69,10 @@ impl Platform {
         }
     }
 
-    /// Reads a calibration file ([`PlatformFile`]) or a run report (its median calibration
-    /// over ranks, its scale, fraction and timer).
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
+    /// Reads a calibration file ([`PlatformFile`]), a saved emulator calibration
+    /// (`jitter_emulator::Calibration`, for `timer`: `abstime` when `None`) or a run report (its
+    /// median calibration over ranks, its scale, fraction and timer).
+    pub fn load(path: &Path, timer: Option<TimerKind>) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read platform file {}: {e}", path.display()))?;
         let value: serde_json::Value = serde_json::from_str(&text)
@@ -80,6 +81,16 @@ impl Platform {
         if value.get("schema").is_some() {
             let r = Report::load(path)?;
             return Platform::from_report(&r, name);
+        }
+        if value.get("itimer").is_some() && value.get("abstime").is_some() {
+            let c: jitter_emulator::Calibration = serde_json::from_value(value).map_err(|e| {
+                anyhow::anyhow!("{} is not an emulator calibration: {e}", path.display())
+            })?;
+            return Ok(Platform::from_calibration(
+                &c,
+                timer.unwrap_or_default(),
+                name,
+            ));
         }
         let f: PlatformFile = serde_json::from_value(value).map_err(|e| {
             anyhow::anyhow!(
@@ -109,6 +120,28 @@ impl Platform {
             options,
             lateness_sd_ns: f.lateness_sd_ns,
         })
+    }
+
+    /// This machine: the emulator's cached calibration for this host and kernel, measured now
+    /// (several seconds) when there is none.
+    pub fn this(timer: TimerKind) -> anyhow::Result<Self> {
+        let clock = jitter_collect::clock::Clock::calibrate(std::time::Duration::from_millis(200))
+            .map_err(|e| anyhow::anyhow!("cannot calibrate the cycle counter: {e}"))?;
+        let c = jitter_emulator::Calibration::load_or_measure(&clock, false)?;
+        Ok(Platform::from_calibration(&c, timer, "this".into()))
+    }
+
+    /// The platform of an emulator calibration for `timer` (S = 1, f = 1).
+    pub fn from_calibration(
+        c: &jitter_emulator::Calibration,
+        timer: TimerKind,
+        name: String,
+    ) -> Self {
+        Platform {
+            name,
+            options: c.plan_options(timer, 1.0, 1.0, &jitter_emulator::Overrides::default()),
+            lateness_sd_ns: c.timer(timer).lateness.sd_ns,
+        }
     }
 
     fn from_report(r: &Report, name: String) -> anyhow::Result<Self> {
@@ -189,7 +222,7 @@ mod tests {
                 "min_sleep_ns": 20000, "scale": 6, "timer": "itimer"}"#,
         )
         .unwrap();
-        let pl = Platform::load(&p).unwrap();
+        let pl = Platform::load(&p, None).unwrap();
         assert_eq!(pl.options.overhead_ns, 900);
         assert_eq!(pl.options.scale, 6.0);
         assert_eq!(pl.options.timer, TimerKind::Itimer);
@@ -201,11 +234,42 @@ mod tests {
             (r#"{"overhead_ns": 1, "scale": 0}"#, "scale must be"),
         ] {
             std::fs::write(&p, text).unwrap();
-            let e = format!("{:#}", Platform::load(&p).unwrap_err());
+            let e = format!("{:#}", Platform::load(&p, None).unwrap_err());
             assert!(e.contains(what), "{e}");
         }
-        let e = Platform::load(&dir.path().join("missing.json")).unwrap_err();
+        let e = Platform::load(&dir.path().join("missing.json"), None).unwrap_err();
         assert!(e.to_string().contains("cannot read"));
+    }
+
+    #[test]
+    fn emulator_calibrations_give_the_chosen_timer() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cal.json");
+        let mut c = jitter_emulator::Calibration::default();
+        c.itimer.overhead.median_ns = 1_500.4;
+        c.itimer.lateness.median_ns = 4_000.0;
+        c.itimer.lateness.sd_ns = 900.0;
+        c.itimer.min_sleep_ns = 30_000;
+        c.abstime.overhead.median_ns = 1_200.0;
+        std::fs::write(&p, serde_json::to_string(&c).unwrap()).unwrap();
+        let it = Platform::load(&p, Some(TimerKind::Itimer)).unwrap();
+        assert_eq!(
+            (
+                it.options.overhead_ns,
+                it.options.lateness_ns,
+                it.options.min_sleep_ns
+            ),
+            (1_500, 4_000, 30_000)
+        );
+        assert_eq!(
+            (it.lateness_sd_ns, it.options.timer),
+            (900.0, TimerKind::Itimer)
+        );
+        let ab = Platform::load(&p, None).unwrap();
+        assert_eq!(
+            (ab.options.overhead_ns, ab.options.timer),
+            (1_200, TimerKind::Abstime)
+        );
     }
 
     #[test]
@@ -238,7 +302,7 @@ mod tests {
             });
         }
         r.save(&p).unwrap();
-        let pl = Platform::load(&p).unwrap();
+        let pl = Platform::load(&p, None).unwrap();
         assert_eq!(pl.options.overhead_ns, 900);
         assert_eq!((pl.options.scale, pl.options.fraction), (4.0, 0.9));
         assert_eq!(pl.lateness_sd_ns, 900.0);
@@ -247,6 +311,6 @@ mod tests {
         r.kind = ReportKind::PredictDes;
         r.save(&p).unwrap();
         assert!(barrier_stage_from_report(&p).is_err());
-        assert!(Platform::load(&p).is_err());
+        assert!(Platform::load(&p, None).is_err());
     }
 }
