@@ -214,7 +214,6 @@ fn no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir: &Path) {
     let period = 500e6;
     assert!(elapsed >= period, "{elapsed}");
     let covered = row.phases as f64 * row.avg_max_qtbt_ns / elapsed;
-    assert!(covered <= 1.02, "phases cover {covered} of the period");
     // phases × q ≈ period: exactly covered × q / AvgMaxQTBT; the calibrated work never runs
     // faster than q (noise only adds), and platform noise ν stretches phases by 1 / (1 − ν).
     let nu = rep
@@ -234,7 +233,12 @@ fn no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir: &Path) {
         elapsed < period + 50e6,
         "the last phase ended {elapsed} ns after the start"
     );
-    assert!(covered >= 0.5, "phases cover {covered} of the period");
+    // A rank descheduled between its barrier exit and t3 stretches its qtb into rank 0's
+    // collectives, so this holds only on a quiet machine.
+    assert!(
+        (0.5..=1.02).contains(&covered),
+        "phases cover {covered} of the period"
+    );
     assert!(
         row.avg_max_qt_ns >= 0.95e6,
         "AvgMaxQT {} < q",
@@ -260,6 +264,7 @@ fn periodic_noise_matches_the_closed_forms(dir: &Path) {
     let expected = sd_one_rank(p, d, q);
     let seed = seed_with_gap(60_000_000_000, 10_000_000, 3_000_000).to_string();
     let mut got = Vec::new();
+    let mut quiet = true;
     for (sync, factor) in [("phase", 1.0), ("none", 2.0)] {
         let out = dir.join(format!("{sync}.json"));
         ok(
@@ -281,7 +286,18 @@ fn periodic_noise_matches_the_closed_forms(dir: &Path) {
         );
         let rep = Report::load(&out).unwrap();
         let row = &rep.results[0];
-        assert_eq!(row.phases, 1000);
+        // 1000 phases take about 1.1 s of the 60 s trace; only a machine so busy that a phase
+        // lasts 60 ms replays the whole stream first (the fraction rule, f = 1).
+        match rep.config.extra["stopped_by"].as_str() {
+            "phases" => assert_eq!(row.phases, 1000),
+            other => {
+                assert_eq!(other, "fraction");
+                assert!(
+                    row.emulator.max_progress >= 1.0 && row.phases < 1000,
+                    "{row:?}"
+                );
+            }
+        }
         // A resync landing in the last O of a detour leaves a rest ≤ O: dropped, and small.
         let e = row.emulator;
         assert!(
@@ -296,7 +312,8 @@ fn periodic_noise_matches_the_closed_forms(dir: &Path) {
         );
         got.push((row.sd_qt_pct, stat));
         if !quiet_enough(&rep, "periodic closed form") {
-            return;
+            quiet = false;
+            continue;
         }
         assert!(
             (row.sd_qt_pct - want).abs() <= stat + noise,
@@ -305,6 +322,9 @@ fn periodic_noise_matches_the_closed_forms(dir: &Path) {
         );
     }
     let (phase, none) = (got[0], got[1]);
+    if !quiet {
+        return;
+    }
     assert!(
         none.0 - phase.0 > (phase.1 * phase.1 + none.1 * none.1).sqrt() / 2.0,
         "--sync none ({} %) must exceed --sync phase ({} %) on 2 ranks",
@@ -346,7 +366,7 @@ fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
                 "--phases",
                 "300",
                 "--noise-probe",
-                "0s",
+                "300ms",
                 "-o",
                 out.to_str().unwrap(),
             ],
@@ -410,6 +430,22 @@ fn bad_input_fails_fast_on_every_rank(dir: &Path) {
         (2, vec!["--sync", "sometimes"], "unknown sync mode"),
         (3, vec![], "online CPUs"),
     ];
+    // "Fails fast": no slower than the shortest successful run (MPI start-up, counter and work
+    // calibration, one phase) plus a few seconds, measured now, on this machine's load.
+    let reference = ok(
+        2,
+        &[
+            "--phases",
+            "1",
+            "--warmup",
+            "0",
+            "--baseline",
+            "quanta",
+            "--noise-probe",
+            "0s",
+        ],
+    )
+    .secs;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     for (np, args, msg) in cases {
         if msg == "online CPUs" && cpus >= 3 {
@@ -423,7 +459,11 @@ fn bad_input_fails_fast_on_every_rank(dir: &Path) {
             "{args:?} exited {:?}",
             r.code
         );
-        assert!(r.secs < 10.0, "{args:?} took {} s", r.secs);
+        assert!(
+            r.secs < reference + 5.0,
+            "{args:?} took {} s, a minimal run {reference} s",
+            r.secs
+        );
         let errors = r.stderr.lines().filter(|l| l.starts_with("error:")).count();
         assert_eq!(
             errors, 1,
