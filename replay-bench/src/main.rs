@@ -23,9 +23,12 @@ enum Command {
     Compare(CompareArgs),
     /// Collect reports of a scaling study into one table and an SVG plot of SD vs ranks.
     PlotStudy(plot::PlotStudyArgs),
-    // The predictor (`replay-bench predict`) is added here by the lead:
-    //     Predict(replay_bench::predict::PredictArgs),
-    // dispatched in `dispatch` below as `Command::Predict(a) => replay_bench::predict::main(a)`.
+    /// Predict the slowdown in virtual time for many ranks (simulation or order statistics).
+    Predict(Box<replay_bench::predict::PredictArgs>),
+    /// Turn a demo folder (trace, calibration, runs, predictions) into report.md and headlines.
+    Study(replay_bench::study::StudyArgs),
+    /// Print the smallest scale factor that makes a share of a trace's detours injectable here.
+    ChooseScale(replay_bench::study::ChooseScaleArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -54,6 +57,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::PlotStudy(a) => plot::main(a),
+        Command::Predict(a) => replay_bench::predict::main(*a),
+        Command::Study(a) => replay_bench::study::study(&a),
+        Command::ChooseScale(a) => replay_bench::study::choose_scale(&a),
     }
 }
 
