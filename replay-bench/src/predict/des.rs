@@ -461,6 +461,62 @@ mod tests {
     }
 
     #[test]
+    fn ranks_of_a_node_replay_its_streams_from_one_offset() {
+        // Two ranks on one node (k = 2). With two copies of one stream they see exactly what one
+        // rank alone sees (same offset); with a quiet second stream, rank 1 is faster.
+        let noisy: Vec<Detour> = (0..1000)
+            .map(|i| Detour {
+                start_ns: i * 3_000 + 700,
+                run_ns: 150,
+            })
+            .collect();
+        let quiet = [Detour {
+            start_ns: 2_999_000,
+            run_ns: 1,
+        }];
+        let trace = |second: &[Detour]| jitter_trace::Trace {
+            streams: vec![
+                Stream::from_detours(0, 0, 3_000_000, &noisy).unwrap(),
+                Stream::from_detours(1, 0, 3_000_000, second).unwrap(),
+            ],
+            ..jitter_trace::Trace::default()
+        };
+        let plans = |t: &jitter_trace::Trace| -> Vec<Arc<Plan>> {
+            (0..2)
+                .map(|s| Plan::from_trace(t, s, PlanOptions::ideal()).unwrap())
+                .collect()
+        };
+        let pair = DesConfig {
+            ranks_per_node: 2,
+            ..cfg(1_000, 300, 0.0)
+        };
+        let same = plans(&trace(&noisy));
+        let alone = simulate(
+            &same[..1],
+            1,
+            SyncMode::None,
+            &cfg(1_000, 300, 0.0),
+            &|_| {},
+        );
+        let alone = alone.unwrap();
+        let twins = simulate(&same, 2, SyncMode::None, &pair, &|_| {}).unwrap();
+        assert_eq!(alone.averages.sum_max_qt_ns, twins.averages.sum_max_qt_ns);
+        assert_eq!(twins.averages.sum_lost_rel, 0.0);
+        assert!(alone.averages.avg_max_qt_ns() > 1_000.0);
+        let mixed = plans(&trace(&quiet));
+        let mixed = simulate(&mixed, 2, SyncMode::None, &pair, &|_| {}).unwrap();
+        assert!(
+            mixed.averages.sum_lost_rel > 0.0,
+            "rank 1 is faster than rank 0"
+        );
+        let three = DesConfig {
+            ranks_per_node: 3,
+            ..cfg(1_000, 3, 0.0)
+        };
+        assert!(simulate(&same, 3, SyncMode::None, &three, &|_| {}).is_err());
+    }
+
+    #[test]
     fn the_fraction_rule_stops_the_run() {
         let d: Vec<(u64, u64)> = (0..100).map(|i| (i * 10_000 + 5_000, 100)).collect();
         let mut o = PlanOptions::ideal();
