@@ -44,10 +44,10 @@ next() { step=$((step + 1)); jb_say "[$step/$steps] $*"; }
 
 if [ "$quick" = 1 ]; then
     : "${duration:=5}"
-    period=0.3s; phases=300; ranks=16..4096; probe=0.3s
+    period=0.2s; phases=300; ranks=16..4096; probe=0.3s; max_scale=10
 else
     : "${duration:=20}"
-    period=1s; phases=2000; ranks=16..65536; probe=1s
+    period=1s; phases=2000; ranks=16..65536; probe=1s; max_scale=20
 fi
 case "$duration" in ''|*[!0-9]*|0) echo "error: --duration must be a whole number of seconds > 0" >&2; exit 2 ;; esac
 if [ -n "$trace" ] && [ ! -r "$trace" ]; then
@@ -77,7 +77,7 @@ if [ -z "$bin_dir" ]; then
     bin_dir=target/release
 fi
 bin=$(cd "$bin_dir" && pwd)
-for b in jitter-collect jitter-trace replay-bench; do
+for b in jitter-collect jitter-trace jitter-emulate replay-bench; do
     [ -x "$bin/$b" ] || { echo "error: $bin/$b is missing (build it first)" >&2; exit 1; }
 done
 mpirun_cmd=(mpirun --bind-to none)
@@ -88,8 +88,8 @@ if [ -n "$trace" ]; then
     cp "$trace" "$out/trace.jtr"
 else
     next "collecting a trace on all $cores CPUs for ${duration} s"
-    "$bin/jitter-collect" --duration "${duration}s" --output "$out/trace.jtr" --label demo=1 \
-        --json-output "$out/collect.json" | tee "$out/collect.txt"
+    "$bin/jitter-collect" --duration "${duration}s" --output "$out/trace.jtr" --label source=demo \
+        | tee "$out/collect.txt"
 fi
 "$bin/jitter-trace" stats "$out/trace.jtr" | tee "$out/stats.txt"
 "$bin/jitter-trace" plot "$out/trace.jtr" --kind density -o "$out/density.svg" >>"$log"
@@ -97,9 +97,11 @@ fi
 "$bin/jitter-trace" plot "$out/trace.jtr" --kind cdf -o "$out/cdf.svg" >>"$log"
 
 next "calibrating the emulator and choosing the scale factor"
-"$bin/replay-bench" calibrate --output "$out/calibration.json" | tee "$out/calibration.txt"
+# Measured once per host and kernel (about 10 s), then read from the cache.
+"$bin/jitter-emulate" calibrate --json >"$out/calibration.json"
+"$bin/jitter-emulate" calibrate | tee "$out/calibration.txt"
 scale=$("$bin/replay-bench" choose-scale --trace "$out/trace.jtr" --calibration "$out/calibration.json" \
-    --share 0.77 --max 20)
+    --share 0.77 --max "$max_scale")
 jb_say "scale factor S = $scale (smallest S that makes 77 % of the detours injectable, at most 20)"
 
 next "replaying under mpirun: np = 1 … $np_max, sync none, once, phase (S = $scale)"
@@ -111,7 +113,7 @@ for np in $(seq 1 "$np_max"); do
     for sync in none once phase; do
         jb_say "np $np: sync $sync"
         "${mpirun_cmd[@]}" -np "$np" "$bin/replay-bench" run --trace "$out/trace.jtr" --label trace \
-            --ranks-per-node "$np" --sync "$sync" --quanta 1ms --period "$period" --scale "$scale" \
+            --ranks-per-node 1 --sync "$sync" --quanta 1ms --period "$period" --scale "$scale" \
             --calibration "$out/calibration.json" --baseline "$out/baseline-np$np.json" \
             --noise-probe "$probe" --seed 1 -o "$out/run-np$np-$sync.json" >>"$log" 2>&1 \
             || { echo "error: replay at np $np, sync $sync failed; see $log" >&2; exit 1; }
@@ -122,9 +124,10 @@ next "predicting ranks $ranks for sync none, once, phase"
 "$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "$ranks" --sync none,once,phase \
     --quanta 1ms --phases "$phases" --model des --seed 1 \
     -o "$out/predict.json" --plot "$out/sd-vs-ranks.svg" | tee "$out/predict.txt"
-"$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "1,$(seq -s, 2 "$np_max" | sed 's/,$//')" \
+"$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "$(seq -s, 1 "$np_max")" \
     --sync none,once,phase --quanta 1ms --phases "$phases" --model des --seed 1 \
-    --platform "$out/calibration.json" --scale "$scale" -o "$out/predict-here.json" >>"$log" 2>&1
+    --platform "$out/calibration.json" --timer abstime --scale "$scale" \
+    -o "$out/predict-here.json" >>"$log" 2>&1
 
 next "writing $out/report.md"
 "$bin/replay-bench" study --dir "$out" --report "$out/report.md"
