@@ -216,21 +216,37 @@ impl Writer {
     /// Drains every `period` (or only when woken, with `None`) until `done` is set and the
     /// thread is unparked; then drains what is left.
     pub fn run(&mut self, period: Option<Duration>, done: &AtomicBool) -> Result<()> {
+        let period_ns = period.map(|p| p.as_nanos() as u64);
+        let mut next = period_ns.map(|p| self.now_ns() + p);
         loop {
-            let finished = done.load(Ordering::Acquire);
-            if !finished {
-                match period {
-                    Some(p) => std::thread::park_timeout(p),
+            // Sleep until the next drain time (park may wake early or spuriously) or the end.
+            while !done.load(Ordering::Acquire) {
+                match next {
+                    Some(t) => {
+                        let now = self.now_ns();
+                        if now >= t {
+                            break;
+                        }
+                        std::thread::park_timeout(Duration::from_nanos(t - now));
+                    }
                     None => std::thread::park(),
                 }
             }
-            let finished = finished || done.load(Ordering::Acquire);
+            let finished = done.load(Ordering::Acquire);
             if let Err(e) = self.drain_once() {
                 self.stop.store(true, Ordering::Relaxed);
                 return Err(e);
             }
             if finished {
                 return Ok(());
+            }
+            if let (Some(t), Some(p)) = (next.as_mut(), period_ns) {
+                // Keep to the grid; after a late wake-up skip the missed slots.
+                *t += p;
+                let now = self.now_ns();
+                if *t <= now {
+                    *t = now + p - (now - *t) % p;
+                }
             }
         }
     }
