@@ -88,7 +88,12 @@ impl PlanOptions {
     /// `x` ns of trace time in replay time (× S, rounded).
     #[inline]
     pub fn scaled(&self, x: u64) -> u64 {
-        (x as f64 * self.scale).round() as u64
+        if self.scale == 1.0 {
+            return x;
+        }
+        // Round half up without a libm call (x and S are non-negative); this is the hot path
+        // of both the signal handler and the predictor.
+        (x as f64 * self.scale + 0.5) as u64
     }
 }
 
@@ -347,7 +352,7 @@ impl Cursor {
     /// Jumps to timeline point `offset_ns` at replay time `now_ns`: the next injection is the
     /// rest of the detour in progress there, if any, else the next detour after the gap.
     pub fn resync(&mut self, offset_ns: u64, now_ns: u64) {
-        let seg = (now_ns.saturating_sub(self.seg_replay0) as f64 / self.plan.opts.scale).round();
+        let seg = now_ns.saturating_sub(self.seg_replay0) as f64 / self.plan.opts.scale + 0.5;
         self.consumed_before_ns += seg as u64;
         self.position(offset_ns % self.plan.period_ns, now_ns);
     }
