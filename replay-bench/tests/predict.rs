@@ -85,9 +85,10 @@ fn per_phase_sync_on_periodic_noise_costs_d_over_p() {
 /// - compute (eq. 3): a rank leaving a barrier is held by a detour in progress, so its window
 ///   starts outside detours and is delayed by d iff the next start falls within q:
 ///   E[MaxQT] − q = d · (1 − (1 − q/P)^N);
-/// - phase period (barrier to barrier): a rank's delay counted from the barrier completion is
-///   its detour's rest (w.p. d/P, uniform on (0, d]) or d (w.p. q/P):
-///   E[max] = d − P/(N+1) · [(1 − q/P)^(N+1) − (1 − (q+d)/P)^(N+1)].
+/// - phase period (bottom barrier to bottom barrier, less q and two barrier latencies): from the
+///   common start at the top barrier, a rank's delay is its detour's rest (w.p. d/P, uniform on
+///   (0, d]) or d (w.p. q/P): E[max] = d − P/(N+1) · [(1 − q/P)^(N+1) − (1 − (q+d)/P)^(N+1)];
+///   to that adds the longest hold at the bottom barrier's exit, between 0 and d.
 #[test]
 fn unsynchronised_periodic_noise_matches_the_closed_forms() {
     // P is not a multiple of the phase length, so that the common time sweeps the period evenly
@@ -112,12 +113,19 @@ fn unsynchronised_periodic_noise_matches_the_closed_forms() {
             .into_par_iter()
             .map(|seed| {
                 let o = run(&pl, n, SyncMode::None, &cfg(MS, 400, stage, 0.0, seed));
-                (o.averages.avg_max_qt_ns() - q, o.mean_period_ns - q - lat)
+                // A phase passes two barriers (Algorithm 1, lines 3 and 7): two latencies.
+                (
+                    o.averages.avg_max_qt_ns() - q,
+                    o.mean_period_ns - q - 2.0 * lat,
+                )
             })
             .collect();
         let (qt, qt_se) = mean_se(&rows.iter().map(|r| r.0).collect::<Vec<_>>());
         let (per, per_se) = mean_se(&rows.iter().map(|r| r.1).collect::<Vec<_>>());
         let closed_qt = d * (1.0 - (1.0 - q / p).powf(nf));
+        // The phase period: the slowest rank's q of work from the common start (a start held
+        // by a running detour included) — the closed form below — plus the longest hold at the
+        // bottom barrier's exit, which lies in [0, d].
         let closed_per = d - p / (nf + 1.0)
             * ((1.0 - q / p).powf(nf + 1.0) - (1.0 - (q + d) / p).powf(nf + 1.0));
         println!(
@@ -137,8 +145,8 @@ fn unsynchronised_periodic_noise_matches_the_closed_forms() {
             "N={n}: {qt} vs {closed_qt}"
         );
         assert!(
-            (per / closed_per - 1.0).abs() < 0.02,
-            "N={n}: {per} vs {closed_per}"
+            per > closed_per * 0.98 - 3.0 * per_se && per < closed_per + d + 3.0 * per_se,
+            "N={n}: period delay {per} outside [{closed_per}, {closed_per} + d]"
         );
     }
 }
@@ -233,7 +241,9 @@ fn paper_001_qualitative_results_come_out_of_the_simulation() {
         2,
     );
     // Timer error sd 20 µs per re-arm (Blue Gene/L, paper 001 §V-C).
-    let c = cfg(MS, 1_000, 1000.0, 20_000.0, 5);
+    // 2000 phases: with a 20 µs timer error per injection the sync-once drift grows to a spread
+    // of about 0.7 ms (sd) over the ranks, about the phase length (the paper saw 3.8–5.3 ms).
+    let c = cfg(MS, 2_000, 1000.0, 20_000.0, 5);
     let n = 1024;
     let mut got = Vec::new();
     for (name, t) in [("frequent-short", &fs), ("rare-long", &rl)] {

@@ -253,21 +253,56 @@ pub fn simulate(
         } else {
             None
         };
+        // Leave the bottom barrier of the previous phase: that rank's qtb ends at its exit.
+        let exits = match barrier_prev {
+            Some(b) => states
+                .par_chunks_mut(chunk)
+                .map(|c| {
+                    let mut acc = Pass::default();
+                    for s in c.iter_mut() {
+                        let exit = s.leave_barrier(b, w);
+                        acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns);
+                        acc.over_limit |= exit >= s.limit_at;
+                        acc.max_end = acc.max_end.max(exit);
+                        s.start_ns = exit;
+                    }
+                    acc
+                })
+                .reduce(Pass::default, Pass::join),
+            None => Pass::default(),
+        };
+        if let Some((max_qt, sum_qt)) = prev {
+            if exits.over_limit {
+                // The replay of some rank reached f during that phase: its noise is cut short,
+                // so the phase is not counted and the run stops (pitfall 3).
+                stopped_by_fraction = true;
+                break;
+            }
+            averages.add(PhaseSample {
+                max_qt_ns: max_qt as f64 / scale,
+                max_qtbt_ns: exits.max_qtb_prev as f64 / scale,
+                mean_qt_ns: sum_qt as f64 / ranks as f64 / scale,
+            });
+            on_phase(p);
+            last_barrier = barrier_prev.unwrap_or(0);
+        }
+        if !compute_phase {
+            break;
+        }
+        // The barrier at the top of the loop (Algorithm 1, line 3): every rank starts computing
+        // once the slowest has left the previous barrier, so a rank held there by a detour
+        // delays that phase once (in its qtb) and not the next phase's compute windows again.
+        let top = barrier_prev.map(|_| exits.max_end + latency);
         let pass = states
             .par_chunks_mut(chunk)
             .map(|c| {
                 let mut acc = Pass::default();
                 for s in c.iter_mut() {
-                    if let Some(b) = barrier_prev {
-                        let exit = s.leave_barrier(b, w);
-                        acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns);
-                        acc.over_limit |= exit >= s.limit_at;
-                        s.start_ns = exit;
-                    }
-                    if !compute_phase {
-                        continue;
-                    }
-                    let start = s.start_ns;
+                    let start = match top {
+                        Some(t) => s.leave_barrier(t, w),
+                        None => s.start_ns,
+                    };
+                    s.start_ns = start;
                     if let Some(off) = resync {
                         s.cursor.resync(off, start);
                         s.pending = None;
@@ -283,21 +318,6 @@ pub fn simulate(
                 acc
             })
             .reduce(Pass::default, Pass::join);
-        if let Some((max_qt, sum_qt)) = prev {
-            if pass.over_limit {
-                // The replay of some rank reached f during that phase: its noise is cut short,
-                // so the phase is not counted and the run stops (pitfall 3).
-                stopped_by_fraction = true;
-                break;
-            }
-            averages.add(PhaseSample {
-                max_qt_ns: max_qt as f64 / scale,
-                max_qtbt_ns: pass.max_qtb_prev as f64 / scale,
-                mean_qt_ns: sum_qt as f64 / ranks as f64 / scale,
-            });
-            on_phase(p);
-            last_barrier = barrier_prev.unwrap_or(0);
-        }
         prev = Some((pass.max_qt, pass.sum_qt));
         barrier_prev = Some(pass.max_end + latency);
     }
