@@ -394,8 +394,9 @@ impl Cursor {
         }
         let r = recs[self.next_index];
         self.next_index += 1;
-        let base = self.lap * self.plan.period_ns - self.plan.begin_ns;
-        Some((base + r.start_ns, base + r.end_ns()))
+        let lap = self.lap * self.plan.period_ns;
+        let begin = self.plan.begin_ns;
+        Some((lap + (r.start_ns - begin), lap + (r.end_ns() - begin)))
     }
 
     fn within_limit(&self, start: u64) -> bool {
@@ -527,6 +528,30 @@ mod tests {
             got,
             vec![(0, 15, 405), (495, 5, 900), (695, 10, 1100), (995, 5, 1400)]
         );
+    }
+
+    #[test]
+    fn a_window_that_does_not_begin_at_zero_is_replayed_relative_to_its_begin() {
+        let d = [
+            Detour {
+                start_ns: 5_100,
+                run_ns: 10,
+            },
+            Detour {
+                start_ns: 5_400,
+                run_ns: 20,
+            },
+        ];
+        let s = Stream::from_detours(0, 5_000, 6_000, &d).unwrap();
+        let plan = Plan::new(&s, opts()).unwrap();
+        let got: Vec<(u64, u64)> = plan
+            .cursor(0)
+            .take(3)
+            .map(|i| (i.due_ns, i.trace_ns))
+            .collect();
+        assert_eq!(got, vec![(100, 100), (400, 400)]);
+        let wrapped: Vec<u64> = plan.cursor(500).map(|i| i.due_ns).collect();
+        assert_eq!(wrapped, vec![600, 900]);
     }
 
     #[test]
@@ -682,11 +707,15 @@ mod tests {
     }
 
     prop_compose! {
-        fn arb_stream()(gaps in prop::collection::vec((1u64..5_000, 1u64..500), 1..60), tail in 0u64..5_000) -> Stream {
-            let mut t = 0;
+        fn arb_stream()(
+            gaps in prop::collection::vec((1u64..5_000, 1u64..500), 1..60),
+            tail in 0u64..5_000,
+            begin in prop::sample::select(vec![0u64, 1, 7_777, 1 << 40]),
+        ) -> Stream {
+            let mut t = begin;
             let mut d = Vec::new();
-            for (g, r) in gaps { t += g; d.push((t, r)); t += r; }
-            stream(t + tail, &d)
+            for (g, r) in gaps { t += g; d.push(Detour { start_ns: t, run_ns: r }); t += r; }
+            Stream::from_detours(0, begin, t + tail, &d).unwrap()
         }
     }
 
