@@ -203,14 +203,14 @@ fn periodic_replay(clock: &Clock, timer: TimerKind) -> Result<(), String> {
             None => return Ok(()),
         }
     }
-    // Inconclusive is not a pass: it is reported loudly, and fails where the machine is meant to
-    // be quiet enough (JB_TIMING_STRICT=1, e.g. on a dedicated runner).
+    // Inconclusive is not a pass: it fails, unless the caller says the machine is known to be
+    // too loaded to judge (JB_TIMING_LENIENT=1, e.g. while other jobs share the cores).
     let msg = format!("INCONCLUSIVE: no stable attempt in 5 (machine too loaded to judge): {last}");
-    if std::env::var_os("JB_TIMING_STRICT").is_some_and(|v| v == "1") {
-        return Err(msg);
+    if std::env::var_os("JB_TIMING_LENIENT").is_some_and(|v| v == "1") {
+        println!("  {timer:?}: {msg}");
+        return Ok(());
     }
-    println!("  {timer:?}: {msg}");
-    Ok(())
+    Err(msg)
 }
 
 /// O as it applies to this test's injections: the detour beyond a busy loop of the test's
@@ -233,14 +233,7 @@ fn periodic_attempt(clock: &Clock, timer: TimerKind) -> Result<Option<String>, S
     // Tolerances from the measured spreads; they must be able to tell a broken compensation:
     // O not subtracted shifts every detour by O's median, L not compensated shifts every
     // itimer interval by L's median.
-    let o_half_width = 0.5 * (o.p90_ns - o.p10_ns);
     let tol_duration = 0.5 * o.median_ns;
-    if o_half_width >= tol_duration {
-        return Ok(Some(format!(
-            "O too noisy to test: median {:.0} ns, p10–p90 {:.0}–{:.0} ns",
-            o.median_ns, o.p10_ns, o.p90_ns
-        )));
-    }
     let (period, run, secs) = (5_000_000u64, 150_000u64, 2u64);
     let count = secs * 1_000_000_000 / period;
     let options = PlanOptions {
@@ -278,6 +271,20 @@ fn periodic_attempt(clock: &Clock, timer: TimerKind) -> Result<Option<String>, S
         .map(|&(_, (a, b))| clock.ticks_to_ns_f64(b - a))
         .collect();
     let seen_s = Spread::of(&seen);
+    // The medians compared must be known well enough to resolve the tolerance: standard error
+    // of a median ≈ 1.25 σ/√n, with σ from the p10–p90 range (2.56 σ for a normal spread), for
+    // the detours seen and for the O subtracted. A wide spread alone is no reason to give up:
+    // with a few hundred samples the medians are still sharp.
+    let se_median =
+        |x: &Spread| 1.25 * (x.p90_ns - x.p10_ns) / 2.56 / (x.samples.max(1) as f64).sqrt();
+    let se = se_median(&seen_s) + se_median(&o);
+    if 3.0 * se > tol_duration {
+        return Ok(Some(format!(
+            "medians too uncertain: 3 × standard error {:.2} µs > tolerance {:.2} µs",
+            3.0 * se / 1e3,
+            tol_duration / 1e3
+        )));
+    }
     // Rate: every injection due within the window happened and was seen. Dues are at
     // 2.5 ms + k · 5 ms < 2 s; a relative timer accumulates its errors (a preemption shifts all
     // later injections), so for itimer the dues shifted by the final drift count.
