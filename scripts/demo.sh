@@ -47,7 +47,7 @@ if [ "$quick" = 1 ]; then
     period=0.2s; phases=300; ranks=16..4096; probe=0.3s; max_scale=10
 else
     : "${duration:=20}"
-    period=1s; phases=2000; ranks=16..65536; probe=1s; max_scale=20
+    period=0.5s; phases=500; ranks=16..65536; probe=1s; max_scale=20
 fi
 case "$duration" in ''|*[!0-9]*|0) echo "error: --duration must be a whole number of seconds > 0" >&2; exit 2 ;; esac
 if [ -n "$trace" ] && [ ! -r "$trace" ]; then
@@ -108,7 +108,8 @@ next "replaying under mpirun: np = 1 … $np_max, sync none, once, phase (S = $s
 for np in $(seq 1 "$np_max"); do
     jb_say "np $np: baseline without jitter"
     "${mpirun_cmd[@]}" -np "$np" "$bin/replay-bench" run --quanta 1ms --period "$period" \
-        --scale "$scale" --noise-probe "$probe" --seed 1 -o "$out/baseline-np$np.json" >>"$log" 2>&1 \
+        --scale "$scale" --baseline quanta --noise-probe "$probe" --seed 1 \
+        -o "$out/baseline-np$np.json" >>"$log" 2>&1 \
         || { echo "error: baseline run at np $np failed; see $log" >&2; exit 1; }
     for sync in none once phase; do
         jb_say "np $np: sync $sync"
