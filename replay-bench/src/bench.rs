@@ -31,6 +31,9 @@ pub struct LoopSpec {
     pub scale: f64,
     /// Keep every measured phase (rank 0) for `--phases-csv`.
     pub keep_samples: bool,
+    /// Virtual ranks per process: compute windows run one after another in each phase, each
+    /// one rank's (paper 001 §VI future work); 1 is the plain benchmark.
+    pub virtual_ranks: u64,
 }
 
 /// Hooks into the loop for the emulator: where to resync and how far the replay got.
@@ -39,6 +42,8 @@ pub trait PhaseHook {
     fn before_phase(&mut self, phase: u64);
     /// Share of this rank's stream replayed so far (0 without an emulator).
     fn progress(&self) -> f64;
+    /// Called right before virtual rank `v`'s compute window (only with virtual ranks).
+    fn before_window(&mut self, _phase: u64, _v: u64) {}
 }
 
 /// No emulator: the benchmark without jitter.
@@ -124,14 +129,33 @@ where
         }
         comm.barrier();
         hook.before_phase(phase);
-        let t1 = read_counter_ordered();
-        x = do_work(spec.iterations, x);
-        let t2 = read_counter_ordered();
+        // One compute window per (virtual) rank: qt is the longest, its sum feeds the mean.
+        let windows = spec.virtual_ranks.max(1);
+        let (mut qt, mut qt_sum) = (0.0f64, 0.0f64);
+        let mut first_t1 = 0;
+        for v in 0..windows {
+            if windows > 1 {
+                hook.before_window(phase, v);
+            }
+            let t1 = read_counter_ordered();
+            x = do_work(spec.iterations, x);
+            let t2 = read_counter_ordered();
+            if v == 0 {
+                first_t1 = t1;
+            }
+            let w = clock.ticks_to_ns_f64(t2.wrapping_sub(t1)) / scale;
+            qt = qt.max(w);
+            qt_sum += w;
+        }
         comm.barrier();
         let t3 = read_counter_ordered();
         last_end = t3;
-        let qt = clock.ticks_to_ns_f64(t2.wrapping_sub(t1)) / scale;
-        let qtb = clock.ticks_to_ns_f64(t3.wrapping_sub(t1)) / scale;
+        // Virtual ranks record qt only (no barrier among them): qtb is then qt.
+        let qtb = if windows > 1 {
+            qt
+        } else {
+            clock.ticks_to_ns_f64(t3.wrapping_sub(first_t1)) / scale
+        };
         if !warm {
             measured += 1;
         }
@@ -147,13 +171,13 @@ where
             };
         let mut maxes = [qt, qtb, hook.progress(), if root_stop { 1.0 } else { 0.0 }];
         comm.all_max(&mut maxes);
-        let mut sum = [qt];
+        let mut sum = [qt_sum];
         comm.sum_to_root(&mut sum);
         if !warm && root {
             let s = PhaseSample {
                 max_qt_ns: maxes[0],
                 max_qtbt_ns: maxes[1],
-                mean_qt_ns: sum[0] / size,
+                mean_qt_ns: sum[0] / (size * windows as f64),
             };
             averages.add(s);
             spread_qt.add(s.max_qt_ns);
@@ -248,6 +272,7 @@ mod tests {
             fraction: 1.0,
             scale: 1.0,
             keep_samples: true,
+            virtual_ranks: 1,
         };
         let out = run_phases(&Solo, &c, &spec, &mut NoJitter);
         assert_eq!(out.averages.phases, 7);
@@ -279,6 +304,7 @@ mod tests {
             fraction: 0.55,
             scale: 1.0,
             keep_samples: false,
+            virtual_ranks: 1,
         };
         let mut h = Recorder {
             phases: Vec::new(),
@@ -306,6 +332,8 @@ mod tests {
                 fraction: 1.0,
                 scale,
                 keep_samples: true,
+                virtual_ranks: 1,
+                virtual_ranks: 1,
             };
             let out = run_phases(&Solo, &c, &spec, &mut NoJitter);
             assert_eq!(out.stopped_by, StopReason::Period);

@@ -183,6 +183,88 @@ impl Replay {
     }
 }
 
+/// One process playing K barrier-free virtual ranks on one emulator: each virtual rank keeps
+/// its own point on the trace's timeline, which advances only while its compute window (and
+/// what follows it up to the next switch) runs; the emulator jumps there before each window.
+#[derive(Debug)]
+pub struct VirtualReplay {
+    replay: Replay,
+    /// Timeline point of each virtual rank, trace ns in [0, timeline).
+    points: Vec<u64>,
+    /// Trace ns each virtual rank has replayed.
+    consumed: Vec<u64>,
+    /// The virtual rank playing now, and the replay-clock time it started.
+    current: Option<(usize, u64)>,
+    scale: f64,
+}
+
+impl VirtualReplay {
+    /// Starts `k` virtual ranks with global ids `first_id..first_id + k` (their sync-schedule
+    /// nodes) on `plan`.
+    pub fn start(
+        plan: &Arc<Plan>,
+        first_id: u64,
+        k: u64,
+        schedule: SyncSchedule,
+        clock: &Clock,
+    ) -> anyhow::Result<VirtualReplay> {
+        let replay = Replay::start(plan, first_id, schedule, clock)?;
+        let timeline = plan.period_ns();
+        let points = (first_id..first_id + k)
+            .map(|id| schedule.start_offset(id, timeline))
+            .collect();
+        Ok(VirtualReplay {
+            replay,
+            points,
+            consumed: vec![0; k as usize],
+            current: None,
+            scale: plan.options().scale,
+        })
+    }
+
+    /// Charges the time since the last switch to the virtual rank that was playing.
+    fn settle(&mut self) {
+        if let Some((v, since)) = self.current.take() {
+            let used = (jitter_emulator::injector::mono_ns().saturating_sub(since) as f64
+                / self.scale) as u64;
+            self.points[v] = (self.points[v] + used) % self.replay.timeline_ns;
+            self.consumed[v] += used;
+        }
+    }
+
+    /// Stops the injector and returns its totals.
+    pub fn stop(mut self) -> anyhow::Result<ReplayTotals> {
+        self.settle();
+        let progress = self.progress();
+        let mut totals = self.replay.stop()?;
+        totals.progress = progress;
+        Ok(totals)
+    }
+}
+
+impl PhaseHook for VirtualReplay {
+    fn before_phase(&mut self, phase: u64) {
+        let timeline = self.replay.timeline_ns;
+        if let Some(offset) = self.replay.schedule.resync_offset(phase, timeline) {
+            self.settle();
+            self.points.iter_mut().for_each(|p| *p = offset);
+        }
+    }
+
+    fn progress(&self) -> f64 {
+        let most = self.consumed.iter().copied().max().unwrap_or(0);
+        most as f64 / self.replay.timeline_ns as f64
+    }
+
+    fn before_window(&mut self, _phase: u64, v: u64) {
+        self.settle();
+        let v = v as usize;
+        self.replay.handle.resync(self.points[v]);
+        self.replay.resyncs += 1;
+        self.current = Some((v, jitter_emulator::injector::mono_ns()));
+    }
+}
+
 impl PhaseHook for Replay {
     fn before_phase(&mut self, phase: u64) {
         if let Some(offset) = self.schedule.resync_offset(phase, self.timeline_ns) {

@@ -18,7 +18,7 @@ use crate::comm::{agree, record, Collective, Mpi};
 use crate::kernel::WorkRate;
 use crate::metrics::slowdown_pct;
 use crate::noise::{self, PlatformNoise};
-use crate::replay::{self, EmulatorCost, Replay, ReplayTotals};
+use crate::replay::{self, EmulatorCost, Replay, ReplayTotals, VirtualReplay};
 use crate::report::{
     Calibration, Config, EmulatorTotals, Report, ReportKind, ResultRow, TraceInfo,
 };
@@ -96,6 +96,10 @@ pub struct RunArgs {
     /// Allow more ranks on a host than it has online CPUs (timings are then meaningless).
     #[arg(long)]
     pub allow_oversubscribe: bool,
+    /// Barrier-free virtual ranks per process (paper 001 §VI): each phase runs K compute windows
+    /// one after another, each from its own point of the trace; MaxQT is over all of them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub virtual_ranks: u64,
 }
 
 fn parse_duration(s: &str) -> Result<u64, String> {
@@ -352,6 +356,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         fraction,
         scale,
         keep_samples: keep,
+        virtual_ranks: args.virtual_ranks,
     };
     let until = |period_ns: u64| match args.phases {
         Some(n) => Until::Phases(n),
@@ -402,18 +407,25 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
             ReplayTotals::default(),
         ),
         Some(plan) => {
-            let node = rank as u64 / k;
+            let spec = spec(until(args.period), keep, args.fraction);
             comm.barrier();
-            let started = Replay::start(&plan, node, schedule, &setup.clock);
-            let mut replay = agree(comm, started)?;
-            let out = run_phases(
-                comm,
-                &setup.clock,
-                &spec(until(args.period), keep, args.fraction),
-                &mut replay,
-            );
-            let totals = agree(comm, replay.stop())?;
-            (out, totals)
+            if args.virtual_ranks > 1 {
+                // Every virtual rank is its own node: its own offset under --sync none.
+                let first = rank as u64 * args.virtual_ranks;
+                let started =
+                    VirtualReplay::start(&plan, first, args.virtual_ranks, schedule, &setup.clock);
+                let mut replay = agree(comm, started)?;
+                let out = run_phases(comm, &setup.clock, &spec, &mut replay);
+                let totals = agree(comm, replay.stop())?;
+                (out, totals)
+            } else {
+                let node = rank as u64 / k;
+                let started = Replay::start(&plan, node, schedule, &setup.clock);
+                let mut replay = agree(comm, started)?;
+                let out = run_phases(comm, &setup.clock, &spec, &mut replay);
+                let totals = agree(comm, replay.stop())?;
+                (out, totals)
+            }
         }
     };
 
@@ -510,7 +522,26 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         );
     }
 
-    let mut report = Report::new(ReportKind::Run, config);
+    let virtual_ranks = args.virtual_ranks > 1;
+    if virtual_ranks {
+        config.model = "virtual-ranks".into();
+        config.extra.insert(
+            "virtual_ranks_per_process".into(),
+            args.virtual_ranks.to_string(),
+        );
+    }
+    let kind = if virtual_ranks {
+        ReportKind::VirtualRanks
+    } else {
+        ReportKind::Run
+    };
+    let mut report = Report::new(kind, config);
+    if virtual_ranks {
+        report.warnings.push(format!(
+            "{} barrier-free virtual ranks per process: qt only (MaxQTBT is MaxQT)",
+            args.virtual_ranks
+        ));
+    }
     report.calibration = calibration;
     if let Some(t) = &trace {
         if let Some(w) = &t.warning {
@@ -544,7 +575,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     }
     report.results.push(result_row(
         trace.as_ref().map_or("", |t| t.info.label.as_str()),
-        size as u64,
+        size as u64 * args.virtual_ranks,
         if trace.is_some() {
             args.sync.to_string()
         } else {

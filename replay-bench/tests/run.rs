@@ -512,6 +512,58 @@ fn bad_input_fails_fast_on_every_rank(dir: &Path) {
     }
 }
 
+/// `--virtual-ranks K` on one process: K compute windows per phase, each from its own point
+/// of the trace (sync none). For periodic noise (P, d) with q + d ≤ P, a window that starts
+/// outside a detour is delayed by d iff a detour starts within it (probability q/P), and one
+/// that starts inside waits for its rest first (not counted in qt): over K independent windows
+/// E[MaxQT] − q = d · (1 − (1 − q/P)^K) (docs/VALIDATION.md, `## Predictor`).
+fn virtual_ranks_take_the_maximum_over_barrier_free_windows(dir: &Path) {
+    let (p, d, q, k): (f64, f64, f64, u64) = (10e6, 200e3, 1e6, 8);
+    let trace = dir.join("periodic.jtr");
+    let out = dir.join("virtual.json");
+    ok(
+        1,
+        &[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--virtual-ranks",
+            &k.to_string(),
+            "--sync",
+            "none",
+            "--seed",
+            "5",
+            "--phases",
+            "150",
+            "--warmup",
+            "5",
+            "--noise-probe",
+            "300ms",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    let rep = Report::load(&out).unwrap();
+    assert_eq!(rep.kind, replay_bench::report::ReportKind::VirtualRanks);
+    let row = &rep.results[0];
+    assert_eq!(row.ranks, k);
+    assert!(row.emulator.injected > 0, "{row:?}");
+    // No barrier among virtual ranks: qtb is qt.
+    assert_eq!(row.avg_max_qt_ns, row.avg_max_qtbt_ns);
+    let want = 100.0 * d * (1.0 - (1.0 - q / p).powi(k as i32)) / q;
+    let (stat, noise) = floor_pct(&rep, "qt");
+    eprintln!(
+        "virtual ranks K = {k}: SD eq.3 {:.3} %, closed form {want:.3} % ± {stat:.3} + {noise:.3}",
+        row.sd_qt_pct
+    );
+    if quiet_enough(&rep, "virtual ranks") && speed_stable(&rep, "virtual ranks") {
+        assert!(
+            (row.sd_qt_pct - want).abs() <= stat + noise,
+            "virtual ranks: SD eq.3 {} %, closed form {want} % ± {stat} + {noise}",
+            row.sd_qt_pct
+        );
+    }
+}
+
 fn compare_sets_reports_side_by_side(dir: &Path) {
     let a = dir.join("phase-np1.json");
     let b = dir.join("notrace.json");
@@ -542,6 +594,7 @@ fn replay_bench_run_under_mpi() {
     periodic_noise_matches_the_closed_forms(dir.path());
     short_detours_are_dropped_at_s1_and_injected_scaled(dir.path());
     compare_sets_reports_side_by_side(dir.path());
+    virtual_ranks_take_the_maximum_over_barrier_free_windows(dir.path());
     eprintln!(
         "replay-bench run tests took {:.1} s",
         t0.elapsed().as_secs_f64()
