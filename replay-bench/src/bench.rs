@@ -333,7 +333,6 @@ mod tests {
                 scale,
                 keep_samples: true,
                 virtual_ranks: 1,
-                virtual_ranks: 1,
             };
             let out = run_phases(&Solo, &c, &spec, &mut NoJitter);
             assert_eq!(out.stopped_by, StopReason::Period);
