@@ -100,32 +100,7 @@ pub struct Cli {
 
 /// Parses `10s`, `500ms`, `2m`, `1h`, `1.5s` or plain seconds; must be positive.
 pub fn parse_duration(text: &str) -> Result<Duration> {
-    let t = text.trim();
-    let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => t.split_at(i),
-        None => (t, "s"),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| anyhow::anyhow!("bad duration {text:?}: use e.g. 10s, 500ms, 2m"))?;
-    let scale = match unit.trim() {
-        "ns" => 1e-9,
-        "us" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        u => bail!("bad duration {text:?}: unknown unit {u:?}"),
-    };
-    let secs = v * scale;
-    if !secs.is_finite() || secs <= 0.0 {
-        bail!("the duration must be positive, got {text:?}");
-    }
-    if secs > 1e9 {
-        bail!("the duration {text:?} is too long");
-    }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(jitter_trace::units::parse_positive_duration(text)?)
 }
 
 impl Cli {

@@ -192,7 +192,7 @@ fn a_periodic_real_time_daemon_shows_as_100_detours_per_second_of_300_us() {
     let cpus = cpuset::select(None).unwrap();
     let cpu = *cpus.ids().last().unwrap();
     let clock = Clock::calibrate(Duration::from_millis(200)).unwrap();
-    let mut daemon = Command::new(std::env::current_exe().unwrap())
+    let daemon = Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
             "--exact",

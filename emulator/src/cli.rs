@@ -76,26 +76,7 @@ enum Command {
 
 /// Parses a duration like `10s`, `500ms`, `2m` or a plain number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration> {
-    let s = s.trim();
-    let (num, mult) = if let Some(v) = s.strip_suffix("ms") {
-        (v, 1e-3)
-    } else if let Some(v) = s.strip_suffix("us") {
-        (v, 1e-6)
-    } else if let Some(v) = s.strip_suffix('s') {
-        (v, 1.0)
-    } else if let Some(v) = s.strip_suffix('m') {
-        (v, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    let x: f64 = num
-        .trim()
-        .parse()
-        .with_context(|| format!("bad duration '{s}' (use e.g. 10s, 500ms, 2m)"))?;
-    if !x.is_finite() || x <= 0.0 {
-        bail!("duration '{s}' must be positive");
-    }
-    Ok(Duration::from_secs_f64(x * mult))
+    Ok(jitter_trace::units::parse_positive_duration(s)?)
 }
 
 /// Entry point of `jitter-emulate`.

@@ -3,16 +3,20 @@
 use crate::error::TraceError;
 
 /// Units a duration may carry, with their length in ns.
-const DURATION_UNITS: [(&str, f64); 6] = [
+const DURATION_UNITS: [(&str, f64); 9] = [
     ("ns", 1.0),
     ("us", 1e3),
     ("µs", 1e3),
     ("ms", 1e6),
     ("s", 1e9),
+    ("m", 60e9),
     ("min", 60e9),
+    ("h", 3600e9),
+    ("d", 86400e9),
 ];
 
-/// Parses a non-negative duration with a unit (`ns`, `us`/`µs`, `ms`, `s`, `min`) into ns.
+/// Parses a non-negative duration with a unit (`ns`, `us`/`µs`, `ms`, `s`, `m`/`min`, `h`, `d`)
+/// into ns.
 pub fn parse_duration_ns(text: &str) -> Result<f64, TraceError> {
     let t = text.trim();
     let split = t
@@ -84,6 +88,31 @@ pub fn parse_rate_per_s(text: &str) -> Result<f64, TraceError> {
     Ok(rate)
 }
 
+/// Parses a length of time given on a command line: `10s`, `500ms`, `2m`, `1h`, or a plain
+/// number of seconds; it must be positive and at most ~31 years.
+pub fn parse_positive_duration(text: &str) -> Result<std::time::Duration, TraceError> {
+    let t = text.trim();
+    let ns = if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        let secs: f64 = t
+            .parse()
+            .map_err(|_| TraceError::Argument(format!("`{text}` is not a duration")))?;
+        secs * 1e9
+    } else {
+        parse_duration_ns(t)?
+    };
+    if !(ns.is_finite() && ns > 0.0) {
+        return Err(TraceError::Argument(format!(
+            "the duration must be positive, got `{text}`"
+        )));
+    }
+    if ns > 1e18 {
+        return Err(TraceError::Argument(format!(
+            "the duration `{text}` is too long"
+        )));
+    }
+    Ok(std::time::Duration::from_nanos(ns.round() as u64))
+}
+
 /// Formats ns with a unit chosen so that the number reads easily (`1.50 ms`).
 pub fn format_ns(ns: f64) -> String {
     let a = ns.abs();
@@ -136,5 +165,33 @@ mod tests {
         assert_eq!(format_ns(1500.0), "1.50 us");
         assert_eq!(format_ns(12.0), "12 ns");
         assert_eq!(format_ns(2.5e9), "2.500 s");
+    }
+
+    #[test]
+    fn command_line_durations_take_plain_seconds_and_refuse_nonsense() {
+        use std::time::Duration;
+        assert_eq!(
+            parse_positive_duration("3").unwrap(),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            parse_positive_duration("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            parse_positive_duration("2m").unwrap(),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            parse_positive_duration("1h").unwrap(),
+            Duration::from_secs(3600)
+        );
+        assert_eq!(
+            parse_positive_duration("1.5s").unwrap(),
+            Duration::from_millis(1500)
+        );
+        for bad in ["", "0", "-1", "0s", "-1s", "x", "3 parsecs", "nan", "1e30s"] {
+            assert!(parse_positive_duration(bad).is_err(), "{bad}");
+        }
     }
 }
