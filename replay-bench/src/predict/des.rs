@@ -8,10 +8,14 @@
 //!   `s + S·q + Σ span` over the injections that land in it;
 //! - the barrier completes at `B = max over ranks of compute end + S·latency(N)`;
 //! - a rank waiting in the barrier loses nothing to detours that end before `B`; one still
-//!   running at `B` holds the rank until its end, where the rank's next phase starts.
+//!   running at `B` holds the rank until its end (its barrier exit);
+//! - the barrier at the top of the next phase (Algorithm 1, line 3) completes at the latest exit
+//!   plus one latency; a rank leaves it like the other barrier, and its next compute starts there.
 //!
 //! qt = compute end − s, qtb = barrier exit − s. Memory is O(ranks): one [`RankState`] each,
-//! reused across phases; nothing is allocated per phase.
+//! reused across phases; nothing is allocated per phase. Under MPI the ranks are split over the
+//! processes and the per-phase maxima and sums are reduced with the [`Collective`]; every
+//! virtual rank draws from its own seeded generator, so the split does not change the result.
 
 use std::sync::Arc;
 
@@ -20,6 +24,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
+use crate::comm::{Collective, Solo};
 use crate::metrics::{PhaseAverages, PhaseSample};
 use crate::report::EmulatorTotals;
 
@@ -172,6 +177,30 @@ struct Pass {
     over_limit: bool,
 }
 
+/// Combines the passes of all processes (a no-op for one process). Times stay well below
+/// 2^53 ns, so the f64 collectives are exact.
+fn reduce(comm: &dyn Collective, p: Pass) -> Pass {
+    if comm.size() == 1 {
+        return p;
+    }
+    let mut max = [
+        p.max_end as f64,
+        p.max_qt as f64,
+        p.max_qtb_prev as f64,
+        f64::from(u8::from(p.over_limit)),
+    ];
+    comm.all_max(&mut max);
+    let mut sum = [p.sum_qt as f64];
+    comm.all_sum(&mut sum);
+    Pass {
+        max_end: max[0] as u64,
+        max_qt: max[1] as u64,
+        sum_qt: sum[0] as u64,
+        max_qtb_prev: max[2] as u64,
+        over_limit: max[3] > 0.0,
+    }
+}
+
 impl Pass {
     fn join(a: Pass, b: Pass) -> Pass {
         Pass {
@@ -187,6 +216,19 @@ impl Pass {
 /// Simulates `ranks` ranks for `cfg.phases` phases under `mode`; `plans[s]` is stream s
 /// (`cfg.ranks_per_node` of them are used). `on_phase` is called after every phase (progress).
 pub fn simulate(
+    plans: &[Arc<Plan>],
+    ranks: u64,
+    mode: SyncMode,
+    cfg: &DesConfig,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<DesOutcome> {
+    simulate_on(&Solo, plans, ranks, mode, cfg, on_phase)
+}
+
+/// As [`simulate`], with the ranks split over the processes of `comm` (each simulates a
+/// contiguous share; per-phase maxima and sums are reduced); every process gets the outcome.
+pub fn simulate_on(
+    comm: &dyn Collective,
     plans: &[Arc<Plan>],
     ranks: u64,
     mode: SyncMode,
@@ -216,7 +258,9 @@ pub fn simulate(
     // many injections is normal (central limit), which is what a random-walk drift needs.
     let w = cfg.drift_sd_ns * scale * 3f64.sqrt();
 
-    let mut states: Vec<RankState> = (0..ranks)
+    let (procs, me) = (comm.size() as u64, comm.rank() as u64);
+    let (lo, hi) = (ranks * me / procs, ranks * (me + 1) / procs);
+    let mut states: Vec<RankState> = (lo..hi)
         .map(|r| {
             let node = r / k;
             let plan = &plans[(r % k) as usize];
@@ -271,6 +315,7 @@ pub fn simulate(
                 .reduce(Pass::default, Pass::join),
             None => Pass::default(),
         };
+        let exits = reduce(comm, exits);
         if let Some((max_qt, sum_qt)) = prev {
             if exits.over_limit {
                 // The replay of some rank reached f during that phase: its noise is cut short,
@@ -318,6 +363,7 @@ pub fn simulate(
                 acc
             })
             .reduce(Pass::default, Pass::join);
+        let pass = reduce(comm, pass);
         prev = Some((pass.max_qt, pass.sum_qt));
         barrier_prev = Some(pass.max_end + latency);
     }
@@ -333,6 +379,24 @@ pub fn simulate(
         stats.dropped_ns += st.dropped_ns;
         stats.noise_ns += st.noise_ns;
         max_progress = max_progress.max(s.cursor.progress_at(s.start_ns));
+    }
+    if procs > 1 {
+        let mut sums = [
+            stats.injections,
+            stats.dropped,
+            stats.merged,
+            stats.injected_ns,
+            stats.dropped_ns,
+            stats.noise_ns,
+        ]
+        .map(|v| v as f64);
+        comm.all_sum(&mut sums);
+        let [i, d, m, ins, dns, nns] = sums.map(|v| v.round() as u64);
+        (stats.injections, stats.dropped, stats.merged) = (i, d, m);
+        (stats.injected_ns, stats.dropped_ns, stats.noise_ns) = (ins, dns, nns);
+        let mut most = [max_progress];
+        comm.all_max(&mut most);
+        max_progress = most[0];
     }
     let q_unscaled = q as f64 / scale;
     Ok(DesOutcome {

@@ -12,6 +12,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use jitter_emulator::{Plan, PlanOptions, SyncMode, TimerKind};
@@ -21,7 +22,7 @@ use jitter_trace::{Trace, TraceStats};
 use crate::metrics::slowdown_pct;
 use crate::report::{Calibration, Config, Report, ReportKind, ResultRow, TraceInfo};
 
-pub use des::{simulate, BarrierModel, DesConfig, DesOutcome};
+pub use des::{simulate, simulate_on, BarrierModel, DesConfig, DesOutcome};
 pub use order_stats::{DelayDistribution, WindowStart};
 pub use platform::{barrier_stage_from_report, Platform, PlatformFile};
 pub use plot::{write_svg, Curve};
@@ -475,6 +476,16 @@ pub fn predict(
     spec: &PredictSpec,
     progress: &ProgressBar,
 ) -> anyhow::Result<Prediction> {
+    predict_on(&crate::comm::Solo, traces, spec, progress)
+}
+
+/// As [`predict`], with the simulated ranks split over the processes of `comm`.
+pub fn predict_on(
+    comm: &dyn crate::comm::Collective,
+    traces: &[TraceInput],
+    spec: &PredictSpec,
+    progress: &ProgressBar,
+) -> anyhow::Result<Prediction> {
     anyhow::ensure!(!traces.is_empty(), "no trace to predict");
     anyhow::ensure!(!spec.ranks.is_empty(), "no rank count to predict");
     let run_des = matches!(spec.model, Model::Des | Model::Both);
@@ -525,7 +536,8 @@ pub fn predict(
         if let Some(r) = des.as_mut() {
             for &mode in &spec.modes {
                 for &n in &spec.ranks {
-                    let out = simulate(&t.plans, n, mode, &spec.des, &|_| progress.inc(1))?;
+                    let out =
+                        simulate_on(comm, &t.plans, n, mode, &spec.des, &|_| progress.inc(1))?;
                     if out.stopped_by_fraction {
                         progress.inc(spec.des.phases - out.averages.phases);
                         r.warnings.push(format!(
@@ -639,18 +651,40 @@ pub fn order_stats_path(output: &Path) -> PathBuf {
 
 /// `replay-bench predict`: prints the SD table, writes the report(s) and the plot.
 pub fn main(args: PredictArgs) -> anyhow::Result<()> {
-    let (traces, spec) = prepare(&args)?;
-    let pool = match args.threads {
-        Some(0) => anyhow::bail!("--threads must be at least 1"),
-        Some(n) => Some(rayon::ThreadPoolBuilder::new().num_threads(n).build()?),
+    // Under an MPI launcher the simulated ranks are split over the processes (rank 0 reports).
+    let universe = match crate::launcher_rank() {
+        Some(_) => Some(mpi::initialize().context("MPI is not available or already initialised")?),
         None => None,
     };
+    let mpi_comm = universe.as_ref().map(|u| crate::comm::Mpi::new(u.world()));
+    let comm: &dyn crate::comm::Collective = match &mpi_comm {
+        Some(c) => c,
+        None => &crate::comm::Solo,
+    };
+    let root = comm.rank() == 0;
+    let (traces, spec) = prepare(&args)?;
+    match args.threads {
+        Some(0) => anyhow::bail!("--threads must be at least 1"),
+        // The global pool (the communicator cannot move into another pool's threads).
+        Some(n) => {
+            // Fails harmlessly when the pool already exists with that size (a second call).
+            let _ = rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build_global();
+            anyhow::ensure!(
+                rayon::current_num_threads() == n,
+                "cannot set {n} worker threads: the pool already has {}",
+                rayon::current_num_threads()
+            );
+        }
+        None => {}
+    }
     let total = if matches!(spec.model, Model::OrderStats) {
         0
     } else {
         traces.len() as u64 * spec.modes.len() as u64 * spec.ranks.len() as u64 * spec.des.phases
     };
-    let bar = if std::io::stderr().is_terminal() && total > 0 {
+    let bar = if root && std::io::stderr().is_terminal() && total > 0 {
         let b = ProgressBar::new(total);
         b.set_style(
             ProgressStyle::with_template(
@@ -662,10 +696,10 @@ pub fn main(args: PredictArgs) -> anyhow::Result<()> {
     } else {
         ProgressBar::hidden()
     };
-    let p = match &pool {
-        Some(pool) => pool.install(|| predict(&traces, &spec, &bar))?,
-        None => predict(&traces, &spec, &bar)?,
-    };
+    let p = predict_on(comm, &traces, &spec, &bar)?;
+    if !root {
+        return Ok(());
+    }
     bar.finish_and_clear();
     print!("{}", sd_table(&p));
     for r in [&p.des, &p.order_stats].into_iter().flatten() {
