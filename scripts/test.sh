@@ -13,6 +13,6 @@ cargo build --workspace --all-targets --quiet
 # Pure tests run in parallel; crates whose tests read time or spin on CPUs run one test at a
 # time (2 cores: timing-sensitive tests must never share the machine with each other).
 jb_say "tests: jitter-trace"
-cargo test --quiet -p jitter-trace
+cargo test --quiet --no-fail-fast -p jitter-trace
 jb_say "tests: jitter-collect, jitter-emulator, replay-bench, end-to-end (one at a time)"
-cargo test --quiet -p jitter-collect -p jitter-emulator -p replay-bench -p jitterbench-tests -- --test-threads=1
+cargo test --quiet --no-fail-fast -p jitter-collect -p jitter-emulator -p replay-bench -p jitterbench-tests -- --test-threads=1

@@ -92,7 +92,8 @@ pub fn parse_rate_per_s(text: &str) -> Result<f64, TraceError> {
 /// number of seconds; it must be positive and at most ~31 years.
 pub fn parse_positive_duration(text: &str) -> Result<std::time::Duration, TraceError> {
     let t = text.trim();
-    let ns = if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+    let body = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let ns = if !body.is_empty() && body.chars().all(|c| c.is_ascii_digit() || c == '.') {
         let secs: f64 = t
             .parse()
             .map_err(|_| TraceError::Argument(format!("`{text}` is not a duration")))?;
@@ -193,5 +194,7 @@ mod tests {
         for bad in ["", "0", "-1", "0s", "-1s", "x", "3 parsecs", "nan", "1e30s"] {
             assert!(parse_positive_duration(bad).is_err(), "{bad}");
         }
+        let e = parse_positive_duration("-3").unwrap_err().to_string();
+        assert!(e.contains("positive"), "{e}");
     }
 }
