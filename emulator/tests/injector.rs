@@ -48,20 +48,24 @@ fn main() {
         ("stress_1e5_injections_with_file_and_pipe_io", stress),
         ("separate_process_injector", separate_process),
     ];
-    let mut failed = 0;
+    let (mut passed, mut failed) = (0, 0);
     for (name, case) in cases {
         if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
         let t = Instant::now();
         match case(&clock) {
-            Ok(()) => println!("test {name} ... ok ({:.1} s)", t.elapsed().as_secs_f64()),
+            Ok(()) => {
+                println!("test {name} ... ok ({:.1} s)", t.elapsed().as_secs_f64());
+                passed += 1;
+            }
             Err(e) => {
                 println!("test {name} ... FAILED\n  {e}");
                 failed += 1;
             }
         }
     }
+    println!("{passed} passed, {failed} failed");
     if failed > 0 {
         std::process::exit(1);
     }
