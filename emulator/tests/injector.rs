@@ -193,9 +193,10 @@ fn bad_input_is_refused(clock: &Clock) -> Result<(), String> {
     Ok(())
 }
 
-/// 200 Hz × 150 µs for 2 s while the probe loop runs in this thread. O is measured right
-/// (and L) before and after; if either moved by more than a quarter of itself (the load on this shared
-/// machine changed), the attempt says nothing either way and is repeated (at most 8 times: on this VM about half the attempts see O or L move).
+/// 200 Hz × 150 µs for 2 s while the probe loop runs in this thread. O and L are measured right
+/// before and after; if either moved by more than the tolerance it sets (the load on this shared
+/// machine changed), the attempt says nothing either way and is repeated (at most 8 times: on
+/// this VM about half the attempts see O or L move that much).
 fn periodic_replay(clock: &Clock, timer: TimerKind) -> Result<(), String> {
     let mut last = String::new();
     for attempt in 1..=8 {
