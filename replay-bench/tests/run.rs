@@ -602,10 +602,19 @@ fn virtual_ranks_take_the_maximum_over_barrier_free_windows(dir: &Path) {
         && speed_stable(&rep, "virtual ranks")
         && clean_phases_at_q(&csv, "virtual ranks")
     {
+        // The platform's own noise P ≥ 0 adds to the trace's J in every window, and
+        // max(J) ≤ max(J + P) ≤ max(J) + max(P): AvgMaxQT with jitter lies between q plus the
+        // closed form and that plus the baseline's excess over q (its max over K windows of P).
+        // A slowdown against the baseline is no closed form here, since the maxima do not add.
+        let (got, base) = (row.avg_max_qt_ns / q, row.baseline_avg_max_qt_ns / q);
+        let (lo, hi) = (
+            1.0 + want / 100.0,
+            1.0 + want / 100.0 + (base - 1.0).max(0.0),
+        );
+        let slack = stat / 100.0;
         assert!(
-            (row.sd_qt_pct - want).abs() <= stat + noise,
-            "virtual ranks: SD eq.3 {} %, closed form {want} % ± {stat} + {noise}",
-            row.sd_qt_pct
+            got >= lo - slack && got <= hi + slack,
+            "virtual ranks: AvgMaxQT {got:.4} × q outside [{lo:.4}, {hi:.4}] ± {slack:.4} (baseline {base:.4} × q)"
         );
     }
 }
