@@ -662,14 +662,23 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
     let mut out = String::new();
     use std::io::Read;
     child.stdout.take().unwrap().read_to_string(&mut out).ok();
-    let long: Vec<f64> = detours
+    // The injected 1 ms detours, seen as 1 ms plus the wake-up and switches; stalls of the VM
+    // itself that are longer (this VM has several per second, up to a few ms, some merging with
+    // an injection) are counted apart and reported.
+    let lengths: Vec<f64> = detours
         .iter()
         .map(|&(a, b)| clock.ticks_to_ns_f64(b - a))
-        .filter(|&d| d > 900_000.0)
         .collect();
+    let long: Vec<f64> = lengths
+        .iter()
+        .copied()
+        .filter(|&d| (900_000.0..=1_500_000.0).contains(&d))
+        .collect();
+    let stalls = lengths.iter().filter(|&&d| d > 1_500_000.0).count();
     let s = Spread::of(&long);
     println!(
-        "  CPU {cpu}: {} detours > 0.9 ms in 1 s (median {:.1} µs); exit {:?} after {:.0} ms; {}",
+        "  CPU {cpu}: {} detours of 0.9–1.5 ms in 1 s (median {:.1} µs), {stalls} longer; exit {:?} \
+         after {:.0} ms; {}",
         long.len(),
         s.median_ns / 1e3,
         status.code(),
@@ -680,9 +689,10 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
         status.success() && out.contains("stopped by signal"),
         || format!("SIGTERM: {status:?}, output {out:?}"),
     )?;
-    // 100 per second; a few may straddle the window's edges or coincide with other stalls.
-    ensure((95..=102).contains(&long.len()), || {
-        format!("{} long detours", long.len())
+    // 100 per second; a few may straddle the window's edges, and each longer stall can have
+    // swallowed one.
+    ensure(long.len() <= 102 && long.len() + stalls >= 95, || {
+        format!("{} detours of 0.9–1.5 ms and {stalls} longer", long.len())
     })?;
     ensure((s.median_ns - 1_000_000.0).abs() < 100_000.0, || {
         format!("median long detour {:.1} µs", s.median_ns / 1e3)
