@@ -66,6 +66,27 @@ pub struct Epilogue {
     pub notes: BTreeMap<String, String>,
 }
 
+impl Epilogue {
+    /// The end chunk that describes a whole trace held in memory.
+    pub fn of(trace: &Trace) -> Epilogue {
+        Epilogue {
+            duration_ns: trace.header.duration_ns,
+            streams: trace
+                .streams
+                .iter()
+                .map(|s| StreamSummary {
+                    begin_ns: s.begin_ns,
+                    end_ns: s.end_ns,
+                    records: s.records.len() as u64,
+                    counters: s.counters.clone(),
+                })
+                .collect(),
+            self_windows: trace.self_windows.clone(),
+            notes: trace.notes.clone(),
+        }
+    }
+}
+
 /// One decoded chunk.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Chunk {
@@ -658,22 +679,7 @@ pub fn write_to<W: Write>(out: W, trace: &Trace) -> Result<W, TraceError> {
         buf.extend(s.records.iter().map(Record::detour));
         w.append(i, &buf)?;
     }
-    let epilogue = Epilogue {
-        duration_ns: trace.header.duration_ns,
-        streams: trace
-            .streams
-            .iter()
-            .map(|s| StreamSummary {
-                begin_ns: s.begin_ns,
-                end_ns: s.end_ns,
-                records: s.records.len() as u64,
-                counters: s.counters.clone(),
-            })
-            .collect(),
-        self_windows: trace.self_windows.clone(),
-        notes: trace.notes.clone(),
-    };
-    w.finish(epilogue)
+    w.finish(Epilogue::of(trace))
 }
 
 /// Writes a whole trace to `path` atomically (a temporary file renamed into place).

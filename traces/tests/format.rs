@@ -2,9 +2,7 @@
 
 use std::io::Cursor;
 
-use jitter_trace::format::{
-    read_from, write_to, Completeness, Epilogue, StreamSummary, TraceWriter,
-};
+use jitter_trace::format::{read_from, write_to, Completeness, Epilogue, TraceWriter};
 use jitter_trace::{Detour, Stream, Trace, TraceError};
 use proptest::prelude::*;
 
@@ -54,20 +52,7 @@ fn write_chunked(trace: &Trace, chunk: usize) -> Vec<u8> {
         }
         from += chunk;
     }
-    let epilogue = Epilogue {
-        duration_ns: trace.header.duration_ns,
-        streams: trace
-            .streams
-            .iter()
-            .map(|s| StreamSummary {
-                begin_ns: s.begin_ns,
-                end_ns: s.end_ns,
-                ..StreamSummary::default()
-            })
-            .collect(),
-        ..Epilogue::default()
-    };
-    w.finish(epilogue).unwrap()
+    w.finish(Epilogue::of(trace)).unwrap()
 }
 
 /// Byte offsets of every chunk (kind byte) in a file.
