@@ -18,7 +18,7 @@ use jitter_trace::{Detour, Stream};
 use crate::injector::{
     self, mono_ns, Emulator, EmulatorError, InjectorConfig, LoggedInjection, SIGNAL,
 };
-use crate::plan::{Plan, PlanOptions, TimerKind};
+use crate::plan::{injection_rate_hz, Plan, PlanOptions, TimerKind};
 
 /// Summary of a sample of durations, ns.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -327,6 +327,56 @@ pub fn min_sleep(points: &[SweepPoint], reference_ns: u64) -> u64 {
     m
 }
 
+/// Injection rates of the O sweep, Hz (the main O run's rate joins them).
+pub const OVERHEAD_RATES_HZ: [u64; 3] = [100, 300, 3_000];
+
+/// O measured at one injection rate.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct RatePoint {
+    /// Injection rate, Hz.
+    pub rate_hz: u64,
+    /// O at this rate, ns: the main O run's median plus the sweep's difference to the main rate.
+    pub overhead_median_ns: f64,
+    /// Median O of the sweep's own injections at this rate, ns.
+    #[serde(default)]
+    pub sweep_median_ns: f64,
+    /// 90th percentile of the sweep's O at this rate, ns.
+    pub overhead_p90_ns: f64,
+    /// Sweep injections alone in their detour.
+    pub samples: u64,
+}
+
+/// O at `rate_hz` from a sweep sorted by rate: linear in log(rate) between the points, the end
+/// point's value beyond them; `None` for an empty sweep.
+pub fn overhead_at(points: &[RatePoint], rate_hz: f64) -> Option<f64> {
+    let (first, last) = (points.first()?, points.last()?);
+    let r = rate_hz.max(f64::MIN_POSITIVE);
+    if r <= first.rate_hz as f64 {
+        return Some(first.overhead_median_ns);
+    }
+    if r >= last.rate_hz as f64 {
+        return Some(last.overhead_median_ns);
+    }
+    let i = points.partition_point(|p| (p.rate_hz as f64) <= r);
+    let (a, b) = (&points[i - 1], &points[i]);
+    let t =
+        (r.ln() - (a.rate_hz as f64).ln()) / ((b.rate_hz as f64).ln() - (a.rate_hz as f64).ln());
+    Some(a.overhead_median_ns + t * (b.overhead_median_ns - a.overhead_median_ns))
+}
+
+/// `opts` with O taken from the sweep at the injection rate `stream` yields under them (O grows
+/// as injections get sparser); unchanged for an empty sweep.
+pub fn options_for_stream(opts: PlanOptions, points: &[RatePoint], stream: &Stream) -> PlanOptions {
+    let rate = injection_rate_hz(stream, opts.scale, opts.overhead_ns);
+    match overhead_at(points, rate) {
+        Some(o) => PlanOptions {
+            overhead_ns: o.max(0.0).round() as u64,
+            ..opts
+        },
+        None => opts,
+    }
+}
+
 /// Calibration of one timer kind.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TimerCalibration {
@@ -349,6 +399,23 @@ pub struct TimerCalibration {
     pub tolerance_ns: f64,
     /// The sweep behind M.
     pub sweep: Vec<SweepPoint>,
+    /// O at several injection rates, sorted by rate (empty in calibrations from before it).
+    #[serde(default)]
+    pub overhead_by_rate: Vec<RatePoint>,
+    /// Whether replays take O from `overhead_by_rate` (the sweep agreed with the main O run).
+    #[serde(default)]
+    pub overhead_by_rate_used: bool,
+}
+
+impl TimerCalibration {
+    /// The O-by-rate curve a replay uses: empty when the sweep was not consistent.
+    pub fn overhead_curve(&self) -> &[RatePoint] {
+        if self.overhead_by_rate_used {
+            &self.overhead_by_rate
+        } else {
+            &[]
+        }
+    }
 }
 
 /// Everything measured about the injector on one host and kernel.
@@ -385,6 +452,10 @@ pub struct Settings {
     pub lateness_samples: usize,
     /// Timers fired per sweep interval.
     pub sweep_samples: usize,
+    /// Injection rates of the O sweep, Hz.
+    pub overhead_rates_hz: &'static [u64],
+    /// Injections aimed at per O-sweep rate, over all rounds.
+    pub overhead_rate_samples: u64,
 }
 
 impl Default for Settings {
@@ -395,6 +466,8 @@ impl Default for Settings {
             interval_ns: 200_000,
             lateness_samples: 2_000,
             sweep_samples: 200,
+            overhead_rates_hz: &OVERHEAD_RATES_HZ,
+            overhead_rate_samples: 180,
         }
     }
 }
@@ -424,6 +497,87 @@ pub fn host_and_kernel() -> (String, String) {
     )
 }
 
+/// O at the sweep's rates, measured in interleaved rounds (each round visits every rate, in an
+/// order rotated per round, so that a drift of this machine's injection cost over the seconds
+/// of the sweep falls on all rates alike) and anchored on the main O run: the value at a rate
+/// is the main run's median plus the sweep's difference between that rate and the main rate,
+/// made non-increasing in the rate (sparser injections never cost less; pool-adjacent-violators
+/// weighted by samples). Also whether the sweep is consistent with the main run: its own median
+/// at the main rate within the larger of 1 µs and half the main run's p10–p90 width of the main
+/// median (else the machine's cost moved during calibration and a replay keeps the single O).
+fn measure_overhead_by_rate(
+    timer: TimerKind,
+    clock: &Clock,
+    threshold: u64,
+    s: &Settings,
+    main: &Spread,
+) -> Result<(Vec<RatePoint>, bool), EmulatorError> {
+    const ROUNDS: u64 = 3;
+    let mut rates: Vec<u64> = s.overhead_rates_hz.to_vec();
+    if !rates.contains(&s.rate_hz) {
+        rates.push(s.rate_hz);
+    }
+    rates.sort_unstable();
+    let mut extra: Vec<Vec<f64>> = vec![Vec::new(); rates.len()];
+    let per_round = s.overhead_rate_samples.div_ceil(ROUNDS);
+    for round in 0..ROUNDS as usize {
+        for k in 0..rates.len() {
+            let i = (k + round) % rates.len();
+            // A pause first: a SCHED_FIFO thread that spins for most of a second is throttled
+            // (50 ms of 1 s by default), a stall that would land inside the run.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let duration_ns = (per_round * 1_000_000_000 / rates[i].max(1)).max(200_000_000);
+            let o = measure_injection(timer, clock, threshold, rates[i], 1, duration_ns)?;
+            extra[i].extend(o.extra_ns);
+        }
+    }
+    let spreads: Vec<Spread> = extra.iter().map(|e| Spread::of(e)).collect();
+    let at_main = rates
+        .iter()
+        .position(|&r| r == s.rate_hz)
+        .map_or(main.median_ns, |i| spreads[i].median_ns);
+    let tolerance = (0.5 * (main.p90_ns - main.p10_ns)).max(1_000.0);
+    let consistent = (at_main - main.median_ns).abs() <= tolerance;
+    let anchored: Vec<f64> = spreads
+        .iter()
+        .map(|sp| main.median_ns + (sp.median_ns - at_main))
+        .collect();
+    let weights: Vec<f64> = spreads.iter().map(|sp| sp.samples.max(1) as f64).collect();
+    let monotone = non_increasing(&anchored, &weights);
+    let points = rates
+        .iter()
+        .zip(&spreads)
+        .zip(monotone)
+        .map(|((&rate_hz, sp), o)| RatePoint {
+            rate_hz,
+            overhead_median_ns: o,
+            sweep_median_ns: sp.median_ns,
+            overhead_p90_ns: sp.p90_ns,
+            samples: sp.samples,
+        })
+        .collect();
+    Ok((points, consistent))
+}
+
+/// The weighted least-squares non-increasing fit of `values` (pool adjacent violators).
+fn non_increasing(values: &[f64], weights: &[f64]) -> Vec<f64> {
+    // Blocks of (mean, weight, length); a block larger than its predecessor merges into it.
+    let mut blocks: Vec<(f64, f64, usize)> = Vec::with_capacity(values.len());
+    for (&v, &w) in values.iter().zip(weights) {
+        blocks.push((v, w, 1));
+        while blocks.len() > 1 && blocks[blocks.len() - 1].0 > blocks[blocks.len() - 2].0 {
+            let (m2, w2, n2) = blocks.pop().unwrap_or_default();
+            if let Some(b) = blocks.last_mut() {
+                *b = ((b.0 * b.1 + m2 * w2) / (b.1 + w2), b.1 + w2, b.2 + n2);
+            }
+        }
+    }
+    blocks
+        .iter()
+        .flat_map(|&(m, _, n)| std::iter::repeat_n(m, n))
+        .collect()
+}
+
 impl TimerCalibration {
     /// Measures O, the spin cost, L and M for `timer`.
     pub fn measure(
@@ -441,6 +595,8 @@ impl TimerCalibration {
             s.overhead_duration_ns,
         )?;
         let overhead = Spread::of(&o.extra_ns);
+        let (overhead_by_rate, overhead_by_rate_used) =
+            measure_overhead_by_rate(timer, clock, threshold, s, &overhead)?;
         let spin = measure_injection(
             timer,
             clock,
@@ -474,6 +630,8 @@ impl TimerCalibration {
             min_sleep_ns: min_sleep(&sweep, s.interval_ns),
             tolerance_ns,
             sweep,
+            overhead_by_rate,
+            overhead_by_rate_used,
         })
     }
 }
@@ -528,6 +686,23 @@ impl Calibration {
             fraction,
             timer,
         }
+    }
+
+    /// As [`Calibration::plan_options`] for replaying `stream`, with O taken at the injection
+    /// rate the stream yields (see [`options_for_stream`]); an overridden O stays.
+    pub fn plan_options_for(
+        &self,
+        stream: &Stream,
+        timer: TimerKind,
+        scale: f64,
+        fraction: f64,
+        overrides: &Overrides,
+    ) -> PlanOptions {
+        let opts = self.plan_options(timer, scale, fraction, overrides);
+        if overrides.overhead_ns.is_some() {
+            return opts;
+        }
+        options_for_stream(opts, self.timer(timer).overhead_curve(), stream)
     }
 
     /// Default cache file: `$XDG_CACHE_HOME` or `~/.cache`, `jitterbench/calibration-<host>-<kernel>.json`.
@@ -630,6 +805,28 @@ impl fmt::Display for Calibration {
                 t.unmatched,
                 t.stacked
             )?;
+            if !t.overhead_by_rate.is_empty() {
+                write!(f, "  O by rate   ")?;
+                for p in &t.overhead_by_rate {
+                    write!(
+                        f,
+                        " {} Hz→{:.2} (sweep {:.2}, n {})",
+                        p.rate_hz,
+                        us(p.overhead_median_ns),
+                        us(p.sweep_median_ns),
+                        p.samples
+                    )?;
+                }
+                writeln!(
+                    f,
+                    " µs; {}",
+                    if t.overhead_by_rate_used {
+                        "a replay takes O at its own injection rate"
+                    } else {
+                        "NOT USED: the sweep disagreed with the main O run (the cost moved)"
+                    }
+                )?;
+            }
             writeln!(
                 f,
                 "  spin cost    {:+7.2} µs beyond 100 µs + O",
@@ -802,5 +999,87 @@ mod tests {
         let p = Calibration::cache_path();
         let (host, _) = host_and_kernel();
         assert!(p.to_string_lossy().contains(&host), "{}", p.display());
+    }
+
+    fn point(rate_hz: u64, o_ns: f64) -> RatePoint {
+        RatePoint {
+            rate_hz,
+            overhead_median_ns: o_ns,
+            sweep_median_ns: o_ns,
+            overhead_p90_ns: o_ns,
+            samples: 100,
+        }
+    }
+
+    #[test]
+    fn overhead_is_interpolated_in_log_rate_and_clamped_at_the_ends() {
+        let pts = [
+            point(100, 9_000.0),
+            point(1_000, 6_000.0),
+            point(10_000, 5_000.0),
+        ];
+        assert_eq!(overhead_at(&[], 50.0), None);
+        assert_eq!(overhead_at(&pts, 10.0), Some(9_000.0));
+        assert_eq!(overhead_at(&pts, 1e6), Some(5_000.0));
+        assert_eq!(overhead_at(&pts, 1_000.0), Some(6_000.0));
+        // √(100 · 1000) is halfway between 100 and 1000 in log rate.
+        let mid = overhead_at(&pts, (100.0f64 * 1_000.0).sqrt()).unwrap();
+        assert!((mid - 7_500.0).abs() < 1e-6, "{mid}");
+        let mid = overhead_at(&pts, (1_000.0f64 * 10_000.0).sqrt()).unwrap();
+        assert!((mid - 5_500.0).abs() < 1e-6, "{mid}");
+    }
+
+    #[test]
+    fn a_stream_takes_o_at_its_own_injection_rate_unless_o_is_overridden() {
+        // 1 s with 200 detours of 150 µs: 200 Hz at S = 1, 40 Hz of 5× longer time at S = 5.
+        let stream = periodic_stream(5_000_000, 150_000, 200);
+        let mut c = Calibration::default();
+        c.abstime.overhead.median_ns = 6_000.0;
+        c.abstime.overhead_by_rate = vec![point(100, 10_000.0), point(1_000, 6_000.0)];
+        c.abstime.overhead_by_rate_used = true;
+        let o = c.plan_options_for(&stream, TimerKind::Abstime, 1.0, 1.0, &Overrides::default());
+        let want = 10_000.0 - 4_000.0 * (200f64.ln() - 100f64.ln()) / (10f64).ln();
+        assert_eq!(o.overhead_ns, want.round() as u64);
+        let o = c.plan_options_for(&stream, TimerKind::Abstime, 5.0, 1.0, &Overrides::default());
+        assert_eq!(o.overhead_ns, 10_000);
+        let fixed = Overrides {
+            overhead_ns: Some(7),
+            ..Overrides::default()
+        };
+        let o = c.plan_options_for(&stream, TimerKind::Abstime, 1.0, 1.0, &fixed);
+        assert_eq!(o.overhead_ns, 7);
+        // A sweep that disagreed with the main run, or none, leaves the single O.
+        c.abstime.overhead_by_rate_used = false;
+        let o = c.plan_options_for(&stream, TimerKind::Abstime, 1.0, 1.0, &Overrides::default());
+        assert_eq!(o.overhead_ns, 6_000);
+        c.abstime.overhead_by_rate_used = true;
+        c.abstime.overhead_by_rate.clear();
+        let o = c.plan_options_for(&stream, TimerKind::Abstime, 1.0, 1.0, &Overrides::default());
+        assert_eq!(o.overhead_ns, 6_000);
+    }
+
+    #[test]
+    fn calibrations_cached_before_the_rate_sweep_still_load() {
+        let mut v = serde_json::to_value(Calibration::default()).unwrap();
+        v["itimer"]
+            .as_object_mut()
+            .unwrap()
+            .remove("overhead_by_rate");
+        let c: Calibration = serde_json::from_value(v).unwrap();
+        assert!(c.itimer.overhead_by_rate.is_empty());
+    }
+
+    #[test]
+    fn the_rate_curve_is_made_non_increasing_by_weighted_pooling() {
+        assert_eq!(non_increasing(&[], &[]), Vec::<f64>::new());
+        assert_eq!(
+            non_increasing(&[9.0, 7.0, 5.0], &[1.0; 3]),
+            vec![9.0, 7.0, 5.0]
+        );
+        // 7.26 after 7.05 pools to their weighted mean; 6.44 after 5.24 likewise.
+        let f = non_increasing(&[7.0, 8.0, 5.0, 6.0], &[1.0, 3.0, 1.0, 1.0]);
+        assert_eq!(f, vec![7.75, 7.75, 5.5, 5.5]);
+        let f = non_increasing(&[1.0, 2.0, 3.0], &[1.0; 3]);
+        assert_eq!(f, vec![2.0, 2.0, 2.0]);
     }
 }

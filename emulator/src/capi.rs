@@ -106,7 +106,11 @@ unsafe fn start(
     };
     let opts = if calibrate {
         match Calibration::load_or_measure(&clock, false) {
-            Ok(c) => c.plan_options(timer, scale, 1.0, &overrides),
+            Ok(c) => match trace.streams.get(stream as usize) {
+                Some(st) => c.plan_options_for(st, timer, scale, 1.0, &overrides),
+                // Plan::from_trace below names the bad index.
+                None => c.plan_options(timer, scale, 1.0, &overrides),
+            },
             Err(e) => return fail(JB_ERR_SYSTEM, format!("calibration: {e:#}")),
         }
     } else {

@@ -48,7 +48,9 @@ pub struct FidelityArgs {
     #[arg(long)]
     pub recalibrate: bool,
     /// Leave detours longer than this out of the source (e.g. `1ms`: the 50 ms gaps that RT
-    /// throttling puts into a trace collected at SCHED_FIFO).
+    /// throttling puts into a trace collected at SCHED_FIFO), and out of the noise ratios of the
+    /// baseline and the re-collected trace (S times as long in replay time: the measuring
+    /// thread's own throttling stalls).
     #[arg(long, value_parser = parse_duration)]
     pub drop_above: Option<Duration>,
     /// Also write all rows as JSON here.
@@ -63,7 +65,7 @@ pub struct FidelityArgs {
 }
 
 /// The replay machine's own noise, seen by the probe without injection.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Baseline {
     /// Detours per second.
     pub detours_per_s: f64,
@@ -73,6 +75,25 @@ pub struct Baseline {
     pub median_ns: u64,
     /// 99th percentile detour, ns.
     pub p99_ns: u64,
+    /// Probe time, ns.
+    #[serde(skip)]
+    pub duration_ns: u64,
+    /// Every detour's length, ns.
+    #[serde(skip)]
+    pub runs_ns: Vec<u64>,
+}
+
+impl Baseline {
+    /// Noise ratio of the detours no longer than `cut_ns` (all without a cut).
+    pub fn noise_ratio_up_to(&self, cut_ns: Option<u64>) -> f64 {
+        match cut_ns {
+            Some(cut) if self.duration_ns > 0 => {
+                let t: u64 = self.runs_ns.iter().filter(|&&r| r <= cut).sum();
+                t as f64 / self.duration_ns as f64
+            }
+            _ => self.noise_ratio,
+        }
+    }
 }
 
 /// One row of the fidelity table: one scale and one timer.
@@ -99,8 +120,10 @@ pub struct FidelityRow {
     /// Noise ratio the plan injects in this window (after drops and merges): the injectable
     /// noise.
     pub injectable_noise_ratio: f64,
-    /// Re-collected noise ratio, platform noise included.
+    /// Re-collected noise ratio, platform noise included (stalls above the cut left out).
     pub got_noise_ratio: f64,
+    /// The baseline's noise ratio under this row's cut (S × the stall cut, replay time).
+    pub baseline_noise_ratio: f64,
     /// (got − baseline − injectable) / injectable.
     pub noise_ratio_error: f64,
     /// Share of the source noise time the plan injected.
@@ -128,6 +151,8 @@ pub struct FidelityReport {
     pub threshold_ns: u64,
     /// The machine's own noise.
     pub baseline: Baseline,
+    /// Stall cut of the noise ratios, trace ns (`--drop-above`).
+    pub stall_cut_ns: Option<u64>,
     /// One row per timer and scale.
     pub rows: Vec<FidelityRow>,
 }
@@ -241,6 +266,8 @@ pub fn baseline(clock: &Clock, threshold: u64, duration_ns: u64) -> Baseline {
         noise_ratio: s.noise_ratio,
         median_ns: s.median_ns,
         p99_ns: s.p99_ns,
+        duration_ns,
+        runs_ns: runs().collect(),
     }
 }
 
@@ -253,6 +280,9 @@ pub struct ProbeSetup {
     pub threshold: u64,
     /// Replay time, ns.
     pub duration_ns: u64,
+    /// Detours longer than this (trace ns; S times as long in replay time) are stalls of the
+    /// probe itself, e.g. RT throttling, and count in no noise ratio; the source is cut alike.
+    pub stall_cut_ns: Option<u64>,
 }
 
 /// Replays stream `index` of `trace` with `opts` under the probe; one row.
@@ -310,7 +340,15 @@ pub fn fidelity_row_with_streams(
             (n + 1, t + i.span_ns.min(duration_ns - i.due_ns))
         });
     let injectable_noise_ratio = planned_ns as f64 / duration_ns as f64;
-    let got_noise_ratio = got.noise_ns() as f64 / window as f64;
+    let cut = probe.stall_cut_ns;
+    let got_noise_ns: u64 = got
+        .records
+        .iter()
+        .map(|r| r.run_ns)
+        .filter(|&r| cut.is_none_or(|c| r <= c))
+        .sum();
+    let got_noise_ratio = got_noise_ns as f64 / window as f64;
+    let base_noise_ratio = base.noise_ratio_up_to(cut.map(|c| (c as f64 * s) as u64));
     let row = FidelityRow {
         scale: s,
         timer: opts.timer,
@@ -323,8 +361,9 @@ pub fn fidelity_row_with_streams(
         source_noise_ratio: src.noise_ns() as f64 / window as f64,
         injectable_noise_ratio,
         got_noise_ratio,
+        baseline_noise_ratio: base_noise_ratio,
         noise_ratio_error: if injectable_noise_ratio > 0.0 {
-            (got_noise_ratio - base.noise_ratio - injectable_noise_ratio) / injectable_noise_ratio
+            (got_noise_ratio - base_noise_ratio - injectable_noise_ratio) / injectable_noise_ratio
         } else {
             f64::NAN
         },
@@ -359,14 +398,21 @@ pub fn print_report(r: &FidelityReport) {
         r.baseline.median_ns as f64 / 1e3,
         r.baseline.p99_ns as f64 / 1e3
     );
+    if let Some(cut) = r.stall_cut_ns {
+        println!(
+            "noise ratios leave out detours longer than S × {:.3} ms (replay time): the probe's \
+             own stalls",
+            cut as f64 / 1e6
+        );
+    }
     println!(
-        "{:>4} {:>7} {:>6} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>7} {:>7} {:>7} {:>7} {:>6} | {:>6} {:>6} {:>6} | {:>5} {:>6} {:>5} | {:>7} {:>7}",
-        "S", "timer", "O µs", "src/s", ">floor/s", "plan/s", "got/s", "seen/s", "nr src%", "nr inj%", "nr got%", "nr err%", "share",
+        "{:>4} {:>7} {:>6} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>7} {:>7} {:>8} {:>7} {:>7} {:>6} | {:>6} {:>6} {:>6} | {:>5} {:>6} {:>5} | {:>7} {:>7}",
+        "S", "timer", "O µs", "src/s", ">floor/s", "plan/s", "got/s", "seen/s", "nr src%", "nr inj%", "nr base%", "nr got%", "nr err%", "share",
         "err50", "|e|90", "|e|99", "KS>", "KL>", "KSall", "late µs", "drift"
     );
     for w in &r.rows {
         println!(
-            "{:>4} {:>7} {:>6.1} | {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} | {:>7.3} {:>7.3} {:>7.3} {:>+7.1} {:>5.1}% | {:>+6.2} {:>6.2} {:>6.2} | {:>5.3} {:>6.3} {:>5.3} | {:>7.1} {:>7.1}",
+            "{:>4} {:>7} {:>6.1} | {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} | {:>7.3} {:>7.3} {:>8.3} {:>7.3} {:>+7.1} {:>5.1}% | {:>+6.2} {:>6.2} {:>6.2} | {:>5.3} {:>6.3} {:>5.3} | {:>7.1} {:>7.1}",
             w.scale,
             format!("{:?}", w.timer).to_lowercase(),
             w.options.overhead_ns as f64 / 1e3,
@@ -377,6 +423,7 @@ pub fn print_report(r: &FidelityReport) {
             w.matched_rate,
             100.0 * w.source_noise_ratio,
             100.0 * w.injectable_noise_ratio,
+            100.0 * w.baseline_noise_ratio,
             100.0 * w.got_noise_ratio,
             100.0 * w.noise_ratio_error,
             100.0 * w.injected_share,
@@ -440,7 +487,7 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
     let mut rows = Vec::new();
     for &timer in &a.timer {
         for &s in &a.scale {
-            let opts = cal.plan_options(timer, s, 1.0, &overrides);
+            let opts = cal.plan_options_for(&trace.streams[a.stream], timer, s, 1.0, &overrides);
             eprintln!("replaying at S = {s} with {timer:?} ...");
             let (row, src, got) = fidelity_row_with_streams(
                 &trace,
@@ -451,6 +498,7 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
                     clock,
                     threshold,
                     duration_ns,
+                    stall_cut_ns: a.drop_above.map(|d| d.as_nanos() as u64),
                 },
                 &base,
             )?;
@@ -474,6 +522,7 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
         duration_ns,
         threshold_ns: clock.ticks_to_ns(threshold),
         baseline: base,
+        stall_cut_ns: a.drop_above.map(|d| d.as_nanos() as u64),
         rows,
     };
     print_report(&report);

@@ -14,6 +14,21 @@ use thiserror::Error;
 
 use jitter_trace::{Record, Stream, Trace};
 
+/// Injections per second of replay time that `stream` yields at scale S and overhead O: its
+/// detours with S·run > O over S times its length (merges of close detours not counted).
+pub fn injection_rate_hz(stream: &Stream, scale: f64, overhead_ns: u64) -> f64 {
+    let length_ns = stream.end_ns.saturating_sub(stream.begin_ns) as f64 * scale;
+    if length_ns <= 0.0 || !length_ns.is_finite() {
+        return 0.0;
+    }
+    let n = stream
+        .records
+        .iter()
+        .filter(|r| r.run_ns as f64 * scale > overhead_ns as f64)
+        .count();
+    n as f64 * 1e9 / length_ns
+}
+
 /// How the injector arms its timer, which decides how timer lateness is compensated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -754,5 +769,21 @@ mod tests {
                 prop_assert!((replayed as f64) < fraction * plan.period_ns() as f64 + 1.0);
             }
         }
+    }
+
+    #[test]
+    fn injection_rate_counts_detours_above_the_overhead_per_scaled_second() {
+        let d: Vec<Detour> = (0..10)
+            .map(|k| Detour {
+                start_ns: k * 100_000_000,
+                run_ns: if k % 2 == 0 { 2_000 } else { 20_000 },
+            })
+            .collect();
+        let s = Stream::from_detours(0, 0, 1_000_000_000, &d).unwrap();
+        assert_eq!(injection_rate_hz(&s, 1.0, 1_000), 10.0);
+        assert_eq!(injection_rate_hz(&s, 1.0, 5_000), 5.0);
+        // S = 4: 2 µs detours become 8 µs (> 5 µs) and the second lasts 4 s.
+        assert_eq!(injection_rate_hz(&s, 4.0, 5_000), 2.5);
+        assert_eq!(injection_rate_hz(&s, 1.0, 50_000), 0.0);
     }
 }

@@ -5,17 +5,20 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use jitter_collect::clock::Clock;
-use jitter_emulator::calibration::Calibration as EmulatorCalibration;
+use jitter_emulator::calibration::{
+    options_for_stream, Calibration as EmulatorCalibration, RatePoint,
+};
 use jitter_emulator::{
     Emulator, Handle, InjectorConfig, InjectorStats, Overrides, Plan, PlanOptions, SyncSchedule,
     TimerKind,
 };
+use jitter_trace::Stream;
 
 use crate::bench::PhaseHook;
 use crate::report::EmulatorTotals;
 
 /// The injector's own cost on this rank (pitfalls 1 and 2), ns.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct EmulatorCost {
     /// Overhead O per injection.
     pub overhead_ns: u64,
@@ -27,6 +30,8 @@ pub struct EmulatorCost {
     pub lateness_sd_ns: f64,
     /// Minimum sleep M.
     pub min_sleep_ns: u64,
+    /// O at several injection rates (empty when O was given on the command line).
+    pub overhead_by_rate: Vec<RatePoint>,
 }
 
 impl EmulatorCost {
@@ -40,7 +45,32 @@ impl EmulatorCost {
             lateness_ns: opts.lateness_ns,
             lateness_sd_ns: t.lateness.sd_ns,
             min_sleep_ns: opts.min_sleep_ns,
+            overhead_by_rate: if o.overhead_ns.is_some() {
+                Vec::new()
+            } else {
+                t.overhead_curve().to_vec()
+            },
         }
+    }
+
+    /// Plan options for replaying `stream`: O taken at the injection rate the stream yields
+    /// (the calibration's O when there is no rate sweep), L and M as calibrated.
+    pub fn plan_options(
+        &self,
+        stream: &Stream,
+        scale: f64,
+        fraction: f64,
+        timer: TimerKind,
+    ) -> PlanOptions {
+        let opts = PlanOptions {
+            scale,
+            overhead_ns: self.overhead_ns,
+            min_sleep_ns: self.min_sleep_ns,
+            lateness_ns: self.lateness_ns,
+            fraction,
+            timer,
+        };
+        options_for_stream(opts, &self.overhead_by_rate, stream)
     }
 }
 
@@ -275,5 +305,46 @@ impl PhaseHook for Replay {
 
     fn progress(&self) -> f64 {
         self.handle.progress()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jitter_emulator::calibration::periodic_stream;
+
+    #[test]
+    fn a_rank_takes_o_at_its_streams_rate_unless_o_was_given() {
+        let mut c = EmulatorCalibration::default();
+        c.abstime.overhead.median_ns = 5_000.0;
+        c.abstime.lateness.median_ns = 3_000.0;
+        c.abstime.min_sleep_ns = 1_000;
+        c.abstime.overhead_by_rate = [(10, 9_000.0), (1_000, 5_000.0)]
+            .map(|(rate_hz, o)| RatePoint {
+                rate_hz,
+                overhead_median_ns: o,
+                sweep_median_ns: o,
+                overhead_p90_ns: o,
+                samples: 100,
+            })
+            .to_vec();
+        c.abstime.overhead_by_rate_used = true;
+        let sparse = periodic_stream(100_000_000, 50_000, 10);
+        let dense = periodic_stream(1_000_000, 50_000, 1_000);
+        let cost = EmulatorCost::from_calibration(&c, TimerKind::Abstime, &Overrides::default());
+        let o = cost.plan_options(&sparse, 1.0, 0.5, TimerKind::Abstime);
+        assert_eq!(
+            (o.overhead_ns, o.lateness_ns, o.min_sleep_ns, o.fraction),
+            (9_000, 3_000, 1_000, 0.5)
+        );
+        let o = cost.plan_options(&dense, 1.0, 1.0, TimerKind::Abstime);
+        assert_eq!(o.overhead_ns, 5_000);
+        let given = Overrides {
+            overhead_ns: Some(7_000),
+            ..Overrides::default()
+        };
+        let cost = EmulatorCost::from_calibration(&c, TimerKind::Abstime, &given);
+        let o = cost.plan_options(&sparse, 1.0, 1.0, TimerKind::Abstime);
+        assert_eq!(o.overhead_ns, 7_000);
     }
 }

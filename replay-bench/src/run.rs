@@ -335,17 +335,17 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     let plan = agree(
         comm,
         trace.as_ref().map_or(Ok(None), |t| {
-            let opts = PlanOptions {
-                scale,
-                overhead_ns: setup.cost.overhead_ns,
-                min_sleep_ns: setup.cost.min_sleep_ns,
-                lateness_ns: setup.cost.lateness_ns,
-                fraction: args.fraction,
-                timer: args.timer,
+            let index = rank % k as usize;
+            // O at the injection rate this rank's stream yields (sparser injections cost more).
+            let opts = match t.trace.streams.get(index) {
+                Some(st) => setup
+                    .cost
+                    .plan_options(st, scale, args.fraction, args.timer),
+                None => PlanOptions::ideal(),
             };
-            Plan::from_trace(&t.trace, rank % k as usize, opts)
+            Plan::from_trace(&t.trace, index, opts)
                 .map(Some)
-                .with_context(|| format!("cannot replay stream {} of the trace", rank % k as usize))
+                .with_context(|| format!("cannot replay stream {index} of the trace"))
         }),
     )?;
 
@@ -396,6 +396,9 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
 
     // 5. The run, with the emulator when there is a trace.
     let keep = args.phases_csv.is_some() && root;
+    let overhead_used = plan
+        .as_ref()
+        .map_or(setup.cost.overhead_ns, |p| p.options().overhead_ns);
     let (outcome, totals) = match plan {
         None => (
             run_phases(
@@ -433,7 +436,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     let cal = Calibration {
         rank: rank as i64,
         host: host_name(),
-        overhead_ns: setup.cost.overhead_ns,
+        overhead_ns: overhead_used,
         overhead_sd_ns: setup.cost.overhead_sd_ns,
         lateness_ns: setup.cost.lateness_ns,
         lateness_sd_ns: setup.cost.lateness_sd_ns,

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use jitter_emulator::calibration::RatePoint;
 use jitter_emulator::{PlanOptions, TimerKind};
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +58,9 @@ pub struct Platform {
     pub options: PlanOptions,
     /// Standard deviation of one timer error, ns (0 for `abstime`).
     pub lateness_sd_ns: f64,
+    /// O at several injection rates (from an emulator calibration): each stream's plan takes
+    /// O at its own injection rate, as `replay-bench run` does; empty: `options` O for all.
+    pub overhead_by_rate: Vec<RatePoint>,
 }
 
 impl Platform {
@@ -66,6 +70,7 @@ impl Platform {
             name: "ideal".into(),
             options: PlanOptions::ideal(),
             lateness_sd_ns: 0.0,
+            overhead_by_rate: Vec::new(),
         }
     }
 
@@ -119,6 +124,7 @@ impl Platform {
             name,
             options,
             lateness_sd_ns: f.lateness_sd_ns,
+            overhead_by_rate: Vec::new(),
         })
     }
 
@@ -141,6 +147,7 @@ impl Platform {
             name,
             options: c.plan_options(timer, 1.0, 1.0, &jitter_emulator::Overrides::default()),
             lateness_sd_ns: c.timer(timer).lateness.sd_ns,
+            overhead_by_rate: c.timer(timer).overhead_curve().to_vec(),
         }
     }
 
@@ -176,6 +183,8 @@ impl Platform {
             name,
             options,
             lateness_sd_ns: med(&|c| c.lateness_sd_ns),
+            // The report's O is what the ranks used, already taken at their injection rates.
+            overhead_by_rate: Vec::new(),
         })
     }
 }
