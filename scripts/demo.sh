@@ -97,7 +97,7 @@ fi
 "$bin/jitter-trace" plot "$out/trace.jtr" --kind cdf -o "$out/cdf.svg" >>"$log"
 
 next "calibrating the emulator and choosing the scale factor"
-# Measured once per host and kernel (about 10 s), then read from the cache.
+# Measured once per host and kernel (about 20 s), then read from the cache.
 "$bin/jitter-emulate" calibrate --json >"$out/calibration.json"
 "$bin/jitter-emulate" calibrate | tee "$out/calibration.txt"
 scale=$("$bin/replay-bench" choose-scale --trace "$out/trace.jtr" --calibration "$out/calibration.json" \

@@ -637,7 +637,7 @@ impl TimerCalibration {
 }
 
 impl Calibration {
-    /// Measures both timers (about 7 s with the default settings; main thread for itimer).
+    /// Measures both timers (about 20 s with the default settings; main thread for itimer).
     pub fn measure(clock: &Clock, s: &Settings) -> Result<Self, EmulatorError> {
         let threshold = default_threshold();
         let (host, kernel) = host_and_kernel();

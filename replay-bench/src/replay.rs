@@ -75,7 +75,7 @@ impl EmulatorCost {
 }
 
 /// The emulator calibration of this host: read from `file`, else the per-host cache (measured
-/// and cached when missing or when `refresh`; about 7 s).
+/// and cached when missing or when `refresh`; about 20 s).
 pub fn load_calibration(
     clock: &Clock,
     file: Option<&std::path::Path>,

@@ -81,10 +81,10 @@ pub struct RunArgs {
     /// Emulator calibration file (default: the per-host cache, measured once when missing).
     #[arg(long, value_name = "FILE")]
     pub calibration: Option<PathBuf>,
-    /// Measure the emulator calibration again (about 7 s per host) and refresh the cache.
+    /// Measure the emulator calibration again (about 20 s per host) and refresh the cache.
     #[arg(long)]
     pub recalibrate: bool,
-    /// Use this overhead O instead of the calibrated one.
+    /// Use this overhead O instead of the calibrated one (at every injection rate).
     #[arg(long, value_parser = parse_duration)]
     pub overhead: Option<u64>,
     /// Use this timer lateness L instead of the calibrated one.
