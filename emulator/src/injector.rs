@@ -118,7 +118,7 @@ pub struct InjectorStats {
     pub early: u64,
     /// Replay time from start to stop, ns.
     pub elapsed_ns: u64,
-    /// The plan's own counts (including one injection computed ahead).
+    /// The plan's own counts, for the injections executed (see [`PlanStats`]).
     pub plan: PlanStats,
 }
 

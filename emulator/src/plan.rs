@@ -170,7 +170,9 @@ pub struct Injection {
     pub detours: u32,
 }
 
-/// What a plan did and could not do, counted as it is executed.
+/// What a plan did and could not do, counted for the injections executed: one handed out
+/// counts once the next is asked for; the one computed ahead, and one handed out but
+/// discarded by a resync, never count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct PlanStats {
     /// Trace detours met (injected, merged or dropped).
@@ -194,6 +196,36 @@ pub struct PlanStats {
 }
 
 impl PlanStats {
+    /// Field-wise sum.
+    fn plus(&self, o: &PlanStats) -> PlanStats {
+        PlanStats {
+            detours: self.detours + o.detours,
+            injections: self.injections + o.injections,
+            injected_detours: self.injected_detours + o.injected_detours,
+            injected_ns: self.injected_ns + o.injected_ns,
+            busy_ns: self.busy_ns + o.busy_ns,
+            dropped: self.dropped + o.dropped,
+            dropped_ns: self.dropped_ns + o.dropped_ns,
+            merged: self.merged + o.merged,
+            noise_ns: self.noise_ns + o.noise_ns,
+        }
+    }
+
+    /// Field-wise difference (`o` counted no later than `self`).
+    fn minus(&self, o: &PlanStats) -> PlanStats {
+        PlanStats {
+            detours: self.detours - o.detours,
+            injections: self.injections - o.injections,
+            injected_detours: self.injected_detours - o.injected_detours,
+            injected_ns: self.injected_ns - o.injected_ns,
+            busy_ns: self.busy_ns - o.busy_ns,
+            dropped: self.dropped - o.dropped,
+            dropped_ns: self.dropped_ns - o.dropped_ns,
+            merged: self.merged - o.merged,
+            noise_ns: self.noise_ns - o.noise_ns,
+        }
+    }
+
     /// Share of the met noise time that was injected.
     pub fn injected_share(&self) -> f64 {
         if self.noise_ns == 0 {
@@ -312,6 +344,8 @@ impl Plan {
             limit_ns: (self.period_ns as f64 * self.opts.fraction).round() as u64,
             finished: false,
             stats: PlanStats::default(),
+            lookahead_stats: PlanStats::default(),
+            handed_stats: PlanStats::default(),
         };
         c.position(offset_ns % self.period_ns, 0);
         c
@@ -340,6 +374,12 @@ pub struct Cursor {
     limit_ns: u64,
     finished: bool,
     stats: PlanStats,
+    /// What building the look-ahead injection counted: added to `stats` only when that
+    /// injection is handed out and executed, forgotten when a resync discards it.
+    lookahead_stats: PlanStats,
+    /// What the injection handed out last counted: added to `stats` at the next call of
+    /// `next` (it was executed), forgotten by a resync (it was not).
+    handed_stats: PlanStats,
 }
 
 impl Cursor {
@@ -348,7 +388,7 @@ impl Cursor {
         &self.plan
     }
 
-    /// Counts so far (planned injections, including one computed ahead).
+    /// Counts so far, for the injections executed (see [`PlanStats`]).
     pub fn stats(&self) -> PlanStats {
         self.stats
     }
@@ -387,6 +427,8 @@ impl Cursor {
         self.lap = 0;
         self.peeked = None;
         self.lookahead = None;
+        self.lookahead_stats = PlanStats::default();
+        self.handed_stats = PlanStats::default();
         self.seg_trace0 = offset_ns;
         self.seg_replay0 = now_ns;
         if self.consumed_before_ns >= self.limit_ns {
@@ -478,11 +520,23 @@ impl Iterator for Cursor {
 
     /// The next injection, with the timing of the one after it filled in.
     fn next(&mut self) -> Option<Injection> {
+        // Asking for the next injection says the one handed out before was executed.
+        self.stats = self.stats.plus(&self.handed_stats);
+        self.handed_stats = PlanStats::default();
+        let before = self.stats;
         let mut current = match self.lookahead.take() {
-            Some(i) => i,
+            Some(i) => {
+                self.stats = self.stats.plus(&self.lookahead_stats);
+                i
+            }
             None => self.build_next()?,
         };
+        let handed = self.stats.minus(&before);
+        let ahead = self.stats;
         self.lookahead = self.build_next();
+        self.lookahead_stats = self.stats.minus(&ahead);
+        self.stats = before;
+        self.handed_stats = handed;
         if let Some(n) = &self.lookahead {
             current.next_due_ns = n.due_ns;
             let end = current.due_ns + current.span_ns;
@@ -527,6 +581,29 @@ mod tests {
         assert_eq!(inj[0].next_due_ns, 400);
         assert_eq!(inj[0].arm_after_ns, 400 - 110);
         assert_eq!(inj[2].next_due_ns, u64::MAX);
+    }
+
+    #[test]
+    fn stats_count_executed_injections_not_the_ones_a_resync_discards() {
+        let s = stream(1000, &[(100, 10), (400, 20), (900, 5)]);
+        let plan = Plan::new(&s, opts()).unwrap();
+        let mut c = plan.cursor(0);
+        let injections = |c: &Cursor| (c.stats().injections, c.stats().injected_ns);
+        c.next().unwrap(); // (100, 10) handed out, (400, 20) computed ahead
+        assert_eq!(injections(&c), (0, 0));
+        c.next().unwrap(); // (100, 10) executed
+        assert_eq!(injections(&c), (1, 10));
+        // A resync discards (400, 20), handed out but not executed, and the look-ahead.
+        c.resync(850, 300);
+        let i = c.next().unwrap();
+        assert_eq!((i.trace_ns, i.busy_ns), (900, 5));
+        assert_eq!(injections(&c), (1, 10));
+        c.next().unwrap(); // (900, 5) executed
+        assert_eq!(injections(&c), (2, 15));
+        // Running out counts the last one handed out.
+        let mut rest = plan.cursor(0);
+        assert_eq!(rest.by_ref().count(), 3);
+        assert_eq!(injections(&rest), (3, 35));
     }
 
     #[test]
