@@ -2,24 +2,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use jitter_collect::cli::Cli;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                print!("{e}");
-                return ExitCode::SUCCESS;
-            }
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("bad arguments");
-            eprintln!("error: {}", first.trim_start_matches("error: "));
-            return ExitCode::from(2);
-        }
-    };
+    jitter_trace::cli::init();
+    let cli: Cli = jitter_trace::cli::parse();
     match jitter_collect::cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

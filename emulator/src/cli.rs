@@ -81,7 +81,7 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
 
 /// Entry point of `jitter-emulate`.
 pub fn emulate_main() -> Result<()> {
-    let cli = EmulateCli::parse();
+    let cli: EmulateCli = jitter_trace::cli::parse();
     let _rt = if cli.no_fifo {
         None
     } else {
@@ -175,7 +175,7 @@ pub fn inject_main() -> Result<()> {
 
     use crate::plan::{Plan, PlanOptions, TimerKind};
 
-    let a = InjectCli::parse();
+    let a: InjectCli = jitter_trace::cli::parse();
     let loaded = jitter_trace::read_trace(&a.trace)
         .with_context(|| format!("cannot read {}", a.trace.display()))?;
     if let Some(w) = loaded.completeness.warning() {

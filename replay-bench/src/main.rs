@@ -64,6 +64,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() {
+    jitter_trace::cli::init();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -72,11 +73,10 @@ fn main() {
             // exit (possibly before rank 0 has printed).
             let rank = replay_bench::launcher_rank().unwrap_or(0);
             if rank == 0 || !e.use_stderr() {
-                let _ = e.print();
-            } else {
-                std::thread::sleep(std::time::Duration::from_millis(300));
+                std::process::exit(jitter_trace::cli::report_parse_error(&e));
             }
-            std::process::exit(if e.use_stderr() { 2 } else { 0 });
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            std::process::exit(2);
         }
     };
     if let Err(e) = dispatch(cli) {

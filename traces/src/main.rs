@@ -488,10 +488,8 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    std::panic::set_hook(Box::new(|info| {
-        eprintln!("error: internal error (please report): {info}");
-    }));
-    let cli = Cli::parse();
+    jitter_trace::cli::init();
+    let cli: Cli = jitter_trace::cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
