@@ -18,7 +18,7 @@ use jitter_trace::{Detour, Stream};
 use crate::injector::{
     self, mono_ns, Emulator, EmulatorError, InjectorConfig, LoggedInjection, SIGNAL,
 };
-use crate::plan::{injection_rate_hz, Plan, PlanOptions, TimerKind};
+use crate::plan::{OverheadByGap, Plan, PlanOptions, TimerKind};
 
 /// Summary of a sample of durations, ns.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -346,35 +346,23 @@ pub struct RatePoint {
     pub samples: u64,
 }
 
-/// O at `rate_hz` from a sweep sorted by rate: linear in log(rate) between the points, the end
-/// point's value beyond them; `None` for an empty sweep.
-pub fn overhead_at(points: &[RatePoint], rate_hz: f64) -> Option<f64> {
-    let (first, last) = (points.first()?, points.last()?);
-    let r = rate_hz.max(f64::MIN_POSITIVE);
-    if r <= first.rate_hz as f64 {
-        return Some(first.overhead_median_ns);
-    }
-    if r >= last.rate_hz as f64 {
-        return Some(last.overhead_median_ns);
-    }
-    let i = points.partition_point(|p| (p.rate_hz as f64) <= r);
-    let (a, b) = (&points[i - 1], &points[i]);
-    let t =
-        (r.ln() - (a.rate_hz as f64).ln()) / ((b.rate_hz as f64).ln() - (a.rate_hz as f64).ln());
-    Some(a.overhead_median_ns + t * (b.overhead_median_ns - a.overhead_median_ns))
-}
-
-/// `opts` with O taken from the sweep at the injection rate `stream` yields under them (O grows
-/// as injections get sparser); unchanged for an empty sweep.
-pub fn options_for_stream(opts: PlanOptions, points: &[RatePoint], stream: &Stream) -> PlanOptions {
-    let rate = injection_rate_hz(stream, opts.scale, opts.overhead_ns);
-    match overhead_at(points, rate) {
-        Some(o) => PlanOptions {
-            overhead_ns: o.max(0.0).round() as u64,
-            ..opts
-        },
-        None => opts,
-    }
+/// The plan's O-after-a-gap curve from a rate sweep: a periodic injection at rate r follows
+/// the previous one by about 1/r.
+pub fn overhead_by_gap(points: &[RatePoint]) -> OverheadByGap {
+    let mut g: Vec<(u64, u64)> = points
+        .iter()
+        .filter(|p| p.rate_hz > 0)
+        .map(|p| {
+            (
+                1_000_000_000 / p.rate_hz,
+                p.overhead_median_ns.max(0.0).round() as u64,
+            )
+        })
+        .collect();
+    g.sort_unstable();
+    g.dedup_by_key(|p| p.0);
+    g.truncate(crate::plan::OVERHEAD_POINTS);
+    OverheadByGap::new(&g).unwrap_or_default()
 }
 
 /// Calibration of one timer kind.
@@ -402,18 +390,22 @@ pub struct TimerCalibration {
     /// O at several injection rates, sorted by rate (empty in calibrations from before it).
     #[serde(default)]
     pub overhead_by_rate: Vec<RatePoint>,
-    /// Whether replays take O from `overhead_by_rate` (the sweep agreed with the main O run).
+    /// Whether the sweep agreed with the main O run (see `measure_overhead_by_rate`).
+    #[serde(default)]
+    pub overhead_by_rate_consistent: bool,
+    /// Whether replays take O after each gap from `overhead_by_rate`: asked for
+    /// (`jitter-emulate calibrate --overhead-by-gap on`) and consistent.
     #[serde(default)]
     pub overhead_by_rate_used: bool,
 }
 
 impl TimerCalibration {
-    /// The O-by-rate curve a replay uses: empty when the sweep was not consistent.
-    pub fn overhead_curve(&self) -> &[RatePoint] {
+    /// The O-after-a-gap curve a replay uses: empty when the sweep was not consistent.
+    pub fn overhead_by_gap(&self) -> OverheadByGap {
         if self.overhead_by_rate_used {
-            &self.overhead_by_rate
+            overhead_by_gap(&self.overhead_by_rate)
         } else {
-            &[]
+            OverheadByGap::default()
         }
     }
 }
@@ -456,6 +448,8 @@ pub struct Settings {
     pub overhead_rates_hz: &'static [u64],
     /// Injections aimed at per O-sweep rate, over all rounds.
     pub overhead_rate_samples: u64,
+    /// Let replays take O after each gap from the sweep (when it is consistent).
+    pub use_overhead_by_gap: bool,
 }
 
 impl Default for Settings {
@@ -468,6 +462,7 @@ impl Default for Settings {
             sweep_samples: 200,
             overhead_rates_hz: &OVERHEAD_RATES_HZ,
             overhead_rate_samples: 180,
+            use_overhead_by_gap: false,
         }
     }
 }
@@ -595,7 +590,7 @@ impl TimerCalibration {
             s.overhead_duration_ns,
         )?;
         let overhead = Spread::of(&o.extra_ns);
-        let (overhead_by_rate, overhead_by_rate_used) =
+        let (overhead_by_rate, overhead_by_rate_consistent) =
             measure_overhead_by_rate(timer, clock, threshold, s, &overhead)?;
         let spin = measure_injection(
             timer,
@@ -631,7 +626,8 @@ impl TimerCalibration {
             tolerance_ns,
             sweep,
             overhead_by_rate,
-            overhead_by_rate_used,
+            overhead_by_rate_consistent,
+            overhead_by_rate_used: s.use_overhead_by_gap && overhead_by_rate_consistent,
         })
     }
 }
@@ -663,9 +659,10 @@ impl Calibration {
         }
     }
 
-    /// Plan options for `timer`: O = median overhead, L = median lateness (robust against the
-    /// rare preemptions that dominate the mean; unused with absolute deadlines), M = min sleep;
-    /// overrides win.
+    /// Plan options for `timer`: O = median overhead (and O after a gap from the rate sweep,
+    /// when it agreed with the main run), L = median lateness (robust against the rare
+    /// preemptions that dominate the mean; unused with absolute deadlines), M = min sleep;
+    /// overrides win (a given O holds for every gap).
     pub fn plan_options(
         &self,
         timer: TimerKind,
@@ -685,24 +682,12 @@ impl Calibration {
                 .unwrap_or(t.lateness.median_ns.max(0.0).round() as u64),
             fraction,
             timer,
+            overhead_by_gap: if overrides.overhead_ns.is_some() {
+                OverheadByGap::default()
+            } else {
+                t.overhead_by_gap()
+            },
         }
-    }
-
-    /// As [`Calibration::plan_options`] for replaying `stream`, with O taken at the injection
-    /// rate the stream yields (see [`options_for_stream`]); an overridden O stays.
-    pub fn plan_options_for(
-        &self,
-        stream: &Stream,
-        timer: TimerKind,
-        scale: f64,
-        fraction: f64,
-        overrides: &Overrides,
-    ) -> PlanOptions {
-        let opts = self.plan_options(timer, scale, fraction, overrides);
-        if overrides.overhead_ns.is_some() {
-            return opts;
-        }
-        options_for_stream(opts, self.timer(timer).overhead_curve(), stream)
     }
 
     /// Default cache file: `$XDG_CACHE_HOME` or `~/.cache`, `jitterbench/calibration-<host>-<kernel>.json`.
@@ -753,6 +738,14 @@ impl Calibration {
         }
         let s = serde_json::to_string_pretty(self)?;
         std::fs::write(path, s).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    }
+
+    /// Lets replays take O after each gap from the rate sweep (`on`, when the sweep is
+    /// consistent) or the single O (`off`).
+    pub fn use_overhead_by_gap(&mut self, on: bool) {
+        for t in [&mut self.itimer, &mut self.abstime] {
+            t.overhead_by_rate_used = on && t.overhead_by_rate_consistent;
+        }
     }
 
     /// The cached calibration for this host and kernel, measured and cached if missing.
@@ -821,9 +814,11 @@ impl fmt::Display for Calibration {
                     f,
                     " µs; {}",
                     if t.overhead_by_rate_used {
-                        "a replay takes O at its own injection rate"
+                        "a replay takes O after each gap from it"
+                    } else if !t.overhead_by_rate_consistent {
+                        "not usable: the sweep disagreed with the main O run (the cost moved)"
                     } else {
-                        "NOT USED: the sweep disagreed with the main O run (the cost moved)"
+                        "not used (`jitter-emulate calibrate --overhead-by-gap on` to use it)"
                     }
                 )?;
             }
@@ -1012,50 +1007,40 @@ mod tests {
     }
 
     #[test]
-    fn overhead_is_interpolated_in_log_rate_and_clamped_at_the_ends() {
-        let pts = [
-            point(100, 9_000.0),
-            point(1_000, 6_000.0),
-            point(10_000, 5_000.0),
-        ];
-        assert_eq!(overhead_at(&[], 50.0), None);
-        assert_eq!(overhead_at(&pts, 10.0), Some(9_000.0));
-        assert_eq!(overhead_at(&pts, 1e6), Some(5_000.0));
-        assert_eq!(overhead_at(&pts, 1_000.0), Some(6_000.0));
-        // √(100 · 1000) is halfway between 100 and 1000 in log rate.
-        let mid = overhead_at(&pts, (100.0f64 * 1_000.0).sqrt()).unwrap();
-        assert!((mid - 7_500.0).abs() < 1e-6, "{mid}");
-        let mid = overhead_at(&pts, (1_000.0f64 * 10_000.0).sqrt()).unwrap();
-        assert!((mid - 5_500.0).abs() < 1e-6, "{mid}");
-    }
-
-    #[test]
-    fn a_stream_takes_o_at_its_own_injection_rate_unless_o_is_overridden() {
-        // 1 s with 200 detours of 150 µs: 200 Hz at S = 1, 40 Hz of 5× longer time at S = 5.
-        let stream = periodic_stream(5_000_000, 150_000, 200);
+    fn the_rate_sweep_becomes_o_after_a_gap_when_it_agreed_with_the_main_run() {
         let mut c = Calibration::default();
         c.abstime.overhead.median_ns = 6_000.0;
         c.abstime.overhead_by_rate = vec![point(100, 10_000.0), point(1_000, 6_000.0)];
-        c.abstime.overhead_by_rate_used = true;
-        let o = c.plan_options_for(&stream, TimerKind::Abstime, 1.0, 1.0, &Overrides::default());
-        let want = 10_000.0 - 4_000.0 * (200f64.ln() - 100f64.ln()) / (10f64).ln();
-        assert_eq!(o.overhead_ns, want.round() as u64);
-        let o = c.plan_options_for(&stream, TimerKind::Abstime, 5.0, 1.0, &Overrides::default());
-        assert_eq!(o.overhead_ns, 10_000);
+        c.abstime.overhead_by_rate_consistent = true;
+        c.use_overhead_by_gap(true);
+        assert!(c.abstime.overhead_by_rate_used && !c.itimer.overhead_by_rate_used);
+        let o = c.plan_options(TimerKind::Abstime, 1.0, 1.0, &Overrides::default());
+        assert_eq!(o.overhead_ns, 6_000);
+        assert_eq!(
+            o.overhead_by_gap.points(),
+            &[(1_000_000, 6_000), (10_000_000, 10_000)]
+        );
+        assert_eq!(o.overhead_after(Some(5_000_000)), {
+            let t = (5e6f64.ln() - 1e6f64.ln()) / (1e7f64.ln() - 1e6f64.ln());
+            (6_000.0 + t * 4_000.0 + 0.5) as u64
+        });
+        assert_eq!(o.overhead_after(None), 6_000);
+        // A given O holds for every gap.
         let fixed = Overrides {
             overhead_ns: Some(7),
             ..Overrides::default()
         };
-        let o = c.plan_options_for(&stream, TimerKind::Abstime, 1.0, 1.0, &fixed);
-        assert_eq!(o.overhead_ns, 7);
-        // A sweep that disagreed with the main run, or none, leaves the single O.
-        c.abstime.overhead_by_rate_used = false;
-        let o = c.plan_options_for(&stream, TimerKind::Abstime, 1.0, 1.0, &Overrides::default());
-        assert_eq!(o.overhead_ns, 6_000);
-        c.abstime.overhead_by_rate_used = true;
-        c.abstime.overhead_by_rate.clear();
-        let o = c.plan_options_for(&stream, TimerKind::Abstime, 1.0, 1.0, &Overrides::default());
-        assert_eq!(o.overhead_ns, 6_000);
+        let o = c.plan_options(TimerKind::Abstime, 1.0, 1.0, &fixed);
+        assert_eq!((o.overhead_after(Some(50_000_000)), o.overhead_ns), (7, 7));
+        // Not asked for, or a sweep that disagreed with the main run: the single O.
+        c.use_overhead_by_gap(false);
+        let o = c.plan_options(TimerKind::Abstime, 1.0, 1.0, &Overrides::default());
+        assert!(o.overhead_by_gap.points().is_empty());
+        c.abstime.overhead_by_rate_consistent = false;
+        c.use_overhead_by_gap(true);
+        let o = c.plan_options(TimerKind::Abstime, 1.0, 1.0, &Overrides::default());
+        assert!(o.overhead_by_gap.points().is_empty());
+        assert_eq!(o.overhead_after(Some(50_000_000)), 6_000);
     }
 
     #[test]

@@ -106,11 +106,7 @@ unsafe fn start(
     };
     let opts = if calibrate {
         match Calibration::load_or_measure(&clock, false) {
-            Ok(c) => match trace.streams.get(stream as usize) {
-                Some(st) => c.plan_options_for(st, timer, scale, 1.0, &overrides),
-                // Plan::from_trace below names the bad index.
-                None => c.plan_options(timer, scale, 1.0, &overrides),
-            },
+            Ok(c) => c.plan_options(timer, scale, 1.0, &overrides),
             Err(e) => return fail(JB_ERR_SYSTEM, format!("calibration: {e:#}")),
         }
     } else {
@@ -121,6 +117,7 @@ unsafe fn start(
             min_sleep_ns: overrides.min_sleep_ns.unwrap_or(0),
             fraction: 1.0,
             timer,
+            ..PlanOptions::ideal()
         }
     };
     let plan = match Plan::from_trace(&trace, stream as usize, opts) {

@@ -67,6 +67,11 @@ enum Command {
         /// Print the calibration as JSON instead of the report.
         #[arg(long)]
         json: bool,
+        /// Let replays take O after each gap from the O-by-rate sweep (`on`, used only when
+        /// the sweep agreed with the main O run) or one O for all (`off`, the default); saved
+        /// in the cache.
+        #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+        overhead_by_gap: Option<String>,
     },
     /// Replay a trace into a probe loop and compare the re-collected trace with the source.
     Fidelity(crate::fidelity::FidelityArgs),
@@ -97,9 +102,17 @@ pub fn emulate_main() -> Result<()> {
         }
     };
     match cli.command {
-        Command::Calibrate { refresh, json } => {
+        Command::Calibrate {
+            refresh,
+            json,
+            overhead_by_gap,
+        } => {
             let clock = counter_clock()?;
-            let c = Calibration::load_or_measure(&clock, refresh)?;
+            let mut c = Calibration::load_or_measure(&clock, refresh)?;
+            if let Some(v) = overhead_by_gap {
+                c.use_overhead_by_gap(v == "on");
+                c.save(&Calibration::cache_path())?;
+            }
             if json {
                 println!("{}", serde_json::to_string_pretty(&c)?);
             } else {
@@ -188,6 +201,7 @@ pub fn inject_main() -> Result<()> {
         lateness_ns: 0,
         fraction: 1.0,
         timer: TimerKind::Abstime,
+        ..PlanOptions::ideal()
     };
     let plan = Plan::from_trace(&loaded.trace, a.stream, opts)?;
     // SAFETY: sysconf has no preconditions.

@@ -487,7 +487,7 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
     let mut rows = Vec::new();
     for &timer in &a.timer {
         for &s in &a.scale {
-            let opts = cal.plan_options_for(&trace.streams[a.stream], timer, s, 1.0, &overrides);
+            let opts = cal.plan_options(timer, s, 1.0, &overrides);
             eprintln!("replaying at S = {s} with {timer:?} ...");
             let (row, src, got) = fidelity_row_with_streams(
                 &trace,

@@ -15,5 +15,7 @@ pub use calibration::{Calibration, Overrides, Spread};
 pub use injector::{
     Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection,
 };
-pub use plan::{Cursor, Injection, Plan, PlanError, PlanOptions, PlanStats, TimerKind};
+pub use plan::{
+    Cursor, Injection, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind,
+};
 pub use sync::{SyncMode, SyncSchedule};

@@ -14,21 +14,6 @@ use thiserror::Error;
 
 use jitter_trace::{Record, Stream, Trace};
 
-/// Injections per second of replay time that `stream` yields at scale S and overhead O: its
-/// detours with S·run > O over S times its length (merges of close detours not counted).
-pub fn injection_rate_hz(stream: &Stream, scale: f64, overhead_ns: u64) -> f64 {
-    let length_ns = stream.end_ns.saturating_sub(stream.begin_ns) as f64 * scale;
-    if length_ns <= 0.0 || !length_ns.is_finite() {
-        return 0.0;
-    }
-    let n = stream
-        .records
-        .iter()
-        .filter(|r| r.run_ns as f64 * scale > overhead_ns as f64)
-        .count();
-    n as f64 * 1e9 / length_ns
-}
-
 /// How the injector arms its timer, which decides how timer lateness is compensated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -68,9 +53,79 @@ pub struct PlanOptions {
     pub fraction: f64,
     /// Timer the injector uses.
     pub timer: TimerKind,
+    /// O as a function of the time since the previous injection (sparser injections cost
+    /// more); empty: `overhead_ns` for every injection.
+    #[serde(default)]
+    pub overhead_by_gap: OverheadByGap,
+}
+
+/// Most points an [`OverheadByGap`] holds.
+pub const OVERHEAD_POINTS: usize = 8;
+
+/// O after a gap: points (gap since the previous injection's end, O), both ns, sorted by gap;
+/// linear in log(gap) between points, the end point's value beyond them. Fixed size, so that
+/// [`PlanOptions`] stays `Copy` for the signal handler and the predictor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct OverheadByGap {
+    points: [(u64, u64); OVERHEAD_POINTS],
+    len: u8,
+}
+
+impl OverheadByGap {
+    /// The curve through `points` (gap ns, O ns); refused when there are more than
+    /// [`OVERHEAD_POINTS`], a gap of 0, or gaps not strictly increasing.
+    pub fn new(points: &[(u64, u64)]) -> Result<Self, PlanError> {
+        if points.len() > OVERHEAD_POINTS {
+            return Err(PlanError::Option(format!(
+                "at most {OVERHEAD_POINTS} overhead points, got {}",
+                points.len()
+            )));
+        }
+        if points.first().is_some_and(|p| p.0 == 0) || points.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(PlanError::Option(
+                "overhead points need gaps > 0 in increasing order".into(),
+            ));
+        }
+        let mut c = OverheadByGap::default();
+        c.points[..points.len()].copy_from_slice(points);
+        c.len = points.len() as u8;
+        Ok(c)
+    }
+
+    /// The points, sorted by gap.
+    pub fn points(&self) -> &[(u64, u64)] {
+        &self.points[..usize::from(self.len)]
+    }
+
+    /// O after a gap of `gap_ns`; `None` for an empty curve.
+    #[inline]
+    pub fn at(&self, gap_ns: u64) -> Option<u64> {
+        let p = self.points();
+        let (first, last) = (p.first()?, p.last()?);
+        if gap_ns <= first.0 {
+            return Some(first.1);
+        }
+        if gap_ns >= last.0 {
+            return Some(last.1);
+        }
+        let i = p.partition_point(|q| q.0 <= gap_ns);
+        let ((g0, o0), (g1, o1)) = (p[i - 1], p[i]);
+        // ln via log2 of f64 is a libm call; this runs once per injection, not per iteration.
+        let t = ((gap_ns as f64).ln() - (g0 as f64).ln()) / ((g1 as f64).ln() - (g0 as f64).ln());
+        Some((o0 as f64 + t * (o1 as f64 - o0 as f64) + 0.5) as u64)
+    }
 }
 
 impl PlanOptions {
+    /// O for an injection due `gap_ns` after the previous one ended (`None`: the first after a
+    /// start or a resync, which takes `overhead_ns`).
+    #[inline]
+    pub fn overhead_after(&self, gap_ns: Option<u64>) -> u64 {
+        gap_ns
+            .and_then(|g| self.overhead_by_gap.at(g))
+            .unwrap_or(self.overhead_ns)
+    }
+
     /// Every detour exactly as recorded: S = 1, no overhead, no merging, no lateness, f = 1.
     pub fn ideal() -> Self {
         PlanOptions {
@@ -80,6 +135,7 @@ impl PlanOptions {
             lateness_ns: 0,
             fraction: 1.0,
             timer: TimerKind::Abstime,
+            overhead_by_gap: OverheadByGap::default(),
         }
     }
 
@@ -158,7 +214,7 @@ pub struct Injection {
     pub due_ns: u64,
     /// Intended detour length S·run (runs of merged detours added).
     pub span_ns: u64,
-    /// Busy-loop length: span − O.
+    /// Busy-loop length: span − O (O after the gap since the previous injection).
     pub busy_ns: u64,
     /// Unrolled timeline position of the detour's start (trace ns).
     pub trace_ns: u64,
@@ -346,6 +402,7 @@ impl Plan {
             stats: PlanStats::default(),
             lookahead_stats: PlanStats::default(),
             handed_stats: PlanStats::default(),
+            last_end_ns: None,
         };
         c.position(offset_ns % self.period_ns, 0);
         c
@@ -380,6 +437,9 @@ pub struct Cursor {
     /// What the injection handed out last counted: added to `stats` at the next call of
     /// `next` (it was executed), forgotten by a resync (it was not).
     handed_stats: PlanStats,
+    /// Replay time at which the last injection built ends (due + span); `None` after a start
+    /// or a resync. The gap from it sets the next injection's O.
+    last_end_ns: Option<u64>,
 }
 
 impl Cursor {
@@ -429,6 +489,7 @@ impl Cursor {
         self.lookahead = None;
         self.lookahead_stats = PlanStats::default();
         self.handed_stats = PlanStats::default();
+        self.last_end_ns = None;
         self.seg_trace0 = offset_ns;
         self.seg_replay0 = now_ns;
         if self.consumed_before_ns >= self.limit_ns {
@@ -493,19 +554,22 @@ impl Cursor {
                 }
             }
             let span = opts.scaled(run);
-            if span <= opts.overhead_ns {
+            let due = self.seg_replay0 + opts.scaled(a - self.seg_trace0);
+            let overhead = opts.overhead_after(self.last_end_ns.map(|e| due.saturating_sub(e)));
+            if span <= overhead {
                 self.stats.dropped += u64::from(detours);
                 self.stats.dropped_ns += span;
                 continue;
             }
+            self.last_end_ns = Some(due + span);
             self.stats.injections += 1;
             self.stats.injected_detours += u64::from(detours);
             self.stats.injected_ns += span;
-            self.stats.busy_ns += span - opts.overhead_ns;
+            self.stats.busy_ns += span - overhead;
             return Some(Injection {
-                due_ns: self.seg_replay0 + opts.scaled(a - self.seg_trace0),
+                due_ns: due,
                 span_ns: span,
-                busy_ns: span - opts.overhead_ns,
+                busy_ns: span - overhead,
                 trace_ns: a,
                 next_due_ns: u64::MAX,
                 arm_after_ns: u64::MAX,
@@ -849,18 +913,46 @@ mod tests {
     }
 
     #[test]
-    fn injection_rate_counts_detours_above_the_overhead_per_scaled_second() {
-        let d: Vec<Detour> = (0..10)
-            .map(|k| Detour {
-                start_ns: k * 100_000_000,
-                run_ns: if k % 2 == 0 { 2_000 } else { 20_000 },
-            })
-            .collect();
-        let s = Stream::from_detours(0, 0, 1_000_000_000, &d).unwrap();
-        assert_eq!(injection_rate_hz(&s, 1.0, 1_000), 10.0);
-        assert_eq!(injection_rate_hz(&s, 1.0, 5_000), 5.0);
-        // S = 4: 2 µs detours become 8 µs (> 5 µs) and the second lasts 4 s.
-        assert_eq!(injection_rate_hz(&s, 4.0, 5_000), 2.5);
-        assert_eq!(injection_rate_hz(&s, 1.0, 50_000), 0.0);
+    fn o_after_a_gap_is_interpolated_in_log_gap_and_clamped_at_the_ends() {
+        let c = OverheadByGap::new(&[(100_000, 5_000), (1_000_000, 6_000), (10_000_000, 9_000)])
+            .unwrap();
+        assert_eq!(OverheadByGap::default().at(5), None);
+        assert_eq!(c.at(1), Some(5_000));
+        assert_eq!(c.at(1_000_000), Some(6_000));
+        assert_eq!(c.at(u64::MAX), Some(9_000));
+        // √(10⁶ · 10⁷) is halfway in log gap.
+        assert_eq!(c.at(3_162_278), Some(7_500));
+        assert!(OverheadByGap::new(&[(0, 1)]).is_err());
+        assert!(OverheadByGap::new(&[(5, 1), (5, 2)]).is_err());
+        assert!(OverheadByGap::new(&[(1, 1); OVERHEAD_POINTS + 1]).is_err());
+    }
+
+    #[test]
+    fn each_injection_is_compensated_with_o_after_its_own_gap() {
+        // Detours at 0, 100 µs and 10 ms (10 µs each); O = 2 µs after 90 µs, 8 µs after ≈ 10 ms.
+        let s = stream(
+            20_000_000,
+            &[(0, 10_000), (100_000, 10_000), (10_000_000, 10_000)],
+        );
+        let o = PlanOptions {
+            overhead_ns: 5_000,
+            overhead_by_gap: OverheadByGap::new(&[(90_000, 2_000), (9_890_000, 8_000)]).unwrap(),
+            ..opts()
+        };
+        let plan = Plan::new(&s, o).unwrap();
+        let busy: Vec<u64> = plan.cursor(0).take(3).map(|i| i.busy_ns).collect();
+        // The first has no predecessor: O = 5 µs.
+        assert_eq!(busy, vec![5_000, 8_000, 2_000]);
+        let st = {
+            let mut c = plan.cursor(0);
+            c.by_ref().take(4).for_each(drop);
+            c.stats()
+        };
+        assert_eq!(st.busy_ns, 5_000 + 8_000 + 2_000);
+        // A resync forgets the predecessor: O = 5 µs again.
+        let mut c = plan.cursor(0);
+        c.next();
+        c.resync(10_000_000, 0);
+        assert_eq!(c.next().unwrap().busy_ns, 5_000);
     }
 }

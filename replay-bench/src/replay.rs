@@ -5,20 +5,17 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use jitter_collect::clock::Clock;
-use jitter_emulator::calibration::{
-    options_for_stream, Calibration as EmulatorCalibration, RatePoint,
-};
+use jitter_emulator::calibration::Calibration as EmulatorCalibration;
 use jitter_emulator::{
-    Emulator, Handle, InjectorConfig, InjectorStats, Overrides, Plan, PlanOptions, SyncSchedule,
-    TimerKind,
+    Emulator, Handle, InjectorConfig, InjectorStats, OverheadByGap, Overrides, Plan, PlanOptions,
+    SyncSchedule, TimerKind,
 };
-use jitter_trace::Stream;
 
 use crate::bench::PhaseHook;
 use crate::report::EmulatorTotals;
 
 /// The injector's own cost on this rank (pitfalls 1 and 2), ns.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct EmulatorCost {
     /// Overhead O per injection.
     pub overhead_ns: u64,
@@ -30,8 +27,9 @@ pub struct EmulatorCost {
     pub lateness_sd_ns: f64,
     /// Minimum sleep M.
     pub min_sleep_ns: u64,
-    /// O at several injection rates (empty when O was given on the command line).
-    pub overhead_by_rate: Vec<RatePoint>,
+    /// O after a gap since the previous injection (empty when O was given on the command line
+    /// or the calibration's rate sweep was not used).
+    pub overhead_by_gap: OverheadByGap,
 }
 
 impl EmulatorCost {
@@ -45,32 +43,21 @@ impl EmulatorCost {
             lateness_ns: opts.lateness_ns,
             lateness_sd_ns: t.lateness.sd_ns,
             min_sleep_ns: opts.min_sleep_ns,
-            overhead_by_rate: if o.overhead_ns.is_some() {
-                Vec::new()
-            } else {
-                t.overhead_curve().to_vec()
-            },
+            overhead_by_gap: opts.overhead_by_gap,
         }
     }
 
-    /// Plan options for replaying `stream`: O taken at the injection rate the stream yields
-    /// (the calibration's O when there is no rate sweep), L and M as calibrated.
-    pub fn plan_options(
-        &self,
-        stream: &Stream,
-        scale: f64,
-        fraction: f64,
-        timer: TimerKind,
-    ) -> PlanOptions {
-        let opts = PlanOptions {
+    /// Plan options with this cost.
+    pub fn plan_options(&self, scale: f64, fraction: f64, timer: TimerKind) -> PlanOptions {
+        PlanOptions {
             scale,
             overhead_ns: self.overhead_ns,
             min_sleep_ns: self.min_sleep_ns,
             lateness_ns: self.lateness_ns,
             fraction,
             timer,
-        };
-        options_for_stream(opts, &self.overhead_by_rate, stream)
+            overhead_by_gap: self.overhead_by_gap,
+        }
     }
 }
 
@@ -311,10 +298,10 @@ impl PhaseHook for Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jitter_emulator::calibration::periodic_stream;
+    use jitter_emulator::calibration::RatePoint;
 
     #[test]
-    fn a_rank_takes_o_at_its_streams_rate_unless_o_was_given() {
+    fn a_rank_takes_o_after_each_gap_unless_o_was_given() {
         let mut c = EmulatorCalibration::default();
         c.abstime.overhead.median_ns = 5_000.0;
         c.abstime.lateness.median_ns = 3_000.0;
@@ -328,23 +315,28 @@ mod tests {
                 samples: 100,
             })
             .to_vec();
-        c.abstime.overhead_by_rate_used = true;
-        let sparse = periodic_stream(100_000_000, 50_000, 10);
-        let dense = periodic_stream(1_000_000, 50_000, 1_000);
+        c.abstime.overhead_by_rate_consistent = true;
+        c.use_overhead_by_gap(true);
         let cost = EmulatorCost::from_calibration(&c, TimerKind::Abstime, &Overrides::default());
-        let o = cost.plan_options(&sparse, 1.0, 0.5, TimerKind::Abstime);
+        let o = cost.plan_options(2.0, 0.5, TimerKind::Abstime);
         assert_eq!(
-            (o.overhead_ns, o.lateness_ns, o.min_sleep_ns, o.fraction),
-            (9_000, 3_000, 1_000, 0.5)
+            (
+                o.overhead_ns,
+                o.lateness_ns,
+                o.min_sleep_ns,
+                o.fraction,
+                o.scale
+            ),
+            (5_000, 3_000, 1_000, 0.5, 2.0)
         );
-        let o = cost.plan_options(&dense, 1.0, 1.0, TimerKind::Abstime);
-        assert_eq!(o.overhead_ns, 5_000);
+        assert_eq!(o.overhead_after(Some(100_000_000)), 9_000);
+        assert_eq!(o.overhead_after(Some(1_000_000)), 5_000);
         let given = Overrides {
             overhead_ns: Some(7_000),
             ..Overrides::default()
         };
         let cost = EmulatorCost::from_calibration(&c, TimerKind::Abstime, &given);
-        let o = cost.plan_options(&sparse, 1.0, 1.0, TimerKind::Abstime);
-        assert_eq!(o.overhead_ns, 7_000);
+        let o = cost.plan_options(1.0, 1.0, TimerKind::Abstime);
+        assert_eq!(o.overhead_after(Some(100_000_000)), 7_000);
     }
 }

@@ -97,6 +97,9 @@ pub struct Calibration {
     pub tsc_khz: u64,
     /// Platform noise ratio measured with the probe before the run (Σ run / duration).
     pub platform_noise_ratio: f64,
+    /// O after a gap since the previous injection, as (gap ns, O ns) points (empty: O alone).
+    #[serde(default)]
+    pub overhead_by_gap: Vec<(u64, u64)>,
 }
 
 /// What the emulators injected and could not, summed over ranks.

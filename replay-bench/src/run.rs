@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 
 use jitter_collect::clock::Clock;
-use jitter_emulator::{Plan, PlanOptions, SyncMode, SyncSchedule, TimerKind};
+use jitter_emulator::{Plan, SyncMode, SyncSchedule, TimerKind};
 use jitter_trace::stats::Stats;
 use jitter_trace::Trace;
 
@@ -336,13 +336,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         comm,
         trace.as_ref().map_or(Ok(None), |t| {
             let index = rank % k as usize;
-            // O at the injection rate this rank's stream yields (sparser injections cost more).
-            let opts = match t.trace.streams.get(index) {
-                Some(st) => setup
-                    .cost
-                    .plan_options(st, scale, args.fraction, args.timer),
-                None => PlanOptions::ideal(),
-            };
+            let opts = setup.cost.plan_options(scale, args.fraction, args.timer);
             Plan::from_trace(&t.trace, index, opts)
                 .map(Some)
                 .with_context(|| format!("cannot replay stream {index} of the trace"))
@@ -396,9 +390,6 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
 
     // 5. The run, with the emulator when there is a trace.
     let keep = args.phases_csv.is_some() && root;
-    let overhead_used = plan
-        .as_ref()
-        .map_or(setup.cost.overhead_ns, |p| p.options().overhead_ns);
     let (outcome, totals) = match plan {
         None => (
             run_phases(
@@ -436,13 +427,14 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     let cal = Calibration {
         rank: rank as i64,
         host: host_name(),
-        overhead_ns: overhead_used,
+        overhead_ns: setup.cost.overhead_ns,
         overhead_sd_ns: setup.cost.overhead_sd_ns,
         lateness_ns: setup.cost.lateness_ns,
         lateness_sd_ns: setup.cost.lateness_sd_ns,
         min_sleep_ns: setup.cost.min_sleep_ns,
         tsc_khz: setup.clock.khz(),
         platform_noise_ratio: setup.noise.noise_ratio,
+        overhead_by_gap: setup.cost.overhead_by_gap.points().to_vec(),
     };
     let cal_json = serde_json::to_vec(&cal)?;
     let cals = comm.gather_records(&record(&cal_json));

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use jitter_emulator::calibration::{options_for_stream, RatePoint};
 use jitter_emulator::{Plan, PlanOptions, SyncMode, TimerKind};
 use jitter_trace::units::parse_duration_ns;
 use jitter_trace::{Trace, TraceStats};
@@ -132,19 +131,6 @@ impl TraceInput {
         options: PlanOptions,
         ranks_per_node: u64,
     ) -> anyhow::Result<Self> {
-        TraceInput::with_overhead_by_rate(trace, path, label, options, &[], ranks_per_node)
-    }
-
-    /// As [`TraceInput::new`], each stream's O taken from `overhead_by_rate` at the injection
-    /// rate the stream yields (as `replay-bench run` does on each rank).
-    pub fn with_overhead_by_rate(
-        trace: &Trace,
-        path: &str,
-        label: &str,
-        options: PlanOptions,
-        overhead_by_rate: &[RatePoint],
-        ranks_per_node: u64,
-    ) -> anyhow::Result<Self> {
         anyhow::ensure!(ranks_per_node >= 1, "--ranks-per-node must be at least 1");
         anyhow::ensure!(
             trace.streams.len() as u64 >= ranks_per_node,
@@ -153,8 +139,8 @@ impl TraceInput {
         );
         let plans = (0..ranks_per_node as usize)
             .map(|s| {
-                let opts = options_for_stream(options, overhead_by_rate, &trace.streams[s]);
-                Plan::from_trace(trace, s, opts).map_err(|e| anyhow::anyhow!("trace {path}: {e}"))
+                Plan::from_trace(trace, s, options)
+                    .map_err(|e| anyhow::anyhow!("trace {path}: {e}"))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let stats = TraceStats::of_trace(trace);
@@ -318,12 +304,11 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         } else {
             stem
         };
-        traces.push(TraceInput::with_overhead_by_rate(
+        traces.push(TraceInput::new(
             &loaded.trace,
             &path.display().to_string(),
             &label,
             platform.options,
-            &platform.overhead_by_rate,
             args.ranks_per_node,
         )?);
     }
@@ -396,6 +381,7 @@ fn platform_calibration(p: &Platform) -> Calibration {
         min_sleep_ns: p.options.min_sleep_ns,
         tsc_khz: 0,
         platform_noise_ratio: 0.0,
+        overhead_by_gap: p.options.overhead_by_gap.points().to_vec(),
     }
 }
 
@@ -746,56 +732,6 @@ pub fn main(args: PredictArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn each_stream_takes_o_at_its_own_injection_rate_from_an_emulator_calibration() {
-        use jitter_emulator::calibration::periodic_stream;
-        // Stream 0: 1000 detours of 50 µs in 1 s; stream 1: 10 in the same second.
-        let mut dense = periodic_stream(1_000_000, 50_000, 1_000);
-        let mut sparse = periodic_stream(100_000_000, 50_000, 10);
-        (dense.cpu, sparse.cpu) = (0, 1);
-        let mut trace = Trace {
-            streams: vec![dense, sparse],
-            ..Trace::default()
-        };
-        trace.sync_header();
-        let mut c = jitter_emulator::Calibration::default();
-        c.abstime.overhead.median_ns = 5_000.0;
-        c.abstime.overhead_by_rate = [(10, 9_000.0), (1_000, 5_000.0)]
-            .map(|(rate_hz, o)| RatePoint {
-                rate_hz,
-                overhead_median_ns: o,
-                sweep_median_ns: o,
-                overhead_p90_ns: o,
-                samples: 100,
-            })
-            .to_vec();
-        c.abstime.overhead_by_rate_used = true;
-        let pl = platform::Platform::from_calibration(&c, TimerKind::Abstime, "c".into());
-        let input = TraceInput::with_overhead_by_rate(
-            &trace,
-            "t",
-            "t",
-            pl.options,
-            &pl.overhead_by_rate,
-            2,
-        )
-        .unwrap();
-        let o: Vec<u64> = input
-            .plans
-            .iter()
-            .map(|p| p.options().overhead_ns)
-            .collect();
-        assert_eq!(o, vec![5_000, 9_000]);
-        // Without the sweep (a platform file or a run report) every stream keeps one O.
-        let input = TraceInput::new(&trace, "t", "t", pl.options, 2).unwrap();
-        let o: Vec<u64> = input
-            .plans
-            .iter()
-            .map(|p| p.options().overhead_ns)
-            .collect();
-        assert_eq!(o, vec![5_000, 5_000]);
-    }
 
     #[test]
     fn rank_lists_parse_and_bad_ones_are_refused() {

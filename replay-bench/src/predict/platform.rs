@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-use jitter_emulator::calibration::RatePoint;
 use jitter_emulator::{PlanOptions, TimerKind};
 use serde::{Deserialize, Serialize};
 
@@ -58,9 +57,6 @@ pub struct Platform {
     pub options: PlanOptions,
     /// Standard deviation of one timer error, ns (0 for `abstime`).
     pub lateness_sd_ns: f64,
-    /// O at several injection rates (from an emulator calibration): each stream's plan takes
-    /// O at its own injection rate, as `replay-bench run` does; empty: `options` O for all.
-    pub overhead_by_rate: Vec<RatePoint>,
 }
 
 impl Platform {
@@ -70,7 +66,6 @@ impl Platform {
             name: "ideal".into(),
             options: PlanOptions::ideal(),
             lateness_sd_ns: 0.0,
-            overhead_by_rate: Vec::new(),
         }
     }
 
@@ -111,6 +106,7 @@ impl Platform {
             lateness_ns: f.lateness_ns,
             fraction: f.fraction,
             timer: f.timer,
+            ..PlanOptions::ideal()
         };
         options
             .validate()
@@ -124,7 +120,6 @@ impl Platform {
             name,
             options,
             lateness_sd_ns: f.lateness_sd_ns,
-            overhead_by_rate: Vec::new(),
         })
     }
 
@@ -147,7 +142,6 @@ impl Platform {
             name,
             options: c.plan_options(timer, 1.0, 1.0, &jitter_emulator::Overrides::default()),
             lateness_sd_ns: c.timer(timer).lateness.sd_ns,
-            overhead_by_rate: c.timer(timer).overhead_curve().to_vec(),
         }
     }
 
@@ -175,6 +169,12 @@ impl Platform {
             lateness_ns: med(&|c| c.lateness_ns as f64) as u64,
             fraction: r.config.fraction,
             timer,
+            // The first rank's curve: ranks on one host share the host's calibration.
+            overhead_by_gap: r
+                .calibration
+                .first()
+                .and_then(|c| jitter_emulator::OverheadByGap::new(&c.overhead_by_gap).ok())
+                .unwrap_or_default(),
         };
         options
             .validate()
@@ -183,8 +183,6 @@ impl Platform {
             name,
             options,
             lateness_sd_ns: med(&|c| c.lateness_sd_ns),
-            // The report's O is what the ranks used, already taken at their injection rates.
-            overhead_by_rate: Vec::new(),
         })
     }
 }
