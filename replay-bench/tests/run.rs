@@ -240,7 +240,22 @@ fn seed_with_gap(timeline: u64, period: u64, gap: u64) -> u64 {
         .unwrap()
 }
 
+/// The no-jitter run's SD is compared with the noise floor twice at most: its baseline and the
+/// run are timed seconds apart, and this VM's vCPU speed can move by a few percent between them
+/// even when each looks undisturbed (a run 3 % faster than its baseline was seen once in six
+/// CI runs). A defect in how the two are measured shows in both attempts; a speed drift rarely
+/// twice in a row.
 fn no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir: &Path) {
+    if let Err(first) = no_trace_attempt(dir) {
+        eprintln!("no trace: {first}; once more");
+        if let Err(second) = no_trace_attempt(dir) {
+            panic!("twice: {first}; then {second}");
+        }
+    }
+}
+
+/// One no-jitter run; `Err` when its SD exceeds the noise floor, panics on every other check.
+fn no_trace_attempt(dir: &Path) -> Result<(), String> {
     let out = dir.join("notrace.json");
     let r = ok(
         // One rank: with two, both vCPUs of this VM are busy and their speed drifts between
@@ -291,7 +306,7 @@ fn no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir: &Path) {
         || !quiet_enough(&rep, "no-trace closed forms")
         || !speed_stable(&rep, "no-trace closed forms")
     {
-        return;
+        return Ok(());
     }
     assert!(
         elapsed < period + 50e6,
@@ -314,11 +329,13 @@ fn no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir: &Path) {
     );
     for (metric, sd) in [("qt", row.sd_qt_pct), ("qtbt", row.sd_qtbt_pct)] {
         let (stat, noise) = floor_pct(&rep, metric);
-        assert!(
-            sd.abs() <= stat + noise,
-            "SD {metric} {sd} % without jitter exceeds the noise floor {stat} + {noise} %"
-        );
+        if sd.abs() > stat + noise {
+            return Err(format!(
+                "SD {metric} {sd} % without jitter exceeds the noise floor {stat} + {noise} %"
+            ));
+        }
     }
+    Ok(())
 }
 
 fn periodic_noise_matches_the_closed_forms(dir: &Path) {
