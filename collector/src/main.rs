@@ -10,8 +10,7 @@ fn main() -> ExitCode {
     match jitter_collect::cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("error: {}", chain.join(": "));
+            eprintln!("error: {}", jitter_trace::cli::error_line(&e));
             ExitCode::FAILURE
         }
     }

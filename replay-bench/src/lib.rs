@@ -15,6 +15,8 @@ pub mod run;
 pub mod study;
 pub mod table;
 
+pub use jitter_trace::cli::error_line;
+
 /// A failure already reported (by rank 0, before the ranks left): exit non-zero silently.
 #[derive(Debug, thiserror::Error)]
 #[error("failed; rank 0 reported the error")]
@@ -31,17 +33,4 @@ pub fn launcher_rank() -> Option<u64> {
     ]
     .iter()
     .find_map(|v| std::env::var(v).ok()?.parse().ok())
-}
-
-/// An error and its causes as one line joined by ": ", leaving out a cause whose text the
-/// message before it already contains.
-pub fn error_line(e: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if !parts.last().is_some_and(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-    }
-    parts.join(": ")
 }

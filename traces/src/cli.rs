@@ -36,6 +36,19 @@ fn panic_message(info: &PanicHookInfo<'_>) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
+/// An error and its causes on one line, `: `-joined; a cause whose text the line already holds
+/// (errors that print their source as part of their own message) is left out.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if !parts.last().is_some_and(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}
+
 /// Parses a binary's command line: help and version go to standard output (exit 0), a bad
 /// argument is one `error:` line on standard error (exit 2).
 pub fn parse<T: clap::Parser>() -> T {
@@ -63,5 +76,20 @@ pub fn report_parse_error(e: &clap::Error) -> i32 {
             eprintln!("error: {}", first.trim_start_matches("error: "));
             2
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_chain_is_one_line_without_repeats() {
+        let e = anyhow::anyhow!("disk full").context("cannot write x.jtr: disk full");
+        assert_eq!(error_line(&e), "cannot write x.jtr: disk full");
+        let e = anyhow::anyhow!("bad\nvalue")
+            .context("cannot parse")
+            .context("config");
+        assert_eq!(error_line(&e), "config: cannot parse: bad value");
     }
 }

@@ -493,17 +493,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // Some errors print their source as part of their own message: skip such repeats.
-            let mut line = String::new();
-            for cause in e.chain().map(ToString::to_string) {
-                if !line.ends_with(&cause) {
-                    if !line.is_empty() {
-                        line.push_str(": ");
-                    }
-                    line.push_str(&cause);
-                }
-            }
-            eprintln!("error: {}", line.replace('\n', " "));
+            eprintln!("error: {}", jitter_trace::cli::error_line(&e));
             ExitCode::from(2)
         }
     }

@@ -3,8 +3,7 @@
 fn main() {
     jitter_trace::cli::init();
     if let Err(e) = jitter_emulator::cli::emulate_main() {
-        let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-        eprintln!("error: {}", chain.join(": "));
+        eprintln!("error: {}", jitter_trace::cli::error_line(&e));
         std::process::exit(1);
     }
 }
