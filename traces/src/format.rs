@@ -290,6 +290,35 @@ impl<W: Write> TraceWriter<W> {
     }
 }
 
+/// Recomputes the header's and every chunk's checksum of a `.jtr` byte image in place, as far
+/// as its lengths can be followed; for fuzzing and damage tests that edit bytes on purpose.
+pub fn reseal_checksums(bytes: &mut [u8]) {
+    // Layout: magic (8), version (2), header length (4), header CRC (4), header; then chunks
+    // of kind (1), payload length (4), CRC over kind and payload (4), payload.
+    if bytes.len() < 18 {
+        return;
+    }
+    let hlen = u32::from_le_bytes([bytes[10], bytes[11], bytes[12], bytes[13]]) as usize;
+    let Some(hend) = 18usize.checked_add(hlen).filter(|&e| e <= bytes.len()) else {
+        return;
+    };
+    let crc = crc32fast::hash(&bytes[18..hend]);
+    bytes[14..18].copy_from_slice(&crc.to_le_bytes());
+    let mut at = hend;
+    while at + 9 <= bytes.len() {
+        let b = &bytes[at + 1..at + 5];
+        let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+        let Some(end) = (at + 9).checked_add(len).filter(|&e| e <= bytes.len()) else {
+            return;
+        };
+        let mut h = crc32fast::Hasher::new();
+        h.update(&bytes[at..at + 1]);
+        h.update(&bytes[at + 9..end]);
+        bytes[at + 5..at + 9].copy_from_slice(&h.finalize().to_le_bytes());
+        at = end;
+    }
+}
+
 fn write_chunk<W: Write>(out: &mut W, kind_and_payload: &[u8]) -> Result<(), TraceError> {
     let payload_len = (kind_and_payload.len() - 1) as u32;
     let io = |e| TraceError::io("cannot write trace chunk", e);

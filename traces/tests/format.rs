@@ -68,23 +68,6 @@ fn chunk_offsets(bytes: &[u8]) -> Vec<usize> {
     out
 }
 
-/// Recomputes every chunk checksum after the header.
-fn fix_checksums(bytes: &mut [u8]) {
-    let hlen = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
-    let mut at = 18 + hlen;
-    while at + 9 <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
-        let Some(end) = (at + 9).checked_add(len).filter(|&e| e <= bytes.len()) else {
-            return;
-        };
-        let mut h = crc32fast::Hasher::new();
-        h.update(&bytes[at..at + 1]);
-        h.update(&bytes[at + 9..end]);
-        bytes[at + 5..at + 9].copy_from_slice(&h.finalize().to_le_bytes());
-        at = end;
-    }
-}
-
 /// A records chunk for stream 0 holding two detours that start at the same time.
 #[test]
 fn records_starting_together_are_damage() {
@@ -97,7 +80,7 @@ fn records_starting_together_are_damage() {
     bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     bytes.extend_from_slice(&[0; 4]);
     bytes.extend_from_slice(&payload);
-    fix_checksums(&mut bytes);
+    jitter_trace::format::reseal_checksums(&mut bytes);
     let l = read_from(Cursor::new(&bytes)).unwrap();
     match &l.completeness {
         Completeness::Damaged { records: 0, error } => {
@@ -141,7 +124,7 @@ proptest! {
         bytes.extend_from_slice(&tail);
         for fix in [false, true] {
             if fix {
-                fix_checksums(&mut bytes);
+                jitter_trace::format::reseal_checksums(&mut bytes);
             }
             if let Ok(l) = read_from(Cursor::new(&bytes)) {
                 prop_assert!(l.trace.validate().is_ok(), "{:?}", l.trace.validate());
