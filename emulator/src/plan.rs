@@ -252,36 +252,6 @@ pub struct PlanStats {
 }
 
 impl PlanStats {
-    /// Field-wise sum.
-    fn plus(&self, o: &PlanStats) -> PlanStats {
-        PlanStats {
-            detours: self.detours + o.detours,
-            injections: self.injections + o.injections,
-            injected_detours: self.injected_detours + o.injected_detours,
-            injected_ns: self.injected_ns + o.injected_ns,
-            busy_ns: self.busy_ns + o.busy_ns,
-            dropped: self.dropped + o.dropped,
-            dropped_ns: self.dropped_ns + o.dropped_ns,
-            merged: self.merged + o.merged,
-            noise_ns: self.noise_ns + o.noise_ns,
-        }
-    }
-
-    /// Field-wise difference (`o` counted no later than `self`).
-    fn minus(&self, o: &PlanStats) -> PlanStats {
-        PlanStats {
-            detours: self.detours - o.detours,
-            injections: self.injections - o.injections,
-            injected_detours: self.injected_detours - o.injected_detours,
-            injected_ns: self.injected_ns - o.injected_ns,
-            busy_ns: self.busy_ns - o.busy_ns,
-            dropped: self.dropped - o.dropped,
-            dropped_ns: self.dropped_ns - o.dropped_ns,
-            merged: self.merged - o.merged,
-            noise_ns: self.noise_ns - o.noise_ns,
-        }
-    }
-
     /// Share of the met noise time that was injected.
     pub fn injected_share(&self) -> f64 {
         if self.noise_ns == 0 {
@@ -399,9 +369,9 @@ impl Plan {
             consumed_before_ns: 0,
             limit_ns: (self.period_ns as f64 * self.opts.fraction).round() as u64,
             finished: false,
-            stats: PlanStats::default(),
-            lookahead_stats: PlanStats::default(),
-            handed_stats: PlanStats::default(),
+            built: PlanStats::default(),
+            executed: PlanStats::default(),
+            handed_through: PlanStats::default(),
             last_end_ns: None,
         };
         c.position(offset_ns % self.period_ns, 0);
@@ -430,13 +400,14 @@ pub struct Cursor {
     consumed_before_ns: u64,
     limit_ns: u64,
     finished: bool,
-    stats: PlanStats,
-    /// What building the look-ahead injection counted: added to `stats` only when that
-    /// injection is handed out and executed, forgotten when a resync discards it.
-    lookahead_stats: PlanStats,
-    /// What the injection handed out last counted: added to `stats` at the next call of
-    /// `next` (it was executed), forgotten by a resync (it was not).
-    handed_stats: PlanStats,
+    /// Counts of everything built so far, the look-ahead included.
+    built: PlanStats,
+    /// `built` as it stood after the last injection known to be executed: what
+    /// [`Cursor::stats`] reports.
+    executed: PlanStats,
+    /// `built` as it stood after the injection handed out last was built: executed once the
+    /// next one is asked for, discarded by a resync.
+    handed_through: PlanStats,
     /// Replay time at which the last injection built ends (due + span); `None` after a start
     /// or a resync. The gap from it sets the next injection's O.
     last_end_ns: Option<u64>,
@@ -450,7 +421,7 @@ impl Cursor {
 
     /// Counts so far, for the injections executed (see [`PlanStats`]).
     pub fn stats(&self) -> PlanStats {
-        self.stats
+        self.executed
     }
 
     /// True once the fraction limit was reached: no more injections will come.
@@ -487,8 +458,9 @@ impl Cursor {
         self.lap = 0;
         self.peeked = None;
         self.lookahead = None;
-        self.lookahead_stats = PlanStats::default();
-        self.handed_stats = PlanStats::default();
+        // What was built after the last executed injection is discarded unmet.
+        self.built = self.executed;
+        self.handed_through = self.executed;
         self.last_end_ns = None;
         self.seg_trace0 = offset_ns;
         self.seg_replay0 = now_ns;
@@ -536,8 +508,8 @@ impl Cursor {
             let mut b = b.min(limit_pos);
             let mut run = b - a;
             let mut detours = 1u32;
-            self.stats.detours += 1;
-            self.stats.noise_ns += opts.scaled(b - a);
+            self.built.detours += 1;
+            self.built.noise_ns += opts.scaled(b - a);
             loop {
                 let (c, d) = self.next_raw()?;
                 if opts.scaled(c - b) < opts.min_sleep_ns && self.within_limit(c) {
@@ -545,9 +517,9 @@ impl Cursor {
                     run += d - c;
                     b = d;
                     detours += 1;
-                    self.stats.detours += 1;
-                    self.stats.merged += 1;
-                    self.stats.noise_ns += opts.scaled(d - c);
+                    self.built.detours += 1;
+                    self.built.merged += 1;
+                    self.built.noise_ns += opts.scaled(d - c);
                 } else {
                     self.peeked = Some((c, d));
                     break;
@@ -557,15 +529,15 @@ impl Cursor {
             let due = self.seg_replay0 + opts.scaled(a - self.seg_trace0);
             let overhead = opts.overhead_after(self.last_end_ns.map(|e| due.saturating_sub(e)));
             if span <= overhead {
-                self.stats.dropped += u64::from(detours);
-                self.stats.dropped_ns += span;
+                self.built.dropped += u64::from(detours);
+                self.built.dropped_ns += span;
                 continue;
             }
             self.last_end_ns = Some(due + span);
-            self.stats.injections += 1;
-            self.stats.injected_detours += u64::from(detours);
-            self.stats.injected_ns += span;
-            self.stats.busy_ns += span - overhead;
+            self.built.injections += 1;
+            self.built.injected_detours += u64::from(detours);
+            self.built.injected_ns += span;
+            self.built.busy_ns += span - overhead;
             return Some(Injection {
                 due_ns: due,
                 span_ns: span,
@@ -585,22 +557,20 @@ impl Iterator for Cursor {
     /// The next injection, with the timing of the one after it filled in.
     fn next(&mut self) -> Option<Injection> {
         // Asking for the next injection says the one handed out before was executed.
-        self.stats = self.stats.plus(&self.handed_stats);
-        self.handed_stats = PlanStats::default();
-        let before = self.stats;
+        self.executed = self.handed_through;
         let mut current = match self.lookahead.take() {
-            Some(i) => {
-                self.stats = self.stats.plus(&self.lookahead_stats);
-                i
-            }
-            None => self.build_next()?,
+            Some(i) => i,
+            None => match self.build_next() {
+                Some(i) => i,
+                None => {
+                    // The end: the detours met on the way there count as well.
+                    self.executed = self.built;
+                    return None;
+                }
+            },
         };
-        let handed = self.stats.minus(&before);
-        let ahead = self.stats;
+        self.handed_through = self.built;
         self.lookahead = self.build_next();
-        self.lookahead_stats = self.stats.minus(&ahead);
-        self.stats = before;
-        self.handed_stats = handed;
         if let Some(n) = &self.lookahead {
             current.next_due_ns = n.due_ns;
             let end = current.due_ns + current.span_ns;
