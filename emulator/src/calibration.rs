@@ -448,8 +448,6 @@ pub struct Settings {
     pub overhead_rates_hz: &'static [u64],
     /// Injections aimed at per O-sweep rate, over all rounds.
     pub overhead_rate_samples: u64,
-    /// Let replays take O after each gap from the sweep (when it is consistent).
-    pub use_overhead_by_gap: bool,
 }
 
 impl Default for Settings {
@@ -462,7 +460,6 @@ impl Default for Settings {
             sweep_samples: 200,
             overhead_rates_hz: &OVERHEAD_RATES_HZ,
             overhead_rate_samples: 180,
-            use_overhead_by_gap: false,
         }
     }
 }
@@ -627,7 +624,8 @@ impl TimerCalibration {
             sweep,
             overhead_by_rate,
             overhead_by_rate_consistent,
-            overhead_by_rate_used: s.use_overhead_by_gap && overhead_by_rate_consistent,
+            // Opt-in: `Calibration::use_overhead_by_gap` (`calibrate --overhead-by-gap on`).
+            overhead_by_rate_used: false,
         })
     }
 }

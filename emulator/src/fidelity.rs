@@ -285,20 +285,9 @@ pub struct ProbeSetup {
     pub stall_cut_ns: Option<u64>,
 }
 
-/// Replays stream `index` of `trace` with `opts` under the probe; one row.
+/// Replays stream `index` of `trace` with `opts` under the probe: one row, the source window
+/// and the re-collected stream.
 pub fn fidelity_row(
-    trace: &Trace,
-    index: usize,
-    offset_ns: u64,
-    opts: PlanOptions,
-    probe: &ProbeSetup,
-    base: &Baseline,
-) -> Result<FidelityRow> {
-    fidelity_row_with_streams(trace, index, offset_ns, opts, probe, base).map(|(r, _, _)| r)
-}
-
-/// As `fidelity_row`, also returning the source window and the re-collected stream.
-pub fn fidelity_row_with_streams(
     trace: &Trace,
     index: usize,
     offset_ns: u64,
@@ -489,7 +478,7 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
         for &s in &a.scale {
             let opts = cal.plan_options(timer, s, 1.0, &overrides);
             eprintln!("replaying at S = {s} with {timer:?} ...");
-            let (row, src, got) = fidelity_row_with_streams(
+            let (row, src, got) = fidelity_row(
                 &trace,
                 a.stream,
                 a.offset_ns,
