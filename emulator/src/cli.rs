@@ -9,6 +9,7 @@ use jitter_collect::clock::{kernel_tsc_khz, Clock, FrequencySource};
 
 use crate::calibration::{Calibration, Overrides};
 use crate::realtime::Realtime;
+use jitter_trace::units::parse_positive_duration;
 
 /// The counter clock: the kernel's TSC frequency when exposed, else measured over 300 ms.
 pub fn counter_clock() -> Result<Clock> {
@@ -79,11 +80,6 @@ enum Command {
     Drift(crate::fidelity::DriftArgs),
 }
 
-/// Parses a duration like `10s`, `500ms`, `2m` or a plain number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration> {
-    Ok(jitter_trace::units::parse_positive_duration(s)?)
-}
-
 /// Entry point of `jitter-emulate`.
 pub fn emulate_main() -> Result<()> {
     let cli: EmulateCli = jitter_trace::cli::parse();
@@ -126,22 +122,6 @@ pub fn emulate_main() -> Result<()> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_with_units_and_refuse_nonsense() {
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        for bad in ["", "x", "-1s", "0", "nan"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
-}
-
 /// Options of `jitter-inject`.
 #[derive(Debug, Parser)]
 #[command(
@@ -164,7 +144,7 @@ struct InjectCli {
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
     /// Stop after this much replay time (default: one pass over the stream, fraction 1).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_positive_duration)]
     duration: Option<Duration>,
     /// Timeline point to start from, trace ns from the window start.
     #[arg(long, default_value_t = 0)]

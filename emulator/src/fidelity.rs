@@ -19,9 +19,10 @@ use crate::calibration::{
     default_threshold, match_single, periodic_stream, probe_detours, quantile, Calibration,
     Overrides,
 };
-use crate::cli::{counter_clock, parse_duration, OverrideArgs};
+use crate::cli::{counter_clock, OverrideArgs};
 use crate::injector::{Emulator, InjectorConfig, InjectorStats, LoggedInjection};
 use crate::plan::{Plan, PlanOptions, TimerKind};
+use jitter_trace::units::parse_positive_duration;
 
 /// Options of `jitter-emulate fidelity`.
 #[derive(Debug, Clone, Args)]
@@ -39,7 +40,7 @@ pub struct FidelityArgs {
     #[arg(long, value_delimiter = ',', default_value = "itimer,abstime")]
     pub timer: Vec<TimerKind>,
     /// Replay time per row (and for the baseline).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
     pub duration: Duration,
     /// Timeline point to start from, trace ns from the window start.
     #[arg(long, default_value_t = 0)]
@@ -51,7 +52,7 @@ pub struct FidelityArgs {
     /// throttling puts into a trace collected at SCHED_FIFO), and out of the noise ratios of the
     /// baseline and the re-collected trace (S times as long in replay time: the measuring
     /// thread's own throttling stalls).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_positive_duration)]
     pub drop_above: Option<Duration>,
     /// Also write all rows as JSON here.
     #[arg(long)]
@@ -526,7 +527,7 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
 #[derive(Debug, Clone, Args)]
 pub struct DriftArgs {
     /// Replay time per timer.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
     pub duration: Duration,
     /// Period of the periodic trace replayed, µs.
     #[arg(long, default_value_t = 1_000)]

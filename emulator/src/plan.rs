@@ -110,7 +110,8 @@ impl OverheadByGap {
         }
         let i = p.partition_point(|q| q.0 <= gap_ns);
         let ((g0, o0), (g1, o1)) = (p[i - 1], p[i]);
-        // ln via log2 of f64 is a libm call; this runs once per injection, not per iteration.
+        // `ln` is a libm call (pure, async-signal-safe); it runs only with a curve (opt-in),
+        // once per injection built.
         let t = ((gap_ns as f64).ln() - (g0 as f64).ln()) / ((g1 as f64).ln() - (g0 as f64).ln());
         Some((o0 as f64 + t * (o1 as f64 - o0 as f64) + 0.5) as u64)
     }

@@ -193,6 +193,11 @@ fn bad_input_is_refused(clock: &Clock) -> Result<(), String> {
     Ok(())
 }
 
+/// The periodic replay of `periodic_replay`: period, detour length and block length, ns.
+const PERIOD_NS: u64 = 5_000_000;
+const RUN_NS: u64 = 150_000;
+const BLOCK_NS: u64 = 500_000_000;
+
 /// What one replay block showed for one check.
 enum Outcome {
     /// The check held.
@@ -317,12 +322,21 @@ impl Calib {
     /// (period − busy ≈ 4.85 ms; on this VM the itimer's lateness grows with the interval).
     fn measure(clock: &Clock, timer: TimerKind, threshold: u64) -> Result<Calib, String> {
         rt_pause();
-        let o = measure_injection(timer, clock, threshold, 200, 145_000, 500_000_000)
-            .map_err(|e| e.to_string())?;
+        let o = measure_injection(
+            timer,
+            clock,
+            threshold,
+            1_000_000_000 / PERIOD_NS,
+            RUN_NS - 5_000,
+            BLOCK_NS,
+        )
+        .map_err(|e| e.to_string())?;
         let l = match timer {
             TimerKind::Itimer => {
                 rt_pause();
-                Spread::of(&measure_lateness(timer, 4_850_000, 40).map_err(|e| e.to_string())?)
+                Spread::of(
+                    &measure_lateness(timer, PERIOD_NS - RUN_NS, 40).map_err(|e| e.to_string())?,
+                )
             }
             TimerKind::Abstime => Spread::default(),
         };
@@ -340,7 +354,7 @@ fn periodic_block(
     threshold: u64,
     before: &Calib,
 ) -> Result<(Checks, Calib), String> {
-    let (period, run, dur) = (5_000_000u64, 150_000u64, 500_000_000u64);
+    let (period, run, dur) = (PERIOD_NS, RUN_NS, BLOCK_NS);
     let count = dur / period;
     let o_plan = before.o.median_ns.round() as u64;
     let options = PlanOptions {
@@ -373,7 +387,7 @@ fn judge_block(
     log: &[jitter_emulator::LoggedInjection],
     detours: &[(u64, u64)],
 ) -> Checks {
-    let (period, run, dur) = (5_000_000u64, 150_000u64, 500_000_000u64);
+    let (period, run, dur) = (PERIOD_NS, RUN_NS, BLOCK_NS);
     let count = dur / period;
     // Load-independent: the spin logged is the plan's (S·run − O), every injection due within
     // the window happened (dues at 2.5 ms + k · 5 ms; a relative timer accumulates its errors,
