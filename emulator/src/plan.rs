@@ -360,10 +360,7 @@ impl Plan {
     pub fn cursor(self: &Arc<Self>, offset_ns: u64) -> Cursor {
         let mut c = Cursor {
             plan: Arc::clone(self),
-            next_index: 0,
-            lap: 0,
-            partial: None,
-            peeked: None,
+            pos: Position::default(),
             lookahead: None,
             seg_trace0: 0,
             seg_replay0: 0,
@@ -387,14 +384,42 @@ pub fn common_window(trace: &Trace) -> (u64, u64) {
     (begin, end)
 }
 
-/// A replay in progress: yields injections in order; resync jumps to another timeline point.
-#[derive(Debug, Clone)]
-pub struct Cursor {
-    plan: Arc<Plan>,
+/// Where a cursor stands in the trace's records.
+#[derive(Debug, Clone, Default)]
+struct Position {
     next_index: usize,
     lap: u64,
     partial: Option<(u64, u64)>,
     peeked: Option<(u64, u64)>,
+}
+
+impl Position {
+    /// Next trace detour of `plan` on the unrolled timeline, as (start, end).
+    fn next_raw(&mut self, plan: &Plan) -> Option<(u64, u64)> {
+        if let Some(p) = self.peeked.take() {
+            return Some(p);
+        }
+        if let Some(p) = self.partial.take() {
+            return Some(p);
+        }
+        let recs = &plan.records;
+        if self.next_index >= recs.len() {
+            self.next_index = 0;
+            self.lap += 1;
+        }
+        let r = recs[self.next_index];
+        self.next_index += 1;
+        let lap = self.lap * plan.period_ns;
+        let begin = plan.begin_ns;
+        Some((lap + (r.start_ns - begin), lap + (r.end_ns() - begin)))
+    }
+}
+
+/// A replay in progress: yields injections in order; resync jumps to another timeline point.
+#[derive(Debug, Clone)]
+pub struct Cursor {
+    plan: Arc<Plan>,
+    pos: Position,
     lookahead: Option<Injection>,
     seg_trace0: u64,
     seg_replay0: u64,
@@ -448,16 +473,16 @@ impl Cursor {
         let p = self.plan.begin_ns + offset_ns;
         let recs = &self.plan.records;
         let idx = recs.partition_point(|r| r.end_ns() <= p);
-        self.partial = None;
-        self.next_index = idx;
+        self.pos.partial = None;
+        self.pos.next_index = idx;
         if let Some(r) = recs.get(idx) {
             if r.start_ns < p {
-                self.partial = Some((offset_ns, r.end_ns() - self.plan.begin_ns));
-                self.next_index = idx + 1;
+                self.pos.partial = Some((offset_ns, r.end_ns() - self.plan.begin_ns));
+                self.pos.next_index = idx + 1;
             }
         }
-        self.lap = 0;
-        self.peeked = None;
+        self.pos.lap = 0;
+        self.pos.peeked = None;
         self.lookahead = None;
         // What was built after the last executed injection is discarded unmet.
         self.built = self.executed;
@@ -470,37 +495,20 @@ impl Cursor {
         }
     }
 
-    /// Next trace detour on the unrolled timeline, as (start, end).
-    fn next_raw(&mut self) -> Option<(u64, u64)> {
-        if let Some(p) = self.peeked.take() {
-            return Some(p);
-        }
-        if let Some(p) = self.partial.take() {
-            return Some(p);
-        }
-        let recs = &self.plan.records;
-        if self.next_index >= recs.len() {
-            self.next_index = 0;
-            self.lap += 1;
-        }
-        let r = recs[self.next_index];
-        self.next_index += 1;
-        let lap = self.lap * self.plan.period_ns;
-        let begin = self.plan.begin_ns;
-        Some((lap + (r.start_ns - begin), lap + (r.end_ns() - begin)))
-    }
-
     fn within_limit(&self, start: u64) -> bool {
         self.consumed_before_ns + (start - self.seg_trace0) < self.limit_ns
     }
 
     fn build_next(&mut self) -> Option<Injection> {
-        let opts = self.plan.opts;
+        // Borrowed, not copied: this runs for every injection, in the signal handler and in
+        // the predictor's inner loop, and the options hold the O-after-a-gap curve.
+        let plan = &*self.plan;
+        let opts = &plan.opts;
         loop {
             if self.finished {
                 return None;
             }
-            let (a, b) = self.next_raw()?;
+            let (a, b) = self.pos.next_raw(plan)?;
             if !self.within_limit(a) {
                 self.finished = true;
                 return None;
@@ -512,7 +520,7 @@ impl Cursor {
             self.built.detours += 1;
             self.built.noise_ns += opts.scaled(b - a);
             loop {
-                let (c, d) = self.next_raw()?;
+                let (c, d) = self.pos.next_raw(plan)?;
                 if opts.scaled(c - b) < opts.min_sleep_ns && self.within_limit(c) {
                     let d = d.min(limit_pos);
                     run += d - c;
@@ -522,7 +530,7 @@ impl Cursor {
                     self.built.merged += 1;
                     self.built.noise_ns += opts.scaled(d - c);
                 } else {
-                    self.peeked = Some((c, d));
+                    self.pos.peeked = Some((c, d));
                     break;
                 }
             }
