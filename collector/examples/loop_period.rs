@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use jitter_collect::clock::{read_counter, Clock};
+use jitter_collect::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use jitter_collect::{cpuset, probe};
 
 /// Median per-read period of batches of back-to-back reads (batches hit by a detour fall out).
@@ -33,13 +34,13 @@ fn main() -> anyhow::Result<()> {
     let rounds: usize = args.get(2).map_or(Ok(5), |s| s.parse())?;
     cpuset::pin_current_thread(&[cpu])?;
     let clock = Clock::calibrate(Duration::from_millis(200))?;
-    let t_min = probe::find_t_min(probe::T_MIN_READS);
-    let threshold = t_min * probe::DEFAULT_THRESHOLD_FACTOR;
+    let profile = CounterProfile::measure(PROFILE_READS);
+    let threshold = profile.threshold_ticks(DEFAULT_THRESHOLD_FACTOR);
     let ns = clock.ticks_to_ns_f64(1);
     println!(
         "cpu {cpu}, {} kHz, t_min {:.2} ns, threshold {:.1} ns",
         clock.khz(),
-        t_min as f64 * ns,
+        profile.loop_ticks * ns,
         threshold as f64 * ns
     );
     let stop = AtomicBool::new(false);

@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 
+use crate::counter::{DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::CpuList;
 use crate::ftq::Quantum;
-use crate::probe::{DEFAULT_THRESHOLD_FACTOR, T_MIN_READS};
 use crate::session::{collect, Config, Mode, SchedPolicy, Threshold};
 use crate::table;
 
@@ -54,8 +54,8 @@ pub struct Cli {
     /// Counter frequency in kHz (default: calibrated against CLOCK_MONOTONIC_RAW).
     #[arg(long)]
     pub khz: Option<u64>,
-    /// Back-to-back counter reads used to find t_min.
-    #[arg(long, default_value_t = T_MIN_READS)]
+    /// Back-to-back counter reads used to profile the counter (resolution and t_min).
+    #[arg(long, default_value_t = PROFILE_READS)]
     pub t_min_reads: usize,
     /// Real-time policy for the probe threads.
     #[arg(long, value_enum)]
@@ -177,10 +177,12 @@ pub fn run(cli: Cli) -> Result<()> {
         println!("{text}");
     } else {
         println!(
-            "# {}: {} CPUs, t_min {:.1} ns, threshold {:.1} ns, TSC {} kHz, stopped by {:?}",
+            "# {}: {} CPUs, t_min {:.1} ns (loop period), resolution {:.1} ns, threshold {:.1} ns, \
+             TSC {} kHz, stopped by {:?}",
             summary.trace.display(),
             summary.rows.len(),
             summary.t_min_ns,
+            summary.resolution_ns,
             summary.threshold_ns,
             summary.tsc_khz,
             summary.stopped_by

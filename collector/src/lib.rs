@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod counter;
 pub mod cpuset;
 pub mod environment;
 pub mod ftq;

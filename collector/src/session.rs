@@ -15,11 +15,14 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use jitter_trace::{Epilogue, Header, StreamSummary};
 use serde::Serialize;
 
-use crate::clock::{kernel_tsc_khz, read_counter, tsc_flags, Clock, FrequencySource};
+use crate::clock::{
+    kernel_tsc_khz, read_counter, tsc_flags, Clock, CounterSource, FrequencySource,
+};
+use crate::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::{self, CpuList};
 use crate::environment::{self, IrqSnapshot};
 use crate::ftq::{self, FtqConverter, Quantum};
-use crate::probe::{self, LoopStats, DEFAULT_THRESHOLD_FACTOR, T_MIN_READS};
+use crate::probe::{self, LoopStats};
 use crate::ring::{ring, RingProducer};
 use crate::table::{CpuRow, RowFacts};
 use crate::writer::{Decoder, Writer, WriterSetup};
@@ -81,7 +84,7 @@ pub struct Config {
     pub threshold: Threshold,
     /// Counter frequency override, kHz.
     pub khz: Option<u64>,
-    /// Back-to-back reads used to find t_min.
+    /// Back-to-back reads used to profile the counter (its resolution and t_min).
     pub t_min_reads: usize,
     /// Real-time policy and priority for the probes.
     pub sched: Option<(SchedPolicy, i32)>,
@@ -117,7 +120,7 @@ impl Default for Config {
             max_detours: None,
             threshold: Threshold::Factor(DEFAULT_THRESHOLD_FACTOR),
             khz: None,
-            t_min_reads: T_MIN_READS,
+            t_min_reads: PROFILE_READS,
             sched: None,
             force: false,
             output: PathBuf::from("trace.jtr"),
@@ -158,8 +161,10 @@ pub struct Summary {
     pub header: Header,
     /// One row per CPU.
     pub rows: Vec<CpuRow>,
-    /// Shortest back-to-back read, ns.
+    /// t_min: the counter's undisturbed loop period, ns.
     pub t_min_ns: f64,
+    /// The counter's resolution, ns.
+    pub resolution_ns: f64,
     /// Threshold used, ns.
     pub threshold_ns: f64,
     /// Counter frequency used, kHz.
@@ -186,7 +191,7 @@ struct Shared {
     origin: AtomicU64,
     quantum: AtomicU64,
     stop: Arc<AtomicBool>,
-    t_min: Vec<AtomicU64>,
+    profiles: Mutex<Vec<Option<CounterProfile>>>,
     full: Vec<AtomicU64>,
     errors: Mutex<Vec<String>>,
 }
@@ -248,7 +253,8 @@ fn probe_thread(
         if let Some((p, prio)) = sched {
             set_policy(p, prio).with_context(|| format!("CPU {cpu}"))?;
         }
-        shared.t_min[index].store(probe::find_t_min(t_min_reads), Ordering::Relaxed);
+        let profile = CounterProfile::measure(t_min_reads);
+        shared.profiles.lock().unwrap_or_else(|p| p.into_inner())[index] = Some(profile);
         if matches!(mode, Mode::Ftq(_)) {
             shared.full[index].store(ftq::full_count(quantum_hint, 32), Ordering::Relaxed);
         }
@@ -518,7 +524,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         origin: AtomicU64::new(0),
         quantum: AtomicU64::new(quantum_hint),
         stop: stop.clone(),
-        t_min: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        profiles: Mutex::new(vec![None; n]),
         full: (0..n).map(|_| AtomicU64::new(0)).collect(),
         errors: Mutex::new(Vec::new()),
     });
@@ -541,28 +547,39 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             let errs = shared.errors.lock().unwrap_or_else(|p| p.into_inner());
             bail!("{}", errs.join("; "));
         }
-        let t_mins: Vec<u64> = shared
-            .t_min
+        let profiles: Vec<CounterProfile> = shared
+            .profiles
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .map(|a| a.load(Ordering::Relaxed))
-            .collect();
-        let t_min = t_mins.iter().copied().min().unwrap_or(1).max(1);
+            .map(|p| p.ok_or_else(|| anyhow!("a probe did not profile the counter")))
+            .collect::<Result<_>>()?;
+        let profile = CounterProfile::combine(&profiles)
+            .ok_or_else(|| anyhow!("no CPU to profile the counter on"))?;
         let threshold = match config.threshold {
-            Threshold::Factor(k) => t_min.saturating_mul(k),
+            Threshold::Factor(k) => profile.threshold_ticks(k),
             Threshold::Nanos(ns) => {
                 let t = clock.ns_to_ticks(ns);
-                if t < t_min {
-                    bail!(
-                        "the threshold {ns} ns is below t_min = {:.1} ns ({t_min} ticks): every \
-                         loop iteration would be a detour",
-                        clock.ticks_to_ns_f64(t_min)
-                    );
+                if let Some(why) = profile.refuse_threshold(t, &clock) {
+                    bail!("{why}");
                 }
                 t
             }
         };
         let mut environment = machine.environment.clone();
         environment.insert("frequency_source".into(), format!("{:?}", clock.source));
+        environment.insert(
+            "counter_source".into(),
+            CounterSource::current().name().into(),
+        );
+        environment.insert(
+            "counter_resolution_ticks".into(),
+            profile.resolution_ticks.to_string(),
+        );
+        environment.insert(
+            "counter_loop_ticks".into(),
+            format!("{:.3}", profile.loop_ticks),
+        );
         if let Some(k) = kernel_tsc_khz() {
             environment.insert("kernel_tsc_khz".into(), k.to_string());
         }
@@ -612,7 +629,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             kernel_cmdline: machine.kernel_cmdline.clone(),
             cpu_model: machine.cpu_model.clone(),
             tsc_khz: clock.khz(),
-            t_min_ns: clock.ticks_to_ns_f64(t_min),
+            t_min_ns: clock.ticks_to_ns_f64(1) * profile.loop_ticks,
             threshold_ns: clock.ticks_to_ns_f64(threshold),
             collection_start_unix_ns: now.as_nanos() as u64,
             duration_ns: config.duration.map_or(0, |d| d.as_nanos() as u64),
@@ -668,9 +685,11 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             stop: stop.clone(),
             progress,
         })?;
-        Ok((writer, header, t_mins, t_min, threshold, origin, writer_cpu))
+        Ok((
+            writer, header, profiles, profile, threshold, origin, writer_cpu,
+        ))
     })();
-    let (writer, header, t_mins, t_min, threshold, origin, writer_cpu) = match prepared {
+    let (writer, header, profiles, profile, threshold, origin, writer_cpu) = match prepared {
         Ok(p) => p,
         Err(e) => {
             shared.abort.store(true, Ordering::Release);
@@ -783,7 +802,11 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         counters.insert("lost_ns".to_string(), lost_ns);
         counters.insert("invol_ctx".to_string(), o.invol_ctx);
         counters.insert("iterations".to_string(), o.stats.iterations);
-        counters.insert("t_min_ticks".to_string(), t_mins[i]);
+        counters.insert(
+            "loop_milliticks".to_string(),
+            (profiles[i].loop_ticks * 1000.0).round() as u64,
+        );
+        counters.insert("resolution_ticks".to_string(), profiles[i].resolution_ticks);
         counters.insert("interrupts".to_string(), irqs);
         counters.insert("softirqs".to_string(), softirqs);
         counters.insert("dropped_overlaps".to_string(), st.merged);
@@ -848,7 +871,8 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         ftq_csv,
         header,
         rows,
-        t_min_ns: clock.ticks_to_ns_f64(t_min),
+        t_min_ns: clock.ticks_to_ns_f64(1) * profile.loop_ticks,
+        resolution_ns: clock.ticks_to_ns_f64(profile.resolution_ticks),
         threshold_ns: clock.ticks_to_ns_f64(threshold),
         tsc_khz: clock.khz(),
         stopped_by,

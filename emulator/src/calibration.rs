@@ -12,6 +12,7 @@ use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
 use serde::{Deserialize, Serialize};
 
 use jitter_collect::clock::{read_counter, Clock};
+use jitter_collect::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use jitter_collect::probe;
 use jitter_trace::{Detour, Stream};
 
@@ -151,9 +152,9 @@ pub fn probe_detours(
     (detours, stats)
 }
 
-/// The probe threshold used by calibration and fidelity runs: 10 × t_min, as the paper.
+/// The probe threshold used by calibration and fidelity runs: the collector's default rule.
 pub fn default_threshold() -> u64 {
-    probe::find_t_min(1 << 18) * probe::DEFAULT_THRESHOLD_FACTOR
+    CounterProfile::measure(PROFILE_READS).threshold_ticks(DEFAULT_THRESHOLD_FACTOR)
 }
 
 /// A periodic stream: one detour of `run_ns` every `period_ns`, over `count` periods.

@@ -5,10 +5,7 @@ use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
 
 use jitter_collect::clock::{read_counter, Clock};
-use jitter_collect::probe::{find_t_min, DEFAULT_THRESHOLD_FACTOR};
-
-/// Reads used to find t_min before the probe (a few ms).
-const T_MIN_READS: usize = 1 << 18;
+use jitter_collect::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 
 /// What the probe saw on this rank.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -23,13 +20,14 @@ pub struct PlatformNoise {
     pub duration_ns: u64,
 }
 
-/// Runs the probe loop (threshold 10 · t_min, Algorithm 2) for `duration_ns` on this core.
+/// Runs the probe loop (the collector's default threshold, Algorithm 2) for `duration_ns` on
+/// this core.
 pub fn measure(clock: &Clock, duration_ns: u64) -> PlatformNoise {
     if duration_ns == 0 {
         return PlatformNoise::default();
     }
-    let t_min = find_t_min(T_MIN_READS);
-    let threshold = t_min * DEFAULT_THRESHOLD_FACTOR;
+    let threshold =
+        CounterProfile::measure(PROFILE_READS).threshold_ticks(DEFAULT_THRESHOLD_FACTOR);
     let stop = AtomicBool::new(false);
     let mut max_ticks = 0u64;
     let deadline = read_counter() + clock.ns_to_ticks(duration_ns);
