@@ -63,7 +63,8 @@ pub struct Cli {
     /// Real-time priority (with --sched).
     #[arg(long, default_value_t = 1)]
     pub prio: i32,
-    /// Allow a real-time policy on every CPU of the machine.
+    /// Allow a real-time policy on every CPU of the machine, and accept a collection that fails
+    /// the plausibility check (exit status 0; the trace is kept either way).
     #[arg(long)]
     pub force: bool,
     /// Trace file (default: jitter-<host>-<unix time>.jtr).
@@ -96,6 +97,11 @@ pub struct Cli {
     /// Do not lock memory.
     #[arg(long)]
     pub no_mlock: bool,
+    /// Check this machine instead of collecting (about 2 s on the first of --cpus): counter,
+    /// frequency, resolution, loop period, threshold, timer lateness, SIGALRM cost, and whether
+    /// it is fit to collect and to replay on. Exits non-zero when unfit to collect.
+    #[arg(long)]
+    pub check: bool,
 }
 
 impl Cli {
@@ -171,6 +177,9 @@ impl Cli {
 /// Runs the tool: collects, then prints the table (or JSON) on stdout.
 pub fn run(cli: Cli) -> Result<()> {
     let config = cli.config()?;
+    if cli.check {
+        return check(&cli, &config);
+    }
     let summary = collect(&config)?;
     if cli.json {
         let text = serde_json::to_string_pretty(&summary).context("cannot encode JSON")?;
@@ -200,6 +209,45 @@ pub fn run(cli: Cli) -> Result<()> {
                 .map_or("shared".into(), |c| c.to_string())
         );
         print!("{}", table::render(&summary.rows));
+    }
+    if !summary.implausible.is_empty() {
+        let kept = format!("the trace {} is kept", summary.trace.display());
+        if cli.force {
+            for w in &summary.implausible {
+                eprintln!("warning: implausible collection: {w} ({kept}; --force given)");
+            }
+        } else {
+            for w in &summary.implausible[1..] {
+                eprintln!("error: implausible collection: {w}");
+            }
+            bail!(
+                "implausible collection: {} ({kept}; --force accepts it)",
+                summary.implausible[0]
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `--check`: measures and prints the machine's fitness to collect and to replay.
+fn check(cli: &Cli, config: &Config) -> Result<()> {
+    let mut warnings = Vec::new();
+    let clock = crate::session::choose_clock(config.khz, &mut warnings)?;
+    if !cli.quiet {
+        for w in &warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    let cpu = config.cpus.as_ref().and_then(|c| c.ids().first().copied());
+    let report = crate::check::run(cpu, clock)?;
+    if cli.json {
+        let text = serde_json::to_string_pretty(&report).context("cannot encode JSON")?;
+        println!("{text}");
+    } else {
+        print!("{report}");
+    }
+    if let Err(why) = &report.collect_verdict {
+        bail!("this machine is not fit {why}");
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `jitter-collect`: the TraceCollector of jitterbench — the cycle counter and its calibration,
 //! the probe loop, and per-CPU collection into `.jtr` traces.
 
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod counter;

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use jitter_trace::sanity::Observation;
 use jitter_trace::{Epilogue, Header, StreamSummary};
 use serde::Serialize;
 
@@ -181,6 +182,8 @@ pub struct Summary {
     pub writer_cpu_ns: u64,
     /// Warnings given.
     pub warnings: Vec<String>,
+    /// Why the numbers cannot be right, one line per CPU that failed the plausibility check.
+    pub implausible: Vec<String>,
 }
 
 struct Shared {
@@ -365,7 +368,9 @@ fn ignore_sigxfsz() {
     }
 }
 
-fn choose_clock(khz: Option<u64>, warnings: &mut Vec<String>) -> Result<Clock> {
+/// The counter frequency: `khz` if given, else the kernel's (when it agrees with a measurement
+/// within 0.5 %), else the measured one; disagreements are added to `warnings`.
+pub fn choose_clock(khz: Option<u64>, warnings: &mut Vec<String>) -> Result<Clock> {
     if let Some(k) = khz {
         return Clock::from_khz(k, FrequencySource::Given).context("--khz");
     }
@@ -838,7 +843,35 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             },
         ));
     }
+    let observations: Vec<Observation> = rows
+        .iter()
+        .zip(&outcomes)
+        .map(|(row, o)| Observation {
+            cpu: row.cpu,
+            detours: row.intr,
+            iterations: (o.ran && matches!(config.mode, Mode::Detours))
+                .then_some(o.stats.iterations),
+            duration_ns: (row.rt_s * 1e9) as u64,
+            noise_ns: row.sum_intr_ns,
+            median_ns: row.median_ns,
+            threshold_ns: clock.ticks_to_ns_f64(threshold),
+            resolution_ns: Some(clock.ticks_to_ns_f64(profile.resolution_ticks)),
+        })
+        .collect();
+    let implausible: Vec<String> = observations
+        .iter()
+        .filter_map(Observation::implausibility)
+        .collect();
+    for busy in observations.iter().filter_map(Observation::busy) {
+        if config.verbose {
+            eprintln!("warning: {busy}");
+        }
+        warnings.push(busy);
+    }
     let mut notes = irq_before.delta_notes(&irq_after, cpus.ids());
+    if !implausible.is_empty() {
+        notes.insert("implausible".into(), serde_json::to_string(&implausible)?);
+    }
     if writer.windows_dropped > 0 {
         notes.insert(
             "self_windows_dropped".into(),
@@ -881,6 +914,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         writer_cpu,
         writer_cpu_ns,
         warnings,
+        implausible,
     })
 }
 

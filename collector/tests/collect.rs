@@ -54,9 +54,15 @@ fn three_seconds_on_every_cpu_give_a_valid_consistent_trace() {
     let h = &t.header;
     assert!(!h.host.is_empty() && !h.kernel_release.is_empty() && !h.cpu_model.is_empty());
     assert!(h.tsc_khz > 0 && h.t_min_ns > 0.0 && h.collection_start_unix_ns > 0);
+    // k = 10 by default: threshold = max(⌈10 · t_min⌉, 4 resolution steps), to one tick.
+    let resolution_ns = jitter_trace::sanity::resolution_ns(&t).expect("resolution recorded");
+    let expect = (10.0 * h.t_min_ns).max(4.0 * resolution_ns);
+    let tick_ns = 1e6 / h.tsc_khz as f64;
     assert!(
-        (h.threshold_ns / h.t_min_ns - 10.0).abs() < 0.01,
-        "k = 10 by default"
+        h.threshold_ns >= expect - 1e-6 && h.threshold_ns <= expect + tick_ns + 1e-6,
+        "threshold {} ns, t_min {} ns, resolution {resolution_ns} ns",
+        h.threshold_ns,
+        h.t_min_ns
     );
     assert_eq!(h.labels["test"], "all-cpus");
     for key in [
@@ -369,7 +375,7 @@ fn bad_input_gives_one_clear_error_line() {
         (vec!["-d", "-3", "-o", o], "positive"),
         (
             vec!["-d", "1", "--threshold-ns", "1", "-o", o],
-            "below t_min",
+            "below what this counter can resolve",
         ),
         (
             vec!["-d", "1", "-o", "/nonexistent/dir/t.jtr"],

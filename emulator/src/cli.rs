@@ -171,7 +171,7 @@ pub fn inject_main() -> Result<()> {
     let a: InjectCli = jitter_trace::cli::parse();
     let loaded = jitter_trace::read_trace(&a.trace)
         .with_context(|| format!("cannot read {}", a.trace.display()))?;
-    if let Some(w) = loaded.completeness.warning() {
+    for w in loaded.warnings() {
         eprintln!("warning: {w}");
     }
     let opts = PlanOptions {

@@ -440,7 +440,7 @@ pub fn print_report(r: &FidelityReport) {
 pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
     let loaded =
         read_trace(&a.trace).with_context(|| format!("cannot read {}", a.trace.display()))?;
-    if let Some(w) = loaded.completeness.warning() {
+    for w in loaded.warnings() {
         eprintln!("warning: {w}");
     }
     let mut trace = loaded.trace;

@@ -147,12 +147,13 @@ fn parse_fraction(s: &str) -> Result<f64, String> {
 struct LoadedTrace {
     trace: Trace,
     info: TraceInfo,
-    warning: Option<String>,
+    warnings: Vec<String>,
 }
 
 fn load_trace(path: &std::path::Path, label: Option<&str>, k: u64) -> anyhow::Result<LoadedTrace> {
     let loaded = jitter_trace::read_trace(path)
         .with_context(|| format!("cannot use trace {}", path.display()))?;
+    let warnings = loaded.warnings();
     let trace = loaded.trace;
     trace
         .validate()
@@ -178,7 +179,7 @@ fn load_trace(path: &std::path::Path, label: Option<&str>, k: u64) -> anyhow::Re
         detours_per_s: stats.detours_per_s,
     };
     Ok(LoadedTrace {
-        warning: loaded.completeness.warning(),
+        warnings,
         trace,
         info,
     })
@@ -539,9 +540,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     }
     report.calibration = calibration;
     if let Some(t) = &trace {
-        if let Some(w) = &t.warning {
-            report.warnings.push(w.clone());
-        }
+        report.warnings.extend(t.warnings.iter().cloned());
         for c in &report.calibration {
             if let Some(w) =
                 noise::warning(c.rank as usize, c.platform_noise_ratio, t.info.noise_ratio)

@@ -590,6 +590,17 @@ pub struct Loaded {
     pub completeness: Completeness,
 }
 
+impl Loaded {
+    /// Every warning a user of this trace must see: damage, and numbers no machine has.
+    pub fn warnings(&self) -> Vec<String> {
+        self.completeness
+            .warning()
+            .into_iter()
+            .chain(crate::sanity::warnings(&self.trace))
+            .collect()
+    }
+}
+
 /// Reads a whole trace from `input`, keeping every readable chunk.
 pub fn read_from<R: Read>(input: R) -> Result<Loaded, TraceError> {
     let mut reader = TraceReader::new(input)?;

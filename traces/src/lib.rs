@@ -8,6 +8,7 @@ pub mod format;
 pub mod interop;
 pub mod model;
 pub mod plot;
+pub mod sanity;
 pub mod stats;
 pub mod synth;
 pub mod transform;

@@ -293,7 +293,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
     for path in &args.traces {
         let loaded = jitter_trace::read_trace(path)
             .map_err(|e| anyhow::anyhow!("cannot read trace {}: {e}", path.display()))?;
-        if let Some(w) = loaded.completeness.warning() {
+        for w in loaded.warnings() {
             eprintln!("warning: {}: {w}", path.display());
         }
         let stem = path
