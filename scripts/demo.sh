@@ -18,6 +18,10 @@ usage: scripts/demo.sh [--quick] [--trace FILE] [--duration SECONDS] [--out DIR]
   --out DIR        output folder (default out/<timestamp>)
   --np-max N       largest process count of the real replays (default min(nproc, 2))
   --bin-dir DIR    use binaries already built there (e.g. target/debug) instead of building
+
+Every step has a time limit (build 30 min, collection its duration + 60 s, calibration 3 min,
+each replay 60 s + 3 × its scaled period, each prediction 10 min); JB_STEP_TIMEOUT_SCALE=2
+doubles them all. A step over its limit stops the demo with an error naming it.
 USAGE
 }
 
@@ -70,10 +74,8 @@ next "set-up and build"
 jb_setup
 if [ -z "$bin_dir" ]; then
     jb_say "building release binaries (cargo build --release; the first build takes a few minutes)"
-    if ! cargo build --release --quiet -p jitter-trace -p jitter-collect -p jitter-emulator -p replay-bench >>"$log" 2>&1; then
-        echo "error: build failed; see $log" >&2
-        exit 1
-    fi
+    jb_step build 1800 cargo build --release --quiet -p jitter-trace -p jitter-collect \
+        -p jitter-emulator -p replay-bench >>"$log" 2>&1 || jb_fail $? "build failed; see $log"
     bin_dir=target/release
 fi
 bin=$(cd "$bin_dir" && pwd)
@@ -88,47 +90,53 @@ if [ -n "$trace" ]; then
     cp "$trace" "$out/trace.jtr"
 else
     next "collecting a trace on all $cores CPUs for ${duration} s"
-    "$bin/jitter-collect" --duration "${duration}s" --output "$out/trace.jtr" --label source=demo \
-        | tee "$out/collect.txt"
+    jb_step collect $((duration + 60)) "$bin/jitter-collect" --duration "${duration}s" \
+        --output "$out/trace.jtr" --label source=demo | tee "$out/collect.txt"
 fi
-"$bin/jitter-trace" stats "$out/trace.jtr" | tee "$out/stats.txt"
-"$bin/jitter-trace" plot "$out/trace.jtr" --kind density -o "$out/density.svg" >>"$log"
-"$bin/jitter-trace" plot "$out/trace.jtr" --kind timeseries -o "$out/timeseries.svg" >>"$log"
-"$bin/jitter-trace" plot "$out/trace.jtr" --kind cdf -o "$out/cdf.svg" >>"$log"
+jb_step "trace statistics" 120 "$bin/jitter-trace" stats "$out/trace.jtr" | tee "$out/stats.txt"
+for kind in density timeseries cdf; do
+    jb_step "trace plot ($kind)" 120 "$bin/jitter-trace" plot "$out/trace.jtr" --kind "$kind" \
+        -o "$out/$kind.svg" >>"$log"
+done
 
 next "calibrating the emulator and choosing the scale factor"
 # Measured once per host and kernel (about 20 s), then read from the cache.
-"$bin/jitter-emulate" calibrate --json >"$out/calibration.json"
-"$bin/jitter-emulate" calibrate | tee "$out/calibration.txt"
-scale=$("$bin/replay-bench" choose-scale --trace "$out/trace.jtr" --calibration "$out/calibration.json" \
-    --share 0.77 --max "$max_scale")
+jb_step calibration 180 "$bin/jitter-emulate" calibrate --json >"$out/calibration.json"
+jb_step "calibration (text)" 180 "$bin/jitter-emulate" calibrate | tee "$out/calibration.txt"
+scale=$(jb_step "choose the scale factor" 120 "$bin/replay-bench" choose-scale \
+    --trace "$out/trace.jtr" --calibration "$out/calibration.json" --share 0.77 --max "$max_scale")
+# One replay: start-up, noise probe and the scaled period, three times over, plus a minute.
+replay_limit=$(awk -v p="${period%s}" -v s="$scale" -v n="${probe%s}" \
+    'BEGIN { v = 60 + 3 * (p * s + n); printf "%d\n", (v == int(v)) ? v : int(v) + 1 }')
 jb_say "scale factor S = $scale (smallest S that makes 77 % of the detours injectable, at most 20)"
 
 next "replaying under mpirun: np = 1 … $np_max, sync none, once, phase (S = $scale)"
 for np in $(seq 1 "$np_max"); do
     jb_say "np $np: baseline without jitter"
-    "${mpirun_cmd[@]}" -np "$np" "$bin/replay-bench" run --quanta 1ms --period "$period" \
+    jb_step "baseline run at np $np" "$replay_limit" \
+        "${mpirun_cmd[@]}" -np "$np" "$bin/replay-bench" run --quanta 1ms --period "$period" \
         --scale "$scale" --baseline quanta --noise-probe "$probe" --seed 1 \
         -o "$out/baseline-np$np.json" >>"$log" 2>&1 \
-        || { echo "error: baseline run at np $np failed; see $log" >&2; exit 1; }
+        || jb_fail $? "baseline run at np $np failed; see $log"
     for sync in none once phase; do
         jb_say "np $np: sync $sync"
-        "${mpirun_cmd[@]}" -np "$np" "$bin/replay-bench" run --trace "$out/trace.jtr" --label trace \
+        jb_step "replay at np $np, sync $sync" "$replay_limit" \
+            "${mpirun_cmd[@]}" -np "$np" "$bin/replay-bench" run --trace "$out/trace.jtr" --label trace \
             --ranks-per-node 1 --sync "$sync" --quanta 1ms --period "$period" --scale "$scale" \
             --calibration "$out/calibration.json" --baseline "$out/baseline-np$np.json" \
             --noise-probe "$probe" --seed 1 -o "$out/run-np$np-$sync.json" >>"$log" 2>&1 \
-            || { echo "error: replay at np $np, sync $sync failed; see $log" >&2; exit 1; }
+            || jb_fail $? "replay at np $np, sync $sync failed; see $log"
     done
 done
 
 next "predicting ranks $ranks for sync none, once, phase"
-"$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "$ranks" --sync none,once,phase \
-    --quanta 1ms --phases "$phases" --model des --seed 1 \
-    -o "$out/predict.json" --plot "$out/sd-vs-ranks.svg" | tee "$out/predict.txt"
-"$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "$(seq -s, 1 "$np_max")" \
+jb_step predict 600 "$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "$ranks" \
     --sync none,once,phase --quanta 1ms --phases "$phases" --model des --seed 1 \
-    --platform "$out/calibration.json" --timer abstime --scale "$scale" \
-    -o "$out/predict-here.json" >>"$log" 2>&1
+    -o "$out/predict.json" --plot "$out/sd-vs-ranks.svg" | tee "$out/predict.txt"
+jb_step "predict at the replayed np" 600 "$bin/replay-bench" predict --trace "$out/trace.jtr" \
+    --ranks "$(seq -s, 1 "$np_max")" --sync none,once,phase --quanta 1ms --phases "$phases" \
+    --model des --seed 1 --platform "$out/calibration.json" --timer abstime --scale "$scale" \
+    -o "$out/predict-here.json" >>"$log" 2>&1 || jb_fail $? "prediction at np 1 … $np_max failed; see $log"
 
 next "writing $out/report.md"
-"$bin/replay-bench" study --dir "$out" --report "$out/report.md"
+jb_step report 120 "$bin/replay-bench" study --dir "$out" --report "$out/report.md"

@@ -7,12 +7,15 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 jb_setup
 
+# Every step has a time limit (scripts/setup.sh `jb_step`; JB_STEP_TIMEOUT_SCALE=2 doubles all).
 jb_say "building the workspace and its tests"
-cargo build --workspace --all-targets --quiet
+jb_step build 1800 cargo build --workspace --all-targets --quiet
 
 # Pure tests run in parallel; crates whose tests read time or spin on CPUs run one test at a
 # time (2 cores: timing-sensitive tests must never share the machine with each other).
 jb_say "tests: jitter-trace"
-cargo test --quiet --no-fail-fast -p jitter-trace
+jb_step "tests: jitter-trace" 900 cargo test --quiet --no-fail-fast -p jitter-trace
 jb_say "tests: jitter-collect, jitter-emulator, replay-bench, end-to-end (one at a time)"
-cargo test --quiet --no-fail-fast -p jitter-collect -p jitter-emulator -p replay-bench -p jitterbench-tests -- --test-threads=1
+# Four crates one test at a time: 15 min per pair of crates.
+jb_step "tests: jitter-collect, jitter-emulator, replay-bench, end-to-end" 1800 \
+    cargo test --quiet --no-fail-fast -p jitter-collect -p jitter-emulator -p replay-bench -p jitterbench-tests -- --test-threads=1

@@ -34,6 +34,7 @@ fn args(traces: Vec<PathBuf>) -> PredictArgs {
         threads: Some(2),
         output: None,
         plot: None,
+        force: false,
     }
 }
 

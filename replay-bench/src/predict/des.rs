@@ -88,6 +88,9 @@ pub struct DesOutcome {
     pub emulator: EmulatorTotals,
 }
 
+/// Bytes the simulation holds per simulated rank (one `RankState`, nothing per phase).
+pub const RANK_STATE_BYTES: usize = std::mem::size_of::<RankState>();
+
 /// One virtual rank: its replay, the next injection (timer error applied) and its clock.
 #[derive(Debug, Clone)]
 struct RankState {
@@ -213,6 +216,13 @@ impl Pass {
     }
 }
 
+/// The contiguous share `[lo, hi)` of `ranks` simulated ranks that process `me` of `procs`
+/// simulates (no overflow for any rank count).
+pub fn share(ranks: u64, procs: u64, me: u64) -> (u64, u64) {
+    let at = |i: u64| (u128::from(ranks) * u128::from(i) / u128::from(procs.max(1))) as u64;
+    (at(me), at(me + 1))
+}
+
 /// Simulates `ranks` ranks for `cfg.phases` phases under `mode`; `plans[s]` is stream s
 /// (`cfg.ranks_per_node` of them are used). `on_phase` is called after every phase (progress).
 pub fn simulate(
@@ -259,24 +269,35 @@ pub fn simulate_on(
     let w = cfg.drift_sd_ns * scale * 3f64.sqrt();
 
     let (procs, me) = (comm.size() as u64, comm.rank() as u64);
-    let (lo, hi) = (ranks * me / procs, ranks * (me + 1) / procs);
-    let mut states: Vec<RankState> = (lo..hi)
-        .map(|r| {
-            let node = r / k;
-            let plan = &plans[(r % k) as usize];
-            RankState {
-                cursor: plan.cursor(schedule.start_offset(node, period)),
-                pending: None,
-                start_ns: 0,
-                busy_until: 0,
-                drift_ns: 0,
-                limit_at: u64::MAX,
-                rng: SmallRng::seed_from_u64(
-                    cfg.seed ^ r.wrapping_add(1).wrapping_mul(0xA076_1D64_78BD_642F),
-                ),
-            }
-        })
-        .collect();
+    let (lo, hi) = share(ranks, procs, me);
+    // The caller estimates memory first (`predict::budget`); this is the last line of defence:
+    // a size that cannot be represented or allocated is an error, never an abort.
+    let count = usize::try_from(hi - lo)
+        .ok()
+        .filter(|n| n.checked_mul(RANK_STATE_BYTES).is_some())
+        .ok_or_else(|| anyhow::anyhow!("{} simulated ranks do not fit in memory", hi - lo))?;
+    let mut states: Vec<RankState> = Vec::new();
+    states.try_reserve_exact(count).map_err(|_| {
+        anyhow::anyhow!(
+            "cannot allocate {} MiB for {count} simulated ranks",
+            (count as u128 * RANK_STATE_BYTES as u128) >> 20
+        )
+    })?;
+    states.extend((lo..hi).map(|r| {
+        let node = r / k;
+        let plan = &plans[(r % k) as usize];
+        RankState {
+            cursor: plan.cursor(schedule.start_offset(node, period)),
+            pending: None,
+            start_ns: 0,
+            busy_until: 0,
+            drift_ns: 0,
+            limit_at: u64::MAX,
+            rng: SmallRng::seed_from_u64(
+                cfg.seed ^ r.wrapping_add(1).wrapping_mul(0xA076_1D64_78BD_642F),
+            ),
+        }
+    }));
     let fraction = opts.fraction;
     let ns_per_progress = period as f64 * scale;
     for s in states.iter_mut() {

@@ -2,6 +2,7 @@
 //! executing the same replay plan as the emulator (one plan, two clocks), and the analytic
 //! order-statistics model beside it.
 
+pub mod budget;
 pub mod des;
 pub mod order_stats;
 pub mod platform;
@@ -10,11 +11,12 @@ pub mod plot;
 use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use jitter_emulator::{Plan, PlanOptions, SyncMode, TimerKind};
 use jitter_trace::units::parse_duration_ns;
 use jitter_trace::{Trace, TraceStats};
@@ -109,6 +111,9 @@ pub struct PredictArgs {
     /// Write the slowdown plot (SVG).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Run even when the estimate exceeds 30 min or half of the available memory.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// A trace prepared for prediction: its label, description and one plan per stream used.
@@ -471,7 +476,8 @@ pub fn order_stats_row(
     })
 }
 
-/// Runs the model(s) of `spec` over every trace, rank count and mode.
+/// Runs the model(s) of `spec` over every trace, rank count and mode; `progress` advances by
+/// the rank count after every simulated phase (its length: [`rank_phases`]).
 pub fn predict(
     traces: &[TraceInput],
     spec: &PredictSpec,
@@ -538,9 +544,9 @@ pub fn predict_on(
             for &mode in &spec.modes {
                 for &n in &spec.ranks {
                     let out =
-                        simulate_on(comm, &t.plans, n, mode, &spec.des, &|_| progress.inc(1))?;
+                        simulate_on(comm, &t.plans, n, mode, &spec.des, &|_| progress.inc(n))?;
                     if out.stopped_by_fraction {
-                        progress.inc(spec.des.phases - out.averages.phases);
+                        progress.inc((spec.des.phases - out.averages.phases).saturating_mul(n));
                         r.warnings.push(format!(
                             "{} at {n} ranks, sync {mode}: a rank replayed f = {} of its stream \
                              after {} of {} phases; the run stopped there",
@@ -680,24 +686,51 @@ pub fn main(args: PredictArgs) -> anyhow::Result<()> {
         }
         None => {}
     }
-    let total = if matches!(spec.model, Model::OrderStats) {
-        0
-    } else {
-        traces.len() as u64 * spec.modes.len() as u64 * spec.ranks.len() as u64 * spec.des.phases
-    };
-    let bar = if root && std::io::stderr().is_terminal() && total > 0 {
+    // Estimate before anything large is allocated; every process checks its own share and all
+    // agree, so that none is left waiting in a collective.
+    let on_host = mpi_comm
+        .as_ref()
+        .map_or(1, crate::comm::Mpi::ranks_on_this_host);
+    let estimate = budget::estimate(
+        &traces,
+        &spec,
+        comm.size() as u64,
+        comm.rank() as u64,
+        rayon::current_num_threads(),
+    );
+    let admitted = budget::admit(&estimate, &budget::Limits::here(on_host), args.force);
+    if let Err(e) = crate::comm::agree(comm, admitted) {
+        if root {
+            return Err(e);
+        }
+        // Rank 0 reports; the launcher stops the job at the first non-zero exit.
+        std::thread::sleep(Duration::from_millis(300));
+        return Err(crate::OtherRankFailed.into());
+    }
+    if root && estimate.seconds > budget::ANNOUNCE_S {
+        eprintln!("{estimate}");
+    }
+    let total = rank_phases(traces.len(), &spec);
+    let terminal = std::io::stderr().is_terminal();
+    let bar = if root && terminal && total > 0 {
         let b = ProgressBar::new(total);
         b.set_style(
             ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {pos}/{len} phases ({per_sec}, eta {eta})",
+                "{elapsed_precise} [{bar:40}] {percent:>3} % of {human_len} rank-phases ({eta} left)",
             )?
             .progress_chars("=> "),
         );
         b
     } else {
-        ProgressBar::hidden()
+        ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden())
     };
-    let p = predict_on(comm, &traces, &spec, &bar)?;
+    let lines = (root && !terminal && total > 0 && estimate.seconds > budget::TEXT_PROGRESS_S)
+        .then(|| TextProgress::start(bar.clone(), estimate.seconds, TEXT_PROGRESS_EVERY));
+    let p = predict_on(comm, &traces, &spec, &bar);
+    if let Some(l) = lines {
+        l.stop();
+    }
+    let p = p?;
     if !root {
         return Ok(());
     }
@@ -729,9 +762,81 @@ pub fn main(args: PredictArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The simulation's work in rank-phases (what the progress counts; 0 for the analytic tier).
+pub fn rank_phases(traces: usize, spec: &PredictSpec) -> u64 {
+    if matches!(spec.model, Model::OrderStats) {
+        return 0;
+    }
+    let per_mode = spec.ranks.iter().fold(0u64, |a, &n| {
+        a.saturating_add(n.saturating_mul(spec.des.phases))
+    });
+    per_mode.saturating_mul(traces as u64 * spec.modes.len() as u64)
+}
+
+/// How often a non-terminal stderr gets a line of progress.
+pub const TEXT_PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// One line of progress: `predict: 40 % (800/2000 rank-phases), eta 12 s`; before the first
+/// phase the eta is what the estimate leaves.
+pub fn progress_line(done: u64, total: u64, elapsed: Duration, estimate_s: f64) -> String {
+    let pct = if total == 0 {
+        100.0
+    } else {
+        100.0 * done as f64 / total as f64
+    };
+    let eta = if done == 0 {
+        (estimate_s - elapsed.as_secs_f64()).max(0.0)
+    } else {
+        elapsed.as_secs_f64() * total.saturating_sub(done) as f64 / done as f64
+    };
+    format!("predict: {pct:.0} % ({done}/{total} rank-phases), eta {eta:.0} s")
+}
+
+/// Prints [`progress_line`] to stderr every `every` while a prediction runs (for logs, where
+/// the progress bar is hidden).
+#[derive(Debug)]
+struct TextProgress {
+    stop: mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl TextProgress {
+    fn start(bar: ProgressBar, estimate_s: f64, every: Duration) -> Self {
+        let (stop, rx) = mpsc::channel::<()>();
+        let t0 = Instant::now();
+        let thread = std::thread::spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
+                let total = bar.length().unwrap_or(0);
+                eprintln!(
+                    "{}",
+                    progress_line(bar.position(), total, t0.elapsed(), estimate_s)
+                );
+            }
+        });
+        TextProgress { stop, thread }
+    }
+
+    fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_progress_line_gives_share_and_eta() {
+        assert_eq!(
+            progress_line(800, 2000, Duration::from_secs(8), 30.0),
+            "predict: 40 % (800/2000 rank-phases), eta 12 s"
+        );
+        assert_eq!(
+            progress_line(0, 2000, Duration::from_secs(8), 30.0),
+            "predict: 0 % (0/2000 rank-phases), eta 22 s"
+        );
+    }
 
     #[test]
     fn rank_lists_parse_and_bad_ones_are_refused() {
@@ -765,6 +870,29 @@ mod tests {
         );
         let e = parse_modes("none,sometimes").unwrap_err().to_string();
         assert!(e.contains("unknown sync mode 'sometimes'"), "{e}");
+    }
+
+    #[test]
+    fn progress_counts_rank_phases_and_saturates() {
+        let mut spec = PredictSpec {
+            ranks: vec![16, 32],
+            modes: vec![SyncMode::None, SyncMode::Phase],
+            model: Model::Des,
+            des: DesConfig {
+                quanta_ns: 1_000_000,
+                phases: 100,
+                ranks_per_node: 1,
+                barrier: BarrierModel { stage_ns: 0.0 },
+                drift_sd_ns: 0.0,
+                seed: 1,
+            },
+            platform: Platform::ideal(),
+        };
+        assert_eq!(rank_phases(3, &spec), 3 * 2 * 48 * 100);
+        spec.ranks = vec![u64::MAX / 2];
+        assert_eq!(rank_phases(3, &spec), u64::MAX);
+        spec.model = Model::OrderStats;
+        assert_eq!(rank_phases(3, &spec), 0);
     }
 
     #[test]

@@ -1,0 +1,393 @@
+//! What a prediction will cost, estimated before it starts, and whether to start it.
+//!
+//! The simulation's work is counted in *events*: each simulated rank costs one event per phase
+//! (its two passes), plus one per detour it walks in that phase (the trace's detour density ×
+//! the phase's duration) and [`RESYNC_EVENTS`] per resync. One event costs [`NS_PER_EVENT`] on
+//! one core (measured, docs/BENCHMARKS.md `### Cost estimate`). Memory is one
+//! [`des::RANK_STATE_BYTES`] per simulated rank of the largest rank count, plus the plans'
+//! records. Under MPI every process estimates its own share. The estimate errs on the high side.
+
+use std::fmt;
+
+use jitter_emulator::SyncMode;
+use jitter_trace::Record;
+
+use super::des::{self, share};
+use super::{Model, PredictSpec, TraceInput};
+
+/// Cost of one event on one core, ns (measured on the project VM, with margin).
+pub const NS_PER_EVENT: f64 = 100.0;
+/// Events a resync adds to its rank's phase (a binary search over the records).
+pub const RESYNC_EVENTS: f64 = 2.0;
+/// Cost of the two MPI reductions of one phase when the ranks are split over processes, ns.
+pub const MPI_NS_PER_PHASE: f64 = 50_000.0;
+/// Analytic tier: cost of building its two distributions, per record of the stream, ns.
+pub const ORDER_STATS_NS_PER_RECORD: f64 = 2_000.0;
+/// Analytic tier: memory of its two distributions, per record of the stream, bytes.
+pub const ORDER_STATS_BYTES_PER_RECORD: u64 = 256;
+/// Parallel efficiency assumed for the worker threads (rayon over chunks of ranks).
+pub const THREAD_EFFICIENCY: f64 = 0.5;
+/// Smallest chunk of ranks one worker thread takes (as in the simulation).
+pub const RANKS_PER_CHUNK: u64 = 256;
+/// Estimated time beyond which the job is announced on stderr, s.
+pub const ANNOUNCE_S: f64 = 3.0;
+/// Estimated time beyond which a non-terminal stderr gets a line of progress, s.
+pub const TEXT_PROGRESS_S: f64 = 10.0;
+/// Estimated time beyond which the job is refused without `--force`, s.
+pub const MAX_SECONDS: f64 = 1800.0;
+/// Memory bound when /proc/meminfo cannot be read, bytes.
+pub const FALLBACK_MAX_BYTES: u64 = 8 << 30;
+
+/// The estimated cost of one process's part of a prediction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// Events this process simulates (see the module documentation).
+    pub events: f64,
+    /// Wall time on this machine, s.
+    pub seconds: f64,
+    /// Peak memory, bytes; `None` when it does not even fit in 64 bits.
+    pub bytes: Option<u64>,
+}
+
+impl fmt::Display for Estimate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "estimated work: {} events, about {} on this machine, {}",
+            count(self.events),
+            seconds(self.seconds),
+            mib(self.bytes)
+        )
+    }
+}
+
+fn count(x: f64) -> String {
+    if x < 1e6 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
+fn seconds(s: f64) -> String {
+    if s < 1e5 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1e} s")
+    }
+}
+
+fn mib(b: Option<u64>) -> String {
+    match b {
+        Some(b) => format!("{} MiB", b.div_ceil(1 << 20)),
+        None => "more than 16 EiB".into(),
+    }
+}
+
+/// The bounds a job must stay within unless forced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Longest estimated time, s.
+    pub max_seconds: f64,
+    /// Most memory per process, bytes.
+    pub max_bytes: u64,
+}
+
+impl Limits {
+    /// Half of MemAvailable shared by the `procs_on_host` processes of this host, 30 min.
+    pub fn here(procs_on_host: usize) -> Self {
+        let avail = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|t| mem_available(&t));
+        Limits {
+            max_seconds: MAX_SECONDS,
+            max_bytes: avail.map_or(FALLBACK_MAX_BYTES, |b| b / 2 / procs_on_host.max(1) as u64),
+        }
+    }
+}
+
+/// `MemAvailable` of a /proc/meminfo text, bytes.
+pub fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Resyncs per phase of `mode` (a resync re-positions every rank's cursor).
+fn resyncs_per_phase(mode: SyncMode) -> f64 {
+    match mode {
+        SyncMode::None | SyncMode::Once => 0.0,
+        SyncMode::Phase => 1.0,
+        SyncMode::Every(k) => 1.0 / k.max(1) as f64,
+    }
+}
+
+/// Estimates process `me` of `procs`'s part of `spec` over `traces` with `threads` workers.
+pub fn estimate(
+    traces: &[TraceInput],
+    spec: &PredictSpec,
+    procs: u64,
+    me: u64,
+    threads: usize,
+) -> Estimate {
+    let cfg = &spec.des;
+    let run_des = matches!(spec.model, Model::Des | Model::Both);
+    let run_os = matches!(spec.model, Model::OrderStats | Model::Both) && cfg.ranks_per_node == 1;
+    let record_bytes = std::mem::size_of::<Record>() as u64;
+    let (mut events, mut secs) = (0f64, 0f64);
+    let mut plan_bytes = Some(0u64);
+    let mut os_bytes = Some(0u64);
+    for t in traces {
+        let records: Vec<u64> = t.plans.iter().map(|p| p.records().len() as u64).collect();
+        for &n in &records {
+            plan_bytes = plan_bytes.and_then(|b| b.checked_add(n.checked_mul(record_bytes)?));
+        }
+        if run_os {
+            let n = records.first().copied().unwrap_or(0);
+            secs += n as f64 * ORDER_STATS_NS_PER_RECORD * 1e-9;
+            let b = n.checked_mul(ORDER_STATS_BYTES_PER_RECORD);
+            os_bytes = os_bytes.and_then(|o| Some(o.max(b?)));
+        }
+        if !run_des {
+            continue;
+        }
+        // Detours per trace ns, averaged over the streams the ranks replay.
+        let density = t
+            .plans
+            .iter()
+            .map(|p| p.records().len() as f64 / p.period_ns().max(1) as f64)
+            .sum::<f64>()
+            / t.plans.len().max(1) as f64;
+        let busy = t.info.noise_ratio.clamp(0.0, 0.9);
+        for &mode in &spec.modes {
+            for &n in &spec.ranks {
+                // A phase lasts q + L stretched by the noise; its detours are walked by every rank.
+                let phase_ns = (cfg.quanta_ns as f64 + cfg.barrier.latency_ns(n)) / (1.0 - busy);
+                let per_rank_phase =
+                    1.0 + density * phase_ns + RESYNC_EVENTS * resyncs_per_phase(mode);
+                let (lo, hi) = share(n, procs, me);
+                let local = hi - lo;
+                let e = local as f64 * cfg.phases as f64 * per_rank_phase;
+                events += e;
+                let chunks = local.div_ceil(RANKS_PER_CHUNK).max(1);
+                let workers =
+                    (chunks.min(threads.max(1) as u64) as f64 * THREAD_EFFICIENCY).max(1.0);
+                secs += e * NS_PER_EVENT * 1e-9 / workers;
+                if procs > 1 {
+                    secs += cfg.phases as f64 * MPI_NS_PER_PHASE * 1e-9;
+                }
+            }
+        }
+    }
+    // The rank states of one simulation live at a time: the largest share counts.
+    let most = if run_des {
+        spec.ranks
+            .iter()
+            .map(|&n| {
+                let (lo, hi) = share(n, procs, me);
+                hi - lo
+            })
+            .max()
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let ranks_bytes = most.checked_mul(des::RANK_STATE_BYTES as u64);
+    let bytes = (|| {
+        plan_bytes?
+            .checked_add(ranks_bytes?)?
+            .checked_add(os_bytes?)
+    })();
+    Estimate {
+        events,
+        seconds: secs,
+        bytes,
+    }
+}
+
+/// Refuses (with how to shrink it) an estimate beyond `limits` unless `force`.
+pub fn admit(e: &Estimate, limits: &Limits, force: bool) -> anyhow::Result<()> {
+    let mut over = Vec::new();
+    if e.seconds.is_nan() || e.seconds > limits.max_seconds {
+        over.push(format!(
+            "about {} (limit {})",
+            seconds(e.seconds),
+            seconds(limits.max_seconds)
+        ));
+    }
+    if e.bytes.is_none_or(|b| b > limits.max_bytes) {
+        over.push(format!(
+            "{} of memory (limit {}: half of MemAvailable per process)",
+            mib(e.bytes),
+            mib(Some(limits.max_bytes))
+        ));
+    }
+    if over.is_empty() || force {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "this prediction would need {} for {} simulated events; shrink it with fewer --phases, \
+         fewer or lower --ranks, fewer --sync modes or --model order-stats, or run it anyway \
+         with --force",
+        over.join(" and "),
+        count(e.events)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use jitter_emulator::PlanOptions;
+    use jitter_trace::synth::synthesize;
+
+    use super::*;
+    use crate::predict::{platform::Platform, BarrierModel, DesConfig};
+
+    fn input() -> TraceInput {
+        let t = synthesize(
+            &"poisson:rate=1000/s,dur=5us".parse().unwrap(),
+            1,
+            2_000_000_000,
+            1,
+        )
+        .unwrap();
+        TraceInput::new(&t, "t.jtr", "t", PlanOptions::ideal(), 1).unwrap()
+    }
+
+    fn spec(ranks: Vec<u64>, phases: u64) -> PredictSpec {
+        PredictSpec {
+            ranks,
+            modes: vec![SyncMode::None],
+            model: Model::Des,
+            des: DesConfig {
+                quanta_ns: 1_000_000,
+                phases,
+                ranks_per_node: 1,
+                barrier: BarrierModel { stage_ns: 0.0 },
+                drift_sd_ns: 0.0,
+                seed: 1,
+            },
+            platform: Platform::ideal(),
+        }
+    }
+
+    fn limits() -> Limits {
+        Limits {
+            max_seconds: MAX_SECONDS,
+            max_bytes: 1 << 30,
+        }
+    }
+
+    #[test]
+    fn work_grows_linearly_in_ranks_and_phases() {
+        let t = [input()];
+        let e = |r: u64, p: u64| estimate(&t, &spec(vec![r], p), 1, 0, 1).events;
+        let base = e(1000, 100);
+        // ≈ 1 event per rank-phase plus ≈ 1 detour per ms phase (1000/s).
+        assert!(
+            base > 1.5 * 1000.0 * 100.0 && base < 3.0 * 1000.0 * 100.0,
+            "{base}"
+        );
+        assert!((e(4000, 100) / base - 4.0).abs() < 1e-9);
+        assert!((e(1000, 300) / base - 3.0).abs() < 1e-9);
+        // Single-threaded time is proportional to the work as well.
+        let s = |r: u64| estimate(&t, &spec(vec![r], 100), 1, 0, 1).seconds;
+        assert!((s(4000) / s(1000) - 4.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_process_estimates_its_own_share() {
+        let t = [input()];
+        let sp = spec(vec![1 << 20], 10);
+        let one = estimate(&t, &sp, 1, 0, 1);
+        let half = estimate(&t, &sp, 2, 1, 1);
+        assert!((one.events / half.events - 2.0).abs() < 1e-9);
+        assert!(half.bytes.unwrap() < one.bytes.unwrap());
+    }
+
+    #[test]
+    fn a_billion_ranks_are_refused_with_how_to_shrink_the_job() {
+        let t = [input()];
+        let e = estimate(&t, &spec(vec![1 << 30], 2000), 1, 0, 2);
+        assert!(e.bytes.unwrap() >= (1u64 << 30) * des::RANK_STATE_BYTES as u64);
+        let msg = admit(&e, &limits(), false).unwrap_err().to_string();
+        for want in [
+            "--force",
+            "--phases",
+            "--ranks",
+            "--model order-stats",
+            "MiB",
+        ] {
+            assert!(msg.contains(want), "{want} in {msg}");
+        }
+        assert!(!msg.contains('\n'));
+    }
+
+    #[test]
+    fn force_lets_a_job_just_over_the_bounds_through() {
+        let l = limits();
+        let over_time = Estimate {
+            events: 1e12,
+            seconds: l.max_seconds * 1.01,
+            bytes: Some(1 << 20),
+        };
+        let over_memory = Estimate {
+            seconds: 1.0,
+            bytes: Some(l.max_bytes + 1),
+            ..over_time
+        };
+        let unrepresentable = Estimate {
+            bytes: None,
+            ..over_memory
+        };
+        for e in [over_time, over_memory, unrepresentable] {
+            assert!(admit(&e, &l, false).is_err(), "{e}");
+            assert!(admit(&e, &l, true).is_ok(), "{e}");
+        }
+        let within = Estimate {
+            seconds: l.max_seconds,
+            bytes: Some(l.max_bytes),
+            ..over_time
+        };
+        assert!(admit(&within, &l, false).is_ok());
+    }
+
+    #[test]
+    fn the_analytic_tier_costs_no_simulated_ranks() {
+        let t = [input()];
+        let sp = PredictSpec {
+            model: Model::OrderStats,
+            ..spec(vec![1 << 30], 2000)
+        };
+        let e = estimate(&t, &sp, 1, 0, 1);
+        assert_eq!(e.events, 0.0);
+        assert!(admit(&e, &limits(), false).is_ok(), "{e}");
+    }
+
+    #[test]
+    fn mem_available_is_read_in_bytes() {
+        let text = "MemTotal:  16000000 kB\nMemFree: 1 kB\nMemAvailable:   8000000 kB\n";
+        assert_eq!(mem_available(text), Some(8_000_000 * 1024));
+        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn the_line_names_events_time_and_memory() {
+        let e = Estimate {
+            events: 4.2e9,
+            seconds: 252.4,
+            bytes: Some(3 << 20),
+        };
+        assert_eq!(
+            e.to_string(),
+            "estimated work: 4.20e9 events, about 252 s on this machine, 3 MiB"
+        );
+    }
+
+    #[test]
+    fn plans_are_shared_not_counted_per_rank() {
+        let t = [input()];
+        let small = estimate(&t, &spec(vec![1], 1), 1, 0, 1).bytes.unwrap();
+        let big = estimate(&t, &spec(vec![1001], 1), 1, 0, 1).bytes.unwrap();
+        assert_eq!(big - small, 1000 * des::RANK_STATE_BYTES as u64);
+    }
+}
