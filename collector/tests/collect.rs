@@ -190,6 +190,7 @@ fn synthetic_daemon_helper() {
     }
     late.sort_unstable();
     println!("wake-lateness-median-ns {}", late[late.len() / 2]);
+    println!("wake-lateness-p95-ns {}", late[late.len() * 95 / 100]);
 }
 
 #[test]
@@ -230,42 +231,78 @@ fn a_periodic_real_time_daemon_shows_as_100_detours_per_second_of_300_us() {
             ..Config::default()
         };
         collect(&cfg).unwrap();
-        let t = read_trace(&out).unwrap().trace;
-        let s = &t.streams[0];
-        let mut hits: Vec<u64> = s
-            .records
-            .iter()
-            .map(|r| r.run_ns)
-            .filter(|r| (270_000..=400_000).contains(r))
-            .collect();
-        // Detours over 1 ms (e.g. the fair server running other tasks) hide the daemon
-        // wake-ups inside them: measure the rate over the time not covered by them.
-        let hidden: u64 = s
-            .records
-            .iter()
-            .map(|r| r.run_ns)
-            .filter(|&r| r > 1_000_000)
-            .sum();
-        let secs = (s.duration_ns() - hidden) as f64 / 1e9;
-        let rate = hits.len() as f64 / secs;
-        hits.sort_unstable();
-        let median = hits.get(hits.len() / 2).copied().unwrap_or(0);
-        eprintln!(
-            "{mode:?} on CPU {cpu}: {} detours in [270, 400] us over {secs:.2} s ({:.3} s \
-             hidden) = {rate:.1}/s, median {median} ns",
-            hits.len(),
-            hidden as f64 / 1e9,
-        );
-        results.push((mode, rate, median));
+        let mut t = read_trace(&out).unwrap().trace;
+        results.push((mode, t.streams.swap_remove(0)));
     }
     let daemon = daemon.wait_with_output().unwrap();
     assert!(daemon.status.success(), "daemon helper failed");
     let text = String::from_utf8_lossy(&daemon.stdout);
-    let wake_ns: u64 = text
-        .lines()
-        .find_map(|l| l.split("wake-lateness-median-ns ").nth(1))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("the daemon did not report its wake-up lateness: {text}"));
+    let reported = |key: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.split(key).nth(1))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("the daemon did not report {key}: {text}"))
+    };
+    let wake_ns = reported("wake-lateness-median-ns ");
+    // A daemon detour is its 300 µs spin plus its wake-up lateness (measured by the daemon on
+    // this machine, up to its 95th percentile: at most 5 % fall outside) plus the switch back
+    // (within 50 µs).
+    let p95 = reported("wake-lateness-p95-ns ");
+    let window = 270_000..=300_000 + p95 + 50_000;
+    // The daemon wakes on a 10 ms grid: a detour of its length off that grid is the VM's own.
+    const PERIOD: u64 = 10_000_000;
+    let on_grid = |starts: &[u64]| -> Vec<bool> {
+        let mut bins = vec![0u32; 100];
+        for s in starts {
+            bins[((s % PERIOD) / 100_000) as usize] += 1;
+        }
+        let best = (0..100).max_by_key(|&b| bins[b]).unwrap_or(0) as u64;
+        let centre = best * 100_000 + 50_000;
+        starts
+            .iter()
+            .map(|s| {
+                let d = (s % PERIOD).abs_diff(centre);
+                d.min(PERIOD - d) <= p95 + 150_000
+            })
+            .collect()
+    };
+    let results: Vec<(Mode, f64, u64)> = results
+        .into_iter()
+        .map(|(mode, s)| {
+            let in_window: Vec<_> = s
+                .records
+                .iter()
+                .filter(|r| window.contains(&r.run_ns))
+                .collect();
+            let starts: Vec<u64> = in_window.iter().map(|r| r.start_ns).collect();
+            let mut hits: Vec<u64> = in_window
+                .iter()
+                .zip(on_grid(&starts))
+                .filter(|(_, grid)| *grid)
+                .map(|(r, _)| r.run_ns)
+                .collect();
+            // Detours over 1 ms (e.g. the fair server running other tasks) hide the daemon
+            // wake-ups inside them: measure the rate over the time not covered by them.
+            let hidden: u64 = s
+                .records
+                .iter()
+                .map(|r| r.run_ns)
+                .filter(|&r| r > 1_000_000 && !window.contains(&r))
+                .sum();
+            let secs = (s.duration_ns() - hidden) as f64 / 1e9;
+            let rate = hits.len() as f64 / secs;
+            hits.sort_unstable();
+            let median = hits.get(hits.len() / 2).copied().unwrap_or(0);
+            eprintln!(
+                "{mode:?} on CPU {cpu}: {} detours in {window:?} ns on the daemon's 10 ms grid \
+                 ({} off it) over {secs:.2} s ({:.3} s hidden) = {rate:.1}/s, median {median} ns",
+                hits.len(),
+                in_window.len() - hits.len(),
+                hidden as f64 / 1e9,
+            );
+            (mode, rate, median)
+        })
+        .collect();
     for (mode, rate, _) in &results {
         assert!(
             (90.0..=110.0).contains(rate),
@@ -406,20 +443,67 @@ fn bad_input_gives_one_clear_error_line() {
             "{line}"
         );
     }
-    // Disk full: a 16 KiB file size limit (bash counts 1024-byte blocks) stops the trace early;
-    // the chunks already written stay readable.
+    // Disk full: a 256 KiB file size limit (bash counts 1024-byte blocks) stops the trace early
+    // (one 100 ms drain of a noisy VM's detours takes 10–60 KiB); the chunks already written
+    // stay readable.
     let full = dir.path().join("full.jtr");
     let (code, line) = one_error_line(
         &["-d", "30", "-q", "-o", full.to_str().unwrap()],
-        Some("ulimit -f 16; exec"),
+        Some("ulimit -f 256; exec"),
     );
     assert_ne!(code, 0);
     assert!(line.contains("File too large"), "{line}");
     let l = read_trace(&full).unwrap();
-    assert!(std::fs::metadata(&full).unwrap().len() <= 16 * 1024);
+    assert!(std::fs::metadata(&full).unwrap().len() <= 256 * 1024);
     match l.completeness {
         Completeness::Truncated { records } => assert!(records > 0),
         other => panic!("expected a truncated trace, got {other:?}"),
     }
     assert!(Path::new(&full).exists());
+}
+
+#[test]
+fn check_reports_the_counter_and_its_verdicts() {
+    let _g = serial();
+    let o = Command::new(BIN)
+        .args(["--check", "--json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let f = |k: &str| {
+        v[k].as_f64()
+            .unwrap_or_else(|| panic!("{k} missing: {text}"))
+    };
+    let (t_min, threshold, resolution) = (f("t_min_ns"), f("threshold_ns"), f("resolution_ns"));
+    let tick = 1e6 / f("khz");
+    // The rule of docs/METHOD.md, to one tick: max(10 · t_min, 4 steps).
+    let expect = (10.0 * t_min).max(4.0 * resolution);
+    assert!(
+        threshold >= expect - 1e-6 && threshold <= expect + tick + 1e-6,
+        "{text}"
+    );
+    assert!(
+        resolution >= tick - 1e-9 && t_min > 0.0 && t_min < 1_000.0,
+        "{text}"
+    );
+    assert!(v["collect_verdict"]["Ok"].is_string(), "{text}");
+    // The SIGALRM cost is a number only when 90 % of the signals were matched to detours.
+    let matched = f("sigalrm_matched");
+    assert_eq!(v["sigalrm_cost"].is_object(), matched >= 0.9, "{text}");
+    let lateness = &v["timer_lateness"];
+    assert!(lateness["median_ns"].as_f64().unwrap() >= 0.0, "{text}");
+    // The text form ends with the verdict line.
+    let o = Command::new(BIN).arg("--check").output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("verdict") && last.contains("fit to collect"),
+        "{text}"
+    );
 }

@@ -101,6 +101,9 @@ pub fn match_injections(
     out
 }
 
+/// A measurement of O that matches fewer of its injections to probe detours is not a number.
+pub const MIN_MATCHED_PERCENT: u64 = 90;
+
 /// How logged injections map onto probe detours.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Matching {
@@ -204,6 +207,16 @@ pub fn measure_injection(
     let (detours, _) = probe_detours(clock, threshold, duration_ns, 4 * count as usize + 100_000);
     let (_, log) = handle.stop_logged()?;
     let m = match_single(&log, &detours);
+    let logged = log.len() as u64;
+    if logged == 0 || (logged - m.unmatched) * 100 < MIN_MATCHED_PERCENT * logged {
+        return Err(EmulatorError::Calibration(format!(
+            "the probe saw only {} of {logged} injections ({timer:?}, {rate_hz} Hz) as detours, \
+             fewer than {MIN_MATCHED_PERCENT} %: the probe threshold ({:.1} ns) or the machine \
+             is wrong for measuring O (check it with `jitter-collect --check`)",
+            logged - m.unmatched,
+            clock.ticks_to_ns_f64(threshold)
+        )));
+    }
     Ok(OverheadSample {
         extra_ns: m
             .single

@@ -89,6 +89,9 @@ pub enum EmulatorError {
     /// The plan could not be built.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// A calibration could not stand behind its number.
+    #[error("calibration failed: {0}")]
+    Calibration(String),
 }
 
 /// What an injector run did.

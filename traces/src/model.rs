@@ -199,7 +199,7 @@ pub struct Header {
     pub cpu_model: String,
     /// Cycle-counter frequency used to convert to ns, kHz (0 when unknown or synthetic).
     pub tsc_khz: u64,
-    /// Shortest back-to-back counter read, ns.
+    /// t_min: the probe loop's undisturbed period, ns (older traces: the shortest back-to-back read).
     pub t_min_ns: f64,
     /// Detour threshold in force, ns.
     pub threshold_ns: f64,
