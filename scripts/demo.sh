@@ -85,6 +85,11 @@ done
 mpirun_cmd=(mpirun --bind-to none)
 [ "$(id -u)" -eq 0 ] && mpirun_cmd+=(--allow-run-as-root)
 
+# The counter and the machine first: a collection or replay on a counter the probe cannot read
+# right would be garbage (jitter-collect --check exits non-zero then, and so does the demo).
+jb_say "checking this machine's counter, timers and signal cost (jitter-collect --check)"
+jb_step "machine check" 60 "$bin/jitter-collect" --check | tee "$out/check.txt"
+
 if [ -n "$trace" ]; then
     next "using the trace $trace"
     cp "$trace" "$out/trace.jtr"

@@ -307,6 +307,12 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
         hd.kernel_cmdline,
         stats.table()
     );
+    if let Ok(check) = std::fs::read_to_string(dir.join("check.txt")) {
+        let _ = write!(
+            md,
+            "\n## This machine (`jitter-collect --check`)\n\n```text\n{check}```\n"
+        );
+    }
     if let Some(c) = &calibration {
         md.push_str("\n## The emulator on this machine\n\n| timer | O median | O sd | L median | L p99 | M |\n|---|---:|---:|---:|---:|---:|\n");
         for t in [&c.itimer, &c.abstime] {
