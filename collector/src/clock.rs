@@ -189,6 +189,31 @@ impl Clock {
         Clock::from_khz(khz, FrequencySource::Calibrated)
     }
 
+    /// The counter's frequency on this machine, the one rule every tool uses: `given` if any,
+    /// else the kernel's `tsc_freq_khz` when a 200 ms measurement agrees with it within 0.5 %,
+    /// else the measurement (with a warning saying how far they disagree).
+    pub fn choose(given: Option<u64>) -> Result<(Self, Option<String>), ClockError> {
+        if let Some(k) = given {
+            return Ok((Clock::from_khz(k, FrequencySource::Given)?, None));
+        }
+        let measured = Clock::calibrate(Duration::from_millis(200))?;
+        let Some(k) = kernel_tsc_khz() else {
+            return Ok((measured, None));
+        };
+        let diff = (measured.khz() as f64 - k as f64).abs() / k as f64;
+        if diff <= 0.005 {
+            // The kernel's refined calibration is the more precise of the two.
+            return Ok((Clock::from_khz(k, FrequencySource::Kernel)?, None));
+        }
+        let warning = format!(
+            "the measured counter frequency {} kHz differs from the kernel's {k} kHz by {:.2} %; \
+             using the measured one",
+            measured.khz(),
+            diff * 100.0
+        );
+        Ok((measured, Some(warning)))
+    }
+
     /// Counter frequency, kHz.
     pub fn khz(&self) -> u64 {
         self.khz

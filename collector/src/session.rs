@@ -16,9 +16,7 @@ use jitter_trace::sanity::Observation;
 use jitter_trace::{Epilogue, Header, StreamSummary};
 use serde::Serialize;
 
-use crate::clock::{
-    kernel_tsc_khz, read_counter, tsc_flags, Clock, CounterSource, FrequencySource,
-};
+use crate::clock::{kernel_tsc_khz, read_counter, tsc_flags, Clock, CounterSource};
 use crate::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::{self, CpuList};
 use crate::environment::{self, IrqSnapshot};
@@ -368,29 +366,15 @@ fn ignore_sigxfsz() {
     }
 }
 
-/// The counter frequency: `khz` if given, else the kernel's (when it agrees with a measurement
-/// within 0.5 %), else the measured one; disagreements are added to `warnings`.
+/// The counter frequency by `Clock::choose`, its warning (if any) added to `warnings`.
 pub fn choose_clock(khz: Option<u64>, warnings: &mut Vec<String>) -> Result<Clock> {
-    if let Some(k) = khz {
-        return Clock::from_khz(k, FrequencySource::Given).context("--khz");
-    }
-    let measured =
-        Clock::calibrate(Duration::from_millis(200)).context("calibrating the counter")?;
-    if let Some(k) = kernel_tsc_khz() {
-        let diff = (measured.khz() as f64 - k as f64).abs() / k as f64;
-        if diff <= 0.005 {
-            // The kernel's refined calibration is the more precise of the two.
-            return Clock::from_khz(k, FrequencySource::Kernel).context("kernel tsc_freq_khz");
-        }
-        warnings.push(format!(
-            "the measured counter frequency {} kHz differs from the kernel's {} kHz by {:.2} %; \
-             using the measured one",
-            measured.khz(),
-            k,
-            diff * 100.0
-        ));
-    }
-    Ok(measured)
+    let (clock, warning) = Clock::choose(khz).context(if khz.is_some() {
+        "--khz"
+    } else {
+        "calibrating the counter"
+    })?;
+    warnings.extend(warning);
+    Ok(clock)
 }
 
 /// Runs one collection as configured: probes every selected CPU, streams the detours to

@@ -5,18 +5,19 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use jitter_collect::clock::{kernel_tsc_khz, Clock, FrequencySource};
+use jitter_collect::clock::Clock;
 
 use crate::calibration::{Calibration, Overrides};
 use crate::realtime::Realtime;
 use jitter_trace::units::parse_positive_duration;
 
-/// The counter clock: the kernel's TSC frequency when exposed, else measured over 300 ms.
+/// The counter clock by the collector's one rule (`Clock::choose`); its warning goes to stderr.
 pub fn counter_clock() -> Result<Clock> {
-    if let Some(khz) = kernel_tsc_khz() {
-        return Ok(Clock::from_khz(khz, FrequencySource::Kernel)?);
+    let (clock, warning) = Clock::choose(None)?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
     }
-    Ok(Clock::calibrate(Duration::from_millis(300))?)
+    Ok(clock)
 }
 
 /// Calibration values given on the command line in place of the measured ones.

@@ -126,7 +126,7 @@ impl Platform {
     /// This machine: the emulator's cached calibration for this host and kernel, measured now
     /// (several seconds) when there is none.
     pub fn this(timer: TimerKind) -> anyhow::Result<Self> {
-        let clock = jitter_collect::clock::Clock::calibrate(std::time::Duration::from_millis(200))
+        let (clock, _) = jitter_collect::clock::Clock::choose(None)
             .map_err(|e| anyhow::anyhow!("cannot calibrate the cycle counter: {e}"))?;
         let c = jitter_emulator::Calibration::load_or_measure(&clock, false)?;
         Ok(Platform::from_calibration(&c, timer, "this".into()))
