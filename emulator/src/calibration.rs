@@ -8,6 +8,7 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use indicatif::{ProgressBar, ProgressStyle};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
 use serde::{Deserialize, Serialize};
 
@@ -503,6 +504,24 @@ pub fn host_and_kernel() -> (String, String) {
     )
 }
 
+/// Rounds of the O-by-rate sweep.
+const ROUNDS: u64 = 3;
+
+/// The rates of the O sweep: the settings' rates and the main rate, ascending.
+fn sweep_rates(s: &Settings) -> Vec<u64> {
+    let mut rates: Vec<u64> = s.overhead_rates_hz.to_vec();
+    if !rates.contains(&s.rate_hz) {
+        rates.push(s.rate_hz);
+    }
+    rates.sort_unstable();
+    rates
+}
+
+/// Measurement steps of one timer's calibration (for the progress bar).
+fn timer_steps(s: &Settings) -> u64 {
+    3 + ROUNDS * sweep_rates(s).len() as u64 + SWEEP_NS.len() as u64
+}
+
 /// O at the sweep's rates, measured in interleaved rounds (each round visits every rate, in an
 /// order rotated per round, so that a drift of this machine's injection cost over the seconds
 /// of the sweep falls on all rates alike) and anchored on the main O run: the value at a rate
@@ -517,13 +536,9 @@ fn measure_overhead_by_rate(
     threshold: u64,
     s: &Settings,
     main: &Spread,
+    progress: &ProgressBar,
 ) -> Result<(Vec<RatePoint>, bool), EmulatorError> {
-    const ROUNDS: u64 = 3;
-    let mut rates: Vec<u64> = s.overhead_rates_hz.to_vec();
-    if !rates.contains(&s.rate_hz) {
-        rates.push(s.rate_hz);
-    }
-    rates.sort_unstable();
+    let rates = sweep_rates(s);
     let mut extra: Vec<Vec<f64>> = vec![Vec::new(); rates.len()];
     let per_round = s.overhead_rate_samples.div_ceil(ROUNDS);
     for round in 0..ROUNDS as usize {
@@ -535,6 +550,7 @@ fn measure_overhead_by_rate(
             let duration_ns = (per_round * 1_000_000_000 / rates[i].max(1)).max(200_000_000);
             let o = measure_injection(timer, clock, threshold, rates[i], 1, duration_ns)?;
             extra[i].extend(o.extra_ns);
+            progress.inc(1);
         }
     }
     let spreads: Vec<Spread> = extra.iter().map(|e| Spread::of(e)).collect();
@@ -585,13 +601,15 @@ fn non_increasing(values: &[f64], weights: &[f64]) -> Vec<f64> {
 }
 
 impl TimerCalibration {
-    /// Measures O, the spin cost, L and M for `timer`.
-    pub fn measure(
+    /// Measures O, the spin cost, L and M for `timer`, advancing `progress` by `timer_steps`.
+    fn measure(
         timer: TimerKind,
         clock: &Clock,
         threshold: u64,
         s: &Settings,
+        progress: &ProgressBar,
     ) -> Result<Self, EmulatorError> {
+        progress.set_message(format!("{timer:?}"));
         let o = measure_injection(
             timer,
             clock,
@@ -601,8 +619,9 @@ impl TimerCalibration {
             s.overhead_duration_ns,
         )?;
         let overhead = Spread::of(&o.extra_ns);
+        progress.inc(1);
         let (overhead_by_rate, overhead_by_rate_consistent) =
-            measure_overhead_by_rate(timer, clock, threshold, s, &overhead)?;
+            measure_overhead_by_rate(timer, clock, threshold, s, &overhead, progress)?;
         let spin = measure_injection(
             timer,
             clock,
@@ -612,13 +631,16 @@ impl TimerCalibration {
             s.overhead_duration_ns / 4,
         )?;
         let spin_extra_ns = Spread::of(&spin.extra_ns).median_ns - overhead.median_ns;
+        progress.inc(1);
         let lateness = Spread::of(&measure_lateness(timer, s.interval_ns, s.lateness_samples)?);
+        progress.inc(1);
         // Honoured: the median wake-up is no later than at the reference interval, within the
         // larger of 2 µs and the reference's own p10–p90 half-width (waking less late is fine).
         let tolerance_ns = (0.5 * (lateness.p90_ns - lateness.p10_ns)).max(2_000.0);
         let mut sweep = Vec::new();
         for &interval_ns in &SWEEP_NS {
             let l = Spread::of(&measure_lateness(timer, interval_ns, s.sweep_samples)?);
+            progress.inc(1);
             sweep.push(SweepPoint {
                 interval_ns,
                 lateness_median_ns: l.median_ns,
@@ -645,10 +667,27 @@ impl TimerCalibration {
 }
 
 impl Calibration {
-    /// Measures both timers (about 20 s with the default settings; main thread for itimer).
+    /// Measures both timers (about 20 s with the default settings; main thread for itimer),
+    /// with a progress bar on a terminal and one line on stderr otherwise.
     pub fn measure(clock: &Clock, s: &Settings) -> Result<Self, EmulatorError> {
         let threshold = default_threshold();
         let (host, kernel) = host_and_kernel();
+        let progress = ProgressBar::new(2 * timer_steps(s));
+        if progress.is_hidden() {
+            eprintln!("calibrating the emulator on this machine (about 20 s)");
+        } else {
+            progress.set_style(
+                ProgressStyle::with_template(
+                    "calibrating {msg:8} [{bar:30}] {pos}/{len} steps, eta {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+        }
+        let itimer = TimerCalibration::measure(TimerKind::Itimer, clock, threshold, s, &progress)?;
+        let abstime =
+            TimerCalibration::measure(TimerKind::Abstime, clock, threshold, s, &progress)?;
+        progress.finish_and_clear();
         Ok(Calibration {
             host,
             kernel,
@@ -658,8 +697,8 @@ impl Calibration {
                 .map_or(0, |d| d.as_secs()),
             interval_ns: s.interval_ns,
             rate_hz: s.rate_hz,
-            itimer: TimerCalibration::measure(TimerKind::Itimer, clock, threshold, s)?,
-            abstime: TimerCalibration::measure(TimerKind::Abstime, clock, threshold, s)?,
+            itimer,
+            abstime,
         })
     }
 
