@@ -483,15 +483,28 @@ fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
     );
     // Times are divided by S: AvgMaxQT ≈ q = 1 ms, where dividing twice would give 0.25 ms and
     // not dividing 4 ms. The bounds sit at the geometric means (0.5 and 2 ms), so a vCPU speed
-    // drift of even ±40 % (seen on this VM) cannot make a correct run fail or a broken one pass.
+    // drift of even ±40 % (seen on this VM) cannot make a correct run fail or a broken one pass;
+    // the upper bound is stretched by the platform noise ν the run measured (phases take
+    // q / (1 − ν)), which a busy machine adds to every time.
+    let nu = rows[1]
+        .calibration
+        .iter()
+        .map(|c| c.platform_noise_ratio)
+        .fold(0.0, f64::max)
+        .min(0.5);
+    let upper = 2.0 / (1.0 - nu);
     let r4 = &rows[1].results[0];
     let avg = r4.avg_max_qt_ns / 1e6;
-    eprintln!("S = 4: AvgMaxQT {avg:.4} ms, SD eq.3 {:.3} %", r4.sd_qt_pct);
+    eprintln!(
+        "S = 4: AvgMaxQT {avg:.4} ms, SD eq.3 {:.3} %, platform noise {:.1} %",
+        r4.sd_qt_pct,
+        nu * 100.0
+    );
     assert!(avg > 0.5, "AvgMaxQT {avg} ms at S = 4: divided by S twice?");
-    assert!(avg < 2.0, "AvgMaxQT {avg} ms at S = 4: not divided by S?");
+    assert!(avg < upper, "AvgMaxQT {avg} ms at S = 4: not divided by S?");
     let base = r4.baseline_avg_max_qt_ns / 1e6;
     assert!(
-        base > 0.5 && base < 2.0,
+        base > 0.5 && base < upper,
         "baseline {base} ms at S = 4: {r4:?}"
     );
     assert_eq!(rows[1].config.scale, 4.0);
