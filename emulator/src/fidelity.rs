@@ -517,8 +517,10 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
     };
     print_report(&report);
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("cannot write {}", p.display()))?;
+        jitter_trace::output::write_output_bytes(
+            p,
+            serde_json::to_string_pretty(&report)?.as_bytes(),
+        )?;
     }
     Ok(())
 }

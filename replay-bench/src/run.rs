@@ -616,20 +616,21 @@ fn result_row(
 }
 
 fn write_csv(path: &std::path::Path, out: &LoopOutcome) -> anyhow::Result<()> {
-    use std::io::Write;
-    let f =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut w = std::io::BufWriter::new(f);
-    writeln!(w, "phase,max_qt_ns,max_qtbt_ns,mean_qt_ns")?;
-    for (i, s) in out.samples.iter().enumerate() {
-        writeln!(
-            w,
-            "{i},{:.1},{:.1},{:.1}",
-            s.max_qt_ns, s.max_qtbt_ns, s.mean_qt_ns
-        )?;
-    }
-    w.flush()
-        .with_context(|| format!("cannot write {}", path.display()))
+    let shown = path.display().to_string();
+    jitter_trace::output::write_output(path, |w| -> anyhow::Result<()> {
+        writeln!(w, "phase,max_qt_ns,max_qtbt_ns,mean_qt_ns")
+            .with_context(|| format!("cannot write {shown}"))?;
+        for (i, s) in out.samples.iter().enumerate() {
+            writeln!(
+                w,
+                "{i},{:.1},{:.1},{:.1}",
+                s.max_qt_ns, s.max_qtbt_ns, s.mean_qt_ns
+            )
+            .with_context(|| format!("cannot write {shown}"))?;
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -407,11 +407,12 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
         let _ = writeln!(md, "- [{f}]({f})");
     }
     let report_path = args.report.clone().unwrap_or_else(|| dir.join("report.md"));
-    std::fs::write(&report_path, md)
-        .with_context(|| format!("cannot write {}", report_path.display()))?;
+    jitter_trace::output::write_output_bytes(&report_path, md.as_bytes())?;
     let hj = dir.join("headlines.json");
-    std::fs::write(&hj, serde_json::to_string_pretty(&h)? + "\n")
-        .with_context(|| format!("cannot write {}", hj.display()))?;
+    jitter_trace::output::write_output_bytes(
+        &hj,
+        (serde_json::to_string_pretty(&h)? + "\n").as_bytes(),
+    )?;
     for l in &h.lines {
         println!("{l}");
     }

@@ -27,7 +27,7 @@
 //! `[earliest start, latest end]` over all files of the import, the same for every stream.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -149,6 +149,14 @@ pub fn export(trace: &Trace, path: &Path, format: Format) -> Result<(), TraceErr
             if trace.streams.len() == 1 {
                 return with_file(path, |w| write_loggopsim(&trace.streams[0], w));
             }
+            if !path.to_string_lossy().contains(CPU_PLACEHOLDER) {
+                return Err(TraceError::Argument(format!(
+                    "a LogGOPSim file holds one stream and this trace has {}: put {CPU_PLACEHOLDER} \
+                     in the output name for one file per CPU (e.g. node.cpu{CPU_PLACEHOLDER}.lgs), \
+                     or keep one CPU with `slice --cpus`",
+                    trace.streams.len()
+                )));
+            }
             for s in &trace.streams {
                 let p = per_stream_path(path, s.cpu);
                 with_file(&p, |w| write_loggopsim(s, w))?;
@@ -161,30 +169,24 @@ pub fn export(trace: &Trace, path: &Path, format: Format) -> Result<(), TraceErr
     }
 }
 
-/// `dir/stem.cpu<c>.ext` for one stream of a multi-stream export.
+/// What a multi-stream LogGOPSim output name holds where each file's CPU number goes.
+pub const CPU_PLACEHOLDER: &str = "{cpu}";
+
+/// The output path of one stream of a multi-stream export: `path` with every
+/// [`CPU_PLACEHOLDER`] replaced by `cpu`.
 pub fn per_stream_path(path: &Path, cpu: u32) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map_or_else(Default::default, |s| s.to_os_string());
-    let mut name = stem;
-    name.push(format!(".cpu{cpu}"));
-    if let Some(ext) = path.extension() {
-        name.push(".");
-        name.push(ext);
-    }
-    path.with_file_name(name)
+    PathBuf::from(
+        path.to_string_lossy()
+            .replace(CPU_PLACEHOLDER, &cpu.to_string()),
+    )
 }
 
 fn with_file(
     path: &Path,
     f: impl FnOnce(&mut dyn Write) -> Result<(), TraceError>,
 ) -> Result<(), TraceError> {
-    let file = File::create(path)
-        .map_err(|e| TraceError::io(format!("cannot create {}", path.display()), e))?;
-    let mut w = BufWriter::new(file);
-    f(&mut w)?;
-    w.flush()
-        .map_err(|e| TraceError::io(format!("cannot write {}", path.display()), e))
+    crate::output::write_output(path, f)?;
+    Ok(())
 }
 
 fn io_w(e: std::io::Error) -> TraceError {
@@ -677,7 +679,13 @@ mod tests {
             let db: Vec<Detour> = b.records.iter().map(|r| r.detour()).collect();
             assert_eq!(da, db);
         }
-        let lgs = dir.path().join("t.lgs");
+        let plain = dir.path().join("t.lgs");
+        let e = export(&t, &plain, Format::LogGopSim)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("{cpu}") && e.contains("2"), "{e}");
+        assert!(!plain.exists());
+        let lgs = dir.path().join("t.cpu{cpu}.lgs");
         export(&t, &lgs, Format::LogGopSim).unwrap();
         let files = vec![per_stream_path(&lgs, 0), per_stream_path(&lgs, 1)];
         assert!(files[1].ends_with("t.cpu1.lgs"));

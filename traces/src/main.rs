@@ -42,7 +42,8 @@ struct Input {
 /// Where to write the output trace.
 #[derive(Debug, Args)]
 struct Output {
-    /// Output file.
+    /// Output file; a device is written through, a link is followed; a LogGOPSim export of
+    /// several streams needs `{cpu}` in the name (one file per CPU).
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
     /// Output format (default: from the file name).
