@@ -301,3 +301,23 @@ fn writers_write_through_devices_and_links_and_say_what_they_replaced() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stderr(&o).trim(), "replaced n.csv");
 }
+
+#[test]
+fn synth_refuses_a_trace_too_large_for_memory_before_allocating() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(
+        dir.path(),
+        &[
+            "synth",
+            "periodic:period=1ms,dur=1us",
+            "--duration",
+            "10s",
+            "--streams",
+            "1000000000",
+            "-o",
+            "big.jtr",
+        ],
+    );
+    assert_error(&o, "over the limit of 4 GiB: use at most");
+    assert!(!dir.path().join("big.jtr").exists());
+}
