@@ -546,6 +546,20 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
             }
             let ts = int(path, n, cols[0], "timestamp")?;
             let ns = int(path, n, cols[cols.len() - 1], "interruption ns")?;
+            int(path, n, cols[cols.len() - 2], "interruption cycles")?;
+            if cols.len() == 4 {
+                let delta = cols[1];
+                if !delta
+                    .parse::<f64>()
+                    .is_ok_and(|d| d.is_finite() && d >= 0.0)
+                {
+                    return Err(parse_err(
+                        path,
+                        n,
+                        format!("delta `{delta}` is not a number ≥ 0"),
+                    ));
+                }
+            }
             rows.push((
                 Detour {
                     start_ns: ts.saturating_sub(ns),
@@ -559,7 +573,10 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
         // a start may fall a few ns before the previous end: move it to that end.
         let mut kept: Vec<(Detour, usize)> = Vec::with_capacity(rows.len());
         for (mut d, n) in rows {
-            if let Some((last, _)) = kept.last() {
+            if let Some(&(last, m)) = kept.last() {
+                if d == last {
+                    return Err(parse_err(path, n, format!("duplicates line {m}")));
+                }
                 let end = last.end_ns();
                 if d.start_ns < end {
                     let shift = end - d.start_ns;
@@ -570,7 +587,14 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
                             format!("interruption overlaps the previous one by {shift} ns"),
                         ));
                     }
-                    d.run_ns = d.run_ns.saturating_sub(shift);
+                    if shift >= d.run_ns {
+                        return Err(parse_err(
+                            path,
+                            n,
+                            format!("interruption lies within the one of line {m}"),
+                        ));
+                    }
+                    d.run_ns -= shift;
                     d.start_ns = end;
                 }
                 if d.start_ns <= last.start_ns {
@@ -625,6 +649,21 @@ mod tests {
           500000        490      12225       5000
           900003        400       7335       3001
 ";
+
+    #[test]
+    fn sysjitter_refuses_a_duplicated_line_and_a_non_numeric_delta() {
+        let dir = tempfile::tempdir().unwrap();
+        let last = SYSJITTER.lines().last().unwrap();
+        let dup = format!("{SYSJITTER}{last}\n");
+        let p = write(dir.path(), "dup.0", &dup);
+        let e = read_sysjitter(&[p]).unwrap_err().to_string();
+        assert!(e.contains("dup.0:15: duplicates line 14"), "{e}");
+        let bad = SYSJITTER.replace("    490  ", "    4x0  ");
+        assert_ne!(bad, SYSJITTER);
+        let p = write(dir.path(), "delta.0", &bad);
+        let e = read_sysjitter(&[p]).unwrap_err().to_string();
+        assert!(e.contains("delta.0:13: delta `4x0` is not a number"), "{e}");
+    }
 
     #[test]
     fn sysjitter_raw_becomes_detours_ending_at_the_timestamp() {

@@ -333,6 +333,11 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let ta = load(std::slice::from_ref(&a), &input)?;
             let tb = load(std::slice::from_ref(&b), &input)?;
+            for (t, p) in [(&ta, &a), (&tb, &b)] {
+                if t.record_count() == 0 {
+                    bail!("{} has no detours: nothing to compare", p.display());
+                }
+            }
             let c = compare(&ta, &tb);
             if let Some(p) = &svg {
                 let (la, lb) = (a.display().to_string(), b.display().to_string());

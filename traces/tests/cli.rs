@@ -321,3 +321,34 @@ fn synth_refuses_a_trace_too_large_for_memory_before_allocating() {
     assert_error(&o, "over the limit of 4 GiB: use at most");
     assert!(!dir.path().join("big.jtr").exists());
 }
+
+#[test]
+fn compare_with_a_trace_without_detours_says_there_is_nothing_to_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synth(d, "a.jtr");
+    // One detour per 1000 s on average, over 1 ms: no detour at all.
+    let o = run(
+        d,
+        &[
+            "synth",
+            "poisson:rate=0.001/s,dur=1us",
+            "--duration",
+            "1ms",
+            "-o",
+            "empty.jtr",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: serde_json::Value =
+        serde_json::from_slice(&run(d, &["--json", "stats", "empty.jtr"]).stdout).unwrap();
+    assert_eq!(s["stats"]["overall"]["count"], 0, "{s}");
+    assert_error(
+        &run(d, &["compare", "a.jtr", "empty.jtr"]),
+        "empty.jtr has no detours",
+    );
+    assert_error(
+        &run(d, &["compare", "empty.jtr", "a.jtr"]),
+        "empty.jtr has no detours",
+    );
+}
