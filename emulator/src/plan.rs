@@ -346,7 +346,7 @@ impl Plan {
         let merged = longest_injection_ns(&stream.records, end_ns - begin_ns, &opts);
         if merged > MAX_DETOUR_NS {
             return Err(PlanError::Option(format!(
-                "one planned injection of stream {index} would last {:.3} s (run-times × S {}, \
+                "one planned injection of stream {index} would last at least {:.3} s (run-times × S {}, \
                  merged across scaled sleeps shorter than M = {} ns), over the bound of {} s: \
                  lower the scale or the minimum sleep",
                 merged as f64 / 1e9,

@@ -103,3 +103,30 @@ fn run_refuses_a_scale_that_would_spin_for_ever() {
         assert_error(&run(&["run", "--scale", s]), "scale must be");
     }
 }
+
+#[test]
+fn a_negative_or_non_finite_slowdown_is_never_printed_as_a_result() {
+    use replay_bench::predict::{check_plausible, Prediction, SD_FLOOR_PCT};
+    use replay_bench::report::{Config, Report, ReportKind, ResultRow};
+    let with = |sd: f64| {
+        let mut r = Report::new(ReportKind::PredictDes, Config::default());
+        r.results.push(ResultRow {
+            ranks: 64,
+            sd_qtbt_pct: sd,
+            sd_qt_pct: 1.0,
+            ..ResultRow::default()
+        });
+        check_plausible(&Prediction {
+            des: Some(r),
+            order_stats: None,
+        })
+    };
+    for bad in [-82.0, -100.0, SD_FLOOR_PCT - 0.01, f64::NAN, f64::INFINITY] {
+        let e = with(bad).unwrap_err().to_string();
+        assert!(
+            e.contains("implausible prediction") && e.contains("64 ranks"),
+            "{e}"
+        );
+    }
+    assert!(with(-0.5).is_ok() && with(37.0).is_ok());
+}
