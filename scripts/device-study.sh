@@ -108,7 +108,7 @@ for t in "${traces[@]}"; do
     [[ "$t" -ef "$out/$label/trace.jtr" ]] || cp "$t" "$out/$label/trace.jtr"
     "$bin/jitter-trace" stats "$out/$label/trace.jtr" >"$out/$label/stats.txt"
     s=$("$bin/replay-bench" choose-scale --trace "$t" --calibration "$out/calibration.json" \
-        --share 0.77 --max 20)
+        --share 0.77 --max 20 --allow-capped)
     # Period (unscaled) so that the measured phases take `wall` seconds of scaled time.
     p=$(awk -v w="$wall" -v s="$s" 'BEGIN { printf "%d", w * 1000 / s }')
     labels+=("$label") scales+=("$s") periods+=("$p")

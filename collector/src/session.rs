@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
@@ -439,6 +439,10 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         }
     }
     let output = &config.output;
+    // A setup error may remove only what this run created, never a file, device or link that
+    // was there before.
+    let absent = |p: &Path| matches!(std::fs::symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    let created_output = absent(output);
     let file = File::create(output)
         .with_context(|| format!("cannot create the output {}", output.display()))?;
     let ftq_csv = match config.mode {
@@ -450,6 +454,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         ),
         Mode::Detours => None,
     };
+    let created_csv = ftq_csv.as_deref().is_some_and(absent);
     let csv_file = match &ftq_csv {
         Some(p) => Some(
             File::create(p)
@@ -686,8 +691,10 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             for h in handles {
                 let _ = h.join();
             }
-            let _ = std::fs::remove_file(output);
-            if let Some(p) = &ftq_csv {
+            if created_output {
+                let _ = std::fs::remove_file(output);
+            }
+            if let (Some(p), true) = (&ftq_csv, created_csv) {
                 let _ = std::fs::remove_file(p);
             }
             return Err(e);

@@ -462,6 +462,33 @@ fn bad_input_gives_one_clear_error_line() {
     assert!(Path::new(&full).exists());
 }
 
+/// A setup error removes only what this run created: a link (or file) that was there before
+/// stays, a fresh output does not linger.
+#[test]
+fn a_setup_error_deletes_only_what_this_run_created() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("kept.jtr");
+    std::fs::write(&target, b"x").unwrap();
+    let link = dir.path().join("link.jtr");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let fresh = dir.path().join("fresh.jtr");
+    for (out, existed) in [(&link, true), (&target, true), (&fresh, false)] {
+        let o = out.to_str().unwrap();
+        let (code, line) = one_error_line(&["-d", "1", "--threshold-ns", "1", "-o", o], None);
+        assert_ne!(code, 0);
+        assert!(
+            line.contains("below what this counter can resolve"),
+            "{line}"
+        );
+        assert_eq!(std::fs::symlink_metadata(out).is_ok(), existed, "{o}");
+    }
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
 #[test]
 fn check_reports_the_counter_and_its_verdicts() {
     let _g = serial();

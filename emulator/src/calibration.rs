@@ -788,7 +788,8 @@ impl Calibration {
                 .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         }
         let s = serde_json::to_string_pretty(self)?;
-        std::fs::write(path, s).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+        jitter_trace::output::write_output_bytes(path, s.as_bytes())?;
+        Ok(())
     }
 
     /// Lets replays take O after each gap from the rate sweep (`on`, when the sweep is

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
@@ -517,8 +517,10 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
     };
     print_report(&report);
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("cannot write {}", p.display()))?;
+        jitter_trace::output::write_output_bytes(
+            p,
+            serde_json::to_string_pretty(&report)?.as_bytes(),
+        )?;
     }
     Ok(())
 }
@@ -565,6 +567,7 @@ pub fn measure_drift(
     run_ns: u64,
     duration_ns: u64,
 ) -> Result<Drift> {
+    check_periodic(period_ns, run_ns)?;
     let count = duration_ns / period_ns + 2;
     let plan = Plan::new(&periodic_stream(period_ns, run_ns, count), opts)?;
     let cfg = InjectorConfig {
@@ -593,8 +596,30 @@ pub fn measure_drift(
     })
 }
 
+/// Checks a periodic trace's shape for [`measure_drift`]: 0 < run < period ≤ 10 s.
+pub fn check_periodic(period_ns: u64, run_ns: u64) -> Result<()> {
+    if period_ns == 0 || period_ns > crate::plan::MAX_DETOUR_NS {
+        bail!(
+            "--period-us must be in 1..=10000000 (10 s), got {}",
+            period_ns / 1_000
+        );
+    }
+    if run_ns == 0 || run_ns >= period_ns {
+        bail!(
+            "--run-us must be at least 1 and shorter than --period-us ({} µs), got {}",
+            period_ns / 1_000,
+            run_ns / 1_000
+        );
+    }
+    Ok(())
+}
+
 /// `jitter-emulate drift`.
 pub fn run_drift(a: &DriftArgs) -> Result<()> {
+    check_periodic(
+        a.period_us.saturating_mul(1_000),
+        a.run_us.saturating_mul(1_000),
+    )?;
     let clock = counter_clock()?;
     let cal = Calibration::load_or_measure(&clock, false)?;
     let overrides: Overrides = a.overrides.into();

@@ -33,7 +33,7 @@ use thiserror::Error;
 
 use jitter_collect::clock::{read_counter, spin_until, Clock};
 
-use crate::plan::{Cursor, Injection, PlanError, PlanStats, TimerKind};
+use crate::plan::{Cursor, Injection, PlanError, PlanStats, TimerKind, MAX_DETOUR_NS};
 
 /// The signal both timers deliver.
 pub const SIGNAL: Signal = Signal::SIGALRM;
@@ -320,7 +320,8 @@ impl Inner {
         // `now` is this handler's entry on the monotonic clock.
         let lateness = now as i64 - (self.origin_ns + inj.due_ns) as i64;
         if inj.busy_ns > 0 {
-            spin_until(entry + self.clock.ns_to_ticks(inj.busy_ns));
+            // Bounded by a deadline whatever the plan says: never more than MAX_DETOUR_NS.
+            spin_until(entry + self.clock.ns_to_ticks(inj.busy_ns.min(MAX_DETOUR_NS)));
         }
         self.injected += 1;
         self.injected_ns += inj.span_ns;

@@ -59,6 +59,13 @@ pub struct PlanOptions {
     pub overhead_by_gap: OverheadByGap,
 }
 
+/// Largest scale factor S a plan accepts.
+pub const MAX_SCALE: f64 = 1000.0;
+
+/// Longest planned injection (one detour or a merged run of them, scaled), ns: no injection
+/// holds a CPU longer; also the bound of O, M and L.
+pub const MAX_DETOUR_NS: u64 = 10_000_000_000;
+
 /// Most points an [`OverheadByGap`] holds.
 pub const OVERHEAD_POINTS: usize = 8;
 
@@ -140,13 +147,25 @@ impl PlanOptions {
         }
     }
 
-    /// Checks S and f.
+    /// Checks S, f, and that O, M and L are within [`MAX_DETOUR_NS`].
     pub fn validate(&self) -> Result<(), PlanError> {
-        if !self.scale.is_finite() || self.scale <= 0.0 {
+        if !self.scale.is_finite() || self.scale <= 0.0 || self.scale > MAX_SCALE {
             return Err(PlanError::Option(format!(
-                "scale must be a finite number > 0, got {}",
+                "scale must be a finite number in (0, {MAX_SCALE}], got {}",
                 self.scale
             )));
+        }
+        for (name, v) in [
+            ("overhead", self.overhead_ns),
+            ("minimum sleep", self.min_sleep_ns),
+            ("lateness", self.lateness_ns),
+        ] {
+            if v > MAX_DETOUR_NS {
+                return Err(PlanError::Option(format!(
+                    "{name} must be at most {} s, got {v} ns",
+                    MAX_DETOUR_NS / 1_000_000_000
+                )));
+            }
         }
         if !(self.fraction > 0.0 && self.fraction <= 1.0) {
             return Err(PlanError::Option(format!(
@@ -324,6 +343,18 @@ impl Plan {
                 longest_ns: longest,
             });
         }
+        let merged = longest_injection_ns(&stream.records, end_ns - begin_ns, &opts);
+        if merged > MAX_DETOUR_NS {
+            return Err(PlanError::Option(format!(
+                "one planned injection of stream {index} would last at least {:.3} s (run-times × S {}, \
+                 merged across scaled sleeps shorter than M = {} ns), over the bound of {} s: \
+                 lower the scale or the minimum sleep",
+                merged as f64 / 1e9,
+                opts.scale,
+                opts.min_sleep_ns,
+                MAX_DETOUR_NS / 1_000_000_000
+            )));
+        }
         let mut records = stream.records.clone();
         // Sleeps are re-derived from the window so the last one reaches the common end.
         let n = records.len();
@@ -375,6 +406,34 @@ impl Plan {
         c.position(offset_ns % self.period_ns, 0);
         c
     }
+}
+
+/// The longest injection `records` can give (scaled run-times, merged across scaled sleeps
+/// shorter than M, around the timeline of length `period_ns`), saturating just above
+/// [`MAX_DETOUR_NS`].
+fn longest_injection_ns(records: &[Record], period_ns: u64, opts: &PlanOptions) -> u64 {
+    let n = records.len();
+    let (mut longest, mut chain) = (0u64, 0u64);
+    for i in 0..2 * n {
+        let r = &records[i % n];
+        chain = chain.saturating_add(opts.scaled(r.run_ns));
+        longest = longest.max(chain);
+        if longest > MAX_DETOUR_NS {
+            break;
+        }
+        let gap = match records.get(i % n + 1) {
+            Some(next) => next.start_ns - r.end_ns(),
+            None => (records[0].start_ns + period_ns).saturating_sub(r.end_ns()),
+        };
+        if opts.scaled(gap) >= opts.min_sleep_ns {
+            chain = 0;
+        }
+    }
+    // A replay covers at most one pass (f ≤ 1), so no injection exceeds all its run-times.
+    let one_pass = records
+        .iter()
+        .fold(0u64, |a, r| a.saturating_add(opts.scaled(r.run_ns)));
+    longest.min(one_pass)
 }
 
 /// The common window `[min begin, max end)` of a trace's streams.
@@ -612,6 +671,45 @@ mod tests {
 
     fn opts() -> PlanOptions {
         PlanOptions::ideal()
+    }
+
+    #[test]
+    fn a_plan_refuses_scales_and_injections_beyond_its_bounds() {
+        // 1 s of trace with a 20 ms detour every 100 ms.
+        let d: Vec<(u64, u64)> = (0..10).map(|i| (i * 100_000_000 + 1, 20_000_000)).collect();
+        let s = stream(1_000_000_000, &d);
+        let with = |scale: f64, min_sleep_ns: u64| {
+            Plan::new(
+                &s,
+                PlanOptions {
+                    scale,
+                    min_sleep_ns,
+                    ..opts()
+                },
+            )
+        };
+        for bad in [
+            1e19,
+            1e300,
+            f64::INFINITY,
+            f64::NAN,
+            0.0,
+            -1.0,
+            MAX_SCALE * 1.01,
+        ] {
+            let e = with(bad, 0).unwrap_err().to_string();
+            assert!(e.contains("scale must be"), "{bad}: {e}");
+        }
+        // 20 ms × 1000 = 20 s for one detour: over the 10 s bound.
+        let e = with(1000.0, 0).unwrap_err().to_string();
+        assert!(e.contains("20.000 s") && e.contains("bound of 10 s"), "{e}");
+        // Every sleep merged (80 ms × 100 < M = 10 s): one pass is one 20 s injection.
+        let e = with(100.0, MAX_DETOUR_NS).unwrap_err().to_string();
+        assert!(e.contains("lower the scale or the minimum sleep"), "{e}");
+        let e = with(1.0, MAX_DETOUR_NS + 1).unwrap_err().to_string();
+        assert!(e.contains("minimum sleep must be at most 10 s"), "{e}");
+        assert!(with(100.0, 0).is_ok());
+        assert!(with(1.0, 50_000_000).is_ok());
     }
 
     #[test]

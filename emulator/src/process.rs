@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use jitter_collect::clock::{read_counter, spin_until, Clock};
+use jitter_collect::clock::{read_counter, Clock};
 
 use crate::injector::mono_ns;
 use crate::plan::Cursor;
@@ -72,16 +72,82 @@ pub fn replay(cursor: Cursor, clock: &Clock, duration_ns: u64, stop: &AtomicBool
             break;
         }
         let woke = read_counter();
-        let late = mono_ns() as i64 - due as i64;
-        spin_until(woke + clock.ns_to_ticks(inj.busy_ns));
+        let now = mono_ns();
+        let late = now as i64 - due as i64;
+        // Bounded: the planned busy time, never past the replay's end, and a stop request
+        // (SIGINT/SIGTERM set `stop`) ends it at once.
+        let busy = inj.busy_ns.min(end.saturating_sub(now));
+        let until = woke + clock.ns_to_ticks(busy);
+        while read_counter() < until {
+            if stop.load(Ordering::Relaxed) {
+                st.interrupted = true;
+                break;
+            }
+            core::hint::spin_loop();
+        }
         st.injected += 1;
-        st.busy_ns += inj.busy_ns;
+        st.busy_ns += busy;
         lateness_sum += i128::from(late);
         st.lateness_max_ns = st.lateness_max_ns.max(late.max(0) as u64);
+        if st.interrupted {
+            break;
+        }
     }
     st.elapsed_ns = mono_ns() - origin;
     if st.injected > 0 {
         st.lateness_mean_ns = lateness_sum as f64 / st.injected as f64;
     }
     st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use jitter_trace::{Detour, Stream};
+
+    use crate::plan::{Plan, PlanOptions};
+
+    #[test]
+    fn a_stop_request_ends_a_long_busy_spin_at_once() {
+        // One 5 s detour due at once; stop is requested after 50 ms.
+        let d = [Detour {
+            start_ns: 1,
+            run_ns: 5_000_000_000,
+        }];
+        let s = Stream::from_detours(0, 0, 6_000_000_000, &d).unwrap();
+        let plan = Plan::new(&s, PlanOptions::ideal()).unwrap();
+        let clock = crate::cli::counter_clock().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                stop.store(true, Ordering::Relaxed);
+            })
+        };
+        let t = Instant::now();
+        let st = replay(plan.cursor(0), &clock, u64::MAX, &stop);
+        setter.join().unwrap();
+        assert!(st.interrupted);
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_busy_spin_never_outlasts_the_replay() {
+        let d = [Detour {
+            start_ns: 1,
+            run_ns: 5_000_000_000,
+        }];
+        let s = Stream::from_detours(0, 0, 6_000_000_000, &d).unwrap();
+        let plan = Plan::new(&s, PlanOptions::ideal()).unwrap();
+        let clock = crate::cli::counter_clock().unwrap();
+        let t = Instant::now();
+        let st = replay(plan.cursor(0), &clock, 100_000_000, &AtomicBool::new(false));
+        assert!(!st.interrupted);
+        assert!(st.busy_ns <= 100_000_000, "{}", st.busy_ns);
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
 }

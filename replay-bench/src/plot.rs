@@ -144,7 +144,8 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
     let y_max = ys.clone().fold(0.0f64, f64::max);
     let y_min = ys.fold(0.0f64, f64::min);
     let pad = ((y_max - y_min) * 0.1).max(0.5);
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, (900, 560)).into_drawing_area();
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("cannot draw {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut chart = ChartBuilder::on(&root)
@@ -183,6 +184,8 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
         .draw()
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
+    drop((chart, root));
+    jitter_trace::output::write_output_bytes(path, svg.as_bytes())?;
     Ok(())
 }
 

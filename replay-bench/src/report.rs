@@ -192,8 +192,8 @@ impl Report {
     /// Writes the report as pretty JSON.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
         let text = serde_json::to_string_pretty(self)?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+        jitter_trace::output::write_output_bytes(path, (text + "\n").as_bytes())?;
+        Ok(())
     }
 
     /// Reads a report, checking its schema.

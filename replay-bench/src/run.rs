@@ -102,10 +102,15 @@ pub struct RunArgs {
     pub virtual_ranks: u64,
 }
 
+/// Longest duration any option takes, ns (one day).
+const MAX_DURATION_NS: f64 = 86_400e9;
+
 fn parse_duration(s: &str) -> Result<u64, String> {
-    jitter_trace::units::parse_duration_ns(s)
-        .map(|ns| ns.round() as u64)
-        .map_err(|e| e.to_string())
+    let ns = jitter_trace::units::parse_duration_ns(s).map_err(|e| e.to_string())?;
+    if ns > MAX_DURATION_NS {
+        return Err(format!("`{s}` is longer than the limit of 1d"));
+    }
+    Ok(ns.round() as u64)
 }
 
 fn parse_positive_duration(s: &str) -> Result<u64, String> {
@@ -127,10 +132,13 @@ fn parse_timer(s: &str) -> Result<TimerKind, String> {
 
 fn parse_scale(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if v.is_finite() && v > 0.0 {
+    let top = jitter_emulator::plan::MAX_SCALE;
+    if v.is_finite() && v > 0.0 && v <= top {
         Ok(v)
     } else {
-        Err(format!("scale must be a finite number > 0, got {s}"))
+        Err(format!(
+            "scale must be a finite number in (0, {top}], got {s}"
+        ))
     }
 }
 
@@ -618,20 +626,21 @@ fn result_row(
 }
 
 fn write_csv(path: &std::path::Path, out: &LoopOutcome) -> anyhow::Result<()> {
-    use std::io::Write;
-    let f =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut w = std::io::BufWriter::new(f);
-    writeln!(w, "phase,max_qt_ns,max_qtbt_ns,mean_qt_ns")?;
-    for (i, s) in out.samples.iter().enumerate() {
-        writeln!(
-            w,
-            "{i},{:.1},{:.1},{:.1}",
-            s.max_qt_ns, s.max_qtbt_ns, s.mean_qt_ns
-        )?;
-    }
-    w.flush()
-        .with_context(|| format!("cannot write {}", path.display()))
+    let shown = path.display().to_string();
+    jitter_trace::output::write_output(path, |w| -> anyhow::Result<()> {
+        writeln!(w, "phase,max_qt_ns,max_qtbt_ns,mean_qt_ns")
+            .with_context(|| format!("cannot write {shown}"))?;
+        for (i, s) in out.samples.iter().enumerate() {
+            writeln!(
+                w,
+                "{i},{:.1},{:.1},{:.1}",
+                s.max_qt_ns, s.max_qtbt_ns, s.mean_qt_ns
+            )
+            .with_context(|| format!("cannot write {shown}"))?;
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -648,6 +657,10 @@ mod tests {
         assert!(parse_sync("sometimes").is_err());
         assert_eq!(parse_sync("every:4"), Ok(SyncMode::Every(4)));
         assert!(parse_scale("0").is_err() && parse_scale("nan").is_err());
+        assert!(parse_scale("1e300").is_err() && parse_scale("1001").is_err());
+        assert_eq!(parse_scale("1000"), Ok(1000.0));
+        assert_eq!(parse_duration("0"), Ok(0));
+        assert!(parse_duration("2d").is_err());
         assert!(parse_fraction("1.5").is_err() && parse_fraction("0").is_err());
         assert_eq!(parse_fraction("0.33"), Ok(0.33));
         assert!(parse_timer("hpet").is_err());

@@ -49,6 +49,9 @@ pub struct ChooseScaleArgs {
     /// Largest scale accepted (replays take S times longer).
     #[arg(long, default_value_t = 20)]
     pub max: u64,
+    /// When --max does not reach --share, print --max (with a warning) instead of failing.
+    #[arg(long)]
+    pub allow_capped: bool,
 }
 
 fn parse_timer(s: &str) -> Result<TimerKind, String> {
@@ -90,13 +93,39 @@ fn load_trace(path: &Path) -> anyhow::Result<Trace> {
 /// `replay-bench choose-scale`: prints the smallest integer S that makes `share` of the detours
 /// injectable with the calibrated overhead, capped at `max`.
 pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
+    let top = jitter_emulator::plan::MAX_SCALE;
+    if args.max < 1 || args.max as f64 > top {
+        bail!("--max must be in 1..={top}, got {}", args.max);
+    }
     let trace = load_trace(&args.trace)?;
     let cal = read_calibration(&args.calibration)?;
     let o = cal.timer(args.timer).overhead.median_ns.max(0.0);
     let choice = scale_for_share(&trace.streams, o, args.share)?;
-    let s = match choice {
-        Some(c) => c.integer.clamp(1, args.max.max(1)),
-        None => args.max.max(1),
+    let need = match choice {
+        Some(c) => Some(c.integer.max(1)).filter(|&i| i <= args.max),
+        None => None,
+    };
+    let s = match need {
+        Some(s) => s,
+        None => {
+            let why = match choice {
+                Some(c) => format!("S = {} is needed", c.integer),
+                None => "no scale reaches it (too many zero run-times)".into(),
+            };
+            let msg = format!(
+                "--max {} does not make {:.1} % of the detours injectable with O = {}: {why}; \
+                 raise --max, lower --share, or pass --allow-capped to use S = {} anyway",
+                args.max,
+                args.share * 100.0,
+                format_ns(o),
+                args.max
+            );
+            if !args.allow_capped {
+                bail!("{msg}");
+            }
+            eprintln!("warning: {msg}");
+            args.max
+        }
     };
     let cover = injectability(&trace.streams, o, s as f64)?;
     eprintln!(
@@ -407,11 +436,12 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
         let _ = writeln!(md, "- [{f}]({f})");
     }
     let report_path = args.report.clone().unwrap_or_else(|| dir.join("report.md"));
-    std::fs::write(&report_path, md)
-        .with_context(|| format!("cannot write {}", report_path.display()))?;
+    jitter_trace::output::write_output_bytes(&report_path, md.as_bytes())?;
     let hj = dir.join("headlines.json");
-    std::fs::write(&hj, serde_json::to_string_pretty(&h)? + "\n")
-        .with_context(|| format!("cannot write {}", hj.display()))?;
+    jitter_trace::output::write_output_bytes(
+        &hj,
+        (serde_json::to_string_pretty(&h)? + "\n").as_bytes(),
+    )?;
     for l in &h.lines {
         println!("{l}");
     }

@@ -722,23 +722,10 @@ pub fn write_to<W: Write>(out: W, trace: &Trace) -> Result<W, TraceError> {
     w.finish(Epilogue::of(trace))
 }
 
-/// Writes a whole trace to `path` atomically (a temporary file renamed into place).
+/// Writes a whole trace to `path` with [`crate::output::write_output`] (a new or regular file
+/// is replaced whole through a temporary file; a device is written through).
 pub fn write_trace(path: &Path, trace: &Trace) -> Result<(), TraceError> {
-    let tmp = path.with_extension("jtr.tmp");
-    let f = File::create(&tmp)
-        .map_err(|e| TraceError::io(format!("cannot create {}", tmp.display()), e))?;
-    let w = write_to(BufWriter::with_capacity(1 << 16, f), trace);
-    let result = w.and_then(|w| {
-        let f = w
-            .into_inner()
-            .map_err(|e| TraceError::io("cannot write trace", e.into_error()))?;
-        f.sync_all()
-            .map_err(|e| TraceError::io("cannot sync trace", e))
-    });
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    std::fs::rename(&tmp, path)
-        .map_err(|e| TraceError::io(format!("cannot rename to {}", path.display()), e))
+    trace.validate()?;
+    crate::output::write_output(path, |w| write_to(w, trace).map(|_| ()))?;
+    Ok(())
 }

@@ -27,7 +27,7 @@
 //! `[earliest start, latest end]` over all files of the import, the same for every stream.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -149,6 +149,14 @@ pub fn export(trace: &Trace, path: &Path, format: Format) -> Result<(), TraceErr
             if trace.streams.len() == 1 {
                 return with_file(path, |w| write_loggopsim(&trace.streams[0], w));
             }
+            if !path.to_string_lossy().contains(CPU_PLACEHOLDER) {
+                return Err(TraceError::Argument(format!(
+                    "a LogGOPSim file holds one stream and this trace has {}: put {CPU_PLACEHOLDER} \
+                     in the output name for one file per CPU (e.g. node.cpu{CPU_PLACEHOLDER}.lgs), \
+                     or keep one CPU with `slice --cpus`",
+                    trace.streams.len()
+                )));
+            }
             for s in &trace.streams {
                 let p = per_stream_path(path, s.cpu);
                 with_file(&p, |w| write_loggopsim(s, w))?;
@@ -161,30 +169,24 @@ pub fn export(trace: &Trace, path: &Path, format: Format) -> Result<(), TraceErr
     }
 }
 
-/// `dir/stem.cpu<c>.ext` for one stream of a multi-stream export.
+/// What a multi-stream LogGOPSim output name holds where each file's CPU number goes.
+pub const CPU_PLACEHOLDER: &str = "{cpu}";
+
+/// The output path of one stream of a multi-stream export: `path` with every
+/// [`CPU_PLACEHOLDER`] replaced by `cpu`.
 pub fn per_stream_path(path: &Path, cpu: u32) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map_or_else(Default::default, |s| s.to_os_string());
-    let mut name = stem;
-    name.push(format!(".cpu{cpu}"));
-    if let Some(ext) = path.extension() {
-        name.push(".");
-        name.push(ext);
-    }
-    path.with_file_name(name)
+    PathBuf::from(
+        path.to_string_lossy()
+            .replace(CPU_PLACEHOLDER, &cpu.to_string()),
+    )
 }
 
 fn with_file(
     path: &Path,
     f: impl FnOnce(&mut dyn Write) -> Result<(), TraceError>,
 ) -> Result<(), TraceError> {
-    let file = File::create(path)
-        .map_err(|e| TraceError::io(format!("cannot create {}", path.display()), e))?;
-    let mut w = BufWriter::new(file);
-    f(&mut w)?;
-    w.flush()
-        .map_err(|e| TraceError::io(format!("cannot write {}", path.display()), e))
+    crate::output::write_output(path, f)?;
+    Ok(())
 }
 
 fn io_w(e: std::io::Error) -> TraceError {
@@ -544,6 +546,20 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
             }
             let ts = int(path, n, cols[0], "timestamp")?;
             let ns = int(path, n, cols[cols.len() - 1], "interruption ns")?;
+            int(path, n, cols[cols.len() - 2], "interruption cycles")?;
+            if cols.len() == 4 {
+                let delta = cols[1];
+                if !delta
+                    .parse::<f64>()
+                    .is_ok_and(|d| d.is_finite() && d >= 0.0)
+                {
+                    return Err(parse_err(
+                        path,
+                        n,
+                        format!("delta `{delta}` is not a number ≥ 0"),
+                    ));
+                }
+            }
             rows.push((
                 Detour {
                     start_ns: ts.saturating_sub(ns),
@@ -557,7 +573,10 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
         // a start may fall a few ns before the previous end: move it to that end.
         let mut kept: Vec<(Detour, usize)> = Vec::with_capacity(rows.len());
         for (mut d, n) in rows {
-            if let Some((last, _)) = kept.last() {
+            if let Some(&(last, m)) = kept.last() {
+                if d == last {
+                    return Err(parse_err(path, n, format!("duplicates line {m}")));
+                }
                 let end = last.end_ns();
                 if d.start_ns < end {
                     let shift = end - d.start_ns;
@@ -568,7 +587,14 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
                             format!("interruption overlaps the previous one by {shift} ns"),
                         ));
                     }
-                    d.run_ns = d.run_ns.saturating_sub(shift);
+                    if shift >= d.run_ns {
+                        return Err(parse_err(
+                            path,
+                            n,
+                            format!("interruption lies within the one of line {m}"),
+                        ));
+                    }
+                    d.run_ns -= shift;
                     d.start_ns = end;
                 }
                 if d.start_ns <= last.start_ns {
@@ -625,6 +651,21 @@ mod tests {
 ";
 
     #[test]
+    fn sysjitter_refuses_a_duplicated_line_and_a_non_numeric_delta() {
+        let dir = tempfile::tempdir().unwrap();
+        let last = SYSJITTER.lines().last().unwrap();
+        let dup = format!("{SYSJITTER}{last}\n");
+        let p = write(dir.path(), "dup.0", &dup);
+        let e = read_sysjitter(&[p]).unwrap_err().to_string();
+        assert!(e.contains("dup.0:15: duplicates line 14"), "{e}");
+        let bad = SYSJITTER.replace("    490  ", "    4x0  ");
+        assert_ne!(bad, SYSJITTER);
+        let p = write(dir.path(), "delta.0", &bad);
+        let e = read_sysjitter(&[p]).unwrap_err().to_string();
+        assert!(e.contains("delta.0:13: delta `4x0` is not a number"), "{e}");
+    }
+
+    #[test]
     fn sysjitter_raw_becomes_detours_ending_at_the_timestamp() {
         let dir = tempfile::tempdir().unwrap();
         let p = write(dir.path(), "raw.3", SYSJITTER);
@@ -677,7 +718,13 @@ mod tests {
             let db: Vec<Detour> = b.records.iter().map(|r| r.detour()).collect();
             assert_eq!(da, db);
         }
-        let lgs = dir.path().join("t.lgs");
+        let plain = dir.path().join("t.lgs");
+        let e = export(&t, &plain, Format::LogGopSim)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("{cpu}") && e.contains("2"), "{e}");
+        assert!(!plain.exists());
+        let lgs = dir.path().join("t.cpu{cpu}.lgs");
         export(&t, &lgs, Format::LogGopSim).unwrap();
         let files = vec![per_stream_path(&lgs, 0), per_stream_path(&lgs, 1)];
         assert!(files[1].ends_with("t.cpu1.lgs"));

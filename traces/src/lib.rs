@@ -7,6 +7,7 @@ pub mod error;
 pub mod format;
 pub mod interop;
 pub mod model;
+pub mod output;
 pub mod plot;
 pub mod sanity;
 pub mod stats;

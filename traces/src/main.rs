@@ -42,7 +42,8 @@ struct Input {
 /// Where to write the output trace.
 #[derive(Debug, Args)]
 struct Output {
-    /// Output file.
+    /// Output file; a device is written through, a link is followed; a LogGOPSim export of
+    /// several streams needs `{cpu}` in the name (one file per CPU).
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
     /// Output format (default: from the file name).
@@ -332,6 +333,11 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let ta = load(std::slice::from_ref(&a), &input)?;
             let tb = load(std::slice::from_ref(&b), &input)?;
+            for (t, p) in [(&ta, &a), (&tb, &b)] {
+                if t.record_count() == 0 {
+                    bail!("{} has no detours: nothing to compare", p.display());
+                }
+            }
             let c = compare(&ta, &tb);
             if let Some(p) = &svg {
                 let (la, lb) = (a.display().to_string(), b.display().to_string());

@@ -12,6 +12,8 @@
 
 use std::path::Path;
 
+use crate::output::write_output_bytes;
+
 use plotters::prelude::*;
 
 use crate::compare::{density, log_runs, Grid, GRID_POINTS};
@@ -123,7 +125,8 @@ pub fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), Tr
     let floor = peak * 1e-7;
     let (x0, x1) = (grid.run_ns(0) / 1e3, grid.run_ns(grid.points - 1) / 1e3);
     let e = draw_err(path);
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(&e)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
@@ -148,7 +151,10 @@ pub fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), Tr
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
     }
     legend(&mut chart, &e)?;
-    root.present().map_err(&e)
+    root.present().map_err(&e)?;
+    drop((chart, root));
+    write_output_bytes(path, svg.as_bytes())?;
+    Ok(())
 }
 
 fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
@@ -192,7 +198,8 @@ fn cdf_points(streams: &[Stream]) -> Vec<(f64, f64)> {
 pub fn cdf_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
     let (x0, x1) = run_range_us(series);
     let e = draw_err(path);
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(&e)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
@@ -219,7 +226,10 @@ pub fn cdf_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceE
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
     }
     legend(&mut chart, &e)?;
-    root.present().map_err(&e)
+    root.present().map_err(&e)?;
+    drop((chart, root));
+    write_output_bytes(path, svg.as_bytes())?;
+    Ok(())
 }
 
 /// (start s, run µs) points, reduced to the longest detour per time bin when there are many.
@@ -263,7 +273,8 @@ pub fn timeseries_svg(series: &[Series], title: &str, path: &Path) -> Result<(),
         .unwrap_or(0)
         .max(origin + 1);
     let e = draw_err(path);
-    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(&e)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
@@ -288,7 +299,10 @@ pub fn timeseries_svg(series: &[Series], title: &str, path: &Path) -> Result<(),
             .legend(move |(x, y)| Circle::new((x + 10, y), 3, color.filled()));
     }
     legend(&mut chart, &e)?;
-    root.present().map_err(&e)
+    root.present().map_err(&e)?;
+    drop((chart, root));
+    write_output_bytes(path, svg.as_bytes())?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -296,6 +296,19 @@ impl FromStr for Spec {
 /// Most detours [`synthesize`] will generate per stream (expected count), to keep memory bounded.
 pub const MAX_DETOURS_PER_STREAM: f64 = 2e8;
 
+/// Most memory [`synthesize`] may use for one trace, bytes.
+pub const MAX_SYNTH_BYTES: u64 = 4 << 30;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Memory a trace of `streams` streams of `detours` detours each takes while synthesised:
+/// the records, the detours they are built from, and each stream's own size.
+fn estimated_bytes(detours: f64, streams: u32) -> f64 {
+    let per_detour = (std::mem::size_of::<crate::model::Record>()
+        + std::mem::size_of::<crate::model::Detour>()) as f64;
+    f64::from(streams) * (detours.max(1.0) * per_detour + std::mem::size_of::<Stream>() as f64)
+}
+
 impl Spec {
     /// Expected number of detours per stream over `duration_ns` (before overlaps are united).
     pub fn expected_detours(&self, duration_ns: u64) -> f64 {
@@ -402,6 +415,17 @@ pub fn synthesize(
         return Err(TraceError::Argument(format!(
             "`{spec}` over {duration_ns} ns makes about {expected:.3e} detours per stream, over \
              the limit of {MAX_DETOURS_PER_STREAM:.0e}"
+        )));
+    }
+    let bytes = estimated_bytes(expected, streams);
+    if bytes > MAX_SYNTH_BYTES as f64 {
+        let per_stream = estimated_bytes(expected, 1);
+        let fit = (MAX_SYNTH_BYTES as f64 / per_stream).floor().max(0.0);
+        return Err(TraceError::Argument(format!(
+            "{streams} streams of about {expected:.3e} detours each need about {:.1} GiB, over \
+             the limit of {} GiB: use at most {fit:.0} streams, or a shorter duration",
+            bytes / GIB,
+            MAX_SYNTH_BYTES as f64 / GIB
         )));
     }
     let mut trace = Trace {

@@ -33,6 +33,9 @@ pub fn parse_duration_ns(text: &str) -> Result<f64, TraceError> {
     let value: f64 = num
         .parse()
         .map_err(|_| TraceError::Argument(format!("`{num}` in `{text}` is not a number")))?;
+    if unit.is_empty() && value == 0.0 {
+        return Ok(0.0); // zero is zero in every unit
+    }
     if unit.is_empty() {
         return Err(TraceError::Argument(format!(
             "`{text}` has no unit (use ns, us, ms, s or min)"
@@ -140,6 +143,7 @@ mod tests {
         assert_eq!(parse_duration_ns("7ns").unwrap(), 7.0);
         assert_eq!(parse_duration_ns("2µs").unwrap(), 2e3);
         assert_eq!(parse_duration_ns("1e3ns").unwrap(), 1e3);
+        assert_eq!(parse_duration_ns("0").unwrap(), 0.0);
     }
 
     #[test]

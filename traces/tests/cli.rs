@@ -97,7 +97,7 @@ fn every_command_runs_on_a_synthetic_trace() {
     ok(&["convert", "a.jtr", "-o", "a.csv"]);
     ok(&["convert", "a.csv", "-o", "b.jtr"]);
     ok(&["convert", "b.jtr", "-o", "a.jsonl"]);
-    ok(&["convert", "a.jtr", "-o", "a.lgs"]);
+    ok(&["convert", "a.jtr", "-o", "a.cpu{cpu}.lgs"]);
     ok(&["convert", "a.cpu0.lgs", "a.cpu1.lgs", "-o", "c.jtr"]);
     let cmp: serde_json::Value = serde_json::from_str(&ok(&[
         "--json", "compare", "a.jtr", "c.jtr", "--plot", "cmp.svg",
@@ -222,4 +222,133 @@ fn truncated_warns_damaged_fails_unless_salvaged() {
     let o = run(d, &["stats", "bad.jtr", "--salvage"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("warning: ") && stderr(&o).contains("chunk 1"));
+}
+
+/// Where each writer's output goes: devices and links are never replaced by a regular file,
+/// a multi-stream LogGOPSim export without `{cpu}` is refused, and a replaced file is named.
+#[test]
+fn writers_write_through_devices_and_links_and_say_what_they_replaced() {
+    use std::os::unix::fs::{symlink, FileTypeExt};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synth(d, "a.jtr");
+    let is_null_device = || {
+        std::fs::symlink_metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    };
+    let writers: [&[&str]; 5] = [
+        &["convert", "a.jtr"],
+        &[
+            "synth",
+            "periodic:period=1ms,dur=10us",
+            "--duration",
+            "100ms",
+        ],
+        &["scale", "a.jtr", "2"],
+        &["slice", "a.jtr", "--cpus", "0"],
+        &["merge", "a.jtr", "--min-sleep", "1us"],
+    ];
+    for w in writers {
+        let args: Vec<&str> = w
+            .iter()
+            .copied()
+            .chain(["-o", "/dev/null", "--to", "jtr"])
+            .collect();
+        let o = run(d, &args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert!(is_null_device(), "{args:?} replaced /dev/null");
+        assert!(!stderr(&o).contains("panicked"));
+    }
+    if Path::new("/dev/full").exists() {
+        let o = run(d, &["convert", "a.jtr", "-o", "/dev/full", "--to", "csv"]);
+        assert_error(&o, "/dev/full");
+        assert!(std::fs::metadata("/dev/full")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+    }
+    // A link to a file: the target is replaced, the link stays a link.
+    std::fs::write(d.join("target.jtr"), b"old").unwrap();
+    symlink(d.join("target.jtr"), d.join("link.jtr")).unwrap();
+    let o = run(d, &["scale", "a.jtr", "2", "-o", "link.jtr"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::symlink_metadata(d.join("link.jtr"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::metadata(d.join("target.jtr")).unwrap().len() > 3);
+    assert!(stderr(&o).contains("replaced link.jtr"), "{}", stderr(&o));
+    // A dangling link is refused, not created through.
+    symlink(d.join("nowhere.jtr"), d.join("dangling.jtr")).unwrap();
+    assert_error(
+        &run(d, &["scale", "a.jtr", "2", "-o", "dangling.jtr"]),
+        "symbolic link",
+    );
+    assert!(!d.join("nowhere.jtr").exists());
+    // Multi-stream LogGOPSim: the user's name literally, or a clear refusal.
+    assert_error(&run(d, &["convert", "a.jtr", "-o", "x.lgs"]), "{cpu}");
+    assert!(!d.join("x.cpu0.lgs").exists() && !d.join("x.lgs").exists());
+    // A new file is created silently; replacing one is said on standard error.
+    let o = run(d, &["convert", "a.jtr", "-o", "n.csv"]);
+    assert!(
+        o.status.success() && stderr(&o).is_empty(),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(d, &["convert", "a.jtr", "-o", "n.csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim(), "replaced n.csv");
+}
+
+#[test]
+fn synth_refuses_a_trace_too_large_for_memory_before_allocating() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(
+        dir.path(),
+        &[
+            "synth",
+            "periodic:period=1ms,dur=1us",
+            "--duration",
+            "10s",
+            "--streams",
+            "1000000000",
+            "-o",
+            "big.jtr",
+        ],
+    );
+    assert_error(&o, "over the limit of 4 GiB: use at most");
+    assert!(!dir.path().join("big.jtr").exists());
+}
+
+#[test]
+fn compare_with_a_trace_without_detours_says_there_is_nothing_to_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synth(d, "a.jtr");
+    // One detour per 1000 s on average, over 1 ms: no detour at all.
+    let o = run(
+        d,
+        &[
+            "synth",
+            "poisson:rate=0.001/s,dur=1us",
+            "--duration",
+            "1ms",
+            "-o",
+            "empty.jtr",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: serde_json::Value =
+        serde_json::from_slice(&run(d, &["--json", "stats", "empty.jtr"]).stdout).unwrap();
+    assert_eq!(s["stats"]["overall"]["count"], 0, "{s}");
+    assert_error(
+        &run(d, &["compare", "a.jtr", "empty.jtr"]),
+        "empty.jtr has no detours",
+    );
+    assert_error(
+        &run(d, &["compare", "empty.jtr", "a.jtr"]),
+        "empty.jtr has no detours",
+    );
 }

@@ -286,8 +286,8 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
     let stage = match (args.barrier_stage_ns, &args.calibrate_from) {
         (Some(x), _) => {
             anyhow::ensure!(
-                x.is_finite() && x >= 0.0,
-                "--barrier-stage-ns must be finite and >= 0"
+                x.is_finite() && (0.0..=1e9).contains(&x),
+                "--barrier-stage-ns must be in 0..=1e9 (1 s), got {x}"
             );
             x
         }
@@ -578,6 +578,32 @@ pub fn predict_on(
     })
 }
 
+/// Most negative slowdown a prediction may show, percent: noise only slows a run down, and the
+/// virtual clock's own sampling noise stays well inside this.
+pub const SD_FLOOR_PCT: f64 = -1.0;
+
+/// Refuses to print a prediction with a non-finite slowdown or one below [`SD_FLOOR_PCT`].
+pub fn check_plausible(p: &Prediction) -> anyhow::Result<()> {
+    for row in [&p.des, &p.order_stats]
+        .into_iter()
+        .flatten()
+        .flat_map(|r| &r.results)
+    {
+        for sd in [row.sd_qtbt_pct, row.sd_qt_pct] {
+            anyhow::ensure!(
+                sd.is_finite() && sd >= SD_FLOOR_PCT,
+                "implausible prediction: slowdown {sd:.2} % for {} ranks ({}, sync {}), below \
+                 {SD_FLOOR_PCT} % or not finite; the input is outside what the model handles \
+                 (check --scale, --quanta and --barrier-stage-ns)",
+                row.ranks,
+                row.trace,
+                row.sync
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The SD table: one row per rank count, one column per trace, mode and model; SD by eq. (2)
 /// (AvgMaxQTBT), with eq. (3) (AvgMaxQT) in parentheses.
 pub fn sd_table(p: &Prediction) -> String {
@@ -735,6 +761,7 @@ pub fn main(args: PredictArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     bar.finish_and_clear();
+    check_plausible(&p)?;
     print!("{}", sd_table(&p));
     for r in [&p.des, &p.order_stats].into_iter().flatten() {
         for w in &r.warnings {

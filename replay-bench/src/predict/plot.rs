@@ -37,7 +37,8 @@ pub fn write_svg(path: &Path, title: &str, curves: &[Curve]) -> anyhow::Result<(
     };
     let y_hi = if y_hi > 0.0 { y_hi * 1.08 } else { 1.0 };
 
-    let root = SVGBackend::new(path, (900, 600)).into_drawing_area();
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
     let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
@@ -87,7 +88,10 @@ pub fn write_svg(path: &Path, title: &str, curves: &[Curve]) -> anyhow::Result<(
         root.present()?;
         Ok(())
     };
-    draw().map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", path.display()))
+    draw().map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", path.display()))?;
+    drop(root);
+    jitter_trace::output::write_output_bytes(path, svg.as_bytes())?;
+    Ok(())
 }
 
 #[cfg(test)]

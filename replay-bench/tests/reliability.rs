@@ -1,0 +1,132 @@
+//! Bad input to `replay-bench` (predict, choose-scale, run): a non-zero exit and one `error:`
+//! line that names the problem, before anything is simulated, replayed or printed as a result.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use jitter_emulator::calibration::{Calibration, TimerCalibration};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_replay-bench"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Fails unless the command failed with one `error:` line containing `needle`.
+fn assert_error(o: &Output, needle: &str) -> String {
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "exit 0: {e}");
+    assert!(!e.contains("panicked"), "{e}");
+    let errors: Vec<&str> = e.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 1, "{e}");
+    assert!(errors[0].contains(needle), "{e}");
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    e
+}
+
+fn trace(dir: &Path) -> PathBuf {
+    let spec = "periodic:period=1ms,dur=5us".parse().unwrap();
+    let t = jitter_trace::synth::synthesize(&spec, 1, 100_000_000, 1).unwrap();
+    let p = dir.join("t.jtr");
+    jitter_trace::write_trace(&p, &t).unwrap();
+    p
+}
+
+/// A calibration whose abstime overhead O is `o_ns`.
+fn calibration(dir: &Path, o_ns: f64) -> PathBuf {
+    let mut abstime = TimerCalibration::default();
+    abstime.overhead.median_ns = o_ns;
+    let cal = Calibration {
+        abstime,
+        ..Calibration::default()
+    };
+    let p = dir.join("cal.json");
+    std::fs::write(&p, serde_json::to_string(&cal).unwrap()).unwrap();
+    p
+}
+
+#[test]
+fn predict_refuses_out_of_range_scale_and_barrier_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let t = t.to_str().unwrap();
+    let base = ["predict", "--trace", t, "--ranks", "4", "--phases", "10"];
+    let with = |extra: &[&str]| run(&[&base[..], extra].concat());
+    assert_error(&with(&["--scale", "1e15"]), "scale must be");
+    assert_error(
+        &with(&["--barrier-stage-ns", "18446744073709551615"]),
+        "--barrier-stage-ns must be in",
+    );
+    assert_error(&with(&["--scale", "nan"]), "scale must be");
+}
+
+#[test]
+fn choose_scale_fails_when_max_does_not_reach_the_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    // O = 1 ms against 5 µs detours: S = 201 would be needed.
+    let c = calibration(dir.path(), 1e6);
+    let (t, c) = (t.to_str().unwrap(), c.to_str().unwrap());
+    let base = ["choose-scale", "--trace", t, "--calibration", c];
+    let e = assert_error(&run(&[&base[..], &["--max", "20"]].concat()), "--max 20");
+    assert!(e.contains("S = 201 is needed"), "{e}");
+    assert_error(
+        &run(&[&base[..], &["--max", "0"]].concat()),
+        "--max must be in",
+    );
+    // --allow-capped keeps the old behaviour, with a warning.
+    let o = run(&[&base[..], &["--max", "20", "--allow-capped"]].concat());
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "20");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("warning: --max 20"));
+    // Reached: exit 0, S on stdout.
+    let c = calibration(dir.path(), 10e3);
+    let o = run(&[
+        "choose-scale",
+        "--trace",
+        t,
+        "--calibration",
+        c.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "3");
+}
+
+#[test]
+fn run_refuses_a_scale_that_would_spin_for_ever() {
+    for s in ["1e300", "1e19", "1001", "inf"] {
+        assert_error(&run(&["run", "--scale", s]), "scale must be");
+    }
+}
+
+#[test]
+fn a_negative_or_non_finite_slowdown_is_never_printed_as_a_result() {
+    use replay_bench::predict::{check_plausible, Prediction, SD_FLOOR_PCT};
+    use replay_bench::report::{Config, Report, ReportKind, ResultRow};
+    let with = |sd: f64| {
+        let mut r = Report::new(ReportKind::PredictDes, Config::default());
+        r.results.push(ResultRow {
+            ranks: 64,
+            sd_qtbt_pct: sd,
+            sd_qt_pct: 1.0,
+            ..ResultRow::default()
+        });
+        check_plausible(&Prediction {
+            des: Some(r),
+            order_stats: None,
+        })
+    };
+    for bad in [-82.0, -100.0, SD_FLOOR_PCT - 0.01, f64::NAN, f64::INFINITY] {
+        let e = with(bad).unwrap_err().to_string();
+        assert!(
+            e.contains("implausible prediction") && e.contains("64 ranks"),
+            "{e}"
+        );
+    }
+    assert!(with(-0.5).is_ok() && with(37.0).is_ok());
+}
