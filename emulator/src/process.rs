@@ -110,16 +110,21 @@ mod tests {
 
     use crate::plan::{Plan, PlanOptions};
 
-    #[test]
-    fn a_stop_request_ends_a_long_busy_spin_at_once() {
-        // One 5 s detour due at once; stop is requested after 50 ms.
+    /// A plan with one 5 s detour due at once, and the counter clock.
+    fn one_long_detour() -> (Arc<Plan>, jitter_collect::clock::Clock) {
         let d = [Detour {
             start_ns: 1,
             run_ns: 5_000_000_000,
         }];
         let s = Stream::from_detours(0, 0, 6_000_000_000, &d).unwrap();
         let plan = Plan::new(&s, PlanOptions::ideal()).unwrap();
-        let clock = crate::cli::counter_clock().unwrap();
+        (plan, crate::cli::counter_clock().unwrap())
+    }
+
+    #[test]
+    fn a_stop_request_ends_a_long_busy_spin_at_once() {
+        // Stop is requested 50 ms into the 5 s detour.
+        let (plan, clock) = one_long_detour();
         let stop = Arc::new(AtomicBool::new(false));
         let setter = {
             let stop = Arc::clone(&stop);
@@ -137,13 +142,7 @@ mod tests {
 
     #[test]
     fn a_busy_spin_never_outlasts_the_replay() {
-        let d = [Detour {
-            start_ns: 1,
-            run_ns: 5_000_000_000,
-        }];
-        let s = Stream::from_detours(0, 0, 6_000_000_000, &d).unwrap();
-        let plan = Plan::new(&s, PlanOptions::ideal()).unwrap();
-        let clock = crate::cli::counter_clock().unwrap();
+        let (plan, clock) = one_long_detour();
         let t = Instant::now();
         let st = replay(plan.cursor(0), &clock, 100_000_000, &AtomicBool::new(false));
         assert!(!st.interrupted);
