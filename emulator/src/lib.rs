@@ -16,6 +16,7 @@ pub use injector::{
     Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection,
 };
 pub use plan::{
-    Cursor, Injection, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind,
+    Cursor, IndexedReplay, Injection, OverheadByGap, Plan, PlanError, PlanIndex, PlanOptions,
+    PlanStats, SegmentStart, TimerKind,
 };
 pub use sync::{SyncMode, SyncSchedule};

@@ -436,6 +436,13 @@ fn longest_injection_ns(records: &[Record], period_ns: u64, opts: &PlanOptions) 
     longest.min(one_pass)
 }
 
+/// Trace ns replayed in `replay_ns` of replay time at scale `scale` (rounded), as a resync
+/// counts it towards the fraction limit.
+#[inline]
+fn replayed_ns(replay_ns: u64, scale: f64) -> u64 {
+    (replay_ns as f64 / scale + 0.5) as u64
+}
+
 /// The common window `[min begin, max end)` of a trace's streams.
 pub fn common_window(trace: &Trace) -> (u64, u64) {
     let begin = trace.streams.iter().map(|s| s.begin_ns).min().unwrap_or(0);
@@ -509,6 +516,13 @@ impl Cursor {
         self.executed
     }
 
+    /// Says that the injection handed out last was executed, so that [`Cursor::stats`] counts
+    /// it at once rather than when the next one is asked for (the predictor, which may resync
+    /// right after executing one).
+    pub fn confirm(&mut self) {
+        self.executed = self.handed_through;
+    }
+
     /// True once the fraction limit was reached: no more injections will come.
     pub fn finished(&self) -> bool {
         self.finished && self.lookahead.is_none()
@@ -523,8 +537,10 @@ impl Cursor {
     /// Jumps to timeline point `offset_ns` at replay time `now_ns`: the next injection is the
     /// rest of the detour in progress there, if any, else the next detour after the gap.
     pub fn resync(&mut self, offset_ns: u64, now_ns: u64) {
-        let seg = now_ns.saturating_sub(self.seg_replay0) as f64 / self.plan.opts.scale + 0.5;
-        self.consumed_before_ns += seg as u64;
+        self.consumed_before_ns += replayed_ns(
+            now_ns.saturating_sub(self.seg_replay0),
+            self.plan.opts.scale,
+        );
         self.position(offset_ns % self.plan.period_ns, now_ns);
     }
 
@@ -573,26 +589,16 @@ impl Cursor {
                 return None;
             }
             let limit_pos = self.seg_trace0 + (self.limit_ns - self.consumed_before_ns);
-            let mut b = b.min(limit_pos);
-            let mut run = b - a;
-            let mut detours = 1u32;
-            self.built.detours += 1;
-            self.built.noise_ns += opts.scaled(b - a);
-            loop {
-                let (c, d) = self.pos.next_raw(plan)?;
-                if opts.scaled(c - b) < opts.min_sleep_ns && self.within_limit(c) {
-                    let d = d.min(limit_pos);
-                    run += d - c;
-                    b = d;
-                    detours += 1;
-                    self.built.detours += 1;
-                    self.built.merged += 1;
-                    self.built.noise_ns += opts.scaled(d - c);
-                } else {
-                    self.pos.peeked = Some((c, d));
-                    break;
-                }
-            }
+            let g = merge_group(
+                opts,
+                (a, b),
+                limit_pos,
+                &mut PlanSource(&mut self.pos, plan),
+            )?;
+            let (run, detours) = (g.run, g.detours);
+            self.built.detours += u64::from(detours);
+            self.built.merged += u64::from(detours - 1);
+            self.built.noise_ns += g.noise_ns;
             let span = opts.scaled(run);
             let due = self.seg_replay0 + opts.scaled(a - self.seg_trace0);
             let overhead = opts.overhead_after(self.last_end_ns.map(|e| due.saturating_sub(e)));
@@ -617,6 +623,77 @@ impl Cursor {
             });
         }
     }
+}
+
+/// A source of trace detours on the unrolled timeline, as (start, end).
+trait DetourSource {
+    /// The next detour.
+    fn next_raw(&mut self) -> Option<(u64, u64)>;
+    /// Puts back the detour `next_raw` returned last (the one that did not merge).
+    fn put_back(&mut self, d: (u64, u64));
+}
+
+struct PlanSource<'a>(&'a mut Position, &'a Plan);
+
+impl DetourSource for PlanSource<'_> {
+    #[inline]
+    fn next_raw(&mut self) -> Option<(u64, u64)> {
+        self.0.next_raw(self.1)
+    }
+    #[inline]
+    fn put_back(&mut self, d: (u64, u64)) {
+        self.0.peeked = Some(d);
+    }
+}
+
+/// One injection before the overhead decides whether it is dropped: detours merged by
+/// min-sleep, clipped at the fraction limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RawGroup {
+    /// Σ run of the merged (clipped) detours, trace ns.
+    run: u64,
+    /// Trace detours merged into it.
+    detours: u32,
+    /// Σ S·run of each detour (the noise met), ns.
+    noise_ns: u64,
+    /// End of its last detour (clipped), trace ns.
+    end: u64,
+}
+
+/// The merge rule shared by the cursor and the index: starting from `first`, the following
+/// detours merge while their scaled sleep is shorter than M and they start before `limit_pos`;
+/// every end is clipped at `limit_pos`.
+#[inline]
+fn merge_group(
+    opts: &PlanOptions,
+    first: (u64, u64),
+    limit_pos: u64,
+    src: &mut impl DetourSource,
+) -> Option<RawGroup> {
+    let a = first.0;
+    let mut b = first.1.min(limit_pos);
+    let mut run = b - a;
+    let mut detours = 1u32;
+    let mut noise_ns = opts.scaled(b - a);
+    loop {
+        let (c, d) = src.next_raw()?;
+        if opts.scaled(c - b) < opts.min_sleep_ns && c < limit_pos {
+            let d = d.min(limit_pos);
+            run += d - c;
+            b = d;
+            detours += 1;
+            noise_ns += opts.scaled(d - c);
+        } else {
+            src.put_back((c, d));
+            break;
+        }
+    }
+    Some(RawGroup {
+        run,
+        detours,
+        noise_ns,
+        end: b,
+    })
 }
 
 impl Iterator for Cursor {
@@ -649,6 +726,828 @@ impl Iterator for Cursor {
             current.arm_after_ns = n.due_ns.saturating_sub(end).saturating_sub(lateness).max(1);
         }
         Some(current)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The indexed plan: the same transform compiled once per stream into cumulative arrays, so that
+// "when does a rank that starts computing q at time t finish?" is a search, not a walk.
+// ---------------------------------------------------------------------------------------------
+
+/// One injection of the compiled lap: start and end of its (merged) detours on the compiled
+/// timeline, and the Σ span of the injections before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IndexEntry {
+    a: u64,
+    b: u64,
+    cs: u64,
+}
+
+/// A plan compiled for the predictor: one lap of the stream as merged groups and injections
+/// with cumulative counts, built with the cursor's own merge rule ([`merge_group`]). Timeline
+/// points are *compiled*: the records are rotated to start at a group boundary `u0`, so one lap
+/// is `[u0, u0 + D)`; a replay segment spans at most two laps.
+///
+/// It exists (see [`Plan::index`]) when its answers are exactly the cursor's: a constant
+/// overhead (no O-after-a-gap curve, which depends on the previous injection), some sleep that
+/// does not merge, and, at S ≠ 1, inter-group gaps of at least 3 replay ns so that rounded due
+/// times never overlap the previous injection.
+#[derive(Debug)]
+pub struct PlanIndex {
+    opts: PlanOptions,
+    period: u64,
+    limit_ns: u64,
+    u0: u64,
+    rs: Vec<u64>,
+    re: Vec<u64>,
+    run_cum: Vec<u64>,
+    noise_cum: Vec<u64>,
+    rgroup: Vec<u32>,
+    gfirst: Vec<u32>,
+    ginj: Vec<u64>,
+    ginj_ns: Vec<u64>,
+    gdrop: Vec<u64>,
+    gdrop_ns: Vec<u64>,
+    inj: Vec<IndexEntry>,
+    inj_group: Vec<u32>,
+    tot_span: u64,
+}
+
+struct RotSource<'a> {
+    rs: &'a [u64],
+    re: &'a [u64],
+    period: u64,
+    k: usize,
+    peeked: Option<(u64, u64)>,
+}
+
+impl DetourSource for RotSource<'_> {
+    fn next_raw(&mut self) -> Option<(u64, u64)> {
+        if let Some(p) = self.peeked.take() {
+            return Some(p);
+        }
+        let n = self.rs.len();
+        let (i, lap) = (self.k % n, (self.k / n) as u64);
+        self.k += 1;
+        Some((
+            self.rs[i] + lap * self.period,
+            self.re[i] + lap * self.period,
+        ))
+    }
+    fn put_back(&mut self, d: (u64, u64)) {
+        self.peeked = Some(d);
+    }
+}
+
+impl Plan {
+    /// Compiles the plan for the predictor; `None` where the index could not answer exactly as
+    /// the cursor does (see [`PlanIndex`]): the caller walks the cursor instead.
+    pub fn index(&self) -> Option<PlanIndex> {
+        let opts = self.opts;
+        if !opts.overhead_by_gap.points().is_empty() {
+            return None;
+        }
+        let n = self.records.len();
+        if n == 0 || n >= u32::MAX as usize {
+            return None;
+        }
+        let d = self.period_ns;
+        let rel = |k: usize| {
+            let r = &self.records[k];
+            (r.start_ns - self.begin_ns, r.end_ns() - self.begin_ns)
+        };
+        let gap_before = |j: usize| {
+            if j > 0 {
+                rel(j).0 - rel(j - 1).1
+            } else {
+                d + rel(0).0 - rel(n - 1).1
+            }
+        };
+        let j0 = (0..n).find(|&j| opts.scaled(gap_before(j)) >= opts.min_sleep_ns)?;
+        let (mut rs, mut re) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for k in 0..n {
+            let o = (j0 + k) % n;
+            let add = if o < j0 { d } else { 0 };
+            let (s, e) = rel(o);
+            rs.push(s + add);
+            re.push(e + add);
+        }
+        let mut run_cum = Vec::with_capacity(n + 1);
+        let mut noise_cum = Vec::with_capacity(n + 1);
+        let (mut rc, mut nc) = (0u64, 0u64);
+        for k in 0..n {
+            run_cum.push(rc);
+            noise_cum.push(nc);
+            rc += re[k] - rs[k];
+            nc += opts.scaled(re[k] - rs[k]);
+        }
+        run_cum.push(rc);
+        noise_cum.push(nc);
+        let mut ix = PlanIndex {
+            opts,
+            period: d,
+            limit_ns: (d as f64 * opts.fraction).round() as u64,
+            u0: rs[0],
+            rs: Vec::new(),
+            re: Vec::new(),
+            run_cum,
+            noise_cum,
+            rgroup: vec![0; n],
+            gfirst: Vec::new(),
+            ginj: vec![0],
+            ginj_ns: vec![0],
+            gdrop: vec![0],
+            gdrop_ns: vec![0],
+            inj: Vec::new(),
+            inj_group: Vec::new(),
+            tot_span: 0,
+        };
+        let mut k = 0usize;
+        let mut prev_end: Option<u64> = None;
+        while k < n {
+            let mut src = RotSource {
+                rs: &rs,
+                re: &re,
+                period: d,
+                k: k + 1,
+                peeked: None,
+            };
+            let g = merge_group(&opts, (rs[k], re[k]), u64::MAX, &mut src)?;
+            let gi = ix.gfirst.len();
+            let det = g.detours as usize;
+            if k + det > n {
+                return None;
+            }
+            ix.gfirst.push(k as u32);
+            ix.rgroup[k..k + det].fill(gi as u32);
+            if opts.scale != 1.0 {
+                if let Some(e) = prev_end {
+                    if ((rs[k] - e) as f64) * opts.scale < 3.0 {
+                        return None;
+                    }
+                }
+            }
+            prev_end = Some(g.end);
+            let span = opts.scaled(g.run);
+            let (mut i, mut ins, mut dr, mut drns) =
+                (ix.ginj[gi], ix.ginj_ns[gi], ix.gdrop[gi], ix.gdrop_ns[gi]);
+            if span <= opts.overhead_ns {
+                dr += g.detours as u64;
+                drns += span;
+            } else {
+                ix.inj.push(IndexEntry {
+                    a: rs[k],
+                    b: g.end,
+                    cs: ix.tot_span,
+                });
+                ix.inj_group.push(gi as u32);
+                ix.tot_span += span;
+                i += 1;
+                ins += span;
+            }
+            ix.ginj.push(i);
+            ix.ginj_ns.push(ins);
+            ix.gdrop.push(dr);
+            ix.gdrop_ns.push(drns);
+            k += det;
+        }
+        if opts.scale != 1.0 {
+            let e = prev_end?;
+            if ((rs[0] + d - e) as f64) * opts.scale < 3.0 {
+                return None;
+            }
+        }
+        ix.gfirst.push(n as u32);
+        if ix.inj.is_empty() {
+            return None;
+        }
+        ix.rs = rs;
+        ix.re = re;
+        Some(ix)
+    }
+}
+
+/// Where a replay segment that starts at one timeline point begins in a [`PlanIndex`]: a pure
+/// function of the point, so ranks resynchronised to one point share it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentStart {
+    p: u64,
+    g_mid: u64,
+    head: Option<HeadGroup>,
+}
+
+/// The first injection of a segment that starts inside a group: the rest of that group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HeadGroup {
+    k: u64,
+    a: u64,
+    last: u64,
+    g: RawGroup,
+}
+
+/// A replay in a [`PlanIndex`]: what the predictor keeps per rank (no allocation, no shared
+/// pointer), answering the compute and barrier questions by search. Counts follow the
+/// cursor's executed-injection rule with [`Cursor::confirm`] after every executed injection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IndexedReplay {
+    p: u64,
+    r0: u64,
+    consumed_before: u64,
+    i_first: u64,
+    next: u64,
+    head_a: u64,
+    head_span: u64,
+    flags: u8,
+}
+
+const HEAD_INJ: u8 = 1;
+const EXHAUSTED: u8 = 2;
+const BOUNDED: u8 = 4;
+/// The cursor built past the fraction limit once (its look-ahead): it stays finished, also
+/// after a resync (the cursor's `finished` is sticky).
+const DEAD: u8 = 8;
+/// This segment began finished (see [`DEAD`]): nothing in it.
+const EMPTY: u8 = 16;
+
+/// The end of a segment near the fraction limit.
+#[derive(Debug, Clone, Copy)]
+struct Bound {
+    /// Head injections counted (0 or 1).
+    h: u64,
+    /// Full middle injections end (unrolled injection index).
+    mid_end: u64,
+    /// End of the whole middle groups met (unrolled group index).
+    full_end: u64,
+    /// The clipped last group (its start, its group) and its span when injected.
+    tail: Option<(u64, RawGroup, Option<u64>)>,
+    /// The head group when it is met (clipped or not).
+    head: Option<RawGroup>,
+    count: u64,
+}
+
+impl PlanIndex {
+    /// The options compiled in.
+    pub fn options(&self) -> &PlanOptions {
+        &self.opts
+    }
+
+    /// Length D of the timeline, trace ns.
+    pub fn period_ns(&self) -> u64 {
+        self.period
+    }
+
+    /// Bytes the index holds.
+    pub fn bytes(&self) -> usize {
+        let n = self.rs.len();
+        let g = self.gfirst.len();
+        n * (8 * 4 + 4) + g * (4 + 8 * 4) + self.inj.len() * (24 + 4)
+    }
+
+    #[inline]
+    fn n(&self) -> u64 {
+        self.rs.len() as u64
+    }
+
+    #[inline]
+    fn groups(&self) -> u64 {
+        (self.gfirst.len() - 1) as u64
+    }
+
+    #[inline]
+    fn split(k: u64, n: u64) -> (usize, u64) {
+        ((k % n) as usize, k / n)
+    }
+
+    fn rec(&self, k: u64) -> (u64, u64) {
+        let (i, lap) = Self::split(k, self.n());
+        (
+            self.rs[i] + lap * self.period,
+            self.re[i] + lap * self.period,
+        )
+    }
+
+    fn run_cum_u(&self, k: u64) -> u64 {
+        let (i, lap) = Self::split(k, self.n());
+        self.run_cum[i] + lap * self.run_cum[self.rs.len()]
+    }
+
+    fn noise_cum_u(&self, k: u64) -> u64 {
+        let (i, lap) = Self::split(k, self.n());
+        self.noise_cum[i] + lap * self.noise_cum[self.rs.len()]
+    }
+
+    fn group_of(&self, k: u64) -> u64 {
+        let (i, lap) = Self::split(k, self.n());
+        u64::from(self.rgroup[i]) + lap * self.groups()
+    }
+
+    fn gfirst_u(&self, g: u64) -> u64 {
+        let (i, lap) = Self::split(g, self.groups());
+        u64::from(self.gfirst[i]) + lap * self.n()
+    }
+
+    fn gcum(&self, v: &[u64], g: u64) -> u64 {
+        let (i, lap) = Self::split(g, self.groups());
+        v[i] + lap * v[self.gfirst.len() - 1]
+    }
+
+    #[inline]
+    fn inj_u(&self, i: u64) -> IndexEntry {
+        let m = self.inj.len() as u64;
+        if i < m {
+            self.inj[i as usize]
+        } else if i < 2 * m {
+            let e = self.inj[(i - m) as usize];
+            IndexEntry {
+                a: e.a + self.period,
+                b: e.b + self.period,
+                cs: e.cs + self.tot_span,
+            }
+        } else {
+            // Beyond two laps (no segment reaches it): never consumed.
+            IndexEntry {
+                a: u64::MAX,
+                b: u64::MAX,
+                cs: u64::MAX / 4,
+            }
+        }
+    }
+
+    #[inline]
+    fn cs_u(&self, i: u64) -> u64 {
+        let m = self.inj.len() as u64;
+        if i < m {
+            self.inj[i as usize].cs
+        } else if i < 2 * m {
+            self.inj[(i - m) as usize].cs + self.tot_span
+        } else {
+            let (j, lap) = Self::split(i, m);
+            self.inj[j].cs + lap * self.tot_span
+        }
+    }
+
+    fn inj_group_u(&self, i: u64) -> u64 {
+        let m = self.inj.len() as u64;
+        let (j, lap) = Self::split(i, m);
+        u64::from(self.inj_group[j]) + lap * self.groups()
+    }
+
+    /// The group of records `k..=last` (unrolled) started at `a` (≥ their first start), its
+    /// ends clipped at `limit` and only records starting before `limit` merged: what
+    /// [`merge_group`] makes of them.
+    fn clipped(&self, k: u64, a: u64, last: u64, limit: u64) -> RawGroup {
+        // Records k..=last starting before the limit (k itself always, as a < limit).
+        let (mut lo, mut hi) = (k + 1, last + 1);
+        while lo < hi {
+            let m = lo + (hi - lo) / 2;
+            if self.rec(m).0 < limit {
+                lo = m + 1;
+            } else {
+                hi = m;
+            }
+        }
+        let end_k = lo - 1;
+        let (sk, ek) = self.rec(k);
+        let (sl, el) = self.rec(end_k);
+        let s = |x: u64| self.opts.scaled(x);
+        let el_c = el.min(limit);
+        let run = self.run_cum_u(end_k + 1) - self.run_cum_u(k) - (a - sk) - (el - el_c);
+        let noise = if end_k == k {
+            s(ek.min(limit) - a)
+        } else {
+            s(ek - a) + (self.noise_cum_u(end_k) - self.noise_cum_u(k + 1)) + s(el_c - sl)
+        };
+        RawGroup {
+            run,
+            detours: (end_k - k + 1) as u32,
+            noise_ns: noise,
+            end: el_c,
+        }
+    }
+
+    /// Where a segment from timeline point `offset_ns` (trace ns from the window start)
+    /// begins: the rest of the group in progress there, if any, then whole groups.
+    pub fn segment_start(&self, offset_ns: u64) -> SegmentStart {
+        let p0 = offset_ns % self.period;
+        let p = if p0 < self.u0 { p0 + self.period } else { p0 };
+        let k = self.re.partition_point(|&e| e <= p) as u64;
+        let (sk, _) = self.rec(k);
+        let g = self.group_of(k);
+        if sk < p || k != self.gfirst_u(g) {
+            let last = self.gfirst_u(g + 1) - 1;
+            let a = sk.max(p);
+            SegmentStart {
+                p,
+                g_mid: g + 1,
+                head: Some(HeadGroup {
+                    k,
+                    a,
+                    last,
+                    g: self.clipped(k, a, last, u64::MAX),
+                }),
+            }
+        } else {
+            SegmentStart {
+                p,
+                g_mid: g,
+                head: None,
+            }
+        }
+    }
+
+    /// Starts a replay at timeline point `offset_ns` at replay time 0 (as [`Plan::cursor`]).
+    pub fn replay(&self, seg: &SegmentStart) -> IndexedReplay {
+        self.begin(seg, 0, 0)
+    }
+
+    fn begin(&self, seg: &SegmentStart, now: u64, consumed_before: u64) -> IndexedReplay {
+        let mut r = IndexedReplay {
+            p: seg.p,
+            r0: now,
+            consumed_before,
+            i_first: self.gcum(&self.ginj, seg.g_mid),
+            next: 0,
+            head_a: 0,
+            head_span: 0,
+            flags: 0,
+        };
+        let limit_pos = r.limit_pos(self);
+        if limit_pos <= seg.p {
+            r.flags |= DEAD;
+        }
+        if let Some(h) = &seg.head {
+            if h.g.end > limit_pos {
+                r.flags |= BOUNDED;
+            }
+            let span = self.opts.scaled(h.g.run);
+            if span > self.opts.overhead_ns {
+                r.flags |= HEAD_INJ;
+                r.head_a = h.a;
+                r.head_span = span;
+            }
+        }
+        if r.flags & DEAD != 0 {
+            r.flags |= EMPTY | BOUNDED;
+        }
+        r
+    }
+
+    fn bound(&self, r: &IndexedReplay, seg: &SegmentStart) -> Bound {
+        let limit = r.limit_pos(self);
+        let empty = Bound {
+            h: 0,
+            mid_end: r.i_first,
+            full_end: seg.g_mid,
+            tail: None,
+            head: None,
+            count: 0,
+        };
+        if limit <= seg.p || r.flags & EMPTY != 0 {
+            return empty;
+        }
+        let over = |g: RawGroup| {
+            let span = self.opts.scaled(g.run);
+            (span > self.opts.overhead_ns).then_some(span)
+        };
+        let mut head = None;
+        if let Some(h) = &seg.head {
+            if h.a >= limit {
+                return empty;
+            }
+            if h.g.end > limit {
+                let g = self.clipped(h.k, h.a, h.last, limit);
+                let inj = over(g);
+                return Bound {
+                    h: 0,
+                    mid_end: r.i_first,
+                    full_end: seg.g_mid,
+                    tail: Some((h.a, g, inj)),
+                    head: None,
+                    count: u64::from(inj.is_some()),
+                };
+            }
+            head = Some(h.g);
+        }
+        let h = u64::from(r.flags & HEAD_INJ != 0);
+        // First group (unrolled, within two laps) starting at or after the limit.
+        let (mut lo, mut hi) = (seg.g_mid, 2 * self.groups() + 1);
+        while lo < hi {
+            let m = lo + (hi - lo) / 2;
+            if self.rec(self.gfirst_u(m)).0 < limit {
+                lo = m + 1;
+            } else {
+                hi = m;
+            }
+        }
+        let g_end = lo;
+        let mut b = Bound {
+            h,
+            mid_end: self.gcum(&self.ginj, g_end),
+            full_end: g_end,
+            tail: None,
+            head,
+            count: 0,
+        };
+        if g_end > seg.g_mid {
+            let gl = g_end - 1;
+            let (k0, last) = (self.gfirst_u(gl), self.gfirst_u(gl + 1) - 1);
+            if self.rec(last).1 > limit {
+                let a = self.rec(k0).0;
+                let g = self.clipped(k0, a, last, limit);
+                b.mid_end = self.gcum(&self.ginj, gl);
+                b.full_end = gl;
+                b.tail = Some((a, g, over(g)));
+            }
+        }
+        let t = b.tail.map_or(0, |t| u64::from(t.2.is_some()));
+        b.count = h + (b.mid_end - r.i_first) + t;
+        b
+    }
+
+    /// Counts of whole groups `[g0, g1)` (unrolled).
+    fn group_stats(&self, g0: u64, g1: u64) -> PlanStats {
+        if g1 <= g0 {
+            return PlanStats::default();
+        }
+        let (f0, f1) = (self.gfirst_u(g0), self.gfirst_u(g1));
+        let detours = f1 - f0;
+        let d = |v: &[u64]| self.gcum(v, g1) - self.gcum(v, g0);
+        let (injections, injected_ns, dropped) = (d(&self.ginj), d(&self.ginj_ns), d(&self.gdrop));
+        PlanStats {
+            detours,
+            injections,
+            injected_detours: detours - dropped,
+            injected_ns,
+            busy_ns: injected_ns - injections * self.opts.overhead_ns,
+            dropped,
+            dropped_ns: d(&self.gdrop_ns),
+            merged: detours - (g1 - g0),
+            noise_ns: self.noise_cum_u(f1) - self.noise_cum_u(f0),
+        }
+    }
+
+    fn raw_stats(&self, g: &RawGroup) -> PlanStats {
+        let span = self.opts.scaled(g.run);
+        let det = u64::from(g.detours);
+        let mut st = PlanStats {
+            detours: det,
+            merged: det - 1,
+            noise_ns: g.noise_ns,
+            ..PlanStats::default()
+        };
+        if span <= self.opts.overhead_ns {
+            st.dropped = det;
+            st.dropped_ns = span;
+        } else {
+            st.injections = 1;
+            st.injected_detours = det;
+            st.injected_ns = span;
+            st.busy_ns = span - self.opts.overhead_ns;
+        }
+        st
+    }
+}
+
+fn add_stats(a: &mut PlanStats, b: &PlanStats) {
+    a.detours += b.detours;
+    a.injections += b.injections;
+    a.injected_detours += b.injected_detours;
+    a.injected_ns += b.injected_ns;
+    a.busy_ns += b.busy_ns;
+    a.dropped += b.dropped;
+    a.dropped_ns += b.dropped_ns;
+    a.merged += b.merged;
+    a.noise_ns += b.noise_ns;
+}
+
+/// Smallest `v` in `[lo, hi)` with `pred(v)` (monotone), else `hi`: galloping from `lo`, so
+/// the cost grows with the log of the distance, not of the array.
+#[inline]
+fn gallop(lo: u64, hi: u64, mut pred: impl FnMut(u64) -> bool) -> u64 {
+    let mut l = lo;
+    let mut step = 1u64;
+    let mut r = loop {
+        let c = l.saturating_add(step - 1);
+        if c >= hi {
+            break hi;
+        }
+        if pred(c) {
+            break c;
+        }
+        l = c + 1;
+        step = step.saturating_mul(2);
+    };
+    while l < r {
+        let m = l + (r - l) / 2;
+        if pred(m) {
+            r = m;
+        } else {
+            l = m + 1;
+        }
+    }
+    l
+}
+
+impl IndexedReplay {
+    #[inline]
+    fn limit_pos(&self, ix: &PlanIndex) -> u64 {
+        self.p + ix.limit_ns.saturating_sub(self.consumed_before)
+    }
+
+    /// Injections before the middle ones (0 or 1: the head).
+    #[inline]
+    fn h(&self, bound: Option<&Bound>) -> u64 {
+        bound.map_or(u64::from(self.flags & HEAD_INJ != 0), |b| b.h)
+    }
+
+    /// Start and group end of virtual injection `v` (`v` below the bound's count).
+    #[inline]
+    fn entry(&self, ix: &PlanIndex, bound: Option<&Bound>, v: u64) -> (u64, u64) {
+        let h = self.h(bound);
+        if v < h {
+            return (self.head_a, self.head_a);
+        }
+        let i = self.i_first + (v - h);
+        if let Some(b) = bound {
+            if i >= b.mid_end {
+                let (a, g, _) = b.tail.expect("a virtual injection past the bound");
+                return (a, g.end);
+            }
+        }
+        let e = ix.inj_u(i);
+        (e.a, e.b)
+    }
+
+    /// Σ span of the virtual injections before `v` (`v` up to the bound's count).
+    #[inline]
+    fn cs_before(&self, ix: &PlanIndex, bound: Option<&Bound>, v: u64) -> u64 {
+        let h = self.h(bound);
+        if v <= h {
+            return if v == 1 { self.head_span } else { 0 };
+        }
+        let hs = if h == 1 { self.head_span } else { 0 };
+        let i = self.i_first + (v - h);
+        if let Some(b) = bound {
+            if i > b.mid_end {
+                let t = b.tail.and_then(|t| t.2).unwrap_or(0);
+                return hs + ix.cs_u(b.mid_end) - ix.cs_u(self.i_first) + t;
+            }
+        }
+        hs + ix.cs_u(i) - ix.cs_u(self.i_first)
+    }
+}
+
+impl IndexedReplay {
+    /// Replay time of virtual injection `v`'s due (no timer error: the index is exact only
+    /// then).
+    #[inline]
+    fn due(&self, ix: &PlanIndex, a: u64) -> u64 {
+        self.r0.saturating_add(ix.opts.scaled(a - self.p))
+    }
+
+    /// Runs `query` without the limit when neither the answer nor the cursor's look-ahead
+    /// can reach it, else with it. `query` returns the first injection not executed, the
+    /// answer, and whether it returned right after executing one (without a look at the next).
+    #[inline]
+    fn answer<T>(
+        &mut self,
+        ix: &PlanIndex,
+        seg: &SegmentStart,
+        mut query: impl FnMut(&Self, Option<&Bound>) -> (u64, T, bool),
+    ) -> T {
+        if self.flags & BOUNDED == 0 {
+            let (k, out, early) = query(self, None);
+            // The walk built every injection up to the one after the last it looked at.
+            let built = if early { k } else { k + 1 };
+            if self.entry(ix, None, built).1 <= self.limit_pos(ix) {
+                self.next = k;
+                return out;
+            }
+            self.flags |= BOUNDED;
+        }
+        let bound = ix.bound(self, seg);
+        let (k, out, early) = query(self, Some(&bound));
+        self.next = k;
+        if !early && k == bound.count {
+            self.flags |= EXHAUSTED | DEAD;
+        }
+        if (if early { k } else { k + 1 }) >= bound.count {
+            self.flags |= DEAD;
+        }
+        out
+    }
+
+    /// Computes `q` (replay ns) from `start`: the end of the compute window, every injection
+    /// due before the growing end taking its span (the predictor's compute phase).
+    pub fn compute(&mut self, ix: &PlanIndex, seg: &SegmentStart, start: u64, q: u64) -> u64 {
+        self.answer(ix, seg, |r, bound| {
+            let next = r.next;
+            let (hi, limit) = match bound {
+                Some(b) => (b.count, u64::MAX),
+                None => (u64::MAX / 2, r.limit_pos(ix)),
+            };
+            let cs_next = r.cs_before(ix, bound, next);
+            let k = gallop(next, hi, |v| {
+                let a = r.entry(ix, bound, v).0;
+                a >= limit
+                    || r.due(ix, a).saturating_add(cs_next) >= start + q + r.cs_before(ix, bound, v)
+            });
+            let cs_k = if k < hi || bound.is_some() {
+                r.cs_before(ix, bound, k)
+            } else {
+                cs_next
+            };
+            (k, start + q + cs_k - cs_next, false)
+        })
+    }
+
+    /// Leaves a barrier that completes at `b`: detours that end before it are hidden; one still
+    /// running holds the rank until its end. Returns the exit time.
+    pub fn leave_barrier(&mut self, ix: &PlanIndex, seg: &SegmentStart, b: u64) -> u64 {
+        self.answer(ix, seg, |r, bound| {
+            let next = r.next;
+            let (hi, limit) = match bound {
+                Some(bd) => (bd.count, u64::MAX),
+                None => (u64::MAX / 2, r.limit_pos(ix)),
+            };
+            let k = gallop(next, hi, |v| {
+                let a = r.entry(ix, bound, v).0;
+                a >= limit || r.due(ix, a) >= b
+            });
+            if k > next {
+                let a = r.entry(ix, bound, k - 1).0;
+                let span = r.cs_before(ix, bound, k) - r.cs_before(ix, bound, k - 1);
+                let end = r.due(ix, a) + span;
+                if end > b {
+                    return (k, end, true);
+                }
+            }
+            (k, b, false)
+        })
+    }
+
+    /// Jumps to timeline point `seg` at replay time `now` (as [`Cursor::resync`]); returns the
+    /// counts of the segment left.
+    pub fn resync(
+        &mut self,
+        ix: &PlanIndex,
+        old: &SegmentStart,
+        new: &SegmentStart,
+        now: u64,
+    ) -> PlanStats {
+        let st = self.stats(ix, old);
+        let consumed =
+            self.consumed_before + replayed_ns(now.saturating_sub(self.r0), ix.opts.scale);
+        let dead = self.flags & DEAD;
+        *self = ix.begin(new, now, consumed);
+        if dead != 0 {
+            self.flags |= DEAD | EMPTY | BOUNDED;
+        }
+        st
+    }
+
+    /// Share of the stream replayed by replay time `now_ns` (as [`Cursor::progress_at`]).
+    pub fn progress_at(&self, ix: &PlanIndex, now_ns: u64) -> f64 {
+        let seg = now_ns.saturating_sub(self.r0) as f64 / ix.opts.scale;
+        (self.consumed_before as f64 + seg) / ix.period as f64
+    }
+
+    /// Counts of this segment's executed injections (as [`Cursor::stats`] with
+    /// [`Cursor::confirm`] after each): every group up to the last one executed, or every group
+    /// met once the segment ran out.
+    pub fn stats(&self, ix: &PlanIndex, seg: &SegmentStart) -> PlanStats {
+        let exhausted = self.flags & EXHAUSTED != 0;
+        if !exhausted && self.next == 0 {
+            return PlanStats::default();
+        }
+        let bound = (self.flags & BOUNDED != 0).then(|| ix.bound(self, seg));
+        let head = match &bound {
+            Some(b) => b.head,
+            None => seg.head.map(|h| h.g),
+        };
+        let mut st = head.map_or_else(PlanStats::default, |h| ix.raw_stats(&h));
+        let h = self.h(bound.as_ref());
+        let through_tail = |st: &mut PlanStats, b: &Bound| {
+            add_stats(st, &ix.group_stats(seg.g_mid, b.full_end));
+            if let Some((_, g, _)) = &b.tail {
+                add_stats(st, &ix.raw_stats(g));
+            }
+        };
+        if exhausted {
+            if let Some(b) = &bound {
+                through_tail(&mut st, b);
+            }
+            return st;
+        }
+        let v = self.next - 1;
+        if v >= h {
+            let i = self.i_first + (v - h);
+            match &bound {
+                Some(b) if i >= b.mid_end => through_tail(&mut st, b),
+                _ => add_stats(&mut st, &ix.group_stats(seg.g_mid, ix.inj_group_u(i) + 1)),
+            }
+        }
+        st
     }
 }
 
@@ -987,6 +1886,129 @@ mod tests {
                 prop_assert!((replayed as f64) < fraction * plan.period_ns() as f64 + 1.0);
             }
         }
+    }
+
+    /// The predictor's walk (des.rs without timer errors): the reference for the index.
+    struct Walk {
+        c: Cursor,
+        pending: Option<(u64, u64)>,
+        busy_until: u64,
+    }
+
+    impl Walk {
+        fn peek(&mut self) -> Option<(u64, u64)> {
+            if self.pending.is_none() {
+                let i = self.c.next()?;
+                self.pending = Some((i.due_ns.max(self.busy_until), i.span_ns));
+            }
+            self.pending
+        }
+        fn consume(&mut self, due: u64, span: u64) {
+            self.pending = None;
+            self.busy_until = due + span;
+            self.c.confirm();
+        }
+        fn compute(&mut self, start: u64, q: u64) -> u64 {
+            let mut end = start + q;
+            while let Some((due, span)) = self.peek() {
+                if due >= end {
+                    break;
+                }
+                self.consume(due, span);
+                end += span;
+            }
+            end
+        }
+        fn leave(&mut self, b: u64) -> u64 {
+            while let Some((due, span)) = self.peek() {
+                if due >= b {
+                    break;
+                }
+                self.consume(due, span);
+                if due + span > b {
+                    return due + span;
+                }
+            }
+            b
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn the_index_answers_exactly_as_the_walk(
+            s in arb_stream(),
+            scale in prop::sample::select(vec![1.0f64, 1.0, 0.7, 1.5, 3.0, 7.3]),
+            overhead in 0u64..300,
+            min_sleep in prop::sample::select(vec![0u64, 0, 50, 400, 3_000]),
+            offset in 0u64..1_000_000,
+            fraction in prop::sample::select(vec![1.0f64, 0.9, 0.3, 0.05]),
+            ops in prop::collection::vec((0u64..4_000, 0u64..3_000, 0u64..1_000, 0u64..1_000_000, 0u8..4), 1..40),
+        ) {
+            let o = PlanOptions { scale, overhead_ns: overhead, min_sleep_ns: min_sleep, fraction, ..PlanOptions::ideal() };
+            let Ok(plan) = Plan::new(&s, o) else { return Ok(()); };
+            let Some(ix) = plan.index() else {
+                // Only these cases may fall back to the walk.
+                prop_assert!(scale != 1.0 || min_sleep > 0);
+                return Ok(());
+            };
+            let mut w = Walk { c: plan.cursor(offset), pending: None, busy_until: 0 };
+            let mut seg = ix.segment_start(offset);
+            let mut r = ix.replay(&seg);
+            let mut done = PlanStats::default();
+            let mut start = 0u64;
+            for (k, &(q, wait, top, off, what)) in ops.iter().enumerate() {
+                if what == 0 {
+                    w.c.resync(off, start);
+                    w.pending = None;
+                    w.busy_until = start;
+                    let new = ix.segment_start(off);
+                    add_stats(&mut done, &r.resync(&ix, &seg, &new, start));
+                    seg = new;
+                }
+                let q = q + 1;
+                let (e1, e2) = (w.compute(start, q), r.compute(&ix, &seg, start, q));
+                prop_assert_eq!(e1, e2, "compute at op {}", k);
+                let b = e1 + wait;
+                let (x1, x2) = (w.leave(b), r.leave_barrier(&ix, &seg, b));
+                prop_assert_eq!(x1, x2, "bottom barrier at op {}", k);
+                let t = x1 + top;
+                let (s1, s2) = (w.leave(t), r.leave_barrier(&ix, &seg, t));
+                prop_assert_eq!(s1, s2, "top barrier at op {}", k);
+                start = s1;
+                let mut got = done;
+                add_stats(&mut got, &r.stats(&ix, &seg));
+                prop_assert_eq!(w.c.stats(), got, "counts at op {}", k);
+                prop_assert_eq!(w.c.progress_at(start), r.progress_at(&ix, start));
+            }
+        }
+    }
+
+    #[test]
+    fn the_index_refuses_what_it_cannot_answer_exactly() {
+        let s = stream(1000, &[(100, 10), (110, 20), (900, 5)]);
+        let curve = OverheadByGap::new(&[(10, 1), (100, 2)]).unwrap();
+        let with = |o: PlanOptions| Plan::new(&s, o).unwrap().index().is_some();
+        assert!(with(opts()));
+        assert!(!with(PlanOptions {
+            overhead_by_gap: curve,
+            ..opts()
+        }));
+        // Every sleep merges: one endless injection.
+        assert!(!with(PlanOptions {
+            min_sleep_ns: 10_000,
+            ..opts()
+        }));
+        // A gap of 0 ns at S = 1.5 could let rounded dues overlap: walked instead.
+        let touching = stream(1000, &[(100, 10), (110, 20)]);
+        let sc = PlanOptions {
+            scale: 1.5,
+            ..opts()
+        };
+        assert!(Plan::new(&touching, sc).unwrap().index().is_none());
+        assert!(Plan::new(&s, sc).unwrap().index().is_none());
+        let apart = stream(1000, &[(100, 10), (120, 20)]);
+        assert!(Plan::new(&apart, sc).unwrap().index().is_some());
     }
 
     #[test]

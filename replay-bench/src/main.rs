@@ -8,6 +8,17 @@ use replay_bench::run::{self, RunArgs};
 use replay_bench::{plot, report::Report, table, OtherRankFailed};
 
 /// The MPI Parallel Benchmark (paper 001, Algorithm 1) with the JitterEmulator inside.
+/// `predict`'s options and the simulation engine.
+#[derive(Debug, clap::Args)]
+struct PredictCmd {
+    #[command(flatten)]
+    args: replay_bench::predict::PredictArgs,
+    /// Simulation engine: indexed (search in the compiled plan; the walk where it is not exact)
+    /// or walk (injection by injection).
+    #[arg(long, value_enum, default_value_t = replay_bench::predict::Engine::Indexed)]
+    engine: replay_bench::predict::Engine,
+}
+
 #[derive(Debug, Parser)]
 #[command(name = "replay-bench", version, about)]
 struct Cli {
@@ -24,7 +35,7 @@ enum Command {
     /// Collect reports of a scaling study into one table and an SVG plot of SD vs ranks.
     PlotStudy(plot::PlotStudyArgs),
     /// Predict the slowdown in virtual time for many ranks (simulation or order statistics).
-    Predict(Box<replay_bench::predict::PredictArgs>),
+    Predict(Box<PredictCmd>),
     /// Turn a demo folder (trace, calibration, runs, predictions) into report.md and headlines.
     Study(replay_bench::study::StudyArgs),
     /// Print the smallest scale factor that makes a share of a trace's detours injectable here.
@@ -57,7 +68,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::PlotStudy(a) => plot::main(a),
-        Command::Predict(a) => replay_bench::predict::main(*a),
+        Command::Predict(a) => replay_bench::predict::main_with(a.args, a.engine),
         Command::Study(a) => replay_bench::study::study(&a),
         Command::ChooseScale(a) => replay_bench::study::choose_scale(&a),
     }

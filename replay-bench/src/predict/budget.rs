@@ -267,6 +267,7 @@ mod tests {
                 seed: 1,
             },
             platform: Platform::ideal(),
+            engine: crate::predict::Engine::Walk,
         }
     }
 

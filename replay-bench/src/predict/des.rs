@@ -19,7 +19,9 @@
 
 use std::sync::Arc;
 
-use jitter_emulator::{Cursor, Plan, PlanStats, SyncMode, SyncSchedule};
+use jitter_emulator::{
+    Cursor, IndexedReplay, Plan, PlanIndex, PlanStats, SegmentStart, SyncMode, SyncSchedule,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -137,6 +139,8 @@ impl RankState {
     fn consume(&mut self, due: u64, span: u64) {
         self.pending = None;
         self.busy_until = due + span;
+        // Executed: counted now, also when a resync follows before the next is asked for.
+        self.cursor.confirm();
     }
 
     /// Leaves the barrier that completes at `b`: returns the exit time.
@@ -223,6 +227,39 @@ pub fn share(ranks: u64, procs: u64, me: u64) -> (u64, u64) {
     (at(me), at(me + 1))
 }
 
+/// How the simulation advances each rank through its replay plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Engine {
+    /// The plan's cursor, injection by injection (cost grows with the detours walked).
+    Walk,
+    /// The plan compiled once per stream ([`PlanIndex`]), each question answered by search;
+    /// the walk where the index is not exact (timer errors, an O-after-a-gap curve).
+    #[default]
+    Indexed,
+}
+
+/// Bytes the indexed simulation holds per simulated rank.
+pub const INDEXED_RANK_BYTES: usize = std::mem::size_of::<IdxRank>();
+
+/// One virtual rank of the indexed engine.
+#[derive(Debug, Clone, Copy)]
+struct IdxRank {
+    rep: IndexedReplay,
+    start_ns: u64,
+    limit_at: u64,
+}
+
+/// True when `engine` can run `plans` with `cfg` exactly: the indexes, else `None`.
+pub fn indexes(plans: &[Arc<Plan>], cfg: &DesConfig, engine: Engine) -> Option<Vec<PlanIndex>> {
+    if engine != Engine::Indexed || cfg.drift_sd_ns > 0.0 {
+        return None;
+    }
+    plans[..cfg.ranks_per_node.min(plans.len() as u64) as usize]
+        .iter()
+        .map(|p| p.index())
+        .collect()
+}
+
 /// Simulates `ranks` ranks for `cfg.phases` phases under `mode`; `plans[s]` is stream s
 /// (`cfg.ranks_per_node` of them are used). `on_phase` is called after every phase (progress).
 pub fn simulate(
@@ -238,6 +275,36 @@ pub fn simulate(
 /// As [`simulate`], with the ranks split over the processes of `comm` (each simulates a
 /// contiguous share; per-phase maxima and sums are reduced); every process gets the outcome.
 pub fn simulate_on(
+    comm: &dyn Collective,
+    plans: &[Arc<Plan>],
+    ranks: u64,
+    mode: SyncMode,
+    cfg: &DesConfig,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<DesOutcome> {
+    simulate_engine(comm, plans, ranks, mode, cfg, Engine::default(), on_phase)
+}
+
+/// As [`simulate_on`] with the engine chosen (the indexed one falls back to the walk where it
+/// is not exact; both give the same outcome).
+pub fn simulate_engine(
+    comm: &dyn Collective,
+    plans: &[Arc<Plan>],
+    ranks: u64,
+    mode: SyncMode,
+    cfg: &DesConfig,
+    engine: Engine,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<DesOutcome> {
+    if plans.len() as u64 >= cfg.ranks_per_node && cfg.ranks_per_node > 0 {
+        if let Some(ix) = indexes(plans, cfg, engine) {
+            return simulate_indexed(comm, &ix, ranks, mode, cfg, on_phase);
+        }
+    }
+    simulate_walk(comm, plans, ranks, mode, cfg, on_phase)
+}
+
+fn simulate_walk(
     comm: &dyn Collective,
     plans: &[Arc<Plan>],
     ranks: u64,
@@ -401,6 +468,35 @@ pub fn simulate_on(
         stats.noise_ns += st.noise_ns;
         max_progress = max_progress.max(s.cursor.progress_at(s.start_ns));
     }
+    finish(
+        comm,
+        stats,
+        max_progress,
+        averages,
+        cfg,
+        stopped_by_fraction,
+        last_barrier,
+        q,
+        scale,
+        latency,
+    )
+}
+
+/// Sums the counts over processes and assembles the outcome.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    comm: &dyn Collective,
+    mut stats: PlanStats,
+    mut max_progress: f64,
+    averages: PhaseAverages,
+    cfg: &DesConfig,
+    stopped_by_fraction: bool,
+    last_barrier: u64,
+    q: u64,
+    scale: f64,
+    latency: u64,
+) -> anyhow::Result<DesOutcome> {
+    let procs = comm.size();
     if procs > 1 {
         let mut sums = [
             stats.injections,
@@ -437,6 +533,215 @@ pub fn simulate_on(
             max_progress,
         },
     })
+}
+
+fn add_stats(a: &mut PlanStats, b: &PlanStats) {
+    a.injections += b.injections;
+    a.dropped += b.dropped;
+    a.merged += b.merged;
+    a.injected_ns += b.injected_ns;
+    a.dropped_ns += b.dropped_ns;
+    a.noise_ns += b.noise_ns;
+}
+
+/// The indexed engine: the same model as the walk, each rank's questions answered by
+/// [`IndexedReplay`] (exact: no timer errors). Counts of a segment are added up when a resync
+/// leaves it, so nothing per rank holds them.
+fn simulate_indexed(
+    comm: &dyn Collective,
+    ix: &[PlanIndex],
+    ranks: u64,
+    mode: SyncMode,
+    cfg: &DesConfig,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<DesOutcome> {
+    let k = cfg.ranks_per_node;
+    anyhow::ensure!(ranks > 0, "the rank count must be at least 1");
+    anyhow::ensure!(cfg.phases > 0, "the phase count must be at least 1");
+    let opts = *ix[0].options();
+    let scale = opts.scale;
+    let period = ix[0].period_ns();
+    let schedule = SyncSchedule {
+        mode,
+        seed: cfg.seed,
+    };
+    let q = opts.scaled(cfg.quanta_ns);
+    anyhow::ensure!(q > 0, "the quanta must be at least 1 ns");
+    let latency = (cfg.barrier.latency_ns(ranks) * scale).round() as u64;
+    let (procs, me) = (comm.size() as u64, comm.rank() as u64);
+    let (lo, hi) = share(ranks, procs, me);
+    let count = usize::try_from(hi - lo)
+        .ok()
+        .filter(|n| n.checked_mul(INDEXED_RANK_BYTES + 96).is_some())
+        .ok_or_else(|| anyhow::anyhow!("{} simulated ranks do not fit in memory", hi - lo))?;
+    let mut states: Vec<IdxRank> = Vec::new();
+    let mut segs: Vec<SegmentStart> = Vec::new();
+    let oom = |_| {
+        anyhow::anyhow!(
+            "cannot allocate {} MiB for {count} simulated ranks",
+            (count as u128 * (INDEXED_RANK_BYTES as u128 + 96)) >> 20
+        )
+    };
+    states.try_reserve_exact(count).map_err(oom)?;
+    segs.try_reserve_exact(count).map_err(oom)?;
+    let mut last: Option<(usize, u64, SegmentStart)> = None;
+    for r in lo..hi {
+        let (node, s) = (r / k, (r % k) as usize);
+        let off = schedule.start_offset(node, period);
+        let seg = match last {
+            Some((ls, lo_, seg)) if ls == s && lo_ == off => seg,
+            _ => ix[s].segment_start(off),
+        };
+        last = Some((s, off, seg));
+        segs.push(seg);
+        states.push(IdxRank {
+            rep: ix[s].replay(&seg),
+            start_ns: 0,
+            limit_at: u64::MAX,
+        });
+    }
+    let fraction = opts.fraction;
+    let ns_per_progress = period as f64 * scale;
+    let set_limit = |st: &mut IdxRank, ix: &PlanIndex, now: u64| {
+        let left = (fraction - st.rep.progress_at(ix, now)) * ns_per_progress;
+        st.limit_at = now.saturating_add(left.max(0.0).ceil() as u64);
+    };
+    for (i, st) in states.iter_mut().enumerate() {
+        set_limit(st, &ix[((lo + i as u64) % k) as usize], 0);
+    }
+    let threads = rayon::current_num_threads().max(1);
+    let chunk = (states.len() / (threads * 2)).max(256);
+    // The segment every rank is in: its own start until the first resync, then the shared one.
+    let mut shared: Option<Vec<SegmentStart>> = None;
+    let mut committed = PlanStats::default();
+
+    let mut averages = PhaseAverages::default();
+    let mut barrier_prev: Option<u64> = None;
+    let mut prev: Option<(u64, u64)> = None;
+    let mut stopped_by_fraction = false;
+    let mut last_barrier = 0u64;
+    for p in 0..=cfg.phases {
+        let compute_phase = p < cfg.phases;
+        let resync = if compute_phase {
+            schedule.resync_offset(p, period)
+        } else {
+            None
+        };
+        let seg_of = |shared: &Option<Vec<SegmentStart>>, base: usize, i: usize| -> SegmentStart {
+            let g = base + i;
+            match shared {
+                Some(v) => v[((lo + g as u64) % k) as usize],
+                None => segs[g],
+            }
+        };
+        let exits = match barrier_prev {
+            Some(b) => states
+                .par_chunks_mut(chunk)
+                .enumerate()
+                .map(|(c, sts)| {
+                    let mut acc = Pass::default();
+                    for (i, s) in sts.iter_mut().enumerate() {
+                        let g = c * chunk + i;
+                        let x = &ix[((lo + g as u64) % k) as usize];
+                        let seg = seg_of(&shared, c * chunk, i);
+                        let exit = s.rep.leave_barrier(x, &seg, b);
+                        acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns);
+                        acc.over_limit |= exit >= s.limit_at;
+                        acc.max_end = acc.max_end.max(exit);
+                        s.start_ns = exit;
+                    }
+                    acc
+                })
+                .reduce(Pass::default, Pass::join),
+            None => Pass::default(),
+        };
+        let exits = reduce(comm, exits);
+        if let Some((max_qt, sum_qt)) = prev {
+            if exits.over_limit {
+                stopped_by_fraction = true;
+                break;
+            }
+            averages.add(PhaseSample {
+                max_qt_ns: max_qt as f64 / scale,
+                max_qtbt_ns: exits.max_qtb_prev as f64 / scale,
+                mean_qt_ns: sum_qt as f64 / ranks as f64 / scale,
+            });
+            on_phase(p);
+            last_barrier = barrier_prev.unwrap_or(0);
+        }
+        if !compute_phase {
+            break;
+        }
+        let top = barrier_prev.map(|_| exits.max_end + latency);
+        let new_segs: Option<Vec<SegmentStart>> =
+            resync.map(|off| ix.iter().map(|x| x.segment_start(off)).collect());
+        let (pass, stats) = states
+            .par_chunks_mut(chunk)
+            .enumerate()
+            .map(|(c, sts)| {
+                let mut acc = Pass::default();
+                let mut st = PlanStats::default();
+                for (i, s) in sts.iter_mut().enumerate() {
+                    let g = c * chunk + i;
+                    let pi = ((lo + g as u64) % k) as usize;
+                    let x = &ix[pi];
+                    let mut seg = seg_of(&shared, c * chunk, i);
+                    let start = match top {
+                        Some(t) => s.rep.leave_barrier(x, &seg, t),
+                        None => s.start_ns,
+                    };
+                    s.start_ns = start;
+                    if let Some(new) = &new_segs {
+                        add_stats(&mut st, &s.rep.resync(x, &seg, &new[pi], start));
+                        seg = new[pi];
+                        set_limit(s, x, start);
+                    }
+                    let end = s.rep.compute(x, &seg, start, q);
+                    acc.max_end = acc.max_end.max(end);
+                    acc.max_qt = acc.max_qt.max(end - start);
+                    acc.sum_qt += end - start;
+                }
+                (acc, st)
+            })
+            .reduce(
+                || (Pass::default(), PlanStats::default()),
+                |(a, mut sa), (b, sb)| {
+                    add_stats(&mut sa, &sb);
+                    (Pass::join(a, b), sa)
+                },
+            );
+        add_stats(&mut committed, &stats);
+        if new_segs.is_some() {
+            shared = new_segs;
+        }
+        let pass = reduce(comm, pass);
+        prev = Some((pass.max_qt, pass.sum_qt));
+        barrier_prev = Some(pass.max_end + latency);
+    }
+
+    let mut stats = committed;
+    let mut max_progress = 0f64;
+    for (g, s) in states.iter().enumerate() {
+        let x = &ix[((lo + g as u64) % k) as usize];
+        let seg = match &shared {
+            Some(v) => v[((lo + g as u64) % k) as usize],
+            None => segs[g],
+        };
+        add_stats(&mut stats, &s.rep.stats(x, &seg));
+        max_progress = max_progress.max(s.rep.progress_at(x, s.start_ns));
+    }
+    finish(
+        comm,
+        stats,
+        max_progress,
+        averages,
+        cfg,
+        stopped_by_fraction,
+        last_barrier,
+        q,
+        scale,
+        latency,
+    )
 }
 
 #[cfg(test)]
@@ -619,6 +924,39 @@ mod tests {
             ..cfg(1_000, 3, 0.0)
         };
         assert!(simulate(&same, 3, SyncMode::None, &three, &|_| {}).is_err());
+    }
+
+    #[test]
+    fn the_indexed_engine_gives_the_walk_s_outcome_in_every_sync_mode() {
+        let d: Vec<Detour> = (0..3000u64)
+            .map(|i| Detour {
+                start_ns: i * 3_000 + (i * 7919) % 1500,
+                run_ns: 20 + (i * 31) % 900,
+            })
+            .collect();
+        let s = Stream::from_detours(0, 0, 9_100_000, &d).unwrap();
+        for (scale, fraction, overhead) in [(1.0, 1.0, 0), (1.0, 0.3, 50), (2.5, 0.2, 100)] {
+            let o = PlanOptions {
+                scale,
+                fraction,
+                overhead_ns: overhead,
+                min_sleep_ns: 400,
+                ..PlanOptions::ideal()
+            };
+            let p = Plan::new(&s, o).unwrap();
+            assert!(p.index().is_some());
+            for mode in ["none", "once", "phase", "every:3"] {
+                let mode: SyncMode = mode.parse().unwrap();
+                let c = cfg(7_000, 400, 500.0);
+                let run = |e| {
+                    simulate_engine(&Solo, std::slice::from_ref(&p), 37, mode, &c, e, &|_| {})
+                        .unwrap()
+                };
+                let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
+                assert_eq!(w, i, "{mode} S={scale} f={fraction}");
+                assert!(w.emulator.injected > 0);
+            }
+        }
     }
 
     #[test]

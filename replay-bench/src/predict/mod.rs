@@ -24,7 +24,9 @@ use jitter_trace::{Trace, TraceStats};
 use crate::metrics::slowdown_pct;
 use crate::report::{Calibration, Config, Report, ReportKind, ResultRow, TraceInfo};
 
-pub use des::{simulate, simulate_on, BarrierModel, DesConfig, DesOutcome};
+pub use des::{
+    simulate, simulate_engine, simulate_on, BarrierModel, DesConfig, DesOutcome, Engine,
+};
 pub use order_stats::{DelayDistribution, WindowStart};
 pub use platform::{barrier_stage_from_report, Platform, PlatformFile};
 pub use plot::{write_svg, Curve};
@@ -178,6 +180,8 @@ pub struct PredictSpec {
     pub des: DesConfig,
     /// The platform the plans were built for.
     pub platform: Platform,
+    /// How the simulation walks the plans.
+    pub engine: Engine,
 }
 
 /// The reports of one prediction (one per model run).
@@ -330,6 +334,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
             seed: args.seed,
         },
         platform,
+        engine: Engine::default(),
     };
     Ok((traces, spec))
 }
@@ -544,7 +549,9 @@ pub fn predict_on(
             for &mode in &spec.modes {
                 for &n in &spec.ranks {
                     let out =
-                        simulate_on(comm, &t.plans, n, mode, &spec.des, &|_| progress.inc(n))?;
+                        simulate_engine(comm, &t.plans, n, mode, &spec.des, spec.engine, &|_| {
+                            progress.inc(n)
+                        })?;
                     if out.stopped_by_fraction {
                         progress.inc((spec.des.phases - out.averages.phases).saturating_mul(n));
                         r.warnings.push(format!(
@@ -684,6 +691,11 @@ pub fn order_stats_path(output: &Path) -> PathBuf {
 
 /// `replay-bench predict`: prints the SD table, writes the report(s) and the plot.
 pub fn main(args: PredictArgs) -> anyhow::Result<()> {
+    main_with(args, Engine::default())
+}
+
+/// [`main`] with the simulation engine chosen (`--engine`).
+pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     // Under an MPI launcher the simulated ranks are split over the processes (rank 0 reports).
     let universe = match crate::launcher_rank() {
         Some(_) => Some(mpi::initialize().context("MPI is not available or already initialised")?),
@@ -695,7 +707,8 @@ pub fn main(args: PredictArgs) -> anyhow::Result<()> {
         None => &crate::comm::Solo,
     };
     let root = comm.rank() == 0;
-    let (traces, spec) = prepare(&args)?;
+    let (traces, mut spec) = prepare(&args)?;
+    spec.engine = engine;
     match args.threads {
         Some(0) => anyhow::bail!("--threads must be at least 1"),
         // The global pool (the communicator cannot move into another pool's threads).
@@ -914,6 +927,7 @@ mod tests {
                 seed: 1,
             },
             platform: Platform::ideal(),
+            engine: Engine::default(),
         };
         assert_eq!(rank_phases(3, &spec), 3 * 2 * 48 * 100);
         spec.ranks = vec![u64::MAX / 2];
