@@ -15,7 +15,7 @@ jb_step build 1800 cargo build --workspace --all-targets --quiet
 # time (2 cores: timing-sensitive tests must never share the machine with each other).
 jb_say "tests: jitter-trace"
 jb_step "tests: jitter-trace" 900 cargo test --quiet --no-fail-fast -p jitter-trace
-jb_say "tests: jitter-collect, jitter-emulator, replay-bench, end-to-end (one at a time)"
-# Four crates one test at a time: 15 min per pair of crates.
+jb_say "tests: jitter-collect, jitter-emulator (and its preload library), replay-bench, end-to-end (one at a time)"
+# Five crates one test at a time (the preload library's MPI test times a program under mpirun).
 jb_step "tests: jitter-collect, jitter-emulator, replay-bench, end-to-end" 1800 \
-    cargo test --quiet --no-fail-fast -p jitter-collect -p jitter-emulator -p replay-bench -p jitterbench-tests -- --test-threads=1
+    cargo test --quiet --no-fail-fast -p jitter-collect -p jitter-emulator -p jitter-preload -p replay-bench -p jitterbench-tests -- --test-threads=1

@@ -11,8 +11,11 @@
 //! int    jb_emulator_last_error(char *buf, size_t len);
 //! ```
 //!
-//! `timer`: 0 = itimer (call from the main thread), 1 = abstime. Return codes: 0 success,
-//! `JB_ERR_*` (negative) on failure, with the message available from `jb_emulator_last_error`.
+//! The header is `emulator/include/jitter_emulator.h` (`tests/capi_c.rs` keeps it in step and
+//! runs a C program against it). `timer`: 0 = itimer (call from the main thread), 1 = abstime.
+//! Return codes: 0 success, `JB_ERR_*` (negative) on failure, with the message available from
+//! `jb_emulator_last_error`. No panic unwinds into C: every entry point catches it and returns
+//! `JB_ERR_INTERNAL` (−1.0 from `jb_emulator_progress`).
 //! `jb_emulator_start` takes O, L and M from the cached calibration (measured on first use);
 //! `jb_emulator_start_with` uses given values where they are ≥ 0. Calls are meant for one
 //! thread (the one that started the emulator).
@@ -38,6 +41,12 @@ pub const JB_ERR_ALREADY_RUNNING: c_int = -3;
 pub const JB_ERR_NOT_RUNNING: c_int = -4;
 /// Calibration or a system call failed.
 pub const JB_ERR_SYSTEM: c_int = -5;
+/// A panic was caught at the boundary (a bug; the message says where).
+pub const JB_ERR_INTERNAL: c_int = -6;
+/// `timer` argument: `setitimer(ITIMER_REAL)`, relative (main thread only).
+pub const JB_TIMER_ITIMER: c_int = 0;
+/// `timer` argument: `timer_create(CLOCK_MONOTONIC)` at absolute deadlines, aimed at the caller.
+pub const JB_TIMER_ABSTIME: c_int = 1;
 
 thread_local! {
     static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
@@ -46,6 +55,24 @@ thread_local! {
 fn fail(code: c_int, msg: String) -> c_int {
     LAST_ERROR.with(|e| *e.borrow_mut() = msg);
     code
+}
+
+/// Runs `f` and turns a panic into `Err(message)` instead of unwinding: for `extern "C"` entry
+/// points (this module's and the preload library's), where unwinding is undefined behaviour.
+pub fn no_unwind<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without message".into());
+        format!("internal error: {what}")
+    })
+}
+
+/// `no_unwind` for the functions returning a code: a panic becomes `JB_ERR_INTERNAL`.
+fn guarded(f: impl FnOnce() -> c_int) -> c_int {
+    no_unwind(f).unwrap_or_else(|msg| fail(JB_ERR_INTERNAL, msg))
 }
 
 fn emulator_code(e: &EmulatorError) -> c_int {
@@ -81,8 +108,8 @@ unsafe fn start(
         Err(_) => return fail(JB_ERR_ARGUMENT, "trace path is not UTF-8".into()),
     };
     let timer = match timer {
-        0 => TimerKind::Itimer,
-        1 => TimerKind::Abstime,
+        JB_TIMER_ITIMER => TimerKind::Itimer,
+        JB_TIMER_ABSTIME => TimerKind::Abstime,
         t => {
             return fail(
                 JB_ERR_ARGUMENT,
@@ -146,7 +173,7 @@ pub unsafe extern "C" fn jb_emulator_start(
     timer: c_int,
 ) -> c_int {
     // SAFETY: forwarded from the caller's contract.
-    unsafe { start(trace_path, stream, scale, timer, Overrides::default(), true) }
+    guarded(|| unsafe { start(trace_path, stream, scale, timer, Overrides::default(), true) })
 }
 
 /// As `jb_emulator_start` with O, L, M given in ns (a negative value: take it from the
@@ -172,41 +199,48 @@ pub unsafe extern "C" fn jb_emulator_start_with(
     let need_calibration =
         o.overhead_ns.is_none() || o.lateness_ns.is_none() || o.min_sleep_ns.is_none();
     // SAFETY: forwarded from the caller's contract.
-    unsafe { start(trace_path, stream, scale, timer, o, need_calibration) }
+    guarded(|| unsafe { start(trace_path, stream, scale, timer, o, need_calibration) })
 }
 
 /// Share of the stream replayed so far; −1 when no emulator runs.
 #[no_mangle]
 pub extern "C" fn jb_emulator_progress() -> f64 {
-    injector::progress_running().unwrap_or(-1.0)
+    no_unwind(|| injector::progress_running().unwrap_or(-1.0)).unwrap_or_else(|msg| {
+        fail(JB_ERR_INTERNAL, msg);
+        -1.0
+    })
 }
 
 /// 1 when the replay reached its end, 0 while it runs, `JB_ERR_NOT_RUNNING` without emulator.
 #[no_mangle]
 pub extern "C" fn jb_emulator_finished() -> c_int {
-    if !Emulator::is_running() {
-        return JB_ERR_NOT_RUNNING;
-    }
-    c_int::from(injector::finished_running())
+    guarded(|| {
+        if !Emulator::is_running() {
+            return JB_ERR_NOT_RUNNING;
+        }
+        c_int::from(injector::finished_running())
+    })
 }
 
 /// Jumps to timeline point `offset_ns` now.
 #[no_mangle]
 pub extern "C" fn jb_emulator_resync(offset_ns: u64) -> c_int {
-    if injector::resync_running(offset_ns) {
-        JB_OK
-    } else {
-        fail(JB_ERR_NOT_RUNNING, EmulatorError::NotRunning.to_string())
-    }
+    guarded(|| {
+        if injector::resync_running(offset_ns) {
+            JB_OK
+        } else {
+            fail(JB_ERR_NOT_RUNNING, EmulatorError::NotRunning.to_string())
+        }
+    })
 }
 
 /// Stops the emulator and restores the old signal handler; `JB_ERR_NOT_RUNNING` if none runs.
 #[no_mangle]
 pub extern "C" fn jb_emulator_stop() -> c_int {
-    match injector::stop_running() {
+    guarded(|| match injector::stop_running() {
         Ok(_) => JB_OK,
         Err(e) => fail(emulator_code(&e), e.to_string()),
-    }
+    })
 }
 
 /// Copies the last error message of this thread into `buf` (NUL-terminated, truncated to
@@ -216,6 +250,11 @@ pub extern "C" fn jb_emulator_stop() -> c_int {
 /// `buf` is null or valid for writes of `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn jb_emulator_last_error(buf: *mut c_char, len: usize) -> c_int {
+    guarded(|| last_error_into(buf, len))
+}
+
+/// The body of `jb_emulator_last_error`.
+fn last_error_into(buf: *mut c_char, len: usize) -> c_int {
     LAST_ERROR.with(|e| {
         let e = e.borrow();
         if !buf.is_null() && len > 0 {

@@ -1,0 +1,349 @@
+//! The environment of the preload library: the `JITTER_*` variables (the table in
+//! `docs/USAGE.md`) and the rank layout the MPI launcher exports.
+
+use std::path::PathBuf;
+
+use jitter_emulator::{SyncMode, TimerKind};
+
+/// Every variable the library reads, in the order of the table in `docs/USAGE.md`.
+pub const VARIABLES: [&str; 7] = [
+    "JITTER_TRACE",
+    "JITTER_SCALE",
+    "JITTER_SYNC",
+    "JITTER_RANKS_PER_NODE",
+    "JITTER_SEED",
+    "JITTER_TIMER",
+    "JITTER_STATS_DIR",
+];
+
+/// Statistics directory when `JITTER_STATS_DIR` is unset (relative to the working directory).
+pub const DEFAULT_STATS_DIR: &str = "jitter-stats";
+
+/// Seed when `JITTER_SEED` is unset: fixed, so that runs repeat; set the variable to vary them.
+pub const DEFAULT_SEED: u64 = 0;
+
+/// What the user asked for through `JITTER_*`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `JITTER_TRACE`: the `.jtr` file to replay.
+    pub trace: PathBuf,
+    /// `JITTER_SCALE`: the scale factor S (default 1).
+    pub scale: f64,
+    /// `JITTER_SYNC`: none, once, phase (resync at every `MPI_Barrier`) or every:K (default phase).
+    pub sync: SyncMode,
+    /// `JITTER_RANKS_PER_NODE`: k, rank r replays stream r mod k on node r / k (default: the
+    /// launcher's layout).
+    pub ranks_per_node: Option<u64>,
+    /// `JITTER_SEED`: the seed of offsets and resync points, shared by all ranks.
+    pub seed: u64,
+    /// `JITTER_TIMER`: abstime (default) or itimer.
+    pub timer: TimerKind,
+    /// `JITTER_STATS_DIR`: where the per-rank files and the summary go.
+    pub stats_dir: PathBuf,
+}
+
+fn bad(var: &str, value: &str, want: &str) -> String {
+    format!("{var}='{value}' is not valid: {want}")
+}
+
+impl Config {
+    /// Reads the variables through `get`; `Ok(None)` when `JITTER_TRACE` is unset or empty (the
+    /// library is then a transparent no-op), `Err` naming the variable for a bad value.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Option<Config>, String> {
+        let Some(trace) = get("JITTER_TRACE").filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        let set = |var: &str| get(var).filter(|v| !v.trim().is_empty());
+        let scale = match set("JITTER_SCALE") {
+            None => 1.0,
+            Some(v) => match v.trim().parse::<f64>() {
+                Ok(s) if s.is_finite() && s > 0.0 => s,
+                _ => return Err(bad("JITTER_SCALE", &v, "give a number > 0, e.g. 1 or 2.5")),
+            },
+        };
+        let sync = match set("JITTER_SYNC") {
+            None => SyncMode::Phase,
+            Some(v) => v
+                .trim()
+                .parse::<SyncMode>()
+                .map_err(|e| format!("JITTER_SYNC='{v}': {e}"))?,
+        };
+        let ranks_per_node = match set("JITTER_RANKS_PER_NODE") {
+            None => None,
+            Some(v) => match v.trim().parse::<u64>() {
+                Ok(k) if k >= 1 => Some(k),
+                _ => return Err(bad("JITTER_RANKS_PER_NODE", &v, "give a whole number ≥ 1")),
+            },
+        };
+        let seed = match set("JITTER_SEED") {
+            None => DEFAULT_SEED,
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| bad("JITTER_SEED", &v, "give a whole number ≥ 0"))?,
+        };
+        let timer = match set("JITTER_TIMER") {
+            None => TimerKind::Abstime,
+            Some(v) => v
+                .trim()
+                .parse::<TimerKind>()
+                .map_err(|e| format!("JITTER_TIMER='{v}': {e}"))?,
+        };
+        let stats_dir =
+            set("JITTER_STATS_DIR").map_or_else(|| DEFAULT_STATS_DIR.into(), PathBuf::from);
+        Ok(Some(Config {
+            trace: PathBuf::from(trace),
+            scale,
+            sync,
+            ranks_per_node,
+            seed,
+            timer,
+            stats_dir,
+        }))
+    }
+}
+
+/// Where this rank sits, from the variables the launcher exports (OpenMPI, MPICH/Hydra, PMIx,
+/// Slurm, MVAPICH), so that no MPI handle is needed before `MPI_Init` returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// Rank in `MPI_COMM_WORLD` (0 for a singleton run).
+    pub rank: u64,
+    /// Ranks in `MPI_COMM_WORLD` (1 for a singleton run).
+    pub size: u64,
+    /// Rank among the ranks of this host, if the launcher says.
+    pub local_rank: Option<u64>,
+    /// This host's name.
+    pub host: String,
+    /// The launcher's job id, tagging the statistics files of one run.
+    pub job: String,
+}
+
+const RANK_VARS: [&str; 5] = [
+    "OMPI_COMM_WORLD_RANK",
+    "PMIX_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+    "MV2_COMM_WORLD_RANK",
+];
+const SIZE_VARS: [&str; 4] = [
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "SLURM_NTASKS",
+    "MV2_COMM_WORLD_SIZE",
+];
+const LOCAL_RANK_VARS: [&str; 4] = [
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "MPI_LOCALRANKID",
+    "SLURM_LOCALID",
+    "MV2_COMM_WORLD_LOCAL_RANK",
+];
+const JOB_VARS: [&str; 4] = [
+    "OMPI_MCA_ess_base_jobid",
+    "PMIX_NAMESPACE",
+    "PMI_ID",
+    "SLURM_JOB_ID",
+];
+
+fn first_number(
+    get: &impl Fn(&str) -> Option<String>,
+    vars: &[&str],
+) -> Result<Option<u64>, String> {
+    for var in vars {
+        if let Some(v) = get(var) {
+            return v
+                .trim()
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| bad(var, &v, "the launcher set a rank that is not a number"));
+        }
+    }
+    Ok(None)
+}
+
+impl Layout {
+    /// Reads the launcher's variables through `get`; `host` is this host's name.
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>, host: &str) -> Result<Layout, String> {
+        let rank = first_number(&get, &RANK_VARS)?.unwrap_or(0);
+        let size = first_number(&get, &SIZE_VARS)?
+            .unwrap_or(rank + 1)
+            .max(rank + 1);
+        let local_rank = first_number(&get, &LOCAL_RANK_VARS)?;
+        let job = JOB_VARS.iter().find_map(|v| get(v)).unwrap_or_default();
+        Ok(Layout {
+            rank,
+            size,
+            local_rank,
+            host: host.to_string(),
+            job,
+        })
+    }
+
+    /// The rank's rank only, for error messages before the layout could be read.
+    pub fn rank_hint(get: impl Fn(&str) -> Option<String>) -> Option<u64> {
+        first_number(&get, &RANK_VARS).ok().flatten()
+    }
+
+    /// (node, stream) this rank replays from a trace of `streams` streams. With k =
+    /// `ranks_per_node`, the benchmark's rule: stream r mod k, node r / k (k ≤ streams). Without
+    /// it, the launcher's: the host is the node (all its ranks share the offset) and the local
+    /// rank picks the stream, modulo the streams the trace has.
+    pub fn assignment(
+        &self,
+        ranks_per_node: Option<u64>,
+        streams: usize,
+    ) -> Result<(u64, usize), String> {
+        let streams = streams as u64;
+        if streams == 0 {
+            return Err("the trace has no streams".into());
+        }
+        match ranks_per_node {
+            Some(k) if k > streams => Err(format!(
+                "JITTER_RANKS_PER_NODE={k} needs {k} streams, the trace has {streams}"
+            )),
+            Some(k) => Ok((self.rank / k, (self.rank % k) as usize)),
+            None => Ok((
+                host_node_id(&self.host),
+                (self.local_rank.unwrap_or(0) % streams) as usize,
+            )),
+        }
+    }
+}
+
+/// A node number for `host`, the same in every process (FNV-1a of the name), below 2⁶³ so that
+/// it never meets the numbers `JITTER_RANKS_PER_NODE` gives.
+pub fn host_node_id(host: &str) -> u64 {
+    let h = host.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    h | (1 << 63)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn an_unset_or_empty_trace_is_a_no_op_and_defaults_fill_the_rest() {
+        assert_eq!(Config::from_vars(env(&[])).unwrap(), None);
+        assert_eq!(
+            Config::from_vars(env(&[("JITTER_TRACE", ""), ("JITTER_SCALE", "x")])).unwrap(),
+            None
+        );
+        let c = Config::from_vars(env(&[("JITTER_TRACE", "t.jtr")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.trace, PathBuf::from("t.jtr"));
+        assert_eq!(
+            (c.scale, c.sync, c.ranks_per_node, c.seed),
+            (1.0, SyncMode::Phase, None, DEFAULT_SEED)
+        );
+        assert_eq!(
+            (c.timer, c.stats_dir),
+            (TimerKind::Abstime, PathBuf::from(DEFAULT_STATS_DIR))
+        );
+        let c = Config::from_vars(env(&[
+            ("JITTER_TRACE", "t.jtr"),
+            ("JITTER_SCALE", "2.5"),
+            ("JITTER_SYNC", "every:4"),
+            ("JITTER_RANKS_PER_NODE", "8"),
+            ("JITTER_SEED", "17"),
+            ("JITTER_TIMER", "itimer"),
+            ("JITTER_STATS_DIR", "/tmp/s"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (c.scale, c.sync, c.ranks_per_node, c.seed),
+            (2.5, SyncMode::Every(4), Some(8), 17)
+        );
+        assert_eq!(
+            (c.timer, c.stats_dir),
+            (TimerKind::Itimer, PathBuf::from("/tmp/s"))
+        );
+    }
+
+    #[test]
+    fn every_bad_value_names_its_variable() {
+        for (var, value) in [
+            ("JITTER_SCALE", "fast"),
+            ("JITTER_SCALE", "0"),
+            ("JITTER_SCALE", "-1"),
+            ("JITTER_SCALE", "inf"),
+            ("JITTER_SYNC", "always"),
+            ("JITTER_SYNC", "every:0"),
+            ("JITTER_RANKS_PER_NODE", "0"),
+            ("JITTER_RANKS_PER_NODE", "two"),
+            ("JITTER_SEED", "-3"),
+            ("JITTER_TIMER", "hpet"),
+        ] {
+            let e = Config::from_vars(env(&[("JITTER_TRACE", "t.jtr"), (var, value)])).unwrap_err();
+            assert!(e.contains(var) && e.contains(value), "{var}={value}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_layout_comes_from_whichever_launcher_ran_the_program() {
+        let l = Layout::from_vars(
+            env(&[
+                ("OMPI_COMM_WORLD_RANK", "5"),
+                ("OMPI_COMM_WORLD_SIZE", "8"),
+                ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+                ("OMPI_MCA_ess_base_jobid", "42"),
+            ]),
+            "n1",
+        )
+        .unwrap();
+        assert_eq!(
+            (l.rank, l.size, l.local_rank, l.job.as_str()),
+            (5, 8, Some(1), "42")
+        );
+        let l = Layout::from_vars(
+            env(&[
+                ("SLURM_PROCID", "3"),
+                ("SLURM_NTASKS", "4"),
+                ("SLURM_LOCALID", "3"),
+            ]),
+            "n",
+        )
+        .unwrap();
+        assert_eq!((l.rank, l.size, l.local_rank), (3, 4, Some(3)));
+        let l = Layout::from_vars(env(&[]), "n").unwrap();
+        assert_eq!((l.rank, l.size, l.local_rank), (0, 1, None));
+        assert!(Layout::from_vars(env(&[("PMI_RANK", "x")]), "n").is_err());
+        assert_eq!(Layout::rank_hint(env(&[("PMI_RANK", "7")])), Some(7));
+    }
+
+    #[test]
+    fn streams_and_nodes_follow_the_benchmark_rule_or_the_host() {
+        let at = |rank, local| Layout {
+            rank,
+            size: 8,
+            local_rank: local,
+            host: "h".into(),
+            job: String::new(),
+        };
+        // k given: rank r replays stream r mod k and belongs to node r / k.
+        assert_eq!(at(5, Some(1)).assignment(Some(4), 4).unwrap(), (1, 1));
+        assert!(at(0, None)
+            .assignment(Some(4), 2)
+            .unwrap_err()
+            .contains("2"));
+        // Not given: one node per host, the local rank (mod streams) picks the stream.
+        let (n0, s0) = at(4, Some(0)).assignment(None, 2).unwrap();
+        let (n1, s1) = at(7, Some(3)).assignment(None, 2).unwrap();
+        assert_eq!((n0 == n1, s0, s1), (true, 0, 1));
+        assert_ne!(host_node_id("a"), host_node_id("b"));
+        assert!(host_node_id("a") >= 1 << 63);
+        assert!(at(0, None).assignment(None, 0).is_err());
+    }
+}

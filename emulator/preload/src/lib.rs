@@ -1,0 +1,429 @@
+//! `libjitter_preload.so`: replays a jitter trace inside an unmodified, dynamically linked MPI
+//! program.
+//!
+//! ```sh
+//! LD_PRELOAD=libjitter_preload.so JITTER_TRACE=node.jtr mpirun -np 64 ./app
+//! ```
+//!
+//! The library defines `MPI_Init`, `MPI_Init_thread`, `MPI_Finalize` and `MPI_Barrier` and
+//! forwards each to its `PMPI_` twin (the MPI profiling interface), found with
+//! `dlsym(RTLD_NEXT, …)` in the application's MPI library at run time: nothing of MPI is linked
+//! or included here, and with `JITTER_TRACE` unset every call is forwarded untouched.
+//!
+//! * `MPI_Init`: reads the `JITTER_*` variables ([`config::Config`]) and the launcher's rank
+//!   layout ([`config::Layout`]), the trace, the host's cached calibration (O, L, M; measured
+//!   once per host under a file lock so that the ranks of a node do not measure at once), builds
+//!   the rank's [`Plan`] — all before `PMPI_Init`, so that a bad value ends every rank at once
+//!   with a message and exit status 1. Then `PMPI_Init` with `SIGALRM` blocked (the threads the
+//!   MPI library starts inherit the mask), then the emulator starts on the calling thread at the
+//!   start offset of the rank's node, drawn from the shared seed ([`SyncSchedule`]).
+//! * `MPI_Barrier(comm)`: forwards, then counts a phase and resyncs where the schedule says
+//!   (`JITTER_SYNC=phase`: at every barrier). The handle is forwarded as an opaque
+//!   pointer-sized value, never read.
+//! * `MPI_Finalize`: stops the emulator, writes `rank-<r>.json`, calls `PMPI_Finalize`; rank 0
+//!   then adds up the rank files into `summary.json` ([`stats`]).
+//!
+//! **The timer signal and MPI's threads.** The default timer (`JITTER_TIMER=abstime`) is a
+//! `timer_create` timer with `SIGEV_THREAD_ID` aimed at the thread that called `MPI_Init`: the
+//! kernel delivers its `SIGALRM` to that thread only, whatever other threads exist or mask, so
+//! MPI's progress threads never run the handler and the detours land where the application
+//! computes. `JITTER_TIMER=itimer` (`setitimer`, process-directed) relies on the mask: threads
+//! created inside `PMPI_Init` inherit `SIGALRM` blocked, and Linux prefers the main thread for a
+//! process-directed signal; threads the application starts after `MPI_Init` do not block it.
+//!
+//! **`MPI_Comm`.** OpenMPI's handle is a pointer, MPICH's an `int`; both travel in one integer
+//! register on x86-64 and aarch64, so forwarding the register's value unchanged as a pointer-sized
+//! integer gives MPICH's `PMPI_Barrier` its `int` (the upper half is not read). Other ABIs are not
+//! supported.
+
+pub mod config;
+pub mod stats;
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::path::Path;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
+
+use jitter_collect::clock::Clock;
+use jitter_emulator::calibration::Calibration;
+use jitter_emulator::capi::{jb_emulator_resync, jb_emulator_stop, no_unwind, JB_OK};
+use jitter_emulator::{
+    Emulator, Handle, InjectorConfig, Overrides, Plan, PlanOptions, SyncSchedule,
+};
+
+use config::{Config, Layout};
+use stats::{RankStats, Summary};
+
+/// How long rank 0 waits after `PMPI_Finalize` for rank files that are not there yet.
+pub const SUMMARY_WAIT: Duration = Duration::from_secs(10);
+
+/// `MPI_Comm` as it is passed: one pointer-sized integer (see the module docs).
+pub type Comm = *mut c_void;
+
+type InitFn = unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int;
+type InitThreadFn =
+    unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int;
+type FinalizeFn = unsafe extern "C" fn() -> c_int;
+type BarrierFn = unsafe extern "C" fn(Comm) -> c_int;
+
+/// A `PMPI_` function of the application's MPI library, looked up once.
+struct Next {
+    name: &'static CStr,
+    address: AtomicPtr<c_void>,
+}
+
+impl Next {
+    const fn new(name: &'static CStr) -> Next {
+        Next {
+            name,
+            address: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The function's address; ends the process with a message when there is none.
+    fn address(&self) -> *mut c_void {
+        let cached = self.address.load(Ordering::Acquire);
+        if !cached.is_null() {
+            return cached;
+        }
+        // SAFETY: `name` is NUL-terminated; RTLD_NEXT searches the objects loaded after this one.
+        let found = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
+        if found.is_null() {
+            die(&format!(
+                "{} was not found: the program is not linked with a shared MPI library (a \
+                 statically linked MPI cannot be intercepted)",
+                self.name.to_string_lossy()
+            ));
+        }
+        self.address.store(found, Ordering::Release);
+        found
+    }
+}
+
+static PMPI_INIT: Next = Next::new(c"PMPI_Init");
+static PMPI_INIT_THREAD: Next = Next::new(c"PMPI_Init_thread");
+static PMPI_FINALIZE: Next = Next::new(c"PMPI_Finalize");
+static PMPI_BARRIER: Next = Next::new(c"PMPI_Barrier");
+
+fn env(var: &str) -> Option<String> {
+    std::env::var(var).ok()
+}
+
+fn prefix() -> String {
+    match RUN.get() {
+        Some(run) => format!("jitter-preload: rank {}", run.layout.rank),
+        None => match Layout::rank_hint(env) {
+            Some(r) => format!("jitter-preload: rank {r}"),
+            None => "jitter-preload".into(),
+        },
+    }
+}
+
+/// Writes one line to stderr in one `write` (mpirun forwards the ranks' stderr in the chunks
+/// it reads, so a line written in pieces could interleave with another rank's).
+fn say(line: String) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+}
+
+/// Prints `error: msg` with the rank and ends the process with status 1.
+fn die(msg: &str) -> ! {
+    say(format!("{}: error: {msg}", prefix()));
+    std::process::exit(1)
+}
+
+fn warn(msg: &str) {
+    say(format!("{}: warning: {msg}", prefix()));
+}
+
+/// The replay of this process, set once the emulator runs.
+struct Run {
+    config: Config,
+    layout: Layout,
+    node: u64,
+    stream: usize,
+    offset_ns: u64,
+    period_ns: u64,
+    schedule: SyncSchedule,
+    opts: PlanOptions,
+    barriers: AtomicU64,
+    resyncs: AtomicU64,
+}
+
+static RUN: OnceLock<Run> = OnceLock::new();
+
+thread_local! {
+    /// The running emulator, on the thread that called `MPI_Init` (it stops it at finalize).
+    static HANDLE: RefCell<Option<Handle>> = const { RefCell::new(None) };
+}
+
+/// Everything decided before `PMPI_Init`.
+struct Prepared {
+    run: Run,
+    plan: Arc<Plan>,
+    clock: Clock,
+}
+
+/// The host's cached calibration, measured by one process of the host at a time.
+fn calibration(clock: &Clock) -> Result<Calibration, String> {
+    let path = Calibration::cache_path();
+    let lock_path = path.with_extension("lock");
+    let _lock = lock_path
+        .parent()
+        .and_then(|d| std::fs::create_dir_all(d).ok())
+        .and_then(|()| std::fs::File::create(&lock_path).ok())
+        .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).ok());
+    Calibration::load_or_measure(clock, false).map_err(|e| format!("calibration: {e:#}"))
+}
+
+/// Reads the configuration, trace and calibration and builds the plan; `None`: no-op.
+fn prepare() -> Result<Option<Prepared>, String> {
+    let Some(config) = Config::from_vars(env)? else {
+        return Ok(None);
+    };
+    let (host, _) = jitter_emulator::calibration::host_and_kernel();
+    let layout = Layout::from_vars(env, &host)?;
+    let shown = config.trace.display();
+    let loaded = jitter_trace::read_trace(&config.trace)
+        .map_err(|e| format!("JITTER_TRACE={shown}: cannot read the trace: {e}"))?;
+    if layout.rank == 0 {
+        for w in loaded.warnings() {
+            warn(&format!("{shown}: {w}"));
+        }
+    }
+    let trace = loaded.trace;
+    let (node, stream) = layout.assignment(config.ranks_per_node, trace.streams.len())?;
+    std::fs::create_dir_all(&config.stats_dir).map_err(|e| {
+        format!(
+            "JITTER_STATS_DIR={}: cannot create it: {e}",
+            config.stats_dir.display()
+        )
+    })?;
+    let clock = jitter_emulator::cli::counter_clock().map_err(|e| format!("counter: {e:#}"))?;
+    let cal = calibration(&clock)?;
+    let opts = cal.plan_options(config.timer, config.scale, 1.0, &Overrides::default());
+    let plan = Plan::from_trace(&trace, stream, opts)
+        .map_err(|e| format!("JITTER_TRACE={shown}: cannot replay stream {stream}: {e}"))?;
+    let schedule = SyncSchedule {
+        mode: config.sync,
+        seed: config.seed,
+    };
+    let period_ns = plan.period_ns();
+    let run = Run {
+        offset_ns: schedule.start_offset(node, period_ns),
+        config,
+        layout,
+        node,
+        stream,
+        period_ns,
+        schedule,
+        opts,
+        barriers: AtomicU64::new(0),
+        resyncs: AtomicU64::new(0),
+    };
+    Ok(Some(Prepared { run, plan, clock }))
+}
+
+/// Runs `f` with `SIGALRM` blocked in this thread (threads it starts inherit the mask).
+fn with_alarm_blocked<T>(f: impl FnOnce() -> T) -> T {
+    let mut only = SigSet::empty();
+    only.add(Signal::SIGALRM);
+    let mut old = SigSet::empty();
+    let blocked = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&only), Some(&mut old)).is_ok();
+    let r = f();
+    if blocked {
+        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+    }
+    r
+}
+
+/// Starts the emulator on this thread once `PMPI_Init` succeeded.
+fn start(p: Prepared) -> Result<(), String> {
+    let cursor = p.plan.cursor(p.run.offset_ns);
+    let config = InjectorConfig {
+        timer: p.run.opts.timer,
+        clock: p.clock,
+    };
+    let handle =
+        Emulator::start(cursor, config).map_err(|e| format!("cannot start the emulator: {e}"))?;
+    HANDLE.with(|h| *h.borrow_mut() = Some(handle));
+    RUN.set(p.run)
+        .map_err(|_| "MPI_Init was called twice".to_string())
+}
+
+/// The common body of `MPI_Init` and `MPI_Init_thread`; `call` is the `PMPI_` function.
+fn init_around(call: impl FnOnce() -> c_int) -> c_int {
+    let prepared = match no_unwind(prepare) {
+        Ok(Ok(p)) => p,
+        Ok(Err(msg)) | Err(msg) => die(&msg),
+    };
+    let Some(prepared) = prepared else {
+        return call();
+    };
+    let rc = with_alarm_blocked(call);
+    if rc != 0 {
+        return rc;
+    }
+    match no_unwind(|| start(prepared)) {
+        Ok(Ok(())) => rc,
+        Ok(Err(msg)) | Err(msg) => die(&msg),
+    }
+}
+
+impl Run {
+    /// After a barrier: one phase more, and a resync where the schedule says.
+    fn after_barrier(&self) {
+        let phase = self.barriers.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(offset) = self.schedule.resync_offset(phase, self.period_ns) {
+            if jb_emulator_resync(offset) == JB_OK {
+                self.resyncs.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Stops the emulator and writes this rank's file.
+    fn finish(&self) -> Result<(), String> {
+        let Some(handle) = HANDLE.with(|h| h.borrow_mut().take()) else {
+            jb_emulator_stop();
+            return Err(
+                "MPI_Finalize was called from another thread than MPI_Init: the replay \
+                        was stopped without statistics"
+                    .into(),
+            );
+        };
+        let progress = handle.progress();
+        let injector = handle
+            .stop()
+            .map_err(|e| format!("cannot stop the emulator: {e}"))?;
+        let stats = RankStats {
+            rank: self.layout.rank,
+            job: self.layout.job.clone(),
+            host: self.layout.host.clone(),
+            node: self.node,
+            stream: self.stream,
+            offset_ns: self.offset_ns,
+            barriers: self.barriers.load(Ordering::Relaxed),
+            resyncs: self.resyncs.load(Ordering::Relaxed),
+            progress,
+            injector,
+        };
+        stats::write_rank(&self.config.stats_dir, &stats).map(|_| ())
+    }
+
+    /// Rank 0, after `PMPI_Finalize`: adds up the rank files into the summary.
+    fn summarise(&self) -> Result<String, String> {
+        let dir: &Path = &self.config.stats_dir;
+        let (ranks, missing) =
+            stats::collect(dir, self.layout.size, &self.layout.job, SUMMARY_WAIT);
+        let c = &self.config;
+        let summary = Summary {
+            trace: c.trace.display().to_string(),
+            scale: c.scale,
+            sync: c.sync.to_string(),
+            seed: c.seed,
+            timer: format!("{:?}", c.timer).to_lowercase(),
+            ranks_per_node: c.ranks_per_node,
+            overhead_ns: self.opts.overhead_ns,
+            lateness_ns: self.opts.lateness_ns,
+            min_sleep_ns: self.opts.min_sleep_ns,
+            ranks: self.layout.size,
+            reported: 0,
+            missing: Vec::new(),
+            injected: 0,
+            dropped: 0,
+            merged: 0,
+            injected_ns: 0,
+            busy_ns: 0,
+            max_elapsed_ns: 0,
+            noise_share: 0.0,
+            exhausted: Vec::new(),
+        }
+        .add_up(&ranks, missing);
+        summary.write(dir)?;
+        Ok(summary.line(dir))
+    }
+}
+
+/// `MPI_Init`: prepares and starts the replay around `PMPI_Init` (a no-op without
+/// `JITTER_TRACE`).
+///
+/// # Safety
+/// As `MPI_Init`: `argc` and `argv` are null or the program's.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+    // SAFETY: the address is the MPI library's `PMPI_Init`, which has this C signature.
+    let real = unsafe { std::mem::transmute::<*mut c_void, InitFn>(PMPI_INIT.address()) };
+    // SAFETY: the caller's arguments are forwarded unchanged.
+    init_around(|| unsafe { real(argc, argv) })
+}
+
+/// `MPI_Init_thread`: as `MPI_Init`, around `PMPI_Init_thread`.
+///
+/// # Safety
+/// As `MPI_Init_thread`: `argc` and `argv` are null or the program's, `provided` is writable.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn MPI_Init_thread(
+    argc: *mut c_int,
+    argv: *mut *mut *mut c_char,
+    required: c_int,
+    provided: *mut c_int,
+) -> c_int {
+    // SAFETY: the address is the MPI library's `PMPI_Init_thread`, which has this C signature.
+    let real =
+        unsafe { std::mem::transmute::<*mut c_void, InitThreadFn>(PMPI_INIT_THREAD.address()) };
+    // SAFETY: the caller's arguments are forwarded unchanged.
+    init_around(|| unsafe { real(argc, argv, required, provided) })
+}
+
+/// `MPI_Barrier`: `PMPI_Barrier`, then a resync where `JITTER_SYNC` says.
+///
+/// # Safety
+/// As `MPI_Barrier`: `comm` is a communicator handle.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn MPI_Barrier(comm: Comm) -> c_int {
+    // SAFETY: the address is the MPI library's `PMPI_Barrier`; `comm` is forwarded unchanged in
+    // the register it came in (module docs).
+    let real = unsafe { std::mem::transmute::<*mut c_void, BarrierFn>(PMPI_BARRIER.address()) };
+    // SAFETY: as above.
+    let rc = unsafe { real(comm) };
+    if let Some(run) = RUN.get() {
+        if let Err(msg) = no_unwind(|| run.after_barrier()) {
+            warn(&msg);
+        }
+    }
+    rc
+}
+
+/// `MPI_Finalize`: stops the replay and writes the statistics around `PMPI_Finalize`.
+///
+/// # Safety
+/// As `MPI_Finalize`.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn MPI_Finalize() -> c_int {
+    // SAFETY: the address is the MPI library's `PMPI_Finalize`, which has this C signature.
+    let real = unsafe { std::mem::transmute::<*mut c_void, FinalizeFn>(PMPI_FINALIZE.address()) };
+    let run = RUN.get();
+    if let Some(run) = run {
+        match no_unwind(|| run.finish()) {
+            Ok(Ok(())) => {}
+            Ok(Err(msg)) | Err(msg) => warn(&msg),
+        }
+    }
+    // SAFETY: forwards the call.
+    let rc = unsafe { real() };
+    if let Some(run) = run.filter(|r| r.layout.rank == 0) {
+        match no_unwind(|| run.summarise()) {
+            Ok(Ok(line)) => say(format!("{}: {line}", prefix())),
+            Ok(Err(msg)) | Err(msg) => warn(&msg),
+        }
+    }
+    rc
+}

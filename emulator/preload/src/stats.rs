@@ -1,0 +1,270 @@
+//! What the preload library writes at `MPI_Finalize`: one `rank-<r>.json` per rank, and rank 0's
+//! `summary.json` (the run's settings and the per-rank counts added up) next to them.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use jitter_emulator::InjectorStats;
+
+/// One rank's replay, as written to `rank-<r>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankStats {
+    /// Rank in `MPI_COMM_WORLD`.
+    pub rank: u64,
+    /// The launcher's job id (the summary adds up only files of its own job).
+    pub job: String,
+    /// Host name.
+    pub host: String,
+    /// Node number of the sync schedule (ranks of one node share the start offset).
+    pub node: u64,
+    /// Stream of the trace replayed.
+    pub stream: usize,
+    /// Start offset on the trace's timeline, trace ns.
+    pub offset_ns: u64,
+    /// `MPI_Barrier` calls seen (phases ended).
+    pub barriers: u64,
+    /// Resyncs performed (at barriers, per `JITTER_SYNC`).
+    pub resyncs: u64,
+    /// Share of the stream replayed by `MPI_Finalize` (1: the trace ran out before the program).
+    pub progress: f64,
+    /// The injector's counts: injected, dropped, merged, injected_ns, busy_ns, lateness, …
+    #[serde(flatten)]
+    pub injector: InjectorStats,
+}
+
+/// Rank 0's `summary.json`: the settings of the run and the ranks' counts added up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// `JITTER_TRACE`.
+    pub trace: String,
+    /// S.
+    pub scale: f64,
+    /// `JITTER_SYNC`.
+    pub sync: String,
+    /// `JITTER_SEED`.
+    pub seed: u64,
+    /// `JITTER_TIMER`.
+    pub timer: String,
+    /// `JITTER_RANKS_PER_NODE`, if given.
+    pub ranks_per_node: Option<u64>,
+    /// O, L, M used by rank 0's plan, ns.
+    pub overhead_ns: u64,
+    /// L, ns.
+    pub lateness_ns: u64,
+    /// M, ns.
+    pub min_sleep_ns: u64,
+    /// Ranks of the run.
+    pub ranks: u64,
+    /// Ranks whose file was found (and belongs to this job).
+    pub reported: u64,
+    /// Ranks whose file is missing.
+    pub missing: Vec<u64>,
+    /// Σ injections executed.
+    pub injected: u64,
+    /// Σ detours dropped (S·run ≤ O).
+    pub dropped: u64,
+    /// Σ detours merged (S·sleep < M).
+    pub merged: u64,
+    /// Σ intended span of the injections, ns.
+    pub injected_ns: u64,
+    /// Σ busy time of the injections, ns.
+    pub busy_ns: u64,
+    /// Longest replay (start to stop), ns.
+    pub max_elapsed_ns: u64,
+    /// Mean over ranks of injected_ns / elapsed_ns: the share of its time each rank lost.
+    pub noise_share: f64,
+    /// Ranks whose replay reached the end of the trace before `MPI_Finalize`.
+    pub exhausted: Vec<u64>,
+}
+
+/// `dir/rank-<rank>.json`.
+pub fn rank_path(dir: &Path, rank: u64) -> PathBuf {
+    dir.join(format!("rank-{rank}.json"))
+}
+
+/// `dir/summary.json`.
+pub fn summary_path(dir: &Path) -> PathBuf {
+    dir.join("summary.json")
+}
+
+/// Writes `stats` to its rank file in `dir` (created if missing).
+pub fn write_rank(dir: &Path, stats: &RankStats) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = rank_path(dir, stats.rank);
+    write_json(&path, stats)?;
+    Ok(path)
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+    jitter_trace::output::write_output_bytes(path, json.as_bytes())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The rank files of `job` for ranks `0..size` in `dir`, waiting up to `wait` for late ones;
+/// returns those found and the ranks missing.
+pub fn collect(dir: &Path, size: u64, job: &str, wait: Duration) -> (Vec<RankStats>, Vec<u64>) {
+    let deadline = Instant::now() + wait;
+    let mut found: Vec<Option<RankStats>> = vec![None; size as usize];
+    loop {
+        for (r, slot) in found.iter_mut().enumerate().filter(|(_, s)| s.is_none()) {
+            let read = std::fs::read_to_string(rank_path(dir, r as u64)).ok();
+            *slot = read
+                .and_then(|s| serde_json::from_str::<RankStats>(&s).ok())
+                .filter(|s| s.job == job && s.rank == r as u64);
+        }
+        if found.iter().all(Option::is_some) || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let missing = (0..size).filter(|&r| found[r as usize].is_none()).collect();
+    (found.into_iter().flatten().collect(), missing)
+}
+
+impl Summary {
+    /// Adds up `ranks` into `self` (whose settings are filled), with `missing` ranks noted.
+    pub fn add_up(mut self, ranks: &[RankStats], missing: Vec<u64>) -> Summary {
+        self.reported = ranks.len() as u64;
+        self.missing = missing;
+        for r in ranks {
+            self.injected += r.injector.injected;
+            self.dropped += r.injector.dropped;
+            self.merged += r.injector.merged;
+            self.injected_ns += r.injector.injected_ns;
+            self.busy_ns += r.injector.busy_ns;
+            self.max_elapsed_ns = self.max_elapsed_ns.max(r.injector.elapsed_ns);
+            if r.progress >= 1.0 {
+                self.exhausted.push(r.rank);
+            }
+        }
+        let shares: Vec<f64> = ranks
+            .iter()
+            .filter(|r| r.injector.elapsed_ns > 0)
+            .map(|r| r.injector.injected_ns as f64 / r.injector.elapsed_ns as f64)
+            .collect();
+        self.noise_share = if shares.is_empty() {
+            0.0
+        } else {
+            shares.iter().sum::<f64>() / shares.len() as f64
+        };
+        self
+    }
+
+    /// Writes `dir/summary.json`.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf, String> {
+        let path = summary_path(dir);
+        write_json(&path, self)?;
+        Ok(path)
+    }
+
+    /// The one line rank 0 prints on stderr.
+    pub fn line(&self, dir: &Path) -> String {
+        let mut s = format!(
+            "{} of {} ranks: injected {} detours ({:.1} ms, {:.1} % of the replay), dropped {}, \
+             merged {}; statistics in {}",
+            self.reported,
+            self.ranks,
+            self.injected,
+            self.injected_ns as f64 / 1e6,
+            self.noise_share * 100.0,
+            self.dropped,
+            self.merged,
+            dir.display()
+        );
+        if !self.missing.is_empty() {
+            s += &format!("; no file from ranks {:?}", self.missing);
+        }
+        if !self.exhausted.is_empty() {
+            s += &format!(
+                "; the trace ran out before MPI_Finalize on ranks {:?} (no noise after that: use a \
+                 longer trace or a smaller JITTER_SCALE)",
+                self.exhausted
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(r: u64, job: &str, injected: u64, injected_ns: u64, elapsed_ns: u64) -> RankStats {
+        RankStats {
+            rank: r,
+            job: job.into(),
+            host: "h".into(),
+            node: 0,
+            stream: 0,
+            offset_ns: 0,
+            barriers: 3,
+            resyncs: 2,
+            progress: 0.5,
+            injector: InjectorStats {
+                injected,
+                injected_ns,
+                elapsed_ns,
+                dropped: 1,
+                merged: 2,
+                ..InjectorStats::default()
+            },
+        }
+    }
+
+    fn empty() -> Summary {
+        Summary {
+            trace: "t".into(),
+            scale: 1.0,
+            sync: "phase".into(),
+            seed: 0,
+            timer: "abstime".into(),
+            ranks_per_node: None,
+            overhead_ns: 0,
+            lateness_ns: 0,
+            min_sleep_ns: 0,
+            ranks: 3,
+            reported: 0,
+            missing: vec![],
+            injected: 0,
+            dropped: 0,
+            merged: 0,
+            injected_ns: 0,
+            busy_ns: 0,
+            max_elapsed_ns: 0,
+            noise_share: 0.0,
+            exhausted: vec![],
+        }
+    }
+
+    #[test]
+    fn rank_files_round_trip_and_only_this_jobs_files_add_up() {
+        let dir = tempfile::tempdir().unwrap();
+        write_rank(dir.path(), &rank(0, "j", 10, 1_000, 10_000)).unwrap();
+        write_rank(dir.path(), &rank(1, "j", 30, 3_000, 10_000)).unwrap();
+        // A stale file of another job is not counted.
+        write_rank(dir.path(), &rank(2, "old", 99, 99, 99)).unwrap();
+        let (got, missing) = collect(dir.path(), 3, "j", Duration::from_millis(50));
+        assert_eq!(
+            got,
+            vec![
+                rank(0, "j", 10, 1_000, 10_000),
+                rank(1, "j", 30, 3_000, 10_000)
+            ]
+        );
+        assert_eq!(missing, vec![2]);
+        let s = empty().add_up(&got, missing);
+        assert_eq!(
+            (s.reported, s.injected, s.dropped, s.merged, s.injected_ns),
+            (2, 40, 2, 4, 4_000)
+        );
+        assert!((s.noise_share - 0.2).abs() < 1e-12);
+        assert!(s.line(dir.path()).contains("no file from ranks [2]"));
+        let p = s.write(dir.path()).unwrap();
+        let back: Summary = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+}

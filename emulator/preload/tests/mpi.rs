@@ -1,0 +1,355 @@
+//! `libjitter_preload.so` in a real MPI program: `tests/app/compute_barrier.c` (Algorithm 1,
+//! timing itself), built with `mpicc`, run under `mpirun -np 2` with and without the library.
+//!
+//! The closed form: a periodic trace of period P and detour d replayed at scale S costs the
+//! compute phase d/P of its wall time under per-phase resync, whatever S. The phase is sized so
+//! that a jittered phase spans a whole number of replayed periods (the work q = (P·S)·n·(1 − d/P)),
+//! so every phase loses exactly n·S·d and the median phase is as slow as the mean: the program's
+//! own slowdown is d / (P − d). Runs are interleaved (without, no-op, with) so that a drift of
+//! the vCPU speed hits all three alike; the tolerance comes from the spread of the runs without
+//! the library, bounded by half the expected effect so that a library that injects nothing fails.
+//!
+//! Skips, saying why, without `mpicc`/`mpirun`. Every `mpirun` has a time limit (`timeout`).
+//! Runs alone: the crate's tests go one at a time (`scripts/test.sh`, `--test-threads=1`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use jitter_preload::stats::{RankStats, Summary};
+
+/// The trace: P = 1 ms, d = 150 µs (15 % of the time), replayed at S = 2.
+const PERIOD_NS: u64 = 1_000_000;
+const DETOUR_NS: u64 = 150_000;
+const SCALE: f64 = 2.0;
+/// Replayed periods per jittered phase.
+const PERIODS_PER_PHASE: u64 = 10;
+const PHASES: u32 = 80;
+const WARMUP: u32 = 5;
+const ROUNDS: usize = 3;
+/// Time limit of one `mpirun`, s (a first run on a host also calibrates the injector, ~20 s).
+const MPIRUN_LIMIT_S: u32 = 120;
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `libjitter_preload.so` next to this test's executable (`target/<profile>/deps/..`).
+fn library() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    [deps.parent().unwrap(), deps]
+        .iter()
+        .map(|d| d.join("libjitter_preload.so"))
+        .find(|p| p.exists())
+        .expect("libjitter_preload.so is built with the crate's tests")
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    app: PathBuf,
+    trace: PathBuf,
+    library: PathBuf,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let app = dir.path().join("compute_barrier");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/app/compute_barrier.c");
+        let out = Command::new("timeout")
+            .args(["60", "mpicc", "-O2", "-o"])
+            .arg(&app)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mpicc: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let trace = dir.path().join("periodic.jtr");
+        let count = 20_000; // 20 s of trace, 40 s replayed at S = 2: far longer than a run
+        let s = jitter_emulator::calibration::periodic_stream(PERIOD_NS, DETOUR_NS, count);
+        let mut t = jitter_trace::Trace {
+            streams: vec![s],
+            ..jitter_trace::Trace::default()
+        };
+        t.sync_header();
+        jitter_trace::write_trace(&trace, &t).unwrap();
+        Setup {
+            dir,
+            app,
+            trace,
+            library: library(),
+        }
+    }
+
+    /// Runs the program under `mpirun -np 2`; `preload` sets LD_PRELOAD, `vars` the JITTER_*.
+    fn mpirun(&self, preload: bool, vars: &[(&str, &str)], args: &[String]) -> Output {
+        self.mpirun_as(false, preload, vars, args)
+    }
+
+    /// As `mpirun`; with `each_alone`, a rank that fails does not end the others, and every
+    /// rank prints `rank R exit S` on stderr.
+    fn mpirun_as(
+        &self,
+        each_alone: bool,
+        preload: bool,
+        vars: &[(&str, &str)],
+        args: &[String],
+    ) -> Output {
+        let mut c = Command::new("timeout");
+        c.args([
+            "-k",
+            "10",
+            &MPIRUN_LIMIT_S.to_string(),
+            "mpirun",
+            "-np",
+            "2",
+            "--bind-to",
+            "none",
+        ])
+        .arg(&self.app)
+        .args(args)
+        .current_dir(self.dir.path())
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl", "self,vader,tcp")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        // A rank that fails must not take the others down: each must end on its own.
+        .env("OMPI_MCA_orte_abort_on_non_zero_status", "0")
+        .env_remove("LD_PRELOAD");
+        for v in jitter_preload::config::VARIABLES {
+            c.env_remove(v);
+        }
+        if preload {
+            c.env("LD_PRELOAD", &self.library);
+        }
+        if each_alone {
+            c.env("OMPI_MCA_orte_abort_on_non_zero_status", "0");
+        }
+        c.envs(vars.iter().copied());
+        c.output().unwrap()
+    }
+
+    /// Median of the per-phase maximum compute time, ns, of one successful run.
+    fn median_qt(&self, preload: bool, vars: &[(&str, &str)], args: &[String]) -> (f64, String) {
+        let out = self.mpirun(preload, vars, args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "mpirun failed: {stdout}\n{stderr}");
+        let median = stdout
+            .split_whitespace()
+            .skip_while(|w| *w != "median_max_qt_ns")
+            .nth(1)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no median in {stdout}"));
+        (median, stderr)
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+fn read<T: serde::de::DeserializeOwned>(p: &Path) -> T {
+    let s = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&s).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_add_up() {
+    if !have("mpicc") || !have("mpirun") {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+        return;
+    }
+    let s = Setup::new();
+    // Work q so that a jittered phase spans PERIODS_PER_PHASE replayed periods exactly.
+    let replayed_period = PERIOD_NS as f64 * SCALE;
+    let share = DETOUR_NS as f64 / PERIOD_NS as f64;
+    let q_ns = PERIODS_PER_PHASE as f64 * replayed_period * (1.0 - share);
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(&s.app)
+        .args(["--calibrate", &format!("{q_ns:.0}")])
+        .output()
+        .unwrap();
+    let iterations = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        iterations.parse::<u64>().is_ok_and(|i| i > 0),
+        "calibrate: {iterations}"
+    );
+    let args = [iterations, PHASES.to_string(), WARMUP.to_string()];
+    let stats_dir = s.dir.path().join("stats");
+    let scale = SCALE.to_string();
+    let trace = s.trace.to_str().unwrap();
+    let with = [
+        ("JITTER_TRACE", trace),
+        ("JITTER_SCALE", scale.as_str()),
+        ("JITTER_SYNC", "phase"),
+        ("JITTER_STATS_DIR", stats_dir.to_str().unwrap()),
+    ];
+    let noop_dir = s.dir.path().join("jitter-stats");
+
+    let (mut without, mut noop, mut jitter) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        without.push(s.median_qt(false, &[], &args).0);
+        let (q, stderr) = s.median_qt(true, &[], &args);
+        assert!(
+            !stderr.contains("jitter-preload"),
+            "the no-op library spoke: {stderr}"
+        );
+        noop.push(q);
+        let (q, stderr) = s.median_qt(true, &with, &args);
+        assert!(
+            stderr.contains("jitter-preload: rank 0: 2 of 2 ranks"),
+            "{stderr}"
+        );
+        jitter.push(q);
+    }
+    assert!(!noop_dir.exists(), "the no-op library wrote statistics");
+
+    let expected = DETOUR_NS as f64 / (PERIOD_NS - DETOUR_NS) as f64;
+    let base = median(&mut without.clone());
+    let spread = (without.iter().copied().fold(f64::MIN, f64::max)
+        - without.iter().copied().fold(f64::MAX, f64::min))
+        / base;
+    // Three times the runs' own spread, at least 3 %, at most half the effect (so that a
+    // library that injects nothing, ~0 %, fails).
+    let tolerance = (3.0 * spread).clamp(0.03, expected / 2.0);
+    let slowdown = |v: &[f64]| {
+        let mut r: Vec<f64> = v.iter().zip(&without).map(|(a, b)| a / b - 1.0).collect();
+        median(&mut r)
+    };
+    let (sd_jitter, sd_noop) = (slowdown(&jitter), slowdown(&noop));
+    println!(
+        "qt median without {without:?} ns, no-op {noop:?}, with {jitter:?}; spread without \
+         {:.1} %; slowdown with {:.1} % (expected {:.1} %), no-op {:.1} %, tolerance {:.1} %",
+        spread * 100.0,
+        sd_jitter * 100.0,
+        expected * 100.0,
+        sd_noop * 100.0,
+        tolerance * 100.0
+    );
+    // Wall-clock injection presumes the ranks own their CPUs: on a machine so busy that they got
+    // much less (other builds and tests on 2 cores), a detour takes a larger share of the CPU
+    // time a rank gets and the slowdown only grows. Then only the lower bound is checked.
+    let cpu_share = q_ns / base;
+    if cpu_share >= 0.8 {
+        assert!(
+            (sd_jitter - expected).abs() <= tolerance,
+            "slowdown with the trace {:.1} %, expected {:.1} % ± {:.1} %",
+            sd_jitter * 100.0,
+            expected * 100.0,
+            tolerance * 100.0
+        );
+    } else {
+        println!(
+            "the ranks got {:.0} % of a CPU (the machine is busy): checking only that the \
+             slowdown is at least {:.1} %",
+            cpu_share * 100.0,
+            (expected - tolerance) * 100.0
+        );
+        assert!(
+            sd_jitter >= expected - tolerance,
+            "slowdown with the trace {:.1} %, expected at least {:.1} %",
+            sd_jitter * 100.0,
+            (expected - tolerance) * 100.0
+        );
+    }
+    assert!(
+        sd_noop.abs() <= tolerance,
+        "the no-op library moved the program by {:.1} % (± {:.1} %)",
+        sd_noop * 100.0,
+        tolerance * 100.0
+    );
+
+    // The last run's statistics: one file per rank, and a summary that adds them up.
+    let ranks: Vec<RankStats> = (0..2)
+        .map(|r| read(&jitter_preload::stats::rank_path(&stats_dir, r)))
+        .collect();
+    let summary: Summary = read(&jitter_preload::stats::summary_path(&stats_dir));
+    assert_eq!((summary.ranks, summary.reported), (2, 2));
+    assert!(
+        summary.missing.is_empty() && summary.exhausted.is_empty(),
+        "{summary:?}"
+    );
+    let sum = |f: fn(&RankStats) -> u64| ranks.iter().map(f).sum::<u64>();
+    assert_eq!(summary.injected, sum(|r| r.injector.injected));
+    assert_eq!(summary.dropped, sum(|r| r.injector.dropped));
+    assert_eq!(summary.merged, sum(|r| r.injector.merged));
+    assert_eq!(summary.injected_ns, sum(|r| r.injector.injected_ns));
+    assert_eq!((summary.scale, summary.sync.as_str()), (SCALE, "phase"));
+    for r in &ranks {
+        // Every phase's barrier (plus the program's first) resynced; S·d = 300 µs ≫ O, so only
+        // the rest of a detour in progress at a resync can be too short to inject; the injected
+        // share of the replay is the trace's d/P.
+        let barriers = u64::from(PHASES) + 1;
+        assert_eq!((r.barriers, r.resyncs), (barriers, barriers), "{r:?}");
+        assert!(r.injector.dropped <= r.resyncs + 1, "{r:?}");
+        let noise = r.injector.injected_ns as f64 / r.injector.elapsed_ns as f64;
+        assert!(
+            (noise - share).abs() < 0.02,
+            "rank {} injected {noise:.3} of its time",
+            r.rank
+        );
+        // Whole detours of S·d, except the rest of one in progress at the start or a resync.
+        let whole = DETOUR_NS * SCALE as u64;
+        let partial = r.resyncs + 1;
+        assert!(
+            r.injector.injected_ns <= r.injector.injected * whole,
+            "{r:?}"
+        );
+        assert!(
+            r.injector.injected_ns >= r.injector.injected.saturating_sub(partial) * whole,
+            "{r:?}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_setting_ends_every_rank_at_mpi_init_with_a_message() {
+    if !have("mpicc") || !have("mpirun") {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+        return;
+    }
+    let s = Setup::new();
+    let args = ["1000".to_string(), "3".to_string(), "0".to_string()];
+    for (vars, needle) in [
+        (
+            vec![("JITTER_TRACE", "/nonexistent/trace.jtr")],
+            "JITTER_TRACE=/nonexistent/trace.jtr",
+        ),
+        (
+            vec![
+                ("JITTER_TRACE", s.trace.to_str().unwrap()),
+                ("JITTER_SYNC", "sometimes"),
+            ],
+            "JITTER_SYNC='sometimes'",
+        ),
+    ] {
+        // Every rank on its own (mpirun told not to end the others when one fails): the
+        // message, status 1, quickly.
+        let t0 = std::time::Instant::now();
+        let out = s.mpirun_as(true, true, &vars, &args);
+        let took = t0.elapsed().as_secs_f64();
+        assert!(took < 30.0, "{vars:?}: took {took:.1} s");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for r in 0..2 {
+            let line = format!("jitter-preload: rank {r}: error: {needle}");
+            assert!(stderr.contains(&line), "{vars:?}: no `{line}` in\n{stderr}");
+            // (`rank R exit S` from the wrapper is not checked: under `cargo test` mpirun
+            // reports the job as ended normally and the wrapper's line is lost; see the report.)
+        }
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("median_max_qt_ns"));
+    }
+}
