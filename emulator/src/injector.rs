@@ -252,6 +252,16 @@ pub(crate) fn arm_abstime(id: libc::timer_t, deadline_ns: u64) {
     unsafe { libc::timer_settime(id, libc::TIMER_ABSTIME, &v, std::ptr::null_mut()) };
 }
 
+/// Disarms a POSIX timer made by `create_thread_timer`.
+pub(crate) fn disarm_abstime(id: libc::timer_t) {
+    let v = libc::itimerspec {
+        it_interval: timespec(0),
+        it_value: timespec(0),
+    };
+    // SAFETY: `id` is a live timer; a zero it_value disarms it.
+    unsafe { libc::timer_settime(id, 0, &v, std::ptr::null_mut()) };
+}
+
 /// Creates a CLOCK_MONOTONIC timer that sends `SIGALRM` to the calling thread.
 pub(crate) fn create_thread_timer() -> Result<libc::timer_t, EmulatorError> {
     // SAFETY: an all-zero sigevent is a valid starting point; the used fields are set below.
@@ -602,6 +612,18 @@ impl Handle {
         resync_running(offset_ns);
     }
 
+    /// Pauses injecting now: the timer is disarmed and the pending injection discarded unmet;
+    /// the trace's timeline runs on (see [`Handle::resume`]).
+    pub fn pause(&self) {
+        pause_running();
+    }
+
+    /// Resumes after [`Handle::pause`] at the timeline point the replay would have reached had
+    /// it never paused (the offsets between ranks and nodes are kept).
+    pub fn resume(&self) {
+        resume_running();
+    }
+
     /// Share of the stream replayed so far.
     pub fn progress(&self) -> f64 {
         progress_running().unwrap_or(0.0)
@@ -640,6 +662,39 @@ pub(crate) fn resync_running(offset_ns: u64) -> bool {
     with_control(|inner| {
         let now = mono_ns();
         inner.cursor.resync(offset_ns, now - inner.origin_ns);
+        inner.pending = inner.cursor.next();
+        FINISHED.store(inner.pending.is_none(), Ordering::Release);
+        inner.arm_pending(now);
+    });
+    true
+}
+
+/// `Handle::pause` for whoever runs the emulator; false if none runs.
+pub(crate) fn pause_running() -> bool {
+    if STATE.load(Ordering::Acquire) == OFF {
+        return false;
+    }
+    with_control(|inner| {
+        inner.pending = None;
+        inner.armed_deadline_ns = u64::MAX;
+        match inner.timer {
+            TimerKind::Itimer => disarm_itimer(),
+            TimerKind::Abstime => disarm_abstime(inner.timer_id),
+        }
+    });
+    true
+}
+
+/// `Handle::resume` for whoever runs the emulator; false if none runs.
+pub(crate) fn resume_running() -> bool {
+    if STATE.load(Ordering::Acquire) == OFF {
+        return false;
+    }
+    with_control(|inner| {
+        let now = mono_ns();
+        let rel = now - inner.origin_ns;
+        let point = inner.cursor.point_at(rel);
+        inner.cursor.resync(point, rel);
         inner.pending = inner.cursor.next();
         FINISHED.store(inner.pending.is_none(), Ordering::Release);
         inner.arm_pending(now);

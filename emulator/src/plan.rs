@@ -534,6 +534,16 @@ impl Cursor {
         (self.consumed_before_ns as f64 + seg) / self.plan.period_ns as f64
     }
 
+    /// Timeline point (trace ns from the window start, `< D`) the replay reaches at replay time
+    /// `now_ns` if it runs on from its last start or resync (a paused injector's resume point).
+    pub fn point_at(&self, now_ns: u64) -> u64 {
+        let ran = replayed_ns(
+            now_ns.saturating_sub(self.seg_replay0),
+            self.plan.opts.scale,
+        );
+        (self.seg_trace0 + ran % self.plan.period_ns) % self.plan.period_ns
+    }
+
     /// Jumps to timeline point `offset_ns` at replay time `now_ns`: the next injection is the
     /// rest of the detour in progress there, if any, else the next detour after the gap.
     pub fn resync(&mut self, offset_ns: u64, now_ns: u64) {
@@ -1621,6 +1631,27 @@ mod tests {
         assert_eq!(inj[0].next_due_ns, 400);
         assert_eq!(inj[0].arm_after_ns, 400 - 110);
         assert_eq!(inj[2].next_due_ns, u64::MAX);
+    }
+
+    #[test]
+    fn a_paused_replay_resumes_where_it_would_have_been() {
+        // The paired design's resume: the timeline ran on while nothing was injected.
+        let s = stream(1000, &[(100, 10), (400, 20), (900, 5)]);
+        let plan = Plan::new(
+            &s,
+            PlanOptions {
+                scale: 2.0,
+                ..opts()
+            },
+        )
+        .unwrap();
+        let mut c = plan.cursor(300);
+        assert_eq!(c.point_at(0), 300);
+        assert_eq!(c.point_at(400), 500);
+        assert_eq!(c.point_at(1600), 100, "wraps around the timeline");
+        c.resync(c.point_at(400), 400);
+        // From 500 the next detour is (900, 5): due (900 − 500)·2 after the resync.
+        assert_eq!(c.next().map(|i| i.due_ns), Some(400 + 800));
     }
 
     #[test]

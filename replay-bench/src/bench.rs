@@ -5,15 +5,119 @@ use jitter_collect::clock::{read_counter_ordered, Clock};
 
 use crate::comm::Collective;
 use crate::kernel::do_work;
-use crate::metrics::{PhaseAverages, PhaseSample};
+use crate::metrics::{paired_slowdown, PhaseAverages, PhaseSample};
 
 /// When the phase loop ends (besides the fraction rule of the emulator).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Until {
     /// Rank 0's elapsed time since the end of warm-up reaches this many ns (wall, scaled).
     Elapsed(u64),
     /// This many measured phases were run.
     Phases(u64),
+    /// Paired design only: the 95 % half-width of both slowdowns is at most this many
+    /// percentage points (from [`MIN_PAIRS`] pairs on), or `max_ns` elapsed (wall, scaled).
+    Precision {
+        /// Target half-width, percentage points.
+        half_width_pct: f64,
+        /// Time budget, ns.
+        max_ns: u64,
+    },
+}
+
+/// Fewest block pairs a precision target is judged on (a t-interval from 2 is too wild).
+pub const MIN_PAIRS: usize = 3;
+
+/// The paired, interleaved design: measured phases come in pairs of blocks of `phases`
+/// phases, one block without jitter (A, the emulator paused) and one with (B), in an order
+/// drawn per pair from `seed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Blocks {
+    /// Phases per block.
+    pub phases: u64,
+    /// Shared seed of the block order.
+    pub seed: u64,
+}
+
+impl Blocks {
+    /// Whether measured phase `m` (0 = the first after warm-up) runs with jitter: a pure
+    /// function of the seed and `m`, so every rank switches at the same phase unprompted.
+    pub fn jittered(&self, m: u64) -> bool {
+        let len = self.phases.max(1);
+        let pair = m / (2 * len);
+        let second = (m / len) % 2 == 1;
+        let baseline_first =
+            splitmix(self.seed ^ pair.wrapping_mul(0x9E37_79B9_7F4A_7C15)) & 1 == 0;
+        baseline_first == second
+    }
+
+    /// Whether measured phase `m` is the last of its pair.
+    pub fn ends_pair(&self, m: u64) -> bool {
+        (m + 1) % (2 * self.phases.max(1)) == 0
+    }
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The block means of one pair (unscaled ns), rank 0.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PairMeans {
+    /// Mean MaxQT of the baseline block.
+    pub base_qt_ns: f64,
+    /// Mean MaxQTBT of the baseline block.
+    pub base_qtbt_ns: f64,
+    /// Mean MaxQT of the jitter block.
+    pub jit_qt_ns: f64,
+    /// Mean MaxQTBT of the jitter block.
+    pub jit_qtbt_ns: f64,
+}
+
+/// What the paired design adds to a loop's outcome (rank 0).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PairedOutcome {
+    /// Every complete pair, in order.
+    pub pairs: Vec<PairMeans>,
+    /// Averages of the baseline blocks of the complete pairs.
+    pub baseline: PhaseAverages,
+    /// Standard deviation of MaxQT over the baseline phases.
+    pub baseline_sd_max_qt_ns: f64,
+    /// Standard deviation of MaxQTBT over the baseline phases.
+    pub baseline_sd_max_qtbt_ns: f64,
+    /// Whether each kept sample ran with jitter (parallel to `LoopOutcome::samples`).
+    pub sample_jitter: Vec<bool>,
+}
+
+impl PairedOutcome {
+    /// (baseline, jitter) block means of MaxQTBT (eq. 2) of every pair.
+    pub fn qtbt_pairs(&self) -> Vec<(f64, f64)> {
+        self.pairs
+            .iter()
+            .map(|p| (p.base_qtbt_ns, p.jit_qtbt_ns))
+            .collect()
+    }
+
+    /// (baseline, jitter) block means of MaxQT (eq. 3) of every pair.
+    pub fn qt_pairs(&self) -> Vec<(f64, f64)> {
+        self.pairs
+            .iter()
+            .map(|p| (p.base_qt_ns, p.jit_qt_ns))
+            .collect()
+    }
+
+    /// The larger of the two slowdowns' 95 % half-widths (NaN before two pairs).
+    pub fn half_width_pct(&self) -> f64 {
+        let a = paired_slowdown(&self.qtbt_pairs()).ci95_pct;
+        let b = paired_slowdown(&self.qt_pairs()).ci95_pct;
+        if a.is_nan() || b.is_nan() {
+            f64::NAN
+        } else {
+            a.max(b)
+        }
+    }
 }
 
 /// What the loop needs besides the communicator.
@@ -34,6 +138,8 @@ pub struct LoopSpec {
     /// Virtual ranks per process: compute windows run one after another in each phase, each
     /// one rank's (paper 001 §VI future work); 1 is the plain benchmark.
     pub virtual_ranks: u64,
+    /// The paired design's blocks; `None`: every phase as the hook runs it (sequential).
+    pub blocks: Option<Blocks>,
 }
 
 /// Hooks into the loop for the emulator: where to resync and how far the replay got.
@@ -44,6 +150,9 @@ pub trait PhaseHook {
     fn progress(&self) -> f64;
     /// Called right before virtual rank `v`'s compute window (only with virtual ranks).
     fn before_window(&mut self, _phase: u64, _v: u64) {}
+    /// Paired design: called on every rank before `before_phase` with whether this phase runs
+    /// with jitter (false: the emulator pauses).
+    fn set_jitter(&mut self, _on: bool) {}
 }
 
 /// No emulator: the benchmark without jitter.
@@ -66,6 +175,10 @@ pub enum StopReason {
     Phases,
     /// A rank replayed the requested fraction of its stream.
     Fraction,
+    /// The slowdowns' intervals reached the requested precision.
+    Precision,
+    /// The time budget of a precision target ran out first.
+    MaxTime,
 }
 
 impl std::fmt::Display for StopReason {
@@ -74,6 +187,8 @@ impl std::fmt::Display for StopReason {
             StopReason::Period => "period",
             StopReason::Phases => "phases",
             StopReason::Fraction => "fraction",
+            StopReason::Precision => "precision",
+            StopReason::MaxTime => "max-time",
         })
     }
 }
@@ -99,6 +214,8 @@ pub struct LoopOutcome {
     pub max_progress: f64,
     /// The LCG's last value (returned so the work cannot be optimised away).
     pub checksum: u64,
+    /// The paired design's pairs and baseline (rank 0); `None` for the sequential design.
+    pub paired: Option<PairedOutcome>,
 }
 
 /// Runs Algorithm 1: barrier; t1; do_work; t2; barrier; t3 — then one all-reduce (MAX) of
@@ -122,12 +239,26 @@ where
     let mut measured: u64 = 0;
     let mut measure_start: Option<u64> = None;
     let mut last_end = read_counter_ordered();
+    // Paired design: the phases of the pair in progress (rank 0), committed when it completes.
+    let mut paired = spec.blocks.map(|_| PairedOutcome::default());
+    let mut pair_buf: Vec<(PhaseSample, bool)> = Vec::new();
+    let (mut base_qt, mut base_qtbt) = (Spread::default(), Spread::default());
+    let mut precise = false;
     let (stopped_by, max_progress) = loop {
         let warm = phase < spec.warmup_phases;
         if !warm && measure_start.is_none() {
             measure_start = Some(last_end);
         }
+        let m = phase.saturating_sub(spec.warmup_phases);
+        let jitter = match spec.blocks {
+            Some(b) if !warm => b.jittered(m),
+            _ => true,
+        };
+        let ends_pair = spec.blocks.is_some_and(|b| !warm && b.ends_pair(m));
         comm.barrier();
+        if spec.blocks.is_some() {
+            hook.set_jitter(jitter);
+        }
         hook.before_phase(phase);
         // One compute window per (virtual) rank: qt is the longest, its sum feeds the mean.
         let windows = spec.virtual_ranks.max(1);
@@ -159,17 +290,34 @@ where
         if !warm {
             measured += 1;
         }
-        // Rank 0 decides on the period or phase count; everyone contributes its progress.
-        let root_stop = root
-            && !warm
-            && match spec.until {
-                Until::Elapsed(ns) => {
-                    let start = measure_start.unwrap_or(t3);
-                    clock.ticks_to_ns(t3.wrapping_sub(start)) >= ns
+        // Rank 0 decides on the period, phase count or precision (the paired design at the
+        // end of a pair, or one phase after the pair that reached the precision, whose phase
+        // is then discarded with its incomplete pair); everyone contributes its progress.
+        let root_stop = if root && !warm {
+            let elapsed = clock.ticks_to_ns(t3.wrapping_sub(measure_start.unwrap_or(t3)));
+            let whole = spec.blocks.is_none() || ends_pair;
+            match spec.until {
+                Until::Elapsed(ns) => (whole && elapsed >= ns).then_some(StopReason::Period),
+                Until::Phases(n) => (whole && measured >= n).then_some(StopReason::Phases),
+                Until::Precision { max_ns, .. } => {
+                    if precise {
+                        Some(StopReason::Precision)
+                    } else {
+                        (elapsed >= max_ns).then_some(StopReason::MaxTime)
+                    }
                 }
-                Until::Phases(n) => measured >= n,
-            };
-        let mut maxes = [qt, qtb, hook.progress(), if root_stop { 1.0 } else { 0.0 }];
+            }
+        } else {
+            None
+        };
+        let code = match root_stop {
+            None => 0.0,
+            Some(StopReason::Period) => 1.0,
+            Some(StopReason::Phases) => 2.0,
+            Some(StopReason::Precision) => 3.0,
+            Some(_) => 4.0,
+        };
+        let mut maxes = [qt, qtb, hook.progress(), code];
         comm.all_max(&mut maxes);
         let mut sum = [qt_sum];
         comm.sum_to_root(&mut sum);
@@ -179,18 +327,58 @@ where
                 max_qtbt_ns: maxes[1],
                 mean_qt_ns: sum[0] / (size * windows as f64),
             };
-            averages.add(s);
-            spread_qt.add(s.max_qt_ns);
-            spread_qtbt.add(s.max_qtbt_ns);
-            if spec.keep_samples {
-                samples.push(s);
+            match paired.as_mut() {
+                None => {
+                    averages.add(s);
+                    spread_qt.add(s.max_qt_ns);
+                    spread_qtbt.add(s.max_qtbt_ns);
+                    if spec.keep_samples {
+                        samples.push(s);
+                    }
+                }
+                Some(p) => {
+                    pair_buf.push((s, jitter));
+                    if ends_pair {
+                        let (mut a, mut b) = (PhaseAverages::default(), PhaseAverages::default());
+                        for &(s, j) in &pair_buf {
+                            if j {
+                                b.add(s);
+                                spread_qt.add(s.max_qt_ns);
+                                spread_qtbt.add(s.max_qtbt_ns);
+                            } else {
+                                a.add(s);
+                                base_qt.add(s.max_qt_ns);
+                                base_qtbt.add(s.max_qtbt_ns);
+                            }
+                            if spec.keep_samples {
+                                samples.push(s);
+                                p.sample_jitter.push(j);
+                            }
+                        }
+                        averages.merge(&b);
+                        p.baseline.merge(&a);
+                        p.pairs.push(PairMeans {
+                            base_qt_ns: a.avg_max_qt_ns(),
+                            base_qtbt_ns: a.avg_max_qtbt_ns(),
+                            jit_qt_ns: b.avg_max_qt_ns(),
+                            jit_qtbt_ns: b.avg_max_qtbt_ns(),
+                        });
+                        pair_buf.clear();
+                        if let Until::Precision { half_width_pct, .. } = spec.until {
+                            precise =
+                                p.pairs.len() >= MIN_PAIRS && p.half_width_pct() <= half_width_pct;
+                        }
+                    }
+                }
             }
         }
         phase += 1;
         if maxes[3] > 0.0 {
-            let reason = match spec.until {
-                Until::Elapsed(_) => StopReason::Period,
-                Until::Phases(_) => StopReason::Phases,
+            let reason = match maxes[3] as u8 {
+                1 => StopReason::Period,
+                2 => StopReason::Phases,
+                3 => StopReason::Precision,
+                _ => StopReason::MaxTime,
             };
             break (reason, maxes[2]);
         }
@@ -209,6 +397,11 @@ where
         sd_max_qtbt_ns: spread_qtbt.sd(),
         max_progress,
         checksum: x,
+        paired: paired.map(|mut p| {
+            p.baseline_sd_max_qt_ns = base_qt.sd();
+            p.baseline_sd_max_qtbt_ns = base_qtbt.sd();
+            p
+        }),
     }
 }
 
@@ -273,6 +466,7 @@ mod tests {
             scale: 1.0,
             keep_samples: true,
             virtual_ranks: 1,
+            blocks: None,
         };
         let out = run_phases(&Solo, &c, &spec, &mut NoJitter);
         assert_eq!(out.averages.phases, 7);
@@ -294,6 +488,89 @@ mod tests {
         assert!((out.sd_max_qt_ns - var.sqrt()).abs() < 1e-6 * m);
     }
 
+    /// Records the jitter switch of every phase.
+    #[derive(Default)]
+    struct Switches {
+        on: Vec<bool>,
+        next: bool,
+    }
+
+    impl PhaseHook for Switches {
+        fn before_phase(&mut self, _phase: u64) {
+            self.on.push(self.next);
+        }
+        fn progress(&self) -> f64 {
+            0.0
+        }
+        fn set_jitter(&mut self, on: bool) {
+            self.next = on;
+        }
+    }
+
+    #[test]
+    fn paired_blocks_alternate_in_a_seeded_order_and_only_whole_pairs_count() {
+        let b = Blocks { phases: 3, seed: 7 };
+        let mut firsts = Vec::new();
+        for pair in 0..40 {
+            let on: Vec<bool> = (pair * 6..pair * 6 + 6).map(|m| b.jittered(m)).collect();
+            assert!(on[0] == on[1] && on[1] == on[2] && on[3] == on[4] && on[4] == on[5]);
+            assert_ne!(on[0], on[3], "pair {pair}: {on:?}");
+            assert!(b.ends_pair(pair * 6 + 5) && !b.ends_pair(pair * 6 + 2));
+            firsts.push(on[0]);
+        }
+        // The order is drawn, not fixed: both orders occur.
+        assert!(firsts.contains(&true) && firsts.contains(&false));
+        let c = clock();
+        let spec = LoopSpec {
+            iterations: 1000,
+            warmup_phases: 2,
+            until: Until::Phases(12),
+            fraction: 1.0,
+            scale: 1.0,
+            keep_samples: true,
+            virtual_ranks: 1,
+            blocks: Some(b),
+        };
+        let mut h = Switches::default();
+        let out = run_phases(&Solo, &c, &spec, &mut h);
+        assert_eq!(&h.on[..2], &[true, true], "warm-up runs with jitter");
+        let want: Vec<bool> = (0..12).map(|m| b.jittered(m)).collect();
+        assert_eq!(&h.on[2..], &want[..]);
+        let p = out.paired.unwrap();
+        assert_eq!(
+            (p.pairs.len(), out.averages.phases, p.baseline.phases),
+            (2, 6, 6)
+        );
+        assert_eq!(p.sample_jitter, want);
+        assert_eq!(out.samples.len(), 12);
+        // A precision target met at once stops one phase after the third pair; that phase
+        // (an incomplete pair) is discarded.
+        let spec = LoopSpec {
+            until: Until::Precision {
+                half_width_pct: 1e9,
+                max_ns: u64::MAX,
+            },
+            keep_samples: false,
+            ..spec
+        };
+        let mut h = Switches::default();
+        let out = run_phases(&Solo, &c, &spec, &mut h);
+        assert_eq!(out.stopped_by, StopReason::Precision);
+        assert_eq!(h.on.len(), 2 + 3 * 6 + 1);
+        assert_eq!(out.paired.unwrap().pairs.len(), MIN_PAIRS);
+        // A time budget of 0 stops at the first measured phase, with no pair.
+        let spec = LoopSpec {
+            until: Until::Precision {
+                half_width_pct: 1e-9,
+                max_ns: 0,
+            },
+            ..spec
+        };
+        let out = run_phases(&Solo, &c, &spec, &mut Switches::default());
+        assert_eq!(out.stopped_by, StopReason::MaxTime);
+        assert!(out.paired.unwrap().pairs.is_empty());
+    }
+
     #[test]
     fn the_fraction_rule_stops_after_warmup_and_hooks_see_every_phase() {
         let c = clock();
@@ -305,6 +582,7 @@ mod tests {
             scale: 1.0,
             keep_samples: false,
             virtual_ranks: 1,
+            blocks: None,
         };
         let mut h = Recorder {
             phases: Vec::new(),
@@ -333,6 +611,7 @@ mod tests {
                 scale,
                 keep_samples: true,
                 virtual_ranks: 1,
+                blocks: None,
             };
             let out = run_phases(&Solo, &c, &spec, &mut NoJitter);
             assert_eq!(out.stopped_by, StopReason::Period);

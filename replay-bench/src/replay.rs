@@ -161,6 +161,10 @@ pub struct Replay {
     schedule: SyncSchedule,
     timeline_ns: u64,
     resyncs: u64,
+    /// Paired design: whether the coming phase runs with jitter, and whether the emulator is
+    /// paused now.
+    jitter: bool,
+    paused: bool,
 }
 
 impl Replay {
@@ -184,6 +188,8 @@ impl Replay {
             schedule,
             timeline_ns,
             resyncs: 0,
+            jitter: true,
+            paused: false,
         })
     }
 
@@ -283,11 +289,28 @@ impl PhaseHook for VirtualReplay {
 }
 
 impl PhaseHook for Replay {
+    /// A baseline phase pauses the emulator (no timer is armed); the first jittered phase after
+    /// it resyncs where the schedule says (`phase`, `every:K`) or else resumes at the point the
+    /// timeline reached meanwhile (`none`, `once`: each node keeps its offset).
     fn before_phase(&mut self, phase: u64) {
+        if !self.jitter {
+            if !self.paused {
+                self.handle.pause();
+                self.paused = true;
+            }
+            return;
+        }
         if let Some(offset) = self.schedule.resync_offset(phase, self.timeline_ns) {
             self.handle.resync(offset);
             self.resyncs += 1;
+        } else if self.paused {
+            self.handle.resume();
         }
+        self.paused = false;
+    }
+
+    fn set_jitter(&mut self, on: bool) {
+        self.jitter = on;
     }
 
     fn progress(&self) -> f64 {

@@ -144,6 +144,13 @@ pub struct ResultRow {
     pub sd_qtbt_pct: f64,
     /// SD by eq. (3) (AvgMaxQT), percent.
     pub sd_qt_pct: f64,
+    /// Half-width of SD eq. (2)'s 95 % confidence interval, percentage points (absent for
+    /// predictions and for reports older than the paired design).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sd_qtbt_ci95_pct: Option<f64>,
+    /// Half-width of SD eq. (3)'s 95 % confidence interval, percentage points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sd_qt_ci95_pct: Option<f64>,
     /// Mean relative loss (max qt − mean qt) / mean qt.
     pub lost_rel: f64,
     /// Emulator totals for this point (zero for the analytic model).

@@ -1,5 +1,7 @@
-//! `replay-bench run`: calibrate, measure the platform, run the no-jitter baseline, then the
-//! Parallel Benchmark with one in-process JitterEmulator per rank, and report.
+//! `replay-bench run`: calibrate, measure the platform, then the Parallel Benchmark with one
+//! in-process JitterEmulator per rank — baseline and jitter in paired, interleaved blocks
+//! (default) or one after the other (`--design sequential`) — and report every slowdown with
+//! its 95 % confidence interval.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,10 +15,10 @@ use jitter_trace::stats::Stats;
 use jitter_trace::Trace;
 
 use crate::baseline::{self, Baseline, Reference};
-use crate::bench::{run_phases, LoopOutcome, LoopSpec, NoJitter, Until};
+use crate::bench::{run_phases, Blocks, LoopOutcome, LoopSpec, NoJitter, Until};
 use crate::comm::{agree, record, Collective, Mpi};
 use crate::kernel::WorkRate;
-use crate::metrics::slowdown_pct;
+use crate::metrics::{paired_slowdown, sequential_slowdown, Slowdown};
 use crate::noise::{self, PlatformNoise};
 use crate::replay::{self, EmulatorCost, Replay, ReplayTotals, VirtualReplay};
 use crate::report::{
@@ -63,10 +65,26 @@ pub struct RunArgs {
     /// Seed of the offsets and resync points (rank 0's is broadcast; default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// No-jitter reference: `measured` (run it first), `quanta` (q itself) or a report file.
+    /// Design: `paired` (baseline and jitter blocks interleaved in one run; the default with a
+    /// trace) or `sequential` (the baseline run first; the default without a trace).
+    #[arg(long, value_name = "paired|sequential", value_parser = parse_design)]
+    pub design: Option<Design>,
+    /// Phases per block of the paired design.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub block_phases: u64,
+    /// Paired design: run block pairs until both slowdowns' 95 % half-widths are at most this
+    /// (percentage points, e.g. `0.5pp`), instead of a period.
+    #[arg(long, value_name = "PP", value_parser = parse_precision)]
+    pub precision: Option<f64>,
+    /// Time budget of `--precision` (unscaled; default 10min): stops and reports the precision
+    /// reached.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub max_time: Option<u64>,
+    /// No-jitter reference of the sequential design: `measured` (run it first), `quanta`
+    /// (q itself) or a report file.
     #[arg(long, default_value = "measured", value_name = "measured|quanta|FILE")]
     pub baseline: Baseline,
-    /// Period of the measured baseline (default: the period).
+    /// Period of the measured baseline of the sequential design (default: the period).
     #[arg(long, value_parser = parse_positive_duration)]
     pub baseline_period: Option<u64>,
     /// Probe the platform's own noise on every rank for this long before the run (0 skips).
@@ -100,6 +118,82 @@ pub struct RunArgs {
     /// one after another, each from its own point of the trace; MaxQT is over all of them.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub virtual_ranks: u64,
+}
+
+/// How baseline and jitter phases are laid out in one `replay-bench run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Design {
+    /// Baseline and jitter blocks alternate in one run, in an order drawn per pair.
+    Paired,
+    /// The whole baseline first, then the whole jitter run (paper 001).
+    Sequential,
+}
+
+impl std::fmt::Display for Design {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Design::Paired => "paired",
+            Design::Sequential => "sequential",
+        })
+    }
+}
+
+fn parse_design(s: &str) -> Result<Design, String> {
+    match s {
+        "paired" => Ok(Design::Paired),
+        "sequential" => Ok(Design::Sequential),
+        _ => Err(format!("design must be paired or sequential, got `{s}`")),
+    }
+}
+
+fn parse_precision(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .strip_suffix("pp")
+        .unwrap_or(s)
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a precision in percentage points (e.g. 0.5pp)"))?;
+    if v.is_finite() && v > 0.0 && v <= 1e6 {
+        Ok(v)
+    } else {
+        Err(format!("precision must be in (0, 1e6] pp, got {s}"))
+    }
+}
+
+/// Default time budget of `--precision`, ns (10 min).
+const DEFAULT_MAX_TIME_NS: u64 = 600_000_000_000;
+
+/// The design a run uses, or why its options do not fit together.
+fn design_of(args: &RunArgs) -> anyhow::Result<Design> {
+    let default = if args.trace.is_some() && args.virtual_ranks == 1 {
+        Design::Paired
+    } else {
+        Design::Sequential
+    };
+    let design = args.design.unwrap_or(default);
+    if design == Design::Paired {
+        if args.baseline != Baseline::Measured {
+            bail!(
+                "--baseline {} needs --design sequential: the paired design measures its                  baseline in blocks interleaved with the jitter",
+                args.baseline
+            );
+        }
+        if args.baseline_period.is_some() {
+            bail!("--baseline-period needs --design sequential (paired blocks share the period)");
+        }
+        if args.virtual_ranks > 1 {
+            bail!("--virtual-ranks needs --design sequential");
+        }
+        if args.precision.is_some() && args.phases.is_some() {
+            bail!("--precision and --phases are two stop rules: give one");
+        }
+    } else if args.precision.is_some() {
+        bail!("--precision needs --design paired (the interval comes from block pairs)");
+    }
+    if args.max_time.is_some() && args.precision.is_none() {
+        bail!("--max-time is the time budget of --precision: give both");
+    }
+    Ok(design)
 }
 
 /// Longest duration any option takes, ns (one day).
@@ -263,6 +357,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
                 host_name()
             );
         }
+        design_of(args)?;
         if let Baseline::File(p) = &args.baseline {
             baseline::from_report(p, size as u64, args.quanta)?;
         }
@@ -354,7 +449,13 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         }),
     )?;
 
-    let spec = |until: Until, keep: bool, fraction: f64| LoopSpec {
+    let design = design_of(args)?;
+    let paired = design == Design::Paired;
+    let blocks = paired.then_some(Blocks {
+        phases: args.block_phases,
+        seed,
+    });
+    let spec = |until: Until, keep: bool, fraction: f64, blocks: Option<Blocks>| LoopSpec {
         iterations,
         warmup_phases: args.warmup,
         until,
@@ -362,10 +463,18 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         scale,
         keep_samples: keep,
         virtual_ranks: args.virtual_ranks,
+        blocks,
     };
-    let until = |period_ns: u64| match args.phases {
-        Some(n) => Until::Phases(n),
-        None => Until::Elapsed((period_ns as f64 * scale).round() as u64),
+    // The paired design gives its baseline blocks as much as its jitter blocks: `--phases N`
+    // and `--period T` are the jitter's share, as the sequential design's run is.
+    let share = if paired { 2 } else { 1 };
+    let until = |period_ns: u64| match (args.phases, args.precision) {
+        (Some(n), _) => Until::Phases(n.saturating_mul(share)),
+        (None, Some(hw)) => Until::Precision {
+            half_width_pct: hw,
+            max_ns: (args.max_time.unwrap_or(DEFAULT_MAX_TIME_NS) as f64 * scale).round() as u64,
+        },
+        (None, None) => Until::Elapsed((period_ns as f64 * scale).round() as u64 * share),
     };
 
     // 4. Baseline without jitter.
@@ -377,12 +486,12 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         Baseline::File(p) => Some(baseline::from_report(p, size as u64, args.quanta)?),
         Baseline::Measured => None,
     };
-    let measured_baseline = if reference.is_none() {
+    let measured_baseline = if reference.is_none() && !paired {
         let period = args.baseline_period.unwrap_or(args.period);
         Some(run_phases(
             comm,
             &setup.clock,
-            &spec(until(period), false, 2.0),
+            &spec(until(period), false, 2.0, None),
             &mut NoJitter,
         ))
     } else {
@@ -406,13 +515,13 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
             run_phases(
                 comm,
                 &setup.clock,
-                &spec(until(args.period), keep, 2.0),
+                &spec(until(args.period), keep, 2.0, blocks),
                 &mut NoJitter,
             ),
             ReplayTotals::default(),
         ),
         Some(plan) => {
-            let spec = spec(until(args.period), keep, args.fraction);
+            let spec = spec(until(args.period), keep, args.fraction, blocks);
             comm.barrier();
             if args.virtual_ranks > 1 {
                 // Every virtual rank is its own node: its own offset under --sync none.
@@ -512,19 +621,36 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         "sd_max_qtbt_ns".into(),
         format!("{:.1}", outcome.sd_max_qtbt_ns),
     );
-    if let Some(b) = &measured_baseline {
+    extra.insert("design".into(), design.to_string());
+    // The baseline's phases, spread and loss: its own run (sequential) or its blocks (paired).
+    let base = match (&outcome.paired, &measured_baseline) {
+        (Some(p), _) => Some((
+            p.baseline,
+            p.baseline_sd_max_qt_ns,
+            p.baseline_sd_max_qtbt_ns,
+        )),
+        (None, Some(b)) => Some((b.averages, b.sd_max_qt_ns, b.sd_max_qtbt_ns)),
+        (None, None) => None,
+    };
+    if let Some((a, sd_qt, sd_qtbt)) = base {
+        extra.insert("baseline_sd_max_qt_ns".into(), format!("{sd_qt:.1}"));
+        extra.insert("baseline_sd_max_qtbt_ns".into(), format!("{sd_qtbt:.1}"));
+        extra.insert("baseline_phases".into(), a.phases.to_string());
+        extra.insert("baseline_lost_rel".into(), format!("{}", a.lost_rel()));
+    }
+    if let Some(p) = &outcome.paired {
+        extra.insert("block_phases".into(), args.block_phases.to_string());
+        extra.insert("pairs".into(), p.pairs.len().to_string());
+        if let Some(hw) = args.precision {
+            extra.insert("precision_target_pct".into(), format!("{hw}"));
+            extra.insert(
+                "max_time_ns".into(),
+                args.max_time.unwrap_or(DEFAULT_MAX_TIME_NS).to_string(),
+            );
+        }
         extra.insert(
-            "baseline_sd_max_qt_ns".into(),
-            format!("{:.1}", b.sd_max_qt_ns),
-        );
-        extra.insert(
-            "baseline_sd_max_qtbt_ns".into(),
-            format!("{:.1}", b.sd_max_qtbt_ns),
-        );
-        extra.insert("baseline_phases".into(), b.averages.phases.to_string());
-        extra.insert(
-            "baseline_lost_rel".into(),
-            format!("{}", b.averages.lost_rel()),
+            "precision_reached_pct".into(),
+            format!("{:.4}", p.half_width_pct()),
         );
     }
 
@@ -577,6 +703,23 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
             outcome.averages.phases
         ));
     }
+    let (reference, slowdowns) = slowdowns(&outcome, measured_baseline.as_ref(), reference);
+    if let Some(p) = &outcome.paired {
+        if p.pairs.len() < 2 {
+            report.warnings.push(format!(
+                "only {} complete block pair(s): no confidence interval (lengthen --period or \
+                 shorten --block-phases)",
+                p.pairs.len()
+            ));
+        }
+        if outcome.stopped_by == crate::bench::StopReason::MaxTime {
+            report.warnings.push(format!(
+                "--max-time ran out before the precision {} pp: reached ± {:.3} pp",
+                args.precision.unwrap_or(f64::NAN),
+                p.half_width_pct()
+            ));
+        }
+    }
     report.results.push(result_row(
         trace.as_ref().map_or("", |t| t.info.label.as_str()),
         size as u64 * args.virtual_ranks,
@@ -587,10 +730,12 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         },
         &outcome,
         reference,
+        slowdowns,
         emulator,
     ));
 
-    table::print_run(&report, measured_baseline.as_ref(), &outcome);
+    let base_row = base.map(|b| b.0);
+    table::print_run(&report, base_row.as_ref(), &outcome);
     if let Some(p) = &args.output {
         report.save(p)?;
     }
@@ -600,12 +745,58 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The reference and the slowdowns (eq. 2, eq. 3) with their intervals: from the block pairs
+/// (paired), or from the two runs' per-phase spreads (sequential).
+fn slowdowns(
+    out: &LoopOutcome,
+    measured: Option<&LoopOutcome>,
+    reference: Reference,
+) -> (Reference, [Slowdown; 2]) {
+    if let Some(p) = &out.paired {
+        let reference = Reference {
+            avg_max_qt_ns: p.baseline.avg_max_qt_ns(),
+            avg_max_qtbt_ns: p.baseline.avg_max_qtbt_ns(),
+        };
+        return (
+            reference,
+            [
+                paired_slowdown(&p.qtbt_pairs()),
+                paired_slowdown(&p.qt_pairs()),
+            ],
+        );
+    }
+    let a = &out.averages;
+    let (bn, b_qt, b_qtbt) = measured.map_or((0, 0.0, 0.0), |b| {
+        (b.averages.phases, b.sd_max_qt_ns, b.sd_max_qtbt_ns)
+    });
+    (
+        reference,
+        [
+            sequential_slowdown(
+                (a.avg_max_qtbt_ns(), out.sd_max_qtbt_ns, a.phases),
+                (reference.avg_max_qtbt_ns, b_qtbt, bn),
+            ),
+            sequential_slowdown(
+                (a.avg_max_qt_ns(), out.sd_max_qt_ns, a.phases),
+                (reference.avg_max_qt_ns, b_qt, bn),
+            ),
+        ],
+    )
+}
+
+/// A finite half-width, or `None` (it is not written then).
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn result_row(
     label: &str,
     ranks: u64,
     sync: String,
     out: &LoopOutcome,
     reference: Reference,
+    sd: [Slowdown; 2],
     emulator: EmulatorTotals,
 ) -> ResultRow {
     let a = &out.averages;
@@ -618,8 +809,10 @@ fn result_row(
         avg_max_qtbt_ns: a.avg_max_qtbt_ns(),
         baseline_avg_max_qt_ns: reference.avg_max_qt_ns,
         baseline_avg_max_qtbt_ns: reference.avg_max_qtbt_ns,
-        sd_qtbt_pct: slowdown_pct(a.avg_max_qtbt_ns(), reference.avg_max_qtbt_ns),
-        sd_qt_pct: slowdown_pct(a.avg_max_qt_ns(), reference.avg_max_qt_ns),
+        sd_qtbt_pct: sd[0].pct,
+        sd_qt_pct: sd[1].pct,
+        sd_qtbt_ci95_pct: finite(sd[0].ci95_pct),
+        sd_qt_ci95_pct: finite(sd[1].ci95_pct),
         lost_rel: a.lost_rel(),
         emulator,
     }
@@ -628,13 +821,22 @@ fn result_row(
 fn write_csv(path: &std::path::Path, out: &LoopOutcome) -> anyhow::Result<()> {
     let shown = path.display().to_string();
     jitter_trace::output::write_output(path, |w| -> anyhow::Result<()> {
-        writeln!(w, "phase,max_qt_ns,max_qtbt_ns,mean_qt_ns")
+        writeln!(w, "phase,max_qt_ns,max_qtbt_ns,mean_qt_ns,jitter")
             .with_context(|| format!("cannot write {shown}"))?;
         for (i, s) in out.samples.iter().enumerate() {
+            // 1: a jitter phase; 0: a baseline block's phase of the paired design.
+            let jitter = out
+                .paired
+                .as_ref()
+                .and_then(|p| p.sample_jitter.get(i).copied())
+                .unwrap_or(true);
             writeln!(
                 w,
-                "{i},{:.1},{:.1},{:.1}",
-                s.max_qt_ns, s.max_qtbt_ns, s.mean_qt_ns
+                "{i},{:.1},{:.1},{:.1},{}",
+                s.max_qt_ns,
+                s.max_qtbt_ns,
+                s.mean_qt_ns,
+                u8::from(jitter)
             )
             .with_context(|| format!("cannot write {shown}"))?;
         }

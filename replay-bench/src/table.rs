@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::bench::LoopOutcome;
+use crate::metrics::PhaseAverages;
 use crate::report::{Report, ResultRow};
 
 /// Formats ns as µs or ms with 4 significant-ish digits.
@@ -24,10 +25,19 @@ fn fmt_pct(p: f64) -> String {
     }
 }
 
-/// The summary of a run as text (rank 0 prints it).
+/// A slowdown with its 95 % half-width, `3.02 % ± 0.21` (or `3.020 %` without one).
+pub fn fmt_sd(p: f64, ci95: Option<f64>) -> String {
+    match ci95 {
+        Some(h) if p.is_finite() && h.is_finite() => format!("{p:.2} % ± {h:.2}"),
+        _ => fmt_pct(p),
+    }
+}
+
+/// The summary of a run as text (rank 0 prints it); `baseline` is the measured baseline's
+/// averages (its own run, or the paired design's baseline blocks).
 pub fn render_run(
     report: &Report,
-    baseline: Option<&LoopOutcome>,
+    baseline: Option<&PhaseAverages>,
     outcome: &LoopOutcome,
 ) -> String {
     let c = &report.config;
@@ -56,14 +66,13 @@ pub fn render_run(
     );
     let _ = writeln!(
         s,
-        "{:<10} {:>8} {:>14} {:>14} {:>10} {:>10} {:>10}",
-        "", "phases", "AvgMaxQT", "AvgMaxQTBT", "SD eq.2", "SD eq.3", "lost_rel"
+        "{:<10} {:>8} {:>14} {:>14} {:>16} {:>16} {:>10}",
+        "", "phases", "AvgMaxQT", "AvgMaxQTBT", "SD eq.2 (95%)", "SD eq.3 (95%)", "lost_rel"
     );
-    if let Some(b) = baseline {
-        let a = &b.averages;
+    if let Some(a) = baseline {
         let _ = writeln!(
             s,
-            "{:<10} {:>8} {:>14} {:>14} {:>10} {:>10} {:>10}",
+            "{:<10} {:>8} {:>14} {:>14} {:>16} {:>16} {:>10}",
             "baseline",
             a.phases,
             fmt_ns(a.avg_max_qt_ns()),
@@ -76,13 +85,13 @@ pub fn render_run(
     for r in &report.results {
         let _ = writeln!(
             s,
-            "{:<10} {:>8} {:>14} {:>14} {:>10} {:>10} {:>10}",
+            "{:<10} {:>8} {:>14} {:>14} {:>16} {:>16} {:>10}",
             r.sync,
             r.phases,
             fmt_ns(r.avg_max_qt_ns),
             fmt_ns(r.avg_max_qtbt_ns),
-            fmt_pct(r.sd_qtbt_pct),
-            fmt_pct(r.sd_qt_pct),
+            fmt_sd(r.sd_qtbt_pct, r.sd_qtbt_ci95_pct),
+            fmt_sd(r.sd_qt_pct, r.sd_qt_ci95_pct),
             fmt_pct(r.lost_rel * 100.0)
         );
         if c.trace.is_some() {
@@ -110,6 +119,30 @@ pub fn render_run(
         fmt_ns(outcome.elapsed_ns as f64),
         c.baseline
     );
+    match &outcome.paired {
+        Some(p) => {
+            let _ = writeln!(
+                s,
+                "design paired: {} block pairs of {} phases (baseline and jitter interleaved, \
+                 order drawn per pair); ± is the 95 % t-interval of the paired block differences{}",
+                p.pairs.len(),
+                c.extra.get("block_phases").map_or("-", String::as_str),
+                c.extra
+                    .get("precision_target_pct")
+                    .map_or(String::new(), |t| format!(
+                        "; precision target ± {t} pp, reached ± {:.3} pp",
+                        p.half_width_pct()
+                    ))
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "design sequential: ± is a normal 95 % interval from the per-phase spreads (it \
+                 does not cover a drift between the baseline and the run)"
+            );
+        }
+    }
     let noise: Vec<String> = report
         .calibration
         .iter()
@@ -132,7 +165,7 @@ pub fn render_run(
 }
 
 /// Prints [`render_run`].
-pub fn print_run(report: &Report, baseline: Option<&LoopOutcome>, outcome: &LoopOutcome) {
+pub fn print_run(report: &Report, baseline: Option<&PhaseAverages>, outcome: &LoopOutcome) {
     print!("{}", render_run(report, baseline, outcome));
 }
 
@@ -242,5 +275,8 @@ mod tests {
         assert_eq!(fmt_ns(1_234_567.0), "1.2346 ms");
         assert_eq!(fmt_ns(15_500.0), "15.50 us");
         assert_eq!(fmt_ns(f64::NAN), "-");
+        assert_eq!(fmt_sd(3.0214, Some(0.2149)), "3.02 % ± 0.21");
+        assert_eq!(fmt_sd(3.0214, None), "3.021 %");
+        assert_eq!(fmt_sd(3.0, Some(f64::NAN)), "3.000 %");
     }
 }

@@ -409,6 +409,9 @@ pub fn des_row(trace: &str, ranks: u64, mode: SyncMode, o: &DesOutcome) -> Resul
         baseline_avg_max_qtbt_ns: o.baseline_qtbt_ns,
         sd_qtbt_pct: slowdown_pct(qtbt, o.baseline_qtbt_ns),
         sd_qt_pct: slowdown_pct(qt, o.baseline_qt_ns),
+        // A virtual-time prediction is deterministic given its seed: no sampling interval.
+        sd_qtbt_ci95_pct: None,
+        sd_qt_ci95_pct: None,
         lost_rel: o.averages.lost_rel(),
         emulator: o.emulator,
     }
@@ -476,6 +479,8 @@ pub fn order_stats_row(
         baseline_avg_max_qtbt_ns: q + lat,
         sd_qtbt_pct: slowdown_pct(q + lat + period, q + lat),
         sd_qt_pct: slowdown_pct(q + max_qt, q),
+        sd_qtbt_ci95_pct: None,
+        sd_qt_ci95_pct: None,
         lost_rel: (max_qt - mean_qt) / (q + mean_qt),
         emulator: Default::default(),
     })
