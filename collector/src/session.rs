@@ -12,10 +12,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use jitter_trace::attribution::{self, Attribution, CpuAttribution};
 use jitter_trace::sanity::Observation;
 use jitter_trace::{Epilogue, Header, StreamSummary};
 use serde::Serialize;
 
+use crate::attribute;
 use crate::clock::{kernel_tsc_khz, read_counter, tsc_flags, Clock, CounterSource};
 use crate::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::{self, CpuList};
@@ -24,6 +26,7 @@ use crate::ftq::{self, FtqConverter, Quantum};
 use crate::probe::{self, LoopStats};
 use crate::ring::{ring, RingProducer};
 use crate::table::{CpuRow, RowFacts};
+use crate::tracefs::{self, Instance};
 use crate::writer::{Decoder, Writer, WriterSetup};
 
 /// How the detour threshold is chosen.
@@ -109,6 +112,9 @@ pub struct Config {
     pub lock_memory: bool,
     /// Stop on SIGINT/SIGTERM (installs handlers for the duration of the call).
     pub handle_signals: bool,
+    /// Trace kernel events in a private tracefs instance and attribute every detour
+    /// (`<trace>.attr.json`).
+    pub attribute: bool,
 }
 
 impl Default for Config {
@@ -132,6 +138,7 @@ impl Default for Config {
             verbose: false,
             lock_memory: true,
             handle_signals: false,
+            attribute: false,
         }
     }
 }
@@ -182,6 +189,10 @@ pub struct Summary {
     pub warnings: Vec<String>,
     /// Why the numbers cannot be right, one line per CPU that failed the plausibility check.
     pub implausible: Vec<String>,
+    /// The attribution sidecar written (`--attribute`).
+    pub attribution_file: Option<PathBuf>,
+    /// The per-source table (`--attribute`).
+    pub attribution: Option<jitter_trace::attribution::Report>,
 }
 
 struct Shared {
@@ -438,6 +449,18 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             );
         }
     }
+    // The tracefs instance is removed when this function returns, on every path (its guard);
+    // it traces from here, so the probes' start-up is in the buffer too.
+    let instance = if config.attribute {
+        if !matches!(config.mode, Mode::Detours) {
+            bail!("--attribute needs --mode detours");
+        }
+        let inst = Instance::create(&cpus, tracefs::buffer_kb(config.duration, cpus.len()))?;
+        inst.start()?;
+        Some(inst)
+    } else {
+        None
+    };
     let output = &config.output;
     // A setup error may remove only what this run created, never a file, device or link that
     // was there before.
@@ -744,6 +767,9 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         .into_iter()
         .map(|h| h.join().map_err(|_| anyhow!("a probe thread panicked")))
         .collect::<Result<_>>()?;
+    if let Some(inst) = &instance {
+        inst.stop()?;
+    }
     done.store(true, Ordering::Release);
     writer_handle.thread().unpark();
     let (mut writer, result, writer_cpu_ns) = writer_handle
@@ -890,6 +916,21 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         notes,
     };
     writer.finish(epilogue).map_err(kept)?;
+    let (attribution_file, attribution) = match instance {
+        Some(inst) => {
+            let (path, report) =
+                attribute_trace(inst, output, &clock, origin, &header, &mut warnings).map_err(
+                    |e| {
+                        e.context(format!(
+                            "attribution failed; the trace {} is complete",
+                            output.display()
+                        ))
+                    },
+                )?;
+            (Some(path), Some(report))
+        }
+        None => (None, None),
+    };
     Ok(Summary {
         trace: output.clone(),
         ftq_csv,
@@ -906,7 +947,86 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         writer_cpu_ns,
         warnings,
         implausible,
+        attribution_file,
+        attribution,
     })
+}
+
+/// Reads the instance's buffers (then removes it), attributes the detours of the finished
+/// trace, writes `<trace>.attr.json` and returns its per-source report.
+fn attribute_trace(
+    inst: Instance,
+    output: &Path,
+    clock: &Clock,
+    origin: u64,
+    header: &Header,
+    warnings: &mut Vec<String>,
+) -> Result<(PathBuf, attribution::Report)> {
+    let cpus: Vec<u32> = header.stream_cpus.clone();
+    let mut per_cpu = Vec::with_capacity(cpus.len());
+    for &cpu in &cpus {
+        per_cpu.push(inst.read_cpu(cpu)?);
+    }
+    let events = inst.events.clone();
+    for s in &inst.removed_stale {
+        warnings.push(format!(
+            "removed the tracefs instance {s} of a process that is gone"
+        ));
+    }
+    drop(inst);
+    let trace = jitter_trace::read_trace(output)
+        .with_context(|| format!("cannot read back {}", output.display()))?
+        .trace;
+    let mut result = Attribution {
+        version: attribution::ATTRIBUTION_VERSION,
+        collection_start_unix_ns: header.collection_start_unix_ns,
+        trace_clock: tracefs::TRACE_CLOCK.into(),
+        events,
+        ..Attribution::default()
+    };
+    let to_ns = |t: u64| clock.ticks_to_ns(t.saturating_sub(origin));
+    for (stream, (raw, lost)) in trace.streams.iter().zip(per_cpu) {
+        let probe_name = format!("probe-{}", stream.cpu);
+        let first_comm = raw.first().map_or(probe_name.clone(), |e| e.comm.clone());
+        let timeline = attribute::to_timeline(&raw, to_ns);
+        let tl = attribute::segments(&timeline, &first_comm, |c| c == probe_name);
+        if lost > 0 {
+            warnings.push(format!(
+                "CPU {}: the kernel lost {lost} trace events (buffer overrun); those detours \
+                 are partly unattributed",
+                stream.cpu
+            ));
+        }
+        result.cpus.push(CpuAttribution {
+            cpu: stream.cpu,
+            begin_ns: stream.begin_ns,
+            end_ns: stream.end_ns,
+            events: raw.len() as u64,
+            events_lost: lost,
+            detours: attribute::attribute(&stream.records, &tl),
+        });
+    }
+    let hypervisor = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| {
+            c.lines()
+                .find(|l| l.starts_with("flags"))
+                .is_some_and(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+        })
+        .unwrap_or(false);
+    if hypervisor {
+        result.notes.insert(
+            "hypervisor".into(),
+            "this machine is a virtual machine: VM exits, the host's own interrupts and \
+             preemption of the vCPU take time the guest kernel never traces; most unattributed \
+             time is the hypervisor's"
+                .into(),
+        );
+    }
+    let path = attribution::sidecar_path(output);
+    result
+        .write(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((path, attribution::report(&result)))
 }
 
 fn writer_progress(w: &Writer) -> Option<ProgressBar> {
