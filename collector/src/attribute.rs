@@ -5,7 +5,8 @@
 //!
 //! Labels: `timer`, `irq:<device>`, `softirq:<ACTION>`, `ipi:<vector>`, `irq_work`, `nmi`,
 //! `work:<function>` (a work item inside its kworker), `task:<comm>` (a task other than the
-//! probe ran), `page_fault:user|kernel` (from the fault to the next event), and `sched`: the
+//! probe ran), `page_fault:user|kernel` (a fault of the probe itself, from the fault to the next
+//! event; a fault inside another task stays that task's time), and `sched`: the
 //! probe's own context left running kernel code right before it is switched out and right after
 //! it is switched back in (the two parts of `schedule()`, paper 002's scheduling).
 
@@ -129,10 +130,14 @@ pub fn segments(
                 task = next.clone();
                 task_label = (!is_probe(&task)).then(|| intern(&format!("task:{task}")));
             }
-            EventKind::Fault { label } => {
+            // A fault has no exit event: in the probe's context it lasts until the next event
+            // (the probe resumes when the handler returns, which ends the detour); inside
+            // another task its time is that task's anyway.
+            EventKind::Fault { label } if is_probe(&task) => {
                 let l = intern(label);
                 stack.push(("fault".into(), l));
             }
+            EventKind::Fault { .. } => {}
             EventKind::Nmi { .. } | EventKind::Other => {}
         }
         let switched_in = matches!(&e.kind, EventKind::Switch { next, .. } if is_probe(next));
@@ -368,6 +373,25 @@ mod tests {
         // runs again from 130.
         assert_eq!(parts(&a[0]), [("page_fault:user", 10), ("nmi", 20)]);
         assert_eq!(a[0].unattributed_ns(), 5 + 10);
+    }
+
+    #[test]
+    fn a_fault_inside_another_task_is_that_tasks_time() {
+        let ev = vec![
+            switch(100, "probe-0", "daemon"),
+            TimedEvent {
+                ns: 150,
+                kind: EventKind::Fault {
+                    label: "page_fault:user".into(),
+                },
+            },
+            switch(400, "daemon", "probe-0"),
+        ];
+        let tl = segments(&ev, "probe-0", probe);
+        let a = attribute(&[rec(90, 320)], &tl);
+        // 90..100 precedes the first event: nothing is known about it.
+        assert_eq!(parts(&a[0]), [("task:daemon", 300), ("sched", 10)]);
+        assert_eq!(a[0].explained_ns, 310);
     }
 
     #[test]
