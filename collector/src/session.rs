@@ -316,9 +316,25 @@ struct SignalGuard {
 }
 
 impl SignalGuard {
-    fn install(stop: &Arc<AtomicBool>) -> Result<Self> {
+    fn install(stop: &Arc<AtomicBool>, attribute: bool) -> Result<Self> {
         let mut guard = SignalGuard::default();
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            if attribute {
+                // Registered first, so it runs before the exit below: on the second signal
+                // (the stop flag already set) the tracefs instance is removed before exiting.
+                let flag = stop.clone();
+                // SAFETY: the action only loads atomics and calls rmdir(2), which is
+                // async-signal-safe (`tracefs::remove_in_signal_handler`).
+                let id = unsafe {
+                    signal_hook::low_level::register(sig, move || {
+                        if flag.load(Ordering::SeqCst) {
+                            tracefs::remove_in_signal_handler();
+                        }
+                    })
+                }
+                .context("cannot install the signal handler")?;
+                guard.ids.push(id);
+            }
             // A second signal while stopping ends the process at once (exit status 130).
             let id = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
                 .context("cannot install the signal handler")?;
@@ -421,7 +437,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
     // From here on SIGINT/SIGTERM stop the collection (a signal during setup gives a short
     // trace); the handlers are removed when this function returns.
     let signals = if config.handle_signals {
-        SignalGuard::install(&stop)?
+        SignalGuard::install(&stop, config.attribute)?
     } else {
         SignalGuard::default()
     };
@@ -449,6 +465,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             );
         }
     }
+    let mut stale_warnings = Vec::new();
     // The tracefs instance is removed when this function returns, on every path (its guard);
     // it traces from here, so the probes' start-up is in the buffer too.
     let instance = if config.attribute {
@@ -456,6 +473,11 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             bail!("--attribute needs --mode detours");
         }
         let inst = Instance::create(&cpus, tracefs::buffer_kb(config.duration, cpus.len()))?;
+        for s in &inst.removed_stale {
+            stale_warnings.push(format!(
+                "removed the tracefs instance {s} left by a process that is gone"
+            ));
+        }
         inst.start()?;
         Some(inst)
     } else {
@@ -487,7 +509,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
     };
     ignore_sigxfsz();
 
-    let mut warnings = Vec::new();
+    let mut warnings = stale_warnings;
     match tsc_flags() {
         Some(f) if !f.constant || !f.nonstop => warnings.push(format!(
             "the TSC lacks {}: detour lengths may be wrong when the CPU changes frequency or \
@@ -968,11 +990,6 @@ fn attribute_trace(
         per_cpu.push(inst.read_cpu(cpu)?);
     }
     let events = inst.events.clone();
-    for s in &inst.removed_stale {
-        warnings.push(format!(
-            "removed the tracefs instance {s} of a process that is gone"
-        ));
-    }
     drop(inst);
     let trace = jitter_trace::read_trace(output)
         .with_context(|| format!("cannot read back {}", output.display()))?

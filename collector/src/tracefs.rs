@@ -3,9 +3,12 @@
 //! softirq, IPI, NMI, scheduler, workqueue and page-fault events enabled; removed on drop. Also
 //! the parser of its per-CPU text buffers.
 
+use std::ffi::CString;
 use std::fs;
 use std::io::{BufRead, BufReader};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -103,6 +106,39 @@ pub fn cpumask(cpus: &[u32]) -> String {
     groups.join(",")
 }
 
+/// The live instance's directory as a C string, for the signal handler (null: none).
+static LIVE: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Removes the live instance from a signal handler (the second SIGINT/SIGTERM, which exits at
+/// once): one rmdir(2), async-signal-safe; it fails harmlessly while a buffer is being read.
+pub fn remove_in_signal_handler() {
+    let p = LIVE.load(Ordering::SeqCst);
+    if !p.is_null() {
+        // SAFETY: `p` came from CString::into_raw in `Instance::create` and is never freed;
+        // rmdir is async-signal-safe.
+        unsafe {
+            libc::rmdir(p);
+        }
+    }
+}
+
+/// Runs `f` with SIGINT and SIGTERM blocked in the calling thread, so that the second-signal
+/// handler (which exits at once) never runs while this thread holds a file of the instance open
+/// (rmdir would fail with EBUSY): a signal that arrives meanwhile is delivered when `f` returns.
+fn signals_deferred<T>(f: impl FnOnce() -> T) -> T {
+    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    let mut old = SigSet::empty();
+    let blocked = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old)).is_ok();
+    let r = f();
+    if blocked {
+        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
+    }
+    r
+}
+
 fn write(path: &Path, value: &str) -> Result<()> {
     fs::write(path, value).with_context(|| format!("cannot write {value:?} to {}", path.display()))
 }
@@ -130,6 +166,10 @@ impl Instance {
     /// Creates and configures the instance for `cpus` with `buffer_kb` KiB per CPU (tracing
     /// off until `start`).
     pub fn create(cpus: &CpuList, buffer_kb: u64) -> Result<Instance> {
+        signals_deferred(|| Self::create_now(cpus, buffer_kb))
+    }
+
+    fn create_now(cpus: &CpuList, buffer_kb: u64) -> Result<Instance> {
         if CounterSource::current() != CounterSource::Tsc {
             bail!(
                 "--attribute needs the x86 TSC: the probe reads {}, and no trace clock shares \
@@ -186,6 +226,11 @@ impl Instance {
                 "cannot create the tracefs instance {} ({e}); --attribute needs root",
                 dir.display()
             );
+        }
+        // Published for the signal handler and never freed (a handler on another thread may
+        // still hold it; one path per collection).
+        if let Ok(c) = CString::new(dir.as_os_str().as_bytes()) {
+            LIVE.store(c.into_raw(), Ordering::SeqCst);
         }
         let mut inst = Instance {
             dir,
@@ -261,16 +306,20 @@ impl Instance {
 
     /// Turns tracing on.
     pub fn start(&self) -> Result<()> {
-        write(&self.dir.join("tracing_on"), "1")
+        signals_deferred(|| write(&self.dir.join("tracing_on"), "1"))
     }
 
     /// Turns tracing off.
     pub fn stop(&self) -> Result<()> {
-        write(&self.dir.join("tracing_on"), "0")
+        signals_deferred(|| write(&self.dir.join("tracing_on"), "0"))
     }
 
     /// The events of one CPU (time order) and how many the kernel lost (overrun + dropped).
     pub fn read_cpu(&self, cpu: u32) -> Result<(Vec<Event>, u64)> {
+        signals_deferred(|| self.read_cpu_now(cpu))
+    }
+
+    fn read_cpu_now(&self, cpu: u32) -> Result<(Vec<Event>, u64)> {
         let stats_path = self.dir.join(format!("per_cpu/cpu{cpu}/stats"));
         let stats = fs::read_to_string(&stats_path)
             .with_context(|| format!("cannot read {}", stats_path.display()))?;
@@ -291,6 +340,16 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
+        let p = LIVE.load(Ordering::SeqCst);
+        let mine = !p.is_null() && {
+            // SAFETY: a non-null LIVE points to a C string from CString::into_raw, never freed.
+            let live = unsafe { std::ffi::CStr::from_ptr(p) };
+            live.to_bytes() == self.dir.as_os_str().as_bytes()
+        };
+        if mine {
+            let _ =
+                LIVE.compare_exchange(p, std::ptr::null_mut(), Ordering::SeqCst, Ordering::SeqCst);
+        }
         let _ = fs::write(self.dir.join("tracing_on"), "0");
         // rmdir disables the events and frees the buffers; it fails with EBUSY while a file of
         // the instance is open (only briefly, by a reader).

@@ -168,7 +168,7 @@ fn wait_for_instance(pid: u32, limit: Duration) -> bool {
         if instances().contains(&name) {
             return true;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(1));
     }
     false
 }
@@ -229,6 +229,119 @@ fn sigint_and_sigterm_leave_no_tracefs_instance_behind() {
         nix::sys::signal::Signal::SIGTERM,
         &dir.path().join("term.jtr"),
     );
+}
+
+#[test]
+fn a_second_signal_exits_at_once_and_still_removes_the_instance() {
+    let _g = serial();
+    if let Some(why) = unfit() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
+    let child = Command::new(BIN)
+        .args([
+            "--attribute",
+            "--cpus",
+            &cpu.to_string(),
+            "-d",
+            "60s",
+            "-q",
+            "-o",
+        ])
+        .arg(dir.path().join("twice.jtr"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Signalled while it calibrates the counter (200 ms after tracing was turned on): the
+    // first signal sets the stop flag, the second arrives while the setup still runs.
+    assert!(wait_for_instance(pid, Duration::from_secs(10)));
+    let on = format!("/sys/kernel/tracing/instances/jitterbench-{pid}/tracing_on");
+    let t0 = Instant::now();
+    while std::fs::read_to_string(&on).map_or(true, |v| v.trim() != "1") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "tracing never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let p = nix::unistd::Pid::from_raw(pid as i32);
+    nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGINT).unwrap();
+    // Two signals pending at once are delivered as one: wait until the first was taken (its bit
+    // leaves the process's shared pending mask), then send the second.
+    let status = format!("/proc/{pid}/status");
+    let pending = || -> u64 {
+        std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("ShdPnd:"))
+                    .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            })
+            .unwrap_or(0)
+    };
+    let t0 = Instant::now();
+    while pending() & (1 << (libc::SIGINT - 1)) != 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "SIGINT never delivered"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGINT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!instances().contains(&format!("jitterbench-{pid}")));
+}
+
+#[test]
+fn an_instance_left_by_a_dead_process_is_removed_by_the_next_run() {
+    let _g = serial();
+    if let Some(why) = unfit() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // A pid that is gone: a child that has exited and been reaped.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = format!("jitterbench-{dead}");
+    std::fs::create_dir(format!("/sys/kernel/tracing/instances/{stale}")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args([
+            "--attribute",
+            "-d",
+            "300ms",
+            "-q",
+            "--json",
+            "--force",
+            "-o",
+        ])
+        .arg(dir.path().join("s.jtr"))
+        .output()
+        .unwrap();
+    let present = instances().contains(&stale);
+    if present {
+        let _ = std::fs::remove_dir(format!("/sys/kernel/tracing/instances/{stale}"));
+    }
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!present, "{stale} is still there");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let warned = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains(&stale));
+    assert!(warned, "{v}");
 }
 
 #[test]
