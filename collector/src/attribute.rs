@@ -5,7 +5,7 @@
 //!
 //! Labels: `timer`, `irq:<device>`, `softirq:<ACTION>`, `ipi:<vector>`, `irq_work`, `nmi`,
 //! `work:<function>` (a work item inside its kworker), `task:<comm>` (a task other than the
-//! probe ran), `page_fault:user|kernel` (a fault of the probe itself, from the fault to the next
+//! probe ran), `idle` (the idle task ran: the probe was not runnable, e.g. RT-throttled), `page_fault:user|kernel` (a fault of the probe itself, from the fault to the next
 //! event; a fault inside another task stays that task's time), and `sched`: the
 //! probe's own context left running kernel code right before it is switched out and right after
 //! it is switched back in (the two parts of `schedule()`, paper 002's scheduling).
@@ -78,6 +78,16 @@ pub struct Timeline {
     pub labels: Vec<String>,
 }
 
+/// The label of a task that runs instead of the probe: `idle` for the idle task (the probe was
+/// not runnable: RT throttling of a SCHED_FIFO probe, or it slept), else `task:<comm>`.
+fn task_label_of(comm: &str) -> String {
+    if comm.starts_with("swapper/") || comm == "<idle>" {
+        "idle".into()
+    } else {
+        format!("task:{comm}")
+    }
+}
+
 /// Builds the segments of one CPU; `first_comm` is the task current at the first event and
 /// `is_probe` tells the probe's task by name.
 pub fn segments(
@@ -100,7 +110,7 @@ pub fn segments(
     // Open handlers: (key, label index); a fault is popped by the next event.
     let mut stack: Vec<(String, usize)> = Vec::new();
     let mut segs: Vec<Segment> = Vec::with_capacity(events.len() + 1);
-    let mut task_label: Option<usize> = (!is_probe(&task)).then(|| intern(&format!("task:{task}")));
+    let mut task_label: Option<usize> = (!is_probe(&task)).then(|| intern(&task_label_of(&task)));
     for (i, e) in events.iter().enumerate() {
         if stack.last().is_some_and(|(k, _)| k == "fault") {
             stack.pop();
@@ -128,7 +138,7 @@ pub fn segments(
                     }
                 }
                 task = next.clone();
-                task_label = (!is_probe(&task)).then(|| intern(&format!("task:{task}")));
+                task_label = (!is_probe(&task)).then(|| intern(&task_label_of(&task)));
             }
             // A fault has no exit event: in the probe's context it lasts until the next event
             // (the probe resumes when the handler returns, which ends the detour); inside
@@ -392,6 +402,17 @@ mod tests {
         // 90..100 precedes the first event: nothing is known about it.
         assert_eq!(parts(&a[0]), [("task:daemon", 300), ("sched", 10)]);
         assert_eq!(a[0].explained_ns, 310);
+    }
+
+    #[test]
+    fn the_idle_task_is_idle() {
+        let ev = vec![
+            switch(100, "probe-0", "swapper/0"),
+            switch(300, "swapper/0", "probe-0"),
+        ];
+        let tl = segments(&ev, "<idle>", probe);
+        let a = attribute(&[rec(100, 210)], &tl);
+        assert_eq!(parts(&a[0]), [("idle", 200), ("sched", 10)]);
     }
 
     #[test]

@@ -130,7 +130,8 @@ pub enum Category {
     Periodic,
     /// Page fault handler.
     PageFault,
-    /// The schedule function and the SCHED/RCU softirqs.
+    /// The schedule function, the SCHED/RCU softirqs, and idle time while the probe could not
+    /// run (RT throttling).
     Scheduling,
     /// Tasks that preempt the probe (daemons, kernel threads, work items).
     Preemption,
@@ -162,7 +163,7 @@ impl Category {
         match kind {
             "timer" | "nmi" => Category::Periodic,
             "page_fault" => Category::PageFault,
-            "sched" => Category::Scheduling,
+            "sched" | "idle" => Category::Scheduling,
             "task" | "work" => Category::Preemption,
             "irq" => Category::Io,
             "ipi" | "irq_work" => Category::Ipi,
@@ -399,6 +400,7 @@ mod tests {
         assert_eq!(Category::of("softirq:RCU"), Category::Scheduling);
         assert_eq!(Category::of("softirq:NET_RX"), Category::Io);
         assert_eq!(Category::of("sched"), Category::Scheduling);
+        assert_eq!(Category::of("idle"), Category::Scheduling);
         assert_eq!(Category::of("task:kworker/0:1"), Category::Preemption);
         assert_eq!(Category::of("irq:virtio0"), Category::Io);
         assert_eq!(Category::of("ipi:reschedule"), Category::Ipi);
