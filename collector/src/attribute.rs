@@ -172,6 +172,33 @@ pub fn segments(
     }
 }
 
+/// The check of the shared time base: every moment the timeline leaves the probe's own time
+/// (an interrupt or fault begins while the probe runs) inside `[begin, end)` must fall inside a
+/// detour, give or take `slack_ns`. Returns (moments checked, moments outside every detour).
+pub fn misaligned(
+    records: &[Record],
+    timeline: &Timeline,
+    begin: u64,
+    end: u64,
+    slack_ns: u64,
+) -> (u64, u64) {
+    let (mut checked, mut outside) = (0, 0);
+    for w in timeline.segments.windows(2) {
+        let t = w[1].start;
+        if w[0].label.is_some() || w[1].label.is_none() || t < begin || t >= end {
+            continue;
+        }
+        checked += 1;
+        // The last detour starting at or before t + slack.
+        let i = records.partition_point(|r| r.start_ns <= t + slack_ns);
+        let inside = i > 0 && records[i - 1].end_ns() + slack_ns >= t;
+        if !inside {
+            outside += 1;
+        }
+    }
+    (checked, outside)
+}
+
 /// Attributes each record of a stream: net time per source inside its window, the dominant
 /// source, the combination in order of first appearance, and the explained time.
 pub fn attribute(records: &[Record], timeline: &Timeline) -> Vec<AttributedDetour> {
@@ -402,6 +429,28 @@ mod tests {
         // 90..100 precedes the first event: nothing is known about it.
         assert_eq!(parts(&a[0]), [("task:daemon", 300), ("sched", 10)]);
         assert_eq!(a[0].explained_ns, 310);
+    }
+
+    #[test]
+    fn interrupts_of_the_probe_outside_every_detour_are_counted() {
+        let ev = vec![
+            enter(100, "timer", "timer"),
+            exit(150, "timer"),
+            enter(1000, "timer", "timer"),
+            exit(1050, "timer"),
+            enter(5000, "timer", "timer"),
+            exit(5050, "timer"),
+        ];
+        let tl = segments(&ev, "probe-0", probe);
+        // Detours at 95..160 and 990..1060; the interrupt at 5000 has none; the one at 100 is
+        // the first event (nothing is known before it: not checked).
+        let recs = [rec(95, 65), rec(990, 70)];
+        assert_eq!(misaligned(&recs, &tl, 0, 10_000, 0), (2, 1));
+        assert_eq!(misaligned(&recs, &tl, 0, 4_000, 0), (1, 0));
+        // A detour ending 5 ns before the entry at 1000: outside without slack, inside with 10.
+        let recs = [rec(900, 95)];
+        assert_eq!(misaligned(&recs, &tl, 0, 2_000, 0), (1, 1));
+        assert_eq!(misaligned(&recs, &tl, 0, 2_000, 10), (1, 0));
     }
 
     #[test]

@@ -1014,12 +1014,23 @@ fn attribute_trace(
                 stream.cpu
             ));
         }
+        let (checked, outside) =
+            attribute::misaligned(&stream.records, &tl, stream.begin_ns, stream.end_ns, 1_000);
+        if outside * 100 > checked && outside > 10 {
+            warnings.push(format!(
+                "CPU {}: {outside} of {checked} interrupt entries while the probe ran lie outside \
+                 every detour: the trace clock and the counter may disagree",
+                stream.cpu
+            ));
+        }
         result.cpus.push(CpuAttribution {
             cpu: stream.cpu,
             begin_ns: stream.begin_ns,
             end_ns: stream.end_ns,
             events: raw.len() as u64,
             events_lost: lost,
+            entries_checked: checked,
+            entries_outside: outside,
             detours: attribute::attribute(&stream.records, &tl),
         });
     }

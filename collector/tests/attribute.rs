@@ -123,6 +123,14 @@ fn a_periodic_real_time_daemon_is_attributed_to_its_task_with_its_period_and_len
          {median} ns, wake-up lateness {wake_ns} ns, {:.1} % of the noise explained",
         summary["attribution"]["explained"].as_f64().unwrap() * 100.0
     );
+    // The shared time base: interrupts that began while the probe ran lie inside detours.
+    let checked = summary["attribution"]["entries_checked"].as_u64().unwrap();
+    let outside = summary["attribution"]["entries_outside"].as_u64().unwrap();
+    eprintln!("time base: {outside} of {checked} handler entries outside every detour");
+    assert!(
+        checked > 0 && outside * 100 <= checked,
+        "{outside} of {checked}"
+    );
     assert!(
         period.abs_diff(10_000_000) <= 500_000,
         "period {period} ns, expected 10 ms ± 5 %"

@@ -68,6 +68,13 @@ pub struct CpuAttribution {
     pub events: u64,
     /// Events the kernel lost (ring buffer overrun and dropped), from `per_cpu/cpuN/stats`.
     pub events_lost: u64,
+    /// Handler entries while the probe ran (checks of the shared time base).
+    #[serde(default)]
+    pub entries_checked: u64,
+    /// Of those, entries outside every detour (±1 µs): non-zero means the time bases disagree
+    /// or the probe missed the interruption.
+    #[serde(default)]
+    pub entries_outside: u64,
     /// The detours in trace order.
     pub detours: Vec<AttributedDetour>,
 }
@@ -215,6 +222,10 @@ pub struct Report {
     pub explained: f64,
     /// Events the kernel lost, all CPUs.
     pub events_lost: u64,
+    /// Handler entries while the probe ran, all CPUs.
+    pub entries_checked: u64,
+    /// Of those, entries outside every detour.
+    pub entries_outside: u64,
     /// Rows, by total time, largest first (`unattributed` included).
     pub rows: Vec<SourceRow>,
     /// Notes carried from the sidecar.
@@ -296,6 +307,8 @@ pub fn report(a: &Attribution) -> Report {
             0.0
         },
         events_lost: a.cpus.iter().map(|c| c.events_lost).sum(),
+        entries_checked: a.cpus.iter().map(|c| c.entries_checked).sum(),
+        entries_outside: a.cpus.iter().map(|c| c.entries_outside).sum(),
         rows,
         notes: a.notes.clone(),
     }
@@ -317,6 +330,14 @@ pub fn render(r: &Report) -> String {
         r.explained * 100.0,
         r.events_lost
     );
+    if r.entries_checked > 0 {
+        let _ = writeln!(
+            out,
+            "# time base: {} of {} handler entries while the probe ran fall inside a detour",
+            r.entries_checked - r.entries_outside,
+            r.entries_checked
+        );
+    }
     let header = [
         "source",
         "category",
