@@ -211,6 +211,24 @@ pub struct SourceRow {
     pub period_ns: Option<u64>,
 }
 
+/// Detours with one combination of sources.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CombinationRow {
+    /// The combination (`timer+softirq:TIMER+sched+task:kworker/0:1`).
+    pub combination: String,
+    /// Detours with it.
+    pub count: u64,
+    /// Median run-time of those detours, ns.
+    pub median_ns: u64,
+    /// Their total run-time, ns.
+    pub total_ns: u64,
+    /// Share of all detour time.
+    pub share: f64,
+}
+
+/// How many combinations the report keeps.
+pub const TOP_COMBINATIONS: usize = 10;
+
 /// The per-source report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -228,6 +246,9 @@ pub struct Report {
     pub entries_outside: u64,
     /// Rows, by total time, largest first (`unattributed` included).
     pub rows: Vec<SourceRow>,
+    /// The combinations with the most detour time, largest first (at most
+    /// `TOP_COMBINATIONS`).
+    pub combinations: Vec<CombinationRow>,
     /// Notes carried from the sidecar.
     pub notes: BTreeMap<String, String>,
 }
@@ -239,6 +260,7 @@ pub fn report(a: &Attribution) -> Report {
         starts: BTreeMap<u32, Vec<u64>>,
     }
     let mut by: BTreeMap<String, Acc> = BTreeMap::new();
+    let mut combos: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut noise_ns = 0u64;
     let mut explained = 0u64;
     let mut detours = 0u64;
@@ -248,6 +270,7 @@ pub fn report(a: &Attribution) -> Report {
         for d in &c.detours {
             detours += 1;
             noise_ns += d.run_ns;
+            combos.entry(&d.combination).or_default().push(d.run_ns);
             explained += d.explained_ns.min(d.run_ns);
             let mut add = |source: &str, start: u64, ns: u64| {
                 let acc = by.entry(source.to_string()).or_insert_with(|| Acc {
@@ -298,6 +321,30 @@ pub fn report(a: &Attribution) -> Report {
         })
         .collect();
     rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.source.cmp(&b.source)));
+    let mut combinations: Vec<CombinationRow> = combos
+        .into_iter()
+        .map(|(c, mut runs)| {
+            runs.sort_unstable();
+            let total: u64 = runs.iter().sum();
+            CombinationRow {
+                combination: c.to_string(),
+                count: runs.len() as u64,
+                median_ns: runs[runs.len() / 2],
+                total_ns: total,
+                share: if noise_ns > 0 {
+                    total as f64 / noise_ns as f64
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect();
+    combinations.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then(a.combination.cmp(&b.combination))
+    });
+    combinations.truncate(TOP_COMBINATIONS);
     Report {
         detours,
         noise_ns,
@@ -310,6 +357,7 @@ pub fn report(a: &Attribution) -> Report {
         entries_checked: a.cpus.iter().map(|c| c.entries_checked).sum(),
         entries_outside: a.cpus.iter().map(|c| c.entries_outside).sum(),
         rows,
+        combinations,
         notes: a.notes.clone(),
     }
 }
@@ -385,6 +433,19 @@ pub fn render(r: &Report) -> String {
             .collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
+    if !r.combinations.is_empty() {
+        let _ = writeln!(out, "# combinations with the most detour time:");
+        for c in &r.combinations {
+            let _ = writeln!(
+                out,
+                "#   {:>6.2} %  {:>7} detours  median {:>10} us  {}",
+                c.share * 100.0,
+                c.count,
+                us(c.median_ns as f64),
+                c.combination
+            );
+        }
+    }
     for (k, v) in &r.notes {
         let _ = writeln!(out, "# {k}: {v}");
     }
@@ -401,7 +462,7 @@ mod tests {
             start_ns: start,
             run_ns: run,
             source: parts.first().map_or(UNATTRIBUTED.into(), |p| p.0.into()),
-            combination: String::new(),
+            combination: parts.iter().map(|p| p.0).collect::<Vec<_>>().join("+"),
             explained_ns: explained,
             parts: parts
                 .iter()
@@ -476,6 +537,13 @@ mod tests {
         assert_eq!(r.rows[0].period_ns, None);
         let shares: f64 = r.rows.iter().map(|r| r.share).sum();
         assert!((shares - 1.0).abs() < 1e-12, "shares add up to {shares}");
+        let combos: Vec<(&str, u64, u64)> = r
+            .combinations
+            .iter()
+            .map(|c| (c.combination.as_str(), c.count, c.total_ns))
+            .collect();
+        assert_eq!(combos, [("timer+task:d", 1, 304_000), ("timer", 3, 6_000)]);
+        assert_eq!(r.combinations[1].median_ns, 2_000);
         let text = render(&r);
         assert!(text.contains("99.0 % explained"), "{text}");
         assert!(text
