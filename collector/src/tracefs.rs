@@ -177,6 +177,10 @@ impl Instance {
                 CounterSource::current().name()
             );
         }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            bail!("--attribute needs root: it creates a tracefs instance under {TRACEFS}");
+        }
         let root = PathBuf::from(TRACEFS);
         let mut mounted = false;
         if !root.join("instances").is_dir() {

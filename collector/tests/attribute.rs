@@ -382,6 +382,32 @@ fn an_error_after_the_instance_exists_removes_it() {
         after.iter().all(|n| before.contains(n)),
         "left behind: {after:?}"
     );
+    // Without root: refused in one line before anything is created (as `nobody` via setpriv,
+    // when the machine has it).
+    let nobody = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+        .args([
+            "--attribute",
+            "-d",
+            "1s",
+            "-q",
+            "-o",
+            "/tmp/jb-nobody-never.jtr",
+        ])
+        .output();
+    match nobody {
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success(), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with("error: ") && err.contains("needs root"),
+                "{err}"
+            );
+            assert!(!Path::new("/tmp/jb-nobody-never.jtr").exists());
+        }
+        Err(e) => eprintln!("not checked without root: setpriv: {e}"),
+    }
     // --attribute with FTQ mode is refused in one line.
     let o = Command::new(BIN)
         .args([
