@@ -22,6 +22,16 @@ pub enum SchedArg {
     Rr,
 }
 
+/// Trace clock names on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TraceClockArg {
+    /// The TSC: the probe's own time base.
+    #[value(name = "x86-tsc")]
+    X86Tsc,
+    /// CLOCK_MONOTONIC (µs in the text buffer), converted to counter ticks.
+    Mono,
+}
+
 /// Mode names on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
@@ -102,6 +112,9 @@ pub struct Cli {
     /// `<trace>.attr.json` and print the per-source table.
     #[arg(long)]
     pub attribute: bool,
+    /// Trace clock for --attribute (default: x86-tsc where available, else mono).
+    #[arg(long, value_enum)]
+    pub trace_clock: Option<TraceClockArg>,
     /// Check this machine instead of collecting (about 2 s on the first of --cpus): counter,
     /// frequency, resolution, loop period, threshold, timer lateness, SIGALRM cost, and whether
     /// it is fit to collect and to replay on. Exits non-zero when unfit to collect.
@@ -176,6 +189,10 @@ impl Cli {
             lock_memory: !self.no_mlock,
             handle_signals: true,
             attribute: self.attribute,
+            trace_clock: self.trace_clock.map(|c| match c {
+                TraceClockArg::X86Tsc => crate::tracefs::TraceClock::X86Tsc,
+                TraceClockArg::Mono => crate::tracefs::TraceClock::Mono,
+            }),
         })
     }
 }

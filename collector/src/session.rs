@@ -26,7 +26,7 @@ use crate::ftq::{self, FtqConverter, Quantum};
 use crate::probe::{self, LoopStats};
 use crate::ring::{ring, RingProducer};
 use crate::table::{CpuRow, RowFacts};
-use crate::tracefs::{self, Instance};
+use crate::tracefs::{self, Instance, TraceClock};
 use crate::writer::{Decoder, Writer, WriterSetup};
 
 /// How the detour threshold is chosen.
@@ -115,6 +115,8 @@ pub struct Config {
     /// Trace kernel events in a private tracefs instance and attribute every detour
     /// (`<trace>.attr.json`).
     pub attribute: bool,
+    /// The trace clock for `attribute` (`None`: `x86-tsc` where possible, else `mono`).
+    pub trace_clock: Option<TraceClock>,
 }
 
 impl Default for Config {
@@ -139,6 +141,7 @@ impl Default for Config {
             lock_memory: true,
             handle_signals: false,
             attribute: false,
+            trace_clock: None,
         }
     }
 }
@@ -468,11 +471,15 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
     let mut stale_warnings = Vec::new();
     // The tracefs instance is removed when this function returns, on every path (its guard);
     // it traces from here, so the probes' start-up is in the buffer too.
-    let instance = if config.attribute {
+    let mut instance = if config.attribute {
         if !matches!(config.mode, Mode::Detours) {
             bail!("--attribute needs --mode detours");
         }
-        let inst = Instance::create(&cpus, tracefs::buffer_kb(config.duration, cpus.len()))?;
+        let mut inst = Instance::create(
+            &cpus,
+            tracefs::buffer_kb(config.duration, cpus.len()),
+            config.trace_clock,
+        )?;
         for s in &inst.removed_stale {
             stale_warnings.push(format!(
                 "removed the tracefs instance {s} left by a process that is gone"
@@ -789,7 +796,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         .into_iter()
         .map(|h| h.join().map_err(|_| anyhow!("a probe thread panicked")))
         .collect::<Result<_>>()?;
-    if let Some(inst) = &instance {
+    if let Some(inst) = &mut instance {
         inst.stop()?;
     }
     done.store(true, Ordering::Release);
@@ -990,6 +997,8 @@ fn attribute_trace(
         per_cpu.push(inst.read_cpu(cpu)?);
     }
     let events = inst.events.clone();
+    let to_ticks = inst.to_ticks()?;
+    let trace_clock = inst.clock;
     drop(inst);
     let trace = jitter_trace::read_trace(output)
         .with_context(|| format!("cannot read back {}", output.display()))?
@@ -997,11 +1006,16 @@ fn attribute_trace(
     let mut result = Attribution {
         version: attribution::ATTRIBUTION_VERSION,
         collection_start_unix_ns: header.collection_start_unix_ns,
-        trace_clock: tracefs::TRACE_CLOCK.into(),
+        trace_clock: trace_clock.name().into(),
         events,
         ..Attribution::default()
     };
-    let to_ns = |t: u64| clock.ticks_to_ns(t.saturating_sub(origin));
+    let to_ns = |t: u64| clock.ticks_to_ns(to_ticks.ticks(t).saturating_sub(origin));
+    // The mono clock is printed to the µs (truncated): one more µs of slack.
+    let slack_ns = match trace_clock {
+        TraceClock::X86Tsc => 1_000,
+        TraceClock::Mono => 2_000,
+    };
     for (stream, (raw, lost)) in trace.streams.iter().zip(per_cpu) {
         let probe_name = format!("probe-{}", stream.cpu);
         let first_comm = raw.first().map_or(probe_name.clone(), |e| e.comm.clone());
@@ -1014,8 +1028,13 @@ fn attribute_trace(
                 stream.cpu
             ));
         }
-        let (checked, outside) =
-            attribute::misaligned(&stream.records, &tl, stream.begin_ns, stream.end_ns, 1_000);
+        let (checked, outside) = attribute::misaligned(
+            &stream.records,
+            &tl,
+            stream.begin_ns,
+            stream.end_ns,
+            slack_ns,
+        );
         if outside * 100 > checked && outside > 10 {
             warnings.push(format!(
                 "CPU {}: {outside} of {checked} interrupt entries while the probe ran lie outside \

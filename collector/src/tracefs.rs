@@ -22,8 +22,82 @@ pub const TRACEFS: &str = "/sys/kernel/tracing";
 /// Prefix of this tool's instance names; the process id follows.
 pub const INSTANCE_PREFIX: &str = "jitterbench-";
 
-/// The trace clock that shares the probe's time base.
-pub const TRACE_CLOCK: &str = "x86-tsc";
+/// The trace clock of an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceClock {
+    /// `x86-tsc`: the TSC itself, the probe's time base (preferred).
+    X86Tsc,
+    /// `mono`: CLOCK_MONOTONIC in ns (printed to the µs), converted to counter ticks by two
+    /// (counter, CLOCK_MONOTONIC) pairs taken when tracing starts and stops.
+    Mono,
+}
+
+impl TraceClock {
+    /// Its name in `trace_clock`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceClock::X86Tsc => "x86-tsc",
+            TraceClock::Mono => "mono",
+        }
+    }
+}
+
+/// A (counter tick, CLOCK_MONOTONIC ns) pair read together: the best of 8 by the width of the
+/// counter readings around the clock read.
+pub fn mono_pair() -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..8 {
+        let a = crate::clock::read_counter_ordered();
+        let m = mono_ns();
+        let b = crate::clock::read_counter_ordered();
+        if b.saturating_sub(a) < best.0 {
+            best = (b.saturating_sub(a), a + (b.saturating_sub(a)) / 2, m);
+        }
+    }
+    (best.1, best.2)
+}
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// How the timestamps of an instance become counter ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToTicks {
+    /// They are ticks.
+    Identity,
+    /// Linear between two (tick, mono ns) pairs.
+    Mono {
+        /// First pair.
+        start: (u64, u64),
+        /// Second pair.
+        end: (u64, u64),
+    },
+}
+
+impl ToTicks {
+    /// The counter tick of a timestamp.
+    pub fn ticks(&self, ts: u64) -> u64 {
+        match *self {
+            ToTicks::Identity => ts,
+            ToTicks::Mono {
+                start: (t0, m0),
+                end: (t1, m1),
+            } => {
+                let dm = (m1 as i128 - m0 as i128).max(1);
+                let dt = t1 as i128 - t0 as i128;
+                let t = t0 as i128 + (ts as i128 - m0 as i128) * dt / dm;
+                t.clamp(0, u64::MAX as i128) as u64
+            }
+        }
+    }
+}
 
 /// The events enabled when the kernel has them (`system/event`).
 pub const EVENTS: &[&str] = &[
@@ -155,6 +229,10 @@ fn pid_alive(pid: i32) -> bool {
 pub struct Instance {
     dir: PathBuf,
     mounted: bool,
+    /// The trace clock in use.
+    pub clock: TraceClock,
+    mono_start: Option<(u64, u64)>,
+    mono_end: Option<(u64, u64)>,
     /// The events enabled (`system/event`).
     pub events: Vec<String>,
     /// Instances of dead jitterbench processes that were removed first.
@@ -165,15 +243,16 @@ pub struct Instance {
 impl Instance {
     /// Creates and configures the instance for `cpus` with `buffer_kb` KiB per CPU (tracing
     /// off until `start`).
-    pub fn create(cpus: &CpuList, buffer_kb: u64) -> Result<Instance> {
-        signals_deferred(|| Self::create_now(cpus, buffer_kb))
+    /// `clock`: `None` chooses `x86-tsc` where the kernel offers it and the probe reads the TSC,
+    /// else `mono`.
+    pub fn create(cpus: &CpuList, buffer_kb: u64, clock: Option<TraceClock>) -> Result<Instance> {
+        signals_deferred(|| Self::create_now(cpus, buffer_kb, clock))
     }
 
-    fn create_now(cpus: &CpuList, buffer_kb: u64) -> Result<Instance> {
-        if CounterSource::current() != CounterSource::Tsc {
+    fn create_now(cpus: &CpuList, buffer_kb: u64, clock: Option<TraceClock>) -> Result<Instance> {
+        if clock == Some(TraceClock::X86Tsc) && CounterSource::current() != CounterSource::Tsc {
             bail!(
-                "--attribute needs the x86 TSC: the probe reads {}, and no trace clock shares \
-                 its time base",
+                "--trace-clock x86-tsc needs the x86 TSC; the probe reads {}",
                 CounterSource::current().name()
             );
         }
@@ -239,28 +318,39 @@ impl Instance {
         let mut inst = Instance {
             dir,
             mounted,
+            clock: TraceClock::X86Tsc,
+            mono_start: None,
+            mono_end: None,
             events: Vec::new(),
             removed_stale,
             cpus: cpus.ids().to_vec(),
         };
-        inst.configure(buffer_kb)?;
+        inst.configure(buffer_kb, clock)?;
         Ok(inst)
     }
 
-    fn configure(&mut self, buffer_kb: u64) -> Result<()> {
+    fn configure(&mut self, buffer_kb: u64, wanted: Option<TraceClock>) -> Result<()> {
         write(&self.dir.join("tracing_on"), "0")?;
         let clocks = fs::read_to_string(self.dir.join("trace_clock")).unwrap_or_default();
-        if !clocks
-            .split_whitespace()
-            .any(|c| c.trim_matches(['[', ']']) == TRACE_CLOCK)
-        {
-            bail!(
-                "--attribute needs the {TRACE_CLOCK} trace clock (the probe's time base); this \
-                 kernel offers: {}",
+        let offered = |c: TraceClock| {
+            clocks
+                .split_whitespace()
+                .any(|o| o.trim_matches(['[', ']']) == c.name())
+        };
+        let tsc = CounterSource::current() == CounterSource::Tsc;
+        self.clock = match wanted {
+            Some(c) if offered(c) => c,
+            None if tsc && offered(TraceClock::X86Tsc) => TraceClock::X86Tsc,
+            None if offered(TraceClock::Mono) => TraceClock::Mono,
+            _ => bail!(
+                "--attribute needs the {} trace clock (the probe's time base{}); this kernel \
+                 offers: {}",
+                wanted.map_or("x86-tsc or mono", TraceClock::name),
+                if tsc { "" } else { ", converted" },
                 clocks.trim()
-            );
-        }
-        write(&self.dir.join("trace_clock"), TRACE_CLOCK)?;
+            ),
+        };
+        write(&self.dir.join("trace_clock"), self.clock.name())?;
         write(&self.dir.join("tracing_cpumask"), &cpumask(&self.cpus))?;
         for &c in &self.cpus {
             write(
@@ -287,17 +377,29 @@ impl Instance {
     fn check_clock(&self) -> Result<()> {
         let cpu = self.cpus.first().copied().unwrap_or(0);
         let path = self.dir.join(format!("per_cpu/cpu{cpu}/stats"));
-        let before = read_counter();
+        let read = || match self.clock {
+            TraceClock::X86Tsc => read_counter(),
+            TraceClock::Mono => mono_ns(),
+        };
+        let before = read();
         let text =
             fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-        let after = read_counter();
+        let after = read();
         let now: u64 = stat(&text, "now ts")
             .ok_or_else(|| anyhow::anyhow!("{} has no `now ts`", path.display()))?;
-        let slack = crate::clock::kernel_tsc_khz().unwrap_or(5_000_000); // 1 ms of ticks
+        let slack = match self.clock {
+            TraceClock::X86Tsc => crate::clock::kernel_tsc_khz().unwrap_or(5_000_000), // 1 ms
+            TraceClock::Mono => 1_000_000,
+        };
         if now + slack < before || now > after + slack {
             bail!(
-                "the {TRACE_CLOCK} trace clock ({now}) does not read the probe's counter \
-                 ({before}..{after}): cannot attribute on this kernel"
+                "the {} trace clock ({now}) does not read {} ({before}..{after}): cannot \
+                 attribute on this kernel",
+                self.clock.name(),
+                match self.clock {
+                    TraceClock::X86Tsc => "the probe's counter",
+                    TraceClock::Mono => "CLOCK_MONOTONIC",
+                }
             );
         }
         Ok(())
@@ -309,13 +411,27 @@ impl Instance {
     }
 
     /// Turns tracing on.
-    pub fn start(&self) -> Result<()> {
+    pub fn start(&mut self) -> Result<()> {
+        self.mono_start = Some(mono_pair());
         signals_deferred(|| write(&self.dir.join("tracing_on"), "1"))
     }
 
     /// Turns tracing off.
-    pub fn stop(&self) -> Result<()> {
-        signals_deferred(|| write(&self.dir.join("tracing_on"), "0"))
+    pub fn stop(&mut self) -> Result<()> {
+        let r = signals_deferred(|| write(&self.dir.join("tracing_on"), "0"));
+        self.mono_end = Some(mono_pair());
+        r
+    }
+
+    /// How this instance's timestamps become counter ticks (after `start` and `stop`).
+    pub fn to_ticks(&self) -> Result<ToTicks> {
+        match (self.clock, self.mono_start, self.mono_end) {
+            (TraceClock::X86Tsc, _, _) => Ok(ToTicks::Identity),
+            (TraceClock::Mono, Some(start), Some(end)) if end.1 > start.1 => {
+                Ok(ToTicks::Mono { start, end })
+            }
+            _ => bail!("the mono trace clock needs a start and a stop to be converted"),
+        }
     }
 
     /// The events of one CPU (time order) and how many the kernel lost (overrun + dropped).
@@ -370,12 +486,27 @@ impl Drop for Instance {
     }
 }
 
-/// A `key: value` number of a `per_cpu/cpuN/stats` file.
+/// A `key: value` number of a `per_cpu/cpuN/stats` file (a time in seconds gives ns).
 fn stat(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(':')?;
-        (k.trim() == key).then(|| v.trim().parse().ok())?
+        (k.trim() == key).then(|| parse_ts(v.trim()))?
     })
+}
+
+/// A timestamp: an integer (counter clocks), or seconds with a fraction (ns clocks) as ns.
+fn parse_ts(text: &str) -> Option<u64> {
+    match text.trim().split_once('.') {
+        None => text.trim().parse().ok(),
+        Some((s, f)) => {
+            let s: u64 = s.trim().parse().ok()?;
+            if f.is_empty() || f.len() > 9 || !f.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let f9 = format!("{f:0<9}");
+            Some(s * 1_000_000_000 + f9.parse::<u64>().ok()?)
+        }
+    }
 }
 
 /// What a kernel event means for attribution.
@@ -475,15 +606,8 @@ pub fn parse_line(line: &str) -> Option<Event> {
         rest = rest[first.len()..].trim_start();
     }
     let (ts_text, rest) = rest.split_once(": ")?;
-    let ts: u64 = match ts_text.split_once('.') {
-        None => ts_text.trim().parse().ok()?,
-        // Clocks in seconds (`local`, `mono`): keep ns.
-        Some((s, f)) => {
-            let s: u64 = s.trim().parse().ok()?;
-            let f9 = format!("{f:0<9}");
-            s * 1_000_000_000 + f9.get(..9)?.parse::<u64>().ok()?
-        }
-    };
+    // Clocks in seconds (`mono`, `local`) give ns.
+    let ts = parse_ts(ts_text)?;
     let (name, args) = rest
         .split_once(": ")
         .unwrap_or((rest.trim_end_matches(':'), ""));
@@ -685,6 +809,27 @@ mod tests {
     }
 
     #[test]
+    fn mono_timestamps_map_linearly_onto_ticks() {
+        // 2.5 ticks per ns: (1000 ticks, 0 ns) .. (3500 ticks, 1000 ns).
+        let m = ToTicks::Mono {
+            start: (1_000, 0),
+            end: (3_500, 1_000),
+        };
+        assert_eq!(m.ticks(0), 1_000);
+        assert_eq!(m.ticks(400), 2_000);
+        assert_eq!(m.ticks(2_000), 6_000);
+        let m = ToTicks::Mono {
+            start: (1_000, 500),
+            end: (3_500, 1_500),
+        };
+        assert_eq!(m.ticks(100), 0, "before the counter's 0: clamped");
+        assert_eq!(ToTicks::Identity.ticks(77), 77);
+        assert_eq!(parse_ts("12.5"), Some(12_500_000_000));
+        assert_eq!(parse_ts("12.x"), None);
+        assert_eq!(parse_ts("12."), None);
+    }
+
+    #[test]
     fn the_cpumask_is_hex_in_32_bit_groups() {
         assert_eq!(cpumask(&[1]), "2");
         assert_eq!(cpumask(&[0, 1]), "3");
@@ -700,6 +845,10 @@ mod tests {
         assert_eq!(stat(s, "dropped events"), Some(2));
         assert_eq!(stat(s, "now ts"), Some(7_811_277_321_641));
         assert_eq!(stat(s, "missing"), None);
+        assert_eq!(
+            stat("now ts:  5432.000123\n", "now ts"),
+            Some(5_432_000_123_000)
+        );
     }
 
     #[test]

@@ -353,6 +353,56 @@ fn an_instance_left_by_a_dead_process_is_removed_by_the_next_run() {
 }
 
 #[test]
+fn the_mono_trace_clock_is_converted_onto_the_probes_time_base() {
+    let _g = serial();
+    if let Some(why) = unfit() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let offered = std::fs::read_to_string("/sys/kernel/tracing/trace_clock").unwrap_or_default();
+    if !offered
+        .split_whitespace()
+        .any(|c| c.trim_matches(['[', ']']) == "mono")
+    {
+        eprintln!("skipped: no mono trace clock ({offered})");
+        return;
+    }
+    let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.jtr");
+    let o = Command::new(BIN)
+        .args([
+            "--attribute",
+            "--trace-clock",
+            "mono",
+            "--cpus",
+            &cpu.to_string(),
+        ])
+        .args(["-d", "2s", "-q", "--json", "--force", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a = Attribution::read(&sidecar_path(&out)).unwrap();
+    assert_eq!(a.trace_clock, "mono");
+    let c = &a.cpus[0];
+    eprintln!(
+        "mono: {} of {} handler entries outside every detour",
+        c.entries_outside, c.entries_checked
+    );
+    // A 2 s run sees hundreds of timer interrupts (250 Hz or more); with a wrong conversion
+    // they would fall between detours.
+    assert!(c.entries_checked >= 100, "{}", c.entries_checked);
+    assert!(
+        c.entries_outside * 100 <= c.entries_checked,
+        "{} of {}",
+        c.entries_outside,
+        c.entries_checked
+    );
+    assert!(c.detours.iter().any(|d| d.source == "timer"));
+}
+
+#[test]
 fn an_error_after_the_instance_exists_removes_it() {
     let _g = serial();
     if let Some(why) = unfit() {
