@@ -67,6 +67,9 @@ pub struct Segment {
     pub end: u64,
     /// Innermost source, index into the label table; `None` for the probe's own time.
     pub label: Option<usize>,
+    /// For `sched` (the probe's context around a switch): the switch's time; the segment counts
+    /// only in the detour that contains it (elsewhere it is the probe's own time).
+    pub anchor: Option<u64>,
 }
 
 /// The timeline of one CPU as segments, and the label table they index.
@@ -134,6 +137,7 @@ pub fn segments(
                     if let Some(s) = segs.last_mut() {
                         if s.label.is_none() {
                             s.label = Some(sched);
+                            s.anchor = Some(e.ns);
                         }
                     }
                 }
@@ -152,10 +156,10 @@ pub fn segments(
         }
         let switched_in = matches!(&e.kind, EventKind::Switch { next, .. } if is_probe(next));
         let label = stack.last().map(|(_, l)| *l).or(task_label);
-        let label = if label.is_none() && switched_in {
-            Some(sched)
+        let (label, anchor) = if label.is_none() && switched_in {
+            (Some(sched), Some(e.ns))
         } else {
-            label
+            (label, None)
         };
         let end = events.get(i + 1).map_or(u64::MAX, |n| n.ns);
         if end > e.ns {
@@ -163,6 +167,7 @@ pub fn segments(
                 start: e.ns,
                 end,
                 label,
+                anchor,
             });
         }
     }
@@ -185,7 +190,9 @@ pub fn misaligned(
     let (mut checked, mut outside) = (0, 0);
     for w in timeline.segments.windows(2) {
         let t = w[1].start;
-        if w[0].label.is_some() || w[1].label.is_none() || t < begin || t >= end {
+        // The probe's own time: no source, or schedule() around a switch.
+        let own = |g: &Segment| g.label.is_none() || g.anchor.is_some();
+        if !own(&w[0]) || own(&w[1]) || t < begin || t >= end {
             continue;
         }
         checked += 1;
@@ -215,7 +222,8 @@ pub fn attribute(records: &[Record], timeline: &Timeline) -> Vec<AttributedDetou
         let mut k = first;
         while k < segs.len() && segs[k].start < e {
             let g = &segs[k];
-            if let Some(l) = g.label {
+            let anchored = g.anchor.is_none_or(|t| s <= t && t <= e);
+            if let (Some(l), true) = (g.label, anchored) {
                 let a = g.start.max(s);
                 let b = g.end.min(e);
                 if b > a {
@@ -451,6 +459,26 @@ mod tests {
         let recs = [rec(900, 95)];
         assert_eq!(misaligned(&recs, &tl, 0, 2_000, 0), (1, 1));
         assert_eq!(misaligned(&recs, &tl, 0, 2_000, 10), (1, 0));
+    }
+
+    #[test]
+    fn schedule_time_counts_only_in_the_detour_of_its_switch() {
+        // The probe runs from 0 (after the timer) to the switch at 10 000; an event-less
+        // detour at 5 000 is not schedule() time, nor is one at 20 000 after the switch back.
+        let ev = vec![
+            enter(0, "timer", "timer"),
+            exit(50, "timer"),
+            switch(10_000, "probe-0", "kworker/0:1"),
+            switch(10_500, "kworker/0:1", "probe-0"),
+        ];
+        let tl = segments(&ev, "probe-0", probe);
+        let a = attribute(&[rec(5_000, 100), rec(9_990, 530), rec(20_000, 100)], &tl);
+        assert_eq!(a[0].source, UNATTRIBUTED);
+        assert_eq!(
+            parts(&a[1]),
+            [("sched", 10 + 20), ("task:kworker/0:1", 500)]
+        );
+        assert_eq!(a[2].source, UNATTRIBUTED);
     }
 
     #[test]
