@@ -120,6 +120,10 @@ pub fn segments(
         }
         match &e.kind {
             EventKind::Enter { key, label } => {
+                // A handler does not nest in itself: an open one of the same key lost its exit.
+                if let Some(at) = stack.iter().rposition(|(k, _)| k == key) {
+                    stack.truncate(at);
+                }
                 let l = intern(label);
                 stack.push((key.clone(), l));
             }
@@ -479,6 +483,20 @@ mod tests {
             [("sched", 10 + 20), ("task:kworker/0:1", 500)]
         );
         assert_eq!(a[2].source, UNATTRIBUTED);
+    }
+
+    #[test]
+    fn a_handler_whose_exit_was_lost_ends_at_its_next_entry() {
+        // The timer's exit at ~150 was lost: the timer ends where it enters again.
+        let ev = vec![
+            enter(100, "timer", "timer"),
+            enter(1_000, "timer", "timer"),
+            exit(1_040, "timer"),
+        ];
+        let tl = segments(&ev, "probe-0", probe);
+        let a = attribute(&[rec(1_000, 100)], &tl);
+        assert_eq!(parts(&a[0]), [("timer", 40)]);
+        assert_eq!(a[0].unattributed_ns(), 60);
     }
 
     #[test]
