@@ -450,7 +450,11 @@ impl Instance {
         let mut events = Vec::new();
         for line in BufReader::with_capacity(1 << 20, f).lines() {
             let line = line.with_context(|| format!("cannot read {}", path.display()))?;
-            if let Some(e) = parse_line(&line) {
+            if let Some(mut e) = parse_line(&line) {
+                // Only the first event's task is needed (the task current when tracing began).
+                if !events.is_empty() {
+                    e.comm = String::new();
+                }
                 events.push(e);
             }
         }
@@ -550,7 +554,8 @@ pub enum EventKind {
 pub struct Event {
     /// Timestamp in trace-clock units (TSC ticks with `x86-tsc`).
     pub ts: u64,
-    /// The task that was current (the line's `comm-pid` without the pid).
+    /// The task that was current (the line's `comm-pid` without the pid); `read_cpu` keeps it
+    /// for the first event only.
     pub comm: String,
     /// What it means.
     pub kind: EventKind,
