@@ -1,5 +1,7 @@
 //! A synthetic daemon (as in paper 000): pinned to one CPU at SCHED_FIFO, it wakes every
 //! PERIOD_US and spins SPIN_US, for SECS seconds. Usage: `daemon CPU PERIOD_US SPIN_US SECS [PRIO]`.
+//! At the end it prints its wake-up lateness (deadline → first instruction after the sleep):
+//! `wake-lateness-median-ns N` and `wake-lateness-p95-ns N`.
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,7 @@ fn main() -> Result<()> {
     let step = TimeSpec::from(Duration::from_micros(*period_us));
     let mut next = clock_gettime(ClockId::CLOCK_MONOTONIC)?;
     let end = Instant::now() + Duration::from_secs(*secs);
+    let mut late = Vec::with_capacity((*secs * 1_000_000 / (*period_us).max(1)) as usize + 1);
     while Instant::now() < end {
         next = next + step;
         let _ = clock_nanosleep(
@@ -38,7 +41,14 @@ fn main() -> Result<()> {
             ClockNanosleepFlags::TIMER_ABSTIME,
             &next,
         );
+        let woke = clock_gettime(ClockId::CLOCK_MONOTONIC)?;
         spin_until(read_counter() + spin);
+        late.push(Duration::from(woke - next).as_nanos() as u64);
+    }
+    late.sort_unstable();
+    if !late.is_empty() {
+        println!("wake-lateness-median-ns {}", late[late.len() / 2]);
+        println!("wake-lateness-p95-ns {}", late[late.len() * 95 / 100]);
     }
     Ok(())
 }

@@ -22,6 +22,16 @@ pub enum SchedArg {
     Rr,
 }
 
+/// Trace clock names on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TraceClockArg {
+    /// The TSC: the probe's own time base.
+    #[value(name = "x86-tsc")]
+    X86Tsc,
+    /// CLOCK_MONOTONIC (µs in the text buffer), converted to counter ticks.
+    Mono,
+}
+
 /// Mode names on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
@@ -97,6 +107,14 @@ pub struct Cli {
     /// Do not lock memory.
     #[arg(long)]
     pub no_mlock: bool,
+    /// Attribute every detour to its kernel source (root): trace interrupts, softirqs, IPIs,
+    /// context switches, work items and page faults in a private tracefs instance, write
+    /// `<trace>.attr.json` and print the per-source table.
+    #[arg(long)]
+    pub attribute: bool,
+    /// Trace clock for --attribute (default: x86-tsc where available, else mono).
+    #[arg(long, value_enum)]
+    pub trace_clock: Option<TraceClockArg>,
     /// Check this machine instead of collecting (about 2 s on the first of --cpus): counter,
     /// frequency, resolution, loop period, threshold, timer lateness, SIGALRM cost, and whether
     /// it is fit to collect and to replay on. Exits non-zero when unfit to collect.
@@ -170,6 +188,11 @@ impl Cli {
             verbose: !self.quiet,
             lock_memory: !self.no_mlock,
             handle_signals: true,
+            attribute: self.attribute,
+            trace_clock: self.trace_clock.map(|c| match c {
+                TraceClockArg::X86Tsc => crate::tracefs::TraceClock::X86Tsc,
+                TraceClockArg::Mono => crate::tracefs::TraceClock::Mono,
+            }),
         })
     }
 }
@@ -209,6 +232,10 @@ pub fn run(cli: Cli) -> Result<()> {
                 .map_or("shared".into(), |c| c.to_string())
         );
         print!("{}", table::render(&summary.rows));
+        if let (Some(path), Some(report)) = (&summary.attribution_file, &summary.attribution) {
+            println!("# attribution written to {}", path.display());
+            print!("{}", jitter_trace::attribution::render(report));
+        }
     }
     if !summary.implausible.is_empty() {
         let kept = format!("the trace {} is kept", summary.trace.display());

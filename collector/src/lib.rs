@@ -1,6 +1,7 @@
 //! `jitter-collect`: the TraceCollector of jitterbench — the cycle counter and its calibration,
 //! the probe loop, and per-CPU collection into `.jtr` traces.
 
+pub mod attribute;
 pub mod check;
 pub mod cli;
 pub mod clock;
@@ -12,6 +13,7 @@ pub mod probe;
 pub mod ring;
 pub mod session;
 pub mod table;
+pub mod tracefs;
 pub mod writer;
 
 pub use session::{

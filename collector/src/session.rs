@@ -12,10 +12,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use jitter_trace::attribution::{self, Attribution, CpuAttribution};
 use jitter_trace::sanity::Observation;
 use jitter_trace::{Epilogue, Header, StreamSummary};
 use serde::Serialize;
 
+use crate::attribute;
 use crate::clock::{kernel_tsc_khz, read_counter, tsc_flags, Clock, CounterSource};
 use crate::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::{self, CpuList};
@@ -24,6 +26,7 @@ use crate::ftq::{self, FtqConverter, Quantum};
 use crate::probe::{self, LoopStats};
 use crate::ring::{ring, RingProducer};
 use crate::table::{CpuRow, RowFacts};
+use crate::tracefs::{self, Instance, TraceClock};
 use crate::writer::{Decoder, Writer, WriterSetup};
 
 /// How the detour threshold is chosen.
@@ -109,6 +112,11 @@ pub struct Config {
     pub lock_memory: bool,
     /// Stop on SIGINT/SIGTERM (installs handlers for the duration of the call).
     pub handle_signals: bool,
+    /// Trace kernel events in a private tracefs instance and attribute every detour
+    /// (`<trace>.attr.json`).
+    pub attribute: bool,
+    /// The trace clock for `attribute` (`None`: `x86-tsc` where possible, else `mono`).
+    pub trace_clock: Option<TraceClock>,
 }
 
 impl Default for Config {
@@ -132,6 +140,8 @@ impl Default for Config {
             verbose: false,
             lock_memory: true,
             handle_signals: false,
+            attribute: false,
+            trace_clock: None,
         }
     }
 }
@@ -182,6 +192,10 @@ pub struct Summary {
     pub warnings: Vec<String>,
     /// Why the numbers cannot be right, one line per CPU that failed the plausibility check.
     pub implausible: Vec<String>,
+    /// The attribution sidecar written (`--attribute`).
+    pub attribution_file: Option<PathBuf>,
+    /// The per-source table (`--attribute`).
+    pub attribution: Option<jitter_trace::attribution::Report>,
 }
 
 struct Shared {
@@ -305,9 +319,25 @@ struct SignalGuard {
 }
 
 impl SignalGuard {
-    fn install(stop: &Arc<AtomicBool>) -> Result<Self> {
+    fn install(stop: &Arc<AtomicBool>, attribute: bool) -> Result<Self> {
         let mut guard = SignalGuard::default();
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            if attribute {
+                // Registered first, so it runs before the exit below: on the second signal
+                // (the stop flag already set) the tracefs instance is removed before exiting.
+                let flag = stop.clone();
+                // SAFETY: the action only loads atomics and calls rmdir(2), which is
+                // async-signal-safe (`tracefs::remove_in_signal_handler`).
+                let id = unsafe {
+                    signal_hook::low_level::register(sig, move || {
+                        if flag.load(Ordering::SeqCst) {
+                            tracefs::remove_in_signal_handler();
+                        }
+                    })
+                }
+                .context("cannot install the signal handler")?;
+                guard.ids.push(id);
+            }
             // A second signal while stopping ends the process at once (exit status 130).
             let id = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
                 .context("cannot install the signal handler")?;
@@ -410,7 +440,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
     // From here on SIGINT/SIGTERM stop the collection (a signal during setup gives a short
     // trace); the handlers are removed when this function returns.
     let signals = if config.handle_signals {
-        SignalGuard::install(&stop)?
+        SignalGuard::install(&stop, config.attribute)?
     } else {
         SignalGuard::default()
     };
@@ -438,6 +468,28 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             );
         }
     }
+    let mut stale_warnings = Vec::new();
+    // The tracefs instance is removed when this function returns, on every path (its guard);
+    // it traces from here, so the probes' start-up is in the buffer too.
+    let mut instance = if config.attribute {
+        if !matches!(config.mode, Mode::Detours) {
+            bail!("--attribute needs --mode detours");
+        }
+        let mut inst = Instance::create(
+            &cpus,
+            tracefs::buffer_kb(config.duration, cpus.len()),
+            config.trace_clock,
+        )?;
+        for s in &inst.removed_stale {
+            stale_warnings.push(format!(
+                "removed the tracefs instance {s} left by a process that is gone"
+            ));
+        }
+        inst.start()?;
+        Some(inst)
+    } else {
+        None
+    };
     let output = &config.output;
     // A setup error may remove only what this run created, never a file, device or link that
     // was there before.
@@ -464,7 +516,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
     };
     ignore_sigxfsz();
 
-    let mut warnings = Vec::new();
+    let mut warnings = stale_warnings;
     match tsc_flags() {
         Some(f) if !f.constant || !f.nonstop => warnings.push(format!(
             "the TSC lacks {}: detour lengths may be wrong when the CPU changes frequency or \
@@ -744,6 +796,9 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         .into_iter()
         .map(|h| h.join().map_err(|_| anyhow!("a probe thread panicked")))
         .collect::<Result<_>>()?;
+    if let Some(inst) = &mut instance {
+        inst.stop()?;
+    }
     done.store(true, Ordering::Release);
     writer_handle.thread().unpark();
     let (mut writer, result, writer_cpu_ns) = writer_handle
@@ -890,6 +945,21 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         notes,
     };
     writer.finish(epilogue).map_err(kept)?;
+    let (attribution_file, attribution) = match instance {
+        Some(inst) => {
+            let (path, report) =
+                attribute_trace(inst, output, &clock, origin, &header, &mut warnings).map_err(
+                    |e| {
+                        e.context(format!(
+                            "attribution failed; the trace {} is complete",
+                            output.display()
+                        ))
+                    },
+                )?;
+            (Some(path), Some(report))
+        }
+        None => (None, None),
+    };
     Ok(Summary {
         trace: output.clone(),
         ftq_csv,
@@ -906,7 +976,104 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         writer_cpu_ns,
         warnings,
         implausible,
+        attribution_file,
+        attribution,
     })
+}
+
+/// Reads the instance's buffers (then removes it), attributes the detours of the finished
+/// trace, writes `<trace>.attr.json` and returns its per-source report.
+fn attribute_trace(
+    inst: Instance,
+    output: &Path,
+    clock: &Clock,
+    origin: u64,
+    header: &Header,
+    warnings: &mut Vec<String>,
+) -> Result<(PathBuf, attribution::Report)> {
+    let cpus: Vec<u32> = header.stream_cpus.clone();
+    let mut per_cpu = Vec::with_capacity(cpus.len());
+    for &cpu in &cpus {
+        per_cpu.push(inst.read_cpu(cpu)?);
+    }
+    let events = inst.events.clone();
+    let to_ticks = inst.to_ticks()?;
+    let trace_clock = inst.clock;
+    drop(inst);
+    let trace = jitter_trace::read_trace(output)
+        .with_context(|| format!("cannot read back {}", output.display()))?
+        .trace;
+    let mut result = Attribution {
+        version: attribution::ATTRIBUTION_VERSION,
+        collection_start_unix_ns: header.collection_start_unix_ns,
+        trace_clock: trace_clock.name().into(),
+        events,
+        ..Attribution::default()
+    };
+    let to_ns = |t: u64| clock.ticks_to_ns(to_ticks.ticks(t).saturating_sub(origin));
+    // The mono clock is printed to the µs (truncated): one more µs of slack.
+    let slack_ns = match trace_clock {
+        TraceClock::X86Tsc => 1_000,
+        TraceClock::Mono => 2_000,
+    };
+    for (stream, (raw, lost)) in trace.streams.iter().zip(per_cpu) {
+        let probe_name = format!("probe-{}", stream.cpu);
+        let first_comm = raw.first().map_or(probe_name.clone(), |e| e.comm.clone());
+        let timeline = attribute::to_timeline(&raw, to_ns);
+        let tl = attribute::segments(&timeline, &first_comm, |c| c == probe_name);
+        if lost > 0 {
+            warnings.push(format!(
+                "CPU {}: the kernel lost {lost} trace events (buffer overrun); those detours \
+                 are partly unattributed",
+                stream.cpu
+            ));
+        }
+        let (checked, outside) = attribute::misaligned(
+            &stream.records,
+            &tl,
+            stream.begin_ns,
+            stream.end_ns,
+            slack_ns,
+        );
+        if outside * 100 > checked && outside > 10 {
+            warnings.push(format!(
+                "CPU {}: {outside} of {checked} interrupt entries while the probe ran lie outside \
+                 every detour: the trace clock and the counter may disagree",
+                stream.cpu
+            ));
+        }
+        result.cpus.push(CpuAttribution {
+            cpu: stream.cpu,
+            begin_ns: stream.begin_ns,
+            end_ns: stream.end_ns,
+            events: raw.len() as u64,
+            events_lost: lost,
+            entries_checked: checked,
+            entries_outside: outside,
+            detours: attribute::attribute(&stream.records, &tl),
+        });
+    }
+    let hypervisor = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| {
+            c.lines()
+                .find(|l| l.starts_with("flags"))
+                .is_some_and(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+        })
+        .unwrap_or(false);
+    if hypervisor {
+        result.notes.insert(
+            "hypervisor".into(),
+            "this machine is a virtual machine: VM exits, the host's own interrupts and \
+             preemption of the vCPU take time the guest kernel never traces; most unattributed \
+             time is the hypervisor's"
+                .into(),
+        );
+    }
+    let path = attribution::sidecar_path(output);
+    result
+        .write(&path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok((path, attribution::report(&result)))
 }
 
 fn writer_progress(w: &Writer) -> Option<ProgressBar> {

@@ -1,6 +1,7 @@
 //! `jitter-trace`: the trace model and `.jtr` format of jitterbench, with statistics, comparison,
 //! transforms, synthesis, import/export and plots.
 
+pub mod attribution;
 pub mod cli;
 pub mod compare;
 pub mod error;

@@ -156,6 +156,12 @@ enum Command {
         #[command(flatten)]
         output: Output,
     },
+    /// Per-source table of a trace collected with `jitter-collect --attribute` (reads
+    /// `<trace>.attr.json`).
+    Attribution {
+        /// The trace (its sidecar `<trace>.attr.json` must be beside it).
+        trace: PathBuf,
+    },
     /// Draw run-time densities, CDFs or time series of one or more traces into an SVG.
     Plot {
         /// Traces to overlay (each one file).
@@ -460,6 +466,34 @@ fn run(cli: Cli) -> Result<()> {
             let (t, merged) = transform::merge_short_sleeps(&t, min_sleep.round() as u64)?;
             let written = save(&t, &output)?;
             report_written(json, &t, &written, json!({ "merged": merged }))
+        }
+        Command::Attribution { trace } => {
+            let sidecar = jitter_trace::attribution::sidecar_path(&trace);
+            if !sidecar.exists() {
+                bail!(
+                    "{} has no attribution ({} is missing): collect with jitter-collect \
+                     --attribute",
+                    trace.display(),
+                    sidecar.display()
+                );
+            }
+            let a = jitter_trace::attribution::Attribution::read(&sidecar)?;
+            let reader = jitter_trace::TraceReader::open(&trace)?;
+            let start = reader.header().collection_start_unix_ns;
+            if start != a.collection_start_unix_ns {
+                bail!(
+                    "{} belongs to another collection (started at {} ns, the trace at {start} ns)",
+                    sidecar.display(),
+                    a.collection_start_unix_ns
+                );
+            }
+            let report = jitter_trace::attribution::report(&a);
+            if json {
+                print_json(&serde_json::to_value(&report)?)
+            } else {
+                print!("{}", jitter_trace::attribution::render(&report));
+                Ok(())
+            }
         }
         Command::Plot {
             traces,

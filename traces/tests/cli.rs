@@ -352,3 +352,38 @@ fn compare_with_a_trace_without_detours_says_there_is_nothing_to_compare() {
         "empty.jtr has no detours",
     );
 }
+
+#[test]
+fn attribution_reads_the_sidecar_of_its_own_trace_only() {
+    use jitter_trace::attribution::{sidecar_path, Attribution, ATTRIBUTION_VERSION};
+    let dir = tempfile::tempdir().unwrap();
+    let t = synth(dir.path(), "a.jtr");
+    assert_error(&run(dir.path(), &["attribution", "a.jtr"]), "--attribute");
+    assert_error(&run(dir.path(), &["attribution", "none.jtr"]), "none.jtr");
+    let start = jitter_trace::read_trace(&t)
+        .unwrap()
+        .trace
+        .header
+        .collection_start_unix_ns;
+    let mut a = Attribution {
+        version: ATTRIBUTION_VERSION,
+        collection_start_unix_ns: start + 1,
+        ..Attribution::default()
+    };
+    a.write(&sidecar_path(&t)).unwrap();
+    assert_error(
+        &run(dir.path(), &["attribution", "a.jtr"]),
+        "another collection",
+    );
+    a.collection_start_unix_ns = start;
+    a.write(&sidecar_path(&t)).unwrap();
+    let o = run(dir.path(), &["--json", "attribution", "a.jtr"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["detours"], 0);
+    std::fs::write(sidecar_path(&t), b"not json").unwrap();
+    assert_error(
+        &run(dir.path(), &["attribution", "a.jtr"]),
+        "not an attribution",
+    );
+}

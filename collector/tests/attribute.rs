@@ -1,0 +1,480 @@
+//! End-to-end tests of `jitter-collect --attribute`. They need root and tracefs; without them
+//! each prints why it is skipped. They run one at a time (a global lock).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use jitter_collect::cpuset;
+use jitter_trace::attribution::{sidecar_path, Attribution};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const BIN: &str = env!("CARGO_BIN_EXE_jitter-collect");
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Why this machine cannot run the test, if it cannot.
+fn unfit() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("needs root (tracefs instances)".into());
+    }
+    let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    if !fs.lines().any(|l| l.trim_end().ends_with("tracefs")) {
+        return Some("the kernel has no tracefs".into());
+    }
+    None
+}
+
+fn instances() -> Vec<String> {
+    std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("jitterbench-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The example daemon, built with this test's profile.
+fn daemon_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/attribute-… → target/<profile>/examples/daemon
+    let profile_dir = exe.parent().unwrap().parent().unwrap();
+    let bin = profile_dir.join("examples").join("daemon");
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args(["build", "-q", "-p", "jitter-collect", "--example", "daemon"]);
+    if release {
+        cmd.arg("--release");
+    }
+    let st = cmd
+        .status()
+        .expect("cannot run cargo to build the example daemon");
+    assert!(st.success(), "cargo build --example daemon failed");
+    assert!(bin.exists(), "{} missing", bin.display());
+    bin
+}
+
+#[test]
+fn a_periodic_real_time_daemon_is_attributed_to_its_task_with_its_period_and_length() {
+    let _g = serial();
+    if let Some(why) = unfit() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let daemon_bin = daemon_binary();
+    let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
+    // The daemon: SCHED_FIFO 50, every 10 ms, 300 µs, for 6 s.
+    let daemon = Command::new(&daemon_bin)
+        .args([&cpu.to_string(), "10000", "300", "6", "50"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d.jtr");
+    // The probe at SCHED_FIFO 1, below the daemon: ordinary tasks cannot take its CPU.
+    let o = Command::new(BIN)
+        .args([
+            "--attribute",
+            "--cpus",
+            &cpu.to_string(),
+            "-d",
+            "3s",
+            "-q",
+            "--json",
+        ])
+        .args(["--sched", "fifo", "--prio", "1", "--force", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let daemon = daemon.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "collector failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(daemon.status.success(), "daemon failed");
+    let text = String::from_utf8_lossy(&daemon.stdout);
+    let reported = |key: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("the daemon did not report {key}: {text}"))
+    };
+    let wake_ns = reported("wake-lateness-median-ns ");
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = summary["attribution"]["rows"].as_array().expect("a report");
+    let row = rows
+        .iter()
+        .find(|r| r["source"] == "task:daemon")
+        .unwrap_or_else(|| panic!("no task:daemon row in {rows:#?}"));
+    let period = row["period_ns"].as_u64().unwrap();
+    let median = row["median_ns"].as_u64().unwrap();
+    let count = row["count"].as_u64().unwrap();
+    eprintln!(
+        "task:daemon on CPU {cpu}: {count} occurrences, period {period} ns, median net time \
+         {median} ns, wake-up lateness {wake_ns} ns, {:.1} % of the noise explained",
+        summary["attribution"]["explained"].as_f64().unwrap() * 100.0
+    );
+    // The shared time base: interrupts that began while the probe ran lie inside detours.
+    let checked = summary["attribution"]["entries_checked"].as_u64().unwrap();
+    let outside = summary["attribution"]["entries_outside"].as_u64().unwrap();
+    eprintln!("time base: {outside} of {checked} handler entries outside every detour");
+    assert!(
+        checked > 0 && outside * 100 <= checked,
+        "{outside} of {checked}"
+    );
+    assert!(
+        period.abs_diff(10_000_000) <= 500_000,
+        "period {period} ns, expected 10 ms ± 5 %"
+    );
+    // The task's net time is its 300 µs spin (interrupts inside it are subtracted; its
+    // wake-up, the timer interrupt and schedule(), are other sources): ± 10 %.
+    assert!(
+        median.abs_diff(300_000) <= 30_000,
+        "median {median} ns, expected 300 µs ± 10 %"
+    );
+    // The detours whose dominant source is the daemon are its spin plus its wake-up (measured
+    // by the daemon) plus the switch back, as in collect.rs: 300 µs + lateness ± 30 µs.
+    let a = Attribution::read(&sidecar_path(&out)).unwrap();
+    let mut runs: Vec<u64> = a.cpus[0]
+        .detours
+        .iter()
+        .filter(|d| d.source == "task:daemon")
+        .map(|d| d.run_ns)
+        .collect();
+    runs.sort_unstable();
+    let run = runs[runs.len() / 2];
+    let expected = 300_000 + wake_ns;
+    assert!(
+        run.abs_diff(expected) <= 30_000,
+        "median detour {run} ns, expected 300 µs + wake-up {wake_ns} ns ± 30 µs"
+    );
+    let combos: Vec<&str> = a.cpus[0]
+        .detours
+        .iter()
+        .filter(|d| d.source == "task:daemon")
+        .map(|d| d.combination.as_str())
+        .collect();
+    assert!(
+        combos.iter().all(|c| c.contains("task:daemon")),
+        "{combos:?}"
+    );
+}
+
+fn wait_for_instance(pid: u32, limit: Duration) -> bool {
+    let name = format!("jitterbench-{pid}");
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if instances().contains(&name) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+fn stop_with(signal: nix::sys::signal::Signal, out: &Path) {
+    let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
+    let child = Command::new(BIN)
+        .args([
+            "--attribute",
+            "--cpus",
+            &cpu.to_string(),
+            "-d",
+            "60s",
+            "-q",
+            "-o",
+        ])
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(
+        wait_for_instance(pid, Duration::from_secs(10)),
+        "the instance jitterbench-{pid} never appeared"
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{signal:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let name = format!("jitterbench-{pid}");
+    assert!(
+        !instances().contains(&name),
+        "{signal:?} left {name} behind"
+    );
+    let a = Attribution::read(&sidecar_path(out)).unwrap();
+    assert_eq!(a.cpus.len(), 1);
+    assert!(!a.cpus[0].detours.is_empty());
+}
+
+#[test]
+fn sigint_and_sigterm_leave_no_tracefs_instance_behind() {
+    let _g = serial();
+    if let Some(why) = unfit() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    stop_with(
+        nix::sys::signal::Signal::SIGINT,
+        &dir.path().join("int.jtr"),
+    );
+    stop_with(
+        nix::sys::signal::Signal::SIGTERM,
+        &dir.path().join("term.jtr"),
+    );
+}
+
+#[test]
+fn a_second_signal_exits_at_once_and_still_removes_the_instance() {
+    let _g = serial();
+    if let Some(why) = unfit() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
+    let child = Command::new(BIN)
+        .args([
+            "--attribute",
+            "--cpus",
+            &cpu.to_string(),
+            "-d",
+            "60s",
+            "-q",
+            "-o",
+        ])
+        .arg(dir.path().join("twice.jtr"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Signalled while it calibrates the counter (200 ms after tracing was turned on): the
+    // first signal sets the stop flag, the second arrives while the setup still runs.
+    assert!(wait_for_instance(pid, Duration::from_secs(10)));
+    let on = format!("/sys/kernel/tracing/instances/jitterbench-{pid}/tracing_on");
+    let t0 = Instant::now();
+    while std::fs::read_to_string(&on).map_or(true, |v| v.trim() != "1") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "tracing never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let p = nix::unistd::Pid::from_raw(pid as i32);
+    nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGINT).unwrap();
+    // Two signals pending at once are delivered as one: wait until the first was taken (its bit
+    // leaves the process's shared pending mask), then send the second.
+    let status = format!("/proc/{pid}/status");
+    let pending = || -> u64 {
+        std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("ShdPnd:"))
+                    .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            })
+            .unwrap_or(0)
+    };
+    let t0 = Instant::now();
+    while pending() & (1 << (libc::SIGINT - 1)) != 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "SIGINT never delivered"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGINT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!instances().contains(&format!("jitterbench-{pid}")));
+}
+
+#[test]
+fn an_instance_left_by_a_dead_process_is_removed_by_the_next_run() {
+    let _g = serial();
+    if let Some(why) = unfit() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // A pid that is gone: a child that has exited and been reaped.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = format!("jitterbench-{dead}");
+    std::fs::create_dir(format!("/sys/kernel/tracing/instances/{stale}")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args([
+            "--attribute",
+            "-d",
+            "300ms",
+            "-q",
+            "--json",
+            "--force",
+            "-o",
+        ])
+        .arg(dir.path().join("s.jtr"))
+        .output()
+        .unwrap();
+    let present = instances().contains(&stale);
+    if present {
+        let _ = std::fs::remove_dir(format!("/sys/kernel/tracing/instances/{stale}"));
+    }
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!present, "{stale} is still there");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let warned = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains(&stale));
+    assert!(warned, "{v}");
+}
+
+#[test]
+fn the_mono_trace_clock_is_converted_onto_the_probes_time_base() {
+    let _g = serial();
+    if let Some(why) = unfit() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let offered = std::fs::read_to_string("/sys/kernel/tracing/trace_clock").unwrap_or_default();
+    if !offered
+        .split_whitespace()
+        .any(|c| c.trim_matches(['[', ']']) == "mono")
+    {
+        eprintln!("skipped: no mono trace clock ({offered})");
+        return;
+    }
+    let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.jtr");
+    let o = Command::new(BIN)
+        .args([
+            "--attribute",
+            "--trace-clock",
+            "mono",
+            "--cpus",
+            &cpu.to_string(),
+        ])
+        .args(["-d", "2s", "-q", "--json", "--force", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a = Attribution::read(&sidecar_path(&out)).unwrap();
+    assert_eq!(a.trace_clock, "mono");
+    let c = &a.cpus[0];
+    eprintln!(
+        "mono: {} of {} handler entries outside every detour",
+        c.entries_outside, c.entries_checked
+    );
+    // A 2 s run sees hundreds of timer interrupts (250 Hz or more); with a wrong conversion
+    // they would fall between detours.
+    assert!(c.entries_checked >= 100, "{}", c.entries_checked);
+    assert!(
+        c.entries_outside * 100 <= c.entries_checked,
+        "{} of {}",
+        c.entries_outside,
+        c.entries_checked
+    );
+    assert!(c.detours.iter().any(|d| d.source == "timer"));
+}
+
+#[test]
+fn an_error_after_the_instance_exists_removes_it() {
+    let _g = serial();
+    if let Some(why) = unfit() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let before = instances();
+    // The output directory does not exist: the collector fails after creating the instance.
+    let o = Command::new(BIN)
+        .args([
+            "--attribute",
+            "-d",
+            "1s",
+            "-q",
+            "-o",
+            "/nonexistent/dir/t.jtr",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains("output"), "{err}");
+    let after = instances();
+    assert!(
+        after.iter().all(|n| before.contains(n)),
+        "left behind: {after:?}"
+    );
+    // Without root: refused in one line before anything is created (as `nobody` via setpriv,
+    // when the machine has it).
+    let nobody = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])
+        .args([
+            "--attribute",
+            "-d",
+            "1s",
+            "-q",
+            "-o",
+            "/tmp/jb-nobody-never.jtr",
+        ])
+        .output();
+    match nobody {
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success(), "{err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with("error: ") && err.contains("needs root"),
+                "{err}"
+            );
+            assert!(!Path::new("/tmp/jb-nobody-never.jtr").exists());
+        }
+        Err(e) => eprintln!("not checked without root: setpriv: {e}"),
+    }
+    // --attribute with FTQ mode is refused in one line.
+    let o = Command::new(BIN)
+        .args([
+            "--attribute",
+            "--mode",
+            "ftq",
+            "-d",
+            "1s",
+            "-q",
+            "-o",
+            "/tmp/x.jtr",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.starts_with("error: ") && err.contains("--attribute"),
+        "{err}"
+    );
+}
