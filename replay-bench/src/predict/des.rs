@@ -241,6 +241,10 @@ pub enum Engine {
 /// Bytes the indexed simulation holds per simulated rank.
 pub const INDEXED_RANK_BYTES: usize = std::mem::size_of::<IdxRank>();
 
+/// Bytes per simulated rank the indexed simulation holds while it sets the ranks up (their
+/// stream and start offset, sorted).
+pub const INDEXED_SETUP_BYTES: usize = std::mem::size_of::<(u32, u64)>();
+
 /// One virtual rank of the indexed engine.
 #[derive(Debug, Clone, Copy)]
 struct IdxRank {
@@ -580,12 +584,15 @@ fn simulate_indexed(
     // The rank states plus, while they are set up, one (stream, offset) pair each.
     let count = usize::try_from(hi - lo)
         .ok()
-        .filter(|n| n.checked_mul(INDEXED_RANK_BYTES + 16).is_some())
+        .filter(|n| {
+            n.checked_mul(INDEXED_RANK_BYTES + INDEXED_SETUP_BYTES)
+                .is_some()
+        })
         .ok_or_else(|| anyhow::anyhow!("{} simulated ranks do not fit in memory", hi - lo))?;
     let oom = |_| {
         anyhow::anyhow!(
             "cannot allocate {} MiB for {count} simulated ranks",
-            (count as u128 * (INDEXED_RANK_BYTES as u128 + 16)) >> 20
+            (count as u128 * (INDEXED_RANK_BYTES + INDEXED_SETUP_BYTES) as u128) >> 20
         )
     };
     // The ranks in a cache-friendly order: by stream, then by start offset, so that neighbours
