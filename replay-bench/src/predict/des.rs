@@ -300,12 +300,31 @@ pub fn simulate_engine(
     engine: Engine,
     on_phase: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<DesOutcome> {
-    if plans.len() as u64 >= cfg.ranks_per_node && cfg.ranks_per_node > 0 {
-        if let Some(ix) = indexes(plans, cfg, engine) {
-            return simulate_indexed(comm, &ix, ranks, mode, cfg, on_phase);
+    let ix = indexes(plans, cfg, engine);
+    simulate_with(comm, plans, ix.as_deref(), ranks, mode, cfg, on_phase)
+}
+
+/// As [`simulate_engine`] with the indexes built once by the caller ([`indexes`]), so that a
+/// table of rank counts and sync modes compiles each stream once; `None`: the walk.
+pub fn simulate_with(
+    comm: &dyn Collective,
+    plans: &[Arc<Plan>],
+    ix: Option<&[PlanIndex]>,
+    ranks: u64,
+    mode: SyncMode,
+    cfg: &DesConfig,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<DesOutcome> {
+    match ix {
+        Some(ix)
+            if cfg.ranks_per_node > 0
+                && plans.len() as u64 >= cfg.ranks_per_node
+                && ix.len() as u64 == cfg.ranks_per_node =>
+        {
+            simulate_indexed(comm, ix, ranks, mode, cfg, on_phase)
         }
+        _ => simulate_walk(comm, plans, ranks, mode, cfg, on_phase),
     }
-    simulate_walk(comm, plans, ranks, mode, cfg, on_phase)
 }
 
 fn simulate_walk(
