@@ -781,6 +781,13 @@ pub struct PlanIndex {
     inj: Vec<IndexEntry>,
     inj_group: Vec<u32>,
     tot_span: u64,
+    /// At S = 1 (empty otherwise): the start `a` of every injection of two laps, contiguous for
+    /// the barrier search.
+    a2: Vec<u64>,
+    /// At S = 1 (empty otherwise): `a − cs` of every injection of two laps, non-decreasing; the
+    /// compute search compares it with one per-query threshold (no scaling, no lap arithmetic
+    /// per probe), and `cs = a − key`.
+    key2: Vec<u64>,
 }
 
 struct RotSource<'a> {
@@ -871,6 +878,8 @@ impl Plan {
             inj: Vec::new(),
             inj_group: Vec::new(),
             tot_span: 0,
+            a2: Vec::new(),
+            key2: Vec::new(),
         };
         let mut k = 0usize;
         let mut prev_end: Option<u64> = None;
@@ -933,6 +942,15 @@ impl Plan {
         }
         ix.rs = rs;
         ix.re = re;
+        if opts.scale == 1.0 {
+            // a ≥ cs: at S = 1 a span is its group's run, and the runs before a lie in [u0, a).
+            // Two laps (a segment spans at most two), the second shifted by D and Σ span.
+            let lap2 = |e: &IndexEntry| (e.a + d, e.a + d - (e.cs + ix.tot_span));
+            ix.a2 = ix.inj.iter().map(|e| e.a).collect();
+            ix.a2.extend(ix.inj.iter().map(|e| lap2(e).0));
+            ix.key2 = ix.inj.iter().map(|e| e.a - e.cs).collect();
+            ix.key2.extend(ix.inj.iter().map(|e| lap2(e).1));
+        }
         Some(ix)
     }
 }
@@ -967,6 +985,8 @@ pub struct IndexedReplay {
     next: u64,
     head_a: u64,
     head_span: u64,
+    /// Unrolled injections below this end before the fraction limit (learnt once per start).
+    i_safe: u64,
     flags: u8,
 }
 
@@ -1010,7 +1030,23 @@ impl PlanIndex {
     pub fn bytes(&self) -> usize {
         let n = self.rs.len();
         let g = self.gfirst.len();
-        n * (8 * 4 + 4) + g * (4 + 8 * 4) + self.inj.len() * (24 + 4)
+        n * (8 * 4 + 4)
+            + g * (4 + 8 * 4)
+            + self.inj.len() * (24 + 4)
+            + (self.a2.len() + self.key2.len()) * 8
+    }
+
+    /// End of the group of unrolled injection `i` (`u64::MAX` beyond two laps).
+    #[inline]
+    fn b_u(&self, i: u64) -> u64 {
+        let m = self.inj.len() as u64;
+        if i < m {
+            self.inj[i as usize].b
+        } else if i < 2 * m {
+            self.inj[(i - m) as usize].b + self.period
+        } else {
+            u64::MAX
+        }
     }
 
     #[inline]
@@ -1167,7 +1203,13 @@ impl PlanIndex {
 
     /// Starts a replay at timeline point `offset_ns` at replay time 0 (as [`Plan::cursor`]).
     pub fn replay(&self, seg: &SegmentStart) -> IndexedReplay {
-        self.begin(seg, 0, 0)
+        let mut r = self.begin(seg, 0, 0);
+        if !self.key2.is_empty() && r.flags & BOUNDED == 0 {
+            // Once per start, so that the fast path need not look at the limit again.
+            let limit = r.limit_pos(self);
+            r.i_safe = gallop(r.i_first, self.key2.len() as u64, |i| self.b_u(i) >= limit);
+        }
+        r
     }
 
     fn begin(&self, seg: &SegmentStart, now: u64, consumed_before: u64) -> IndexedReplay {
@@ -1179,6 +1221,7 @@ impl PlanIndex {
             next: 0,
             head_a: 0,
             head_span: 0,
+            i_safe: 0,
             flags: 0,
         };
         let limit_pos = r.limit_pos(self);
@@ -1330,6 +1373,29 @@ fn add_stats(a: &mut PlanStats, b: &PlanStats) {
     a.noise_ns += b.noise_ns;
 }
 
+/// First index `i ≥ lo` of the non-decreasing `v` with `v[i] ≥ t`, else `v.len()`: blocks of
+/// 8 entries, each with one branch and a branch-free search inside (the answer is usually
+/// among the first few dozen), then galloping.
+#[inline]
+fn first_at_least(v: &[u64], lo: usize, t: u64) -> usize {
+    const W: usize = 8;
+    let mut at = lo;
+    for _ in 0..4 {
+        let Some(block) = v.get(at..at + W) else {
+            break;
+        };
+        let block: &[u64; W] = block.try_into().expect("a block of 8");
+        if block[W - 1] >= t {
+            let mut b = usize::from(block[3] < t) * 4;
+            b += usize::from(block[b + 1] < t) * 2;
+            b += usize::from(block[b] < t);
+            return at + b;
+        }
+        at += W;
+    }
+    gallop(at as u64, v.len() as u64, |i| v[i as usize] >= t) as usize
+}
+
 /// Smallest `v` in `[lo, hi)` with `pred(v)` (monotone), else `hi`: galloping from `lo`, so
 /// the cost grows with the log of the distance, not of the array.
 #[inline]
@@ -1447,9 +1513,84 @@ impl IndexedReplay {
         out
     }
 
+    /// Whether the walk's look-ahead, unrolled injection `built`, ends before the fraction
+    /// limit: then every injection up to it starts before the limit as well, and a fast answer
+    /// is the walk's.
+    #[inline]
+    fn before_limit(&self, ix: &PlanIndex, built: u64) -> bool {
+        built < self.i_safe || ix.b_u(built) < self.limit_pos(ix)
+    }
+
+    /// Where the fast path applies (S = 1, away from the limit, the head of the segment passed):
+    /// the unrolled index of the next injection.
+    #[inline]
+    fn fast_start(&self, ix: &PlanIndex) -> Option<usize> {
+        let h = u64::from(self.flags & HEAD_INJ != 0);
+        if self.flags & BOUNDED != 0 || self.next < h {
+            return None;
+        }
+        let i = self.i_first + (self.next - h);
+        (i < ix.key2.len() as u64).then_some(i as usize)
+    }
+
+    /// [`IndexedReplay::compute`] where S = 1, the head of the segment is passed and neither the
+    /// answer nor the walk's look-ahead reaches the fraction limit: one threshold on the
+    /// precomputed `a − cs`, a branch-free count over the next entries, else galloping. `None`
+    /// (nothing changed) elsewhere; `compute` then answers.
+    #[inline]
+    pub fn compute_fast(&mut self, ix: &PlanIndex, start: u64, q: u64) -> Option<u64> {
+        let i0 = self.fast_start(ix)?;
+        let (a2, k2) = (&ix.a2[..], &ix.key2[..]);
+        let end0 = start + q;
+        // The first injection left out is due at or after the grown end:
+        // r0 + (a_i − p) + cs_{i0} ≥ end0 + cs_i, i.e. a_i − cs_i ≥ end0 + p − r0 − cs_{i0}
+        // (a threshold ≤ 0 holds for every key: all keys are ≥ 0). One starting at or after
+        // the limit would come first, but then the look-ahead is not before it: no answer.
+        let base = a2[i0] - k2[i0];
+        let t = (end0 + self.p).saturating_sub(self.r0 + base);
+        let i = first_at_least(k2, i0, t);
+        if i >= k2.len() || !self.before_limit(ix, i as u64 + 1) {
+            return None;
+        }
+        self.next += (i - i0) as u64;
+        Some(end0 + (a2[i] - k2[i]) - base)
+    }
+
+    /// [`IndexedReplay::leave_barrier`] where [`IndexedReplay::compute_fast`] applies: one
+    /// search on the injections' starts; `None` (nothing changed) elsewhere.
+    #[inline]
+    pub fn leave_barrier_fast(&mut self, ix: &PlanIndex, b: u64) -> Option<u64> {
+        let i0 = self.fast_start(ix)?;
+        let (a2, k2) = (&ix.a2[..], &ix.key2[..]);
+        // Due at or after b: r0 + (a − p) ≥ b, i.e. a ≥ p + (b − r0) (every a ≥ p).
+        let t = self.p + b.saturating_sub(self.r0);
+        let i = first_at_least(a2, i0, t);
+        if i >= a2.len() {
+            return None;
+        }
+        let (mut out, mut built) = (b, i as u64 + 1);
+        if i > i0 {
+            // The last injection due before b: still running at b, it holds the rank.
+            let j = i - 1;
+            let span = (a2[i] - k2[i]) - (a2[j] - k2[j]);
+            let end = self.r0 + (a2[j] - self.p) + span;
+            if end > b {
+                (out, built) = (end, i as u64);
+            }
+        }
+        if !self.before_limit(ix, built) {
+            return None;
+        }
+        self.next += (i - i0) as u64;
+        Some(out)
+    }
+
     /// Computes `q` (replay ns) from `start`: the end of the compute window, every injection
     /// due before the growing end taking its span (the predictor's compute phase).
     pub fn compute(&mut self, ix: &PlanIndex, seg: &SegmentStart, start: u64, q: u64) -> u64 {
+        if let Some(end) = self.compute_fast(ix, start, q) {
+            return end;
+        }
         self.answer(ix, seg, |r, bound| {
             let next = r.next;
             let (hi, limit) = match bound {
@@ -1474,6 +1615,9 @@ impl IndexedReplay {
     /// Leaves a barrier that completes at `b`: detours that end before it are hidden; one still
     /// running holds the rank until its end. Returns the exit time.
     pub fn leave_barrier(&mut self, ix: &PlanIndex, seg: &SegmentStart, b: u64) -> u64 {
+        if let Some(exit) = self.leave_barrier_fast(ix, b) {
+            return exit;
+        }
         self.answer(ix, seg, |r, bound| {
             let next = r.next;
             let (hi, limit) = match bound {
@@ -1514,6 +1658,12 @@ impl IndexedReplay {
             self.flags |= DEAD | EMPTY | BOUNDED;
         }
         st
+    }
+
+    /// The segment this replay is in (a pure function of its start point, so it need not be
+    /// kept per rank).
+    pub fn segment(&self, ix: &PlanIndex) -> SegmentStart {
+        ix.segment_start(self.p)
     }
 
     /// Share of the stream replayed by replay time `now_ns` (as [`Cursor::progress_at`]).
@@ -1997,6 +2147,7 @@ mod tests {
                     add_stats(&mut done, &r.resync(&ix, &seg, &new, start));
                     seg = new;
                 }
+                prop_assert_eq!(r.segment(&ix), seg);
                 let q = q + 1;
                 let (e1, e2) = (w.compute(start, q), r.compute(&ix, &seg, start, q));
                 prop_assert_eq!(e1, e2, "compute at op {}", k);
@@ -2011,6 +2162,67 @@ mod tests {
                 add_stats(&mut got, &r.stats(&ix, &seg));
                 prop_assert_eq!(w.c.stats(), got, "counts at op {}", k);
                 prop_assert_eq!(w.c.progress_at(start), r.progress_at(&ix, start));
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// Long, dense streams at S = 1: the fast path (block count, then galloping over two
+        /// laps) answers most questions, each exactly as the walk.
+        #[test]
+        fn the_fast_path_answers_as_the_walk_on_long_streams(
+            gaps in prop::collection::vec((1u64..400, 1u64..200), 50..400),
+            min_sleep in prop::sample::select(vec![0u64, 0, 30]),
+            overhead in prop::sample::select(vec![0u64, 0, 40]),
+            fraction in prop::sample::select(vec![1.0f64, 1.0, 0.5]),
+            offset in 0u64..1_000_000,
+            ops in prop::collection::vec((0u64..20_000, 0u64..3_000, 0u64..1_000, 0u64..1_000_000, 0u8..12), 1..60),
+        ) {
+            let mut t = 0u64;
+            let mut d = Vec::new();
+            for (g, r) in gaps { t += g; d.push(Detour { start_ns: t, run_ns: r }); t += r; }
+            let s = Stream::from_detours(0, 0, t + 100, &d).unwrap();
+            let o = PlanOptions { overhead_ns: overhead, min_sleep_ns: min_sleep, fraction, ..PlanOptions::ideal() };
+            let plan = Plan::new(&s, o).unwrap();
+            let Some(ix) = plan.index() else { return Ok(()); };
+            let mut w = Walk { c: plan.cursor(offset), pending: None, busy_until: 0 };
+            let mut seg = ix.segment_start(offset);
+            let mut r = ix.replay(&seg);
+            let (mut start, mut fast) = (0u64, 0u32);
+            for (n, &(q, wait, top, off, what)) in ops.iter().enumerate() {
+                if what == 0 {
+                    w.c.resync(off, start);
+                    w.pending = None;
+                    w.busy_until = start;
+                    let new = ix.segment_start(off);
+                    r.resync(&ix, &seg, &new, start);
+                    seg = new;
+                }
+                let q = q + 1;
+                let e1 = w.compute(start, q);
+                let mut f = r;
+                if let Some(e) = f.compute_fast(&ix, start, q) {
+                    prop_assert_eq!(e, e1);
+                    fast += 1;
+                }
+                // The first question after the start is answered fast when its window is far
+                // from the limit and the segment has no head.
+                if n == 0 && what != 0 && fraction == 1.0 && seg.head.is_none()
+                    && (e1 - start) * 4 < ix.period_ns() {
+                    prop_assert_eq!(fast, 1);
+                }
+                prop_assert_eq!(r.compute(&ix, &seg, start, q), e1);
+                for b in [e1 + wait, e1 + wait + top] {
+                    let x1 = w.leave(b);
+                    let mut f = r;
+                    if let Some(x) = f.leave_barrier_fast(&ix, b) {
+                        prop_assert_eq!(x, x1);
+                        fast += 1;
+                    }
+                    prop_assert_eq!(r.leave_barrier(&ix, &seg, b), x1);
+                    start = x1;
+                }
             }
         }
     }

@@ -5,7 +5,10 @@
 //! the phase's duration) and [`RESYNC_EVENTS`] per resync. One event costs [`NS_PER_EVENT`] on
 //! one core (measured, docs/BENCHMARKS.md `### Cost estimate`). Memory is one
 //! [`des::RANK_STATE_BYTES`] per simulated rank of the largest rank count, plus the plans'
-//! records. Under MPI every process estimates its own share. The estimate errs on the high side.
+//! records. The indexed engine's fast path (S = 1, no timer errors) searches instead of
+//! walking: a rank-phase costs 1 event plus log2(1 + d) plus d / 8 for the d detours passed, at
+//! [`INDEXED_NS_PER_EVENT`], its ranks [`des::INDEXED_RANK_BYTES`] each, plus the index. Under
+//! MPI every process estimates its own share. The estimate errs on the high side.
 
 use std::fmt;
 
@@ -19,6 +22,17 @@ use super::{Model, PredictSpec, TraceInput};
 pub const NS_PER_EVENT: f64 = 100.0;
 /// Events a resync adds to its rank's phase (a binary search over the records).
 pub const RESYNC_EVENTS: f64 = 2.0;
+/// Indexed engine's fast path (S = 1, no timer errors): cost of one event on one core, ns,
+/// where a rank-phase is 1 event, plus one per doubling of the detours d it passes (its three
+/// searches gallop over them), plus d / 8 (the new cache lines of the index it reads: 16 B
+/// per injection); measured on the project VM (6–21 ns), with margin.
+pub const INDEXED_NS_PER_EVENT: f64 = 30.0;
+/// Indexed engine: bytes of the compiled index per record of an indexed stream (cumulative
+/// arrays per record, group and injection, two laps of starts and keys), an upper bound.
+pub const INDEX_BYTES_PER_RECORD: u64 = 144;
+/// Indexed engine: time to compile the index once per trace, per record of an indexed stream,
+/// ns (measured ≈ 100 ns on the project VM).
+pub const INDEX_NS_PER_RECORD: f64 = 200.0;
 /// Cost of the two MPI reductions of one phase when the ranks are split over processes, ns.
 pub const MPI_NS_PER_PHASE: f64 = 50_000.0;
 /// Analytic tier: cost of building its two distributions, per record of the stream, ns.
@@ -131,12 +145,23 @@ pub fn estimate(
     threads: usize,
 ) -> Estimate {
     let cfg = &spec.des;
+    // The indexed engine's fast path runs at S = 1 without timer errors or an O-after-a-gap
+    // curve (where the index exists: else, and at S ≠ 1, the walk's cost is assumed, which
+    // is higher).
+    let fast = |t: &TraceInput| {
+        let o = t.plans.first().map(|p| *p.options());
+        spec.engine == des::Engine::Indexed
+            && cfg.drift_sd_ns == 0.0
+            && o.is_some_and(|o| o.scale == 1.0 && o.overhead_by_gap.points().is_empty())
+    };
     let run_des = matches!(spec.model, Model::Des | Model::Both);
     let run_os = matches!(spec.model, Model::OrderStats | Model::Both) && cfg.ranks_per_node == 1;
     let record_bytes = std::mem::size_of::<Record>() as u64;
     let (mut events, mut secs) = (0f64, 0f64);
     let mut plan_bytes = Some(0u64);
     let mut os_bytes = Some(0u64);
+    let mut index_bytes = Some(0u64);
+    let mut indexed_any = false;
     for t in traces {
         let records: Vec<u64> = t.plans.iter().map(|p| p.records().len() as u64).collect();
         for &n in &records {
@@ -159,12 +184,30 @@ pub fn estimate(
             .sum::<f64>()
             / t.plans.len().max(1) as f64;
         let busy = t.info.noise_ratio.clamp(0.0, 0.9);
+        let indexed = fast(t);
+        if indexed {
+            indexed_any = true;
+            // The indexes of the streams one node replays live for the whole run.
+            let k = (cfg.ranks_per_node as usize).min(records.len());
+            let n: u64 = records[..k].iter().sum();
+            index_bytes =
+                index_bytes.and_then(|b| b.checked_add(n.checked_mul(INDEX_BYTES_PER_RECORD)?));
+            secs += n as f64 * INDEX_NS_PER_RECORD * 1e-9;
+        }
         for &mode in &spec.modes {
             for &n in &spec.ranks {
                 // A phase lasts q + L stretched by the noise; its detours are walked by every rank.
                 let phase_ns = (cfg.quanta_ns as f64 + cfg.barrier.latency_ns(n)) / (1.0 - busy);
-                let per_rank_phase =
-                    1.0 + density * phase_ns + RESYNC_EVENTS * resyncs_per_phase(mode);
+                let resync = RESYNC_EVENTS * resyncs_per_phase(mode);
+                let (per_rank_phase, ns_per_event) = if indexed {
+                    let d = density * phase_ns;
+                    (
+                        1.0 + (1.0 + d).log2() + d / 8.0 + resync,
+                        INDEXED_NS_PER_EVENT,
+                    )
+                } else {
+                    (1.0 + density * phase_ns + resync, NS_PER_EVENT)
+                };
                 let (lo, hi) = share(n, procs, me);
                 let local = hi - lo;
                 let e = local as f64 * cfg.phases as f64 * per_rank_phase;
@@ -172,7 +215,7 @@ pub fn estimate(
                 let chunks = local.div_ceil(RANKS_PER_CHUNK).max(1);
                 let workers =
                     (chunks.min(threads.max(1) as u64) as f64 * THREAD_EFFICIENCY).max(1.0);
-                secs += e * NS_PER_EVENT * 1e-9 / workers;
+                secs += e * ns_per_event * 1e-9 / workers;
                 if procs > 1 {
                     secs += cfg.phases as f64 * MPI_NS_PER_PHASE * 1e-9;
                 }
@@ -192,11 +235,18 @@ pub fn estimate(
     } else {
         0
     };
-    let ranks_bytes = most.checked_mul(des::RANK_STATE_BYTES as u64);
+    // The walk's state is the larger one: assumed when any trace may be walked.
+    let per_rank = if indexed_any && traces.iter().all(fast) {
+        des::INDEXED_RANK_BYTES as u64 + des::INDEXED_SETUP_BYTES as u64
+    } else {
+        des::RANK_STATE_BYTES as u64
+    };
+    let ranks_bytes = most.checked_mul(per_rank);
     let bytes = (|| {
         plan_bytes?
             .checked_add(ranks_bytes?)?
-            .checked_add(os_bytes?)
+            .checked_add(os_bytes?)?
+            .checked_add(index_bytes?)
     })();
     Estimate {
         events,
@@ -362,6 +412,44 @@ mod tests {
         let e = estimate(&t, &sp, 1, 0, 1);
         assert_eq!(e.events, 0.0);
         assert!(admit(&e, &limits(), false).is_ok(), "{e}");
+    }
+
+    #[test]
+    fn the_indexed_engine_is_estimated_by_its_searches_where_it_runs_fast() {
+        let t = [input()];
+        let walk = spec(vec![4096], 100);
+        let indexed = PredictSpec {
+            engine: crate::predict::Engine::Indexed,
+            ..walk.clone()
+        };
+        let (w, i) = (
+            estimate(&t, &walk, 1, 0, 1),
+            estimate(&t, &indexed, 1, 0, 1),
+        );
+        // ≈ 1 detour per 1 ms phase: 1 + log2(2) + 1/8 events per rank-phase (not 1 + 1
+        // walked).
+        let rank_phases = 4096.0 * 100.0;
+        assert!(
+            (i.events / rank_phases - 2.125).abs() < 0.05,
+            "{}",
+            i.events
+        );
+        // Smaller rank states, plus the index of the stream, compiled once.
+        let records = t[0].plans[0].records().len() as u64;
+        let compile = records as f64 * INDEX_NS_PER_RECORD * 1e-9;
+        assert!(
+            ((i.seconds - compile) / (i.events * INDEXED_NS_PER_EVENT * 1e-9) - 1.0).abs() < 1e-9,
+            "{i}"
+        );
+        let per_rank = (des::INDEXED_RANK_BYTES + des::INDEXED_SETUP_BYTES) as u64;
+        assert_eq!(
+            i.bytes.unwrap() + 4096 * des::RANK_STATE_BYTES as u64,
+            w.bytes.unwrap() + 4096 * per_rank + records * INDEX_BYTES_PER_RECORD
+        );
+        // Timer errors (drift) send the indexed engine to the walk: the walk's estimate.
+        let mut drifting = indexed.clone();
+        drifting.des.drift_sd_ns = 20_000.0;
+        assert_eq!(estimate(&t, &drifting, 1, 0, 1), w);
     }
 
     #[test]

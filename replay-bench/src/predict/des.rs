@@ -241,6 +241,10 @@ pub enum Engine {
 /// Bytes the indexed simulation holds per simulated rank.
 pub const INDEXED_RANK_BYTES: usize = std::mem::size_of::<IdxRank>();
 
+/// Bytes per simulated rank the indexed simulation holds while it sets the ranks up (their
+/// stream and start offset, sorted).
+pub const INDEXED_SETUP_BYTES: usize = std::mem::size_of::<(u32, u64)>();
+
 /// One virtual rank of the indexed engine.
 #[derive(Debug, Clone, Copy)]
 struct IdxRank {
@@ -296,12 +300,31 @@ pub fn simulate_engine(
     engine: Engine,
     on_phase: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<DesOutcome> {
-    if plans.len() as u64 >= cfg.ranks_per_node && cfg.ranks_per_node > 0 {
-        if let Some(ix) = indexes(plans, cfg, engine) {
-            return simulate_indexed(comm, &ix, ranks, mode, cfg, on_phase);
+    let ix = indexes(plans, cfg, engine);
+    simulate_with(comm, plans, ix.as_deref(), ranks, mode, cfg, on_phase)
+}
+
+/// As [`simulate_engine`] with the indexes built once by the caller ([`indexes`]), so that a
+/// table of rank counts and sync modes compiles each stream once; `None`: the walk.
+pub fn simulate_with(
+    comm: &dyn Collective,
+    plans: &[Arc<Plan>],
+    ix: Option<&[PlanIndex]>,
+    ranks: u64,
+    mode: SyncMode,
+    cfg: &DesConfig,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<DesOutcome> {
+    match ix {
+        Some(ix)
+            if cfg.ranks_per_node > 0
+                && plans.len() as u64 >= cfg.ranks_per_node
+                && ix.len() as u64 == cfg.ranks_per_node =>
+        {
+            simulate_indexed(comm, ix, ranks, mode, cfg, on_phase)
         }
+        _ => simulate_walk(comm, plans, ranks, mode, cfg, on_phase),
     }
-    simulate_walk(comm, plans, ranks, mode, cfg, on_phase)
 }
 
 fn simulate_walk(
@@ -544,6 +567,13 @@ fn add_stats(a: &mut PlanStats, b: &PlanStats) {
     a.noise_ns += b.noise_ns;
 }
 
+/// Recomputes `st.limit_at` at replay time `now` (after a start or a resync): progress grows
+/// linearly with replay time between resyncs, so the stop rule is one comparison.
+fn set_limit(st: &mut IdxRank, ix: &PlanIndex, now: u64, fraction: f64, ns_per_progress: f64) {
+    let left = (fraction - st.rep.progress_at(ix, now)) * ns_per_progress;
+    st.limit_at = now.saturating_add(left.max(0.0).ceil() as u64);
+}
+
 /// The indexed engine: the same model as the walk, each rank's questions answered by
 /// [`IndexedReplay`] (exact: no timer errors). Counts of a segment are added up when a resync
 /// leaves it, so nothing per rank holds them.
@@ -570,49 +600,68 @@ fn simulate_indexed(
     let latency = (cfg.barrier.latency_ns(ranks) * scale).round() as u64;
     let (procs, me) = (comm.size() as u64, comm.rank() as u64);
     let (lo, hi) = share(ranks, procs, me);
+    // The rank states plus, while they are set up, one (stream, offset) pair each.
     let count = usize::try_from(hi - lo)
         .ok()
-        .filter(|n| n.checked_mul(INDEXED_RANK_BYTES + 96).is_some())
+        .filter(|n| {
+            n.checked_mul(INDEXED_RANK_BYTES + INDEXED_SETUP_BYTES)
+                .is_some()
+        })
         .ok_or_else(|| anyhow::anyhow!("{} simulated ranks do not fit in memory", hi - lo))?;
-    let mut states: Vec<IdxRank> = Vec::new();
-    let mut segs: Vec<SegmentStart> = Vec::new();
     let oom = |_| {
         anyhow::anyhow!(
             "cannot allocate {} MiB for {count} simulated ranks",
-            (count as u128 * (INDEXED_RANK_BYTES as u128 + 96)) >> 20
+            (count as u128 * (INDEXED_RANK_BYTES + INDEXED_SETUP_BYTES) as u128) >> 20
         )
     };
+    // The ranks in a cache-friendly order: by stream, then by start offset, so that neighbours
+    // search neighbouring parts of the index (all ranks advance with one clock, so the order
+    // lasts). What is reduced (maxima and sums of integers) does not depend on the order.
+    let mut order: Vec<(u32, u64)> = Vec::new();
+    order.try_reserve_exact(count).map_err(oom)?;
+    order.extend((lo..hi).map(|r| ((r % k) as u32, schedule.start_offset(r / k, period))));
+    order.sort_unstable();
+    // bounds[s]..bounds[s + 1]: the states of stream s.
+    let mut bounds = vec![0usize; ix.len() + 1];
+    for &(s, _) in &order {
+        bounds[s as usize + 1] += 1;
+    }
+    for s in 0..ix.len() {
+        bounds[s + 1] += bounds[s];
+    }
+    let mut states: Vec<IdxRank> = Vec::new();
     states.try_reserve_exact(count).map_err(oom)?;
-    segs.try_reserve_exact(count).map_err(oom)?;
-    let mut last: Option<(usize, u64, SegmentStart)> = None;
-    for r in lo..hi {
-        let (node, s) = (r / k, (r % k) as usize);
-        let off = schedule.start_offset(node, period);
+    let mut last: Option<(u32, u64, SegmentStart)> = None;
+    for &(s, off) in &order {
+        let x = &ix[s as usize];
         let seg = match last {
             Some((ls, lo_, seg)) if ls == s && lo_ == off => seg,
-            _ => ix[s].segment_start(off),
+            _ => x.segment_start(off),
         };
         last = Some((s, off, seg));
-        segs.push(seg);
-        states.push(IdxRank {
-            rep: ix[s].replay(&seg),
+        let mut st = IdxRank {
+            rep: x.replay(&seg),
             start_ns: 0,
             limit_at: u64::MAX,
-        });
+        };
+        set_limit(&mut st, x, 0, opts.fraction, period as f64 * scale);
+        states.push(st);
     }
+    drop(order);
     let fraction = opts.fraction;
     let ns_per_progress = period as f64 * scale;
-    let set_limit = |st: &mut IdxRank, ix: &PlanIndex, now: u64| {
-        let left = (fraction - st.rep.progress_at(ix, now)) * ns_per_progress;
-        st.limit_at = now.saturating_add(left.max(0.0).ceil() as u64);
-    };
-    for (i, st) in states.iter_mut().enumerate() {
-        set_limit(st, &ix[((lo + i as u64) % k) as usize], 0);
-    }
     let threads = rayon::current_num_threads().max(1);
-    let chunk = (states.len() / (threads * 2)).max(256);
+    // Several chunks per thread, so that a thread slowed by other work on the machine does not
+    // hold the phase.
+    let chunk = (states.len() / (threads * 8)).max(1024);
+    // The stream of state g, walking forward from the first state of a chunk.
+    let stream_of = |g: usize| bounds.partition_point(|&b| b <= g) - 1;
     // The segment every rank is in: its own start until the first resync, then the shared one.
     let mut shared: Option<Vec<SegmentStart>> = None;
+    let seg_of = |shared: &Option<Vec<SegmentStart>>, s: usize, st: &IdxRank| match shared {
+        Some(v) => v[s],
+        None => st.rep.segment(&ix[s]),
+    };
     let mut committed = PlanStats::default();
 
     let mut averages = PhaseAverages::default();
@@ -627,24 +676,26 @@ fn simulate_indexed(
         } else {
             None
         };
-        let seg_of = |shared: &Option<Vec<SegmentStart>>, base: usize, i: usize| -> SegmentStart {
-            let g = base + i;
-            match shared {
-                Some(v) => v[((lo + g as u64) % k) as usize],
-                None => segs[g],
-            }
-        };
         let exits = match barrier_prev {
             Some(b) => states
                 .par_chunks_mut(chunk)
                 .enumerate()
                 .map(|(c, sts)| {
                     let mut acc = Pass::default();
+                    let g0 = c * chunk;
+                    let mut si = stream_of(g0);
                     for (i, s) in sts.iter_mut().enumerate() {
-                        let g = c * chunk + i;
-                        let x = &ix[((lo + g as u64) % k) as usize];
-                        let seg = seg_of(&shared, c * chunk, i);
-                        let exit = s.rep.leave_barrier(x, &seg, b);
+                        while g0 + i >= bounds[si + 1] {
+                            si += 1;
+                        }
+                        let x = &ix[si];
+                        let exit = match s.rep.leave_barrier_fast(x, b) {
+                            Some(e) => e,
+                            None => {
+                                let seg = seg_of(&shared, si, s);
+                                s.rep.leave_barrier(x, &seg, b)
+                            }
+                        };
                         acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns);
                         acc.over_limit |= exit >= s.limit_at;
                         acc.max_end = acc.max_end.max(exit);
@@ -681,22 +732,39 @@ fn simulate_indexed(
             .map(|(c, sts)| {
                 let mut acc = Pass::default();
                 let mut st = PlanStats::default();
+                let g0 = c * chunk;
+                let mut si = stream_of(g0);
                 for (i, s) in sts.iter_mut().enumerate() {
-                    let g = c * chunk + i;
-                    let pi = ((lo + g as u64) % k) as usize;
-                    let x = &ix[pi];
-                    let mut seg = seg_of(&shared, c * chunk, i);
+                    while g0 + i >= bounds[si + 1] {
+                        si += 1;
+                    }
+                    let x = &ix[si];
                     let start = match top {
-                        Some(t) => s.rep.leave_barrier(x, &seg, t),
+                        Some(t) => match s.rep.leave_barrier_fast(x, t) {
+                            Some(e) => e,
+                            None => {
+                                let seg = seg_of(&shared, si, s);
+                                s.rep.leave_barrier(x, &seg, t)
+                            }
+                        },
                         None => s.start_ns,
                     };
                     s.start_ns = start;
                     if let Some(new) = &new_segs {
-                        add_stats(&mut st, &s.rep.resync(x, &seg, &new[pi], start));
-                        seg = new[pi];
-                        set_limit(s, x, start);
+                        let old = seg_of(&shared, si, s);
+                        add_stats(&mut st, &s.rep.resync(x, &old, &new[si], start));
+                        set_limit(s, x, start, fraction, ns_per_progress);
                     }
-                    let end = s.rep.compute(x, &seg, start, q);
+                    let end = match s.rep.compute_fast(x, start, q) {
+                        Some(e) => e,
+                        None => {
+                            let seg = match &new_segs {
+                                Some(v) => v[si],
+                                None => seg_of(&shared, si, s),
+                            };
+                            s.rep.compute(x, &seg, start, q)
+                        }
+                    };
                     acc.max_end = acc.max_end.max(end);
                     acc.max_qt = acc.max_qt.max(end - start);
                     acc.sum_qt += end - start;
@@ -721,14 +789,11 @@ fn simulate_indexed(
 
     let mut stats = committed;
     let mut max_progress = 0f64;
-    for (g, s) in states.iter().enumerate() {
-        let x = &ix[((lo + g as u64) % k) as usize];
-        let seg = match &shared {
-            Some(v) => v[((lo + g as u64) % k) as usize],
-            None => segs[g],
-        };
-        add_stats(&mut stats, &s.rep.stats(x, &seg));
-        max_progress = max_progress.max(s.rep.progress_at(x, s.start_ns));
+    for (si, x) in ix.iter().enumerate() {
+        for s in &states[bounds[si]..bounds[si + 1]] {
+            add_stats(&mut stats, &s.rep.stats(x, &seg_of(&shared, si, s)));
+            max_progress = max_progress.max(s.rep.progress_at(x, s.start_ns));
+        }
     }
     finish(
         comm,

@@ -551,12 +551,19 @@ pub fn predict_on(
             }
         }
         if let Some(r) = des.as_mut() {
+            // Compiled once per trace for every rank count and sync mode.
+            let ix = des::indexes(&t.plans, &spec.des, spec.engine);
             for &mode in &spec.modes {
                 for &n in &spec.ranks {
-                    let out =
-                        simulate_engine(comm, &t.plans, n, mode, &spec.des, spec.engine, &|_| {
-                            progress.inc(n)
-                        })?;
+                    let out = des::simulate_with(
+                        comm,
+                        &t.plans,
+                        ix.as_deref(),
+                        n,
+                        mode,
+                        &spec.des,
+                        &|_| progress.inc(n),
+                    )?;
                     if out.stopped_by_fraction {
                         progress.inc((spec.des.phases - out.averages.phases).saturating_mul(n));
                         r.warnings.push(format!(
