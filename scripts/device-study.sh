@@ -130,12 +130,12 @@ for rep in $(seq 1 "$reps"); do
             d="$out/rep$rep/$label"
             mkdir -p "$d"
             common=(--period "${p}ms" --scale "$s")
-            ref=(--baseline measured)
+            ref=(--design sequential --baseline measured)
             if [[ "$baseline" == file ]]; then
                 say "rep $rep, np $np, $label: baseline"
                 run "$np" "$d/baseline-np$np" "${common[@]}" --baseline quanta
                 [[ -f "$d/baseline-np$np.json" ]] || continue
-                ref=(--baseline "$d/baseline-np$np.json")
+                ref=(--design sequential --baseline "$d/baseline-np$np.json")
             fi
             for sync in none once phase; do
                 say "rep $rep, np $np, $label: sync $sync"

@@ -64,7 +64,7 @@ for np in $procs; do
   launch "$np" run "${common[@]}" --baseline quanta -o "$base" "${extra[@]}" >"$out/baseline-np$np.txt"
   for mode in $modes; do
     echo "== $np processes: sync $mode" >&2
-    launch "$np" run "${common[@]}" --trace "$trace" --sync "$mode" --baseline "$base" \
+    launch "$np" run "${common[@]}" --trace "$trace" --sync "$mode" --design sequential --baseline "$base" \
       -o "$out/${mode//:/_}-np$np.json" "${extra[@]}" >"$out/${mode//:/_}-np$np.txt"
   done
 done

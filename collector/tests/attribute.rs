@@ -135,11 +135,14 @@ fn a_periodic_real_time_daemon_is_attributed_to_its_task_with_its_period_and_len
         period.abs_diff(10_000_000) <= 500_000,
         "period {period} ns, expected 10 ms ± 5 %"
     );
-    // The task's net time is its 300 µs spin (interrupts inside it are subtracted; its
-    // wake-up, the timer interrupt and schedule(), are other sources): ± 10 %.
+    // The task's net time is its 300 µs spin (wall-clock: interrupts inside it are subtracted,
+    // not added) plus the part of its wake-up after the switch to it (the return to user space)
+    // and its way back into the sleep: at least 300 µs − 10 %, at most 300 µs + the wake-up
+    // lateness the daemon measured (timer interrupt to first user instruction) + 30 µs for the
+    // switch back. A CI run measured 333 µs with a 76 µs wake-up on this VM.
     assert!(
-        median.abs_diff(300_000) <= 30_000,
-        "median {median} ns, expected 300 µs ± 10 %"
+        median >= 270_000 && median <= 330_000 + wake_ns,
+        "median {median} ns, expected 300 µs − 10 % … 300 µs + wake-up {wake_ns} ns + 30 µs"
     );
     // The detours whose dominant source is the daemon are its spin plus its wake-up (measured
     // by the daemon) plus the switch back, as in collect.rs: 300 µs + lateness ± 30 µs.
