@@ -11,67 +11,17 @@
 //! machine itself adds or hides), contains the closed form. A machine busier than
 //! [`NOISY`] is not judged, and the test says so with a NOT CHECKED line.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use jitter_trace::synth::{synthesize, Spec};
 use replay_bench::report::Report;
 
-const BIN: &str = env!("CARGO_BIN_EXE_replay-bench");
+mod common;
+use common::{mpirun, run, Ran};
 
 /// Platform noise (probe, any rank) above which the closed form is not checked (as in run.rs).
 const NOISY: f64 = 0.10;
-
-fn mpirun() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        for name in ["mpirun", "mpiexec"] {
-            let p = dir.join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    panic!("mpirun (or mpiexec) is not on PATH: install OpenMPI or MPICH (CI does)");
-}
-
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `mpirun -np np replay-bench run ARGS`, killed after `limit`.
-fn run(np: u32, args: &[&str], limit: Duration) -> Ran {
-    let t0 = Instant::now();
-    let mut child = Command::new(mpirun())
-        .args(["-np", &np.to_string(), BIN, "run"])
-        .args(args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cannot start mpirun");
-    while child.try_wait().expect("wait").is_none() {
-        if t0.elapsed() > limit {
-            // SAFETY: kill(2) on our own child's pid (mpirun forwards SIGTERM to its ranks).
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            std::thread::sleep(Duration::from_secs(3));
-            let _ = child.kill();
-            panic!("mpirun -np {np} run {args:?} did not finish within {limit:?} (a rank hung?)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("wait");
-    Ran {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 fn ok(np: u32, args: &[&str]) -> Ran {
     let r = run(np, args, Duration::from_secs(120));

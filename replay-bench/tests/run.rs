@@ -11,15 +11,16 @@
 //! phase) plus the platform noise the probe measured on the ranks (the baseline removes its
 //! mean; what is left is its drift between the two runs, bounded by its size).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use jitter_emulator::{SyncMode, SyncSchedule, TimerKind};
 use jitter_trace::synth::{synthesize, Spec};
 use replay_bench::report::Report;
 
-const BIN: &str = env!("CARGO_BIN_EXE_replay-bench");
+mod common;
+use common::{mpirun, run, Ran, BIN};
 
 /// Platform noise (probe, any rank) above which timing closed forms are not checked: the report
 /// itself warns that such a platform overstates slowdown (10 % of the trace's 2 % ratio would
@@ -42,74 +43,6 @@ fn quiet_enough(r: &Report, what: &str) -> bool {
         false
     } else {
         true
-    }
-}
-
-struct Ran {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    secs: f64,
-}
-
-fn mpirun() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        for name in ["mpirun", "mpiexec"] {
-            let p = dir.join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    panic!(
-        "mpirun (or mpiexec) is not on PATH: these tests run replay-bench under a real MPI \
-         launcher; install OpenMPI or MPICH (CI does)"
-    );
-}
-
-/// Runs `mpirun -np np replay-bench run ARGS`, killed after `limit`.
-fn run(np: u32, args: &[&str], limit: Duration) -> Ran {
-    let t0 = Instant::now();
-    let mut child = Command::new(mpirun())
-        .args(["-np", &np.to_string(), BIN, "run"])
-        .args(args)
-        // OpenMPI refuses root and oversubscription without these; MPICH ignores them.
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cannot start mpirun");
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            break;
-        }
-        if t0.elapsed() > limit {
-            // SIGTERM first: mpirun forwards it to its ranks (SIGKILL would orphan them).
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            std::thread::sleep(Duration::from_secs(3));
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("wait");
-            panic!(
-                "mpirun -np {np} run {args:?} did not finish within {limit:?} (a rank hung?)\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = child.wait_with_output().expect("wait");
-    Ran {
-        code: status.code(),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        secs: t0.elapsed().as_secs_f64(),
     }
 }
 

@@ -1,0 +1,81 @@
+//! What the MPI tests of `replay-bench run` share: finding the launcher and running under it
+//! with a time limit.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The replay-bench binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_replay-bench");
+
+/// What one `mpirun` did.
+pub struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub secs: f64,
+}
+
+/// The MPI launcher on PATH (`mpirun`, else `mpiexec`).
+pub fn mpirun() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        for name in ["mpirun", "mpiexec"] {
+            let p = dir.join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "mpirun (or mpiexec) is not on PATH: these tests run replay-bench under a real MPI \
+         launcher; install OpenMPI or MPICH (CI does)"
+    );
+}
+
+/// Runs `mpirun -np np replay-bench run ARGS`, killed after `limit`.
+pub fn run(np: u32, args: &[&str], limit: Duration) -> Ran {
+    let t0 = Instant::now();
+    let mut child = Command::new(mpirun())
+        .args(["-np", &np.to_string(), BIN, "run"])
+        .args(args)
+        // OpenMPI refuses root and oversubscription without these; MPICH ignores them.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start mpirun");
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if t0.elapsed() > limit {
+            // SIGTERM first: mpirun forwards it to its ranks (SIGKILL would orphan them).
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            std::thread::sleep(Duration::from_secs(3));
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait");
+            panic!(
+                "mpirun -np {np} run {args:?} did not finish within {limit:?} (a rank hung?)\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = child.wait_with_output().expect("wait");
+    Ran {
+        code: status.code(),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        secs: t0.elapsed().as_secs_f64(),
+    }
+}
