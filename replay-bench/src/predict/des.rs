@@ -20,7 +20,8 @@
 use std::sync::Arc;
 
 use jitter_emulator::{
-    Cursor, IndexedReplay, Plan, PlanIndex, PlanStats, SegmentStart, SyncMode, SyncSchedule,
+    Cursor, IndexedReplay, Plan, PlanIndex, PlanOptions, PlanStats, SegmentStart, SyncMode,
+    SyncSchedule,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -336,8 +337,6 @@ fn simulate_walk(
     on_phase: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<DesOutcome> {
     let k = cfg.ranks_per_node;
-    anyhow::ensure!(ranks > 0, "the rank count must be at least 1");
-    anyhow::ensure!(cfg.phases > 0, "the phase count must be at least 1");
     anyhow::ensure!(k > 0, "ranks per node must be at least 1");
     anyhow::ensure!(
         plans.len() as u64 >= k,
@@ -351,9 +350,8 @@ fn simulate_walk(
         mode,
         seed: cfg.seed,
     };
-    let q = opts.scaled(cfg.quanta_ns);
-    anyhow::ensure!(q > 0, "the quanta must be at least 1 ns");
-    let latency = (cfg.barrier.latency_ns(ranks) * scale).round() as u64;
+    let mut ph = Phases::new(ranks, cfg, &opts)?;
+    let q = ph.q;
     // Uniform errors of this half-width have the requested standard deviation; their sum over
     // many injections is normal (central limit), which is what a random-walk drift needs.
     let w = cfg.drift_sd_ns * scale * 3f64.sqrt();
@@ -396,11 +394,6 @@ fn simulate_walk(
     let threads = rayon::current_num_threads().max(1);
     let chunk = (states.len() / (threads * 2)).max(256);
 
-    let mut averages = PhaseAverages::default();
-    let mut barrier_prev: Option<u64> = None;
-    let mut prev: Option<(u64, u64)> = None; // (max qt, sum qt) of the previous phase
-    let mut stopped_by_fraction = false;
-    let mut last_barrier = 0u64;
     for p in 0..=cfg.phases {
         let compute_phase = p < cfg.phases;
         let resync = if compute_phase {
@@ -409,7 +402,7 @@ fn simulate_walk(
             None
         };
         // Leave the bottom barrier of the previous phase: that rank's qtb ends at its exit.
-        let exits = match barrier_prev {
+        let exits = match ph.barrier_prev {
             Some(b) => states
                 .par_chunks_mut(chunk)
                 .map(|c| {
@@ -427,28 +420,10 @@ fn simulate_walk(
             None => Pass::default(),
         };
         let exits = reduce(comm, exits);
-        if let Some((max_qt, sum_qt)) = prev {
-            if exits.over_limit {
-                // The replay of some rank reached f during that phase: its noise is cut short,
-                // so the phase is not counted and the run stops (pitfall 3).
-                stopped_by_fraction = true;
-                break;
-            }
-            averages.add(PhaseSample {
-                max_qt_ns: max_qt as f64 / scale,
-                max_qtbt_ns: exits.max_qtb_prev as f64 / scale,
-                mean_qt_ns: sum_qt as f64 / ranks as f64 / scale,
-            });
-            on_phase(p);
-            last_barrier = barrier_prev.unwrap_or(0);
-        }
-        if !compute_phase {
+        if !ph.close(p, &exits, on_phase) || !compute_phase {
             break;
         }
-        // The barrier at the top of the loop (Algorithm 1, line 3): every rank starts computing
-        // once the slowest has left the previous barrier, so a rank held there by a detour
-        // delays that phase once (in its qtb) and not the next phase's compute windows again.
-        let top = barrier_prev.map(|_| exits.max_end + latency);
+        let top = ph.top(&exits);
         let pass = states
             .par_chunks_mut(chunk)
             .map(|c| {
@@ -474,51 +449,106 @@ fn simulate_walk(
                 acc
             })
             .reduce(Pass::default, Pass::join);
-        let pass = reduce(comm, pass);
-        prev = Some((pass.max_qt, pass.sum_qt));
-        barrier_prev = Some(pass.max_end + latency);
+        ph.computed(&reduce(comm, pass));
     }
 
     let mut stats = PlanStats::default();
     let mut max_progress = 0f64;
     for s in &states {
-        let st = s.cursor.stats();
-        stats.injections += st.injections;
-        stats.dropped += st.dropped;
-        stats.merged += st.merged;
-        stats.injected_ns += st.injected_ns;
-        stats.dropped_ns += st.dropped_ns;
-        stats.noise_ns += st.noise_ns;
+        add_stats(&mut stats, &s.cursor.stats());
         max_progress = max_progress.max(s.cursor.progress_at(s.start_ns));
     }
-    finish(
-        comm,
-        stats,
-        max_progress,
-        averages,
-        cfg,
-        stopped_by_fraction,
-        last_barrier,
-        q,
-        scale,
-        latency,
-    )
+    finish(comm, stats, max_progress, cfg, ph)
+}
+
+/// The phase loop's bookkeeping, the same for both engines: the scaled quanta and barrier
+/// latency, the barrier every rank leaves next, the averages of the phases closed so far, and
+/// whether the fraction rule stopped the run.
+struct Phases {
+    ranks: u64,
+    q: u64,
+    scale: f64,
+    latency: u64,
+    averages: PhaseAverages,
+    /// When the bottom barrier of the last computed phase completes (replay ns).
+    barrier_prev: Option<u64>,
+    /// (max qt, sum qt) of the last computed phase.
+    prev: Option<(u64, u64)>,
+    stopped_by_fraction: bool,
+    last_barrier: u64,
+}
+
+impl Phases {
+    /// Checks the configuration and scales q and the barrier latency by the plan's S.
+    fn new(ranks: u64, cfg: &DesConfig, opts: &PlanOptions) -> anyhow::Result<Self> {
+        anyhow::ensure!(ranks > 0, "the rank count must be at least 1");
+        anyhow::ensure!(cfg.phases > 0, "the phase count must be at least 1");
+        let q = opts.scaled(cfg.quanta_ns);
+        anyhow::ensure!(q > 0, "the quanta must be at least 1 ns");
+        Ok(Phases {
+            ranks,
+            q,
+            scale: opts.scale,
+            latency: (cfg.barrier.latency_ns(ranks) * opts.scale).round() as u64,
+            averages: PhaseAverages::default(),
+            barrier_prev: None,
+            prev: None,
+            stopped_by_fraction: false,
+            last_barrier: 0,
+        })
+    }
+
+    /// Closes phase `p − 1` once every rank has left its bottom barrier (`exits`, reduced over
+    /// processes): records it, or stops the run when some rank's replay reached f during it
+    /// (its noise was cut short: pitfall 3). False when the run stops here.
+    fn close(&mut self, p: u64, exits: &Pass, on_phase: &(dyn Fn(u64) + Sync)) -> bool {
+        if let Some((max_qt, sum_qt)) = self.prev {
+            if exits.over_limit {
+                self.stopped_by_fraction = true;
+                return false;
+            }
+            self.averages.add(PhaseSample {
+                max_qt_ns: max_qt as f64 / self.scale,
+                max_qtbt_ns: exits.max_qtb_prev as f64 / self.scale,
+                mean_qt_ns: sum_qt as f64 / self.ranks as f64 / self.scale,
+            });
+            on_phase(p);
+            self.last_barrier = self.barrier_prev.unwrap_or(0);
+        }
+        true
+    }
+
+    /// The barrier at the top of the loop (Algorithm 1, line 3): every rank starts computing
+    /// once the slowest has left the previous barrier, so a rank held there by a detour delays
+    /// that phase once (in its qtb) and not the next phase's compute windows again.
+    fn top(&self, exits: &Pass) -> Option<u64> {
+        self.barrier_prev.map(|_| exits.max_end + self.latency)
+    }
+
+    /// Records a computed phase (`pass`, reduced over processes) and its bottom barrier.
+    fn computed(&mut self, pass: &Pass) {
+        self.prev = Some((pass.max_qt, pass.sum_qt));
+        self.barrier_prev = Some(pass.max_end + self.latency);
+    }
 }
 
 /// Sums the counts over processes and assembles the outcome.
-#[allow(clippy::too_many_arguments)]
 fn finish(
     comm: &dyn Collective,
     mut stats: PlanStats,
     mut max_progress: f64,
-    averages: PhaseAverages,
     cfg: &DesConfig,
-    stopped_by_fraction: bool,
-    last_barrier: u64,
-    q: u64,
-    scale: f64,
-    latency: u64,
+    ph: Phases,
 ) -> anyhow::Result<DesOutcome> {
+    let Phases {
+        q,
+        scale,
+        latency,
+        averages,
+        stopped_by_fraction,
+        last_barrier,
+        ..
+    } = ph;
     let procs = comm.size();
     if procs > 1 {
         let mut sums = [
@@ -586,8 +616,6 @@ fn simulate_indexed(
     on_phase: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<DesOutcome> {
     let k = cfg.ranks_per_node;
-    anyhow::ensure!(ranks > 0, "the rank count must be at least 1");
-    anyhow::ensure!(cfg.phases > 0, "the phase count must be at least 1");
     let opts = *ix[0].options();
     let scale = opts.scale;
     let period = ix[0].period_ns();
@@ -595,9 +623,8 @@ fn simulate_indexed(
         mode,
         seed: cfg.seed,
     };
-    let q = opts.scaled(cfg.quanta_ns);
-    anyhow::ensure!(q > 0, "the quanta must be at least 1 ns");
-    let latency = (cfg.barrier.latency_ns(ranks) * scale).round() as u64;
+    let mut ph = Phases::new(ranks, cfg, &opts)?;
+    let q = ph.q;
     let (procs, me) = (comm.size() as u64, comm.rank() as u64);
     let (lo, hi) = share(ranks, procs, me);
     // The rank states plus, while they are set up, one (stream, offset) pair each.
@@ -664,11 +691,6 @@ fn simulate_indexed(
     };
     let mut committed = PlanStats::default();
 
-    let mut averages = PhaseAverages::default();
-    let mut barrier_prev: Option<u64> = None;
-    let mut prev: Option<(u64, u64)> = None;
-    let mut stopped_by_fraction = false;
-    let mut last_barrier = 0u64;
     for p in 0..=cfg.phases {
         let compute_phase = p < cfg.phases;
         let resync = if compute_phase {
@@ -676,7 +698,7 @@ fn simulate_indexed(
         } else {
             None
         };
-        let exits = match barrier_prev {
+        let exits = match ph.barrier_prev {
             Some(b) => states
                 .par_chunks_mut(chunk)
                 .enumerate()
@@ -707,23 +729,10 @@ fn simulate_indexed(
             None => Pass::default(),
         };
         let exits = reduce(comm, exits);
-        if let Some((max_qt, sum_qt)) = prev {
-            if exits.over_limit {
-                stopped_by_fraction = true;
-                break;
-            }
-            averages.add(PhaseSample {
-                max_qt_ns: max_qt as f64 / scale,
-                max_qtbt_ns: exits.max_qtb_prev as f64 / scale,
-                mean_qt_ns: sum_qt as f64 / ranks as f64 / scale,
-            });
-            on_phase(p);
-            last_barrier = barrier_prev.unwrap_or(0);
-        }
-        if !compute_phase {
+        if !ph.close(p, &exits, on_phase) || !compute_phase {
             break;
         }
-        let top = barrier_prev.map(|_| exits.max_end + latency);
+        let top = ph.top(&exits);
         let new_segs: Option<Vec<SegmentStart>> =
             resync.map(|off| ix.iter().map(|x| x.segment_start(off)).collect());
         let (pass, stats) = states
@@ -782,9 +791,7 @@ fn simulate_indexed(
         if new_segs.is_some() {
             shared = new_segs;
         }
-        let pass = reduce(comm, pass);
-        prev = Some((pass.max_qt, pass.sum_qt));
-        barrier_prev = Some(pass.max_end + latency);
+        ph.computed(&reduce(comm, pass));
     }
 
     let mut stats = committed;
@@ -795,18 +802,7 @@ fn simulate_indexed(
             max_progress = max_progress.max(s.rep.progress_at(x, s.start_ns));
         }
     }
-    finish(
-        comm,
-        stats,
-        max_progress,
-        averages,
-        cfg,
-        stopped_by_fraction,
-        last_barrier,
-        q,
-        scale,
-        latency,
-    )
+    finish(comm, stats, max_progress, cfg, ph)
 }
 
 #[cfg(test)]
