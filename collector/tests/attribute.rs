@@ -184,9 +184,10 @@ fn wait_for_instance(pid: u32, limit: Duration) -> bool {
     false
 }
 
-fn stop_with(signal: nix::sys::signal::Signal, out: &Path) {
+/// Starts a 60 s `--attribute` collection on the last CPU, writing `out`.
+fn spawn_attributing(out: &Path) -> std::process::Child {
     let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
-    let child = Command::new(BIN)
+    Command::new(BIN)
         .args([
             "--attribute",
             "--cpus",
@@ -200,7 +201,11 @@ fn stop_with(signal: nix::sys::signal::Signal, out: &Path) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+fn stop_with(signal: nix::sys::signal::Signal, out: &Path) {
+    let child = spawn_attributing(out);
     let pid = child.id();
     assert!(
         wait_for_instance(pid, Duration::from_secs(10)),
@@ -250,22 +255,7 @@ fn a_second_signal_exits_at_once_and_still_removes_the_instance() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
-    let child = Command::new(BIN)
-        .args([
-            "--attribute",
-            "--cpus",
-            &cpu.to_string(),
-            "-d",
-            "60s",
-            "-q",
-            "-o",
-        ])
-        .arg(dir.path().join("twice.jtr"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_attributing(&dir.path().join("twice.jtr"));
     let pid = child.id();
     // Signalled while it calibrates the counter (200 ms after tracing was turned on): the
     // first signal sets the stop flag, the second arrives while the setup still runs.
