@@ -902,13 +902,18 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             median_ns: row.median_ns,
             threshold_ns: clock.ticks_to_ns_f64(threshold),
             resolution_ns: Some(clock.ticks_to_ns_f64(profile.resolution_ticks)),
+            loop_ns: Some(row.loop_ns),
         })
         .collect();
     let implausible: Vec<String> = observations
         .iter()
         .filter_map(Observation::implausibility)
         .collect();
-    for busy in observations.iter().filter_map(Observation::busy) {
+    for busy in observations
+        .iter()
+        .flat_map(|o| [o.short_stalls(), o.busy()])
+        .flatten()
+    {
         if config.verbose {
             eprintln!("warning: {busy}");
         }
