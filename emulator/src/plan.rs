@@ -781,13 +781,28 @@ pub struct PlanIndex {
     inj: Vec<IndexEntry>,
     inj_group: Vec<u32>,
     tot_span: u64,
-    /// At S = 1 (empty otherwise): the start `a` of every injection of two laps, contiguous for
-    /// the barrier search.
-    a2: Vec<u64>,
-    /// At S = 1 (empty otherwise): `a − cs` of every injection of two laps, non-decreasing; the
-    /// compute search compares it with one per-query threshold (no scaling, no lap arithmetic
-    /// per probe), and `cs = a − key`.
-    key2: Vec<u64>,
+    /// At S = 1 (empty otherwise): every injection of two laps, its start beside its key, so
+    /// that one cache line serves the barrier search and the compute search that follows it.
+    fast: Vec<FastEntry>,
+    /// Mean key advance per entry of `fast`, ns (the compute search's first guess).
+    key_step: f64,
+}
+
+/// One injection of the fast path (S = 1): its start, and `a − cs`, non-decreasing, which the
+/// compute search compares with one per-query threshold (no scaling, no lap arithmetic per
+/// probe); `cs = a − key`.
+#[derive(Debug, Clone, Copy)]
+struct FastEntry {
+    a: u64,
+    key: u64,
+}
+
+impl FastEntry {
+    /// Σ span of the injections before this one (within its two laps).
+    #[inline]
+    fn cs(&self) -> u64 {
+        self.a - self.key
+    }
 }
 
 struct RotSource<'a> {
@@ -878,8 +893,8 @@ impl Plan {
             inj: Vec::new(),
             inj_group: Vec::new(),
             tot_span: 0,
-            a2: Vec::new(),
-            key2: Vec::new(),
+            fast: Vec::new(),
+            key_step: 0.0,
         };
         let mut k = 0usize;
         let mut prev_end: Option<u64> = None;
@@ -946,10 +961,12 @@ impl Plan {
             // a ≥ cs: at S = 1 a span is its group's run, and the runs before a lie in [u0, a).
             // Two laps (a segment spans at most two), the second shifted by D and Σ span.
             let lap2 = |e: &IndexEntry| (e.a + d, e.a + d - (e.cs + ix.tot_span));
-            ix.a2 = ix.inj.iter().map(|e| e.a).collect();
-            ix.a2.extend(ix.inj.iter().map(|e| lap2(e).0));
-            ix.key2 = ix.inj.iter().map(|e| e.a - e.cs).collect();
-            ix.key2.extend(ix.inj.iter().map(|e| lap2(e).1));
+            let entry = |(a, key)| FastEntry { a, key };
+            ix.fast = ix.inj.iter().map(|e| entry((e.a, e.a - e.cs))).collect();
+            ix.fast.extend(ix.inj.iter().map(|e| entry(lap2(e))));
+            if let (Some(f), Some(l)) = (ix.fast.first(), ix.fast.last()) {
+                ix.key_step = (l.key - f.key) as f64 / ix.fast.len() as f64;
+            }
         }
         Some(ix)
     }
@@ -1033,7 +1050,7 @@ impl PlanIndex {
         n * (8 * 4 + 4)
             + g * (4 + 8 * 4)
             + self.inj.len() * (24 + 4)
-            + (self.a2.len() + self.key2.len()) * 8
+            + self.fast.len() * std::mem::size_of::<FastEntry>()
     }
 
     /// End of the group of unrolled injection `i` (`u64::MAX` beyond two laps).
@@ -1204,10 +1221,10 @@ impl PlanIndex {
     /// Starts a replay at timeline point `offset_ns` at replay time 0 (as [`Plan::cursor`]).
     pub fn replay(&self, seg: &SegmentStart) -> IndexedReplay {
         let mut r = self.begin(seg, 0, 0);
-        if !self.key2.is_empty() && r.flags & BOUNDED == 0 {
+        if !self.fast.is_empty() && r.flags & BOUNDED == 0 {
             // Once per start, so that the fast path need not look at the limit again.
             let limit = r.limit_pos(self);
-            r.i_safe = gallop(r.i_first, self.key2.len() as u64, |i| self.b_u(i) >= limit);
+            r.i_safe = gallop(r.i_first, self.fast.len() as u64, |i| self.b_u(i) >= limit);
         }
         r
     }
@@ -1373,27 +1390,75 @@ fn add_stats(a: &mut PlanStats, b: &PlanStats) {
     a.noise_ns += b.noise_ns;
 }
 
-/// First index `i ≥ lo` of the non-decreasing `v` with `v[i] ≥ t`, else `v.len()`: blocks of
-/// 8 entries, each with one branch and a branch-free search inside (the answer is usually
-/// among the first few dozen), then galloping.
+/// First index `i ≥ lo` of `v` with `key(v[i]) ≥ t` (`key` non-decreasing), else `v.len()`.
+/// Near answers (expected within `guess` entries, the usual case) take blocks of 8 entries,
+/// each with one branch and a branch-free search inside; far ones (dense noise, long
+/// windows) start at the guess and gallop from there in the direction it was wrong, so the
+/// cache lines read are those around the answer, not the ones on the way to it.
 #[inline]
-fn first_at_least(v: &[u64], lo: usize, t: u64) -> usize {
+fn first_at_least(
+    v: &[FastEntry],
+    lo: usize,
+    t: u64,
+    guess: usize,
+    key: impl Fn(&FastEntry) -> u64 + Copy,
+) -> usize {
     const W: usize = 8;
+    const NEAR: usize = 4 * W;
+    let above = |i: u64| key(&v[i as usize]) >= t;
+    if guess >= NEAR {
+        let g = lo.saturating_add(guess).min(v.len().saturating_sub(1));
+        if g <= lo {
+            return gallop(lo as u64, v.len() as u64, above) as usize;
+        }
+        return if above(g as u64) {
+            gallop_down(lo as u64, g as u64, above) as usize
+        } else {
+            gallop(g as u64 + 1, v.len() as u64, above) as usize
+        };
+    }
     let mut at = lo;
-    for _ in 0..4 {
+    for _ in 0..NEAR / W {
         let Some(block) = v.get(at..at + W) else {
             break;
         };
-        let block: &[u64; W] = block.try_into().expect("a block of 8");
-        if block[W - 1] >= t {
-            let mut b = usize::from(block[3] < t) * 4;
-            b += usize::from(block[b + 1] < t) * 2;
-            b += usize::from(block[b] < t);
+        if key(&block[W - 1]) >= t {
+            let mut b = usize::from(key(&block[3]) < t) * 4;
+            b += usize::from(key(&block[b + 1]) < t) * 2;
+            b += usize::from(key(&block[b]) < t);
             return at + b;
         }
         at += W;
     }
-    gallop(at as u64, v.len() as u64, |i| v[i as usize] >= t) as usize
+    gallop(at as u64, v.len() as u64, above) as usize
+}
+
+/// Smallest `v` in `[lo, hi]` with `pred(v)` (monotone), given `pred(hi)`: galloping down
+/// from `hi`, so the cost grows with the log of the distance to `hi`.
+#[inline]
+fn gallop_down(lo: u64, hi: u64, mut pred: impl FnMut(u64) -> bool) -> u64 {
+    let mut r = hi;
+    let mut step = 1u64;
+    let mut l = loop {
+        if r <= lo {
+            return lo;
+        }
+        let c = r.saturating_sub(step).max(lo);
+        if !pred(c) {
+            break c + 1;
+        }
+        r = c;
+        step = step.saturating_mul(2);
+    };
+    while l < r {
+        let m = l + (r - l) / 2;
+        if pred(m) {
+            r = m;
+        } else {
+            l = m + 1;
+        }
+    }
+    l
 }
 
 /// Smallest `v` in `[lo, hi)` with `pred(v)` (monotone), else `hi`: galloping from `lo`, so
@@ -1530,7 +1595,7 @@ impl IndexedReplay {
             return None;
         }
         let i = self.i_first + (self.next - h);
-        (i < ix.key2.len() as u64).then_some(i as usize)
+        (i < ix.fast.len() as u64).then_some(i as usize)
     }
 
     /// [`IndexedReplay::compute`] where S = 1, the head of the segment is passed and neither the
@@ -1540,20 +1605,21 @@ impl IndexedReplay {
     #[inline]
     pub fn compute_fast(&mut self, ix: &PlanIndex, start: u64, q: u64) -> Option<u64> {
         let i0 = self.fast_start(ix)?;
-        let (a2, k2) = (&ix.a2[..], &ix.key2[..]);
+        let v = &ix.fast[..];
         let end0 = start + q;
         // The first injection left out is due at or after the grown end:
         // r0 + (a_i − p) + cs_{i0} ≥ end0 + cs_i, i.e. a_i − cs_i ≥ end0 + p − r0 − cs_{i0}
         // (a threshold ≤ 0 holds for every key: all keys are ≥ 0). One starting at or after
         // the limit would come first, but then the look-ahead is not before it: no answer.
-        let base = a2[i0] - k2[i0];
+        let base = v[i0].cs();
         let t = (end0 + self.p).saturating_sub(self.r0 + base);
-        let i = first_at_least(k2, i0, t);
-        if i >= k2.len() || !self.before_limit(ix, i as u64 + 1) {
+        let ahead = t.saturating_sub(v[i0].key) as f64 / ix.key_step.max(1.0);
+        let i = first_at_least(v, i0, t, ahead as usize, |e| e.key);
+        if i >= v.len() || !self.before_limit(ix, i as u64 + 1) {
             return None;
         }
         self.next += (i - i0) as u64;
-        Some(end0 + (a2[i] - k2[i]) - base)
+        Some(end0 + v[i].cs() - base)
     }
 
     /// [`IndexedReplay::leave_barrier`] where [`IndexedReplay::compute_fast`] applies: one
@@ -1561,19 +1627,19 @@ impl IndexedReplay {
     #[inline]
     pub fn leave_barrier_fast(&mut self, ix: &PlanIndex, b: u64) -> Option<u64> {
         let i0 = self.fast_start(ix)?;
-        let (a2, k2) = (&ix.a2[..], &ix.key2[..]);
+        let v = &ix.fast[..];
         // Due at or after b: r0 + (a − p) ≥ b, i.e. a ≥ p + (b − r0) (every a ≥ p).
         let t = self.p + b.saturating_sub(self.r0);
-        let i = first_at_least(a2, i0, t);
-        if i >= a2.len() {
+        let i = first_at_least(v, i0, t, 0, |e| e.a);
+        if i >= v.len() {
             return None;
         }
         let (mut out, mut built) = (b, i as u64 + 1);
         if i > i0 {
             // The last injection due before b: still running at b, it holds the rank.
             let j = i - 1;
-            let span = (a2[i] - k2[i]) - (a2[j] - k2[j]);
-            let end = self.r0 + (a2[j] - self.p) + span;
+            let span = v[i].cs() - v[j].cs();
+            let end = self.r0 + (v[j].a - self.p) + span;
             if end > b {
                 (out, built) = (end, i as u64);
             }
