@@ -7,8 +7,45 @@
 #   des 2048 ranks x 10^4 phases   (goal <= 1 s)
 #   des 65536 ranks x 10^3 phases  (goal <= 5 s)
 #   order-stats 10^6 ranks         (goal <= 10 ms per evaluation)
+#
+# `--cachegrind BIN...` instead counts, for each given replay-bench binary (e.g. two builds to
+# compare), instructions and data-cache misses per rank-phase of the indexed engine on a dense
+# 6 s trace (10^5 detours/s), with valgrind's cachegrind and a 4 MiB last-level cache (so the
+# trace's index does not fit, as a 60 s trace's does not fit a real 32 MiB L3): counts, not
+# times, so a loaded machine does not change them. Per rank-phase = (220 phases - 20 phases)
+# / (2048 ranks x 200), which removes loading and indexing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--cachegrind" ]; then
+    shift
+    [ $# -ge 1 ] || { echo "error: --cachegrind needs at least one replay-bench binary" >&2; exit 2; }
+    command -v valgrind >/dev/null || { echo "error: valgrind is not installed (apt-get install -y valgrind)" >&2; exit 1; }
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    cargo build --release -q -p jitter-trace
+    target/release/jitter-trace synth \
+        'poisson:rate=100000/s,dur=lognormal:1us:0.5+periodic:period=4ms,dur=uniform:2us:4us,jitter=20us' \
+        --duration 6s --streams 1 --seed 2 -o "$tmp/dense6.jtr" >/dev/null
+    count() { # binary phases -> "instructions D1-misses LL-misses"
+        timeout 1800 valgrind --tool=cachegrind --cache-sim=yes --LL=4194304,16,64 \
+            --cachegrind-out-file=/dev/null "$1" predict --engine indexed --timer abstime \
+            --model des --force --trace "$tmp/dense6.jtr" --ranks 2048 --phases "$2" --sync none \
+            --threads 1 -o /dev/null 2>&1 \
+            | awk '/I *refs:/ {gsub(",", "", $4); i=$4} /D1  misses:/ {gsub(",", "", $4); d=$4}
+                   /LLd misses:/ {gsub(",", "", $4); l=$4} END {print i, d, l}'
+    }
+    echo "# $(date -u +%F) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); per rank-phase, dense 10^5/s, 2048 ranks"
+    printf '%-40s %14s %14s %14s\n' binary instructions D1_misses LL_misses
+    for bin in "$@"; do
+        echo "counting $bin (two runs under valgrind, a few minutes)" >&2
+        read -r i0 d0 l0 < <(count "$bin" 20)
+        read -r i1 d1 l1 < <(count "$bin" 220)
+        awk -v b="$bin" -v i="$((i1 - i0))" -v d="$((d1 - d0))" -v l="$((l1 - l0))" \
+            'BEGIN {n = 2048 * 200; printf "%-40s %14.1f %14.2f %14.2f\n", b, i / n, d / n, l / n}'
+    done
+    exit 0
+fi
 
 cargo build --release -p replay-bench --bench predict >&2
 bin=$(cargo bench -p replay-bench --bench predict --no-run --message-format=json 2>/dev/null \
