@@ -751,14 +751,22 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| e.to_string())?;
-    let mut first = String::new();
+    // It calibrates on the CPU first (or takes the cached calibration) and says so.
     use std::io::BufRead;
-    std::io::BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut first)
-        .map_err(|e| e.to_string())?;
-    ensure(first.starts_with("injecting"), || {
-        format!("jitter-inject said {first:?}")
-    })?;
+    let mut said = String::new();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("injecting") {
+        line.clear();
+        if stderr.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+            break;
+        }
+        said.push_str(&line);
+    }
+    ensure(
+        line.starts_with("injecting") && said.contains("calibration: O "),
+        || format!("jitter-inject said {said:?}"),
+    )?;
     let mut set = nix::sched::CpuSet::new();
     set.set(cpu).map_err(|e| e.to_string())?;
     let before =
