@@ -110,13 +110,36 @@ pub fn render_table(rows: &[StudyRow]) -> String {
     s
 }
 
-/// Draws SD against ranks (log2 axis), one series per (trace, sync, producer).
+/// An axis value in percent for people: at most three significant digits, no float noise
+/// (`0.0001` → `0.0001 %`, `9.999999999e-5` → `0.0001 %`, `12.5` → `12.5 %`).
+pub fn axis_pct(y: f64) -> String {
+    if !y.is_finite() {
+        return String::new();
+    }
+    if y == 0.0 {
+        return "0 %".into();
+    }
+    let digits = (2 - y.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    let text = format!("{y:.digits$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    };
+    format!("{text} %")
+}
+
+/// One plotted series: its points (ranks, SD %, 95 % half-width if measured).
+type Series = Vec<(f64, f64, Option<f64>)>;
+
+/// Draws SD against ranks (log axis), one series per (trace, sync, producer); measured points
+/// carry their 95 % interval as a bar; the legend sits right of the data.
 pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyhow::Result<()> {
-    let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut series: BTreeMap<String, Series> = BTreeMap::new();
     for r in rows {
-        let sd = match metric {
-            Metric::Qtbt => r.row.sd_qtbt_pct,
-            Metric::Qt => r.row.sd_qt_pct,
+        let (sd, ci) = match metric {
+            Metric::Qtbt => (r.row.sd_qtbt_pct, r.row.sd_qtbt_ci95_pct),
+            Metric::Qt => (r.row.sd_qt_pct, r.row.sd_qt_ci95_pct),
         };
         if !sd.is_finite() || r.row.ranks == 0 {
             continue;
@@ -131,60 +154,91 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
             r.row.sync,
             kind_name(r.kind)
         );
+        let ci = ci.filter(|h| h.is_finite() && *h >= 0.0);
         series
             .entry(name)
             .or_default()
-            .push((r.row.ranks as f64, sd));
+            .push((r.row.ranks as f64, sd, ci));
     }
     anyhow::ensure!(!series.is_empty(), "no plottable rows in the reports");
     let xs = series.values().flatten().map(|p| p.0);
-    let ys = series.values().flatten().map(|p| p.1);
+    let lo = series.values().flatten().map(|p| p.1 - p.2.unwrap_or(0.0));
+    let hi = series.values().flatten().map(|p| p.1 + p.2.unwrap_or(0.0));
     let x_max = xs.clone().fold(1.0f64, f64::max) * 1.5;
     let x_min = xs.fold(f64::INFINITY, f64::min).max(1.0) / 1.5;
-    let y_max = ys.clone().fold(0.0f64, f64::max);
-    let y_min = ys.fold(0.0f64, f64::min);
+    let y_max = hi.fold(0.0f64, f64::max);
+    let y_min = lo.fold(0.0f64, f64::min);
     let pad = ((y_max - y_min) * 0.1).max(0.5);
     let mut svg = String::new();
-    let root = SVGBackend::with_string(&mut svg, (900, 560)).into_drawing_area();
+    let root = SVGBackend::with_string(&mut svg, (1100, 560)).into_drawing_area();
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("cannot draw {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
+    let (plot_area, legend_area) = root.split_horizontally(800);
+    let mut chart = ChartBuilder::on(&plot_area)
         .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(60)
+        .y_label_area_size(70)
         .build_cartesian_2d((x_min..x_max).log_scale(), (y_min - pad)..(y_max + pad))
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
-        .x_desc("processes")
+        .x_desc("processes (log scale)")
         .y_desc(match metric {
-            Metric::Qtbt => "slowdown eq. (2), %",
-            Metric::Qt => "slowdown eq. (3), %",
+            Metric::Qtbt => "slowdown eq. (2)",
+            Metric::Qt => "slowdown eq. (3)",
         })
         .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| axis_pct(*y))
         .draw()
         .map_err(|e| err(&e))?;
     for (i, (name, pts)) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+            .draw_series(LineSeries::new(
+                pts.iter().map(|p| (p.0, p.1)),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| err(&e))?;
         chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+            .draw_series(
+                pts.iter()
+                    .map(|p| Circle::new((p.0, p.1), 4, color.filled())),
+            )
+            .map_err(|e| err(&e))?;
+        // Interval bars: the vertical span and short caps (a few percent of x: log axis).
+        for &(x, y, h) in pts {
+            let Some(h) = h else { continue };
+            let style = color.stroke_width(1);
+            let bar = [
+                vec![(x, y - h), (x, y + h)],
+                vec![(x / 1.04, y - h), (x * 1.04, y - h)],
+                vec![(x / 1.04, y + h), (x * 1.04, y + h)],
+            ];
+            chart
+                .draw_series(bar.into_iter().map(|v| PathElement::new(v, style)))
+                .map_err(|e| err(&e))?;
+        }
+        let y = 50 + 22 * i as i32;
+        legend_area
+            .draw(&PathElement::new(
+                vec![(10, y), (34, y)],
+                color.stroke_width(2),
+            ))
+            .map_err(|e| err(&e))?;
+        legend_area
+            .draw(&Text::new(name.clone(), (40, y - 7), ("sans-serif", 14)))
             .map_err(|e| err(&e))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
+    legend_area
+        .draw(&Text::new(
+            "bars: measured 95 % interval".to_string(),
+            (10, 50 + 22 * series.len() as i32 + 6),
+            ("sans-serif", 13),
+        ))
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
-    drop((chart, root));
+    drop((chart, plot_area, legend_area, root));
     jitter_trace::output::write_output_bytes(path, svg.as_bytes())?;
     Ok(())
 }
@@ -220,6 +274,7 @@ mod tests {
                 ranks,
                 sync: sync.into(),
                 sd_qtbt_pct: sd,
+                sd_qtbt_ci95_pct: Some(0.25),
                 ..ResultRow::default()
             });
             let p = dir.path().join(format!("{i}.json"));
@@ -238,6 +293,27 @@ mod tests {
         draw(&rows, Metric::Qtbt, "t", &svg).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.contains("<svg") && text.contains("p none (run)"));
+        assert!(text.contains("bars: measured 95 % interval"));
+        // Label texts stand on lines of their own between the tags.
+        let labels: Vec<&str> = text.lines().filter(|l| !l.starts_with('<')).collect();
+        assert!(labels.contains(&"0 %"), "{labels:?}");
+        assert!(
+            labels
+                .iter()
+                .all(|l| !l.contains("99999") && !l.contains("00001")),
+            "float noise in {labels:?}"
+        );
         assert!(load_rows(&[dir.path().join("nope.json")]).is_err());
+    }
+
+    #[test]
+    fn axis_labels_are_for_people() {
+        assert_eq!(axis_pct(9.999999999e-5), "0.0001 %");
+        assert_eq!(axis_pct(0.0001), "0.0001 %");
+        assert_eq!(axis_pct(12.5), "12.5 %");
+        assert_eq!(axis_pct(3.0), "3 %");
+        assert_eq!(axis_pct(-0.25), "-0.25 %");
+        assert_eq!(axis_pct(250.0), "250 %");
+        assert_eq!(axis_pct(0.0), "0 %");
     }
 }

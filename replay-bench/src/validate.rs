@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use jitter_trace::units::parse_positive_duration;
 
+use crate::plot::{self, StudyRow};
 use crate::predict::{self, Model, PredictArgs};
-use crate::report::{Report, ResultRow};
+use crate::report::{Report, ReportKind, ResultRow};
 use crate::table::fmt_sd;
 
 /// A prediction this close to the measurement agrees even outside a narrow interval, pp.
@@ -53,6 +54,10 @@ pub struct ValidateArgs {
     /// Write the table as JSON here.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Draw SD eq. (3) against processes here (SVG): measured points with their 95 % bars
+    /// beside the predicted curves.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
     /// MPI launcher (`mpirun`, `mpiexec`).
     #[arg(long, default_value = "mpirun")]
     pub mpirun: String,
@@ -336,17 +341,34 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
             .with_context(|| format!("no prediction for {} ranks, sync {}", m.ranks, m.sync))?;
         all.extend(checks(m, p, *noise));
     }
+    let file = a
+        .trace
+        .file_name()
+        .map_or_else(|| stem.clone(), |f| f.to_string_lossy().into_owned());
     println!(
-        "replay-bench validate: {} (q = {}, period {} s per run, seed {}); runs in {}",
-        a.trace
-            .file_name()
-            .map_or_else(|| stem.clone(), |f| f.to_string_lossy().into_owned()),
+        "replay-bench validate: {file} (q = {}, period {} s per run, seed {}); runs in {}",
         a.quanta,
         a.period.as_secs_f64(),
         a.seed,
         dir.display()
     );
     print!("{}", render(&all));
+    if let Some(svg) = &a.plot {
+        let rows: Vec<StudyRow> = measured
+            .iter()
+            .map(|(_, row, _)| StudyRow {
+                kind: ReportKind::Run,
+                row: row.clone(),
+            })
+            .chain(des.results.iter().map(|row| StudyRow {
+                kind: ReportKind::PredictDes,
+                row: row.clone(),
+            }))
+            .collect();
+        let title = format!("Slowdown eq. (3) vs processes, {file}: measured and predicted");
+        plot::draw(&rows, plot::Metric::Qt, &title, svg)
+            .with_context(|| format!("plot {}", svg.display()))?;
+    }
     if let Some(o) = &a.output {
         let json = serde_json::to_string_pretty(&all)?;
         jitter_trace::output::write_output_bytes(o, json.as_bytes())?;

@@ -27,6 +27,7 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
     jitter_trace::write_trace(&trace, &t).unwrap();
     let runs = dir.path().join("runs");
     let json = dir.path().join("table.json");
+    let svg = dir.path().join("sd.svg");
     let out = Command::new(BIN)
         .args(["validate", "--trace"])
         .arg(&trace)
@@ -35,6 +36,8 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
         .arg(&runs)
         .arg("--output")
         .arg(&json)
+        .arg("--plot")
+        .arg(&svg)
         .arg("--mpirun")
         .arg(&launcher)
         .output()
@@ -66,6 +69,9 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
             assert_eq!(n, 2, "{np} {mode}");
         }
     }
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.contains("periodic phase (run)") && plot.contains("periodic phase (des)"));
+    assert!(plot.contains("periodic.jtr: measured and predicted"));
     let agree = checks.iter().filter(|c| c.agrees).count();
     assert!(lines[14].starts_with(&format!("{agree} of 12 predictions")));
     // Each verdict follows from the run's interval (none when a loaded machine ran fewer
