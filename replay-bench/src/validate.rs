@@ -234,6 +234,24 @@ fn launch(
     Ok(())
 }
 
+/// Loads a run's report; a run that measured no phase (its SDs are then not numbers) is refused
+/// with its stop reason.
+fn load_run(path: &Path, np: u64) -> anyhow::Result<Report> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("the np {np} run wrote no report {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    if v["results"][0]["phases"].as_u64() == Some(0) {
+        bail!(
+            "the np {np} run measured no phase (stopped by {}): its trace ran out first; use a \
+             shorter --period or a longer trace ({})",
+            v["config"]["extra"]["stopped_by"].as_str().unwrap_or("?"),
+            path.display()
+        );
+    }
+    Report::load(path)
+}
+
 /// `replay-bench validate`.
 pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     let ranks = rank_counts(a.ranks.as_deref())?;
@@ -279,7 +297,7 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
                 report.display().to_string(),
             ];
             launch(a, np, &args, &dir.join(format!("{name}.log")), limit)?;
-            let r = Report::load(&report)?;
+            let r = load_run(&report, np)?;
             let noise = r
                 .calibration
                 .iter()
@@ -412,6 +430,31 @@ mod tests {
         // No interval: only the 1 pp rule.
         let [_, e3] = checks(&row(3.0, None, 0.0, None), &row(3.9, None, 0.0, None), 0.0);
         assert!(!e3.inside && e3.agrees);
+    }
+
+    #[test]
+    fn a_run_without_phases_is_refused_with_its_stop_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let mut r = Report::new(ReportKind::Run, crate::report::Config::default());
+        r.config
+            .extra
+            .insert("stopped_by".into(), "fraction".into());
+        r.results.push(ResultRow {
+            phases: 0,
+            ..ResultRow::default()
+        });
+        r.save(&p).unwrap();
+        let e = load_run(&p, 2).unwrap_err().to_string();
+        assert!(
+            e.starts_with("the np 2 run measured no phase (stopped by fraction)"),
+            "{e}"
+        );
+        r.results[0].phases = 10;
+        r.save(&p).unwrap();
+        assert_eq!(load_run(&p, 2).unwrap().results[0].phases, 10);
+        let e = load_run(&dir.path().join("none.json"), 1).unwrap_err();
+        assert!(e.to_string().starts_with("the np 1 run wrote no report"));
     }
 
     #[test]
