@@ -17,6 +17,7 @@ use jitter_collect::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_
 use jitter_collect::probe;
 use jitter_trace::{Detour, Stream};
 
+use crate::cache::{cache_dir, decide, file_name_part, unix_now_s, Decision, MachineKey};
 use crate::injector::{
     self, mono_ns, Emulator, EmulatorError, InjectorConfig, LoggedInjection, SIGNAL,
 };
@@ -342,6 +343,28 @@ pub fn min_sleep(points: &[SweepPoint], reference_ns: u64) -> u64 {
     m
 }
 
+/// The M sweep: lateness at each of `SWEEP_NS` (from `measure`) against the `reference`
+/// interval's lateness. An interval is honoured when its median wake-up is no later than the
+/// reference's, within the larger of 2 µs and the reference's own p10–p90 half-width (waking
+/// less late is fine); returns the points and that tolerance, ns.
+pub fn lateness_sweep<E>(
+    reference: &Spread,
+    mut measure: impl FnMut(u64) -> Result<Spread, E>,
+) -> Result<(Vec<SweepPoint>, f64), E> {
+    let tolerance_ns = (0.5 * (reference.p90_ns - reference.p10_ns)).max(2_000.0);
+    let mut sweep = Vec::with_capacity(SWEEP_NS.len());
+    for &interval_ns in &SWEEP_NS {
+        let l = measure(interval_ns)?;
+        sweep.push(SweepPoint {
+            interval_ns,
+            lateness_median_ns: l.median_ns,
+            lateness_p90_ns: l.p90_ns,
+            honoured: l.median_ns - reference.median_ns <= tolerance_ns,
+        });
+    }
+    Ok((sweep, tolerance_ns))
+}
+
 /// Injection rates of the O sweep, Hz (the main O run's rate joins them).
 pub const OVERHEAD_RATES_HZ: [u64; 3] = [100, 300, 3_000];
 
@@ -432,6 +455,9 @@ pub struct Calibration {
     pub host: String,
     /// Kernel release.
     pub kernel: String,
+    /// CPU model name (empty in calibrations cached before it was recorded: measured again).
+    #[serde(default)]
+    pub cpu_model: String,
     /// Counter frequency used, kHz.
     pub counter_khz: u64,
     /// When it was measured, s since the Unix epoch.
@@ -490,18 +516,10 @@ pub struct Overrides {
     pub min_sleep_ns: Option<u64>,
 }
 
-fn read_trimmed(path: &str) -> String {
-    std::fs::read_to_string(path)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
 /// This host's name and kernel release.
 pub fn host_and_kernel() -> (String, String) {
-    (
-        read_trimmed("/proc/sys/kernel/hostname"),
-        read_trimmed("/proc/sys/kernel/osrelease"),
-    )
+    let k = MachineKey::current(None);
+    (k.host, k.kernel)
 }
 
 /// Rounds of the O-by-rate sweep.
@@ -634,20 +652,11 @@ impl TimerCalibration {
         progress.inc(1);
         let lateness = Spread::of(&measure_lateness(timer, s.interval_ns, s.lateness_samples)?);
         progress.inc(1);
-        // Honoured: the median wake-up is no later than at the reference interval, within the
-        // larger of 2 µs and the reference's own p10–p90 half-width (waking less late is fine).
-        let tolerance_ns = (0.5 * (lateness.p90_ns - lateness.p10_ns)).max(2_000.0);
-        let mut sweep = Vec::new();
-        for &interval_ns in &SWEEP_NS {
-            let l = Spread::of(&measure_lateness(timer, interval_ns, s.sweep_samples)?);
+        let (sweep, tolerance_ns) = lateness_sweep(&lateness, |interval_ns| {
+            let l = measure_lateness(timer, interval_ns, s.sweep_samples);
             progress.inc(1);
-            sweep.push(SweepPoint {
-                interval_ns,
-                lateness_median_ns: l.median_ns,
-                lateness_p90_ns: l.p90_ns,
-                honoured: l.median_ns - lateness.median_ns <= tolerance_ns,
-            });
-        }
+            l.map(|v| Spread::of(&v))
+        })?;
         Ok(TimerCalibration {
             timer,
             overhead,
@@ -671,7 +680,7 @@ impl Calibration {
     /// with a progress bar on a terminal and one line on stderr otherwise.
     pub fn measure(clock: &Clock, s: &Settings) -> Result<Self, EmulatorError> {
         let threshold = default_threshold();
-        let (host, kernel) = host_and_kernel();
+        let key = MachineKey::current(None);
         let progress = ProgressBar::new(2 * timer_steps(s));
         if progress.is_hidden() {
             eprintln!("calibrating the emulator on this machine (about 20 s)");
@@ -689,12 +698,11 @@ impl Calibration {
             TimerCalibration::measure(TimerKind::Abstime, clock, threshold, s, &progress)?;
         progress.finish_and_clear();
         Ok(Calibration {
-            host,
-            kernel,
+            host: key.host,
+            kernel: key.kernel,
+            cpu_model: key.cpu_model,
             counter_khz: clock.khz(),
-            measured_unix_s: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            measured_unix_s: unix_now_s(),
             interval_ns: s.interval_ns,
             rate_hz: s.rate_hz,
             itimer,
@@ -741,30 +749,24 @@ impl Calibration {
         }
     }
 
-    /// Default cache file: `$XDG_CACHE_HOME` or `~/.cache`, `jitterbench/calibration-<host>-<kernel>.json`.
+    /// Default cache file: `cache::cache_dir()`/`calibration-<host>-<kernel>.json`.
     pub fn cache_path() -> PathBuf {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir);
         let (host, kernel) = host_and_kernel();
-        let clean = |s: &str| -> String {
-            s.chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect()
-        };
-        base.join("jitterbench").join(format!(
+        cache_dir().join(format!(
             "calibration-{}-{}.json",
-            clean(&host),
-            clean(&kernel)
+            file_name_part(&host),
+            file_name_part(&kernel)
         ))
+    }
+
+    /// The machine this calibration was measured on (any CPU).
+    pub fn key(&self) -> MachineKey {
+        MachineKey {
+            host: self.host.clone(),
+            kernel: self.kernel.clone(),
+            cpu_model: self.cpu_model.clone(),
+            cpu: None,
+        }
     }
 
     /// Reads a cached calibration; `Ok(None)` when the file does not exist.
@@ -800,16 +802,27 @@ impl Calibration {
         }
     }
 
-    /// The cached calibration for this host and kernel, measured and cached if missing.
+    /// The cached calibration for this host, kernel and CPU model, measured and cached if
+    /// missing, stale or `refresh` (saying why on stderr).
     pub fn load_or_measure(clock: &Clock, refresh: bool) -> anyhow::Result<Calibration> {
         let path = Calibration::cache_path();
-        let (host, kernel) = host_and_kernel();
-        if !refresh {
-            if let Some(c) = Calibration::load(&path)? {
-                if c.host == host && c.kernel == kernel {
+        let now = MachineKey::current(None);
+        let cached = if refresh {
+            None
+        } else {
+            Calibration::load(&path)?
+        };
+        match decide(
+            cached.as_ref().map(Calibration::key).as_ref(),
+            &now,
+            refresh,
+        ) {
+            Decision::Reuse => {
+                if let Some(c) = cached {
                     return Ok(c);
                 }
             }
+            Decision::Measure(why) => eprintln!("calibrating the emulator: {why}"),
         }
         let c = Calibration::measure(clock, &Settings::default())?;
         c.save(&path)?;
@@ -825,8 +838,12 @@ impl fmt::Display for Calibration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "calibration on {} (kernel {}), counter {} kHz",
-            self.host, self.kernel, self.counter_khz
+            "calibration on {} (kernel {}, CPU {}), counter {} kHz, {}",
+            self.host,
+            self.kernel,
+            self.cpu_model,
+            self.counter_khz,
+            crate::cache::age(self.measured_unix_s, unix_now_s())
         )?;
         for t in [&self.itimer, &self.abstime] {
             let name = match t.timer {

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use jitter_collect::clock::Clock;
 
 use crate::calibration::{Calibration, Overrides};
+use crate::process::ProcessCalibration;
 use crate::realtime::Realtime;
 use jitter_trace::units::parse_positive_duration;
 
@@ -150,15 +151,15 @@ struct InjectCli {
     /// Timeline point to start from, trace ns from the window start.
     #[arg(long, default_value_t = 0)]
     offset_ns: u64,
-    /// Overhead O of one injection as the victim sees it (wake-up and switches), ns; subtracted
-    /// from every detour.
-    #[arg(long, default_value_t = 0)]
-    overhead_ns: u64,
-    /// Minimum sleep M, ns: shorter scaled sleeps merge two detours.
-    #[arg(long, default_value_t = 0)]
-    min_sleep_ns: u64,
-    /// SCHED_FIFO priority (1–99).
-    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(i32).range(1..=99))]
+    /// O, L and M given in place of the calibration on this CPU (with O and M both given,
+    /// nothing is calibrated; L is reported only, absolute deadlines do not use it).
+    #[command(flatten)]
+    overrides: OverrideArgs,
+    /// Measure O, L and M again even when the calibration cached for this CPU holds.
+    #[arg(long)]
+    recalibrate: bool,
+    /// SCHED_FIFO priority (2–99; the calibration's victim runs at 1).
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(i32).range(2..=99))]
     priority: i32,
 }
 
@@ -175,16 +176,18 @@ pub fn inject_main() -> Result<()> {
     for w in loaded.warnings() {
         eprintln!("warning: {w}");
     }
-    let opts = PlanOptions {
+    let given = |o: Option<u64>, m: Option<u64>| PlanOptions {
         scale: a.scale,
-        overhead_ns: a.overhead_ns,
-        min_sleep_ns: a.min_sleep_ns,
+        overhead_ns: o.unwrap_or(0),
+        min_sleep_ns: m.unwrap_or(0),
         lateness_ns: 0,
         fraction: 1.0,
         timer: TimerKind::Abstime,
         ..PlanOptions::ideal()
     };
-    let plan = Plan::from_trace(&loaded.trace, a.stream, opts)?;
+    let (o_given, m_given) = (a.overrides.overhead_ns, a.overrides.min_sleep_ns);
+    // Checked before calibrating: bad input is refused at once.
+    let mut plan = Plan::from_trace(&loaded.trace, a.stream, given(o_given, m_given))?;
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
     if a.cpu as i64 >= cpus as i64 {
@@ -212,18 +215,43 @@ pub fn inject_main() -> Result<()> {
         }
         e => anyhow::anyhow!("cannot enter SCHED_FIFO on CPU {}: {e}", a.cpu),
     })?;
+    let opts = if o_given.is_some() && m_given.is_some() {
+        given(o_given, m_given)
+    } else {
+        let (cal, why) =
+            ProcessCalibration::load_or_measure(&clock, a.cpu, a.priority, a.recalibrate)
+                .context("cannot calibrate the injector (give --overhead-ns and --min-sleep-ns)")?;
+        let source = match why {
+            None => format!(
+                "cached in {}",
+                ProcessCalibration::cache_path(a.cpu).display()
+            ),
+            Some(_) => format!(
+                "measured now, cached in {}",
+                ProcessCalibration::cache_path(a.cpu).display()
+            ),
+        };
+        eprintln!("calibration: {cal}; {source}");
+        let opts = given(
+            Some(o_given.unwrap_or(cal.overhead.median_ns.max(0.0).round() as u64)),
+            Some(m_given.unwrap_or(cal.min_sleep_ns)),
+        );
+        plan = Plan::from_trace(&loaded.trace, a.stream, opts)?;
+        opts
+    };
     let one_pass = (plan.period_ns() as f64 * a.scale) as u64;
     let duration_ns = a.duration.map_or(one_pass, |d| d.as_nanos() as u64);
     eprintln!(
-        "injecting stream {} of {} on CPU {} at SCHED_FIFO {} for {:.1} s (S = {}, O = {} ns); \
-         Ctrl-C stops",
+        "injecting stream {} of {} on CPU {} at SCHED_FIFO {} for {:.1} s (S = {}, O = {} ns, \
+         M = {} ns); Ctrl-C stops",
         a.stream,
         a.trace.display(),
         a.cpu,
         a.priority,
         duration_ns as f64 / 1e9,
         a.scale,
-        a.overhead_ns
+        opts.overhead_ns,
+        opts.min_sleep_ns
     );
     let st = crate::process::replay(plan.cursor(a.offset_ns), &clock, duration_ns, &stop);
     drop(rt);

@@ -1,6 +1,7 @@
 //! `jitter-emulator`: the JitterEmulator of jitterbench — the replay plan shared with the
 //! predictor, calibration of the injector's own cost, and the timer-driven injectors.
 
+pub mod cache;
 pub mod calibration;
 pub mod capi;
 pub mod cli;

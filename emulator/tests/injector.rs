@@ -36,7 +36,7 @@ fn main() {
         }
     };
     let clock = counter_clock().expect("counter clock");
-    let cases: [(&str, Case); 6] = [
+    let cases: [(&str, Case); 7] = [
         ("start_twice_is_an_error", start_twice_is_an_error),
         ("bad_input_is_refused_before_arming", bad_input_is_refused),
         ("periodic_replay_itimer", |c| {
@@ -47,6 +47,10 @@ fn main() {
         }),
         ("stress_1e5_injections_with_file_and_pipe_io", stress),
         ("separate_process_injector", separate_process),
+        (
+            "inject_calibration_is_cached_per_machine",
+            inject_calibration_cache,
+        ),
     ];
     let (mut passed, mut failed) = (0, 0);
     for (name, case) in cases {
@@ -751,14 +755,22 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| e.to_string())?;
-    let mut first = String::new();
+    // It calibrates on the CPU first (or takes the cached calibration) and says so.
     use std::io::BufRead;
-    std::io::BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut first)
-        .map_err(|e| e.to_string())?;
-    ensure(first.starts_with("injecting"), || {
-        format!("jitter-inject said {first:?}")
-    })?;
+    let mut said = String::new();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("injecting") {
+        line.clear();
+        if stderr.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+            break;
+        }
+        said.push_str(&line);
+    }
+    ensure(
+        line.starts_with("injecting") && said.contains("calibration: O "),
+        || format!("jitter-inject said {said:?}"),
+    )?;
     let mut set = nix::sched::CpuSet::new();
     set.set(cpu).map_err(|e| e.to_string())?;
     let before =
@@ -811,5 +823,67 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
     ensure((s.median_ns - 1_000_000.0).abs() < 100_000.0, || {
         format!("median long detour {:.1} µs", s.median_ns / 1e3)
     })?;
+    Ok(())
+}
+
+/// `jitter-inject` calibrates when nothing is cached, reuses the cache, measures again when the
+/// cached key names another kernel or `--recalibrate` asks, and not at all with O and M given.
+fn inject_calibration_cache(_clock: &Clock) -> Result<(), String> {
+    use std::process::Command;
+    let exe = env!("CARGO_BIN_EXE_jitter-inject");
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join("p.jtr");
+    let mut t = jitter_trace::Trace {
+        streams: vec![periodic_stream(10_000_000, 100_000, 100)],
+        ..jitter_trace::Trace::default()
+    };
+    t.sync_header();
+    jitter_trace::write_trace(&path, &t).map_err(|e| e.to_string())?;
+    let cache = dir.path().join("cache");
+    let run = |extra: &[&str]| -> Result<String, String> {
+        let out = Command::new(exe)
+            .env("XDG_CACHE_HOME", &cache)
+            .args(["--trace", path.to_str().unwrap(), "--cpu", "0"])
+            .args(["--duration", "100ms"])
+            .args(extra)
+            .output()
+            .map_err(|e| e.to_string())?;
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        ensure(out.status.success(), || format!("{extra:?}: {err}"))?;
+        Ok(err)
+    };
+    let first = run(&[])?;
+    ensure(
+        first.contains("no calibration cached") && first.contains("measured now"),
+        || format!("first run: {first}"),
+    )?;
+    let second = run(&[])?;
+    ensure(
+        second.contains("calibration: O ") && !second.contains("calibrating the injector"),
+        || format!("second run: {second}"),
+    )?;
+    let file = std::fs::read_dir(cache.join("jitterbench"))
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.to_string_lossy().ends_with("-cpu0.json"))
+        .ok_or("no inject-*-cpu0.json in the cache")?;
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    v["key"]["kernel"] = "0.0.0-another".into();
+    std::fs::write(&file, v.to_string()).map_err(|e| e.to_string())?;
+    let third = run(&[])?;
+    ensure(third.contains("stale: kernel changed"), || {
+        format!("after a kernel change: {third}")
+    })?;
+    let fourth = run(&["--recalibrate"])?;
+    ensure(fourth.contains("--recalibrate asked for it"), || {
+        format!("--recalibrate: {fourth}")
+    })?;
+    let given = run(&["--overhead-ns", "1000", "--min-sleep-ns", "0"])?;
+    ensure(!given.contains("calibrat"), || {
+        format!("with O and M given: {given}")
+    })?;
+    println!("  {}", second.lines().next().unwrap_or(""));
     Ok(())
 }

@@ -14,6 +14,7 @@ pub mod report;
 pub mod run;
 pub mod study;
 pub mod table;
+pub mod validate;
 
 pub use jitter_trace::cli::error_line;
 

@@ -40,6 +40,8 @@ enum Command {
     Study(replay_bench::study::StudyArgs),
     /// Print the smallest scale factor that makes a share of a trace's detours injectable here.
     ChooseScale(replay_bench::study::ChooseScaleArgs),
+    /// Real runs at 1 … cores processes and every sync mode beside the prediction: one table.
+    Validate(replay_bench::validate::ValidateArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -71,6 +73,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Predict(a) => replay_bench::predict::main_with(a.args, a.engine),
         Command::Study(a) => replay_bench::study::study(&a),
         Command::ChooseScale(a) => replay_bench::study::choose_scale(&a),
+        Command::Validate(a) => replay_bench::validate::main(&a),
     }
 }
 

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use plotters::coord::combinators::LogCoord;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 use crate::report::{Report, ReportKind, ResultRow};
@@ -110,13 +112,36 @@ pub fn render_table(rows: &[StudyRow]) -> String {
     s
 }
 
-/// Draws SD against ranks (log2 axis), one series per (trace, sync, producer).
+/// An axis value in percent for people: at most three significant digits, no float noise
+/// (`0.0001` → `0.0001 %`, `9.999999999e-5` → `0.0001 %`, `12.5` → `12.5 %`).
+pub fn axis_pct(y: f64) -> String {
+    if !y.is_finite() {
+        return String::new();
+    }
+    if y == 0.0 {
+        return "0 %".into();
+    }
+    let digits = (2 - y.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    let text = format!("{y:.digits$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    };
+    format!("{text} %")
+}
+
+/// One plotted series: its points (ranks, SD %, 95 % half-width if measured).
+type Series = Vec<(f64, f64, Option<f64>)>;
+
+/// Draws SD against ranks (log axis), one series per (trace, sync, producer); measured points
+/// carry their 95 % interval as a bar; the legend sits right of the data.
 pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyhow::Result<()> {
-    let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut series: BTreeMap<String, Series> = BTreeMap::new();
     for r in rows {
-        let sd = match metric {
-            Metric::Qtbt => r.row.sd_qtbt_pct,
-            Metric::Qt => r.row.sd_qt_pct,
+        let (sd, ci) = match metric {
+            Metric::Qtbt => (r.row.sd_qtbt_pct, r.row.sd_qtbt_ci95_pct),
+            Metric::Qt => (r.row.sd_qt_pct, r.row.sd_qt_ci95_pct),
         };
         if !sd.is_finite() || r.row.ranks == 0 {
             continue;
@@ -131,61 +156,152 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
             r.row.sync,
             kind_name(r.kind)
         );
+        let ci = ci.filter(|h| h.is_finite() && *h >= 0.0);
         series
             .entry(name)
             .or_default()
-            .push((r.row.ranks as f64, sd));
+            .push((r.row.ranks as f64, sd, ci));
     }
     anyhow::ensure!(!series.is_empty(), "no plottable rows in the reports");
     let xs = series.values().flatten().map(|p| p.0);
-    let ys = series.values().flatten().map(|p| p.1);
+    let lo = series.values().flatten().map(|p| p.1 - p.2.unwrap_or(0.0));
+    let hi = series.values().flatten().map(|p| p.1 + p.2.unwrap_or(0.0));
     let x_max = xs.clone().fold(1.0f64, f64::max) * 1.5;
     let x_min = xs.fold(f64::INFINITY, f64::min).max(1.0) / 1.5;
-    let y_max = ys.clone().fold(0.0f64, f64::max);
-    let y_min = ys.fold(0.0f64, f64::min);
-    let pad = ((y_max - y_min) * 0.1).max(0.5);
+    let y_max = hi.fold(0.0f64, f64::max);
+    let y_min = lo.fold(0.0f64, f64::min);
+    // A log y axis when every point is positive and they span more than a decade (small
+    // slowdowns beside large ones stay readable; a bar reaching 0 or below is cut at the
+    // axis' bottom); linear otherwise.
+    let log_y = y_lo_pos(&series).is_some_and(|lo| y_max / lo > 10.0);
     let mut svg = String::new();
-    let root = SVGBackend::with_string(&mut svg, (900, 560)).into_drawing_area();
+    let root = SVGBackend::with_string(&mut svg, (1100, 560)).into_drawing_area();
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("cannot draw {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
+    let (plot_area, legend_area) = root.split_horizontally(800);
+    let y_desc = match (metric, log_y) {
+        (Metric::Qtbt, false) => "slowdown eq. (2)",
+        (Metric::Qt, false) => "slowdown eq. (3)",
+        (Metric::Qtbt, true) => "slowdown eq. (2), log scale",
+        (Metric::Qt, true) => "slowdown eq. (3), log scale",
+    };
+    let mut builder = ChartBuilder::on(&plot_area);
+    builder
         .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d((x_min..x_max).log_scale(), (y_min - pad)..(y_max + pad))
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("processes")
-        .y_desc(match metric {
-            Metric::Qtbt => "slowdown eq. (2), %",
-            Metric::Qt => "slowdown eq. (3), %",
-        })
-        .x_label_formatter(&|x| format!("{x:.0}"))
-        .draw()
-        .map_err(|e| err(&e))?;
-    for (i, (name, pts)) in series.iter().enumerate() {
+        .y_label_area_size(70);
+    let x_range = (x_min..x_max).log_scale();
+    if log_y {
+        let lo = y_lo_pos(&series).unwrap_or(1e-3);
+        let mut chart = builder
+            .build_cartesian_2d(x_range, (lo / 1.5..y_max * 1.5).log_scale())
+            .map_err(|e| err(&e))?;
+        draw_data(&mut chart, &series, y_desc, lo / 1.5).map_err(|e| err(&e))?;
+    } else {
+        let pad = ((y_max - y_min) * 0.1).max(0.5);
+        let mut chart = builder
+            .build_cartesian_2d(x_range, (y_min - pad)..(y_max + pad))
+            .map_err(|e| err(&e))?;
+        draw_data(&mut chart, &series, y_desc, f64::NEG_INFINITY).map_err(|e| err(&e))?;
+    }
+    for (i, name) in series.keys().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))
+        let y = 50 + 22 * i as i32;
+        legend_area
+            .draw(&PathElement::new(
+                vec![(10, y), (34, y)],
+                color.stroke_width(2),
+            ))
+            .map_err(|e| err(&e))?;
+        legend_area
+            .draw(&Text::new(name.clone(), (40, y - 7), ("sans-serif", 14)))
             .map_err(|e| err(&e))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(|e| err(&e))?;
+    let below = 50 + 22 * series.len() as i32;
+    let mut notes = vec![
+        "bars: measured 95 % interval",
+        "series at one count set slightly apart",
+    ];
+    if log_y {
+        notes.push("bars reaching 0 are cut at the axis");
+    }
+    for (k, line) in notes.into_iter().enumerate() {
+        legend_area
+            .draw(&Text::new(
+                line.to_string(),
+                (10, below + 6 + 18 * k as i32),
+                ("sans-serif", 13),
+            ))
+            .map_err(|e| err(&e))?;
+    }
     root.present().map_err(|e| err(&e))?;
-    drop((chart, root));
+    drop((plot_area, legend_area, root));
     jitter_trace::output::write_output_bytes(path, svg.as_bytes())?;
+    Ok(())
+}
+
+/// When every point is positive: the smallest positive point or bar end (the bottom of a log
+/// axis; bars reaching below it are cut there).
+fn y_lo_pos(series: &BTreeMap<String, Series>) -> Option<f64> {
+    let pts = || series.values().flatten();
+    if pts().any(|p| p.1 <= 0.0) {
+        return None;
+    }
+    let lo = pts()
+        .flat_map(|p| [p.1, p.1 - p.2.unwrap_or(0.0)])
+        .filter(|&y| y > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    lo.is_finite().then_some(lo)
+}
+
+/// The mesh, and each series' line, points and interval bars (cut at `y_floor`), on a log-x
+/// chart with any y axis.
+fn draw_data<DB, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<LogCoord<f64>, Y>>,
+    series: &BTreeMap<String, Series>,
+    y_desc: &str,
+    y_floor: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc("processes (log scale)")
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| axis_pct(*y))
+        .draw()?;
+    let n = series.len();
+    for (i, pts) in series.values().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        // Series side by side at one process count (±1.5 % of x per series) so that their bars
+        // do not hide each other.
+        let dodge = 1.015f64.powf(i as f64 - (n as f64 - 1.0) / 2.0);
+        let pts: Series = pts.iter().map(|&(x, y, h)| (x * dodge, y, h)).collect();
+        chart.draw_series(LineSeries::new(
+            pts.iter().map(|p| (p.0, p.1)),
+            color.stroke_width(2),
+        ))?;
+        chart.draw_series(
+            pts.iter()
+                .map(|p| Circle::new((p.0, p.1), 4, color.filled())),
+        )?;
+        // Interval bars: the vertical span and short caps (a few percent of x: log axis).
+        for &(x, y, h) in &pts {
+            let Some(h) = h else { continue };
+            let style = color.stroke_width(1);
+            let low = (y - h).max(y_floor);
+            let bar = [
+                vec![(x, low), (x, y + h)],
+                vec![(x / 1.04, low), (x * 1.04, low)],
+                vec![(x / 1.04, y + h), (x * 1.04, y + h)],
+            ];
+            chart.draw_series(bar.into_iter().map(|v| PathElement::new(v, style)))?;
+        }
+    }
     Ok(())
 }
 
@@ -220,6 +336,7 @@ mod tests {
                 ranks,
                 sync: sync.into(),
                 sd_qtbt_pct: sd,
+                sd_qtbt_ci95_pct: Some(0.25),
                 ..ResultRow::default()
             });
             let p = dir.path().join(format!("{i}.json"));
@@ -238,6 +355,76 @@ mod tests {
         draw(&rows, Metric::Qtbt, "t", &svg).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.contains("<svg") && text.contains("p none (run)"));
+        assert!(text.contains("bars: measured 95 % interval"));
+        // Label texts stand on lines of their own between the tags.
+        let labels: Vec<&str> = text.lines().filter(|l| !l.starts_with('<')).collect();
+        assert!(labels.contains(&"0 %"), "{labels:?}");
+        assert!(
+            labels
+                .iter()
+                .all(|l| !l.contains("99999") && !l.contains("00001")),
+            "float noise in {labels:?}"
+        );
         assert!(load_rows(&[dir.path().join("nope.json")]).is_err());
+    }
+
+    #[test]
+    fn the_y_axis_is_logarithmic_for_positive_values_over_decades_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let row = |ranks, sd: f64, ci| StudyRow {
+            kind: ReportKind::PredictDes,
+            row: ResultRow {
+                trace: "t".into(),
+                ranks,
+                sync: "none".into(),
+                sd_qt_pct: sd,
+                sd_qt_ci95_pct: ci,
+                ..ResultRow::default()
+            },
+        };
+        let svg = dir.path().join("s.svg");
+        let wide = [
+            row(16, 0.02, None),
+            row(1024, 40.0, None),
+            row(65536, 300.0, None),
+        ];
+        draw(&wide, Metric::Qt, "t", &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("slowdown eq. (3), log scale"));
+        let labels: Vec<&str> = text.lines().filter(|l| !l.starts_with('<')).collect();
+        assert!(
+            labels.contains(&"0.1 %") && labels.contains(&"100 %"),
+            "{labels:?}"
+        );
+        // A bar reaching below 0 is cut at the bottom of the log axis.
+        draw(
+            &[row(16, 0.02, Some(0.5)), row(1024, 40.0, None)],
+            Metric::Qt,
+            "t",
+            &svg,
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("slowdown eq. (3), log scale"));
+        // A point at or below 0, or a narrow range: linear.
+        for rows in [
+            vec![row(16, -0.02, Some(0.5)), row(1024, 40.0, None)],
+            vec![row(16, 2.0, None), row(1024, 4.0, None)],
+        ] {
+            draw(&rows, Metric::Qt, "t", &svg).unwrap();
+            let text = std::fs::read_to_string(&svg).unwrap();
+            assert!(text.contains("slowdown eq. (3)\n") && !text.contains("eq. (3), log scale"));
+        }
+    }
+
+    #[test]
+    fn axis_labels_are_for_people() {
+        assert_eq!(axis_pct(9.999999999e-5), "0.0001 %");
+        assert_eq!(axis_pct(0.0001), "0.0001 %");
+        assert_eq!(axis_pct(12.5), "12.5 %");
+        assert_eq!(axis_pct(3.0), "3 %");
+        assert_eq!(axis_pct(-0.25), "-0.25 %");
+        assert_eq!(axis_pct(250.0), "250 %");
+        assert_eq!(axis_pct(0.0), "0 %");
     }
 }

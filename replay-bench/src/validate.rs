@@ -1,0 +1,479 @@
+//! `replay-bench validate`: the prediction checked against measurement in one command. Real
+//! replays (`mpirun -np k replay-bench run`, the paired design) at each process count this
+//! machine holds and each sync mode, then the predictor on the same trace and settings with the
+//! runs' own platform (their calibration, `predict --platform RUN.json`) and barrier
+//! (`--calibrate-from`), and one table: measured SD ± its 95 % interval, predicted SD, the
+//! difference, and whether the prediction lies inside the interval or within 1 pp.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use jitter_trace::units::parse_positive_duration;
+
+use crate::plot::{self, StudyRow};
+use crate::predict::{self, Model, PredictArgs};
+use crate::report::{Report, ReportKind, ResultRow};
+use crate::table::fmt_sd;
+
+/// A prediction this close to the measurement agrees even outside a narrow interval, pp.
+pub const AGREE_PP: f64 = 1.0;
+
+/// Options of `replay-bench validate`.
+#[derive(Debug, Clone, Args)]
+pub struct ValidateArgs {
+    /// Trace to replay and predict (.jtr).
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+    /// Process counts, e.g. `1,2` (default: 1 … this machine's CPUs).
+    #[arg(long)]
+    pub ranks: Option<String>,
+    /// Sync modes, comma separated.
+    #[arg(long, default_value = "none,once,phase")]
+    pub sync: String,
+    /// Work quanta q of one phase.
+    #[arg(long, default_value = "1ms")]
+    pub quanta: String,
+    /// Period of each real run (the paired design runs baseline and jitter blocks for it).
+    #[arg(long, default_value = "5s", value_parser = parse_positive_duration)]
+    pub period: Duration,
+    /// Phases of each prediction.
+    #[arg(long, default_value_t = 2000)]
+    pub phases: u64,
+    /// Seed of the runs and the prediction.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Folder for the run reports and logs (default: `validate-<trace stem>`).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Write the table as JSON here.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Draw SD eq. (3) against processes here (SVG): measured points with their 95 % bars
+    /// beside the predicted curves.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// MPI launcher (`mpirun`, `mpiexec`).
+    #[arg(long, default_value = "mpirun")]
+    pub mpirun: String,
+}
+
+/// One measured point beside its prediction, for one SD equation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// Processes.
+    pub ranks: u64,
+    /// Sync mode.
+    pub sync: String,
+    /// `eq.2` (AvgMaxQTBT) or `eq.3` (AvgMaxQT).
+    pub metric: String,
+    /// Measured SD, percent.
+    pub measured_pct: f64,
+    /// Half-width of its 95 % interval, pp (None: the run had none).
+    pub ci95_pp: Option<f64>,
+    /// Predicted SD, percent.
+    pub predicted_pct: f64,
+    /// Predicted − measured, pp.
+    pub diff_pp: f64,
+    /// The prediction lies inside the measured interval.
+    pub inside: bool,
+    /// Inside the interval or within [`AGREE_PP`].
+    pub agrees: bool,
+    /// The platform's own noise during the run (its probe, the largest ratio over ranks),
+    /// percent: what the machine adds to the measurement and the prediction does not model.
+    pub platform_noise_pct: f64,
+}
+
+/// The checks of one measured row against its predicted row (eq. 2 and eq. 3); the run's
+/// platform noise ratio (0–1) goes along.
+pub fn checks(measured: &ResultRow, predicted: &ResultRow, platform_noise: f64) -> [Check; 2] {
+    let one = |metric: &str, m: f64, ci: Option<f64>, p: f64| {
+        let diff_pp = p - m;
+        let inside = ci.is_some_and(|h| diff_pp.abs() <= h);
+        Check {
+            ranks: measured.ranks,
+            sync: measured.sync.clone(),
+            metric: metric.into(),
+            measured_pct: m,
+            ci95_pp: ci,
+            predicted_pct: p,
+            diff_pp,
+            inside,
+            agrees: inside || diff_pp.abs() <= AGREE_PP,
+            platform_noise_pct: platform_noise * 100.0,
+        }
+    };
+    [
+        one(
+            "eq.2",
+            measured.sd_qtbt_pct,
+            measured.sd_qtbt_ci95_pct,
+            predicted.sd_qtbt_pct,
+        ),
+        one(
+            "eq.3",
+            measured.sd_qt_pct,
+            measured.sd_qt_ci95_pct,
+            predicted.sd_qt_pct,
+        ),
+    ]
+}
+
+/// The table as text: one line per check and a closing count.
+pub fn render(checks: &[Check]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>5}  {:<9} {:<5} {:>18} {:>11} {:>10} {:>9}  agrees",
+        "ranks", "sync", "SD", "measured (95 %)", "predicted", "diff", "platform"
+    );
+    for c in checks {
+        let verdict = if c.inside {
+            "yes (inside)"
+        } else if c.agrees {
+            "yes (≤ 1 pp)"
+        } else {
+            "NO"
+        };
+        let _ = writeln!(
+            s,
+            "{:>5}  {:<9} {:<5} {:>18} {:>9.2} % {:>+7.2} pp {:>7.2} %  {verdict}",
+            c.ranks,
+            c.sync,
+            c.metric,
+            fmt_sd(c.measured_pct, c.ci95_pp),
+            c.predicted_pct,
+            c.diff_pp,
+            c.platform_noise_pct,
+        );
+    }
+    let n = checks.iter().filter(|c| c.agrees).count();
+    let _ = writeln!(
+        s,
+        "{n} of {} predictions inside the measured 95 % interval or within {AGREE_PP} pp \
+         (platform: the machine's own noise during the run, not in the prediction)",
+        checks.len()
+    );
+    s
+}
+
+/// The process counts: `text` (`1,2` or `1..4`) or 1 … the CPUs this process may use.
+fn rank_counts(text: Option<&str>) -> anyhow::Result<Vec<u64>> {
+    match text {
+        Some(t) => predict::parse_ranks(t),
+        None => {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+            Ok((1..=n).collect())
+        }
+    }
+}
+
+/// Runs `mpirun -np np <this binary> run ARGS`, its output into `log`, killed after `limit`.
+fn launch(
+    a: &ValidateArgs,
+    np: u64,
+    args: &[String],
+    log: &Path,
+    limit: Duration,
+) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("cannot find this program's path")?;
+    let out =
+        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    let err = out.try_clone()?;
+    let mut child = Command::new(&a.mpirun)
+        .args(["-np", &np.to_string()])
+        .arg(&exe)
+        .arg("run")
+        .args(args)
+        // OpenMPI refuses root without these; MPICH ignores them.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("cannot start {} (is MPI installed?)", a.mpirun))?;
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            // SIGTERM first: mpirun forwards it to its ranks (SIGKILL would orphan them).
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            std::thread::sleep(Duration::from_secs(3));
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "mpirun -np {np} run did not finish within {} s (log {})",
+                limit.as_secs(),
+                log.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if !status.success() {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("error"))
+            .or_else(|| text.lines().last())
+            .unwrap_or("");
+        bail!(
+            "mpirun -np {np} run failed ({status}): {last} (log {})",
+            log.display()
+        );
+    }
+    Ok(())
+}
+
+/// Loads a run's report; a run that measured no phase (its SDs are then not numbers) is refused
+/// with its stop reason.
+fn load_run(path: &Path, np: u64) -> anyhow::Result<Report> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("the np {np} run wrote no report {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    if v["results"][0]["phases"].as_u64() == Some(0) {
+        bail!(
+            "the np {np} run measured no phase (stopped by {}): its trace ran out first; use a \
+             shorter --period or a longer trace ({})",
+            v["config"]["extra"]["stopped_by"].as_str().unwrap_or("?"),
+            path.display()
+        );
+    }
+    Report::load(path)
+}
+
+/// `replay-bench validate`.
+pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
+    let ranks = rank_counts(a.ranks.as_deref())?;
+    let modes = predict::parse_modes(&a.sync)?;
+    jitter_trace::read_trace(&a.trace)
+        .with_context(|| format!("cannot read trace {}", a.trace.display()))?;
+    let stem = a
+        .trace
+        .file_stem()
+        .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("validate-{stem}")));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // The paired design runs the period twice (baseline and jitter blocks), after the
+    // calibration (cached, else about 20 s) and the 1 s noise probe.
+    let limit = a.period * 3 + Duration::from_secs(120);
+    let total = ranks.len() * modes.len();
+    let mut measured: Vec<(PathBuf, ResultRow, f64)> = Vec::with_capacity(total);
+    let t0 = Instant::now();
+    for &np in &ranks {
+        for mode in &modes {
+            let name = format!("run-np{np}-{}", mode.to_string().replace(':', "-"));
+            let report = dir.join(format!("{name}.json"));
+            eprintln!(
+                "validate: [{}/{total}] mpirun -np {np} run --sync {mode} ({:.0} s so far)",
+                measured.len() + 1,
+                t0.elapsed().as_secs_f64()
+            );
+            let args: Vec<String> = vec![
+                "--trace".into(),
+                a.trace.display().to_string(),
+                "--quanta".into(),
+                a.quanta.clone(),
+                "--period".into(),
+                format!("{}ms", a.period.as_millis()),
+                "--sync".into(),
+                mode.to_string(),
+                "--seed".into(),
+                a.seed.to_string(),
+                "--output".into(),
+                report.display().to_string(),
+            ];
+            launch(a, np, &args, &dir.join(format!("{name}.log")), limit)?;
+            let r = load_run(&report, np)?;
+            let noise = r
+                .calibration
+                .iter()
+                .map(|c| c.platform_noise_ratio)
+                .fold(0.0, f64::max);
+            let row = r
+                .results
+                .into_iter()
+                .next()
+                .with_context(|| format!("{} holds no result", report.display()))?;
+            measured.push((report, row, noise));
+        }
+    }
+    // The platform and barrier of the prediction: the runs' own (the first run's calibration;
+    // the barrier stage from a multi-process run when there is one).
+    let platform = measured[0].0.display().to_string();
+    let calibrate_from = measured
+        .iter()
+        .find(|(_, r, _)| r.ranks >= 2)
+        .map(|(p, _, _)| p.clone());
+    let args = PredictArgs {
+        traces: vec![a.trace.clone()],
+        ranks: ranks
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        sync: a.sync.clone(),
+        quanta: a.quanta.clone(),
+        phases: a.phases,
+        model: Model::Des,
+        ranks_per_node: 1,
+        barrier_model: predict::BarrierKind::Log2,
+        barrier_stage_ns: None,
+        calibrate_from,
+        platform,
+        scale: None,
+        timer: None,
+        lateness_sd: None,
+        fraction: None,
+        seed: a.seed,
+        threads: None,
+        output: None,
+        plot: None,
+        force: false,
+    };
+    eprintln!("validate: predicting {} points", total);
+    let (traces, spec) = predict::prepare(&args)?;
+    let prediction = predict::predict(&traces, &spec, &indicatif::ProgressBar::hidden())?;
+    let des = prediction
+        .des
+        .context("the prediction produced no simulation report")?;
+    let mut all = Vec::with_capacity(2 * total);
+    for (_, m, noise) in &measured {
+        let p = des
+            .results
+            .iter()
+            .find(|p| p.ranks == m.ranks && p.sync == m.sync)
+            .with_context(|| format!("no prediction for {} ranks, sync {}", m.ranks, m.sync))?;
+        all.extend(checks(m, p, *noise));
+    }
+    let file = a
+        .trace
+        .file_name()
+        .map_or_else(|| stem.clone(), |f| f.to_string_lossy().into_owned());
+    println!(
+        "replay-bench validate: {file} (q = {}, period {} s per run, seed {}); runs in {}",
+        a.quanta,
+        a.period.as_secs_f64(),
+        a.seed,
+        dir.display()
+    );
+    print!("{}", render(&all));
+    if let Some(svg) = &a.plot {
+        let rows: Vec<StudyRow> = measured
+            .iter()
+            .map(|(_, row, _)| StudyRow {
+                kind: ReportKind::Run,
+                row: row.clone(),
+            })
+            .chain(des.results.iter().map(|row| StudyRow {
+                kind: ReportKind::PredictDes,
+                row: row.clone(),
+            }))
+            .collect();
+        let title = format!("Slowdown eq. (3) vs processes, {file}: measured and predicted");
+        plot::draw(&rows, plot::Metric::Qt, &title, svg)
+            .with_context(|| format!("plot {}", svg.display()))?;
+    }
+    if let Some(o) = &a.output {
+        let json = serde_json::to_string_pretty(&all)?;
+        jitter_trace::output::write_output_bytes(o, json.as_bytes())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(qt: f64, qt_ci: Option<f64>, qtbt: f64, qtbt_ci: Option<f64>) -> ResultRow {
+        ResultRow {
+            ranks: 2,
+            sync: "phase".into(),
+            sd_qt_pct: qt,
+            sd_qt_ci95_pct: qt_ci,
+            sd_qtbt_pct: qtbt,
+            sd_qtbt_ci95_pct: qtbt_ci,
+            ..ResultRow::default()
+        }
+    }
+
+    #[test]
+    fn a_prediction_agrees_inside_the_interval_or_within_one_point() {
+        let m = row(3.0, Some(0.5), 3.0, Some(0.2));
+        // eq.3: 0.4 pp off inside ± 0.5; eq.2: 0.4 pp off outside ± 0.2 but within 1 pp.
+        let [e2, e3] = checks(&m, &row(3.4, None, 3.4, None), 0.0);
+        assert!(e3.inside && e3.agrees, "{e3:?}");
+        assert!(!e2.inside && e2.agrees, "{e2:?}");
+        assert!((e2.diff_pp - 0.4).abs() < 1e-12);
+        // 1.5 pp off with ± 0.5: disagrees; ± 2: inside.
+        let [_, e3] = checks(&m, &row(1.5, None, 0.0, None), 0.0);
+        assert!(!e3.agrees && e3.diff_pp < 0.0);
+        let [_, e3] = checks(
+            &row(3.0, Some(2.0), 0.0, None),
+            &row(1.5, None, 0.0, None),
+            0.0,
+        );
+        assert!(e3.inside);
+        // No interval: only the 1 pp rule.
+        let [_, e3] = checks(&row(3.0, None, 0.0, None), &row(3.9, None, 0.0, None), 0.0);
+        assert!(!e3.inside && e3.agrees);
+    }
+
+    #[test]
+    fn a_run_without_phases_is_refused_with_its_stop_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let mut r = Report::new(ReportKind::Run, crate::report::Config::default());
+        r.config
+            .extra
+            .insert("stopped_by".into(), "fraction".into());
+        r.results.push(ResultRow {
+            phases: 0,
+            ..ResultRow::default()
+        });
+        r.save(&p).unwrap();
+        let e = load_run(&p, 2).unwrap_err().to_string();
+        assert!(
+            e.starts_with("the np 2 run measured no phase (stopped by fraction)"),
+            "{e}"
+        );
+        r.results[0].phases = 10;
+        r.save(&p).unwrap();
+        assert_eq!(load_run(&p, 2).unwrap().results[0].phases, 10);
+        let e = load_run(&dir.path().join("none.json"), 1).unwrap_err();
+        assert!(e.to_string().starts_with("the np 1 run wrote no report"));
+    }
+
+    #[test]
+    fn the_table_has_a_line_per_check_and_counts_the_agreements() {
+        let m = row(3.0, Some(0.5), 3.0, Some(0.2));
+        let all: Vec<Check> = checks(&m, &row(3.4, None, 5.0, None), 0.012).into();
+        let t = render(&all);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4, "{t}");
+        assert!(lines[0].contains("measured (95 %)") && lines[0].contains("predicted"));
+        assert!(lines[1].contains("eq.2") && lines[1].ends_with("NO"), "{t}");
+        assert!(lines[2].contains("3.00 % ± 0.50") && lines[2].ends_with("yes (inside)"));
+        assert_eq!(
+            lines[3],
+            "1 of 2 predictions inside the measured 95 % interval or within 1 pp (platform: \
+             the machine's own noise during the run, not in the prediction)"
+        );
+        assert!(lines[1].contains("   1.20 %  NO"), "{t}");
+        assert_eq!(rank_counts(Some("1,2")).unwrap(), vec![1, 2]);
+        assert_eq!(rank_counts(None).unwrap()[0], 1);
+    }
+}

@@ -1,0 +1,129 @@
+//! `replay-bench validate` end to end (timing-sensitive: ONE test): real replays under mpirun at
+//! np 1 and 2 for every sync mode beside the prediction, on a periodic trace (P = 4 ms,
+//! d = 120 µs). Checked always: the table's structure (a header, one line per process count,
+//! sync mode and SD equation, the closing count) and its JSON. Checked when the machine is quiet
+//! enough (every run's platform probe below [`NOISY`], as in paired.rs): every prediction lies
+//! inside the measured 95 % interval or within 1 pp; otherwise a NOT CHECKED line says why.
+
+use std::process::Command;
+
+use jitter_trace::synth::{synthesize, Spec};
+use replay_bench::report::Report;
+use replay_bench::validate::Check;
+
+mod common;
+use common::{mpirun, BIN};
+
+/// Platform noise (probe, any rank) above which agreement is not judged.
+const NOISY: f64 = 0.10;
+
+#[test]
+fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
+    let launcher = mpirun();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("periodic.jtr");
+    let spec: Spec = "periodic:period=4ms,dur=120us".parse().unwrap();
+    let t = synthesize(&spec, 1, 30_000_000_000, 1).unwrap();
+    jitter_trace::write_trace(&trace, &t).unwrap();
+    let runs = dir.path().join("runs");
+    let json = dir.path().join("table.json");
+    let svg = dir.path().join("sd.svg");
+    let out = Command::new(BIN)
+        .args(["validate", "--trace"])
+        .arg(&trace)
+        .args(["--ranks", "1,2", "--period", "2s", "--phases", "1000"])
+        .arg("--dir")
+        .arg(&runs)
+        .arg("--output")
+        .arg(&json)
+        .arg("--plot")
+        .arg(&svg)
+        .arg("--mpirun")
+        .arg(&launcher)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "validate failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    println!("{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    // Title, header, 2 counts × 3 modes × 2 equations, the closing count.
+    assert_eq!(lines.len(), 1 + 1 + 12 + 1, "{stdout}");
+    assert!(lines[0].starts_with("replay-bench validate: periodic.jtr"));
+    assert!(lines[1].contains("measured (95 %)") && lines[1].contains("predicted"));
+    for l in &lines[2..14] {
+        assert!(l.contains(" % ") && l.contains(" pp "), "{l}");
+    }
+    let checks: Vec<Check> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(checks.len(), 12);
+    for np in [1, 2] {
+        for mode in ["none", "once", "phase"] {
+            let n = checks
+                .iter()
+                .filter(|c| c.ranks == np && c.sync == mode)
+                .count();
+            assert_eq!(n, 2, "{np} {mode}");
+        }
+    }
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.contains("periodic phase (run)") && plot.contains("periodic phase (des)"));
+    assert!(plot.contains("periodic.jtr: measured and predicted"));
+    let agree = checks.iter().filter(|c| c.agrees).count();
+    assert!(lines[14].starts_with(&format!("{agree} of 12 predictions")));
+    // Each verdict follows from the run's interval (none when a loaded machine ran fewer
+    // than two block pairs in the period) and the 1 pp rule.
+    for c in &checks {
+        assert_eq!(
+            c.inside,
+            c.ci95_pp.is_some_and(|h| c.diff_pp.abs() <= h),
+            "{c:?}"
+        );
+        assert_eq!(c.agrees, c.inside || c.diff_pp.abs() <= 1.0, "{c:?}");
+        assert!((c.predicted_pct - c.measured_pct - c.diff_pp).abs() < 1e-9);
+    }
+    // The platform column is the runs' own probe (the largest over ranks).
+    let noisiest = std::fs::read_dir(&runs)
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "json").then_some(p)
+        })
+        .map(|p| {
+            Report::load(&p)
+                .unwrap()
+                .calibration
+                .iter()
+                .map(|c| c.platform_noise_ratio)
+                .fold(0.0, f64::max)
+        })
+        .fold(0.0, f64::max);
+    let column = checks
+        .iter()
+        .map(|c| c.platform_noise_pct)
+        .fold(0.0, f64::max);
+    assert!(
+        (column - noisiest * 100.0).abs() < 1e-9,
+        "{column} {noisiest}"
+    );
+    if noisiest > NOISY {
+        println!(
+            "NOT CHECKED: agreement of prediction and measurement (platform noise {:.1} % > {:.0} %)",
+            noisiest * 100.0,
+            NOISY * 100.0
+        );
+        return;
+    }
+    assert!(
+        checks.iter().all(|c| c.ci95_pp.is_some()),
+        "a quiet machine runs enough block pairs for an interval: {checks:#?}"
+    );
+    let off: Vec<&Check> = checks.iter().filter(|c| !c.agrees).collect();
+    assert!(
+        off.is_empty(),
+        "predictions off the measurement: {off:#?}\n{stdout}"
+    );
+}
