@@ -27,6 +27,7 @@ use crate::probe::{self, LoopStats};
 use crate::ring::{ring, RingProducer};
 use crate::table::{CpuRow, RowFacts};
 use crate::tracefs::{self, Instance, TraceClock};
+use crate::watchdog::Watchdog;
 use crate::writer::{Decoder, Writer, WriterSetup};
 
 /// How the detour threshold is chosen.
@@ -407,6 +408,10 @@ pub fn choose_clock(khz: Option<u64>, warnings: &mut Vec<String>) -> Result<Cloc
     Ok(clock)
 }
 
+/// Real-time CPU time a probe at SCHED_FIFO/RR may take past `--duration` before the watchdog
+/// ends the process.
+pub const WATCHDOG_MARGIN: Duration = Duration::from_secs(2);
+
 /// Runs one collection as configured: probes every selected CPU, streams the detours to
 /// `config.output`, writes the end chunk, and returns the per-CPU table.
 pub fn collect(config: &Config) -> Result<Summary> {
@@ -573,6 +578,16 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         full: (0..n).map(|_| AtomicU64::new(0)).collect(),
         errors: Mutex::new(Vec::new()),
     });
+    // A probe at a real-time policy never sleeps while it measures: the watchdog ends the
+    // process (one `error:` line, the trace keeps its chunks) if one runs 2 s past the
+    // duration. Without a duration nothing bounds a probe's run, and no watchdog is armed.
+    let _watchdog = match (config.sched, config.duration) {
+        (Some(_), Some(d)) => Some(
+            Watchdog::arm(d + WATCHDOG_MARGIN)
+                .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")?,
+        ),
+        _ => None,
+    };
     let mut handles = Vec::with_capacity(n);
     for (i, (&cpu, producer)) in cpus.ids().iter().zip(producers).enumerate() {
         let sh = shared.clone();
