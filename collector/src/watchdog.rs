@@ -7,10 +7,12 @@ use nix::errno::Errno;
 /// The real-time CPU time a thread of the process may take without blocking (a sleep, a wait)
 /// before the watchdog ends the process: at `limit` the kernel sends SIGXCPU, whose handler
 /// says so in one line and exits with status 1 (no core file); one second later SIGKILL
-/// (RLIMIT_RTTIME's hard limit), in case the handler cannot run. Restored on drop.
+/// (RLIMIT_RTTIME's hard limit), in case the handler cannot run. The limit and the SIGXCPU
+/// disposition are restored on drop.
 #[derive(Debug)]
 pub struct Watchdog {
     old: libc::rlimit,
+    old_action: nix::sys::signal::SigAction,
 }
 
 impl Watchdog {
@@ -37,12 +39,18 @@ impl Watchdog {
             nix::sys::signal::SigSet::empty(),
         );
         // SAFETY: `on_sigxcpu` is async-signal-safe (write and _exit only).
-        unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGXCPU, &handler) }?;
+        let old_action =
+            unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGXCPU, &handler) }?;
         // SAFETY: `new` is a valid rlimit.
         if unsafe { libc::setrlimit(libc::RLIMIT_RTTIME, &new) } != 0 {
-            return Err(Errno::last());
+            let e = Errno::last();
+            // SAFETY: puts back the disposition that was there.
+            let _ = unsafe {
+                nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGXCPU, &old_action)
+            };
+            return Err(e);
         }
-        Ok(Watchdog { old })
+        Ok(Watchdog { old, old_action })
     }
 }
 
@@ -61,6 +69,10 @@ impl Drop for Watchdog {
         // SAFETY: restores the limit read in `arm` (raising a hard limit back needs the same
         // privilege that lowered it; failing leaves the stricter limit, which is safe).
         unsafe { libc::setrlimit(libc::RLIMIT_RTTIME, &self.old) };
+        // SAFETY: puts back the SIGXCPU disposition that was there before `arm`.
+        let _ = unsafe {
+            nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGXCPU, &self.old_action)
+        };
     }
 }
 
