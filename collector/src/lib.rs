@@ -14,6 +14,7 @@ pub mod ring;
 pub mod session;
 pub mod table;
 pub mod tracefs;
+pub mod watchdog;
 pub mod writer;
 
 pub use session::{

@@ -2,7 +2,6 @@
 //! detours to one `.jtr` trace on a common time base, and the summary table at the end.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use jitter_trace::attribution::{self, Attribution, CpuAttribution};
+use jitter_trace::output::StreamingOutput;
 use jitter_trace::sanity::Observation;
 use jitter_trace::{Epilogue, Header, StreamSummary};
 use serde::Serialize;
@@ -27,6 +27,7 @@ use crate::probe::{self, LoopStats};
 use crate::ring::{ring, RingProducer};
 use crate::table::{CpuRow, RowFacts};
 use crate::tracefs::{self, Instance, TraceClock};
+use crate::watchdog::Watchdog;
 use crate::writer::{Decoder, Writer, WriterSetup};
 
 /// How the detour threshold is chosen.
@@ -407,6 +408,10 @@ pub fn choose_clock(khz: Option<u64>, warnings: &mut Vec<String>) -> Result<Cloc
     Ok(clock)
 }
 
+/// Real-time CPU time a probe at SCHED_FIFO/RR may take past `--duration` before the watchdog
+/// ends the process.
+pub const WATCHDOG_MARGIN: Duration = Duration::from_secs(2);
+
 /// Runs one collection as configured: probes every selected CPU, streams the detours to
 /// `config.output`, writes the end chunk, and returns the per-CPU table.
 pub fn collect(config: &Config) -> Result<Summary> {
@@ -491,12 +496,11 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         None
     };
     let output = &config.output;
-    // A setup error may remove only what this run created, never a file, device or link that
-    // was there before.
-    let absent = |p: &Path| matches!(std::fs::symlink_metadata(p), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
-    let created_output = absent(output);
-    let file = File::create(output)
+    // Nothing at an existing path is changed before the collection is complete, and a setup
+    // error removes only what this run created (`StreamingOutput`, dropped before `keep`).
+    let mut out_file = StreamingOutput::open(output)
         .with_context(|| format!("cannot create the output {}", output.display()))?;
+    let file = out_file.file()?;
     let ftq_csv = match config.mode {
         Mode::Ftq(_) => Some(
             config
@@ -506,14 +510,14 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         ),
         Mode::Detours => None,
     };
-    let created_csv = ftq_csv.as_deref().is_some_and(absent);
-    let csv_file = match &ftq_csv {
-        Some(p) => Some(
-            File::create(p)
-                .with_context(|| format!("cannot create the FTQ series {}", p.display()))?,
-        ),
-        None => None,
-    };
+    let mut csv_out = ftq_csv
+        .as_deref()
+        .map(|p| {
+            StreamingOutput::open(p)
+                .with_context(|| format!("cannot create the FTQ series {}", p.display()))
+        })
+        .transpose()?;
+    let csv_file = csv_out.as_ref().map(StreamingOutput::file).transpose()?;
     ignore_sigxfsz();
 
     let mut warnings = stale_warnings;
@@ -574,6 +578,16 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         full: (0..n).map(|_| AtomicU64::new(0)).collect(),
         errors: Mutex::new(Vec::new()),
     });
+    // A probe at a real-time policy never sleeps while it measures: the watchdog ends the
+    // process (one `error:` line, the trace keeps its chunks) if one runs 2 s past the
+    // duration. Without a duration nothing bounds a probe's run, and no watchdog is armed.
+    let _watchdog = match (config.sched, config.duration) {
+        (Some(_), Some(d)) => Some(
+            Watchdog::arm(d + WATCHDOG_MARGIN)
+                .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")?,
+        ),
+        _ => None,
+    };
     let mut handles = Vec::with_capacity(n);
     for (i, (&cpu, producer)) in cpus.ids().iter().zip(producers).enumerate() {
         let sh = shared.clone();
@@ -686,6 +700,10 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         };
         let trace = Writer::open(file, &header)
             .with_context(|| format!("cannot write {}", output.display()))?;
+        out_file.publish()?;
+        if let Some(c) = csv_out.as_mut() {
+            c.publish()?;
+        }
         let progress = (config.progress && std::io::stderr().is_terminal()).then(|| {
             let pb = match config.duration {
                 Some(d) => {
@@ -743,12 +761,6 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             for h in handles {
                 let _ = h.join();
             }
-            if created_output {
-                let _ = std::fs::remove_file(output);
-            }
-            if let (Some(p), true) = (&ftq_csv, created_csv) {
-                let _ = std::fs::remove_file(p);
-            }
             return Err(e);
         }
     };
@@ -791,6 +803,18 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         }
     };
     shared.barrier.wait(); // B: go
+                           // From here on the outputs hold collected data: kept whatever happens.
+    out_file.keep();
+    if let Some(c) = csv_out.as_mut() {
+        c.keep();
+    }
+    if out_file.replaces() && config.verbose {
+        eprintln!(
+            "writing {}; it replaces {} when the collection is complete",
+            out_file.data_path().display(),
+            output.display()
+        );
+    }
 
     let outcomes: Vec<ProbeOutcome> = handles
         .into_iter()
@@ -809,11 +833,20 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
     if let Some(pb) = &writer_progress(&writer) {
         pb.finish_and_clear();
     }
+    let kept_in = out_file.data_path().to_path_buf();
     let kept = |e: anyhow::Error| {
-        e.context(format!(
-            "collection stopped; {} keeps the chunks written before",
-            output.display()
-        ))
+        e.context(if kept_in == *output {
+            format!(
+                "collection stopped; {} keeps the chunks written before",
+                output.display()
+            )
+        } else {
+            format!(
+                "collection stopped; {} keeps the chunks written before ({} was left as it was)",
+                kept_in.display(),
+                output.display()
+            )
+        })
     };
     result.map_err(kept)?;
     writer.finish_streams().map_err(kept)?;
@@ -950,6 +983,10 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
         notes,
     };
     writer.finish(epilogue).map_err(kept)?;
+    out_file.commit().map_err(|e| kept(e.into()))?;
+    if let Some(c) = csv_out {
+        c.commit()?;
+    }
     let (attribution_file, attribution) = match instance {
         Some(inst) => {
             let (path, report) =

@@ -9,7 +9,7 @@ use jitter_collect::clock::Clock;
 
 use crate::calibration::{Calibration, Overrides};
 use crate::process::ProcessCalibration;
-use crate::realtime::Realtime;
+use crate::realtime::{Realtime, Watchdog};
 use jitter_trace::units::parse_positive_duration;
 
 /// The counter clock by the collector's one rule (`Clock::choose`); its warning goes to stderr.
@@ -202,6 +202,12 @@ pub fn inject_main() -> Result<()> {
     let _ = nix::sys::mman::mlockall(
         nix::sys::mman::MlockAllFlags::MCL_CURRENT | nix::sys::mman::MlockAllFlags::MCL_FUTURE,
     );
+    // No planned injection spins longer than MAX_DETOUR_NS; one second more without sleeping
+    // is a bug, and the watchdog ends the process instead of holding the CPU.
+    let _watchdog = Watchdog::arm(Duration::from_nanos(
+        crate::plan::MAX_DETOUR_NS + 1_000_000_000,
+    ))
+    .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")?;
     let rt = Realtime::enter(a.priority, Some(a.cpu)).map_err(|e| match e {
         nix::errno::Errno::EPERM => anyhow::anyhow!(
             "jitter-inject needs CAP_SYS_NICE to run at SCHED_FIFO (run it as root, or grant \

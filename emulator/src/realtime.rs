@@ -1,9 +1,13 @@
 //! Real-time scheduling for the measuring thread and the separate-process injector: SCHED_FIFO
-//! and CPU pinning, restored on drop.
+//! and CPU pinning, restored on drop; and the watchdog that keeps a runaway real-time loop from
+//! holding a CPU for ever (RLIMIT_RTTIME, `jitter_collect::watchdog`).
 
 use nix::errno::Errno;
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
+
+/// The watchdog of real-time threads (RLIMIT_RTTIME), shared with the collector's probes.
+pub use jitter_collect::watchdog::Watchdog;
 
 /// The calling thread at SCHED_FIFO (and optionally pinned) until dropped.
 #[derive(Debug)]

@@ -223,3 +223,114 @@ mod tests {
         );
     }
 }
+
+/// Injections of a timeline that repeats every `lap` ns, for the most detour time any window
+/// can hold (the bound of what a replay can do to one phase).
+#[derive(Debug, Clone)]
+pub struct InjectionWindows {
+    /// Starts of two laps of injections, sorted.
+    starts: Vec<u64>,
+    /// Their ends.
+    ends: Vec<u64>,
+    /// `prefix[i]`: total length of the first `i` injections.
+    prefix: Vec<u64>,
+    lap: u64,
+    total: u64,
+}
+
+impl InjectionWindows {
+    /// `spans`: (start, length) of one lap's injections, sorted by start and not overlapping
+    /// (overlaps are counted twice: a looser bound), all starts below `lap`.
+    pub fn new(spans: &[(u64, u64)], lap: u64) -> Self {
+        let lap = lap.max(1);
+        let mut starts = Vec::with_capacity(2 * spans.len());
+        let mut ends = Vec::with_capacity(2 * spans.len());
+        let mut prefix = Vec::with_capacity(2 * spans.len() + 1);
+        prefix.push(0u64);
+        for copy in 0..2u64 {
+            for &(a, len) in spans {
+                let a = a + copy * lap;
+                starts.push(a);
+                ends.push(a + len);
+                prefix.push(prefix.last().copied().unwrap_or(0) + len);
+            }
+        }
+        let total = spans.iter().map(|s| s.1).sum();
+        InjectionWindows {
+            starts,
+            ends,
+            prefix,
+            lap,
+            total,
+        }
+    }
+
+    /// The most injected time inside any window of `w` ns: whole laps, then the worst window
+    /// of the rest, which starts at an injection's start or ends at an injection's end.
+    pub fn worst_window_ns(&self, w: u64) -> u64 {
+        let n = self.starts.len() / 2;
+        let (laps, r) = (w / self.lap, w % self.lap);
+        let mut best = 0u64;
+        if n > 0 && r > 0 {
+            let (s, e, p) = (&self.starts, &self.ends, &self.prefix);
+            for i in 0..n {
+                // Window [s_i, s_i + r): injections i..j start in it; only j − 1 may overrun.
+                let t_end = s[i] + r;
+                let j = s.partition_point(|&a| a < t_end);
+                let last = j - 1;
+                let inside = p[last] - p[i] + (e[last] - s[last]).min(t_end - s[last]);
+                best = best.max(inside);
+                // Window (e_k − r, e_k] for the second lap's copy k = n + i: injections that end
+                // after its start, up to k; only the first of them may start before it.
+                let k = n + i;
+                let t0 = e[k] - r;
+                let f = e.partition_point(|&b| b <= t0);
+                let inside = p[k + 1] - p[f + 1] + (e[f] - s[f]).min(e[f] - t0);
+                best = best.max(inside);
+            }
+        }
+        laps * self.total + best.min(r)
+    }
+
+    /// The largest excess a phase of `work_ns` can take: the least fixed point of
+    /// X = worst_window(work + X) (a phase lengthened by X is exposed to X more), by iteration
+    /// from X = worst_window(work); `None` when it does not settle within 50 steps (the
+    /// injections fill nearly all the timeline: no useful bound).
+    pub fn max_excess_ns(&self, work_ns: u64) -> Option<u64> {
+        let mut x = self.worst_window_ns(work_ns);
+        for _ in 0..50 {
+            let next = self.worst_window_ns(work_ns.saturating_add(x));
+            if next == x {
+                return Some(x);
+            }
+            x = next;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    #[test]
+    fn the_worst_window_of_periodic_injections_is_the_closed_form() {
+        // 20 µs every 1 ms: a window of w holds ⌊w/P⌋·d plus min(d, w mod P).
+        let spans: Vec<(u64, u64)> = (0..10).map(|i| (i * 1_000_000 + 300, 20_000)).collect();
+        let win = InjectionWindows::new(&spans, 10_000_000);
+        for w in [1, 5_000, 20_000, 999_999, 1_000_000, 2_500_000, 25_000_000] {
+            let want = (w / 1_000_000) * 20_000 + (w % 1_000_000).min(20_000);
+            assert_eq!(win.worst_window_ns(w), want, "w = {w}");
+        }
+        // q = 1 ms: X = 20 µs + min(20 µs, X) = 40 µs (a phase of 1.04 ms meets two detours).
+        assert_eq!(win.max_excess_ns(1_000_000), Some(40_000));
+        // Across the lap boundary: one injection at the end of the lap, one at its start.
+        let win = InjectionWindows::new(&[(0, 100), (9_900, 100)], 10_000);
+        assert_eq!(win.worst_window_ns(200), 200);
+        assert_eq!(win.worst_window_ns(150), 150);
+        // A timeline that is all injection has no useful bound.
+        let full = InjectionWindows::new(&[(0, 1_000)], 1_000);
+        assert_eq!(full.max_excess_ns(10), None);
+        assert_eq!(InjectionWindows::new(&[], 1_000).max_excess_ns(10), Some(0));
+    }
+}

@@ -510,7 +510,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
 
     // 5. The run, with the emulator when there is a trace.
     let keep = args.phases_csv.is_some() && root;
-    let (outcome, totals) = match plan {
+    let (outcome, totals) = match &plan {
         None => (
             run_phases(
                 comm,
@@ -527,14 +527,14 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
                 // Every virtual rank is its own node: its own offset under --sync none.
                 let first = rank as u64 * args.virtual_ranks;
                 let started =
-                    VirtualReplay::start(&plan, first, args.virtual_ranks, schedule, &setup.clock);
+                    VirtualReplay::start(plan, first, args.virtual_ranks, schedule, &setup.clock);
                 let mut replay = agree(comm, started)?;
                 let out = run_phases(comm, &setup.clock, &spec, &mut replay);
                 let totals = agree(comm, replay.stop())?;
                 (out, totals)
             } else {
                 let node = rank as u64 / k;
-                let started = Replay::start(&plan, node, schedule, &setup.clock);
+                let started = Replay::start(plan, node, schedule, &setup.clock);
                 let mut replay = agree(comm, started)?;
                 let out = run_phases(comm, &setup.clock, &spec, &mut replay);
                 let totals = agree(comm, replay.stop())?;
@@ -542,6 +542,27 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
             }
         }
     };
+
+    // 5b. The most the trace can slow one phase down: each rank's worst window of its plan,
+    // the largest over ranks; a measured slowdown far above it is the platform's, not the
+    // trace's (checked on rank 0 below).
+    // The window is the longer of the reference phase and the measured one (rank 0 holds the
+    // averages), scaled: a phase exposed longer can meet more detours.
+    let mut bound = [0.0, 0.0];
+    if plan.is_some() {
+        let reference_ns = slowdowns(&outcome, measured_baseline.as_ref(), reference)
+            .0
+            .avg_max_qtbt_ns;
+        let mut window = [reference_ns.max(outcome.averages.avg_max_qtbt_ns()) * scale];
+        comm.all_max(&mut window);
+        bound = [
+            plan.as_ref()
+                .and_then(|p| max_excess_ns(p, window[0]))
+                .map_or(f64::INFINITY, |x| x as f64),
+            window[0],
+        ];
+        comm.all_max(&mut bound);
+    }
 
     // 6. Gather calibrations, sum emulator totals, report on rank 0.
     let cal = Calibration {
@@ -704,6 +725,19 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         ));
     }
     let (reference, slowdowns) = slowdowns(&outcome, measured_baseline.as_ref(), reference);
+    if plan.is_some() {
+        let noise = report
+            .calibration
+            .iter()
+            .map(|c| c.platform_noise_ratio)
+            .fold(0.0, f64::max);
+        let refs = [reference.avg_max_qtbt_ns, reference.avg_max_qt_ns];
+        for ((s, r), name) in slowdowns.iter().zip(refs).zip(["MaxQTBT", "MaxQT"]) {
+            if let Some(why) = beyond_the_trace(name, *s, bound[0], r * scale, bound[1], noise) {
+                bail!("{why}");
+            }
+        }
+    }
     if let Some(p) = &outcome.paired {
         if p.pairs.len() < 2 {
             report.warnings.push(format!(
@@ -784,6 +818,62 @@ fn slowdowns(
     )
 }
 
+/// The largest excess (scaled ns) a phase of `phase_ns` (scaled) can take from `plan`'s
+/// injections over one lap; `None` when the lap has too many injections to index (over 4 M) or
+/// the injections leave no useful bound.
+fn max_excess_ns(plan: &std::sync::Arc<Plan>, phase_ns: f64) -> Option<u64> {
+    let opts = plan.options();
+    let lap = (plan.period_ns() as f64 * opts.fraction * opts.scale).round() as u64;
+    let mut spans = Vec::new();
+    for inj in plan.cursor(0) {
+        if inj.due_ns >= lap {
+            break;
+        }
+        if spans.len() >= 4 << 20 {
+            return None;
+        }
+        spans.push((inj.due_ns, inj.span_ns));
+    }
+    crate::metrics::InjectionWindows::new(&spans, lap).max_excess_ns(phase_ns.round() as u64)
+}
+
+/// Why slowdown `s` of metric `name` cannot come from the trace: even its optimistic end (the
+/// 95 % interval's lower end) is above the most the trace's injections can add to a phase
+/// (`excess_ns` to a phase of `window_ns`, over the reference `reference_ns`, all scaled) plus
+/// the largest platform noise ratio any rank measured. `None` when it is plausible.
+fn beyond_the_trace(
+    name: &str,
+    s: Slowdown,
+    excess_ns: f64,
+    reference_ns: f64,
+    window_ns: f64,
+    platform_noise: f64,
+) -> Option<String> {
+    if !excess_ns.is_finite() || reference_ns <= 0.0 {
+        return None;
+    }
+    let most = 100.0 * excess_ns / reference_ns;
+    let allowed = most + 100.0 * platform_noise;
+    let low = if s.ci95_pct.is_finite() {
+        s.pct - s.ci95_pct
+    } else {
+        s.pct
+    };
+    (low > allowed).then(|| {
+        format!(
+            "implausible result: SD({name}) = {:.1} % (95 % interval from {low:.1} %) is above \
+             the most this trace can cause, {most:.2} % (its worst window of a {:.0} µs phase \
+             holds {:.0} µs of injected detours), plus the platform noise the ranks measured, \
+             {:.2} %: other work on these CPUs swamped the measurement; nothing printed or \
+             saved — re-run on a quiet machine or on isolated CPUs",
+            s.pct,
+            window_ns / 1e3,
+            excess_ns / 1e3,
+            100.0 * platform_noise
+        )
+    })
+}
+
 /// A finite half-width, or `None` (it is not written then).
 fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
@@ -848,6 +938,25 @@ fn write_csv(path: &std::path::Path, out: &LoopOutcome) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slowdown_is_checked_by_the_optimistic_end_of_its_interval() {
+        let s = |pct, ci95_pct| Slowdown { pct, ci95_pct };
+        // The trace adds at most 40 µs to a 1 ms phase: 4 %; platform noise 1 %: 5 % allowed.
+        let check = |sd| beyond_the_trace("MaxQT", sd, 40_000.0, 1e6, 1.04e6, 0.01);
+        assert!(check(s(4.9, f64::NAN)).is_none());
+        assert!(check(s(8.0, 3.5)).is_none(), "interval reaches 4.5 %");
+        let why = check(s(881.0, 100.0)).unwrap();
+        assert!(why.contains("SD(MaxQT) = 881.0 %"), "{why}");
+        assert!(
+            why.contains("the most this trace can cause, 4.00 %"),
+            "{why}"
+        );
+        assert!(why.contains("swamped the measurement"), "{why}");
+        assert!(check(s(5.2, f64::NAN)).is_some());
+        // No bound (a timeline full of injections): nothing is refused.
+        assert!(beyond_the_trace("MaxQT", s(881.0, 1.0), f64::INFINITY, 1e6, 1e6, 0.0).is_none());
+    }
 
     #[test]
     fn option_parsers_refuse_bad_values() {

@@ -6,6 +6,8 @@ use std::process::{Command, Output};
 
 use jitter_emulator::calibration::{Calibration, TimerCalibration};
 
+mod common;
+
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_replay-bench"))
         .args(args)
@@ -129,4 +131,61 @@ fn a_negative_or_non_finite_slowdown_is_never_printed_as_a_result() {
         );
     }
     assert!(with(-0.5).is_ok() && with(37.0).is_ok());
+}
+
+/// A slowdown far above what the trace can cause (here: a baseline file whose averages were cut
+/// to a tenth, as a baseline measured on a quiet machine would look next to a run swamped by
+/// other work) is refused with the cause named, not printed as a result.
+#[test]
+fn a_slowdown_beyond_what_the_trace_can_cause_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let cal = calibration(dir.path(), 1_000.0);
+    let base = dir.path().join("base.json");
+    let common_args = ["--phases", "100", "--noise-probe", "0"];
+    let mut args = common_args.to_vec();
+    args.extend(["-o", base.to_str().unwrap()]);
+    let r = common::run(1, &args, std::time::Duration::from_secs(120));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    for row in report["results"].as_array_mut().unwrap() {
+        for key in ["avg_max_qt_ns", "avg_max_qtbt_ns"] {
+            let v = row[key].as_f64().unwrap();
+            row[key] = serde_json::json!(v / 10.0);
+        }
+    }
+    std::fs::write(&base, serde_json::to_string(&report).unwrap()).unwrap();
+    let mut args = common_args.to_vec();
+    let (t, cal, b) = (
+        t.to_str().unwrap(),
+        cal.to_str().unwrap(),
+        base.to_str().unwrap(),
+    );
+    args.extend([
+        "--trace",
+        t,
+        "--calibration",
+        cal,
+        "--design",
+        "sequential",
+        "--baseline",
+        b,
+    ]);
+    let r = common::run(1, &args, std::time::Duration::from_secs(120));
+    assert_ne!(r.code, Some(0), "exit 0:\n{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    let line = r
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("no error line: {}", r.stderr));
+    eprintln!("{line}");
+    assert!(line.contains("implausible result: SD(MaxQTBT)"), "{line}");
+    assert!(line.contains("swamped the measurement"), "{line}");
+    assert!(
+        !r.stdout.contains("SD"),
+        "printed as a result: {}",
+        r.stdout
+    );
 }

@@ -33,6 +33,14 @@ pub const MAX_HEADER_BYTES: u32 = 1 << 20;
 pub const MAX_CHUNK_BYTES: u32 = 8 << 20;
 /// Most detours the writer puts in one chunk.
 pub const MAX_CHUNK_RECORDS: usize = 1 << 18;
+/// Reading a file of `n` bytes makes no single allocation larger than
+/// `READ_ALLOC_PER_BYTE · n + READ_ALLOC_FIXED` bytes: a detour takes at least 2 bytes of the
+/// file and 16 in memory, in a vector that grows by doubling (a `Record` of 24 bytes is
+/// allocated exactly); buffers grow with the bytes read, never with a length the file claims.
+pub const READ_ALLOC_PER_BYTE: usize = 16;
+/// The fixed part of the reader's allocation bound: the 64 KiB read buffer of `read_trace`, and
+/// at most 1 MiB that serde preallocates for a sequence whose length MessagePack announces.
+pub const READ_ALLOC_FIXED: usize = (1 << 20) + (1 << 16);
 
 const KIND_RECORDS: u8 = 1;
 const KIND_END: u8 = 2;
@@ -408,10 +416,10 @@ impl<R: Read> TraceReader<R> {
                 "header length {len} is over the {MAX_HEADER_BYTES}-byte limit"
             )));
         }
-        let mut bytes = vec![0u8; len as usize];
-        let n = read_full(&mut input, &mut bytes)
+        let mut bytes = Vec::new();
+        let n = read_up_to(&mut input, &mut bytes, len)
             .map_err(|e| TraceError::io("cannot read trace header", e))?;
-        if n < bytes.len() {
+        if n < len as usize {
             return Err(TraceError::Header("the file ends inside the header".into()));
         }
         if crc32fast::hash(&bytes) != crc {
@@ -468,8 +476,7 @@ impl<R: Read> TraceReader<R> {
         }
         self.buf.clear();
         self.buf.push(kind);
-        self.buf.resize(1 + len as usize, 0);
-        let n = read_full(&mut self.input, &mut self.buf[1..])
+        let n = read_up_to(&mut self.input, &mut self.buf, len)
             .map_err(|e| TraceError::io("cannot read trace", e))?;
         if n < len as usize {
             self.finished = true;
@@ -579,6 +586,13 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// Appends at most `len` bytes of `r` to `buf`, growing it with the bytes that are there (not
+/// with the length a damaged file claims: at most twice what was read); returns how many.
+/// (`read_to_end` retries reads interrupted by a signal.)
+fn read_up_to<R: Read>(r: &mut R, buf: &mut Vec<u8>, len: u32) -> io::Result<usize> {
+    r.by_ref().take(u64::from(len)).read_to_end(buf)
 }
 
 /// A trace read from a file, with how much of the file was readable.

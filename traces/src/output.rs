@@ -14,6 +14,10 @@
 //!   regular target is replaced through a temporary file beside the *target*, so the link stays
 //!   a link); a link whose target does not exist is refused rather than created through.
 //! - **a directory**: refused.
+//!
+//! An output that must be readable while it grows (the collector's trace) uses
+//! [`StreamingOutput`]: the same rules, with the new file published at its path once its header
+//! is on disk and a replacement renamed onto the old file only when complete.
 
 use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{BufWriter, ErrorKind, Write};
@@ -162,6 +166,184 @@ where
     }
 }
 
+/// Where a [`StreamingOutput`]'s bytes go until it is complete.
+#[derive(Debug)]
+enum Stage {
+    /// A temporary file beside a path that did not exist; linked to the path by `publish`.
+    New,
+    /// The temporary file is linked to the path (created by this run).
+    Published,
+    /// A temporary file beside an existing regular file (link-resolved), renamed onto it by
+    /// `commit`.
+    Replacing(PathBuf),
+    /// Written in place (a device, a FIFO).
+    Through,
+}
+
+/// An output written while it grows (the collector's trace and FTQ series), under the same
+/// rules as [`write_output`] but readable while it is written:
+/// - a **new path** is written in a temporary file beside it and linked to the path (never
+///   replacing anything that appeared meanwhile) by [`StreamingOutput::publish`] once its first
+///   bytes (a trace's header) are on disk: the path never holds an empty or headless file, and
+///   a crash after that leaves every complete chunk at the path;
+/// - an **existing regular file** (or a link's regular target) stays whole until
+///   [`StreamingOutput::commit`] renames the complete new file onto it; a crash or error before
+///   leaves the old file untouched and the collected data in the temporary file
+///   ([`StreamingOutput::data_path`]);
+/// - a **device or FIFO** is written through; a **directory** or a **dangling link** is refused.
+#[derive(Debug)]
+pub struct StreamingOutput {
+    file: File,
+    path: PathBuf,
+    tmp: Option<PathBuf>,
+    stage: Stage,
+    keep: bool,
+}
+
+impl StreamingOutput {
+    /// Opens `path` for streaming under the rules above (nothing at `path` is changed yet).
+    pub fn open(path: &Path) -> Result<Self, TraceError> {
+        let shown = path.display().to_string();
+        let (file, tmp, stage) = match resolve(path)? {
+            Target::Other => {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(io(format!("cannot open {shown}")))?;
+                (f, None, Stage::Through)
+            }
+            Target::Absent(p) => {
+                let (tmp, f) = temp_beside(&p)?;
+                (f, Some(tmp), Stage::New)
+            }
+            Target::Regular(p, perms) => {
+                let (tmp, f) = temp_beside(&p)?;
+                if let Err(e) = f.set_permissions(perms) {
+                    let _ = fs::remove_file(&tmp);
+                    return Err(TraceError::io(
+                        format!("cannot set permissions of {}", tmp.display()),
+                        e,
+                    ));
+                }
+                (f, Some(tmp), Stage::Replacing(p))
+            }
+        };
+        Ok(StreamingOutput {
+            file,
+            path: path.into(),
+            tmp,
+            stage,
+            keep: false,
+        })
+    }
+
+    /// From now on the output holds data worth keeping: dropping it without `commit` (an error
+    /// during the collection) leaves the temporary file or the published path in place.
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+
+    /// A handle on the open file (all handles share one file offset).
+    pub fn file(&self) -> Result<File, TraceError> {
+        self.file
+            .try_clone()
+            .map_err(io(format!("cannot open {}", self.path.display())))
+    }
+
+    /// Whether an existing file is being replaced (it stays whole until `commit`).
+    pub fn replaces(&self) -> bool {
+        matches!(self.stage, Stage::Replacing(_))
+    }
+
+    /// Where the bytes written so far are: the path, or the temporary file while replacing.
+    pub fn data_path(&self) -> &Path {
+        match (&self.stage, &self.tmp) {
+            (Stage::New | Stage::Replacing(_), Some(t)) => t,
+            _ => &self.path,
+        }
+    }
+
+    /// Makes a new output visible at its path (call once its first bytes are written and
+    /// flushed); refuses to replace a file that appeared at the path meanwhile. No-op otherwise.
+    pub fn publish(&mut self) -> Result<(), TraceError> {
+        let (Stage::New, Some(tmp)) = (&self.stage, &self.tmp) else {
+            return Ok(());
+        };
+        let shown = self.path.display();
+        match fs::hard_link(tmp, &self.path) {
+            Ok(()) => {
+                let _ = fs::remove_file(tmp);
+            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                return Err(TraceError::Argument(format!(
+                    "{shown} was created by another program while this one started; left as it is"
+                )))
+            }
+            // A file system without hard links: rename, still only onto nothing.
+            Err(_) if fs::symlink_metadata(&self.path).is_err() => {
+                fs::rename(tmp, &self.path).map_err(io(format!("cannot create {shown}")))?;
+            }
+            Err(e) => return Err(TraceError::io(format!("cannot create {shown}"), e)),
+        }
+        self.tmp = None;
+        self.stage = Stage::Published;
+        Ok(())
+    }
+
+    /// Finishes the output: a replacement is synced and renamed onto the old file (saying
+    /// `replaced <path>`), a new output is published if it was not yet.
+    pub fn commit(mut self) -> Result<Written, TraceError> {
+        match &self.stage {
+            Stage::New => {
+                self.publish()?;
+                self.keep = true;
+                Ok(Written::Created)
+            }
+            Stage::Published => {
+                self.keep = true;
+                Ok(Written::Created)
+            }
+            Stage::Through => Ok(Written::Through),
+            Stage::Replacing(target) => {
+                let shown = self.path.display();
+                let tmp = self
+                    .tmp
+                    .as_ref()
+                    .expect("a replacement has a temporary file");
+                self.file
+                    .sync_all()
+                    .map_err(io(format!("cannot write {}", tmp.display())))?;
+                fs::rename(tmp, target).map_err(io(format!("cannot rename onto {shown}")))?;
+                eprintln!("replaced {shown}");
+                self.tmp = None;
+                self.keep = true;
+                Ok(Written::Replaced)
+            }
+        }
+    }
+
+    /// Gives up before anything worth keeping was written (same as dropping it before `keep`).
+    pub fn abandon(mut self) {
+        self.keep = false;
+    }
+}
+
+impl Drop for StreamingOutput {
+    /// Unless kept or committed, removes only what this run created (the temporary file, or a
+    /// new output it published); an existing file or device is left as it was.
+    fn drop(&mut self) {
+        if self.keep {
+            return;
+        }
+        if let Some(t) = &self.tmp {
+            let _ = fs::remove_file(t);
+        }
+        if let Stage::Published = self.stage {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
 /// [`write_output`] for content already in memory.
 pub fn write_output_bytes(path: &Path, bytes: &[u8]) -> Result<Written, TraceError> {
     let shown = path.display().to_string();
@@ -257,6 +439,99 @@ mod tests {
             .file_type()
             .is_symlink());
         assert_eq!(fs::read(&target).unwrap(), b"new");
+    }
+
+    #[test]
+    fn a_streamed_new_output_appears_only_with_its_first_bytes() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.jtr");
+        let mut s = StreamingOutput::open(&p).unwrap();
+        assert!(!p.exists(), "nothing at the path before publish");
+        s.file().unwrap().write_all(b"head").unwrap();
+        s.publish().unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"head");
+        s.file().unwrap().write_all(b"+chunk").unwrap();
+        assert_eq!(
+            fs::read(&p).unwrap(),
+            b"head+chunk",
+            "readable while written"
+        );
+        assert_eq!(s.commit().unwrap(), Written::Created);
+        assert_eq!(entries(d.path()), vec!["t.jtr"]);
+    }
+
+    #[test]
+    fn a_streamed_output_never_truncates_an_existing_file_before_it_is_complete() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("old.jtr");
+        fs::write(&p, "precious").unwrap();
+        fs::set_permissions(&p, Permissions::from_mode(0o640)).unwrap();
+        let mut s = StreamingOutput::open(&p).unwrap();
+        assert!(s.replaces());
+        s.file().unwrap().write_all(b"new").unwrap();
+        s.publish().unwrap();
+        assert_eq!(
+            fs::read(&p).unwrap(),
+            b"precious",
+            "old file whole while writing"
+        );
+        assert_eq!(fs::read(s.data_path()).unwrap(), b"new");
+        assert_eq!(s.commit().unwrap(), Written::Replaced);
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        assert_eq!(entries(d.path()), vec!["old.jtr"]);
+        // Given up before completion (a crash keeps the temporary file, abandon removes it):
+        // the old file is untouched either way.
+        let s = StreamingOutput::open(&p).unwrap();
+        s.file().unwrap().write_all(b"partial").unwrap();
+        s.abandon();
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+        assert_eq!(entries(d.path()), vec!["old.jtr"]);
+    }
+
+    #[test]
+    fn a_streamed_output_to_a_device_or_a_link_keeps_what_the_path_is() {
+        let mut s = StreamingOutput::open(Path::new("/dev/null")).unwrap();
+        s.file().unwrap().write_all(b"x").unwrap();
+        s.publish().unwrap();
+        assert_eq!(s.commit().unwrap(), Written::Through);
+        assert!(fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("real.jtr");
+        let link = d.path().join("link.jtr");
+        fs::write(&target, "old").unwrap();
+        symlink(&target, &link).unwrap();
+        let s = StreamingOutput::open(&link).unwrap();
+        s.file().unwrap().write_all(b"new").unwrap();
+        assert_eq!(s.commit().unwrap(), Written::Replaced);
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read(&target).unwrap(), b"new");
+        let dangling = d.path().join("dangling");
+        symlink(d.path().join("nowhere"), &dangling).unwrap();
+        assert!(StreamingOutput::open(&dangling).is_err());
+        assert!(StreamingOutput::open(d.path()).is_err());
+    }
+
+    #[test]
+    fn a_published_output_never_replaces_a_file_that_appeared_meanwhile() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("race.jtr");
+        let mut s = StreamingOutput::open(&p).unwrap();
+        fs::write(&p, "theirs").unwrap();
+        let e = s.publish().unwrap_err().to_string();
+        assert!(e.contains("created by another program"), "{e}");
+        s.abandon();
+        assert_eq!(fs::read(&p).unwrap(), b"theirs");
+        assert_eq!(entries(d.path()), vec!["race.jtr"]);
     }
 
     #[test]

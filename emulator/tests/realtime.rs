@@ -1,0 +1,145 @@
+//! Real-time safety of the emulator's SCHED_FIFO processes: `jitter-inject` stops within 1 s of
+//! SIGINT or SIGTERM whether it is sleeping or spinning a detour, and the watchdog ends a thread
+//! that spins at SCHED_FIFO without sleeping. Timing-sensitive (they spin on a CPU at real-time
+//! priority): this crate's tests run one at a time (`scripts/test.sh`). Need root (CAP_SYS_NICE);
+//! without it they say so and check nothing.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use jitter_emulator::realtime::{Realtime, Watchdog};
+
+fn can_use_fifo() -> bool {
+    match Realtime::enter(1, None) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: cannot enter SCHED_FIFO ({e}); run as root");
+            false
+        }
+    }
+}
+
+/// The last CPU this process may run on (the injector's CPU; the test waits elsewhere on a
+/// machine with more than one).
+fn victim_cpu() -> usize {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    (0..nix::sched::CpuSet::count())
+        .rev()
+        .find(|&c| set.is_set(c).unwrap_or(false))
+        .unwrap()
+}
+
+/// Runs in a child (re-executed test binary): spins at SCHED_FIFO for ever under a 300 ms
+/// watchdog. Does nothing in a normal test run.
+#[test]
+fn runaway_spin_helper() {
+    if std::env::var_os("JB_RUNAWAY_SPIN").is_none() {
+        return;
+    }
+    let _w = Watchdog::arm(Duration::from_millis(300)).unwrap();
+    let _rt = Realtime::enter(10, Some(victim_cpu())).unwrap();
+    loop {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn the_watchdog_ends_a_real_time_thread_that_never_sleeps() {
+    if !can_use_fifo() {
+        return;
+    }
+    let t0 = Instant::now();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "runaway_spin_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("JB_RUNAWAY_SPIN", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // 300 ms of real-time CPU (the kernel's RT throttling leaves others 5 % of each second, so
+    // at most 0.32 s of wall time), plus the child's start.
+    let limit = Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("a SCHED_FIFO spin outlived its 300 ms watchdog by {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{status:?}: {err}");
+    assert!(
+        err.contains("real-time watchdog stopped this process"),
+        "{err}"
+    );
+    eprintln!("watchdog ended the spin after {:?}", t0.elapsed());
+}
+
+#[test]
+fn jitter_inject_stops_within_a_second_of_sigint_or_sigterm_sleeping_or_spinning() {
+    if !can_use_fifo() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_jitter-inject");
+    let cpu = victim_cpu().to_string();
+    use nix::sys::signal::Signal::{SIGINT, SIGTERM};
+    // 900 ms detours every second: a signal 0.5 s in finds it spinning; 1 ms detours: sleeping.
+    for (dur, state) in [("900ms", "spinning"), ("1ms", "sleeping")] {
+        let spec = format!("periodic:period=1s,dur={dur},phase=100ms")
+            .parse()
+            .unwrap();
+        let t = jitter_trace::synth::synthesize(&spec, 1, 30_000_000_000, 1).unwrap();
+        let p = dir.path().join(format!("{state}.jtr"));
+        jitter_trace::write_trace(&p, &t).unwrap();
+        for sig in [SIGINT, SIGTERM] {
+            let mut child = Command::new(bin)
+                .args(["--trace", p.to_str().unwrap(), "--cpu", &cpu])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Wait for "injecting …" (printed once at SCHED_FIFO, just before the replay).
+            let mut err = BufReader::new(child.stderr.take().unwrap());
+            let mut line = String::new();
+            while !line.starts_with("injecting") {
+                line.clear();
+                assert!(err.read_line(&mut line).unwrap() > 0, "no start line");
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            nix::sys::signal::kill(pid, sig).unwrap();
+            let t0 = Instant::now();
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break s;
+                }
+                if t0.elapsed() > Duration::from_secs(10) {
+                    let _ = child.kill();
+                    panic!("jitter-inject ignored {sig} while {state}");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            let took = t0.elapsed();
+            let mut out = String::new();
+            std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+            eprintln!("{sig} while {state}: stopped in {took:?}");
+            assert!(status.success(), "{status:?}");
+            assert!(out.contains("stopped by signal"), "{out}");
+            assert!(
+                took < Duration::from_secs(1),
+                "{sig} while {state}: stopped after {took:?}"
+            );
+        }
+    }
+}
