@@ -530,6 +530,59 @@ pub fn render(r: &Report) -> String {
     out
 }
 
+/// The detours with run-times in `[lo_ns, hi_ns)` only ("who fills this bucket": their report
+/// gives the bucket's sources and shares; rates stay per second of the whole observation).
+pub fn within_runs(a: &Attribution, lo_ns: u64, hi_ns: u64) -> Attribution {
+    let mut out = a.clone();
+    for c in &mut out.cpus {
+        c.detours.retain(|d| d.run_ns >= lo_ns && d.run_ns < hi_ns);
+    }
+    out
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The per-source table as CSV, one row per source (times in ns; `periods_ns` `;`-separated).
+pub fn csv(r: &Report) -> String {
+    let mut out = String::from(
+        "source,category,count,rate_per_s,min_ns,mean_ns,median_ns,max_ns,total_ns,share,\
+         period_ns,periods_ns,median_gap_ns\n",
+    );
+    let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+    for row in &r.rows {
+        let periods: Vec<String> = row
+            .periods
+            .iter()
+            .map(|p| format!("{:.0}", p.period_ns))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{},{},{},{:.3},{},{:.1},{},{},{},{:.6},{},{},{}",
+            csv_field(&row.source),
+            csv_field(row.category.name()),
+            row.count,
+            row.rate_per_s,
+            row.min_ns,
+            row.mean_ns,
+            row.median_ns,
+            row.max_ns,
+            row.total_ns,
+            row.share,
+            opt(row.period_ns),
+            periods.join(";"),
+            opt(row.median_gap_ns)
+        );
+    }
+    out
+}
+
 /// One source's time in each detour it took part in, for the charts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceSamples {
@@ -1025,6 +1078,30 @@ mod tests {
         let text = render_diff(&d);
         assert!(text.contains("task:d2") && text.contains("new"), "{text}");
         assert!(!text.contains("work:rare"), "{text}");
+    }
+
+    #[test]
+    fn a_bucket_keeps_its_detours_and_the_csv_has_one_row_per_source() {
+        let a = periodic_attribution();
+        // 2-3.5 µs: the timer detours alone (3 µs), not the daemon's (300-302 µs).
+        let b = report(&within_runs(&a, 2_000, 3_500));
+        let names: Vec<&str> = b.rows.iter().map(|r| r.source.as_str()).collect();
+        assert_eq!(names, ["timer", UNATTRIBUTED]);
+        assert_eq!(b.detours, 500);
+        assert!((b.rows[0].share - 2.0 / 3.0).abs() < 1e-12);
+        let r = report(&a);
+        let text = csv(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1 + r.rows.len());
+        assert!(lines[0].starts_with("source,category,count,"));
+        let d1 = lines.iter().find(|l| l.starts_with("task:d1,")).unwrap();
+        assert_eq!(d1.split(',').count(), 13, "{d1}");
+        assert!(
+            d1.starts_with("task:d1,preemption,200,100.000,300000,"),
+            "{d1}"
+        );
+        assert_eq!(csv_field("task:a,b"), "\"task:a,b\"");
+        assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
     }
 
     #[test]

@@ -8,11 +8,13 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 use jitter_trace::attribution::{
-    diff, render, render_diff, report_in, samples, sidecar_path, Attribution, Mode,
+    csv as attribution_csv, diff, render, render_diff, report_in, samples, sidecar_path,
+    within_runs, Attribution, Mode,
 };
 use jitter_trace::compare::compare;
 use jitter_trace::format::Completeness;
 use jitter_trace::interop::{export, import, per_stream_path, Format};
+use jitter_trace::output::write_output_bytes;
 use jitter_trace::plot::{plot, source_bars_svg, source_density_svg, PlotKind, Series};
 use jitter_trace::stats::{injectability, scale_for_share, TraceStats};
 use jitter_trace::synth::{synthesize, Spec};
@@ -168,6 +170,12 @@ enum Command {
         /// combination of sources is a source.
         #[arg(long, default_value = "frequency")]
         mode: Mode,
+        /// Only detours with run-times in `LO..HI` (e.g. 11us..13us): who fills this bucket.
+        #[arg(long, value_name = "LO..HI")]
+        bucket: Option<String>,
+        /// Also write the per-source table as CSV to this file.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
         /// Draw the noise time per run-time bucket, stacked by source, into this SVG.
         #[arg(long, value_name = "SVG")]
         bars_svg: Option<PathBuf>,
@@ -517,11 +525,26 @@ fn run(cli: Cli) -> Result<()> {
         Command::Attribution {
             trace,
             mode,
+            bucket,
+            csv,
             bars_svg,
             density_svg,
         } => {
-            let a = load_attribution(&trace)?;
+            let mut a = load_attribution(&trace)?;
+            if let Some(b) = &bucket {
+                let (lo, hi) = b
+                    .split_once("..")
+                    .ok_or_else(|| anyhow!("--bucket must be LO..HI, e.g. 11us..13us"))?;
+                let (lo, hi) = (parse_duration_ns(lo)?, parse_duration_ns(hi)?);
+                if !(lo >= 0.0 && hi > lo) {
+                    bail!("--bucket {b}: the upper end must exceed the lower one");
+                }
+                a = within_runs(&a, lo.round() as u64, hi.round() as u64);
+            }
             let report = report_in(&a, mode);
+            if let Some(p) = &csv {
+                write_output_bytes(p, attribution_csv(&report).as_bytes())?;
+            }
             if bars_svg.is_some() || density_svg.is_some() {
                 let by_source = samples(&a, mode);
                 let name = trace.display();

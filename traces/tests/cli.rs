@@ -501,6 +501,33 @@ fn diff_and_modes_and_charts_of_attributed_runs() {
         let svg = std::fs::read_to_string(d.join(f)).unwrap();
         assert!(svg.contains("task:d1") && svg.contains("b.jtr"), "{f}");
     }
+    // Who fills the 300-400 µs bucket, as CSV too.
+    let o = run(
+        d,
+        &[
+            "--json",
+            "attribution",
+            "b.jtr",
+            "--bucket",
+            "300us..400us",
+            "--csv",
+            "t.csv",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["detours"], 200, "{v}");
+    let csv = std::fs::read_to_string(d.join("t.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 4, "{csv}"); // header, task:d1, timer, unattributed
+    assert!(csv.lines().nth(1).unwrap().starts_with("task:d1,"), "{csv}");
+    assert_error(
+        &run(d, &["attribution", "b.jtr", "--bucket", "13us..11us"]),
+        "upper end",
+    );
+    assert_error(
+        &run(d, &["attribution", "b.jtr", "--bucket", "11us"]),
+        "LO..HI",
+    );
     assert_error(
         &run(d, &["attribution", "--mode", "space", "b.jtr"]),
         "unknown mode `space`",
