@@ -501,6 +501,7 @@ pub fn source_density_svg(
         .configure_mesh()
         .x_desc("time of the source in one detour (us)")
         .y_desc("share of occurrences per grid cell")
+        .y_label_formatter(&|v| format!("{v:.0e}"))
         .draw()
         .map_err(&e)?;
     for (i, c) in curves.iter().enumerate() {
