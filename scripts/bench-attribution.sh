@@ -41,6 +41,7 @@ echo "pair  order  plain_ratio  plain_det/s  attr_ratio  attr_det/s  explained  
 # One run: prints "noise_ratio detours_per_s explained events_lost" (explained/lost "-" if plain).
 one() {
   local out=$TMP/run.json
+  rm -f "$TMP/run.jtr" "$TMP/run.jtr.attr.json"
   # A run may not hang: the collection plus a minute for attribution and writing.
   timeout $((SECS + 60)) "$BIN" --cpus "$CPU" -d "${SECS}s" "${POLICY[@]}" -q --json --force \
     "$@" -o "$TMP/run.jtr" > "$out"

@@ -2,8 +2,9 @@
 //! binned impulse series, its significant peaks, and their grouping into harmonic families.
 //!
 //! Method: the occurrences of each CPU are binned into an impulse series of `N` bins of width
-//! `dt` (`N` a power of two, `dt` ≥ [`MIN_BIN_NS`], `N` ≤ [`MAX_BINS`]), the mean is removed, a
-//! Hann window applied, and the power spectra of all CPUs are summed (CPUs are not phase-locked,
+//! `dt` = [`MIN_BIN_NS`] (`N` a power of two ≤ [`MAX_BINS`]; longer windows are cut into equal
+//! segments, at most [`MAX_SEGMENTS`] of them analysed), the mean is removed, a Hann window
+//! applied, and the power spectra of all CPUs and segments are summed (CPUs are not phase-locked,
 //! so powers, not amplitudes, add, and so do their Poisson levels). The power is normalised by its expectation for a Poisson
 //! process of the same count, `n · Σw²`: the spectrum of any simple point process tends to its
 //! rate at high frequencies, and for Poisson arrivals each normalised bin is Exp(1)-distributed.
@@ -28,8 +29,13 @@ use serde::Serialize;
 /// Narrowest bin of the impulse series, ns (periods below about 4 bins are not resolved).
 pub const MIN_BIN_NS: u64 = 100_000;
 
-/// Most bins of the impulse series (longer windows get wider bins).
-pub const MAX_BINS: usize = 1 << 20;
+/// Most bins of one impulse series: a window longer than `MAX_BINS · MIN_BIN_NS` (26.2 s) is
+/// cut into equal segments whose powers add, as CPUs' do (Bartlett's method).
+pub const MAX_BINS: usize = 1 << 18;
+
+/// Most segments analysed per source (evenly chosen among all CPUs' segments): 16 segments
+/// of 26 s hold thousands of cycles of any period resolved, and bound the cost of a long run.
+pub const MAX_SEGMENTS: usize = 16;
 
 /// Probability that a source without any period reports one.
 pub const FALSE_ALARM: f64 = 1e-3;
@@ -71,28 +77,62 @@ pub struct Occurrences<'a> {
 /// The significant periods of a source seen on one or more CPUs, strongest family first (by
 /// the summed power of its peaks); empty when no period is significant.
 pub fn periods(cpus: &[Occurrences]) -> Vec<Period> {
+    let sorted: Vec<Vec<u64>> = cpus
+        .iter()
+        .map(|c| {
+            let mut t: Vec<u64> = c
+                .times_ns
+                .iter()
+                .copied()
+                .filter(|&t| t >= c.begin_ns && t < c.end_ns)
+                .collect();
+            t.sort_unstable();
+            t
+        })
+        .collect();
+    let max_len = MAX_BINS as u64 * MIN_BIN_NS;
+    let mut segments: Vec<Occurrences> = Vec::new();
+    for (c, t) in cpus.iter().zip(&sorted) {
+        let len = c.end_ns.saturating_sub(c.begin_ns);
+        let parts = len.div_ceil(max_len).max(1);
+        for i in 0..parts {
+            let begin = c.begin_ns + len * i / parts;
+            let end = c.begin_ns + len * (i + 1) / parts;
+            let (a, b) = (
+                t.partition_point(|&x| x < begin),
+                t.partition_point(|&x| x < end),
+            );
+            segments.push(Occurrences {
+                begin_ns: begin,
+                end_ns: end,
+                times_ns: &t[a..b],
+            });
+        }
+    }
+    if segments.len() > MAX_SEGMENTS {
+        let all = std::mem::take(&mut segments);
+        segments = (0..MAX_SEGMENTS)
+            .map(|i| all[i * all.len() / MAX_SEGMENTS])
+            .collect();
+    }
+    segment_periods(&segments)
+}
+
+/// [`periods`] of segments no longer than `MAX_BINS · MIN_BIN_NS`, their times sorted.
+fn segment_periods(cpus: &[Occurrences]) -> Vec<Period> {
     let span = cpus
         .iter()
         .map(|c| c.end_ns.saturating_sub(c.begin_ns))
         .max()
         .unwrap_or(0);
-    let n: usize = cpus
-        .iter()
-        .map(|c| {
-            c.times_ns
-                .iter()
-                .filter(|&&t| t >= c.begin_ns && t < c.end_ns)
-                .count()
-        })
-        .sum();
+    let n: usize = cpus.iter().map(|c| c.times_ns.len()).sum();
     if n < MIN_OCCURRENCES || span == 0 {
         return Vec::new();
     }
     let bins = ((span / MIN_BIN_NS) as usize + 1)
         .next_power_of_two()
         .clamp(64, MAX_BINS);
-    let dt = span as f64 / bins as f64;
-    let dt = dt.max(MIN_BIN_NS as f64);
+    let dt = MIN_BIN_NS as f64;
     let fft = FftPlanner::<f64>::new().plan_fft_forward(bins);
     let half = bins / 2;
     let mut power = vec![0.0f64; half + 1];
@@ -434,6 +474,16 @@ mod tests {
         assert!((p[0].power / expect - 1.0).abs() < 0.2, "{p:?}");
         assert_eq!(one(&a[..7], S), []);
         assert_eq!(one(&[], S), []);
+    }
+
+    #[test]
+    fn a_long_window_is_cut_into_segments_whose_powers_add() {
+        // 60 s: three segments of 20 s; a 4 ms train is found, Poisson arrivals give nothing.
+        let t = periodic(4e6, 20e3, 60 * S, 8);
+        let p = one(&t, 60 * S);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!((p[0].period_ns - 4e6).abs() < 0.001 * 4e6, "{p:?}");
+        assert_eq!(one(&poisson(250.0, 60 * S, 9), 60 * S), []);
     }
 
     #[test]
