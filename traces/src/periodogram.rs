@@ -138,6 +138,9 @@ fn segment_periods(cpus: &[Occurrences]) -> Vec<Period> {
     let mut power = vec![0.0f64; half + 1];
     let mut buf = vec![Complex::new(0.0, 0.0); bins];
     let mut norm = 0.0;
+    // The Hann window of the last length used (segments of one CPU share it) and its Σw².
+    let mut window: Vec<f64> = Vec::new();
+    let mut sum_w2 = 0.0;
     for c in cpus {
         // The Hann window spans this CPU's data; the rest of the series is zero padding.
         let used =
@@ -155,12 +158,17 @@ fn segment_periods(cpus: &[Occurrences]) -> Vec<Period> {
         if count == 0 {
             continue;
         }
+        if window.len() != used {
+            window = (0..used)
+                .map(|i| {
+                    let s = (std::f64::consts::PI * (i as f64 + 0.5) / used as f64).sin();
+                    s * s
+                })
+                .collect();
+            sum_w2 = window.iter().map(|w| w * w).sum();
+        }
         let mean = count as f64 / used as f64;
-        let mut sum_w2 = 0.0;
-        for (i, x) in buf[..used].iter_mut().enumerate() {
-            let s = (std::f64::consts::PI * (i as f64 + 0.5) / used as f64).sin();
-            let w = s * s;
-            sum_w2 += w * w;
+        for (x, w) in buf[..used].iter_mut().zip(&window) {
             x.re = (x.re - mean) * w;
         }
         // Poisson expectation of |X_k|²: rate per bin times Σw².
