@@ -365,6 +365,31 @@ fn legend_panel<DB: DrawingBackend>(
     Ok(())
 }
 
+/// Draws an SVG of the data area (`draw`, with its error mapping) and a legend panel of
+/// `labels` right of it, and writes it to `path`.
+fn svg_with_legend(
+    path: &Path,
+    labels: &[String],
+    draw: impl FnOnce(
+        &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+        &dyn Fn(DrawingAreaErrorKind<std::io::Error>) -> TraceError,
+    ) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    let e = draw_err(path);
+    let mut svg = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut svg, (SIZE.0 + LEGEND_WIDTH, SIZE.1)).into_drawing_area();
+        root.fill(&WHITE).map_err(&e)?;
+        let (left, right) = root.split_horizontally(SIZE.0);
+        draw(&left, &e)?;
+        legend_panel(&right, labels, &e)?;
+        root.present().map_err(&e)?;
+    }
+    write_output_bytes(path, svg.as_bytes())?;
+    Ok(())
+}
+
 /// Stacked bars of noise time per detour run-time bucket (log-spaced, µs), one colour per
 /// source: who fills each bucket. `sources` as from [`crate::attribution::samples`].
 pub fn source_bars_svg(
@@ -398,48 +423,40 @@ pub fn source_bars_svg(
         .map(|b| ms.iter().map(|m| m[b]).sum::<f64>())
         .fold(0.0f64, f64::max)
         .max(1e-9);
-    let e = draw_err(path);
-    let mut svg = String::new();
-    let root =
-        SVGBackend::with_string(&mut svg, (SIZE.0 + LEGEND_WIDTH, SIZE.1)).into_drawing_area();
-    root.fill(&WHITE).map_err(&e)?;
-    let (left, right) = root.split_horizontally(SIZE.0);
-    let mut chart = ChartBuilder::on(&left)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((edge(first)..edge(last + 1)).log_scale(), 0.0..peak * 1.05)
-        .map_err(&e)?;
-    chart
-        .configure_mesh()
-        .x_desc("detour run-time (us)")
-        .y_desc("noise time in the bucket (ms)")
-        .draw()
-        .map_err(&e)?;
-    let mut base = vec![0.0f64; buckets];
-    for (i, m) in ms.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let bars: Vec<Rectangle<(f64, f64)>> = (0..buckets)
-            .filter(|&b| m[b] > 0.0)
-            .map(|b| {
-                let k = first + b as i32;
-                let r = Rectangle::new(
-                    [(edge(k), base[b]), (edge(k + 1), base[b] + m[b])],
-                    color.filled(),
-                );
-                base[b] += m[b];
-                r
-            })
-            .collect();
-        chart.draw_series(bars).map_err(&e)?;
-    }
     let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
-    legend_panel(&right, &labels, &e)?;
-    root.present().map_err(&e)?;
-    drop((chart, left, right, root));
-    write_output_bytes(path, svg.as_bytes())?;
-    Ok(())
+    svg_with_legend(path, &labels, |left, e| {
+        let mut chart = ChartBuilder::on(left)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((edge(first)..edge(last + 1)).log_scale(), 0.0..peak * 1.05)
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc("detour run-time (us)")
+            .y_desc("noise time in the bucket (ms)")
+            .draw()
+            .map_err(e)?;
+        let mut base = vec![0.0f64; buckets];
+        for (i, m) in ms.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let bars: Vec<Rectangle<(f64, f64)>> = (0..buckets)
+                .filter(|&b| m[b] > 0.0)
+                .map(|b| {
+                    let k = first + b as i32;
+                    let r = Rectangle::new(
+                        [(edge(k), base[b]), (edge(k + 1), base[b] + m[b])],
+                        color.filled(),
+                    );
+                    base[b] += m[b];
+                    r
+                })
+                .collect();
+            chart.draw_series(bars).map_err(e)?;
+        }
+        Ok(())
+    })
 }
 
 /// The log-density of each source's time per detour (µs, log axis), each curve weighted by the
@@ -484,39 +501,31 @@ pub fn source_density_svg(
         .max(1e-300);
     let floor = peak * 1e-5;
     let (x0, x1) = (grid.run_ns(0) / 1e3, grid.run_ns(grid.points - 1) / 1e3);
-    let e = draw_err(path);
-    let mut svg = String::new();
-    let root =
-        SVGBackend::with_string(&mut svg, (SIZE.0 + LEGEND_WIDTH, SIZE.1)).into_drawing_area();
-    root.fill(&WHITE).map_err(&e)?;
-    let (left, right) = root.split_horizontally(SIZE.0);
-    let mut chart = ChartBuilder::on(&left)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
-        .map_err(&e)?;
-    chart
-        .configure_mesh()
-        .x_desc("time of the source in one detour (us)")
-        .y_desc("share of occurrences per grid cell")
-        .y_label_formatter(&|v| format!("{v:.0e}"))
-        .draw()
-        .map_err(&e)?;
-    for (i, c) in curves.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();
-        chart
-            .draw_series(LineSeries::new(pts, color.stroke_width(2)))
-            .map_err(&e)?;
-    }
     let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
-    legend_panel(&right, &labels, &e)?;
-    root.present().map_err(&e)?;
-    drop((chart, left, right, root));
-    write_output_bytes(path, svg.as_bytes())?;
-    Ok(())
+    svg_with_legend(path, &labels, |left, e| {
+        let mut chart = ChartBuilder::on(left)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc("time of the source in one detour (us)")
+            .y_desc("share of occurrences per grid cell")
+            .y_label_formatter(&|v| format!("{v:.0e}"))
+            .draw()
+            .map_err(e)?;
+        for (i, c) in curves.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();
+            chart
+                .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+                .map_err(e)?;
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]
