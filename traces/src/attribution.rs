@@ -807,7 +807,9 @@ pub fn render_diff(d: &Diff) -> String {
     );
     let _ = writeln!(
         out,
-        "# new/vanished: absent from one run although the other's rate gives >= {DIFF_ABSENT_EXPECTED}          occurrences there; changed: rate |z| >= {DIFF_RATE_Z} and >= {:.0} % apart, or share          >= {:.0} pp and >= {:.0} % apart",
+        "# new/vanished: absent from one run although the other's rate gives >= \
+         {DIFF_ABSENT_EXPECTED} occurrences there; changed: rate |z| >= {DIFF_RATE_Z} and >= {:.0} \
+         % apart, or share >= {:.0} pp and >= {:.0} % apart",
         DIFF_RATE_RELATIVE * 100.0,
         DIFF_SHARE_ABSOLUTE * 100.0,
         DIFF_RATE_RELATIVE * 100.0
@@ -1077,6 +1079,10 @@ mod tests {
         assert_eq!(order, sorted);
         let text = render_diff(&d);
         assert!(text.contains("task:d2") && text.contains("new"), "{text}");
+        assert!(
+            text.contains("gives >= 3 occurrences there; changed: rate |z| >= 3 and >= 20 % apart"),
+            "{text}"
+        );
         assert!(!text.contains("work:rare"), "{text}");
     }
 
