@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
+use crate::periodogram::{periods, Occurrences, Period};
 
 /// The sidecar's own format version.
 pub const ATTRIBUTION_VERSION: u32 = 1;
@@ -184,6 +185,52 @@ impl Category {
     }
 }
 
+/// What a row of the per-source table is (paper 000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Individual sources only: a detour's time is split over its members by their net times,
+    /// and the time no event explains is the `unattributed` row.
+    #[default]
+    Frequency,
+    /// Each combination of sources is a source of its own, with the detours' whole run-times.
+    Time,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = TraceError;
+
+    fn from_str(s: &str) -> Result<Self, TraceError> {
+        match s {
+            "frequency" | "individual" => Ok(Mode::Frequency),
+            "time" | "combination" => Ok(Mode::Time),
+            _ => Err(TraceError::Argument(format!(
+                "unknown mode `{s}` (use frequency or time)"
+            ))),
+        }
+    }
+}
+
+impl Mode {
+    /// The sources of one detour in this mode: (label, first appearance, time), ns.
+    pub fn shares(self, d: &AttributedDetour) -> Vec<(&str, u64, u64)> {
+        match self {
+            Mode::Time => vec![(d.combination.as_str(), d.start_ns, d.run_ns)],
+            Mode::Frequency => {
+                let mut v: Vec<(&str, u64, u64)> = d
+                    .parts
+                    .iter()
+                    .map(|p| (p.source.as_str(), p.start_ns, p.ns))
+                    .collect();
+                if d.unattributed_ns() > 0 {
+                    v.push((UNATTRIBUTED, d.start_ns, d.unattributed_ns()));
+                }
+                v
+            }
+        }
+    }
+}
+
 /// One row of the per-source table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SourceRow {
@@ -207,8 +254,13 @@ pub struct SourceRow {
     pub total_ns: u64,
     /// Share of all detour time.
     pub share: f64,
-    /// Median time between consecutive occurrences on one CPU, ns (`None` under 2).
+    /// The dominant period from the periodogram of the occurrence times, ns (`None` when no
+    /// period is significant; see [`crate::periodogram`]).
     pub period_ns: Option<u64>,
+    /// Every significant period (harmonics grouped), strongest first.
+    pub periods: Vec<Period>,
+    /// Median time between consecutive occurrences on one CPU, ns (`None` under 2).
+    pub median_gap_ns: Option<u64>,
 }
 
 /// Detours with one combination of sources.
@@ -232,6 +284,8 @@ pub const TOP_COMBINATIONS: usize = 10;
 /// The per-source report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
+    /// What the rows are.
+    pub mode: Mode,
     /// Detours attributed.
     pub detours: u64,
     /// All detour time, ns.
@@ -240,6 +294,8 @@ pub struct Report {
     pub explained: f64,
     /// Events the kernel lost, all CPUs.
     pub events_lost: u64,
+    /// Observation time, all CPUs' windows together, ns.
+    pub window_ns: u64,
     /// Handler entries while the probe ran, all CPUs.
     pub entries_checked: u64,
     /// Of those, entries outside every detour.
@@ -253,8 +309,13 @@ pub struct Report {
     pub notes: BTreeMap<String, String>,
 }
 
-/// Builds the per-source table of an attribution.
+/// Builds the per-source table of an attribution (individual sources).
 pub fn report(a: &Attribution) -> Report {
+    report_in(a, Mode::Frequency)
+}
+
+/// Builds the per-source table of an attribution in `mode`.
+pub fn report_in(a: &Attribution, mode: Mode) -> Report {
     struct Acc {
         times: Vec<u64>,
         starts: BTreeMap<u32, Vec<u64>>,
@@ -272,22 +333,21 @@ pub fn report(a: &Attribution) -> Report {
             noise_ns += d.run_ns;
             combos.entry(&d.combination).or_default().push(d.run_ns);
             explained += d.explained_ns.min(d.run_ns);
-            let mut add = |source: &str, start: u64, ns: u64| {
+            for (source, start, ns) in mode.shares(d) {
                 let acc = by.entry(source.to_string()).or_insert_with(|| Acc {
                     times: Vec::new(),
                     starts: BTreeMap::new(),
                 });
                 acc.times.push(ns);
                 acc.starts.entry(c.cpu).or_default().push(start);
-            };
-            for p in &d.parts {
-                add(&p.source, p.start_ns, p.ns);
-            }
-            if d.unattributed_ns() > 0 {
-                add(UNATTRIBUTED, d.start_ns, d.unattributed_ns());
             }
         }
     }
+    let windows: BTreeMap<u32, (u64, u64)> = a
+        .cpus
+        .iter()
+        .map(|c| (c.cpu, (c.begin_ns, c.end_ns)))
+        .collect();
     let secs = window_ns as f64 / 1e9;
     let mut rows: Vec<SourceRow> = by
         .into_iter()
@@ -301,8 +361,25 @@ pub fn report(a: &Attribution) -> Report {
                 .flat_map(|s| s.windows(2).map(|w| w[1].saturating_sub(w[0])))
                 .collect();
             gaps.sort_unstable();
+            let occurrences: Vec<Occurrences> = acc
+                .starts
+                .iter()
+                .map(|(cpu, t)| {
+                    let (begin_ns, end_ns) = windows.get(cpu).copied().unwrap_or_default();
+                    Occurrences {
+                        begin_ns,
+                        end_ns,
+                        times_ns: t,
+                    }
+                })
+                .collect();
+            let periods = periods(&occurrences);
             SourceRow {
-                category: Category::of(&source),
+                category: match mode {
+                    Mode::Frequency => Category::of(&source),
+                    // A combination takes its first member's category.
+                    Mode::Time => Category::of(source.split('+').next().unwrap_or_default()),
+                },
                 source,
                 count: n,
                 rate_per_s: if secs > 0.0 { n as f64 / secs } else { 0.0 },
@@ -316,7 +393,9 @@ pub fn report(a: &Attribution) -> Report {
                 } else {
                     0.0
                 },
-                period_ns: gaps.get(gaps.len() / 2).copied(),
+                period_ns: periods.first().map(|p| p.period_ns.round() as u64),
+                periods,
+                median_gap_ns: gaps.get(gaps.len() / 2).copied(),
             }
         })
         .collect();
@@ -346,6 +425,7 @@ pub fn report(a: &Attribution) -> Report {
     });
     combinations.truncate(TOP_COMBINATIONS);
     Report {
+        mode,
         detours,
         noise_ns,
         explained: if noise_ns > 0 {
@@ -354,6 +434,7 @@ pub fn report(a: &Attribution) -> Report {
             0.0
         },
         events_lost: a.cpus.iter().map(|c| c.events_lost).sum(),
+        window_ns,
         entries_checked: a.cpus.iter().map(|c| c.entries_checked).sum(),
         entries_outside: a.cpus.iter().map(|c| c.entries_outside).sum(),
         rows,
@@ -386,6 +467,12 @@ pub fn render(r: &Report) -> String {
             r.entries_checked
         );
     }
+    if r.mode == Mode::Time {
+        let _ = writeln!(
+            out,
+            "# time domain: each combination of sources is a row, with its detours' run-times"
+        );
+    }
     let header = [
         "source",
         "category",
@@ -412,27 +499,18 @@ pub fn render(r: &Report) -> String {
             us(row.max_ns as f64),
             us(row.total_ns as f64),
             format!("{:.2}", row.share * 100.0),
-            row.period_ns
-                .map_or("-".into(), |p| format!("{:.3}", p as f64 / 1e6)),
+            if row.periods.is_empty() {
+                "-".into()
+            } else {
+                row.periods
+                    .iter()
+                    .map(|p| format!("{:.3}", p.period_ns / 1e6))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| cells.iter().map(|c| c[i].len()).max().unwrap_or(0))
-        .collect();
-    for c in &cells {
-        let line: Vec<String> = c
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                if i < 2 {
-                    format!("{s:<w$}", w = widths[i])
-                } else {
-                    format!("{s:>w$}", w = widths[i])
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
-    }
+    out.push_str(&columns(&cells, 2));
     if !r.combinations.is_empty() {
         let _ = writeln!(out, "# combinations with the most detour time:");
         for c in &r.combinations {
@@ -449,6 +527,332 @@ pub fn render(r: &Report) -> String {
     for (k, v) in &r.notes {
         let _ = writeln!(out, "# {k}: {v}");
     }
+    out
+}
+
+/// The detours with run-times in `[lo_ns, hi_ns)` only ("who fills this bucket": their report
+/// gives the bucket's sources and shares; rates stay per second of the whole observation).
+pub fn within_runs(a: &Attribution, lo_ns: u64, hi_ns: u64) -> Attribution {
+    let mut out = a.clone();
+    for c in &mut out.cpus {
+        c.detours.retain(|d| d.run_ns >= lo_ns && d.run_ns < hi_ns);
+    }
+    out
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The per-source table as CSV, one row per source (times in ns; `periods_ns` `;`-separated).
+pub fn csv(r: &Report) -> String {
+    let mut out = String::from(
+        "source,category,count,rate_per_s,min_ns,mean_ns,median_ns,max_ns,total_ns,share,\
+         period_ns,periods_ns,median_gap_ns\n",
+    );
+    let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+    for row in &r.rows {
+        let periods: Vec<String> = row
+            .periods
+            .iter()
+            .map(|p| format!("{:.0}", p.period_ns))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{},{},{},{:.3},{},{:.1},{},{},{},{:.6},{},{},{}",
+            csv_field(&row.source),
+            csv_field(row.category.name()),
+            row.count,
+            row.rate_per_s,
+            row.min_ns,
+            row.mean_ns,
+            row.median_ns,
+            row.max_ns,
+            row.total_ns,
+            row.share,
+            opt(row.period_ns),
+            periods.join(";"),
+            opt(row.median_gap_ns)
+        );
+    }
+    out
+}
+
+/// One source's time in each detour it took part in, for the charts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceSamples {
+    /// Source label (a combination in time mode).
+    pub source: String,
+    /// (run-time of the detour, the source's time in it), ns, one pair per detour.
+    pub samples: Vec<(u64, u64)>,
+}
+
+/// Every source's samples in `mode`, by total time, largest first.
+pub fn samples(a: &Attribution, mode: Mode) -> Vec<SourceSamples> {
+    let mut by: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for d in a.cpus.iter().flat_map(|c| &c.detours) {
+        for (source, _, ns) in mode.shares(d) {
+            by.entry(source).or_default().push((d.run_ns, ns));
+        }
+    }
+    let mut out: Vec<SourceSamples> = by
+        .into_iter()
+        .map(|(s, samples)| SourceSamples {
+            source: s.to_string(),
+            samples,
+        })
+        .collect();
+    let total = |s: &SourceSamples| s.samples.iter().map(|p| p.1).sum::<u64>();
+    out.sort_by(|a, b| total(b).cmp(&total(a)).then(a.source.cmp(&b.source)));
+    out
+}
+
+/// A rate change is significant when its z-score (two Poisson counts over their windows)
+/// reaches this.
+pub const DIFF_RATE_Z: f64 = 3.0;
+
+/// ... and the rate changed by at least this fraction.
+pub const DIFF_RATE_RELATIVE: f64 = 0.2;
+
+/// A share of noise time changed when it moved by at least this (absolute, 1 percentage point)
+/// and by [`DIFF_RATE_RELATIVE`] of the larger share.
+pub const DIFF_SHARE_ABSOLUTE: f64 = 0.01;
+
+/// A source absent from one run is new (vanished) when its rate in the other would have given
+/// at least this many occurrences there (P(0) = e⁻³ < 5 % for Poisson arrivals).
+pub const DIFF_ABSENT_EXPECTED: f64 = 3.0;
+
+/// How a source differs between two runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// Absent from the base run, and its rate would have shown it there.
+    New,
+    /// Absent from the new run, and its base rate would have shown it there.
+    Vanished,
+    /// Its rate or share of noise time changed beyond the criterion.
+    Changed,
+    /// Within the criterion.
+    Same,
+}
+
+impl Change {
+    /// Name as printed.
+    pub fn name(self) -> &'static str {
+        match self {
+            Change::New => "new",
+            Change::Vanished => "vanished",
+            Change::Changed => "changed",
+            Change::Same => "same",
+        }
+    }
+}
+
+/// One source in the comparison of two runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceChange {
+    /// Source label.
+    pub source: String,
+    /// Its category.
+    pub category: Category,
+    /// The verdict.
+    pub change: Change,
+    /// Occurrences in the base run.
+    pub count_base: u64,
+    /// Occurrences in the new run.
+    pub count_new: u64,
+    /// Rate in the base run, per s.
+    pub rate_base: f64,
+    /// Rate in the new run, per s.
+    pub rate_new: f64,
+    /// z-score of the rate change (new − base).
+    pub rate_z: f64,
+    /// Share of noise time in the base run.
+    pub share_base: f64,
+    /// Share of noise time in the new run.
+    pub share_new: f64,
+    /// Dominant period in the base run, ns.
+    pub period_base_ns: Option<u64>,
+    /// Dominant period in the new run, ns.
+    pub period_new_ns: Option<u64>,
+}
+
+/// The comparison of two attributed runs, source by source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diff {
+    /// What the sources are.
+    pub mode: Mode,
+    /// Share of noise time explained, base run.
+    pub explained_base: f64,
+    /// Share of noise time explained, new run.
+    pub explained_new: f64,
+    /// Every source of either run: new, vanished, changed, then the rest, each by the larger
+    /// share.
+    pub sources: Vec<SourceChange>,
+}
+
+/// Compares two per-source tables (of one mode).
+pub fn diff(base: &Report, new: &Report) -> Diff {
+    let secs = |r: &Report| r.window_ns as f64 / 1e9;
+    let (t1, t2) = (secs(base), secs(new));
+    let find = |r: &'_ Report, s: &str| r.rows.iter().find(|row| row.source == s).cloned();
+    let mut names: Vec<&str> = base.rows.iter().map(|r| r.source.as_str()).collect();
+    names.extend(new.rows.iter().map(|r| r.source.as_str()));
+    names.sort_unstable();
+    names.dedup();
+    let mut sources: Vec<SourceChange> = names
+        .into_iter()
+        .map(|name| {
+            let (a, b) = (find(base, name), find(new, name));
+            let (k1, k2) = (
+                a.as_ref().map_or(0, |r| r.count),
+                b.as_ref().map_or(0, |r| r.count),
+            );
+            let rate = |k: u64, t: f64| if t > 0.0 { k as f64 / t } else { 0.0 };
+            let (r1, r2) = (rate(k1, t1), rate(k2, t2));
+            let var = |k: u64, t: f64| if t > 0.0 { k as f64 / (t * t) } else { 0.0 };
+            let sd = (var(k1, t1) + var(k2, t2)).sqrt();
+            let z = if sd > 0.0 { (r2 - r1) / sd } else { 0.0 };
+            let (s1, s2) = (
+                a.as_ref().map_or(0.0, |r| r.share),
+                b.as_ref().map_or(0.0, |r| r.share),
+            );
+            let relative = |x: f64, y: f64| (x - y).abs() >= DIFF_RATE_RELATIVE * x.max(y);
+            let change = if k1 == 0 && r2 * t1 >= DIFF_ABSENT_EXPECTED {
+                Change::New
+            } else if k2 == 0 && r1 * t2 >= DIFF_ABSENT_EXPECTED {
+                Change::Vanished
+            } else if (z.abs() >= DIFF_RATE_Z && relative(r1, r2))
+                || ((s2 - s1).abs() >= DIFF_SHARE_ABSOLUTE && relative(s1, s2))
+            {
+                Change::Changed
+            } else {
+                Change::Same
+            };
+            SourceChange {
+                source: name.to_string(),
+                category: a
+                    .as_ref()
+                    .or(b.as_ref())
+                    .map_or(Category::Unattributed, |r| r.category),
+                change,
+                count_base: k1,
+                count_new: k2,
+                rate_base: r1,
+                rate_new: r2,
+                rate_z: z,
+                share_base: s1,
+                share_new: s2,
+                period_base_ns: a.and_then(|r| r.period_ns),
+                period_new_ns: b.and_then(|r| r.period_ns),
+            }
+        })
+        .collect();
+    sources.sort_by(|a, b| {
+        a.change.cmp(&b.change).then(
+            b.share_base
+                .max(b.share_new)
+                .total_cmp(&a.share_base.max(a.share_new)),
+        )
+    });
+    Diff {
+        mode: base.mode,
+        explained_base: base.explained,
+        explained_new: new.explained,
+        sources,
+    }
+}
+
+/// Lays out rows of cells as aligned columns, the first `left` left-aligned.
+fn columns(cells: &[Vec<String>], left: usize) -> String {
+    let n = cells.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..n)
+        .map(|i| cells.iter().map(|c| c[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for c in cells {
+        let line: Vec<String> = c
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if i < left {
+                    format!("{s:<w$}", w = widths[i])
+                } else {
+                    format!("{s:>w$}", w = widths[i])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}
+
+/// The comparison as text: the criterion, the sources that differ, and a count of the rest.
+pub fn render_diff(d: &Diff) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# sources ({} mode): explained {:.1} % -> {:.1} %",
+        match d.mode {
+            Mode::Frequency => "frequency",
+            Mode::Time => "time",
+        },
+        d.explained_base * 100.0,
+        d.explained_new * 100.0
+    );
+    let _ = writeln!(
+        out,
+        "# new/vanished: absent from one run although the other's rate gives >= \
+         {DIFF_ABSENT_EXPECTED} occurrences there; changed: rate |z| >= {DIFF_RATE_Z} and >= {:.0} \
+         % apart, or share >= {:.0} pp and >= {:.0} % apart",
+        DIFF_RATE_RELATIVE * 100.0,
+        DIFF_SHARE_ABSOLUTE * 100.0,
+        DIFF_RATE_RELATIVE * 100.0
+    );
+    let period = |p: Option<u64>| p.map_or("-".into(), |p| format!("{:.3}", p as f64 / 1e6));
+    let mut cells: Vec<Vec<String>> = vec![[
+        "source",
+        "category",
+        "change",
+        "rate/s",
+        "rate/s new",
+        "z",
+        "share%",
+        "share% new",
+        "period_ms",
+        "period_ms new",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()];
+    let same = d
+        .sources
+        .iter()
+        .filter(|s| s.change == Change::Same)
+        .count();
+    for s in d.sources.iter().filter(|s| s.change != Change::Same) {
+        cells.push(vec![
+            s.source.clone(),
+            s.category.name().into(),
+            s.change.name().into(),
+            format!("{:.1}", s.rate_base),
+            format!("{:.1}", s.rate_new),
+            format!("{:+.1}", s.rate_z),
+            format!("{:.2}", s.share_base * 100.0),
+            format!("{:.2}", s.share_new * 100.0),
+            period(s.period_base_ns),
+            period(s.period_new_ns),
+        ]);
+    }
+    if cells.len() > 1 {
+        out.push_str(&columns(&cells, 3));
+    }
+    let _ = writeln!(out, "# {same} sources within the criterion");
     out
 }
 
@@ -530,11 +934,12 @@ mod tests {
         );
         assert_eq!(t.median_ns, 2_000);
         assert!((t.rate_per_s - 4.0).abs() < 1e-12);
-        // Gaps 4, 4, 11 ms: the median is 4 ms.
-        assert_eq!(t.period_ns, Some(4_000_000));
+        // Gaps 4, 4, 11 ms: the median is 4 ms; four occurrences are too few for a period.
+        assert_eq!(t.median_gap_ns, Some(4_000_000));
+        assert_eq!(t.period_ns, None);
         let u = &r.rows[2];
         assert_eq!((u.count, u.total_ns), (3, 500 + 500 + 2_000));
-        assert_eq!(r.rows[0].period_ns, None);
+        assert_eq!(r.rows[0].median_gap_ns, None);
         let shares: f64 = r.rows.iter().map(|r| r.share).sum();
         assert!((shares - 1.0).abs() < 1e-12, "shares add up to {shares}");
         let combos: Vec<(&str, u64, u64)> = r
@@ -551,6 +956,158 @@ mod tests {
             .nth(2)
             .unwrap()
             .starts_with("task:d        preemption"));
+    }
+
+    /// 2 s on one CPU: a timer every 4 ms (2 µs, 1 µs unexplained each), a daemon every 10 ms
+    /// (300 µs), every third daemon wake-up joined by the timer.
+    fn periodic_attribution() -> Attribution {
+        let mut detours = Vec::new();
+        for k in 0..500u64 {
+            let t = 1_000_000 + k * 4_000_000;
+            detours.push(detour(t, 3_000, &[("timer", t, 2_000)]));
+        }
+        for k in 0..200u64 {
+            let t = 2_500_000 + k * 10_000_000;
+            if k % 3 == 0 {
+                detours.push(detour(
+                    t,
+                    302_000,
+                    &[("timer", t, 2_000), ("task:d1", t + 2_000, 300_000)],
+                ));
+            } else {
+                detours.push(detour(t, 300_000, &[("task:d1", t, 300_000)]));
+            }
+        }
+        detours.sort_by_key(|d| d.start_ns);
+        Attribution {
+            version: ATTRIBUTION_VERSION,
+            cpus: vec![CpuAttribution {
+                cpu: 0,
+                begin_ns: 0,
+                end_ns: 2_000_000_000,
+                detours,
+                ..CpuAttribution::default()
+            }],
+            ..Attribution::default()
+        }
+    }
+
+    /// The period is within half a frequency bin of `p`: at most p²/(2·span) for the 2 s span.
+    fn assert_within_half_bin(row: &SourceRow, p: f64) {
+        let got = row.period_ns.expect("a period") as f64;
+        assert!((got - p).abs() <= p * p / 4e9, "{row:?}");
+    }
+
+    #[test]
+    fn rows_carry_the_periodogram_period_of_each_source() {
+        let r = report(&periodic_attribution());
+        let row = |s: &str| r.rows.iter().find(|r| r.source == s).unwrap();
+        assert_within_half_bin(row("task:d1"), 10e6);
+        // The timer: every 4 ms, plus every 30 ms with the daemon; the 4 ms family dominates.
+        assert_within_half_bin(row("timer"), 4e6);
+        assert_within_half_bin(row(UNATTRIBUTED), 4e6);
+        let text = render(&r);
+        let d1 = text.lines().find(|l| l.starts_with("task:d1")).unwrap();
+        assert!(d1.ends_with("10.000"), "{text}");
+    }
+
+    #[test]
+    fn time_mode_makes_each_combination_a_source_with_whole_run_times() {
+        let a = periodic_attribution();
+        let r = report_in(&a, Mode::Time);
+        assert_eq!(r.mode, Mode::Time);
+        let names: Vec<&str> = r.rows.iter().map(|r| r.source.as_str()).collect();
+        assert_eq!(names, ["task:d1", "timer+task:d1", "timer"]);
+        let combo = &r.rows[1];
+        assert_eq!((combo.count, combo.total_ns), (67, 67 * 302_000));
+        assert_eq!(combo.category, Category::Periodic);
+        assert_within_half_bin(combo, 30e6);
+        let timer = &r.rows[2];
+        assert_eq!((timer.count, timer.min_ns), (500, 3_000));
+        let shares: f64 = r.rows.iter().map(|r| r.share).sum();
+        assert!((shares - 1.0).abs() < 1e-12);
+        // Frequency mode splits the same time over the members and the residual.
+        let f = report_in(&a, Mode::Frequency);
+        let total = |r: &Report| r.rows.iter().map(|r| r.total_ns).sum::<u64>();
+        assert_eq!(total(&f), total(&r));
+        assert_eq!(f.rows.len(), 3);
+        assert!(render(&r).contains("time domain"));
+        assert_eq!("time".parse::<Mode>().unwrap(), Mode::Time);
+        assert!("space".parse::<Mode>().is_err());
+    }
+
+    #[test]
+    fn diff_names_new_vanished_and_changed_sources_by_its_criterion() {
+        let base = periodic_attribution();
+        let same = diff(&report(&base), &report(&base));
+        assert!(same.sources.iter().all(|s| s.change == Change::Same));
+        assert!(render_diff(&same).contains("# 3 sources within the criterion"));
+        // The new run: the daemon d1 is gone, d2 (50 µs every 5 ms) and one rare work item came.
+        let mut new = base.clone();
+        let c = &mut new.cpus[0];
+        c.detours.retain(|d| !d.combination.contains("task:d1"));
+        for k in 0..400u64 {
+            let t = 3_000_000 + k * 5_000_000;
+            c.detours.push(detour(t, 50_000, &[("task:d2", t, 50_000)]));
+        }
+        c.detours
+            .push(detour(7_000_000, 9_000, &[("work:rare", 7_000_000, 9_000)]));
+        c.detours.sort_by_key(|d| d.start_ns);
+        let d = diff(&report(&base), &report(&new));
+        let get = |s: &str| d.sources.iter().find(|c| c.source == s).unwrap();
+        assert_eq!(get("task:d1").change, Change::Vanished);
+        let d2 = get("task:d2");
+        assert_eq!(
+            (d2.change, d2.count_base, d2.count_new),
+            (Change::New, 0, 400)
+        );
+        // Within half a frequency bin, p²/(2·span) = 6.25 µs.
+        assert!(
+            d2.period_new_ns.unwrap().abs_diff(5_000_000) <= 6_250,
+            "{d2:?}"
+        );
+        // Once in 2 s: absent from the base run is no evidence (expected 1 < 3 there).
+        assert_eq!(get("work:rare").change, Change::Same);
+        // The timer kept its own 500 but lost the 67 it shared with d1: z = -2.05, the same
+        // rate by the criterion; its share of the now smaller noise grew from 1.8 % to 4.7 %.
+        let timer = get("timer");
+        assert!((timer.rate_z + 2.05).abs() < 0.01, "{timer:?}");
+        assert_eq!(timer.change, Change::Changed);
+        let order: Vec<Change> = d.sources.iter().map(|s| s.change).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted);
+        let text = render_diff(&d);
+        assert!(text.contains("task:d2") && text.contains("new"), "{text}");
+        assert!(
+            text.contains("gives >= 3 occurrences there; changed: rate |z| >= 3 and >= 20 % apart"),
+            "{text}"
+        );
+        assert!(!text.contains("work:rare"), "{text}");
+    }
+
+    #[test]
+    fn a_bucket_keeps_its_detours_and_the_csv_has_one_row_per_source() {
+        let a = periodic_attribution();
+        // 2-3.5 µs: the timer detours alone (3 µs), not the daemon's (300-302 µs).
+        let b = report(&within_runs(&a, 2_000, 3_500));
+        let names: Vec<&str> = b.rows.iter().map(|r| r.source.as_str()).collect();
+        assert_eq!(names, ["timer", UNATTRIBUTED]);
+        assert_eq!(b.detours, 500);
+        assert!((b.rows[0].share - 2.0 / 3.0).abs() < 1e-12);
+        let r = report(&a);
+        let text = csv(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1 + r.rows.len());
+        assert!(lines[0].starts_with("source,category,count,"));
+        let d1 = lines.iter().find(|l| l.starts_with("task:d1,")).unwrap();
+        assert_eq!(d1.split(',').count(), 13, "{d1}");
+        assert!(
+            d1.starts_with("task:d1,preemption,200,100.000,300000,"),
+            "{d1}"
+        );
+        assert_eq!(csv_field("task:a,b"), "\"task:a,b\"");
+        assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
     }
 
     #[test]

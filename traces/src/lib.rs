@@ -9,6 +9,7 @@ pub mod format;
 pub mod interop;
 pub mod model;
 pub mod output;
+pub mod periodogram;
 pub mod plot;
 pub mod sanity;
 pub mod stats;

@@ -7,10 +7,15 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
+use jitter_trace::attribution::{
+    csv as attribution_csv, diff, render, render_diff, report_in, samples, sidecar_path,
+    within_runs, Attribution, Mode,
+};
 use jitter_trace::compare::compare;
 use jitter_trace::format::Completeness;
 use jitter_trace::interop::{export, import, per_stream_path, Format};
-use jitter_trace::plot::{plot, PlotKind, Series};
+use jitter_trace::output::write_output_bytes;
+use jitter_trace::plot::{plot, source_bars_svg, source_density_svg, PlotKind, Series};
 use jitter_trace::stats::{injectability, scale_for_share, TraceStats};
 use jitter_trace::synth::{synthesize, Spec};
 use jitter_trace::transform;
@@ -161,6 +166,33 @@ enum Command {
     Attribution {
         /// The trace (its sidecar `<trace>.attr.json` must be beside it).
         trace: PathBuf,
+        /// frequency: individual sources, a detour's time split over them; time: each
+        /// combination of sources is a source.
+        #[arg(long, default_value = "frequency")]
+        mode: Mode,
+        /// Only detours with run-times in `LO..HI` (e.g. 11us..13us): who fills this bucket.
+        #[arg(long, value_name = "LO..HI")]
+        bucket: Option<String>,
+        /// Also write the per-source table as CSV to this file.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// Draw the noise time per run-time bucket, stacked by source, into this SVG.
+        #[arg(long, value_name = "SVG")]
+        bars_svg: Option<PathBuf>,
+        /// Draw each source's density of its time per detour into this SVG.
+        #[arg(long, value_name = "SVG")]
+        density_svg: Option<PathBuf>,
+    },
+    /// Sources that are new, vanished or changed between two runs collected with
+    /// `jitter-collect --attribute` (reads both sidecars).
+    Diff {
+        /// The base run's trace.
+        base: PathBuf,
+        /// The new run's trace.
+        new: PathBuf,
+        /// frequency (individual sources) or time (combinations).
+        #[arg(long, default_value = "frequency")]
+        mode: Mode,
     },
     /// Draw run-time densities, CDFs or time series of one or more traces into an SVG.
     Plot {
@@ -273,6 +305,29 @@ fn report_written(
         println!("{line}");
         Ok(())
     }
+}
+
+/// Reads the attribution sidecar of `trace` and checks that it belongs to that collection.
+fn load_attribution(trace: &std::path::Path) -> Result<Attribution> {
+    let sidecar = sidecar_path(trace);
+    if !sidecar.exists() {
+        bail!(
+            "{} has no attribution ({} is missing): collect with jitter-collect --attribute",
+            trace.display(),
+            sidecar.display()
+        );
+    }
+    let a = Attribution::read(&sidecar)?;
+    let reader = jitter_trace::TraceReader::open(trace)?;
+    let start = reader.header().collection_start_unix_ns;
+    if start != a.collection_start_unix_ns {
+        bail!(
+            "{} belongs to another collection (started at {} ns, the trace at {start} ns)",
+            sidecar.display(),
+            a.collection_start_unix_ns
+        );
+    }
+    Ok(a)
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -467,31 +522,57 @@ fn run(cli: Cli) -> Result<()> {
             let written = save(&t, &output)?;
             report_written(json, &t, &written, json!({ "merged": merged }))
         }
-        Command::Attribution { trace } => {
-            let sidecar = jitter_trace::attribution::sidecar_path(&trace);
-            if !sidecar.exists() {
-                bail!(
-                    "{} has no attribution ({} is missing): collect with jitter-collect \
-                     --attribute",
-                    trace.display(),
-                    sidecar.display()
-                );
+        Command::Attribution {
+            trace,
+            mode,
+            bucket,
+            csv,
+            bars_svg,
+            density_svg,
+        } => {
+            let mut a = load_attribution(&trace)?;
+            if let Some(b) = &bucket {
+                let (lo, hi) = b
+                    .split_once("..")
+                    .ok_or_else(|| anyhow!("--bucket must be LO..HI, e.g. 11us..13us"))?;
+                let (lo, hi) = (parse_duration_ns(lo)?, parse_duration_ns(hi)?);
+                if !(lo >= 0.0 && hi > lo) {
+                    bail!("--bucket {b}: the upper end must exceed the lower one");
+                }
+                a = within_runs(&a, lo.round() as u64, hi.round() as u64);
             }
-            let a = jitter_trace::attribution::Attribution::read(&sidecar)?;
-            let reader = jitter_trace::TraceReader::open(&trace)?;
-            let start = reader.header().collection_start_unix_ns;
-            if start != a.collection_start_unix_ns {
-                bail!(
-                    "{} belongs to another collection (started at {} ns, the trace at {start} ns)",
-                    sidecar.display(),
-                    a.collection_start_unix_ns
-                );
+            let report = report_in(&a, mode);
+            if let Some(p) = &csv {
+                write_output_bytes(p, attribution_csv(&report).as_bytes())?;
             }
-            let report = jitter_trace::attribution::report(&a);
+            if bars_svg.is_some() || density_svg.is_some() {
+                let by_source = samples(&a, mode);
+                let name = trace.display();
+                if let Some(p) = &bars_svg {
+                    let title = format!("noise time per detour run-time, by source: {name}");
+                    source_bars_svg(&by_source, &title, p)?;
+                }
+                if let Some(p) = &density_svg {
+                    let title = format!("time per detour, by source: {name}");
+                    source_density_svg(&by_source, &title, p)?;
+                }
+            }
             if json {
                 print_json(&serde_json::to_value(&report)?)
             } else {
-                print!("{}", jitter_trace::attribution::render(&report));
+                print!("{}", render(&report));
+                Ok(())
+            }
+        }
+        Command::Diff { base, new, mode } => {
+            let d = diff(
+                &report_in(&load_attribution(&base)?, mode),
+                &report_in(&load_attribution(&new)?, mode),
+            );
+            if json {
+                print_json(&serde_json::to_value(&d)?)
+            } else {
+                print!("{}", render_diff(&d));
                 Ok(())
             }
         }

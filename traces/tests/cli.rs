@@ -387,3 +387,150 @@ fn attribution_reads_the_sidecar_of_its_own_trace_only() {
         "not an attribution",
     );
 }
+
+#[test]
+fn diff_and_modes_and_charts_of_attributed_runs() {
+    use jitter_trace::attribution::{
+        sidecar_path, AttributedDetour, Attribution, CpuAttribution, Part, ATTRIBUTION_VERSION,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let a = synth(d, "a.jtr");
+    let b = synth(d, "b.jtr");
+    let start = jitter_trace::read_trace(&a)
+        .unwrap()
+        .trace
+        .header
+        .collection_start_unix_ns;
+    // 2 s: a timer every 4 ms; in b also a daemon every 10 ms, with the timer every fifth time.
+    let one = |t: u64, parts: &[(&str, u64)]| AttributedDetour {
+        start_ns: t,
+        run_ns: parts.iter().map(|p| p.1).sum::<u64>() + 500,
+        source: parts[0].0.into(),
+        combination: parts.iter().map(|p| p.0).collect::<Vec<_>>().join("+"),
+        explained_ns: parts.iter().map(|p| p.1).sum(),
+        parts: parts
+            .iter()
+            .map(|&(s, ns)| Part {
+                source: s.into(),
+                start_ns: t,
+                ns,
+            })
+            .collect(),
+    };
+    let sidecar = |daemon: bool| {
+        let mut detours: Vec<AttributedDetour> = (0..500)
+            .map(|k| one(1_000_000 + k * 4_000_000, &[("timer", 2_000)]))
+            .collect();
+        if daemon {
+            detours.extend((0..200).map(|k| {
+                let t = 3_000_000 + k * 10_000_000;
+                if k % 5 == 0 {
+                    one(t, &[("timer", 2_000), ("task:d1", 300_000)])
+                } else {
+                    one(t, &[("task:d1", 300_000)])
+                }
+            }));
+        }
+        detours.sort_by_key(|d| d.start_ns);
+        Attribution {
+            version: ATTRIBUTION_VERSION,
+            collection_start_unix_ns: start,
+            cpus: vec![CpuAttribution {
+                cpu: 0,
+                begin_ns: 0,
+                end_ns: 2_000_000_000,
+                detours,
+                ..CpuAttribution::default()
+            }],
+            ..Attribution::default()
+        }
+    };
+    sidecar(false).write(&sidecar_path(&a)).unwrap();
+    sidecar(true).write(&sidecar_path(&b)).unwrap();
+    let o = run(d, &["--json", "diff", "a.jtr", "b.jtr"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let change = |v: &serde_json::Value, s: &str| {
+        v["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["source"] == s)
+            .map(|c| c["change"].as_str().unwrap().to_string())
+    };
+    assert_eq!(change(&v, "task:d1").as_deref(), Some("new"), "{v}");
+    assert_eq!(v["mode"], "frequency");
+    let o = run(d, &["diff", "b.jtr", "a.jtr"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("task:d1") && l.contains("vanished")),
+        "{text}"
+    );
+    // Time mode: the combination is a source of its own.
+    let o = run(d, &["--json", "diff", "--mode", "time", "a.jtr", "b.jtr"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(change(&v, "timer+task:d1").as_deref(), Some("new"), "{v}");
+    let o = run(d, &["--json", "attribution", "--mode", "time", "b.jtr"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["mode"], "time");
+    let row = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["source"] == "task:d1")
+        .unwrap();
+    assert_eq!(row["count"], 160);
+    let p = row["periods"][0]["period_ns"].as_f64().unwrap();
+    assert!((p - 10e6).abs() < 10e6 * 0.05, "{row}");
+    // Charts.
+    let o = run(
+        d,
+        &[
+            "attribution",
+            "b.jtr",
+            "--bars-svg",
+            "bars.svg",
+            "--density-svg",
+            "density.svg",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in ["bars.svg", "density.svg"] {
+        let svg = std::fs::read_to_string(d.join(f)).unwrap();
+        assert!(svg.contains("task:d1") && svg.contains("b.jtr"), "{f}");
+    }
+    // Who fills the 300-400 µs bucket, as CSV too.
+    let o = run(
+        d,
+        &[
+            "--json",
+            "attribution",
+            "b.jtr",
+            "--bucket",
+            "300us..400us",
+            "--csv",
+            "t.csv",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["detours"], 200, "{v}");
+    let csv = std::fs::read_to_string(d.join("t.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 4, "{csv}"); // header, task:d1, timer, unattributed
+    assert!(csv.lines().nth(1).unwrap().starts_with("task:d1,"), "{csv}");
+    assert_error(
+        &run(d, &["attribution", "b.jtr", "--bucket", "13us..11us"]),
+        "upper end",
+    );
+    assert_error(
+        &run(d, &["attribution", "b.jtr", "--bucket", "11us"]),
+        "LO..HI",
+    );
+    assert_error(
+        &run(d, &["attribution", "--mode", "space", "b.jtr"]),
+        "unknown mode `space`",
+    );
+    assert_error(&run(d, &["diff", "a.jtr", "none.jtr"]), "none.jtr");
+}
