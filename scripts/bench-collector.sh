@@ -12,7 +12,7 @@ SECS=${SECS:-10}
 ROUNDS=${ROUNDS:-3}
 RSS_SECS=${RSS_SECS:-120}
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build -q --release -p jitter-collect --bin jitter-collect --example loop_period --example daemon
+cargo build -q --release -p jitter-collect --bin jitter-collect --example loop_period
 cargo build -q --release -p jitter-trace --bin jitter-trace
 BIN=$TARGET/release/jitter-collect
 TMP=$(mktemp -d)
@@ -100,7 +100,7 @@ echo "probes at SCHED_FIFO 1, with a synthetic daemon (SCHED_FIFO 50, every 10 m
 echo "mode      detours/s  noise_ratio  median_ns  <1us   daemon-like/s  daemon_median_ns  ftq_count_p1/p50/max"
 for r in $(seq "$ROUNDS"); do
   for mode in detours ftq; do
-    "$TARGET/release/examples/daemon" "$CPU" 10000 300 $((SECS + 2)) &
+    "$TARGET/release/jitter-collect" daemon --cpu "$CPU" --period 10ms --busy 300us -d $((SECS + 2))s --rt 50 &
     DPID=$!
     sleep 0.5
     "$BIN" --mode "$mode" --cpus "$CPU" -d "${SECS}s" --sched fifo --prio 1 -q --json \

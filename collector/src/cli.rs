@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::counter::{DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::CpuList;
+use crate::daemon::DaemonArgs;
 use crate::ftq::Quantum;
 use crate::session::{collect, Config, Mode, SchedPolicy, Threshold};
 use crate::table;
@@ -44,8 +45,16 @@ pub enum ModeArg {
 /// Record OS jitter (detours) on every selected CPU into a .jtr trace, then print a per-CPU
 /// table in osjitter's columns.
 #[derive(Debug, Parser)]
-#[command(name = "jitter-collect", version, about)]
+#[command(
+    name = "jitter-collect",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
+    /// A helper instead of a collection.
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// CPUs to probe, e.g. `0,2-5` (default: every online CPU this process may run on).
     #[arg(long)]
     pub cpus: Option<String>,
@@ -120,6 +129,14 @@ pub struct Cli {
     /// it is fit to collect and to replay on. Exits non-zero when unfit to collect.
     #[arg(long)]
     pub check: bool,
+}
+
+/// Helpers of `jitter-collect`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a synthetic daemon: wake every --period on --cpu, busy for --busy, then print the
+    /// wake-up lateness (known noise to check collection and attribution against).
+    Daemon(DaemonArgs),
 }
 
 impl Cli {
@@ -199,6 +216,13 @@ impl Cli {
 
 /// Runs the tool: collects, then prints the table (or JSON) on stdout.
 pub fn run(cli: Cli) -> Result<()> {
+    if let Some(Command::Daemon(args)) = &cli.command {
+        let d = crate::daemon::run(args)?;
+        println!("wakeups {}", d.wakeups);
+        println!("wake-lateness-median-ns {}", d.lateness_median_ns);
+        println!("wake-lateness-p95-ns {}", d.lateness_p95_ns);
+        return Ok(());
+    }
     let config = cli.config()?;
     if cli.check {
         return check(&cli, &config);

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod clock;
 pub mod counter;
 pub mod cpuset;
+pub mod daemon;
 pub mod environment;
 pub mod ftq;
 pub mod probe;

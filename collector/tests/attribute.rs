@@ -1,7 +1,7 @@
 //! End-to-end tests of `jitter-collect --attribute`. They need root and tracefs; without them
 //! each prints why it is skipped. They run one at a time (a global lock).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -41,24 +41,23 @@ fn instances() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The example daemon, built with this test's profile.
-fn daemon_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // target/<profile>/deps/attribute-… → target/<profile>/examples/daemon
-    let profile_dir = exe.parent().unwrap().parent().unwrap();
-    let bin = profile_dir.join("examples").join("daemon");
-    let release = profile_dir.file_name().is_some_and(|n| n == "release");
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args(["build", "-q", "-p", "jitter-collect", "--example", "daemon"]);
-    if release {
-        cmd.arg("--release");
-    }
-    let st = cmd
-        .status()
-        .expect("cannot run cargo to build the example daemon");
-    assert!(st.success(), "cargo build --example daemon failed");
-    assert!(bin.exists(), "{} missing", bin.display());
-    bin
+/// `jitter-collect daemon` named `name` on `cpu` at SCHED_FIFO 50: every `period`, busy 300 µs,
+/// for `secs` seconds.
+fn daemon(name: &str, cpu: u32, period: &str, secs: u32, stdout: Stdio) -> std::process::Child {
+    Command::new(BIN)
+        .args([
+            "daemon",
+            "--name",
+            name,
+            "--cpu",
+            &cpu.to_string(),
+            "--period",
+            period,
+        ])
+        .args(["--busy", "300us", "--rt", "50", "-d", &format!("{secs}s")])
+        .stdout(stdout)
+        .spawn()
+        .unwrap()
 }
 
 #[test]
@@ -68,14 +67,9 @@ fn a_periodic_real_time_daemon_is_attributed_to_its_task_with_its_period_and_len
         eprintln!("skipped: {why}");
         return;
     }
-    let daemon_bin = daemon_binary();
     let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
     // The daemon: SCHED_FIFO 50, every 10 ms, 300 µs, for 6 s.
-    let daemon = Command::new(&daemon_bin)
-        .args([&cpu.to_string(), "10000", "300", "6", "50"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let daemon = daemon("daemon", cpu, "10ms", 6, Stdio::piped());
     std::thread::sleep(Duration::from_millis(500));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("d.jtr");
@@ -184,21 +178,13 @@ fn two_daemons_10ms_and_10_5ms_are_two_sources_with_their_periods_and_their_comb
         eprintln!("skipped: {why}");
         return;
     }
-    // Two copies of the example daemon named d1 and d2 (the task name is the file's), on one
-    // CPU at SCHED_FIFO 50, every 10 ms and every 10.5 ms, 300 µs each, for 5 s.
+    // Two daemons named d1 and d2 on one CPU at SCHED_FIFO 50, every 10 ms and every 10.5 ms,
+    // 300 µs each, for 5 s.
     let dir = tempfile::tempdir().unwrap();
     let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
-    let daemons: Vec<std::process::Child> = [("d1", "10000"), ("d2", "10500")]
+    let daemons: Vec<std::process::Child> = [("d1", "10ms"), ("d2", "10.5ms")]
         .iter()
-        .map(|(name, period)| {
-            let bin = dir.path().join(name);
-            std::fs::copy(daemon_binary(), &bin).unwrap();
-            Command::new(&bin)
-                .args([cpu.to_string().as_str(), period, "300", "5", "50"])
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap()
-        })
+        .map(|(name, period)| daemon(name, cpu, period, 5, Stdio::null()))
         .collect();
     std::thread::sleep(Duration::from_millis(500));
     let out = dir.path().join("two.jtr");

@@ -26,10 +26,9 @@ synthetic | real | all | shared | fifo | daemon) ;;
 esac
 
 bin="$root/target/release"
-if [[ ! -x "$bin/jitter-trace" || ! -x "$bin/jitter-collect" || ! -x "$bin/examples/daemon" ]]; then
-    echo "building jitter-trace, jitter-collect and the collector's daemon example (release)..."
-    (cd "$root" && cargo build --release -q -p jitter-trace -p jitter-collect &&
-        cargo build --release -q -p jitter-collect --example daemon)
+if [[ ! -x "$bin/jitter-trace" || ! -x "$bin/jitter-collect" ]]; then
+    echo "building jitter-trace and jitter-collect (release)..."
+    (cd "$root" && cargo build --release -q -p jitter-trace -p jitter-collect)
 fi
 jt="$bin/jitter-trace"
 
@@ -117,7 +116,7 @@ fi
 #    probe), waking every 10 ms on an absolute schedule and spinning 300 us, for 12 s around the
 #    10 s collection (it calibrates its clock for 0.2 s first).
 if real_wanted daemon; then
-    "$bin/examples/daemon" 1 10000 300 12 50 &
+    "$bin/jitter-collect" daemon --cpu 1 --period 10ms --busy 300us -d 12s --rt 50 &
     daemon_pid=$!
     sleep 0.5
     "$bin/jitter-collect" --cpus 1 --sched fifo --prio 1 --duration 10s -q \
