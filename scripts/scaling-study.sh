@@ -35,7 +35,7 @@ while [[ $# -gt 0 ]]; do
       esac
       shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
