@@ -10,6 +10,9 @@
 //! when either |z| exceeds [`OUTLIER_Z`] (3.5, the cut Iglewicz and Hoaglin recommend for the
 //! modified z-score). Fewer than [`MIN_OTHERS`] other nodes give no verdict. When the other
 //! nodes agree exactly (MAD 0) any difference is infinitely far from them and is flagged.
+//! A trace without detours, or whose streams observed less than [`MIN_OBSERVED_SHARE`] of its
+//! collection's duration (its probe hardly ran), is `unusable`: listed last, named, and left out of every other node's
+//! comparison.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +28,9 @@ pub const MIN_OTHERS: usize = 3;
 
 /// MAD → standard deviation for normal data (1 / Φ⁻¹(3/4)).
 const MAD_TO_SD: f64 = 1.4826;
+
+/// A node whose streams observed less than this share of the collection says nothing.
+pub const MIN_OBSERVED_SHARE: f64 = 0.1;
 
 /// Longest detours listed per node by default.
 pub const DEFAULT_TOP: usize = 5;
@@ -44,6 +50,8 @@ pub struct NodeSummary {
     pub stats: Stats,
     /// The longest detours of the node, ns, longest first.
     pub top_ns: Vec<u64>,
+    /// Duration of the collection (the header's, else the longest stream's), ns.
+    pub collection_ns: u64,
 }
 
 impl NodeSummary {
@@ -67,7 +75,36 @@ impl NodeSummary {
             streams: trace.streams.len(),
             stats: Stats::of_streams(&trace.streams),
             top_ns: runs,
+            collection_ns: trace.header.duration_ns.max(
+                trace
+                    .streams
+                    .iter()
+                    .map(|s| s.duration_ns())
+                    .max()
+                    .unwrap_or(0),
+            ),
         }
+    }
+
+    /// Why this node's trace says nothing, or `None` when it is usable: no detours at all (no
+    /// real CPU goes a whole collection without one; the probe hardly ran), or its streams
+    /// observed less than [`MIN_OBSERVED_SHARE`] of the collection on average.
+    pub fn unusable(&self) -> Option<String> {
+        let per_stream = self.stats.duration_ns as f64 / self.streams.max(1) as f64;
+        let observed = crate::units::format_ns(per_stream);
+        if self.stats.count == 0 {
+            return Some(format!(
+                "no detours in {observed} per CPU: its probe hardly ran (see the collector's \
+                 output)"
+            ));
+        }
+        (per_stream < MIN_OBSERVED_SHARE * self.collection_ns as f64).then(|| {
+            format!(
+                "observed {observed} per CPU of a {} collection: its probe hardly ran (see the \
+                 collector's output)",
+                crate::units::format_ns(self.collection_ns as f64)
+            )
+        })
     }
 }
 
@@ -95,6 +132,9 @@ pub struct NodeRow {
     pub max: Score,
     /// Why the node is an outlier, one phrase per quantity; empty when it is not.
     pub outlier: Vec<String>,
+    /// Why the node's trace says nothing (no observation time); `None` when it is usable.
+    #[serde(default)]
+    pub unusable: Option<String>,
 }
 
 /// All nodes of a collection, ranked.
@@ -163,6 +203,8 @@ pub fn rank(mut nodes: Vec<NodeSummary>, z_cut: f64) -> NodeTable {
             host
         };
     }
+    let unusable: Vec<Option<String>> = nodes.iter().map(NodeSummary::unusable).collect();
+    let usable: Vec<bool> = unusable.iter().map(Option::is_none).collect();
     let noise: Vec<f64> = nodes.iter().map(|n| n.stats.noise_ratio).collect();
     let max: Vec<f64> = nodes.iter().map(|n| n.stats.max_ns as f64).collect();
     let (noise_floor, max_floor) = (log_floor(&noise), log_floor(&max));
@@ -170,10 +212,10 @@ pub fn rank(mut nodes: Vec<NodeSummary>, z_cut: f64) -> NodeTable {
         let mut others: Vec<f64> = all
             .iter()
             .enumerate()
-            .filter(|&(j, _)| j != i)
+            .filter(|&(j, _)| j != i && usable[j])
             .map(|(_, &v)| v)
             .collect();
-        let z = robust_z(all[i], &others, floor);
+        let z = robust_z(all[i], &others, floor).filter(|_| usable[i]);
         Score {
             value: all[i],
             others_median: if others.is_empty() {
@@ -197,30 +239,33 @@ pub fn rank(mut nodes: Vec<NodeSummary>, z_cut: f64) -> NodeTable {
                     outlier.push(format!("{what} {way} the others (z {z:+.1})"));
                 }
             }
+            let unusable = unusable[i].clone();
             NodeRow {
                 rank: 0,
                 summary,
                 noise,
                 max,
                 outlier,
+                unusable,
             }
         })
         .collect();
     rows.sort_by(|a, b| {
-        b.noise
-            .value
-            .total_cmp(&a.noise.value)
+        a.unusable
+            .is_some()
+            .cmp(&b.unusable.is_some())
+            .then(b.noise.value.total_cmp(&a.noise.value))
             .then(b.max.value.total_cmp(&a.max.value))
             .then(a.summary.node.cmp(&b.summary.node))
     });
     for (i, r) in rows.iter_mut().enumerate() {
         r.rank = i + 1;
     }
-    let note = (rows.len() <= MIN_OTHERS).then(|| {
+    let n_usable = usable.iter().filter(|&&u| u).count();
+    let note = (n_usable <= MIN_OTHERS).then(|| {
         format!(
-            "{} node(s): outliers need at least {} nodes (each is judged against {MIN_OTHERS} \
-             others or more)",
-            rows.len(),
+            "{n_usable} usable node(s): outliers need at least {} nodes (each is judged against \
+             {MIN_OTHERS} others or more)",
             MIN_OTHERS + 1
         )
     });
@@ -269,7 +314,9 @@ impl NodeTable {
                 z(&r.noise),
                 z(&r.max),
                 top.join(" "),
-                if r.outlier.is_empty() {
+                if r.unusable.is_some() {
+                    "  UNUSABLE"
+                } else if r.outlier.is_empty() {
                     ""
                 } else {
                     "  OUTLIER"
@@ -293,6 +340,14 @@ impl NodeTable {
                 r.outlier.join("; ")
             ));
         }
+        for r in &self.rows {
+            if let Some(why) = &r.unusable {
+                out.push_str(&format!(
+                    "unusable: {} ({}): {why}\n",
+                    r.summary.node, r.summary.file
+                ));
+            }
+        }
         out
     }
 }
@@ -311,9 +366,12 @@ mod tests {
             stats: Stats {
                 noise_ratio,
                 max_ns,
+                count: 1000,
+                duration_ns: 1_000_000_000,
                 ..Stats::default()
             },
             top_ns: vec![max_ns],
+            collection_ns: 1_000_000_000,
         }
     }
 
@@ -378,7 +436,56 @@ mod tests {
             .rows
             .iter()
             .all(|r| r.outlier.is_empty() && r.noise.z.is_none()));
-        assert!(t.render().contains("note: 2 node(s)"));
+        assert!(t.render().contains("note: 2 usable node(s)"));
+    }
+
+    #[test]
+    fn a_trace_that_observed_nothing_is_unusable_and_judges_no_one() {
+        let mut nodes: Vec<NodeSummary> = (0..4)
+            .map(|i| {
+                node(
+                    &format!("n{i}.jtr"),
+                    &format!("n{i}"),
+                    0.08 + 0.005 * i as f64,
+                    50_000,
+                )
+            })
+            .collect();
+        nodes.push(node("d.jtr", "d", 0.19, 59_000));
+        let with_empty = |k: usize| {
+            let mut v = nodes.clone();
+            for i in 0..k {
+                // e0: no detours in 10 ns; e1: 3 detours in 1 µs of a 1 s collection.
+                let mut e = node(&format!("e{i}.jtr"), &format!("e{i}"), 0.001, 50);
+                (e.stats.count, e.stats.duration_ns) = [(0, 10), (3, 1_000)][i];
+                v.push(e);
+            }
+            rank(v, OUTLIER_Z)
+        };
+        let clean = with_empty(0);
+        let t = with_empty(2);
+        for (a, b) in clean.rows.iter().zip(&t.rows) {
+            assert_eq!(
+                (a.noise.z, a.max.z),
+                (b.noise.z, b.max.z),
+                "{}",
+                a.summary.node
+            );
+        }
+        assert_eq!(t.rows[0].summary.node, "d");
+        assert!(t.rows[0].outlier[0].starts_with("noise ratio above"));
+        let last = &t.rows[6];
+        assert!(last.unusable.is_some() && last.outlier.is_empty() && last.noise.z.is_none());
+        let text = t.render();
+        assert_eq!(text.matches("UNUSABLE").count(), 2, "{text}");
+        assert!(
+            text.contains("unusable: e0 (e0.jtr): no detours in 5 ns per CPU"),
+            "{text}"
+        );
+        assert!(
+            text.contains("unusable: e1 (e1.jtr): observed 500 ns per CPU of a 1.000 s"),
+            "{text}"
+        );
     }
 
     #[test]
