@@ -4,7 +4,7 @@
 # one table (every SD with its interval, every row checked) and one SVG of slowdown vs processes.
 #
 # Inside a Slurm allocation (SLURM_JOB_ID set) it launches with srun and finds the MPI plugin
-# itself (srun --mpi=list: pmix first, then pmi2, each tried once; else mpirun inside the
+# itself (srun --mpi=list: pmix first, then pmi2, each tried with a 2-rank run; else mpirun in the
 # allocation); outside, with mpirun. It says which launcher it used and whether ranks are bound.
 # A process count that fails is a `failed` row and the study goes on; a row whose numbers fail a
 # sanity check is `invalid` with the reason.
@@ -113,12 +113,28 @@ cmd_for() { # NP: sets cmd to the launcher's command line for NP processes
     cmd=("${MPIRUN:-mpirun}" "${mpirun_flags[@]}" ${MPIRUN_FLAGS:-} -np "$1")
   fi
 }
-# One MPI_Init and one phase: does this launcher start an MPI program?
+# One phase on two processes (one if only one fits): does this launcher start one MPI job of
+# that size? (A launcher without PMI support starts independent singletons of one rank each.)
+probe_np=1
+if [[ -n "${SLURM_JOB_ID:-}" ]]; then
+  (($(slots) >= 2)) && probe_np=2
+elif (($(nproc) >= 2)); then
+  probe_np=2
+fi
 probe_launcher() {
   launcher="$1"
-  cmd_for 1
+  cmd_for "$probe_np"
+  rm -f "$out/launcher-probe.json"
   timeout -k 10 120 "${cmd[@]}" "$bin" run --phases 1 --warmup 0 --quanta 1ms \
-    -o "$out/launcher-probe.json" >"$out/launcher-probe.txt" 2>&1
+    -o "$out/launcher-probe.json" >"$out/launcher-probe.txt" 2>&1 || return 1
+  local ranks
+  ranks="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["ranks"])' \
+    "$out/launcher-probe.json" 2>/dev/null)"
+  if [[ "$ranks" != "$probe_np" ]]; then
+    echo "started ${ranks:-no} rank(s) in one job, not $probe_np: no PMI between the processes" \
+      >>"$out/launcher-probe.txt"
+    return 1
+  fi
 }
 if [[ -n "${SLURM_JOB_ID:-}" ]] && command -v srun >/dev/null; then
   plugins="$(srun --mpi=list 2>&1 | tr -s ' \t' '\n\n' | grep -E '^(pmix|pmi2|none|cray_shasta|pmix_v[0-9]+)$' | sort -u | paste -sd ' ')"

@@ -12,6 +12,7 @@
 # usage: sudo scripts/test-slurm.sh [--keep]     (--keep: leave the temporary directory)
 #   3. the scaling template again with only --ntasks=2, --ntasks-per-node=2 or --nodes=1 (one short
 #      run each: the study must finish with its row).
+#   4. the launcher forced: MPI_PLUGIN=mpirun runs; MPI_PLUGIN=none is refused (exit 2).
 # env:   PERIOD (the study's benchmark period; default 4s), JOB_LIMIT (seconds per job; 900),
 #        TASK_PLUGIN (default task/affinity; task/none: the study must warn that it cannot bind)
 set -euo pipefail
@@ -231,5 +232,24 @@ for size in --ntasks=2 --ntasks-per-node=2 --nodes=1; do
     *) die "job $id ($size) ended $end_state" ;;
   esac
 done
+
+# 4. The launcher forced: mpirun inside the allocation runs; srun --mpi=none (no PMI) is refused
+#    by the probe, with the reason, before any measurement.
+id="$(sbatch --parsable --export=ALL,PERIOD=1s,MPI_PLUGIN=mpirun \
+  "$root/scripts/slurm/scaling.sbatch" node.jtr 2 none)"
+end_state="$(wait_job "$id")"
+say "scaling job $id (MPI_PLUGIN=mpirun): $end_state"
+grep -E "launcher|binding" "$tmp/work/jitter-scaling-$id.out" >&2 || true
+grep -q "launcher: mpirun" "$tmp/work/jitter-scaling-$id.out" || die "job $id: mpirun not used"
+grep -q -E '^ +2  none .*±' "$tmp/work/jitter-scaling-$id/study.txt" ||
+  die "job $id: no row for 2 processes under mpirun"
+id="$(sbatch --parsable --export=ALL,PERIOD=1s,MPI_PLUGIN=none \
+  "$root/scripts/slurm/scaling.sbatch" node.jtr 2 none)"
+end_state="$(wait_job "$id")"
+say "scaling job $id (MPI_PLUGIN=none): $end_state"
+grep -E "launcher" "$tmp/work/jitter-scaling-$id.out" >&2 || true
+grep -q "no launcher starts replay-bench here" "$tmp/work/jitter-scaling-$id.out" ||
+  die "job $id: srun --mpi=none was not refused"
+[[ "$end_state" == *"ExitCode=2:0"* ]] || die "job $id ended $end_state, not exit 2"
 
 say "PASS: both templates ran on a one-node Slurm ($(sinfo -V))"
