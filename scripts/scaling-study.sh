@@ -149,7 +149,9 @@ if [[ -n "${SLURM_JOB_ID:-}" ]] && command -v srun >/dev/null; then
   for p in "${tries[@]}"; do
     if [[ "$p" == mpirun ]]; then cand=mpirun; else cand="srun:$p"; fi
     if probe_launcher "$cand"; then break; fi
-    say "launcher ${cand/:/ --mpi=} cannot start an MPI program: $(grep -v '^\s*$' "$out/launcher-probe.txt" | tail -1)"
+    why="$(grep -m1 -i -E 'pmi|mpi_init|not built|rank\(s\) in one job' "$out/launcher-probe.txt" ||
+      grep -v '^\s*$' "$out/launcher-probe.txt" | tail -1)"
+    say "launcher ${cand/:/ --mpi=} cannot start an MPI program: $why"
     launcher=""
   done
   [[ -n "$launcher" ]] || die "no launcher starts replay-bench here (tried ${tries[*]}; see $out/launcher-probe.txt)"

@@ -239,7 +239,7 @@ id="$(sbatch --parsable --export=ALL,PERIOD=1s,MPI_PLUGIN=mpirun \
   "$root/scripts/slurm/scaling.sbatch" node.jtr 2 none)"
 end_state="$(wait_job "$id")"
 say "scaling job $id (MPI_PLUGIN=mpirun): $end_state"
-grep -E "launcher|binding" "$tmp/work/jitter-scaling-$id.out" >&2 || true
+grep -E "launcher|bind" "$tmp/work/jitter-scaling-$id.out" >&2 || true
 grep -q "launcher: mpirun" "$tmp/work/jitter-scaling-$id.out" || die "job $id: mpirun not used"
 grep -q -E '^ +2  none .*±' "$tmp/work/jitter-scaling-$id/study.txt" ||
   die "job $id: no row for 2 processes under mpirun"
