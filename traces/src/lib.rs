@@ -8,6 +8,7 @@ pub mod error;
 pub mod format;
 pub mod interop;
 pub mod model;
+pub mod nodes;
 pub mod output;
 pub mod periodogram;
 pub mod plot;

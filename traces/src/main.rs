@@ -1,5 +1,6 @@
 //! `jitter-trace`: inspect, compare, synthesise, convert and plot `.jtr` traces.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -193,6 +194,24 @@ enum Command {
         /// frequency (individual sources) or time (combinations).
         #[arg(long, default_value = "frequency")]
         mode: Mode,
+    },
+    /// Rank the nodes of a cluster-wide collection (one trace per node), noisiest first, and
+    /// flag the outliers: robust z-score of noise ratio and max against the other nodes.
+    Nodes {
+        /// One trace per node (e.g. `collect-*/*.jtr`).
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        #[command(flatten)]
+        input: Input,
+        /// |z| above which a node is flagged.
+        #[arg(long, default_value_t = jitter_trace::nodes::OUTLIER_Z)]
+        z: f64,
+        /// Longest detours listed per node.
+        #[arg(long, default_value_t = jitter_trace::nodes::DEFAULT_TOP)]
+        top: usize,
+        /// Also draw one box per node into this SVG.
+        #[arg(long, value_name = "SVG")]
+        plot: Option<PathBuf>,
     },
     /// Draw run-time densities, CDFs or time series of one or more traces into an SVG.
     Plot {
@@ -575,6 +594,45 @@ fn run(cli: Cli) -> Result<()> {
                 print!("{}", render_diff(&d));
                 Ok(())
             }
+        }
+        Command::Nodes {
+            traces,
+            input,
+            z,
+            top,
+            plot: svg,
+        } => {
+            if !(z.is_finite() && z > 0.0) {
+                bail!("--z must be a positive number, got {z}");
+            }
+            let mut nodes = Vec::with_capacity(traces.len());
+            let progress = traces.len() > 4 && std::io::stderr().is_terminal();
+            for (i, p) in traces.iter().enumerate() {
+                if progress {
+                    eprint!("\rreading {}/{} {}\x1b[K", i + 1, traces.len(), p.display());
+                }
+                let t = load(std::slice::from_ref(p), &input)?;
+                nodes.push(jitter_trace::nodes::NodeSummary::of_trace(
+                    &t,
+                    &p.display().to_string(),
+                    top,
+                ));
+            }
+            if progress {
+                eprintln!();
+            }
+            let table = jitter_trace::nodes::rank(nodes, z);
+            if let Some(p) = &svg {
+                jitter_trace::plot::nodes_svg(&table.rows, "detour run-times per node", p)?;
+            }
+            if json {
+                return print_json(&serde_json::to_value(&table)?);
+            }
+            print!("{}", table.render());
+            if let Some(p) = &svg {
+                println!("plot: {}", p.display());
+            }
+            Ok(())
         }
         Command::Plot {
             traces,
