@@ -112,7 +112,7 @@ if real_wanted fifo; then
     write_stats vm-fifo-cpu1
 fi
 
-# 3. The same with the collector's synthetic daemon example on CPU 1: SCHED_FIFO 50 (above the
+# 3. The same with the collector's synthetic daemon (`jitter-collect daemon`) on CPU 1: SCHED_FIFO 50 (above the
 #    probe), waking every 10 ms on an absolute schedule and spinning 300 us, for 12 s around the
 #    10 s collection (it calibrates its clock for 0.2 s first).
 if real_wanted daemon; then
