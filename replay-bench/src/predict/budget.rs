@@ -16,6 +16,8 @@ use jitter_emulator::SyncMode;
 use jitter_trace::Record;
 
 use super::des::{self, share};
+#[cfg(test)]
+use super::CommModel;
 use super::{Model, PredictSpec, TraceInput};
 
 /// Cost of one event on one core, ns (measured on the project VM, with margin).
@@ -313,6 +315,7 @@ mod tests {
                 phases,
                 ranks_per_node: 1,
                 barrier: BarrierModel { stage_ns: 0.0 },
+                comm: CommModel::OFFLOADED,
                 drift_sd_ns: 0.0,
                 seed: 1,
             },
