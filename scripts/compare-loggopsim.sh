@@ -128,47 +128,53 @@ loggopsim_time() { # bin noise|"" → max finishing time, ns
   timeout "$limit" "$lgs_dir/LogGOPSim" "${args[@]}" | sed -n 's/^Maximum finishing time at host [0-9]*: \([0-9]*\).*/\1/p'
 }
 
-printf '%8s  %-26s  %-10s  %-10s  %8s  %8s\n' ranks "LogGOPSim SD (min-max)" predict predict-off "lgs s" "pred s"
+printf '%8s  %-24s  %-24s  %-24s  %6s  %6s\n' ranks "LogGOPSim" predict "predict offloaded" "lgs s" "pred s"
 for n in $ranks; do
   step "$n ranks: GOAL schedule"
   timeout "$limit" bash -c "$(declare -f goal); goal $n $phases $q" >"$work/s$n.goal"
   timeout "$limit" "$lgs_dir/txt2bin" -i "$work/s$n.goal" -o "$work/s$n.bin" >/dev/null
   rm -f "$work/s$n.goal"
   clean="$(loggopsim_time "$work/s$n.bin" "")"
-  sds=()
-  t0=$(date +%s.%N)
+  sds=() lgs_s=0
   for ((i = 0; i < draws; i++)); do
     step "$n ranks: LogGOPSim draw $((i + 1))/$draws"
     # Its offsets are drawn from time(0): one draw per second at most.
     sleep 1
+    t0=$(date +%s.%N)
     noisy="$(loggopsim_time "$work/s$n.bin" "$noise")"
+    lgs_s=$(python3 -c "print($lgs_s + $(date +%s.%N) - $t0)")
     sds+=("$(python3 -c "print(100 * ($noisy / $clean - 1))")")
   done
-  lgs_s=$(python3 -c "print(f'{($(date +%s.%N) - $t0) / $draws:.1f}')")
   rm -f "$work/s$n.bin"
-  pred() { # collective → SD by the period, %
+  pred() { # collective seed → SD by the period, %
     timeout "$limit" "$bin/replay-bench" predict --trace "$trace" --ranks "$n" --sync none \
-      --phases "$phases" --quanta "${q}ns" --timer abstime --collective "$1" \
+      --phases "$phases" --quanta "${q}ns" --timer abstime --collective "$1" --seed "$2" \
       --logp-o-ns "$o" --logp-l-ns "$l" --barrier-stage-ns "$((2 * o + l))" \
       -o "$work/p$n-$1.json" >/dev/null
     python3 - "$work/p$n-$1.json" <<'EOF'
 import json, sys
 extra = json.load(open(sys.argv[1]))["config"]["extra"]
 mean, base = next(map(float, v.split()) for k, v in extra.items() if k.startswith("period_ns "))
-print(f"{100 * (mean / base - 1):.2f}")
+print(f"{100 * (mean / base - 1):.4f}")
 EOF
   }
-  step "$n ranks: replay-bench predict"
-  t1=$(date +%s.%N)
-  pd="$(pred dissemination)"
-  pred_s=$(python3 -c "print(f'{$(date +%s.%N) - $t1:.1f}')")
-  po="$(pred offloaded)"
-  summary="$(python3 -c "
-v = [$(IFS=,; echo "${sds[*]}")]
-m = sum(v) / len(v)
-print(f'{m:.2f} % ({min(v):.2f}-{max(v):.2f})')")"
-  printf '%8s  %-26s  %-10s  %-10s  %8s  %8s\n' "$n" "$summary" "$pd %" "$po %" "$lgs_s" "$pred_s"
+  pds=() pos=() pred_s=0
+  for ((i = 1; i <= draws; i++)); do
+    step "$n ranks: replay-bench predict, seed $i/$draws"
+    t1=$(date +%s.%N)
+    pds+=("$(pred dissemination "$i")")
+    pred_s=$(python3 -c "print($pred_s + $(date +%s.%N) - $t1)")
+    pos+=("$(pred offloaded "$i")")
+  done
+  summary() { python3 -c "
+v = [$1]
+print(f'{sum(v) / len(v):.2f} % ({min(v):.2f}-{max(v):.2f})')"; }
+  printf '%8s  %-24s  %-24s  %-24s  %6.1f  %6.1f\n' "$n" \
+    "$(summary "$(IFS=,; echo "${sds[*]}")")" "$(summary "$(IFS=,; echo "${pds[*]}")")" \
+    "$(summary "$(IFS=,; echo "${pos[*]}")")" \
+    "$(python3 -c "print($lgs_s / $draws)")" "$(python3 -c "print($pred_s / $draws)")"
 done
-echo "SD = time with noise / time without - 1 (LogGOPSim: max finishing time; predict: mean"
-echo "phase period); predict = dissemination in virtual time, predict-off = --collective offloaded;"
-echo "lgs s = one LogGOPSim run (schedule conversion excluded), pred s = one predict run"
+echo "SD = time with noise / time without - 1, mean (min-max) over $draws draws (LogGOPSim: max"
+echo "finishing time, offsets from its clock; predict: mean phase period, seeds 1..$draws);"
+echo "predict = dissemination in virtual time, offloaded = --collective offloaded;"
+echo "lgs s, pred s = mean time of one run (LogGOPSim without its schedule conversion)"

@@ -270,9 +270,9 @@ impl Scratch {
     }
 }
 
-/// Bytes per simulated rank an algorithmic collective adds (the send ends, and under MPI their
-/// exchange buffer).
-pub const BYTES_PER_RANK: usize = 16;
+/// Bytes per simulated rank an algorithmic collective adds: the loop's clock and phase start
+/// per rank, the send ends and, under MPI, their exchange buffer.
+pub const BYTES_PER_RANK: usize = 32;
 
 /// Runs one collective of `alg` over `n` ranks: this process holds ranks `lo..lo + states.len()`
 /// whose times (when each enters the collective) are `t`; on return `t` holds when each leaves.
