@@ -150,8 +150,8 @@ for n in $ranks; do
     timeout "$limit" "$bin/replay-bench" predict --trace "$trace" --ranks "$n" --sync none \
       --phases "$phases" --quanta "${q}ns" --timer abstime --collective "$1" --seed "$2" \
       --logp-o-ns "$o" --logp-l-ns "$l" --barrier-stage-ns "$((2 * o + l))" \
-      -o "$work/p$n-$1.json" >/dev/null
-    python3 - "$work/p$n-$1.json" <<'EOF'
+      -o "$work/p$n-$1-$2.json" >/dev/null
+    python3 - "$work/p$n-$1-$2.json" <<'EOF'
 import json, sys
 extra = json.load(open(sys.argv[1]))["config"]["extra"]
 mean, base = next(map(float, v.split()) for k, v in extra.items() if k.startswith("period_ns "))

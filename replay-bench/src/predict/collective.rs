@@ -189,25 +189,28 @@ enum Round {
 }
 
 impl Round {
+    // Every distance d is a power of two below n and every g < n: no division needed.
+    #[inline]
     fn to(self, g: u64, n: u64) -> Option<u64> {
         match self {
-            Round::Shift(d) => Some((g + d) % n),
+            Round::Shift(d) => Some(if g + d >= n { g + d - n } else { g + d }),
             Round::Xor(d, p) => (g < p).then_some(g ^ d),
             Round::Fold(p) => (g >= p).then(|| g - p),
             Round::Unfold(p) => (g + p < n).then_some(g + p),
-            Round::Gather(d) => (g % (2 * d) == d).then(|| g - d),
-            Round::Bcast(d) => (g % (2 * d) == 0 && g + d < n).then_some(g + d),
+            Round::Gather(d) => (g & (2 * d - 1) == d).then(|| g - d),
+            Round::Bcast(d) => (g & (2 * d - 1) == 0 && g + d < n).then_some(g + d),
         }
     }
 
+    #[inline]
     fn from(self, g: u64, n: u64) -> Option<u64> {
         match self {
-            Round::Shift(d) => Some((g + n - d % n) % n),
+            Round::Shift(d) => Some(if g >= d { g - d } else { g + n - d }),
             Round::Xor(d, p) => (g < p).then_some(g ^ d),
             Round::Fold(p) => (g + p < n).then_some(g + p),
             Round::Unfold(p) => (g >= p).then(|| g - p),
-            Round::Gather(d) => (g % (2 * d) == 0 && g + d < n).then_some(g + d),
-            Round::Bcast(d) => (g % (2 * d) == d).then(|| g - d),
+            Round::Gather(d) => (g & (2 * d - 1) == 0 && g + d < n).then_some(g + d),
+            Round::Bcast(d) => (g & (2 * d - 1) == d).then(|| g - d),
         }
     }
 }

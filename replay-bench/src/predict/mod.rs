@@ -90,6 +90,11 @@ pub struct PredictArgs {
     /// offloaded (fixed latency ceil(log2 N) x stage, as before). auto: dissemination for a
     /// barrier, the classic software barrier of ceil(log2 N) rounds at every N (the predictor
     /// cannot know which algorithm an MPI library picks), recursive doubling for an allreduce.
+    /// A message costs its sender CPU work o (detours landing in it take their span, as in
+    /// compute), travels l, and costs its receiver o once the receiver is free and the message
+    /// is there (a detour running at its arrival holds it): in dissemination round k, rank i
+    /// entered at t_i sends s_i = work(t_i, o) and leaves at
+    /// work(idle(max(s_i, s_(i-2^k) + l)), o); without noise a round costs 2o + l.
     #[arg(long, value_enum, default_value_t = Algorithm::Auto)]
     pub collective: Algorithm,
     /// LogP overhead o: CPU time to send or to receive one message, ns; one round costs
