@@ -776,6 +776,35 @@ mod tests {
     }
 
     #[test]
+    fn a_loggopsim_export_starts_at_the_window_s_begin_and_reads_back_absolute() {
+        // A collected stream's times are absolute (e.g. since boot): LogGOPSim would see noise
+        // only after that much time; the export counts from the window's begin.
+        let d = [
+            Detour {
+                start_ns: 5_000_000_100,
+                run_ns: 40,
+            },
+            Detour {
+                start_ns: 5_000_000_900,
+                run_ns: 100,
+            },
+        ];
+        let s = Stream::from_detours(3, 5_000_000_000, 5_000_001_000, &d).unwrap();
+        let mut out = Vec::new();
+        write_loggopsim(&s, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "# jitter-trace cpu=3 begin_ns=5000000000 end_ns=5000001000 origin_ns=5000000000\n\
+             100\t40\n900\t100\n1000\t0"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "s.lgs", &text);
+        let back = read_loggopsim(&[p]).unwrap();
+        assert_eq!(back.streams, vec![s]);
+    }
+
+    #[test]
     fn formats_from_names() {
         assert_eq!(Format::from_path(Path::new("a.jtr")), Some(Format::Jtr));
         assert_eq!(
