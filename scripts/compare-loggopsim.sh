@@ -40,7 +40,7 @@ while [[ $# -gt 0 ]]; do
     --quanta) q="$2"; shift 2 ;;
     --work) work="$2"; shift 2 ;;
     --step-limit) limit="$2"; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "compare-loggopsim: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
