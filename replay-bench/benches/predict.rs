@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use jitter_emulator::{Plan, PlanOptions, SyncMode};
 use replay_bench::predict::{
-    simulate, Analytic, BarrierModel, DelayDistribution, DesConfig, TraceInput, WindowStart,
+    simulate, Analytic, BarrierModel, CommModel, DelayDistribution, DesConfig, TraceInput,
+    WindowStart,
 };
 
 /// A commodity-Linux-like trace: 250 Hz tick, frequent short interrupts, rare long detours.
@@ -37,6 +38,7 @@ fn cfg(phases: u64) -> DesConfig {
         phases,
         ranks_per_node: 1,
         barrier: BarrierModel { stage_ns: 1_000.0 },
+        comm: CommModel::OFFLOADED,
         drift_sd_ns: 20_000.0,
         seed: 1,
     }

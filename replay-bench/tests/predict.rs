@@ -32,6 +32,7 @@ fn cfg(quanta_ns: u64, phases: u64, stage_ns: f64, drift_sd_ns: f64, seed: u64) 
         phases,
         ranks_per_node: 1,
         barrier: BarrierModel { stage_ns },
+        comm: CommModel::OFFLOADED,
         drift_sd_ns,
         seed,
     }

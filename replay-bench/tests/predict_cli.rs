@@ -24,6 +24,10 @@ fn args(traces: Vec<PathBuf>) -> PredictArgs {
         ranks_per_node: 1,
         barrier_model: replay_bench::predict::BarrierKind::Log2,
         barrier_stage_ns: None,
+        loop_shape: replay_bench::predict::LoopShape::BarrierComputeBarrier,
+        collective: replay_bench::predict::Algorithm::Auto,
+        logp_o_ns: None,
+        logp_l_ns: None,
         calibrate_from: None,
         platform: "ideal".into(),
         scale: None,
@@ -150,6 +154,20 @@ fn bad_input_gives_one_clear_error() {
                 ..args(vec![t.clone()])
             },
             "scale must be",
+        ),
+        (
+            PredictArgs {
+                logp_o_ns: Some(f64::NAN),
+                ..args(vec![t.clone()])
+            },
+            "--logp-o-ns must be in 0..=1e9",
+        ),
+        (
+            PredictArgs {
+                logp_l_ns: Some(-1.0),
+                ..args(vec![t.clone()])
+            },
+            "--logp-l-ns must be in 0..=1e9",
         ),
     ];
     for (a, want) in cases {

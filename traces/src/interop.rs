@@ -17,7 +17,13 @@
 //! - **LogGOPSim / netgauge noise trace** (import and export; one file per stream):
 //!   `<start ns>\t<duration ns>` per line, blank lines and `#` comments ignored, any whitespace
 //!   accepted between the columns. On export a comment `# jitter-trace cpu=<c> begin_ns=<b>
-//!   end_ns=<e>` keeps the stream's window and CPU, and import reads it back when present. A trace
+//!   end_ns=<e> origin_ns=<b>` keeps the stream's window and CPU, and import reads it back when
+//!   present. Exports are written so that LogGOPSim (`--noise-trace`) reads them as intended:
+//!   it takes time 0 as the trace's origin and wraps at the last record's start, so starts are
+//!   written relative to the window's begin (`origin_ns`, added back on import), a last record
+//!   `<e − b>\t0` (no noise) marks the window's end so that LogGOPSim wraps with the stream's
+//!   period, and the file does not end in a newline (LogGOPSim reads the empty line after a final
+//!   newline as a second copy of the last record). Import drops that end record. A trace
 //!   with several streams is exported as one file per stream, `<stem>.cpu<c>.<ext>`.
 //! - **CSV** (import and export): a header line, then `cpu,start_ns,run_ns` (export adds
 //!   `sleep_ns`, which import ignores). Rows may come in any order; they are grouped by CPU.
@@ -230,17 +236,21 @@ pub fn write_jsonl(trace: &Trace, w: &mut dyn Write) -> Result<(), TraceError> {
     Ok(())
 }
 
-/// Writes one stream as a LogGOPSim noise trace (`<start ns>\t<duration ns>`).
+/// Writes one stream as a LogGOPSim noise trace (`<start ns>\t<duration ns>`): starts relative
+/// to the window's begin, a zero-length end record at the window's end, no final newline (see
+/// the module documentation).
 pub fn write_loggopsim(stream: &Stream, w: &mut dyn Write) -> Result<(), TraceError> {
-    writeln!(
+    let b = stream.begin_ns;
+    write!(
         w,
-        "# jitter-trace cpu={} begin_ns={} end_ns={}",
-        stream.cpu, stream.begin_ns, stream.end_ns
+        "# jitter-trace cpu={} begin_ns={b} end_ns={} origin_ns={b}",
+        stream.cpu, stream.end_ns
     )
     .map_err(io_w)?;
     for r in &stream.records {
-        writeln!(w, "{}\t{}", r.start_ns, r.run_ns).map_err(io_w)?;
+        write!(w, "\n{}\t{}", r.start_ns - b, r.run_ns).map_err(io_w)?;
     }
+    write!(w, "\n{}\t0", stream.end_ns - b).map_err(io_w)?;
     Ok(())
 }
 
@@ -417,6 +427,8 @@ pub fn read_loggopsim(paths: &[PathBuf]) -> Result<Trace, TraceError> {
             detours: Vec::new(),
             path: path.clone(),
         };
+        // Starts are relative to this (the `origin_ns` of an export; 0 otherwise).
+        let mut origin = 0u64;
         for (n, line) in lines(path)? {
             let line = line?;
             let l = line.trim();
@@ -425,9 +437,10 @@ pub fn read_loggopsim(paths: &[PathBuf]) -> Result<Trace, TraceError> {
             }
             if let Some(c) = l.strip_prefix('#') {
                 if let Some(meta) = c.trim().strip_prefix("jitter-trace ") {
-                    let (cpu, window) = parse_meta(path, n, meta)?;
+                    let (cpu, window, o) = parse_meta(path, n, meta)?;
                     part.cpu = cpu;
                     part.window = Some(window);
+                    origin = o;
                 }
                 continue;
             }
@@ -442,10 +455,16 @@ pub fn read_loggopsim(paths: &[PathBuf]) -> Result<Trace, TraceError> {
                     ),
                 ));
             }
-            let start_ns = int(path, n, cols[0], "start")?;
+            let start_ns = int(path, n, cols[0], "start")?
+                .checked_add(origin)
+                .ok_or_else(|| parse_err(path, n, "origin + start overflows"))?;
             let run_ns = int(path, n, cols[1], "duration")?;
             if start_ns.checked_add(run_ns).is_none() {
                 return Err(parse_err(path, n, "start + duration overflows"));
+            }
+            // The export's end record (no noise, at the window's end) is not a detour.
+            if run_ns == 0 && part.window.is_some_and(|(_, e)| e == start_ns) {
+                continue;
             }
             part.detours.push((Detour { start_ns, run_ns }, n));
         }
@@ -454,8 +473,9 @@ pub fn read_loggopsim(paths: &[PathBuf]) -> Result<Trace, TraceError> {
     assemble(parts, "loggopsim")
 }
 
-fn parse_meta(path: &Path, n: usize, meta: &str) -> Result<(u32, (u64, u64)), TraceError> {
-    let (mut cpu, mut b, mut e) = (None, None, None);
+/// The jitter-trace comment: CPU, window and the origin of the starts (0 when absent).
+fn parse_meta(path: &Path, n: usize, meta: &str) -> Result<(u32, (u64, u64), u64), TraceError> {
+    let (mut cpu, mut b, mut e, mut o) = (None, None, None, 0);
     for kv in meta.split_whitespace() {
         let (k, v) = kv
             .split_once('=')
@@ -464,13 +484,14 @@ fn parse_meta(path: &Path, n: usize, meta: &str) -> Result<(u32, (u64, u64)), Tr
             "cpu" => cpu = Some(int(path, n, v, "cpu")?),
             "begin_ns" => b = Some(int(path, n, v, "begin_ns")?),
             "end_ns" => e = Some(int(path, n, v, "end_ns")?),
+            "origin_ns" => o = int(path, n, v, "origin_ns")?,
             _ => {}
         }
     }
     match (cpu, b, e) {
         (Some(c), Some(b), Some(e)) if b <= e => {
             let c = u32::try_from(c).map_err(|_| parse_err(path, n, "cpu is too large"))?;
-            Ok((c, (b, e)))
+            Ok((c, (b, e), o))
         }
         _ => Err(parse_err(
             path,
@@ -730,12 +751,57 @@ mod tests {
         assert!(files[1].ends_with("t.cpu1.lgs"));
         let back = read_loggopsim(&files).unwrap();
         assert_eq!(back.streams, t.streams);
+        // As LogGOPSim reads it: starts from the window's begin, the end record last, no
+        // newline after it (LogGOPSim would read the empty last line as a copy of it).
+        let text = std::fs::read_to_string(&files[0]).unwrap();
+        let s = &t.streams[0];
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(rows.len(), s.records.len() + 1);
+        let r0 = &s.records[0];
+        assert_eq!(
+            rows[0],
+            format!("{}\t{}", r0.start_ns - s.begin_ns, r0.run_ns)
+        );
+        assert_eq!(
+            *rows.last().unwrap(),
+            format!("{}\t0", s.end_ns - s.begin_ns)
+        );
+        assert!(!text.ends_with('\n'));
         let jl = dir.path().join("t.jsonl");
         export(&t, &jl, Format::JsonLines).unwrap();
         let text = std::fs::read_to_string(&jl).unwrap();
         assert_eq!(text.lines().count(), t.record_count());
         let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(first["start_ns"], t.streams[0].records[0].start_ns);
+    }
+
+    #[test]
+    fn a_loggopsim_export_starts_at_the_window_s_begin_and_reads_back_absolute() {
+        // A collected stream's times are absolute (e.g. since boot): LogGOPSim would see noise
+        // only after that much time; the export counts from the window's begin.
+        let d = [
+            Detour {
+                start_ns: 5_000_000_100,
+                run_ns: 40,
+            },
+            Detour {
+                start_ns: 5_000_000_900,
+                run_ns: 100,
+            },
+        ];
+        let s = Stream::from_detours(3, 5_000_000_000, 5_000_001_000, &d).unwrap();
+        let mut out = Vec::new();
+        write_loggopsim(&s, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "# jitter-trace cpu=3 begin_ns=5000000000 end_ns=5000001000 origin_ns=5000000000\n\
+             100\t40\n900\t100\n1000\t0"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "s.lgs", &text);
+        let back = read_loggopsim(&[p]).unwrap();
+        assert_eq!(back.streams, vec![s]);
     }
 
     #[test]

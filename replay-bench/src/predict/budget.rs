@@ -8,14 +8,19 @@
 //! records. The indexed engine's fast path (S = 1, no timer errors) searches instead of
 //! walking: a rank-phase costs 1 event plus log2(1 + d) plus d / 8 for the d detours passed, at
 //! [`INDEXED_NS_PER_EVENT`], its ranks [`des::INDEXED_RANK_BYTES`] each, plus the index. Under
-//! MPI every process estimates its own share. The estimate errs on the high side.
+//! MPI every process estimates its own share. An algorithmic collective adds three events per
+//! round and collective to every rank-phase ([`collective_events`]) and
+//! [`collective::BYTES_PER_RANK`] per rank. The estimate errs on the high side.
 
 use std::fmt;
 
 use jitter_emulator::SyncMode;
 use jitter_trace::Record;
 
+use super::collective::{self, Algorithm};
 use super::des::{self, share};
+#[cfg(test)]
+use super::CommModel;
 use super::{Model, PredictSpec, TraceInput};
 
 /// Cost of one event on one core, ns (measured on the project VM, with margin).
@@ -136,6 +141,16 @@ fn resyncs_per_phase(mode: SyncMode) -> f64 {
     }
 }
 
+/// Events an algorithmic collective adds to a rank-phase: a send and a receive (idle, then
+/// work) per round, for each collective of the loop; 0 when offloaded.
+pub fn collective_events(comm: &collective::CommModel, n: u64) -> f64 {
+    let per_phase = match comm.shape {
+        collective::LoopShape::BarrierComputeBarrier => 2.0,
+        _ => 1.0,
+    };
+    3.0 * per_phase * collective::round_count(comm.resolved().algorithm, n) as f64
+}
+
 /// Estimates process `me` of `procs`'s part of `spec` over `traces` with `threads` workers.
 pub fn estimate(
     traces: &[TraceInput],
@@ -198,7 +213,8 @@ pub fn estimate(
             for &n in &spec.ranks {
                 // A phase lasts q + L stretched by the noise; its detours are walked by every rank.
                 let phase_ns = (cfg.quanta_ns as f64 + cfg.barrier.latency_ns(n)) / (1.0 - busy);
-                let resync = RESYNC_EVENTS * resyncs_per_phase(mode);
+                let resync =
+                    RESYNC_EVENTS * resyncs_per_phase(mode) + collective_events(&cfg.comm, n);
                 let (per_rank_phase, ns_per_event) = if indexed {
                     let d = density * phase_ns;
                     (
@@ -241,6 +257,12 @@ pub fn estimate(
     } else {
         des::RANK_STATE_BYTES as u64
     };
+    let per_rank = per_rank
+        + if cfg.comm.algorithm == Algorithm::Offloaded {
+            0
+        } else {
+            collective::BYTES_PER_RANK as u64
+        };
     let ranks_bytes = most.checked_mul(per_rank);
     let bytes = (|| {
         plan_bytes?
@@ -313,6 +335,7 @@ mod tests {
                 phases,
                 ranks_per_node: 1,
                 barrier: BarrierModel { stage_ns: 0.0 },
+                comm: CommModel::OFFLOADED,
                 drift_sd_ns: 0.0,
                 seed: 1,
             },

@@ -27,6 +27,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
+use super::collective::{self, Algorithm, Clocks, CommModel, Costs, LoopShape, Scratch};
 use crate::comm::{Collective, Solo};
 use crate::metrics::{PhaseAverages, PhaseSample};
 use crate::report::EmulatorTotals;
@@ -63,8 +64,11 @@ pub struct DesConfig {
     pub phases: u64,
     /// Ranks per node k: rank r replays plan `r mod k` and belongs to node `r / k`.
     pub ranks_per_node: u64,
-    /// Barrier latency model.
+    /// Barrier latency model (of [`Algorithm::Offloaded`]).
     pub barrier: BarrierModel,
+    /// The loop and its collective: offloaded (the fixed latency above) or an algorithm whose
+    /// messages run on the ranks' replay clocks ([`collective`]).
+    pub comm: CommModel,
     /// Standard deviation of one timer error, ns; each injection adds one to the rank's drift
     /// (a random walk, reset at every resync). 0 disables drift (`--timer abstime`).
     pub drift_sd_ns: f64,
@@ -87,6 +91,8 @@ pub struct DesOutcome {
     pub baseline_qt_ns: f64,
     /// Baseline AvgMaxQTBT, ns (unscaled).
     pub baseline_qtbt_ns: f64,
+    /// The phase period without noise, ns (unscaled): what `mean_period_ns` would be.
+    pub baseline_period_ns: f64,
     /// What the plans injected, summed over ranks.
     pub emulator: EmulatorTotals,
 }
@@ -391,6 +397,27 @@ fn simulate_walk(
     for s in states.iter_mut() {
         s.set_limit(0, fraction, ns_per_progress);
     }
+    if cfg.comm.resolved().algorithm != Algorithm::Offloaded {
+        let mut eng = WalkClocks {
+            w,
+            fraction,
+            ns_per_progress,
+        };
+        let (ph, now) = algorithmic(
+            comm,
+            &mut eng,
+            &mut states,
+            lo,
+            ranks,
+            &schedule,
+            period,
+            cfg,
+            &opts,
+            on_phase,
+        )?;
+        let (stats, max_progress) = eng.totals(&states, &now);
+        return finish(comm, stats, max_progress, cfg, ph);
+    }
     let threads = rayon::current_num_threads().max(1);
     let chunk = (states.len() / (threads * 2)).max(256);
 
@@ -476,6 +503,11 @@ struct Phases {
     prev: Option<(u64, u64)>,
     stopped_by_fraction: bool,
     last_barrier: u64,
+    /// The loop has a barrier at its top (Algorithm 1); else a phase starts where the last
+    /// one's collective left the rank.
+    top_barrier: bool,
+    /// The phase period without noise (replay ns).
+    baseline_period: u64,
 }
 
 impl Phases {
@@ -485,16 +517,20 @@ impl Phases {
         anyhow::ensure!(cfg.phases > 0, "the phase count must be at least 1");
         let q = opts.scaled(cfg.quanta_ns);
         anyhow::ensure!(q > 0, "the quanta must be at least 1 ns");
+        let latency = (cfg.barrier.latency_ns(ranks) * opts.scale).round() as u64;
+        let top_barrier = cfg.comm.shape == LoopShape::BarrierComputeBarrier;
         Ok(Phases {
             ranks,
             q,
             scale: opts.scale,
-            latency: (cfg.barrier.latency_ns(ranks) * opts.scale).round() as u64,
+            latency,
+            baseline_period: q + latency * (1 + u64::from(top_barrier)),
             averages: PhaseAverages::default(),
             barrier_prev: None,
             prev: None,
             stopped_by_fraction: false,
             last_barrier: 0,
+            top_barrier,
         })
     }
 
@@ -522,6 +558,9 @@ impl Phases {
     /// once the slowest has left the previous barrier, so a rank held there by a detour delays
     /// that phase once (in its qtb) and not the next phase's compute windows again.
     fn top(&self, exits: &Pass) -> Option<u64> {
+        if !self.top_barrier {
+            return None;
+        }
         self.barrier_prev.map(|_| exits.max_end + self.latency)
     }
 
@@ -547,6 +586,7 @@ fn finish(
         averages,
         stopped_by_fraction,
         last_barrier,
+        baseline_period,
         ..
     } = ph;
     let procs = comm.size();
@@ -576,6 +616,7 @@ fn finish(
         mean_period_ns: last_barrier as f64 / scale / averages.phases.max(1) as f64,
         baseline_qt_ns: q_unscaled,
         baseline_qtbt_ns: q_unscaled + latency as f64 / scale,
+        baseline_period_ns: baseline_period as f64 / scale,
         emulator: EmulatorTotals {
             injected: stats.injections,
             dropped: stats.dropped,
@@ -586,6 +627,332 @@ fn finish(
             max_progress,
         },
     })
+}
+
+/// What the algorithmic phase loop needs of an engine besides its clocks.
+trait ReplayEngine: Clocks {
+    /// When the rank's replay reaches the fraction f (the stop rule).
+    fn limit_at(&self, r: &Self::Rank) -> u64;
+    /// Resynchronises every rank, at its own time `now[g]`, to timeline offset `off`.
+    fn resync(&mut self, states: &mut [Self::Rank], now: &[u64], off: u64);
+    /// What the plans injected and the largest share of a stream replayed by `now`.
+    fn totals(&self, states: &[Self::Rank], now: &[u64]) -> (PlanStats, f64);
+}
+
+/// The walk engine's ranks as clocks.
+struct WalkClocks {
+    w: f64,
+    fraction: f64,
+    ns_per_progress: f64,
+}
+
+impl Clocks for WalkClocks {
+    type Rank = RankState;
+    fn work(&self, r: &mut RankState, _: usize, start: u64, work: u64) -> u64 {
+        r.compute(start, work, self.w)
+    }
+    fn idle_until(&self, r: &mut RankState, _: usize, t: u64) -> u64 {
+        r.leave_barrier(t, self.w)
+    }
+}
+
+impl ReplayEngine for WalkClocks {
+    fn limit_at(&self, r: &RankState) -> u64 {
+        r.limit_at
+    }
+    fn resync(&mut self, states: &mut [RankState], now: &[u64], off: u64) {
+        states.par_iter_mut().zip(now).for_each(|(s, &start)| {
+            s.cursor.resync(off, start);
+            s.pending = None;
+            s.drift_ns = 0;
+            s.busy_until = start;
+            s.set_limit(start, self.fraction, self.ns_per_progress);
+        });
+    }
+    fn totals(&self, states: &[RankState], now: &[u64]) -> (PlanStats, f64) {
+        let mut stats = PlanStats::default();
+        let mut most = 0f64;
+        for (s, &t) in states.iter().zip(now) {
+            add_stats(&mut stats, &s.cursor.stats());
+            most = most.max(s.cursor.progress_at(t));
+        }
+        (stats, most)
+    }
+}
+
+/// The indexed engine's ranks as clocks (ranks in rank order: stream = rank mod k).
+struct IdxClocks<'a> {
+    ix: &'a [PlanIndex],
+    k: u64,
+    lo: u64,
+    /// The segment every rank is in after the first resync (all share it).
+    shared: Option<Vec<SegmentStart>>,
+    /// Counts of the segments left by resyncs.
+    committed: PlanStats,
+    fraction: f64,
+    ns_per_progress: f64,
+}
+
+impl IdxClocks<'_> {
+    #[inline]
+    fn stream(&self, g: usize) -> usize {
+        ((self.lo + g as u64) % self.k) as usize
+    }
+    #[inline]
+    fn seg(&self, si: usize, r: &IdxRank) -> SegmentStart {
+        match &self.shared {
+            Some(v) => v[si],
+            None => r.rep.segment(&self.ix[si]),
+        }
+    }
+}
+
+impl Clocks for IdxClocks<'_> {
+    type Rank = IdxRank;
+    fn work(&self, r: &mut IdxRank, g: usize, start: u64, work: u64) -> u64 {
+        let si = self.stream(g);
+        let x = &self.ix[si];
+        match r.rep.compute_fast(x, start, work) {
+            Some(e) => e,
+            None => {
+                let seg = self.seg(si, r);
+                r.rep.compute(x, &seg, start, work)
+            }
+        }
+    }
+    fn idle_until(&self, r: &mut IdxRank, g: usize, t: u64) -> u64 {
+        let si = self.stream(g);
+        let x = &self.ix[si];
+        match r.rep.leave_barrier_fast(x, t) {
+            Some(e) => e,
+            None => {
+                let seg = self.seg(si, r);
+                r.rep.leave_barrier(x, &seg, t)
+            }
+        }
+    }
+}
+
+impl ReplayEngine for IdxClocks<'_> {
+    fn limit_at(&self, r: &IdxRank) -> u64 {
+        r.limit_at
+    }
+    fn resync(&mut self, states: &mut [IdxRank], now: &[u64], off: u64) {
+        let new: Vec<SegmentStart> = self.ix.iter().map(|x| x.segment_start(off)).collect();
+        let this = &*self;
+        let stats = states
+            .par_iter_mut()
+            .zip(now)
+            .enumerate()
+            .map(|(g, (s, &start))| {
+                let si = this.stream(g);
+                let x = &this.ix[si];
+                let old = this.seg(si, s);
+                let st = s.rep.resync(x, &old, &new[si], start);
+                set_limit(s, x, start, this.fraction, this.ns_per_progress);
+                st
+            })
+            .reduce(PlanStats::default, |mut a, b| {
+                add_stats(&mut a, &b);
+                a
+            });
+        add_stats(&mut self.committed, &stats);
+        self.shared = Some(new);
+    }
+    fn totals(&self, states: &[IdxRank], now: &[u64]) -> (PlanStats, f64) {
+        let mut stats = self.committed;
+        let mut most = 0f64;
+        for (g, (s, &t)) in states.iter().zip(now).enumerate() {
+            let si = self.stream(g);
+            let x = &self.ix[si];
+            add_stats(&mut stats, &s.rep.stats(x, &self.seg(si, s)));
+            most = most.max(s.rep.progress_at(x, t));
+        }
+        (stats, most)
+    }
+}
+
+/// Ranks without noise: the baseline of an algorithmic collective.
+struct Quiet;
+
+impl Clocks for Quiet {
+    type Rank = ();
+    fn work(&self, _: &mut (), _: usize, start: u64, work: u64) -> u64 {
+        start + work
+    }
+    fn idle_until(&self, _: &mut (), _: usize, t: u64) -> u64 {
+        t
+    }
+}
+
+impl ReplayEngine for Quiet {
+    fn limit_at(&self, _: &()) -> u64 {
+        u64::MAX
+    }
+    fn resync(&mut self, _: &mut [()], _: &[u64], _: u64) {}
+    fn totals(&self, _: &[()], _: &[u64]) -> (PlanStats, f64) {
+        (PlanStats::default(), 0.0)
+    }
+}
+
+/// What the algorithmic loop measured (scaled ns).
+struct LoopRun {
+    averages: PhaseAverages,
+    stopped_by_fraction: bool,
+    /// Latest exit from the collective of the last phase closed.
+    last_exit: u64,
+    /// Max qtb of the last phase closed.
+    last_max_qtb: u64,
+    /// Latest exit of the phase before it.
+    prev_exit: u64,
+}
+
+/// The benchmark loop with the collective run as messages on the ranks' clocks: this process
+/// holds ranks `lo..lo + states.len()` of `n`; `t` ends as each rank's time.
+#[allow(clippy::too_many_arguments)]
+fn algorithmic_loop<E: ReplayEngine>(
+    comm: &dyn Collective,
+    eng: &mut E,
+    states: &mut [E::Rank],
+    lo: u64,
+    n: u64,
+    resync: &dyn Fn(u64) -> Option<u64>,
+    phases: u64,
+    q: u64,
+    model: CommModel,
+    costs: Costs,
+    scale: f64,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<(LoopRun, Vec<u64>)> {
+    let len = states.len();
+    let alloc = |what: &str| {
+        let mut v: Vec<u64> = Vec::new();
+        v.try_reserve_exact(len)
+            .map_err(|_| anyhow::anyhow!("cannot allocate the {what} of {len} simulated ranks"))?;
+        v.resize(len, 0);
+        anyhow::Ok(v)
+    };
+    let (mut t, mut start) = (alloc("clocks")?, alloc("phase starts")?);
+    let mut scratch = Scratch::new(n, comm.size())?;
+    let alg = model.algorithm;
+    let chunk = (len / (rayon::current_num_threads().max(1) * 8)).max(1024);
+    let mut run = LoopRun {
+        averages: PhaseAverages::default(),
+        stopped_by_fraction: false,
+        last_exit: 0,
+        last_max_qtb: 0,
+        prev_exit: 0,
+    };
+    for p in 0..phases {
+        if model.shape == LoopShape::BarrierComputeBarrier && p > 0 {
+            collective::run(comm, eng, alg, costs, n, lo, states, &mut t, &mut scratch);
+        }
+        if let Some(off) = resync(p) {
+            eng.resync(states, &t, off);
+        }
+        start.copy_from_slice(&t);
+        let e = &*eng;
+        let pass = states
+            .par_chunks_mut(chunk)
+            .zip(t.par_chunks_mut(chunk))
+            .enumerate()
+            .map(|(c, (sts, ts))| {
+                let mut acc = Pass::default();
+                for (i, (s, tt)) in sts.iter_mut().zip(ts.iter_mut()).enumerate() {
+                    let s0 = *tt;
+                    *tt = e.work(s, c * chunk + i, s0, q);
+                    acc.max_qt = acc.max_qt.max(*tt - s0);
+                    acc.sum_qt += *tt - s0;
+                }
+                acc
+            })
+            .reduce(Pass::default, Pass::join);
+        let pass = reduce(comm, pass);
+        collective::run(comm, eng, alg, costs, n, lo, states, &mut t, &mut scratch);
+        let e = &*eng;
+        let exits = states
+            .par_chunks(chunk)
+            .zip(t.par_chunks(chunk).zip(start.par_chunks(chunk)))
+            .map(|(sts, (ts, ss))| {
+                let mut acc = Pass::default();
+                for (s, (&x, &s0)) in sts.iter().zip(ts.iter().zip(ss)) {
+                    acc.max_qtb_prev = acc.max_qtb_prev.max(x - s0);
+                    acc.max_end = acc.max_end.max(x);
+                    acc.over_limit |= x >= e.limit_at(s);
+                }
+                acc
+            })
+            .reduce(Pass::default, Pass::join);
+        let exits = reduce(comm, exits);
+        if exits.over_limit {
+            run.stopped_by_fraction = true;
+            break;
+        }
+        run.averages.add(PhaseSample {
+            max_qt_ns: pass.max_qt as f64 / scale,
+            max_qtbt_ns: exits.max_qtb_prev as f64 / scale,
+            mean_qt_ns: pass.sum_qt as f64 / n as f64 / scale,
+        });
+        run.prev_exit = run.last_exit;
+        run.last_exit = exits.max_end;
+        run.last_max_qtb = exits.max_qtb_prev;
+        on_phase(p + 1);
+    }
+    Ok((run, t))
+}
+
+/// Phases of the noise-free run that gives an algorithmic collective's baseline (the loop
+/// settles after the first: from then on every phase is the same).
+const BASELINE_PHASES: u64 = 3;
+
+/// The algorithmic loop for one engine, with its noise-free baseline: the phase bookkeeping
+/// [`finish`] needs, and every rank's final time.
+#[allow(clippy::too_many_arguments)]
+fn algorithmic<E: ReplayEngine>(
+    comm: &dyn Collective,
+    eng: &mut E,
+    states: &mut [E::Rank],
+    lo: u64,
+    ranks: u64,
+    schedule: &SyncSchedule,
+    period: u64,
+    cfg: &DesConfig,
+    opts: &PlanOptions,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<(Phases, Vec<u64>)> {
+    let mut ph = Phases::new(ranks, cfg, opts)?;
+    let model = cfg.comm.resolved();
+    let costs = Costs::scaled(&model, opts.scale);
+    // The baseline: the same loop without noise, every rank in this process (it is cheap:
+    // no replay), the qtb of its last phase.
+    let (quiet, _) = {
+        let mut units: Vec<()> = Vec::new();
+        units.resize(usize::try_from(ranks)?, ());
+        algorithmic_loop(
+            &Solo,
+            &mut Quiet,
+            &mut units,
+            0,
+            ranks,
+            &|_| None,
+            BASELINE_PHASES.min(cfg.phases),
+            ph.q,
+            model,
+            costs,
+            opts.scale,
+            &|_| {},
+        )?
+    };
+    let resync = |p: u64| schedule.resync_offset(p, period);
+    let (run, now) = algorithmic_loop(
+        comm, eng, states, lo, ranks, &resync, cfg.phases, ph.q, model, costs, opts.scale, on_phase,
+    )?;
+    ph.latency = quiet.last_max_qtb - ph.q;
+    ph.baseline_period = quiet.last_exit - quiet.prev_exit;
+    ph.averages = run.averages;
+    ph.stopped_by_fraction = run.stopped_by_fraction;
+    ph.last_barrier = run.last_exit;
+    Ok((ph, now))
 }
 
 fn add_stats(a: &mut PlanStats, b: &PlanStats) {
@@ -641,6 +1008,45 @@ fn simulate_indexed(
             (count as u128 * (INDEXED_RANK_BYTES + INDEXED_SETUP_BYTES) as u128) >> 20
         )
     };
+    if cfg.comm.resolved().algorithm != Algorithm::Offloaded {
+        // Rank order: a rank's partners are found by arithmetic on its number.
+        let mut states: Vec<IdxRank> = Vec::new();
+        states.try_reserve_exact(count).map_err(oom)?;
+        for r in lo..hi {
+            let x = &ix[(r % k) as usize];
+            let seg = x.segment_start(schedule.start_offset(r / k, period));
+            let mut st = IdxRank {
+                rep: x.replay(&seg),
+                start_ns: 0,
+                limit_at: u64::MAX,
+            };
+            set_limit(&mut st, x, 0, opts.fraction, period as f64 * scale);
+            states.push(st);
+        }
+        let mut eng = IdxClocks {
+            ix,
+            k,
+            lo,
+            shared: None,
+            committed: PlanStats::default(),
+            fraction: opts.fraction,
+            ns_per_progress: period as f64 * scale,
+        };
+        let (ph, now) = algorithmic(
+            comm,
+            &mut eng,
+            &mut states,
+            lo,
+            ranks,
+            &schedule,
+            period,
+            cfg,
+            &opts,
+            on_phase,
+        )?;
+        let (stats, max_progress) = eng.totals(&states, &now);
+        return finish(comm, stats, max_progress, cfg, ph);
+    }
     // The ranks in a cache-friendly order: by stream, then by start offset, so that neighbours
     // search neighbouring parts of the index (all ranks advance with one clock, so the order
     // lasts). What is reduced (maxima and sums of integers) does not depend on the order.
@@ -829,6 +1235,7 @@ mod tests {
             phases,
             ranks_per_node: 1,
             barrier: BarrierModel { stage_ns: stage },
+            comm: CommModel::OFFLOADED,
             drift_sd_ns: 0.0,
             seed: 1,
         }
@@ -1016,6 +1423,155 @@ mod tests {
                 let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
                 assert_eq!(w, i, "{mode} S={scale} f={fraction}");
                 assert!(w.emulator.injected > 0);
+            }
+        }
+    }
+
+    fn algorithmic(alg: Algorithm, shape: LoopShape, o: f64, l: f64) -> CommModel {
+        CommModel {
+            algorithm: alg,
+            shape,
+            o_ns: o,
+            l_ns: l,
+        }
+    }
+
+    #[test]
+    fn algorithmic_baselines_are_the_rounds_of_the_noise_free_algorithm() {
+        // o = 3, l = 4: a round costs 2o + l = 10 ns; 128 ranks: 7 rounds (binomial: 14).
+        let p = plan(10_000_000, &[(5_000, 10)]);
+        for (alg, shape, qtb, period) in [
+            (
+                Algorithm::Dissemination,
+                LoopShape::BarrierComputeBarrier,
+                70,
+                140,
+            ),
+            (Algorithm::Dissemination, LoopShape::ComputeBarrier, 70, 70),
+            (Algorithm::BinomialTree, LoopShape::ComputeBarrier, 140, 140),
+        ] {
+            let c = DesConfig {
+                comm: algorithmic(alg, shape, 3.0, 4.0),
+                ..cfg(1_000, 5, 0.0)
+            };
+            let out = simulate(std::slice::from_ref(&p), 128, SyncMode::None, &c, &|_| {});
+            let out = out.unwrap();
+            assert_eq!(
+                out.baseline_qtbt_ns,
+                1_000.0 + qtb as f64,
+                "{alg:?} {shape:?}"
+            );
+            assert_eq!(out.baseline_period_ns, 1_000.0 + period as f64);
+        }
+        let c = DesConfig {
+            comm: algorithmic(
+                Algorithm::RecursiveDoubling,
+                LoopShape::ComputeAllreduce,
+                3.0,
+                4.0,
+            ),
+            ..cfg(1_000, 5, 0.0)
+        };
+        // Recursive doubling over 64 (6 rounds) plus the fold and the unfold of 36 ranks; the
+        // critical path is not a whole number of rounds: only its bounds are closed.
+        let out = simulate(std::slice::from_ref(&p), 100, SyncMode::None, &c, &|_| {}).unwrap();
+        assert!(out.baseline_qtbt_ns > 1_060.0 && out.baseline_qtbt_ns <= 1_080.0);
+    }
+
+    #[test]
+    fn a_detour_in_a_round_delays_every_rank_offloading_holds_one() {
+        // 16 ranks on one node (k = 16, one shared start offset), q = 1000 ns. Rank 0 meets a
+        // 500 ns detour at replay time 1020, inside the barrier after its compute.
+        // Offloaded, stage 10 ns: the barrier completes at 1040, the detour still runs, rank 0
+        // leaves at 1520: max qtb 1520. Dissemination, o = 3, l = 4 (rounds of 10 ns): rank 0
+        // sends round 2 at 1020 and the detour takes it to 1523; rank 4 receives at 1527 and
+        // ends the round at 1530, 500 late; round 3 passes that on to rank 12: the barrier ends
+        // at 1000 + 4 · 10 + 500 = 1540.
+        let period = 10_000_000u64;
+        let off = SyncSchedule {
+            mode: SyncMode::None,
+            seed: 1,
+        }
+        .start_offset(0, period);
+        assert!(off + 1_020 + 500 < period, "pick another seed");
+        let far = [Detour {
+            start_ns: (off + period / 2) % period,
+            run_ns: 1,
+        }];
+        let mut streams: Vec<Stream> = (0..16)
+            .map(|c| Stream::from_detours(c, 0, period, &far).unwrap())
+            .collect();
+        let hit = [Detour {
+            start_ns: off + 1_020,
+            run_ns: 500,
+        }];
+        streams[0] = Stream::from_detours(0, 0, period, &hit).unwrap();
+        let t = jitter_trace::Trace {
+            streams,
+            ..jitter_trace::Trace::default()
+        };
+        let plans: Vec<Arc<Plan>> = (0..16)
+            .map(|s| Plan::from_trace(&t, s, PlanOptions::ideal()).unwrap())
+            .collect();
+        let run = |comm: CommModel| {
+            let c = DesConfig {
+                ranks_per_node: 16,
+                comm,
+                ..cfg(1_000, 1, 10.0)
+            };
+            simulate(&plans, 16, SyncMode::None, &c, &|_| {}).unwrap()
+        };
+        let offloaded = run(CommModel::OFFLOADED);
+        let dissemination = run(algorithmic(
+            Algorithm::Dissemination,
+            LoopShape::BarrierComputeBarrier,
+            3.0,
+            4.0,
+        ));
+        for o in [&offloaded, &dissemination] {
+            assert_eq!(o.averages.phases, 1);
+            assert_eq!(o.averages.sum_max_qt_ns, 1_000.0);
+        }
+        assert_eq!(offloaded.averages.sum_max_qtbt_ns, 1_520.0);
+        assert_eq!(dissemination.averages.sum_max_qtbt_ns, 1_540.0);
+    }
+
+    #[test]
+    fn the_indexed_engine_gives_the_walk_s_outcome_with_algorithmic_collectives() {
+        let d: Vec<Detour> = (0..3000u64)
+            .map(|i| Detour {
+                start_ns: i * 3_000 + (i * 7919) % 1500,
+                run_ns: 20 + (i * 31) % 900,
+            })
+            .collect();
+        let s = Stream::from_detours(0, 0, 9_100_000, &d).unwrap();
+        for (scale, fraction) in [(1.0, 1.0), (2.5, 0.3)] {
+            let o = PlanOptions {
+                scale,
+                fraction,
+                ..PlanOptions::ideal()
+            };
+            let p = Plan::new(&s, o).unwrap();
+            for (alg, shape) in [
+                (Algorithm::Dissemination, LoopShape::BarrierComputeBarrier),
+                (Algorithm::RecursiveDoubling, LoopShape::ComputeAllreduce),
+                (Algorithm::BinomialTree, LoopShape::ComputeBarrier),
+                (Algorithm::Offloaded, LoopShape::ComputeBarrier),
+            ] {
+                for mode in ["none", "phase", "every:3"] {
+                    let mode: SyncMode = mode.parse().unwrap();
+                    let c = DesConfig {
+                        comm: algorithmic(alg, shape, 150.0, 400.0),
+                        ..cfg(7_000, 300, 500.0)
+                    };
+                    let run = |e| {
+                        simulate_engine(&Solo, std::slice::from_ref(&p), 37, mode, &c, e, &|_| {})
+                            .unwrap()
+                    };
+                    let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
+                    assert_eq!(w, i, "{alg:?} {shape:?} {mode} S={scale} f={fraction}");
+                    assert!(w.emulator.injected > 0);
+                }
             }
         }
     }

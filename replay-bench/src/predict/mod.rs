@@ -3,6 +3,7 @@
 //! order-statistics model beside it.
 
 pub mod budget;
+pub mod collective;
 pub mod des;
 pub mod order_stats;
 pub mod platform;
@@ -24,6 +25,7 @@ use jitter_trace::{Trace, TraceStats};
 use crate::metrics::slowdown_pct;
 use crate::report::{Calibration, Config, Report, ReportKind, ResultRow, TraceInfo};
 
+pub use collective::{Algorithm, CommModel, LoopShape};
 pub use des::{
     simulate, simulate_engine, simulate_on, BarrierModel, DesConfig, DesOutcome, Engine,
 };
@@ -79,6 +81,30 @@ pub struct PredictArgs {
     /// Latency of one barrier stage, ns [default: from --calibrate-from, else 1000].
     #[arg(long, value_name = "NS")]
     pub barrier_stage_ns: Option<f64>,
+    /// The loop of one phase: barrier-compute-barrier (Algorithm 1 of paper 001),
+    /// compute-barrier (a bulk-synchronous step), compute-allreduce (a solver's residual check).
+    #[arg(long, value_enum, default_value_t = LoopShape::BarrierComputeBarrier)]
+    pub loop_shape: LoopShape,
+    /// The collective's algorithm: messages on the ranks' replay clocks, so detours delay them
+    /// and pass from rank to rank (dissemination, recursive-doubling, binomial-tree), or
+    /// offloaded (fixed latency ceil(log2 N) x stage, as before). auto: dissemination for a
+    /// barrier, the classic software barrier of ceil(log2 N) rounds at every N (the predictor
+    /// cannot know which algorithm an MPI library picks), recursive doubling for an allreduce.
+    /// A message costs its sender CPU work o (detours landing in it take their span, as in
+    /// compute), travels l, and costs its receiver o once the receiver is free and the message
+    /// is there (a detour running at its arrival holds it): in dissemination round k, rank i
+    /// entered at t_i sends s_i = work(t_i, o) and leaves at
+    /// work(idle(max(s_i, s_(i-2^k) + l)), o); without noise a round costs 2o + l.
+    #[arg(long, value_enum, default_value_t = Algorithm::Auto)]
+    pub collective: Algorithm,
+    /// LogP overhead o: CPU time to send or to receive one message, ns; one round costs
+    /// 2o + l without noise [default: a third of the barrier stage].
+    #[arg(long, value_name = "NS")]
+    pub logp_o_ns: Option<f64>,
+    /// LogP latency l of one message on the wire, ns (not the emulator's timer lateness L)
+    /// [default: a third of the barrier stage].
+    #[arg(long, value_name = "NS")]
+    pub logp_l_ns: Option<f64>,
     /// Report of a real `replay-bench run` to calibrate the barrier stage latency from.
     #[arg(long, value_name = "RUN_JSON")]
     pub calibrate_from: Option<PathBuf>,
@@ -298,6 +324,21 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         (None, Some(p)) => barrier_stage_from_report(p)?,
         (None, None) => platform::DEFAULT_BARRIER_STAGE_NS,
     };
+    let logp = |flag: &str, v: Option<f64>| -> anyhow::Result<f64> {
+        let x = v.unwrap_or(stage / 3.0);
+        anyhow::ensure!(
+            x.is_finite() && (0.0..=1e9).contains(&x),
+            "--{flag} must be in 0..=1e9 (1 s), got {x}"
+        );
+        Ok(x)
+    };
+    let comm = CommModel {
+        algorithm: args.collective,
+        shape: args.loop_shape,
+        o_ns: logp("logp-o-ns", args.logp_o_ns)?,
+        l_ns: logp("logp-l-ns", args.logp_l_ns)?,
+    }
+    .resolved();
     let mut traces: Vec<TraceInput> = Vec::new();
     for path in &args.traces {
         let loaded = jitter_trace::read_trace(path)
@@ -330,6 +371,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
             phases: args.phases,
             ranks_per_node: args.ranks_per_node,
             barrier: BarrierModel { stage_ns: stage },
+            comm,
             drift_sd_ns: platform.lateness_sd_ns,
             seed: args.seed,
         },
@@ -343,6 +385,15 @@ fn config(traces: &[TraceInput], spec: &PredictSpec, model: &str) -> Config {
     let o = &spec.platform.options;
     let mut extra = std::collections::BTreeMap::new();
     extra.insert("barrier_model".into(), "log2".into());
+    let c = &spec.des.comm;
+    extra.insert("loop_shape".into(), c.shape.name().into());
+    extra.insert("collective".into(), c.algorithm.name().into());
+    extra.insert("logp_o_ns".into(), format!("{}", c.o_ns));
+    extra.insert("logp_l_ns".into(), format!("{}", c.l_ns));
+    extra.insert(
+        "communication_model".into(),
+        c.describe(spec.des.barrier.stage_ns),
+    );
     extra.insert(
         "barrier_stage_ns".into(),
         format!("{}", spec.des.barrier.stage_ns),
@@ -587,6 +638,11 @@ pub fn predict_on(
                         ));
                     }
                     r.results.push(des_row(&t.label, n, mode, &out));
+                    // The period (what a whole-run time such as LogGOPSim's measures).
+                    r.config.extra.insert(
+                        format!("period_ns {} {mode} {n}", t.label),
+                        format!("{:.1} {:.1}", out.mean_period_ns, out.baseline_period_ns),
+                    );
                 }
             }
         }
@@ -787,6 +843,7 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     check_plausible(&p)?;
+    println!("{}", spec.des.comm.describe(spec.des.barrier.stage_ns));
     print!("{}", sd_table(&p));
     for r in [&p.des, &p.order_stats].into_iter().flatten() {
         for w in &r.warnings {
@@ -935,6 +992,7 @@ mod tests {
                 phases: 100,
                 ranks_per_node: 1,
                 barrier: BarrierModel { stage_ns: 0.0 },
+                comm: CommModel::OFFLOADED,
                 drift_sd_ns: 0.0,
                 seed: 1,
             },

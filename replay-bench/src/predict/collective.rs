@@ -1,0 +1,532 @@
+//! Collectives as algorithms in the predictor's virtual time: the messages of a dissemination
+//! barrier, a recursive-doubling allreduce or a binomial tree, each costing LogP-style overheads
+//! on the ranks' own replay clocks, so that a detour met during a round delays the rank's next
+//! message and passes from rank to rank through the rounds.
+//!
+//! Model of one message from rank a to rank b (replay ns, scaled by S like everything else):
+//! - a sends at its time `t_a`: CPU work `o`, detours landing in it take their span (as compute):
+//!   the send ends at `s_a = work_a(t_a, o)`;
+//! - the message travels `ℓ` and arrives at `s_a + ℓ`;
+//! - b handles it once it is free and the message is there: idle until `max(t_b, s_a + ℓ)`
+//!   (a detour running then holds b until its end, one that ended before costs nothing), then
+//!   CPU work `o`.
+//!
+//! One dissemination round without noise therefore costs `2o + ℓ`; a barrier of N ranks
+//! `⌈log₂ N⌉ · (2o + ℓ)`. `offloaded` keeps the fixed-latency model (a barrier in hardware or
+//! in the NIC: `⌈log₂ N⌉ · stage`, no CPU involved) and is run by the phase loop in `des`.
+//!
+//! Every round is two passes over the ranks (the senders, then the receivers), each touching a
+//! rank at most once: O(N) per round and O(N log N) per collective, rayon over chunks of ranks.
+
+use rayon::prelude::*;
+
+use crate::comm::Collective;
+
+/// How a collective is carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Algorithm {
+    /// Dissemination for a barrier, recursive doubling for an allreduce.
+    Auto,
+    /// Fixed latency `⌈log₂ N⌉ · --barrier-stage-ns`, no CPU involved (hardware or NIC
+    /// offload, as Blue Gene/L's barrier network); the predictor's model before collectives
+    /// became algorithms.
+    Offloaded,
+    /// Round k: send to rank + 2^k, receive from rank − 2^k (mod N); ⌈log₂ N⌉ rounds.
+    Dissemination,
+    /// Round k: exchange with rank XOR 2^k among the largest power of two p ≤ N ranks; the
+    /// N − p others first hand their part to rank − p and get the result back at the end.
+    RecursiveDoubling,
+    /// Gather up a binomial tree to rank 0, then broadcast down it: 2 ⌈log₂ N⌉ rounds.
+    BinomialTree,
+}
+
+impl Algorithm {
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Auto => "auto",
+            Algorithm::Offloaded => "offloaded",
+            Algorithm::Dissemination => "dissemination",
+            Algorithm::RecursiveDoubling => "recursive-doubling",
+            Algorithm::BinomialTree => "binomial-tree",
+        }
+    }
+}
+
+/// What one phase of the benchmark loop does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LoopShape {
+    /// Algorithm 1 of paper 001: barrier; compute q; barrier (qtb from the first barrier's exit).
+    #[default]
+    BarrierComputeBarrier,
+    /// compute q; barrier (a bulk-synchronous step; qtb is the whole step).
+    ComputeBarrier,
+    /// compute q; allreduce of one small value (an iterative solver's residual check).
+    ComputeAllreduce,
+}
+
+impl LoopShape {
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoopShape::BarrierComputeBarrier => "barrier-compute-barrier",
+            LoopShape::ComputeBarrier => "compute-barrier",
+            LoopShape::ComputeAllreduce => "compute-allreduce",
+        }
+    }
+
+    /// True when the loop's collective is an allreduce (else a barrier).
+    pub fn allreduce(self) -> bool {
+        self == LoopShape::ComputeAllreduce
+    }
+}
+
+/// The communication model of a prediction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CommModel {
+    /// The collective's algorithm (never [`Algorithm::Auto`] once resolved).
+    pub algorithm: Algorithm,
+    /// The loop.
+    pub shape: LoopShape,
+    /// CPU overhead o of sending or receiving one message, ns (unscaled).
+    pub o_ns: f64,
+    /// Wire latency ℓ of one message, ns (unscaled).
+    pub l_ns: f64,
+}
+
+impl CommModel {
+    /// Today's model: Algorithm 1 with an offloaded fixed-latency barrier.
+    pub const OFFLOADED: CommModel = CommModel {
+        algorithm: Algorithm::Offloaded,
+        shape: LoopShape::BarrierComputeBarrier,
+        o_ns: 0.0,
+        l_ns: 0.0,
+    };
+
+    /// Resolves [`Algorithm::Auto`] for the shape: dissemination for a barrier, recursive
+    /// doubling for an allreduce.
+    pub fn resolved(self) -> Self {
+        let algorithm = match (self.algorithm, self.shape.allreduce()) {
+            (Algorithm::Auto, false) => Algorithm::Dissemination,
+            (Algorithm::Auto, true) => Algorithm::RecursiveDoubling,
+            (a, _) => a,
+        };
+        CommModel { algorithm, ..self }
+    }
+
+    /// One line naming the model, for the terminal and the report.
+    pub fn describe(&self, stage_ns: f64) -> String {
+        let op = if self.shape.allreduce() {
+            "allreduce"
+        } else {
+            "barrier"
+        };
+        match self.algorithm {
+            Algorithm::Offloaded => format!(
+                "model: loop {}, {op} offloaded (fixed latency ceil(log2 N) x {stage_ns} ns, \
+                 no noise during communication)",
+                self.shape.name()
+            ),
+            a => format!(
+                "model: loop {}, {op} by {} in virtual time (LogP o = {} ns, l = {} ns: a round \
+                 costs 2o + l = {} ns without noise; detours delay messages)",
+                self.shape.name(),
+                a.name(),
+                self.o_ns,
+                self.l_ns,
+                2.0 * self.o_ns + self.l_ns
+            ),
+        }
+    }
+}
+
+/// What a collective asks of one rank's replay clock (replay ns). Implemented by the
+/// simulation's engines on their per-rank states; `&self` is what the ranks share.
+pub trait Clocks: Sync {
+    /// One rank's state.
+    type Rank: Send + Sync;
+    /// CPU work `work` from `start` on rank `g`: its end (detours landing in it add their span).
+    fn work(&self, r: &mut Self::Rank, g: usize, start: u64, work: u64) -> u64;
+    /// Rank `g` idle until `t`: when it can act (`t`, or the end of a detour running at `t`).
+    fn idle_until(&self, r: &mut Self::Rank, g: usize, t: u64) -> u64;
+}
+
+/// Scaled (replay ns) o and ℓ of a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Costs {
+    /// o, replay ns.
+    pub o: u64,
+    /// ℓ, replay ns.
+    pub l: u64,
+}
+
+impl Costs {
+    /// o and ℓ of `m` scaled by `scale`.
+    pub fn scaled(m: &CommModel, scale: f64) -> Self {
+        Costs {
+            o: (m.o_ns * scale).round() as u64,
+            l: (m.l_ns * scale).round() as u64,
+        }
+    }
+}
+
+/// One round: whom each rank sends to and whom it receives from (global ranks; `None`: no
+/// message). Every message of a round has one sender and one receiver that agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Round {
+    /// Send to g + d, receive from g − d (mod n).
+    Shift(u64),
+    /// Exchange with g XOR d, among ranks below p.
+    Xor(u64, u64),
+    /// Ranks ≥ p hand to g − p.
+    Fold(u64),
+    /// Ranks below n − p hand back to g + p.
+    Unfold(u64),
+    /// Binomial gather, distance d: g ≡ d (mod 2d) sends to g − d.
+    Gather(u64),
+    /// Binomial broadcast, distance d: g ≡ 0 (mod 2d) sends to g + d.
+    Bcast(u64),
+}
+
+impl Round {
+    // Every distance d is a power of two below n and every g < n: no division needed.
+    #[inline]
+    fn to(self, g: u64, n: u64) -> Option<u64> {
+        match self {
+            Round::Shift(d) => Some(if g + d >= n { g + d - n } else { g + d }),
+            Round::Xor(d, p) => (g < p).then_some(g ^ d),
+            Round::Fold(p) => (g >= p).then(|| g - p),
+            Round::Unfold(p) => (g + p < n).then_some(g + p),
+            Round::Gather(d) => (g & (2 * d - 1) == d).then(|| g - d),
+            Round::Bcast(d) => (g & (2 * d - 1) == 0 && g + d < n).then_some(g + d),
+        }
+    }
+
+    #[inline]
+    fn from(self, g: u64, n: u64) -> Option<u64> {
+        match self {
+            Round::Shift(d) => Some(if g >= d { g - d } else { g + n - d }),
+            Round::Xor(d, p) => (g < p).then_some(g ^ d),
+            Round::Fold(p) => (g + p < n).then_some(g + p),
+            Round::Unfold(p) => (g >= p).then(|| g - p),
+            Round::Gather(d) => (g & (2 * d - 1) == 0 && g + d < n).then_some(g + d),
+            Round::Bcast(d) => (g & (2 * d - 1) == d).then(|| g - d),
+        }
+    }
+}
+
+/// The rounds of `alg` on `n` ranks, in order.
+fn rounds(alg: Algorithm, n: u64) -> Vec<Round> {
+    let r = super::des::ceil_log2(n);
+    let dists = (0..r).map(|k| 1u64 << k);
+    match alg {
+        Algorithm::Auto | Algorithm::Offloaded | Algorithm::Dissemination => {
+            dists.map(Round::Shift).collect()
+        }
+        Algorithm::RecursiveDoubling => {
+            let p = if n.is_power_of_two() {
+                n
+            } else {
+                1u64 << (r - 1)
+            };
+            let mut v = Vec::new();
+            if p < n {
+                v.push(Round::Fold(p));
+            }
+            v.extend((0..super::des::ceil_log2(p)).map(|k| Round::Xor(1 << k, p)));
+            if p < n {
+                v.push(Round::Unfold(p));
+            }
+            v
+        }
+        Algorithm::BinomialTree => {
+            let mut v: Vec<Round> = dists.clone().map(Round::Gather).collect();
+            v.extend(dists.rev().map(Round::Bcast));
+            v
+        }
+    }
+}
+
+/// Scratch for [`run`]: the send ends of a round, by global rank, and the buffer that
+/// exchanges them between processes. Allocated once per simulation.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    sent: Vec<u64>,
+    wire: Vec<f64>,
+}
+
+impl Scratch {
+    /// Scratch for `n` ranks of which this process simulates `local`.
+    pub fn new(n: u64, procs: usize) -> anyhow::Result<Self> {
+        let n = usize::try_from(n).map_err(|_| anyhow::anyhow!("{n} ranks do not fit"))?;
+        let mut sent = Vec::new();
+        sent.try_reserve_exact(n)
+            .map_err(|_| anyhow::anyhow!("cannot allocate the collective's {n} send times"))?;
+        sent.resize(n, 0);
+        let mut wire = Vec::new();
+        if procs > 1 {
+            wire.try_reserve_exact(n)
+                .map_err(|_| anyhow::anyhow!("cannot allocate the collective's {n} send times"))?;
+            wire.resize(n, 0.0);
+        }
+        Ok(Scratch { sent, wire })
+    }
+}
+
+/// Bytes per simulated rank an algorithmic collective adds: the loop's clock and phase start
+/// per rank, the send ends and, under MPI, their exchange buffer.
+pub const BYTES_PER_RANK: usize = 32;
+
+/// Runs one collective of `alg` over `n` ranks: this process holds ranks `lo..lo + states.len()`
+/// whose times (when each enters the collective) are `t`; on return `t` holds when each leaves.
+/// Send ends are exchanged between processes after every round's sends (`comm`).
+#[allow(clippy::too_many_arguments)]
+pub fn run<C: Clocks>(
+    comm: &dyn Collective,
+    clocks: &C,
+    alg: Algorithm,
+    costs: Costs,
+    n: u64,
+    lo: u64,
+    states: &mut [C::Rank],
+    t: &mut [u64],
+    scratch: &mut Scratch,
+) {
+    let chunk = (states.len() / (rayon::current_num_threads().max(1) * 8)).max(1024);
+    let Costs { o, l } = costs;
+    for round in rounds(alg, n) {
+        let hi = lo + states.len() as u64;
+        let sent_local = &mut scratch.sent[lo as usize..hi as usize];
+        // The senders.
+        states
+            .par_chunks_mut(chunk)
+            .zip(t.par_chunks_mut(chunk))
+            .zip(sent_local.par_chunks_mut(chunk))
+            .enumerate()
+            .for_each(|(c, ((sts, ts), ss))| {
+                let g0 = lo + (c * chunk) as u64;
+                for (i, (s, (tt, sd))) in sts.iter_mut().zip(ts.iter_mut().zip(ss)).enumerate() {
+                    let g = g0 + i as u64;
+                    if round.to(g, n).is_some() {
+                        *tt = clocks.work(s, (g - lo) as usize, *tt, o);
+                        *sd = *tt;
+                    }
+                }
+            });
+        if comm.size() > 1 {
+            // Times stay well below 2^53 ns: the f64 maximum is exact; others' entries are 0.
+            scratch.wire.iter_mut().for_each(|w| *w = 0.0);
+            for (w, &s) in scratch.wire[lo as usize..hi as usize]
+                .iter_mut()
+                .zip(scratch.sent[lo as usize..hi as usize].iter())
+            {
+                *w = s as f64;
+            }
+            comm.all_max(&mut scratch.wire);
+            for (s, &w) in scratch.sent.iter_mut().zip(&scratch.wire) {
+                *s = w as u64;
+            }
+        }
+        let sent = &scratch.sent[..];
+        // The receivers.
+        states
+            .par_chunks_mut(chunk)
+            .zip(t.par_chunks_mut(chunk))
+            .enumerate()
+            .for_each(|(c, (sts, ts))| {
+                let g0 = lo + (c * chunk) as u64;
+                for (i, (s, tt)) in sts.iter_mut().zip(ts.iter_mut()).enumerate() {
+                    let g = g0 + i as u64;
+                    if let Some(src) = round.from(g, n) {
+                        let local = (g - lo) as usize;
+                        let arrival = sent[src as usize] + l;
+                        let ready = clocks.idle_until(s, local, (*tt).max(arrival));
+                        *tt = clocks.work(s, local, ready, o);
+                    }
+                }
+            });
+    }
+}
+
+/// Rounds of `alg` on `n` ranks (for the estimate).
+pub fn round_count(alg: Algorithm, n: u64) -> u64 {
+    match alg {
+        Algorithm::Offloaded => 0,
+        a => rounds(a, n).len() as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::Solo;
+
+    /// A reference clock: each rank's detours as sorted (start, span), consumed in order with
+    /// the semantics the engines implement (a detour due before the growing end of work takes
+    /// its span; idle hides those that end before `t`, one running at `t` holds the rank).
+    struct Ref;
+    #[derive(Debug, Clone, Default)]
+    struct RefRank {
+        detours: Vec<(u64, u64)>,
+        next: usize,
+        busy_until: u64,
+    }
+    impl RefRank {
+        fn peek(&self) -> Option<(u64, u64)> {
+            self.detours
+                .get(self.next)
+                .map(|&(d, s)| (d.max(self.busy_until), s))
+        }
+        fn take(&mut self, d: u64, s: u64) {
+            self.next += 1;
+            self.busy_until = d + s;
+        }
+    }
+    impl Clocks for Ref {
+        type Rank = RefRank;
+        fn work(&self, r: &mut RefRank, _: usize, start: u64, work: u64) -> u64 {
+            let mut end = start + work;
+            while let Some((d, s)) = r.peek() {
+                if d >= end {
+                    break;
+                }
+                r.take(d, s);
+                end += s;
+            }
+            end
+        }
+        fn idle_until(&self, r: &mut RefRank, _: usize, t: u64) -> u64 {
+            while let Some((d, s)) = r.peek() {
+                if d >= t {
+                    break;
+                }
+                r.take(d, s);
+                if d + s > t {
+                    return d + s;
+                }
+            }
+            t
+        }
+    }
+
+    fn go(alg: Algorithm, o: u64, l: u64, ranks: &mut [RefRank], t: &mut [u64]) {
+        let n = ranks.len() as u64;
+        let mut sc = Scratch::new(n, 1).unwrap();
+        run(&Solo, &Ref, alg, Costs { o, l }, n, 0, ranks, t, &mut sc);
+    }
+
+    #[test]
+    fn without_noise_every_algorithm_costs_its_rounds() {
+        let (o, l) = (7u64, 5u64);
+        let round = 2 * o + l;
+        for n in [1u64, 2, 3, 5, 8, 13, 64, 100] {
+            let r = u64::from(crate::predict::des::ceil_log2(n));
+            let mut ranks = vec![RefRank::default(); n as usize];
+            let mut t = vec![1000; n as usize];
+            go(Algorithm::Dissemination, o, l, &mut ranks, &mut t);
+            assert!(
+                t.iter().all(|&x| x == 1000 + r * round),
+                "dissemination {n}: {t:?}"
+            );
+
+            let mut t = vec![1000; n as usize];
+            go(Algorithm::RecursiveDoubling, o, l, &mut ranks, &mut t);
+            let p = if n.is_power_of_two() { n } else { 1 << (r - 1) };
+            let rp = u64::from(crate::predict::des::ceil_log2(p));
+            let extra = if p < n { 2 } else { 0 };
+            let max = *t.iter().max().unwrap();
+            if p == n {
+                assert!(
+                    t.iter().all(|&x| x == 1000 + rp * round),
+                    "recursive doubling {n}"
+                );
+            } else {
+                // The fold and unfold add a round each on the critical path at most.
+                assert!(max > 1000 + rp * round && max <= 1000 + (rp + extra) * round);
+            }
+
+            if n.is_power_of_two() {
+                let mut t = vec![1000; n as usize];
+                go(Algorithm::BinomialTree, o, l, &mut ranks, &mut t);
+                // Gather: the root's last child arrives after r rounds of 2o + l. Broadcast: the
+                // rank of all ones is reached along r hops, each the first send of its sender.
+                assert_eq!(
+                    *t.iter().max().unwrap(),
+                    1000 + 2 * r * round,
+                    "binomial {n}"
+                );
+                if n > 1 {
+                    // Rank 1 hears last from the root: r sends of o, then l and o.
+                    assert_eq!(t[1], 1000 + r * round + r * o + l + o);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_detour_in_the_first_round_reaches_every_rank_after_log2_n_rounds() {
+        // n = 16, rank 0 is in a detour of D when it sends its first message: its message
+        // leaves D late and rank 1 ends round 0 D late. A rank late by Y that receives a message
+        // late by X ends the round late by max(Y − l, X) (it waits l for the message anyway), so
+        // a lateness passes on undiminished along the chain 0 → 1 → 3 → 7 → 15 and loses at most
+        // l per round elsewhere; dissemination reaches every rank from rank 0 in
+        // ceil(log2 n) = 4 rounds. The barrier ends exactly D after the noise-free 4 (2o + l) on
+        // rank 15, and every rank is between D − 4l and D late (rank 0, which hears only from
+        // ranks never late, at D − 4l).
+        let (o, l, d) = (10u64, 30u64, 5_000u64);
+        let n = 16usize;
+        let mut ranks = vec![RefRank::default(); n];
+        ranks[0].detours = vec![(0, d)];
+        let mut t = vec![0; n];
+        go(Algorithm::Dissemination, o, l, &mut ranks, &mut t);
+        let clean = 4 * (2 * o + l);
+        assert_eq!(*t.iter().max().unwrap(), clean + d);
+        assert_eq!(t[15], clean + d);
+        assert_eq!(t[0], clean + d - 4 * l);
+        for (g, &x) in t.iter().enumerate() {
+            assert!(x >= clean + d - 4 * l && x <= clean + d, "rank {g}: {x}");
+        }
+    }
+
+    #[test]
+    fn a_detour_that_ends_while_the_rank_waits_costs_nothing() {
+        // Rank 1 waits for rank 0's late message (rank 0 computes 1000 longer); a detour of 500
+        // on rank 1 inside that wait is hidden; one still running when the message arrives holds
+        // rank 1 until its end.
+        let (o, l) = (10u64, 20u64);
+        for (detour, extra) in [((100u64, 500u64), 0u64), ((1_020, 100), 100 - 10)] {
+            let mut ranks = vec![RefRank::default(); 2];
+            ranks[1].detours = vec![detour];
+            let mut t = vec![1_000, 0];
+            go(Algorithm::Dissemination, o, l, &mut ranks, &mut t);
+            // Rank 0's message arrives at 1000 + o + l = 1030; rank 1 receives until 1040.
+            // Detour (1020, 100) runs until 1120 > 1030: rank 1 receives from 1120 to 1130.
+            assert_eq!(t[1], 1_040 + extra, "{detour:?}");
+        }
+    }
+
+    #[test]
+    fn every_message_has_a_matching_sender() {
+        for alg in [
+            Algorithm::Dissemination,
+            Algorithm::RecursiveDoubling,
+            Algorithm::BinomialTree,
+        ] {
+            for n in 1..70u64 {
+                for round in rounds(alg, n) {
+                    for g in 0..n {
+                        if let Some(s) = round.from(g, n) {
+                            assert!(s < n && round.to(s, n) == Some(g), "{alg:?} {n} {round:?}");
+                        }
+                        if let Some(d) = round.to(g, n) {
+                            assert!(
+                                d < n && round.from(d, n) == Some(g),
+                                "{alg:?} {n} {round:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
