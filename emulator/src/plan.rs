@@ -1439,7 +1439,7 @@ fn first_at_least(
 fn gallop_down(lo: u64, hi: u64, mut pred: impl FnMut(u64) -> bool) -> u64 {
     let mut r = hi;
     let mut step = 1u64;
-    let mut l = loop {
+    let l = loop {
         if r <= lo {
             return lo;
         }
@@ -1450,6 +1450,12 @@ fn gallop_down(lo: u64, hi: u64, mut pred: impl FnMut(u64) -> bool) -> u64 {
         r = c;
         step = step.saturating_mul(2);
     };
+    bisect(l, r, pred)
+}
+
+/// Smallest `v` in `[l, r]` with `pred(v)` (monotone), given `pred(r)` or `r` the end.
+#[inline]
+fn bisect(mut l: u64, mut r: u64, mut pred: impl FnMut(u64) -> bool) -> u64 {
     while l < r {
         let m = l + (r - l) / 2;
         if pred(m) {
@@ -1467,7 +1473,7 @@ fn gallop_down(lo: u64, hi: u64, mut pred: impl FnMut(u64) -> bool) -> u64 {
 fn gallop(lo: u64, hi: u64, mut pred: impl FnMut(u64) -> bool) -> u64 {
     let mut l = lo;
     let mut step = 1u64;
-    let mut r = loop {
+    let r = loop {
         let c = l.saturating_add(step - 1);
         if c >= hi {
             break hi;
@@ -1478,15 +1484,7 @@ fn gallop(lo: u64, hi: u64, mut pred: impl FnMut(u64) -> bool) -> u64 {
         l = c + 1;
         step = step.saturating_mul(2);
     };
-    while l < r {
-        let m = l + (r - l) / 2;
-        if pred(m) {
-            r = m;
-        } else {
-            l = m + 1;
-        }
-    }
-    l
+    bisect(l, r, pred)
 }
 
 impl IndexedReplay {

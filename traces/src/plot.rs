@@ -125,14 +125,8 @@ pub fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), Tr
                 .collect()
         })
         .collect();
-    let peak = curves
-        .iter()
-        .flatten()
-        .map(|p| p.1)
-        .fold(0.0f64, f64::max)
-        .max(1e-300);
+    let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-7;
-    let (x0, x1) = (grid.run_ns(0) / 1e3, grid.run_ns(grid.points - 1) / 1e3);
     let e = draw_err(path);
     let mut svg = String::new();
     let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -497,14 +491,8 @@ pub fn source_density_svg(
                 .collect()
         })
         .collect();
-    let peak = curves
-        .iter()
-        .flatten()
-        .map(|p| p.1)
-        .fold(0.0f64, f64::max)
-        .max(1e-300);
+    let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-5;
-    let (x0, x1) = (grid.run_ns(0) / 1e3, grid.run_ns(grid.points - 1) / 1e3);
     let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
     svg_with_legend(path, &labels, |left, e| {
         let mut chart = ChartBuilder::on(left)
@@ -619,6 +607,18 @@ pub fn nodes_svg(rows: &[NodeRow], title: &str, path: &Path) -> Result<(), Trace
     drop((chart, root));
     write_output_bytes(path, svg.as_bytes())?;
     Ok(())
+}
+
+/// The highest point of density `curves` (µs, density) and the grid's run-time span in µs.
+fn peak_and_span(curves: &[Vec<(f64, f64)>], grid: &Grid) -> (f64, f64, f64) {
+    let peak = curves
+        .iter()
+        .flatten()
+        .map(|p| p.1)
+        .fold(0.0f64, f64::max)
+        .max(1e-300);
+    let (x0, x1) = (grid.run_ns(0) / 1e3, grid.run_ns(grid.points - 1) / 1e3);
+    (peak, x0, x1)
 }
 
 #[cfg(test)]
