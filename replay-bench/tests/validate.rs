@@ -3,8 +3,9 @@
 //! d = 120 µs). Checked always: the table's structure (a header, one line per process count,
 //! sync mode and SD equation, the closing count) and its JSON. Checked when the machine is quiet
 //! enough (every run's platform probe below [`NOISY`], as in paired.rs): every one-rank
-//! prediction without resync lies inside the measured 95 % interval or within 1 pp (the others
-//! are printed; see the end of the test); otherwise a NOT CHECKED line says why.
+//! prediction without resync lies inside the measured interval widened to a family-wise 99 %
+//! (two runs judged at once) or within 1 pp (the others are printed; see the end of the test);
+//! otherwise a NOT CHECKED line says why.
 
 use std::process::Command;
 
@@ -17,6 +18,9 @@ use common::{mpirun, BIN};
 
 /// Platform noise (probe, any rank) above which agreement is not judged.
 const NOISY: f64 = 0.10;
+
+/// Normal quantile of 99.5 %: two judged intervals at a family-wise 99 % (Bonferroni).
+const FAMILY_Z: f64 = 2.807;
 
 #[test]
 fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
@@ -128,8 +132,21 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
     // `none`: 5.9 % predicted against 3.0 ± 2.6 % measured on a quiet machine; see
     // docs/VALIDATION.md, "replay-bench validate"): that is an open finding of the predictor
     // or the replay, measured by `validate` itself, not a property this test can assert.
+    // Two measurements are judged (eq. 2 and eq. 3 of one run are nearly the same number), each
+    // against its own 95 % interval: even an unbiased replay misses one of two 95 % intervals
+    // 10 % of the time. The family is judged at 99 % instead (Bonferroni: each at 99.5 %,
+    // z = 2.807 against the interval's 1.960), or within 1 pp.
     let judged = |c: &&Check| c.ranks == 1 && c.sync != "phase";
-    let off: Vec<&Check> = checks.iter().filter(judged).filter(|c| !c.agrees).collect();
+    let family = |c: &&Check| {
+        c.diff_pp.abs() <= 1.0
+            || c.ci95_pp
+                .is_some_and(|h| c.diff_pp.abs() <= h * FAMILY_Z / 1.960)
+    };
+    let off: Vec<&Check> = checks
+        .iter()
+        .filter(judged)
+        .filter(|c| !family(c))
+        .collect();
     assert!(
         off.is_empty(),
         "one-rank predictions off the measurement: {off:#?}\n{stdout}"
