@@ -30,6 +30,18 @@ fn unfit() -> Option<String> {
     None
 }
 
+/// The test lock when this machine can run the test; else prints why it is skipped.
+fn fit_and_alone() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let g = serial();
+    match unfit() {
+        Some(why) => {
+            eprintln!("skipped: {why}");
+            None
+        }
+        None => Some(g),
+    }
+}
+
 fn instances() -> Vec<String> {
     std::fs::read_dir("/sys/kernel/tracing/instances")
         .map(|d| {
@@ -62,11 +74,9 @@ fn daemon(name: &str, cpu: u32, period: &str, secs: u32, stdout: Stdio) -> std::
 
 #[test]
 fn a_periodic_real_time_daemon_is_attributed_to_its_task_with_its_period_and_length() {
-    let _g = serial();
-    if let Some(why) = unfit() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = fit_and_alone() else {
         return;
-    }
+    };
     let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
     // The daemon: SCHED_FIFO 50, every 10 ms, 300 µs, for 6 s.
     let daemon = daemon("daemon", cpu, "10ms", 6, Stdio::piped());
@@ -173,11 +183,9 @@ fn collect_attributing(cpu: u32, out: &Path) -> std::process::Output {
 
 #[test]
 fn two_daemons_10ms_and_10_5ms_are_two_sources_with_their_periods_and_their_combination() {
-    let _g = serial();
-    if let Some(why) = unfit() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = fit_and_alone() else {
         return;
-    }
+    };
     // Two daemons named d1 and d2 on one CPU at SCHED_FIFO 50, every 10 ms and every 10.5 ms,
     // 300 µs each, for 5 s.
     let dir = tempfile::tempdir().unwrap();
@@ -258,11 +266,9 @@ fn periodic_tick_hz() -> Result<u64, String> {
 
 #[test]
 fn the_timer_interrupt_is_found_with_the_period_of_a_periodic_tick() {
-    let _g = serial();
-    if let Some(why) = unfit() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = fit_and_alone() else {
         return;
-    }
+    };
     let hz = match periodic_tick_hz() {
         Ok(hz) => hz,
         Err(why) => {
@@ -358,11 +364,9 @@ fn stop_with(signal: nix::sys::signal::Signal, out: &Path) {
 
 #[test]
 fn sigint_and_sigterm_leave_no_tracefs_instance_behind() {
-    let _g = serial();
-    if let Some(why) = unfit() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = fit_and_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     stop_with(
         nix::sys::signal::Signal::SIGINT,
@@ -376,11 +380,9 @@ fn sigint_and_sigterm_leave_no_tracefs_instance_behind() {
 
 #[test]
 fn a_second_signal_exits_at_once_and_still_removes_the_instance() {
-    let _g = serial();
-    if let Some(why) = unfit() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = fit_and_alone() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let child = spawn_attributing(&dir.path().join("twice.jtr"));
     let pid = child.id();
@@ -432,11 +434,9 @@ fn a_second_signal_exits_at_once_and_still_removes_the_instance() {
 
 #[test]
 fn an_instance_left_by_a_dead_process_is_removed_by_the_next_run() {
-    let _g = serial();
-    if let Some(why) = unfit() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = fit_and_alone() else {
         return;
-    }
+    };
     // A pid that is gone: a child that has exited and been reaped.
     let mut gone = Command::new("true").spawn().unwrap();
     let dead = gone.id();
@@ -474,11 +474,9 @@ fn an_instance_left_by_a_dead_process_is_removed_by_the_next_run() {
 
 #[test]
 fn the_mono_trace_clock_is_converted_onto_the_probes_time_base() {
-    let _g = serial();
-    if let Some(why) = unfit() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = fit_and_alone() else {
         return;
-    }
+    };
     let offered = std::fs::read_to_string("/sys/kernel/tracing/trace_clock").unwrap_or_default();
     if !offered
         .split_whitespace()
@@ -524,11 +522,9 @@ fn the_mono_trace_clock_is_converted_onto_the_probes_time_base() {
 
 #[test]
 fn an_error_after_the_instance_exists_removes_it() {
-    let _g = serial();
-    if let Some(why) = unfit() {
-        eprintln!("skipped: {why}");
+    let Some(_g) = fit_and_alone() else {
         return;
-    }
+    };
     let before = instances();
     // The output directory does not exist: the collector fails after creating the instance.
     let o = Command::new(BIN)

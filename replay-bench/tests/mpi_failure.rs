@@ -4,23 +4,11 @@
 //! tests run with --test-threads=1.)
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{mpirun, BIN};
-
-fn launcher(args: &[&str]) -> Child {
-    Command::new(mpirun())
-        .args(args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cannot start mpirun")
-}
+use common::{launch, BIN};
 
 /// Waits for `child` at most `limit`; on time-out kills it (TERM, then KILL) and fails.
 fn finish(mut child: Child, limit: Duration, what: &str) -> (Option<i32>, String, Duration) {
@@ -102,7 +90,7 @@ fn a_bad_trace_on_one_rank_only_stops_every_rank_with_its_message() {
     args.extend(["--trace", &g, ":", "-np", "1", BIN]);
     args.extend(common);
     args.extend(["--trace", &b]);
-    let (code, err, took) = finish(launcher(&args), Duration::from_secs(60), "bad trace");
+    let (code, err, took) = finish(launch(&args), Duration::from_secs(60), "bad trace");
     eprintln!("bad trace on rank 1: exit {code:?} in {took:?}\n{err}");
     assert!(code.is_some_and(|c| c != 0), "exit {code:?}: {err}");
     assert!(err.contains("rank 1"), "{err}");
@@ -112,7 +100,7 @@ fn a_bad_trace_on_one_rank_only_stops_every_rank_with_its_message() {
 
 #[test]
 fn one_rank_killed_ends_the_run_on_every_rank_within_seconds() {
-    let child = launcher(&[
+    let child = launch(&[
         "-np",
         "2",
         BIN,

@@ -35,11 +35,9 @@ pub fn mpirun() -> PathBuf {
     );
 }
 
-/// Runs `mpirun -np np replay-bench run ARGS`, killed after `limit`.
-pub fn run(np: u32, args: &[&str], limit: Duration) -> Ran {
-    let t0 = Instant::now();
-    let mut child = Command::new(mpirun())
-        .args(["-np", &np.to_string(), BIN, "run"])
+/// Starts `mpirun ARGS` with its output piped.
+pub fn launch(args: &[&str]) -> std::process::Child {
+    Command::new(mpirun())
         .args(args)
         // OpenMPI refuses root and oversubscription without these; MPICH ignores them.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -48,7 +46,13 @@ pub fn run(np: u32, args: &[&str], limit: Duration) -> Ran {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("cannot start mpirun");
+        .expect("cannot start mpirun")
+}
+
+/// Runs `mpirun -np np replay-bench run ARGS`, killed after `limit`.
+pub fn run(np: u32, args: &[&str], limit: Duration) -> Ran {
+    let t0 = Instant::now();
+    let mut child = launch(&[&["-np", &np.to_string(), BIN, "run"], args].concat());
     loop {
         if child.try_wait().expect("wait").is_some() {
             break;
