@@ -331,16 +331,7 @@ impl Run {
             lateness_ns: self.opts.lateness_ns,
             min_sleep_ns: self.opts.min_sleep_ns,
             ranks: self.layout.size,
-            reported: 0,
-            missing: Vec::new(),
-            injected: 0,
-            dropped: 0,
-            merged: 0,
-            injected_ns: 0,
-            busy_ns: 0,
-            max_elapsed_ns: 0,
-            noise_share: 0.0,
-            exhausted: Vec::new(),
+            ..Summary::default()
         }
         .add_up(&ranks, missing);
         summary.write(dir)?;

@@ -35,7 +35,7 @@ pub struct RankStats {
 }
 
 /// Rank 0's `summary.json`: the settings of the run and the ranks' counts added up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Summary {
     /// `JITTER_TRACE`.
     pub trace: String,
@@ -227,16 +227,7 @@ mod tests {
             lateness_ns: 0,
             min_sleep_ns: 0,
             ranks: 3,
-            reported: 0,
-            missing: vec![],
-            injected: 0,
-            dropped: 0,
-            merged: 0,
-            injected_ns: 0,
-            busy_ns: 0,
-            max_elapsed_ns: 0,
-            noise_share: 0.0,
-            exhausted: vec![],
+            ..Summary::default()
         }
     }
 

@@ -403,7 +403,7 @@ fn simulate_walk(
             fraction,
             ns_per_progress,
         };
-        let (ph, now) = algorithmic(
+        return algorithmic(
             comm,
             &mut eng,
             &mut states,
@@ -414,9 +414,7 @@ fn simulate_walk(
             cfg,
             &opts,
             on_phase,
-        )?;
-        let (stats, max_progress) = eng.totals(&states, &now);
-        return finish(comm, stats, max_progress, cfg, ph);
+        );
     }
     let threads = rayon::current_num_threads().max(1);
     let chunk = (states.len() / (threads * 2)).max(256);
@@ -905,8 +903,8 @@ fn algorithmic_loop<E: ReplayEngine>(
 /// settles after the first: from then on every phase is the same).
 const BASELINE_PHASES: u64 = 3;
 
-/// The algorithmic loop for one engine, with its noise-free baseline: the phase bookkeeping
-/// [`finish`] needs, and every rank's final time.
+/// The algorithmic loop for one engine, with its noise-free baseline, finished into the outcome
+/// (the engine's totals at every rank's final time).
 #[allow(clippy::too_many_arguments)]
 fn algorithmic<E: ReplayEngine>(
     comm: &dyn Collective,
@@ -919,7 +917,7 @@ fn algorithmic<E: ReplayEngine>(
     cfg: &DesConfig,
     opts: &PlanOptions,
     on_phase: &(dyn Fn(u64) + Sync),
-) -> anyhow::Result<(Phases, Vec<u64>)> {
+) -> anyhow::Result<DesOutcome> {
     let mut ph = Phases::new(ranks, cfg, opts)?;
     let model = cfg.comm.resolved();
     let costs = Costs::scaled(&model, opts.scale);
@@ -952,7 +950,8 @@ fn algorithmic<E: ReplayEngine>(
     ph.averages = run.averages;
     ph.stopped_by_fraction = run.stopped_by_fraction;
     ph.last_barrier = run.last_exit;
-    Ok((ph, now))
+    let (stats, max_progress) = eng.totals(states, &now);
+    finish(comm, stats, max_progress, cfg, ph)
 }
 
 fn add_stats(a: &mut PlanStats, b: &PlanStats) {
@@ -1032,7 +1031,7 @@ fn simulate_indexed(
             fraction: opts.fraction,
             ns_per_progress: period as f64 * scale,
         };
-        let (ph, now) = algorithmic(
+        return algorithmic(
             comm,
             &mut eng,
             &mut states,
@@ -1043,9 +1042,7 @@ fn simulate_indexed(
             cfg,
             &opts,
             on_phase,
-        )?;
-        let (stats, max_progress) = eng.totals(&states, &now);
-        return finish(comm, stats, max_progress, cfg, ph);
+        );
     }
     // The ranks in a cache-friendly order: by stream, then by start offset, so that neighbours
     // search neighbouring parts of the index (all ranks advance with one clock, so the order
