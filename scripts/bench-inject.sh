@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # docs/VALIDATION.md, "jitter-inject seen by an outside probe": `jitter-inject` replays a periodic
 # 3 ms × 300 µs trace on one CPU while `jitter-collect` probes that CPU, in three arms taking
-# turns: `none` (no injector: the CPU's own detours of that length), `O=0` (--overhead-ns 0
-# --min-sleep-ns 0, the old default) and `calibrated` (no flag: O and M from the calibration of
+# turns: `none` (no injector: the CPU's own detours of that length), `O=0` (--overhead 0ns
+# --min-sleep 0ns, the old default) and `calibrated` (no flag: O and M from the calibration of
 # that CPU, measured at the start with --recalibrate and cached). Per arm and round: injections,
 # the share of them the probe saw within 255–360 µs and within 300 µs ± max(2 µs, 2·sd(O)), and
 # the median seen length of the 200–400 µs detours.
@@ -42,7 +42,7 @@ for r in $(seq 1 "$ROUNDS"); do
         injected=0
         case $arm in
             none) sleep "$SECS" ;;
-            O=0) extra=(--overhead-ns 0 --min-sleep-ns 0) ;;
+            O=0) extra=(--overhead 0ns --min-sleep 0ns) ;;
             calibrated) extra=() ;;
         esac
         if [[ $arm != none ]]; then

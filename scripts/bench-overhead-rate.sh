@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side by side (docs/BENCHMARKS.md, "O by rate ... O after a gap"): replay fidelity with O after
 # each gap (the calibration's O-by-rate sweep, `calibrate --overhead-by-gap on`) against the
-# single O (`--overhead-ns` = the main median), arms alternating, on a sparse periodic trace
+# single O (`--overhead` = the main median), arms alternating, on a sparse periodic trace
 # (100 Hz × 150 µs) and on a real one.
 # Usage: scripts/bench-overhead-rate.sh [TIMER] [ROUNDS] [REAL_TRACE]
 #        (defaults: abstime, 3, traces/samples/vm-fifo-cpu1.jtr)
@@ -26,7 +26,7 @@ for r in $(seq 1 "$ROUNDS"); do
         if [[ $trace == sparse ]]; then t="$OUT_DIR/sparse.jtr" scales=1; else t="$REAL" scales=1,6; fi
         for arm in gap single; do
             extra=()
-            [[ $arm == single ]] && extra=(--overhead-ns "$o")
+            [[ $arm == single ]] && extra=(--overhead "${o}ns")
             "$BIN/jitter-emulate" fidelity --trace "$t" --scale "$scales" --timer "$TIMER" \
                 --duration 5s --drop-above 1ms "${extra[@]}" --json "$OUT_DIR/$arm.json" \
                 >/dev/null 2>&1

@@ -214,6 +214,16 @@ impl Clock {
         Ok((measured, Some(warning)))
     }
 
+    /// The counter clock every tool but the collector uses: [`Clock::choose`] without a given
+    /// frequency, its warning (if any) printed on standard error.
+    pub fn for_tools() -> Result<Self, ClockError> {
+        let (clock, warning) = Clock::choose(None)?;
+        if let Some(w) = warning {
+            eprintln!("warning: {w}");
+        }
+        Ok(clock)
+    }
+
     /// Counter frequency, kHz.
     pub fn khz(&self) -> u64 {
         self.khz

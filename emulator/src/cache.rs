@@ -5,9 +5,13 @@
 //! Directory: `$XDG_CACHE_HOME/jitterbench`, else `$HOME/.cache/jitterbench`, else the
 //! temporary directory's `jitterbench`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use jitter_collect::clock::Clock;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use crate::calibration::{host_and_kernel, Calibration, Settings};
 
 /// What a calibration was measured on; a cached one is reused only on the same key.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -148,6 +152,78 @@ pub fn age(measured_unix_s: u64, now_unix_s: u64) -> String {
     }
 }
 
+/// Reads a cached JSON value; `Ok(None)` when the file does not exist, an error naming the file
+/// when it cannot be read or parsed.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<Option<T>> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => serde_json::from_str(&s).map(Some).map_err(|e| {
+            anyhow::anyhow!("calibration cache {} is unreadable: {e}", path.display())
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Writes `value` as pretty JSON to `path` (creating the directory).
+pub fn write_json<T: Serialize>(value: &T, path: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    }
+    let s = serde_json::to_string_pretty(value)?;
+    jitter_trace::output::write_output_bytes(path, s.as_bytes())?;
+    Ok(())
+}
+
+impl Calibration {
+    /// Default cache file: `cache::cache_dir()`/`calibration-<host>-<kernel>.json`.
+    pub fn cache_path() -> PathBuf {
+        let (host, kernel) = host_and_kernel();
+        cache_dir().join(format!(
+            "calibration-{}-{}.json",
+            file_name_part(&host),
+            file_name_part(&kernel)
+        ))
+    }
+
+    /// Reads a calibration file; `Ok(None)` when it does not exist.
+    pub fn load(path: &Path) -> anyhow::Result<Option<Calibration>> {
+        read_json(path)
+    }
+
+    /// Writes the calibration as JSON (creating the directory).
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        write_json(self, path)
+    }
+
+    /// The cached calibration for this host, kernel and CPU model, measured and cached if
+    /// missing, stale or `refresh` (saying why on stderr).
+    pub fn load_or_measure(clock: &Clock, refresh: bool) -> anyhow::Result<Calibration> {
+        let path = Calibration::cache_path();
+        let now = MachineKey::current(None);
+        let cached = if refresh {
+            None
+        } else {
+            Calibration::load(&path)?
+        };
+        match decide(
+            cached.as_ref().map(Calibration::key).as_ref(),
+            &now,
+            refresh,
+        ) {
+            Decision::Reuse => {
+                if let Some(c) = cached {
+                    return Ok(c);
+                }
+            }
+            Decision::Measure(why) => eprintln!("calibrating the emulator: {why}"),
+        }
+        let c = Calibration::measure(clock, &Settings::default())?;
+        c.save(&path)?;
+        Ok(c)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +303,26 @@ mod tests {
         assert_eq!(age(0, 9_000), "measured 2.5 h ago");
         assert_eq!(age(0, 5 * 86_400), "measured 5 d ago");
         assert!(cache_dir().ends_with("jitterbench"));
+    }
+
+    #[test]
+    fn the_cache_round_trips_and_is_keyed_by_host_and_kernel() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x/cal.json");
+        assert!(Calibration::load(&path).unwrap().is_none());
+        let mut c = Calibration {
+            host: "h".into(),
+            ..Calibration::default()
+        };
+        c.itimer
+            .sweep
+            .push(crate::calibration::SweepPoint::default());
+        c.save(&path).unwrap();
+        assert_eq!(Calibration::load(&path).unwrap().unwrap(), c);
+        std::fs::write(&path, "{").unwrap();
+        assert!(Calibration::load(&path).is_err());
+        let p = Calibration::cache_path();
+        let (host, _) = crate::calibration::host_and_kernel();
+        assert!(p.to_string_lossy().contains(&host), "{}", p.display());
     }
 }

@@ -24,10 +24,11 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr};
 use std::path::Path;
 
-use crate::calibration::{Calibration, Overrides};
-use crate::cli::counter_clock;
+use crate::calibration::Calibration;
 use crate::injector::{self, Emulator, EmulatorError, InjectorConfig};
-use crate::plan::{Plan, PlanOptions, TimerKind};
+use crate::plan::{Plan, TimerKind};
+use crate::setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale};
+use jitter_collect::clock::Clock;
 
 /// Success.
 pub const JB_OK: c_int = 0;
@@ -127,26 +128,28 @@ unsafe fn start(
         Ok(l) => l.trace,
         Err(e) => return fail(JB_ERR_TRACE, format!("cannot read {path}: {e}")),
     };
-    let clock = match counter_clock() {
+    let clock = match Clock::for_tools() {
         Ok(c) => c,
         Err(e) => return fail(JB_ERR_SYSTEM, format!("counter clock: {e}")),
     };
-    let opts = if calibrate {
+    let scale = match Scale::new(scale) {
+        Ok(s) => s,
+        Err(e) => return fail(JB_ERR_ARGUMENT, e.to_string()),
+    };
+    let cost = if calibrate {
         match Calibration::load_or_measure(&clock, false) {
-            Ok(c) => c.plan_options(timer, scale, 1.0, &overrides),
+            Ok(c) => c.cost(timer, &overrides),
             Err(e) => return fail(JB_ERR_SYSTEM, format!("calibration: {e:#}")),
         }
     } else {
-        PlanOptions {
-            scale,
-            overhead_ns: overrides.overhead_ns.unwrap_or(0),
-            lateness_ns: overrides.lateness_ns.unwrap_or(0),
-            min_sleep_ns: overrides.min_sleep_ns.unwrap_or(0),
-            fraction: 1.0,
-            timer,
-            ..PlanOptions::ideal()
-        }
+        InjectionCost::ideal(timer).overridden(&overrides)
     };
+    let opts = ReplaySetup {
+        scale,
+        fraction: Fraction::WHOLE,
+        cost,
+    }
+    .plan_options();
     let plan = match Plan::from_trace(&trace, stream as usize, opts) {
         Ok(p) => p,
         Err(e) => return fail(JB_ERR_TRACE, e.to_string()),
@@ -325,7 +328,11 @@ mod tests {
         );
         assert_eq!(start_c_with(c.as_ptr(), 3, 1.0, 1, 0, 0, 0), JB_ERR_TRACE);
         assert!(last_error().contains("stream 3"), "{}", last_error());
-        assert_eq!(start_c_with(c.as_ptr(), 0, -2.0, 1, 0, 0, 0), JB_ERR_TRACE);
+        assert_eq!(
+            start_c_with(c.as_ptr(), 0, -2.0, 1, 0, 0, 0),
+            JB_ERR_ARGUMENT
+        );
+        assert!(last_error().contains("scale"), "{}", last_error());
         let missing = CString::new("/nonexistent/t.jtr").unwrap();
         assert_eq!(
             start_c_with(missing.as_ptr(), 0, 1.0, 1, 0, 0, 0),

@@ -7,40 +7,133 @@ use clap::{Args, Parser, Subcommand};
 
 use jitter_collect::clock::Clock;
 
-use crate::calibration::{Calibration, Overrides};
+use std::path::PathBuf;
+
+use crate::calibration::Calibration;
+use crate::fidelity::{run_drift, run_fidelity, DriftConfig, FidelityConfig};
+use crate::plan::{TimerKind, MAX_DETOUR_NS};
 use crate::process::ProcessCalibration;
 use crate::realtime::{Realtime, Watchdog};
+use crate::setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale};
 use jitter_trace::units::parse_positive_duration;
 
-/// The counter clock by the collector's one rule (`Clock::choose`); its warning goes to stderr.
-pub fn counter_clock() -> Result<Clock> {
-    let (clock, warning) = Clock::choose(None)?;
-    if let Some(w) = warning {
-        eprintln!("warning: {w}");
-    }
-    Ok(clock)
-}
-
-/// Calibration values given on the command line in place of the measured ones.
-#[derive(Debug, Clone, Copy, Args)]
+/// O, L and M given on the command line in place of the calibrated ones (every tool that
+/// replays spells them alike).
+#[derive(Debug, Clone, Copy, Default, Args)]
 pub struct OverrideArgs {
-    /// Injector overhead O, ns (default: the measured median).
-    #[arg(long)]
-    pub overhead_ns: Option<u64>,
-    /// Timer lateness L, ns (default: the measured median).
-    #[arg(long)]
-    pub lateness_ns: Option<u64>,
-    /// Minimum sleep M, ns (default: the measured value).
-    #[arg(long)]
-    pub min_sleep_ns: Option<u64>,
+    /// Injector overhead O, e.g. `12us` (default: the calibrated median).
+    #[arg(long, value_name = "DURATION", value_parser = parse_cost)]
+    pub overhead: Option<u64>,
+    /// Timer lateness L, e.g. `30us` (default: the calibrated median).
+    #[arg(long, value_name = "DURATION", value_parser = parse_cost)]
+    pub lateness: Option<u64>,
+    /// Minimum sleep M, e.g. `50us` (default: the calibrated value).
+    #[arg(long, value_name = "DURATION", value_parser = parse_cost)]
+    pub min_sleep: Option<u64>,
 }
 
 impl From<OverrideArgs> for Overrides {
     fn from(a: OverrideArgs) -> Self {
         Overrides {
-            overhead_ns: a.overhead_ns,
-            lateness_ns: a.lateness_ns,
-            min_sleep_ns: a.min_sleep_ns,
+            overhead_ns: a.overhead,
+            lateness_ns: a.lateness,
+            min_sleep_ns: a.min_sleep,
+        }
+    }
+}
+
+/// A cost of the injector (O, L, M) given on the command line: a duration up to
+/// [`MAX_DETOUR_NS`], ns.
+fn parse_cost(s: &str) -> Result<u64, String> {
+    let ns = jitter_trace::units::parse_duration_ns(s).map_err(|e| e.to_string())?;
+    if ns > MAX_DETOUR_NS as f64 {
+        return Err(format!(
+            "`{s}` is longer than the bound of {} s",
+            MAX_DETOUR_NS / 1_000_000_000
+        ));
+    }
+    Ok(ns.round() as u64)
+}
+
+/// How to replay a trace, as every replaying tool spells it (`replay-bench run`, `predict`,
+/// `validate`, `jitter-inject`): converted once into a [`ReplaySetup`].
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct ReplayArgs {
+    /// Scale factor S: trace times (and the benchmark's quanta and period) × S, reported times
+    /// ÷ S [default: 1; predict: the platform's].
+    #[arg(long, value_name = "S")]
+    pub scale: Option<Scale>,
+    /// Stop as soon as a replay reached this fraction f of its stream (pitfall 3; paper: 1/3)
+    /// [default: 1, the whole stream; predict: the platform's].
+    #[arg(long, value_name = "F")]
+    pub fraction: Option<Fraction>,
+    /// Injector timer: itimer (setitimer, relative: errors accumulate) or abstime (timer_create,
+    /// absolute deadlines) [default: abstime; predict: the platform's, else itimer].
+    #[arg(long, value_name = "itimer|abstime")]
+    pub timer: Option<TimerKind>,
+    #[command(flatten)]
+    pub overrides: OverrideArgs,
+}
+
+impl ReplayArgs {
+    /// The setup on a platform that costs `cost` (its timer taken unless `--timer` was given),
+    /// with `base`'s S and f where these flags were not given.
+    pub fn setup_over(&self, base: &ReplaySetup) -> ReplaySetup {
+        let cost = InjectionCost {
+            timer: self.timer.unwrap_or(base.cost.timer),
+            ..base.cost
+        };
+        ReplaySetup {
+            scale: self.scale.unwrap_or(base.scale),
+            fraction: self.fraction.unwrap_or(base.fraction),
+            cost: cost.overridden(&self.overrides.into()),
+        }
+    }
+
+    /// These flags as given, to pass them on to another tool's command line.
+    pub fn to_flags(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        let mut push = |flag: &str, value: Option<String>| {
+            if let Some(x) = value {
+                v.extend([format!("--{flag}"), x]);
+            }
+        };
+        push("scale", self.scale.map(|s| s.to_string()));
+        push("fraction", self.fraction.map(|f| f.to_string()));
+        push("timer", self.timer.map(|t| t.to_string()));
+        let o = &self.overrides;
+        push("overhead", o.overhead.map(|ns| format!("{ns}ns")));
+        push("lateness", o.lateness.map(|ns| format!("{ns}ns")));
+        push("min-sleep", o.min_sleep.map(|ns| format!("{ns}ns")));
+        v
+    }
+
+    /// The timer asked for, else `default`.
+    pub fn timer_or(&self, default: TimerKind) -> TimerKind {
+        self.timer.unwrap_or(default)
+    }
+}
+
+/// Where the emulator's calibration of this host comes from.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CalibrationArgs {
+    /// Emulator calibration file (default: the per-host cache, measured once when missing).
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
+    /// Measure the emulator calibration again and refresh the cache.
+    #[arg(long)]
+    pub recalibrate: bool,
+}
+
+impl CalibrationArgs {
+    /// The calibration: read from the file given, else the per-host cache (measured and cached
+    /// when missing, stale or `--recalibrate`; about 20 s).
+    pub fn load(&self, clock: &Clock) -> Result<Calibration> {
+        match &self.calibration {
+            Some(p) => Calibration::load(p)?
+                .with_context(|| format!("calibration file {} does not exist", p.display())),
+            None => Calibration::load_or_measure(clock, self.recalibrate)
+                .context("cannot calibrate the injector"),
         }
     }
 }
@@ -77,9 +170,99 @@ enum Command {
         overhead_by_gap: Option<String>,
     },
     /// Replay a trace into a probe loop and compare the re-collected trace with the source.
-    Fidelity(crate::fidelity::FidelityArgs),
+    Fidelity(FidelityArgs),
     /// Replay a periodic trace for a long time and report the drift of both timers.
-    Drift(crate::fidelity::DriftArgs),
+    Drift(DriftArgs),
+}
+
+/// Options of `jitter-emulate fidelity`.
+#[derive(Debug, Clone, Args)]
+struct FidelityArgs {
+    /// Trace to replay (.jtr).
+    #[arg(long)]
+    trace: PathBuf,
+    /// Stream of the trace to replay.
+    #[arg(long, default_value_t = 0)]
+    stream: usize,
+    /// Scale factors S, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,3,6")]
+    scale: Vec<Scale>,
+    /// Timers, comma-separated (itimer, abstime).
+    #[arg(long, value_delimiter = ',', default_value = "itimer,abstime")]
+    timer: Vec<TimerKind>,
+    /// Replay time per row (and for the baseline).
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    duration: Duration,
+    /// Timeline point to start from, trace ns from the window start.
+    #[arg(long, default_value_t = 0)]
+    offset_ns: u64,
+    /// Measure the calibration again instead of using the cache.
+    #[arg(long)]
+    recalibrate: bool,
+    /// Leave detours longer than this out of the source (e.g. `1ms`: the 50 ms gaps that RT
+    /// throttling puts into a trace collected at SCHED_FIFO), and out of the noise ratios of the
+    /// baseline and the re-collected trace (S times as long in replay time: the measuring
+    /// thread's own throttling stalls).
+    #[arg(long, value_parser = parse_positive_duration)]
+    drop_above: Option<Duration>,
+    /// Also write all rows as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the replayed source window and every re-collected trace (trace time, ÷ S) as .jtr
+    /// files into this directory, for overlay plots (`jitter-trace plot`).
+    #[arg(long)]
+    save: Option<PathBuf>,
+    #[command(flatten)]
+    overrides: OverrideArgs,
+}
+
+impl From<FidelityArgs> for FidelityConfig {
+    fn from(a: FidelityArgs) -> Self {
+        FidelityConfig {
+            trace: a.trace,
+            stream: a.stream,
+            scale: a.scale,
+            timer: a.timer,
+            duration: a.duration,
+            offset_ns: a.offset_ns,
+            recalibrate: a.recalibrate,
+            drop_above: a.drop_above,
+            json: a.json,
+            save: a.save,
+            overrides: a.overrides.into(),
+        }
+    }
+}
+
+/// Options of `jitter-emulate drift`.
+#[derive(Debug, Clone, Args)]
+struct DriftArgs {
+    /// Replay time per timer.
+    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
+    duration: Duration,
+    /// Period of the periodic trace replayed, µs.
+    #[arg(long, default_value_t = 1_000)]
+    period_us: u64,
+    /// Detour length of the periodic trace, µs.
+    #[arg(long, default_value_t = 100)]
+    run_us: u64,
+    /// Timers, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "itimer,abstime")]
+    timer: Vec<TimerKind>,
+    #[command(flatten)]
+    overrides: OverrideArgs,
+}
+
+impl From<DriftArgs> for DriftConfig {
+    fn from(a: DriftArgs) -> Self {
+        DriftConfig {
+            duration: a.duration,
+            period_us: a.period_us,
+            run_us: a.run_us,
+            timer: a.timer,
+            overrides: a.overrides.into(),
+        }
+    }
 }
 
 /// Entry point of `jitter-emulate`.
@@ -105,7 +288,7 @@ pub fn emulate_main() -> Result<()> {
             json,
             overhead_by_gap,
         } => {
-            let clock = counter_clock()?;
+            let clock = Clock::for_tools()?;
             let mut c = Calibration::load_or_measure(&clock, refresh)?;
             if let Some(v) = overhead_by_gap {
                 c.use_overhead_by_gap(v == "on");
@@ -119,8 +302,8 @@ pub fn emulate_main() -> Result<()> {
             }
             Ok(())
         }
-        Command::Fidelity(args) => crate::fidelity::run_fidelity(&args),
-        Command::Drift(args) => crate::fidelity::run_drift(&args),
+        Command::Fidelity(args) => run_fidelity(&args.into()),
+        Command::Drift(args) => run_drift(&args.into()),
     }
 }
 
@@ -142,19 +325,18 @@ struct InjectCli {
     /// Stream of the trace to replay.
     #[arg(long, default_value_t = 0)]
     stream: usize,
-    /// Scale factor S for run- and sleep-times.
-    #[arg(long, default_value_t = 1.0)]
-    scale: f64,
-    /// Stop after this much replay time (default: one pass over the stream, fraction 1).
+    /// Stop after this much replay time (default: one pass over the stream, or the fraction f
+    /// of it).
     #[arg(long, value_parser = parse_positive_duration)]
     duration: Option<Duration>,
     /// Timeline point to start from, trace ns from the window start.
     #[arg(long, default_value_t = 0)]
     offset_ns: u64,
-    /// O, L and M given in place of the calibration on this CPU (with O and M both given,
-    /// nothing is calibrated; L is reported only, absolute deadlines do not use it).
+    /// S, f and the O, L, M given in place of the calibration on this CPU (with O and M both
+    /// given, nothing is calibrated; L is reported only: the injector sleeps to absolute
+    /// deadlines, so `--timer` can only be abstime).
     #[command(flatten)]
-    overrides: OverrideArgs,
+    replay: ReplayArgs,
     /// Measure O, L and M again even when the calibration cached for this CPU holds.
     #[arg(long)]
     recalibrate: bool,
@@ -168,7 +350,7 @@ pub fn inject_main() -> Result<()> {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
-    use crate::plan::{Plan, PlanOptions, TimerKind};
+    use crate::plan::Plan;
 
     let a: InjectCli = jitter_trace::cli::parse();
     let loaded = jitter_trace::read_trace(&a.trace)
@@ -176,24 +358,21 @@ pub fn inject_main() -> Result<()> {
     for w in loaded.warnings() {
         eprintln!("warning: {w}");
     }
-    let given = |o: Option<u64>, m: Option<u64>| PlanOptions {
-        scale: a.scale,
-        overhead_ns: o.unwrap_or(0),
-        min_sleep_ns: m.unwrap_or(0),
-        lateness_ns: 0,
-        fraction: 1.0,
-        timer: TimerKind::Abstime,
-        ..PlanOptions::ideal()
-    };
-    let (o_given, m_given) = (a.overrides.overhead_ns, a.overrides.min_sleep_ns);
+    anyhow::ensure!(
+        a.replay.timer_or(TimerKind::Abstime) == TimerKind::Abstime,
+        "jitter-inject sleeps until absolute deadlines: --timer itimer is not available"
+    );
+    let overrides: Overrides = a.replay.overrides.into();
+    let given = a.replay.setup_over(&ReplaySetup::ideal(TimerKind::Abstime));
+    let (o_given, m_given) = (overrides.overhead_ns, overrides.min_sleep_ns);
     // Checked before calibrating: bad input is refused at once.
-    let mut plan = Plan::from_trace(&loaded.trace, a.stream, given(o_given, m_given))?;
+    let mut plan = Plan::from_trace(&loaded.trace, a.stream, given.plan_options())?;
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
     if a.cpu as i64 >= cpus as i64 {
         bail!("CPU {} does not exist (this machine has {cpus})", a.cpu);
     }
-    let clock = counter_clock()?;
+    let clock = Clock::for_tools()?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -221,12 +400,12 @@ pub fn inject_main() -> Result<()> {
         }
         e => anyhow::anyhow!("cannot enter SCHED_FIFO on CPU {}: {e}", a.cpu),
     })?;
-    let opts = if o_given.is_some() && m_given.is_some() {
-        given(o_given, m_given)
+    let setup = if o_given.is_some() && m_given.is_some() {
+        given
     } else {
         let (cal, why) =
             ProcessCalibration::load_or_measure(&clock, a.cpu, a.priority, a.recalibrate)
-                .context("cannot calibrate the injector (give --overhead-ns and --min-sleep-ns)")?;
+                .context("cannot calibrate the injector (give --overhead and --min-sleep)")?;
         let source = match why {
             None => format!(
                 "cached in {}",
@@ -238,14 +417,15 @@ pub fn inject_main() -> Result<()> {
             ),
         };
         eprintln!("calibration: {cal}; {source}");
-        let opts = given(
-            Some(o_given.unwrap_or(cal.overhead.median_ns.max(0.0).round() as u64)),
-            Some(m_given.unwrap_or(cal.min_sleep_ns)),
-        );
-        plan = Plan::from_trace(&loaded.trace, a.stream, opts)?;
-        opts
+        let setup = a.replay.setup_over(&ReplaySetup {
+            cost: cal.cost(),
+            ..given
+        });
+        plan = Plan::from_trace(&loaded.trace, a.stream, setup.plan_options())?;
+        setup
     };
-    let one_pass = (plan.period_ns() as f64 * a.scale) as u64;
+    let one_pass =
+        (plan.period_ns() as f64 * setup.scale.get() * setup.fraction.get()).round() as u64;
     let duration_ns = a.duration.map_or(one_pass, |d| d.as_nanos() as u64);
     eprintln!(
         "injecting stream {} of {} on CPU {} at SCHED_FIFO {} for {:.1} s (S = {}, O = {} ns, \
@@ -255,9 +435,9 @@ pub fn inject_main() -> Result<()> {
         a.cpu,
         a.priority,
         duration_ns as f64 / 1e9,
-        a.scale,
-        opts.overhead_ns,
-        opts.min_sleep_ns
+        setup.scale,
+        setup.cost.overhead_ns,
+        setup.cost.min_sleep_ns
     );
     let st = crate::process::replay(plan.cursor(a.offset_ns), &clock, duration_ns, &stop);
     drop(rt);

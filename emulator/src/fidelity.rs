@@ -7,7 +7,6 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use jitter_collect::clock::{read_counter, Clock};
@@ -17,52 +16,37 @@ use jitter_trace::{read_trace, Detour, Stats, Stream, Trace};
 
 use crate::calibration::{
     default_threshold, match_single, periodic_stream, probe_detours, quantile, Calibration,
-    Overrides,
 };
-use crate::cli::{counter_clock, OverrideArgs};
 use crate::injector::{Emulator, InjectorConfig, InjectorStats, LoggedInjection};
 use crate::plan::{Plan, PlanOptions, TimerKind};
-use jitter_trace::units::parse_positive_duration;
+use crate::setup::Overrides;
+use crate::setup::{ReplaySetup, Scale};
 
-/// Options of `jitter-emulate fidelity`.
-#[derive(Debug, Clone, Args)]
-pub struct FidelityArgs {
+/// What `jitter-emulate fidelity` measures.
+#[derive(Debug, Clone)]
+pub struct FidelityConfig {
     /// Trace to replay (.jtr).
-    #[arg(long)]
     pub trace: PathBuf,
     /// Stream of the trace to replay.
-    #[arg(long, default_value_t = 0)]
     pub stream: usize,
-    /// Scale factors S, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,3,6")]
-    pub scale: Vec<f64>,
-    /// Timers, comma-separated (itimer, abstime).
-    #[arg(long, value_delimiter = ',', default_value = "itimer,abstime")]
+    /// Scale factors S, one row each.
+    pub scale: Vec<Scale>,
+    /// Timers, one row each per scale.
     pub timer: Vec<TimerKind>,
     /// Replay time per row (and for the baseline).
-    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
     pub duration: Duration,
     /// Timeline point to start from, trace ns from the window start.
-    #[arg(long, default_value_t = 0)]
     pub offset_ns: u64,
     /// Measure the calibration again instead of using the cache.
-    #[arg(long)]
     pub recalibrate: bool,
-    /// Leave detours longer than this out of the source (e.g. `1ms`: the 50 ms gaps that RT
-    /// throttling puts into a trace collected at SCHED_FIFO), and out of the noise ratios of the
-    /// baseline and the re-collected trace (S times as long in replay time: the measuring
-    /// thread's own throttling stalls).
-    #[arg(long, value_parser = parse_positive_duration)]
+    /// Leave detours longer than this out of the source and out of the noise ratios.
     pub drop_above: Option<Duration>,
     /// Also write all rows as JSON here.
-    #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Write the replayed source window and every re-collected trace (trace time, ÷ S) as .jtr
-    /// files into this directory, for overlay plots (`jitter-trace plot`).
-    #[arg(long)]
+    /// Write the replayed source window and every re-collected trace as .jtr files here.
     pub save: Option<PathBuf>,
-    #[command(flatten)]
-    pub overrides: OverrideArgs,
+    /// O, L and M given in place of the calibrated ones.
+    pub overrides: Overrides,
 }
 
 /// The replay machine's own noise, seen by the probe without injection.
@@ -437,7 +421,7 @@ pub fn print_report(r: &FidelityReport) {
 }
 
 /// `jitter-emulate fidelity`.
-pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
+pub fn run_fidelity(a: &FidelityConfig) -> Result<()> {
     let loaded =
         read_trace(&a.trace).with_context(|| format!("cannot read {}", a.trace.display()))?;
     for w in loaded.warnings() {
@@ -458,18 +442,10 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
             eprintln!("left {removed} detours longer than {max} ns out of the source");
         }
     }
-    for &s in &a.scale {
-        PlanOptions {
-            scale: s,
-            ..PlanOptions::ideal()
-        }
-        .validate()?;
-    }
     // Refuse a bad stream index or an empty stream before measuring anything.
     Plan::from_trace(&trace, a.stream, PlanOptions::ideal())?;
-    let clock = counter_clock()?;
+    let clock = jitter_collect::clock::Clock::for_tools()?;
     let cal = Calibration::load_or_measure(&clock, a.recalibrate)?;
-    let overrides: Overrides = a.overrides.into();
     let threshold = default_threshold();
     let duration_ns = a.duration.as_nanos() as u64;
     eprintln!("measuring the machine's own noise for {:?} ...", a.duration);
@@ -477,7 +453,12 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
     let mut rows = Vec::new();
     for &timer in &a.timer {
         for &s in &a.scale {
-            let opts = cal.plan_options(timer, s, 1.0, &overrides);
+            let opts = ReplaySetup {
+                scale: s,
+                cost: cal.cost(timer, &a.overrides),
+                ..ReplaySetup::default()
+            }
+            .plan_options();
             eprintln!("replaying at S = {s} with {timer:?} ...");
             let (row, src, got) = fidelity_row(
                 &trace,
@@ -495,7 +476,7 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
             if let Some(dir) = &a.save {
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("cannot create {}", dir.display()))?;
-                let t = format!("{timer:?}").to_lowercase();
+                let t = timer.to_string();
                 save_stream(dir, &format!("source-S{s}-{t}.jtr"), src, "source")?;
                 save_stream(
                     dir,
@@ -525,23 +506,19 @@ pub fn run_fidelity(a: &FidelityArgs) -> Result<()> {
     Ok(())
 }
 
-/// Options of `jitter-emulate drift`.
-#[derive(Debug, Clone, Args)]
-pub struct DriftArgs {
+/// What `jitter-emulate drift` measures.
+#[derive(Debug, Clone)]
+pub struct DriftConfig {
     /// Replay time per timer.
-    #[arg(long, default_value = "60s", value_parser = parse_positive_duration)]
     pub duration: Duration,
     /// Period of the periodic trace replayed, µs.
-    #[arg(long, default_value_t = 1_000)]
     pub period_us: u64,
     /// Detour length of the periodic trace, µs.
-    #[arg(long, default_value_t = 100)]
     pub run_us: u64,
-    /// Timers, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "itimer,abstime")]
+    /// Timers, one row each.
     pub timer: Vec<TimerKind>,
-    #[command(flatten)]
-    pub overrides: OverrideArgs,
+    /// O, L and M given in place of the calibrated ones.
+    pub overrides: Overrides,
 }
 
 /// Drift of one timer: lateness against the plan at the start and at the end of a long replay.
@@ -615,20 +592,23 @@ pub fn check_periodic(period_ns: u64, run_ns: u64) -> Result<()> {
 }
 
 /// `jitter-emulate drift`.
-pub fn run_drift(a: &DriftArgs) -> Result<()> {
+pub fn run_drift(a: &DriftConfig) -> Result<()> {
     check_periodic(
         a.period_us.saturating_mul(1_000),
         a.run_us.saturating_mul(1_000),
     )?;
-    let clock = counter_clock()?;
+    let clock = jitter_collect::clock::Clock::for_tools()?;
     let cal = Calibration::load_or_measure(&clock, false)?;
-    let overrides: Overrides = a.overrides.into();
     println!(
         "{:>8} {:>10} {:>14} {:>14} {:>12}",
         "timer", "injected", "first100 µs", "last100 µs", "max µs"
     );
     for &timer in &a.timer {
-        let opts = cal.plan_options(timer, 1.0, 1.0, &overrides);
+        let opts = ReplaySetup {
+            cost: cal.cost(timer, &a.overrides),
+            ..ReplaySetup::default()
+        }
+        .plan_options();
         let d = measure_drift(
             &clock,
             opts,
@@ -638,7 +618,7 @@ pub fn run_drift(a: &DriftArgs) -> Result<()> {
         )?;
         println!(
             "{:>8} {:>10} {:>14.1} {:>14.1} {:>12.1}",
-            format!("{timer:?}").to_lowercase(),
+            timer.to_string(),
             d.injected,
             d.first_ns / 1e3,
             d.last_ns / 1e3,

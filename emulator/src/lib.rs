@@ -10,9 +10,11 @@ pub mod injector;
 pub mod plan;
 pub mod process;
 pub mod realtime;
+pub mod report;
+pub mod setup;
 pub mod sync;
 
-pub use calibration::{Calibration, Overrides, Spread};
+pub use calibration::{Calibration, Spread};
 pub use injector::{
     Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection,
 };
@@ -20,4 +22,5 @@ pub use plan::{
     Cursor, IndexedReplay, Injection, OverheadByGap, Plan, PlanError, PlanIndex, PlanOptions,
     PlanStats, SegmentStart, TimerKind,
 };
+pub use setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale};
 pub use sync::{SyncMode, SyncSchedule};

@@ -38,6 +38,15 @@ impl std::str::FromStr for TimerKind {
     }
 }
 
+impl std::fmt::Display for TimerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimerKind::Itimer => "itimer",
+            TimerKind::Abstime => "abstime",
+        })
+    }
+}
+
 /// The knobs of a replay: scale S, overhead O, minimum sleep M, lateness L, fraction f, timer.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PlanOptions {
@@ -149,12 +158,8 @@ impl PlanOptions {
 
     /// Checks S, f, and that O, M and L are within [`MAX_DETOUR_NS`].
     pub fn validate(&self) -> Result<(), PlanError> {
-        if !self.scale.is_finite() || self.scale <= 0.0 || self.scale > MAX_SCALE {
-            return Err(PlanError::Option(format!(
-                "scale must be a finite number in (0, {MAX_SCALE}], got {}",
-                self.scale
-            )));
-        }
+        crate::setup::Scale::new(self.scale)?;
+        crate::setup::Fraction::new(self.fraction)?;
         for (name, v) in [
             ("overhead", self.overhead_ns),
             ("minimum sleep", self.min_sleep_ns),
@@ -166,12 +171,6 @@ impl PlanOptions {
                     MAX_DETOUR_NS / 1_000_000_000
                 )));
             }
-        }
-        if !(self.fraction > 0.0 && self.fraction <= 1.0) {
-            return Err(PlanError::Option(format!(
-                "fraction must be in (0, 1], got {}",
-                self.fraction
-            )));
         }
         Ok(())
     }
@@ -272,13 +271,35 @@ pub struct PlanStats {
 }
 
 impl PlanStats {
-    /// Share of the met noise time that was injected.
+    /// Share of the met noise time that was injected: see [`injected_share`].
     pub fn injected_share(&self) -> f64 {
-        if self.noise_ns == 0 {
-            0.0
-        } else {
-            self.injected_ns as f64 / self.noise_ns as f64
-        }
+        injected_share(self.injected_ns, self.dropped_ns)
+    }
+}
+
+/// Share of the noise a replay met that it injected: injected ÷ (injected + dropped), 0 when
+/// it met none. Met noise is counted as injected plus dropped, not as a plan's `noise_ns`,
+/// which also holds the detour computed ahead (a resync discards it unmet).
+pub fn injected_share(injected_ns: u64, dropped_ns: u64) -> f64 {
+    let met = injected_ns + dropped_ns;
+    if met == 0 {
+        0.0
+    } else {
+        injected_ns as f64 / met as f64
+    }
+}
+
+impl std::ops::AddAssign for PlanStats {
+    fn add_assign(&mut self, b: PlanStats) {
+        self.detours += b.detours;
+        self.injections += b.injections;
+        self.injected_detours += b.injected_detours;
+        self.injected_ns += b.injected_ns;
+        self.busy_ns += b.busy_ns;
+        self.dropped += b.dropped;
+        self.dropped_ns += b.dropped_ns;
+        self.merged += b.merged;
+        self.noise_ns += b.noise_ns;
     }
 }
 
@@ -1378,18 +1399,6 @@ impl PlanIndex {
     }
 }
 
-fn add_stats(a: &mut PlanStats, b: &PlanStats) {
-    a.detours += b.detours;
-    a.injections += b.injections;
-    a.injected_detours += b.injected_detours;
-    a.injected_ns += b.injected_ns;
-    a.busy_ns += b.busy_ns;
-    a.dropped += b.dropped;
-    a.dropped_ns += b.dropped_ns;
-    a.merged += b.merged;
-    a.noise_ns += b.noise_ns;
-}
-
 /// First index `i ≥ lo` of `v` with `key(v[i]) ≥ t` (`key` non-decreasing), else `v.len()`.
 /// Near answers (expected within `guess` entries, the usual case) take blocks of 8 entries,
 /// each with one branch and a branch-free search inside; far ones (dense noise, long
@@ -1752,9 +1761,9 @@ impl IndexedReplay {
         let mut st = head.map_or_else(PlanStats::default, |h| ix.raw_stats(&h));
         let h = self.h(bound.as_ref());
         let through_tail = |st: &mut PlanStats, b: &Bound| {
-            add_stats(st, &ix.group_stats(seg.g_mid, b.full_end));
+            *st += ix.group_stats(seg.g_mid, b.full_end);
             if let Some((_, g, _)) = &b.tail {
-                add_stats(st, &ix.raw_stats(g));
+                *st += ix.raw_stats(g);
             }
         };
         if exhausted {
@@ -1768,7 +1777,7 @@ impl IndexedReplay {
             let i = self.i_first + (v - h);
             match &bound {
                 Some(b) if i >= b.mid_end => through_tail(&mut st, b),
-                _ => add_stats(&mut st, &ix.group_stats(seg.g_mid, ix.inj_group_u(i) + 1)),
+                _ => st += ix.group_stats(seg.g_mid, ix.inj_group_u(i) + 1),
             }
         }
         st
@@ -2208,7 +2217,7 @@ mod tests {
                     w.pending = None;
                     w.busy_until = start;
                     let new = ix.segment_start(off);
-                    add_stats(&mut done, &r.resync(&ix, &seg, &new, start));
+                    done += r.resync(&ix, &seg, &new, start);
                     seg = new;
                 }
                 prop_assert_eq!(r.segment(&ix), seg);
@@ -2223,7 +2232,7 @@ mod tests {
                 prop_assert_eq!(s1, s2, "top barrier at op {}", k);
                 start = s1;
                 let mut got = done;
-                add_stats(&mut got, &r.stats(&ix, &seg));
+                got += r.stats(&ix, &seg);
                 prop_assert_eq!(w.c.stats(), got, "counts at op {}", k);
                 prop_assert_eq!(w.c.progress_at(start), r.progress_at(&ix, start));
             }

@@ -4,23 +4,25 @@
 //! CPU loses the trace's time. Its own cost on the victim (O), its wake-up lateness (L) and the
 //! shortest sleep it honours (M) are calibrated on the CPU it injects on (`ProcessCalibration`).
 
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
 use jitter_collect::clock::{read_counter, Clock};
 
-use crate::cache::{age, cache_dir, decide, file_name_part, unix_now_s, Decision, MachineKey};
+use crate::cache::{
+    cache_dir, decide, file_name_part, read_json, unix_now_s, write_json, Decision, MachineKey,
+};
 use crate::calibration::{
     default_threshold, lateness_sweep, match_single, min_sleep, periodic_stream, probe_detours,
     Spread, SweepPoint, MIN_MATCHED_PERCENT,
 };
 use crate::injector::{mono_ns, LoggedInjection};
-use crate::plan::{Cursor, Plan, PlanOptions, TimerKind};
+use crate::plan::{Cursor, Plan, TimerKind};
 use crate::realtime::Realtime;
+use crate::setup::{InjectionCost, ReplaySetup};
 
 /// What a separate-process replay did.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -227,6 +229,16 @@ fn sleep_lateness(interval_ns: u64, n: usize) -> Vec<f64> {
 }
 
 impl ProcessCalibration {
+    /// What one injection from the separate process costs the program on its CPU: O and M
+    /// measured; no L (it sleeps to absolute deadlines, so lateness is reported only).
+    pub fn cost(&self) -> InjectionCost {
+        InjectionCost {
+            overhead_ns: self.overhead.median_ns.max(0.0).round() as u64,
+            min_sleep_ns: self.min_sleep_ns,
+            ..InjectionCost::ideal(TimerKind::Abstime)
+        }
+    }
+
     /// Measures O, L and M on `cpu` (under 2 s). The calling thread must already run at
     /// SCHED_FIFO `priority` (> 1), pinned to `cpu`, as the injector does.
     pub fn measure(
@@ -242,10 +254,7 @@ impl ProcessCalibration {
         // O: periodic injections of `busy_ns` into a victim spinning the probe loop.
         let period = 1_000_000_000 / s.rate_hz.max(1);
         let count = s.overhead_duration_ns / period + 2;
-        let opts = PlanOptions {
-            timer: TimerKind::Abstime,
-            ..PlanOptions::ideal()
-        };
+        let opts = ReplaySetup::ideal(TimerKind::Abstime).plan_options();
         let plan = Plan::new(&periodic_stream(period, s.busy_ns.max(1), count), opts)?;
         let mut log: Vec<LoggedInjection> = Vec::with_capacity(count as usize + 16);
         let stop = AtomicBool::new(false);
@@ -327,22 +336,15 @@ impl ProcessCalibration {
         ))
     }
 
-    /// Reads a cached calibration; `Ok(None)` when the file does not exist or is unreadable
-    /// (a damaged cache is measured again).
+    /// Reads a cached calibration; `None` when the file does not exist or is unreadable (a
+    /// damaged cache is measured again).
     pub fn load(path: &std::path::Path) -> Option<ProcessCalibration> {
-        let s = std::fs::read_to_string(path).ok()?;
-        serde_json::from_str(&s).ok()
+        read_json(path).ok().flatten()
     }
 
     /// Writes the calibration as JSON (creating the directory).
     pub fn save(&self, path: &std::path::Path) -> anyhow::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        let s = serde_json::to_string_pretty(self)?;
-        jitter_trace::output::write_output_bytes(path, s.as_bytes())?;
-        Ok(())
+        write_json(self, path)
     }
 
     /// The cached calibration of `cpu` when it holds on this machine now, else measured (see
@@ -371,38 +373,6 @@ impl ProcessCalibration {
     }
 }
 
-impl fmt::Display for ProcessCalibration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let us = |ns: f64| ns / 1e3;
-        let o = &self.overhead;
-        write!(
-            f,
-            "O {:.1} µs (median; sd {:.1}, p10 {:.1}, p90 {:.1}, n {}, {} Hz, {} unmatched, {} \
-             stacked), L {:.1} µs (median at {} µs; p99 {:.1}), M {} µs",
-            us(o.median_ns),
-            us(o.sd_ns),
-            us(o.p10_ns),
-            us(o.p90_ns),
-            o.samples,
-            self.rate_hz,
-            self.unmatched,
-            self.stacked,
-            us(self.lateness.median_ns),
-            self.interval_ns / 1_000,
-            us(self.lateness.p99_ns),
-            self.min_sleep_ns / 1_000,
-        )?;
-        write!(
-            f,
-            " on CPU {} ({}, kernel {}), {}",
-            self.key.cpu.map_or("?".into(), |c| c.to_string()),
-            self.key.cpu_model,
-            self.key.kernel,
-            age(self.measured_unix_s, unix_now_s())
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,7 +391,7 @@ mod tests {
         }];
         let s = Stream::from_detours(0, 0, 6_000_000_000, &d).unwrap();
         let plan = Plan::new(&s, PlanOptions::ideal()).unwrap();
-        (plan, crate::cli::counter_clock().unwrap())
+        (plan, Clock::for_tools().unwrap())
     }
 
     #[test]

@@ -52,8 +52,8 @@ fn inject_refuses_a_scale_or_minimum_sleep_that_would_spin_for_ever() {
             "0",
             "--scale",
             "1000",
-            "--min-sleep-ns",
-            "1000000000",
+            "--min-sleep",
+            "1s",
         ],
     );
     assert_error(&o, "over the bound of 10 s");

@@ -14,7 +14,6 @@ use jitter_emulator::calibration::{
     default_threshold, match_single, measure_injection, measure_lateness, periodic_stream,
     probe_detours, Spread,
 };
-use jitter_emulator::cli::counter_clock;
 use jitter_emulator::realtime::Realtime;
 use jitter_emulator::{
     Emulator, EmulatorError, InjectorConfig, Plan, PlanError, PlanOptions, TimerKind,
@@ -35,7 +34,7 @@ fn main() {
             None
         }
     };
-    let clock = counter_clock().expect("counter clock");
+    let clock = Clock::for_tools().expect("counter clock");
     let cases: [(&str, Case); 7] = [
         ("start_twice_is_an_error", start_twice_is_an_error),
         ("bad_input_is_refused_before_arming", bad_input_is_refused),
@@ -880,7 +879,7 @@ fn inject_calibration_cache(_clock: &Clock) -> Result<(), String> {
     ensure(fourth.contains("--recalibrate asked for it"), || {
         format!("--recalibrate: {fourth}")
     })?;
-    let given = run(&["--overhead-ns", "1000", "--min-sleep-ns", "0"])?;
+    let given = run(&["--overhead", "1us", "--min-sleep", "0ns"])?;
     ensure(!given.contains("calibrat"), || {
         format!("with O and M given: {given}")
     })?;

@@ -2,6 +2,7 @@
 //! the cycle counter, reduced per phase to MaxQT, MaxQTBT and the mean qt over ranks.
 
 use jitter_collect::clock::{read_counter_ordered, Clock};
+use jitter_emulator::Fraction;
 
 use crate::comm::Collective;
 use crate::kernel::do_work;
@@ -129,8 +130,9 @@ pub struct LoopSpec {
     pub warmup_phases: u64,
     /// End of the measured part.
     pub until: Until,
-    /// Stop as soon as any rank's replay progress reaches this (1.0 and more: never).
-    pub fraction: f64,
+    /// Stop as soon as any rank's replay reached this share of its stream (`None`: no replay
+    /// limits the loop).
+    pub fraction: Option<Fraction>,
     /// Scale factor S: reported times are measured times divided by S.
     pub scale: f64,
     /// Keep every measured phase (rank 0) for `--phases-csv`.
@@ -321,7 +323,10 @@ where
         comm.all_max(&mut maxes);
         let mut sum = [qt_sum];
         comm.sum_to_root(&mut sum);
-        if !warm && root {
+        // The stop rule of partial replay, as the predictor's: a phase in which some rank's
+        // replay reached f had its noise cut short, so it is not recorded and the run ends.
+        let cut = !warm && spec.fraction.is_some_and(|f| f.reached(maxes[2]));
+        if !warm && root && !cut {
             let s = PhaseSample {
                 max_qt_ns: maxes[0],
                 max_qtbt_ns: maxes[1],
@@ -373,6 +378,9 @@ where
             }
         }
         phase += 1;
+        if cut {
+            break (StopReason::Fraction, maxes[2]);
+        }
         if maxes[3] > 0.0 {
             let reason = match maxes[3] as u8 {
                 1 => StopReason::Period,
@@ -381,9 +389,6 @@ where
                 _ => StopReason::MaxTime,
             };
             break (reason, maxes[2]);
-        }
-        if maxes[2] >= spec.fraction && !warm {
-            break (StopReason::Fraction, maxes[2]);
         }
     };
     let elapsed_ns = measure_start.map_or(0, |s| clock.ticks_to_ns(last_end.wrapping_sub(s)));
@@ -462,7 +467,7 @@ mod tests {
             iterations: 1000,
             warmup_phases: 3,
             until: Until::Phases(7),
-            fraction: 1.0,
+            fraction: None,
             scale: 1.0,
             keep_samples: true,
             virtual_ranks: 1,
@@ -525,7 +530,7 @@ mod tests {
             iterations: 1000,
             warmup_phases: 2,
             until: Until::Phases(12),
-            fraction: 1.0,
+            fraction: None,
             scale: 1.0,
             keep_samples: true,
             virtual_ranks: 1,
@@ -578,7 +583,7 @@ mod tests {
             iterations: 100,
             warmup_phases: 2,
             until: Until::Phases(1000),
-            fraction: 0.55,
+            fraction: Some(Fraction::new(0.55).unwrap()),
             scale: 1.0,
             keep_samples: false,
             virtual_ranks: 1,
@@ -589,10 +594,11 @@ mod tests {
             progress: 0.0,
         };
         let out = run_phases(&Solo, &c, &spec, &mut h);
-        // Progress 0.1 per phase: ≥ 0.55 after the 6th phase.
+        // Progress 0.1 per phase: ≥ 0.55 after the 6th phase, whose noise was cut short: it
+        // is not recorded (phases 2–4 are, after two warm-up phases 0 and 1), as in the predictor.
         assert_eq!(h.phases, (0..6).collect::<Vec<_>>());
         assert_eq!(out.stopped_by, StopReason::Fraction);
-        assert_eq!(out.averages.phases, 4);
+        assert_eq!(out.averages.phases, 3);
         assert!(out.samples.is_empty());
     }
 
@@ -607,7 +613,7 @@ mod tests {
                 iterations: 20_000,
                 warmup_phases: 2,
                 until: Until::Elapsed(period),
-                fraction: 1.0,
+                fraction: None,
                 scale,
                 keep_samples: true,
                 virtual_ranks: 1,

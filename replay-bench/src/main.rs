@@ -41,7 +41,7 @@ enum Command {
     /// Print the smallest scale factor that makes a share of a trace's detours injectable here.
     ChooseScale(replay_bench::study::ChooseScaleArgs),
     /// Real runs at 1 … cores processes and every sync mode beside the prediction: one table.
-    Validate(replay_bench::validate::ValidateArgs),
+    Validate(Box<replay_bench::validate::ValidateArgs>),
 }
 
 #[derive(Debug, clap::Args)]

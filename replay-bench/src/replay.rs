@@ -7,72 +7,33 @@ use anyhow::Context;
 use jitter_collect::clock::Clock;
 use jitter_emulator::calibration::Calibration as EmulatorCalibration;
 use jitter_emulator::{
-    Emulator, Handle, InjectorConfig, InjectorStats, OverheadByGap, Overrides, Plan, PlanOptions,
-    SyncSchedule, TimerKind,
+    Emulator, Handle, InjectionCost, InjectorConfig, InjectorStats, Overrides, Plan, SyncSchedule,
+    TimerKind,
 };
 
 use crate::bench::PhaseHook;
 use crate::report::EmulatorTotals;
 
-/// The injector's own cost on this rank (pitfalls 1 and 2), ns.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// The injector's own cost on this rank (pitfalls 1 and 2) with its spread, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct EmulatorCost {
-    /// Overhead O per injection.
-    pub overhead_ns: u64,
+    /// O, L, M and the timer the plan is built with.
+    pub cost: InjectionCost,
     /// Spread of O.
     pub overhead_sd_ns: f64,
-    /// Timer lateness L.
-    pub lateness_ns: u64,
     /// Spread of L.
     pub lateness_sd_ns: f64,
-    /// Minimum sleep M.
-    pub min_sleep_ns: u64,
-    /// O after a gap since the previous injection (empty when O was given on the command line
-    /// or the calibration's rate sweep was not used).
-    pub overhead_by_gap: OverheadByGap,
 }
 
 impl EmulatorCost {
     /// The cost of `timer` from an emulator calibration, with command-line overrides.
     pub fn from_calibration(c: &EmulatorCalibration, timer: TimerKind, o: &Overrides) -> Self {
-        let opts: PlanOptions = c.plan_options(timer, 1.0, 1.0, o);
         let t = c.timer(timer);
         EmulatorCost {
-            overhead_ns: opts.overhead_ns,
+            cost: c.cost(timer, o),
             overhead_sd_ns: t.overhead.sd_ns,
-            lateness_ns: opts.lateness_ns,
             lateness_sd_ns: t.lateness.sd_ns,
-            min_sleep_ns: opts.min_sleep_ns,
-            overhead_by_gap: opts.overhead_by_gap,
         }
-    }
-
-    /// Plan options with this cost.
-    pub fn plan_options(&self, scale: f64, fraction: f64, timer: TimerKind) -> PlanOptions {
-        PlanOptions {
-            scale,
-            overhead_ns: self.overhead_ns,
-            min_sleep_ns: self.min_sleep_ns,
-            lateness_ns: self.lateness_ns,
-            fraction,
-            timer,
-            overhead_by_gap: self.overhead_by_gap,
-        }
-    }
-}
-
-/// The emulator calibration of this host: read from `file`, else the per-host cache (measured
-/// and cached when missing or when `refresh`; about 20 s).
-pub fn load_calibration(
-    clock: &Clock,
-    file: Option<&std::path::Path>,
-    refresh: bool,
-) -> anyhow::Result<EmulatorCalibration> {
-    match file {
-        Some(p) => EmulatorCalibration::load(p)?
-            .with_context(|| format!("calibration file {} does not exist", p.display())),
-        None => EmulatorCalibration::load_or_measure(clock, refresh)
-            .context("cannot calibrate the injector"),
     }
 }
 
@@ -142,13 +103,10 @@ impl ReplayTotals {
             merged: self.merged,
             injected_ns: self.injected_ns,
             dropped_ns: self.dropped_ns,
-            // Met noise = injected + dropped. The plan's own `noise_ns` also counts the detour
-            // it computed ahead, which a resync discards unmet, so it would understate the share.
-            injected_share: if self.injected_ns + self.dropped_ns == 0 {
-                0.0
-            } else {
-                self.injected_ns as f64 / (self.injected_ns + self.dropped_ns) as f64
-            },
+            injected_share: jitter_emulator::plan::injected_share(
+                self.injected_ns,
+                self.dropped_ns,
+            ),
             max_progress: self.progress,
         }
     }
@@ -322,6 +280,7 @@ impl PhaseHook for Replay {
 mod tests {
     use super::*;
     use jitter_emulator::calibration::RatePoint;
+    use jitter_emulator::{Fraction, ReplaySetup, Scale};
 
     #[test]
     fn a_rank_takes_o_after_each_gap_unless_o_was_given() {
@@ -341,7 +300,12 @@ mod tests {
         c.abstime.overhead_by_rate_consistent = true;
         c.use_overhead_by_gap(true);
         let cost = EmulatorCost::from_calibration(&c, TimerKind::Abstime, &Overrides::default());
-        let o = cost.plan_options(2.0, 0.5, TimerKind::Abstime);
+        let o = ReplaySetup {
+            scale: Scale::new(2.0).unwrap(),
+            fraction: Fraction::new(0.5).unwrap(),
+            cost: cost.cost,
+        }
+        .plan_options();
         assert_eq!(
             (
                 o.overhead_ns,
@@ -359,7 +323,11 @@ mod tests {
             ..Overrides::default()
         };
         let cost = EmulatorCost::from_calibration(&c, TimerKind::Abstime, &given);
-        let o = cost.plan_options(1.0, 1.0, TimerKind::Abstime);
+        let o = ReplaySetup {
+            cost: cost.cost,
+            ..ReplaySetup::default()
+        }
+        .plan_options();
         assert_eq!(o.overhead_after(Some(100_000_000)), 7_000);
     }
 }

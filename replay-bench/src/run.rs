@@ -4,13 +4,15 @@
 //! its 95 % confidence interval.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
 
 use jitter_collect::clock::Clock;
-use jitter_emulator::{Plan, SyncMode, SyncSchedule, TimerKind};
+use jitter_emulator::cli::{CalibrationArgs, ReplayArgs};
+use jitter_emulator::{Fraction, Plan, ReplaySetup, SyncMode, SyncSchedule, TimerKind};
 use jitter_trace::stats::Stats;
 use jitter_trace::Trace;
 
@@ -18,9 +20,10 @@ use crate::baseline::{self, Baseline, Reference};
 use crate::bench::{run_phases, Blocks, LoopOutcome, LoopSpec, NoJitter, Until};
 use crate::comm::{agree, record, Collective, Mpi};
 use crate::kernel::WorkRate;
+use crate::metrics::PhaseAverages;
 use crate::metrics::{paired_slowdown, sequential_slowdown, Slowdown};
 use crate::noise::{self, PlatformNoise};
-use crate::replay::{self, EmulatorCost, Replay, ReplayTotals, VirtualReplay};
+use crate::replay::{EmulatorCost, Replay, ReplayTotals, VirtualReplay};
 use crate::report::{
     Calibration, Config, EmulatorTotals, Report, ReportKind, ResultRow, TraceInfo,
 };
@@ -39,10 +42,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub ranks_per_node: u64,
     /// Work quanta q of one compute phase.
-    #[arg(long, default_value = "1ms", value_parser = parse_positive_duration)]
+    #[arg(long, default_value = "1ms", value_parser = positive_duration_flag)]
     pub quanta: u64,
     /// Benchmark period: measured phases run until this much time elapsed (unscaled).
-    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    #[arg(long, default_value = "10s", value_parser = positive_duration_flag)]
     pub period: u64,
     /// Run exactly this many measured phases instead of a period.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -51,17 +54,14 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 20)]
     pub warmup: u64,
     /// Synchronisation of the replays: none, once, phase or every:K.
-    #[arg(long, default_value = "none", value_parser = parse_sync)]
+    #[arg(long, default_value = "none")]
     pub sync: SyncMode,
-    /// Scale factor S: quanta, period and trace times × S, reported times ÷ S.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_scale)]
-    pub scale: f64,
-    /// Stop as soon as any rank replayed this fraction of its stream (pitfall 3; paper: 1/3).
-    #[arg(long, default_value_t = 1.0, value_parser = parse_fraction)]
-    pub fraction: f64,
-    /// Injector timer: itimer (setitimer, relative) or abstime (timer_create, absolute).
-    #[arg(long, default_value = "abstime", value_parser = parse_timer)]
-    pub timer: TimerKind,
+    /// S, f, the timer and O/L/M in place of the calibrated ones.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// Where this host's emulator calibration comes from.
+    #[command(flatten)]
+    pub calibration: CalibrationArgs,
     /// Seed of the offsets and resync points (rank 0's is broadcast; default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -78,17 +78,17 @@ pub struct RunArgs {
     pub precision: Option<f64>,
     /// Time budget of `--precision` (unscaled; default 10min): stops and reports the precision
     /// reached.
-    #[arg(long, value_parser = parse_positive_duration)]
+    #[arg(long, value_parser = positive_duration_flag)]
     pub max_time: Option<u64>,
     /// No-jitter reference of the sequential design: `measured` (run it first), `quanta`
     /// (q itself) or a report file.
     #[arg(long, default_value = "measured", value_name = "measured|quanta|FILE")]
     pub baseline: Baseline,
     /// Period of the measured baseline of the sequential design (default: the period).
-    #[arg(long, value_parser = parse_positive_duration)]
+    #[arg(long, value_parser = positive_duration_flag)]
     pub baseline_period: Option<u64>,
     /// Probe the platform's own noise on every rank for this long before the run (0 skips).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = duration_flag)]
     pub noise_probe: u64,
     /// Write the JSON report here (rank 0).
     #[arg(long, short = 'o', value_name = "FILE")]
@@ -96,21 +96,6 @@ pub struct RunArgs {
     /// Write per-phase MaxQT / MaxQTBT / mean qt (ns, unscaled) as CSV here (rank 0).
     #[arg(long, value_name = "FILE")]
     pub phases_csv: Option<PathBuf>,
-    /// Emulator calibration file (default: the per-host cache, measured once when missing).
-    #[arg(long, value_name = "FILE")]
-    pub calibration: Option<PathBuf>,
-    /// Measure the emulator calibration again (about 20 s per host) and refresh the cache.
-    #[arg(long)]
-    pub recalibrate: bool,
-    /// Use this overhead O instead of the calibrated one (at every injection rate).
-    #[arg(long, value_parser = parse_duration)]
-    pub overhead: Option<u64>,
-    /// Use this timer lateness L instead of the calibrated one.
-    #[arg(long, value_parser = parse_duration)]
-    pub lateness: Option<u64>,
-    /// Use this minimum sleep M instead of the calibrated one.
-    #[arg(long, value_parser = parse_duration)]
-    pub min_sleep: Option<u64>,
     /// Allow more ranks on a host than it has online CPUs (timings are then meaningless).
     #[arg(long)]
     pub allow_oversubscribe: bool,
@@ -199,50 +184,23 @@ fn design_of(args: &RunArgs) -> anyhow::Result<Design> {
 /// Longest duration any option takes, ns (one day).
 const MAX_DURATION_NS: f64 = 86_400e9;
 
-fn parse_duration(s: &str) -> Result<u64, String> {
+/// A duration flag of the benchmark, ns: `jitter_trace::units`' rule, at most a day.
+pub fn duration_flag(s: &str) -> Result<u64, String> {
     let ns = jitter_trace::units::parse_duration_ns(s).map_err(|e| e.to_string())?;
+    within_a_day(s, ns)
+}
+
+/// A positive duration flag, ns: `jitter_trace::units::parse_positive_duration`, at most a day.
+pub fn positive_duration_flag(s: &str) -> Result<u64, String> {
+    let d = jitter_trace::units::parse_positive_duration(s).map_err(|e| e.to_string())?;
+    within_a_day(s, d.as_nanos() as f64)
+}
+
+fn within_a_day(s: &str, ns: f64) -> Result<u64, String> {
     if ns > MAX_DURATION_NS {
         return Err(format!("`{s}` is longer than the limit of 1d"));
     }
     Ok(ns.round() as u64)
-}
-
-fn parse_positive_duration(s: &str) -> Result<u64, String> {
-    match parse_duration(s)? {
-        0 => Err(format!("`{s}` must be a duration > 0")),
-        ns => Ok(ns),
-    }
-}
-
-fn parse_sync(s: &str) -> Result<SyncMode, String> {
-    s.parse()
-        .map_err(|e: jitter_emulator::PlanError| e.to_string())
-}
-
-fn parse_timer(s: &str) -> Result<TimerKind, String> {
-    s.parse()
-        .map_err(|e: jitter_emulator::PlanError| e.to_string())
-}
-
-fn parse_scale(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    let top = jitter_emulator::plan::MAX_SCALE;
-    if v.is_finite() && v > 0.0 && v <= top {
-        Ok(v)
-    } else {
-        Err(format!(
-            "scale must be a finite number in (0, {top}], got {s}"
-        ))
-    }
-}
-
-fn parse_fraction(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if v > 0.0 && v <= 1.0 {
-        Ok(v)
-    } else {
-        Err(format!("fraction must be in (0, 1], got {s}"))
-    }
 }
 
 /// The trace, checked, with what the report says about it.
@@ -338,14 +296,64 @@ struct RankSetup {
     rate: WorkRate,
 }
 
-fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
-    let rank = comm.rank();
-    let size = comm.size();
-    let root = rank == 0;
-    let scale = args.scale;
-    let k = args.ranks_per_node;
+/// What every rank holds once the inputs are checked and agreed and the rank is calibrated
+/// (steps 1–3 of a run).
+struct Prepared {
+    trace: Option<LoadedTrace>,
+    setup: RankSetup,
+    /// S, f and this host's injection cost, as the plan was built with.
+    replay: ReplaySetup,
+    /// LCG iterations of one phase (agreed: the slowest rank's).
+    iterations: u64,
+    /// ns per LCG iteration of the slowest rank.
+    ns_per_iteration: f64,
+    seed: u64,
+    schedule: SyncSchedule,
+    plan: Option<Arc<Plan>>,
+    design: Design,
+}
 
-    // 1. Inputs, checked on every rank; agreed before anything else is collective.
+/// What the phase loops measured (steps 4–5b).
+struct Measured {
+    reference: Reference,
+    measured_baseline: Option<LoopOutcome>,
+    outcome: LoopOutcome,
+    totals: ReplayTotals,
+    /// The largest excess the trace can add to one phase and the window it was taken over
+    /// (scaled ns, max over ranks).
+    bound: [f64; 2],
+}
+
+/// What rank 0 gathered from all ranks (step 6).
+struct Gathered {
+    calibration: Vec<Calibration>,
+    emulator: EmulatorTotals,
+    platform_noise_max_ns: f64,
+}
+
+fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
+    let prepared = prepare(comm, args)?;
+    let measured = measure(comm, args, &prepared)?;
+    let Some(gathered) = gather(comm, &prepared, &measured)? else {
+        return Ok(());
+    };
+    let (report, base) = build_report(comm, args, &prepared, &measured, gathered)?;
+    table::print_run(&report, base.as_ref(), &measured.outcome);
+    if let Some(p) = &args.output {
+        report.save(p)?;
+    }
+    if let Some(p) = &args.phases_csv {
+        write_csv(p, &measured.outcome)?;
+    }
+    Ok(())
+}
+
+/// Steps 1–3: inputs checked on every rank and agreed before anything else is collective; the
+/// rank's counter, emulator cost, platform noise and work rate; the shared seed; the plan of
+/// this rank's stream.
+fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
+    let rank = comm.rank();
+    let k = args.ranks_per_node;
     let local = comm.ranks_on_this_host();
     let checked = (|| -> anyhow::Result<Option<LoadedTrace>> {
         let cpus = online_cpus();
@@ -359,7 +367,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         }
         design_of(args)?;
         if let Baseline::File(p) = &args.baseline {
-            baseline::from_report(p, size as u64, args.quanta)?;
+            baseline::from_report(p, comm.size() as u64, args.quanta)?;
         }
         match &args.trace {
             None => {
@@ -372,41 +380,21 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         }
     })();
     let trace = agree(comm, checked)?;
-
-    // 2. Per-rank calibration: counter, emulator cost, platform noise, work rate. The emulator
-    // calibration is per host (one rank measures or reads the cache, its host's ranks share it).
     let clock = agree(
         comm,
-        Clock::choose(None)
-            .map(|(clock, _)| clock)
-            .context("cannot calibrate the cycle counter"),
+        Clock::for_tools().context("cannot calibrate the cycle counter"),
     )?;
+    // S, f and the timer as given; the cost is this host's calibration (with the overrides).
+    let given = args
+        .replay
+        .setup_over(&ReplaySetup::ideal(TimerKind::Abstime));
     let cost = match &trace {
         None => EmulatorCost::default(),
-        Some(_) => {
-            let bytes = comm.from_host_root(|| {
-                let r =
-                    replay::load_calibration(&clock, args.calibration.as_deref(), args.recalibrate)
-                        .map_err(|e| crate::error_line(&e));
-                serde_json::to_vec(&r).unwrap_or_default()
-            });
-            let shared: anyhow::Result<EmulatorCost> = match serde_json::from_slice::<
-                Result<jitter_emulator::Calibration, String>,
-            >(&bytes)
-            {
-                Ok(Ok(c)) => {
-                    let o = jitter_emulator::Overrides {
-                        overhead_ns: args.overhead,
-                        lateness_ns: args.lateness,
-                        min_sleep_ns: args.min_sleep,
-                    };
-                    Ok(EmulatorCost::from_calibration(&c, args.timer, &o))
-                }
-                Ok(Err(e)) => Err(anyhow::anyhow!(e)),
-                Err(e) => Err(anyhow::anyhow!("calibration lost between ranks: {e}")),
-            };
-            agree(comm, shared)?
-        }
+        Some(_) => host_cost(comm, args, &clock, given.cost.timer)?,
+    };
+    let replay = ReplaySetup {
+        cost: cost.cost,
+        ..given
     };
     // All ranks probe at once, as they will run; then the work rate of each core.
     comm.barrier();
@@ -416,7 +404,6 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         noise: noise::measure(&clock, args.noise_probe),
         rate: WorkRate::measure(&clock, 200_000, 50),
     };
-
     // Iteration count: the slowest rank's cost per iteration (MPI max), so that without jitter
     // MaxQT ≈ q on the slowest core and `--baseline quanta` stays meaningful on a mixed machine.
     let mut per_iter = [setup.rate.ns_per_iteration];
@@ -424,8 +411,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     let agreed = WorkRate {
         ns_per_iteration: per_iter[0],
     };
-    let iterations = agreed.iterations_for(args.quanta as f64 * scale);
-
+    let iterations = agreed.iterations_for(args.quanta as f64 * replay.scale.get());
     let mut seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -436,35 +422,78 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         mode: args.sync,
         seed,
     };
-
-    // 3. The plan of this rank's stream (may fail: e.g. every detour shorter than O).
+    // The plan of this rank's stream (may fail: e.g. every detour shorter than O).
     let plan = agree(
         comm,
         trace.as_ref().map_or(Ok(None), |t| {
             let index = rank % k as usize;
-            let opts = setup.cost.plan_options(scale, args.fraction, args.timer);
-            Plan::from_trace(&t.trace, index, opts)
+            Plan::from_trace(&t.trace, index, replay.plan_options())
                 .map(Some)
                 .with_context(|| format!("cannot replay stream {index} of the trace"))
         }),
     )?;
+    Ok(Prepared {
+        trace,
+        setup,
+        replay,
+        iterations,
+        ns_per_iteration: agreed.ns_per_iteration,
+        seed,
+        schedule,
+        plan,
+        design: design_of(args)?,
+    })
+}
 
-    let design = design_of(args)?;
-    let paired = design == Design::Paired;
+/// This host's emulator cost for `timer`: one rank per host reads the calibration (file or
+/// per-host cache, measured when missing) and its host's ranks share it.
+fn host_cost(
+    comm: &Mpi,
+    args: &RunArgs,
+    clock: &Clock,
+    timer: TimerKind,
+) -> anyhow::Result<EmulatorCost> {
+    let bytes = comm.from_host_root(|| {
+        let r = args
+            .calibration
+            .load(clock)
+            .map_err(|e| crate::error_line(&e));
+        serde_json::to_vec(&r).unwrap_or_default()
+    });
+    let shared: anyhow::Result<EmulatorCost> =
+        match serde_json::from_slice::<Result<jitter_emulator::Calibration, String>>(&bytes) {
+            Ok(Ok(c)) => Ok(EmulatorCost::from_calibration(
+                &c,
+                timer,
+                &args.replay.overrides.into(),
+            )),
+            Ok(Err(e)) => Err(anyhow::anyhow!(e)),
+            Err(e) => Err(anyhow::anyhow!("calibration lost between ranks: {e}")),
+        };
+    agree(comm, shared)
+}
+
+/// Steps 4–5b: the baseline without jitter (sequential design), the run (with the emulator
+/// when there is a trace), and the most the trace can slow one phase down.
+fn measure(comm: &Mpi, args: &RunArgs, p: &Prepared) -> anyhow::Result<Measured> {
+    let rank = comm.rank();
+    let scale = p.replay.scale.get();
+    let paired = p.design == Design::Paired;
     let blocks = paired.then_some(Blocks {
         phases: args.block_phases,
-        seed,
+        seed: p.seed,
     });
-    let spec = |until: Until, keep: bool, fraction: f64, blocks: Option<Blocks>| LoopSpec {
-        iterations,
-        warmup_phases: args.warmup,
-        until,
-        fraction,
-        scale,
-        keep_samples: keep,
-        virtual_ranks: args.virtual_ranks,
-        blocks,
-    };
+    let spec =
+        |until: Until, keep: bool, fraction: Option<Fraction>, blocks: Option<Blocks>| LoopSpec {
+            iterations: p.iterations,
+            warmup_phases: args.warmup,
+            until,
+            fraction,
+            scale,
+            keep_samples: keep,
+            virtual_ranks: args.virtual_ranks,
+            blocks,
+        };
     // The paired design gives its baseline blocks as much as its jitter blocks: `--phases N`
     // and `--period T` are the jitter's share, as the sequential design's run is.
     let share = if paired { 2 } else { 1 };
@@ -476,6 +505,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         },
         (None, None) => Until::Elapsed((period_ns as f64 * scale).round() as u64 * share),
     };
+    let clock = &p.setup.clock;
 
     // 4. Baseline without jitter.
     let reference = match &args.baseline {
@@ -483,15 +513,15 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
             avg_max_qt_ns: args.quanta as f64,
             avg_max_qtbt_ns: args.quanta as f64,
         }),
-        Baseline::File(p) => Some(baseline::from_report(p, size as u64, args.quanta)?),
+        Baseline::File(f) => Some(baseline::from_report(f, comm.size() as u64, args.quanta)?),
         Baseline::Measured => None,
     };
     let measured_baseline = if reference.is_none() && !paired {
         let period = args.baseline_period.unwrap_or(args.period);
         Some(run_phases(
             comm,
-            &setup.clock,
-            &spec(until(period), false, 2.0, None),
+            clock,
+            &spec(until(period), false, None, None),
             &mut NoJitter,
         ))
     } else {
@@ -509,34 +539,34 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     });
 
     // 5. The run, with the emulator when there is a trace.
-    let keep = args.phases_csv.is_some() && root;
-    let (outcome, totals) = match &plan {
+    let keep = args.phases_csv.is_some() && rank == 0;
+    let (outcome, totals) = match &p.plan {
         None => (
             run_phases(
                 comm,
-                &setup.clock,
-                &spec(until(args.period), keep, 2.0, blocks),
+                clock,
+                &spec(until(args.period), keep, None, blocks),
                 &mut NoJitter,
             ),
             ReplayTotals::default(),
         ),
         Some(plan) => {
-            let spec = spec(until(args.period), keep, args.fraction, blocks);
+            let spec = spec(until(args.period), keep, Some(p.replay.fraction), blocks);
             comm.barrier();
             if args.virtual_ranks > 1 {
                 // Every virtual rank is its own node: its own offset under --sync none.
                 let first = rank as u64 * args.virtual_ranks;
                 let started =
-                    VirtualReplay::start(plan, first, args.virtual_ranks, schedule, &setup.clock);
+                    VirtualReplay::start(plan, first, args.virtual_ranks, p.schedule, clock);
                 let mut replay = agree(comm, started)?;
-                let out = run_phases(comm, &setup.clock, &spec, &mut replay);
+                let out = run_phases(comm, clock, &spec, &mut replay);
                 let totals = agree(comm, replay.stop())?;
                 (out, totals)
             } else {
-                let node = rank as u64 / k;
-                let started = Replay::start(plan, node, schedule, &setup.clock);
+                let node = rank as u64 / args.ranks_per_node;
+                let started = Replay::start(plan, node, p.schedule, clock);
                 let mut replay = agree(comm, started)?;
-                let out = run_phases(comm, &setup.clock, &spec, &mut replay);
+                let out = run_phases(comm, clock, &spec, &mut replay);
                 let totals = agree(comm, replay.stop())?;
                 (out, totals)
             }
@@ -549,53 +579,76 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     // The window is the longer of the reference phase and the measured one (rank 0 holds the
     // averages), scaled: a phase exposed longer can meet more detours.
     let mut bound = [0.0, 0.0];
-    if plan.is_some() {
+    if let Some(plan) = &p.plan {
         let reference_ns = slowdowns(&outcome, measured_baseline.as_ref(), reference)
             .0
             .avg_max_qtbt_ns;
         let mut window = [reference_ns.max(outcome.averages.avg_max_qtbt_ns()) * scale];
         comm.all_max(&mut window);
         bound = [
-            plan.as_ref()
-                .and_then(|p| max_excess_ns(p, window[0]))
-                .map_or(f64::INFINITY, |x| x as f64),
+            max_excess_ns(plan, window[0]).map_or(f64::INFINITY, |x| x as f64),
             window[0],
         ];
         comm.all_max(&mut bound);
     }
+    Ok(Measured {
+        reference,
+        measured_baseline,
+        outcome,
+        totals,
+        bound,
+    })
+}
 
-    // 6. Gather calibrations, sum emulator totals, report on rank 0.
+/// Step 6: gathers calibrations and sums emulator totals on rank 0 (`None` on other ranks).
+fn gather(comm: &Mpi, p: &Prepared, m: &Measured) -> anyhow::Result<Option<Gathered>> {
+    let setup = &p.setup;
     let cal = Calibration {
-        rank: rank as i64,
+        rank: comm.rank() as i64,
         host: host_name(),
-        overhead_ns: setup.cost.overhead_ns,
+        overhead_ns: setup.cost.cost.overhead_ns,
         overhead_sd_ns: setup.cost.overhead_sd_ns,
-        lateness_ns: setup.cost.lateness_ns,
+        lateness_ns: setup.cost.cost.lateness_ns,
         lateness_sd_ns: setup.cost.lateness_sd_ns,
-        min_sleep_ns: setup.cost.min_sleep_ns,
+        min_sleep_ns: setup.cost.cost.min_sleep_ns,
         tsc_khz: setup.clock.khz(),
         platform_noise_ratio: setup.noise.noise_ratio,
-        overhead_by_gap: setup.cost.overhead_by_gap.points().to_vec(),
+        overhead_by_gap: setup.cost.cost.overhead_by_gap.points().to_vec(),
     };
     let cal_json = serde_json::to_vec(&cal)?;
     let cals = comm.gather_records(&record(&cal_json));
-    let mut sums = totals.to_sums();
+    let mut sums = m.totals.to_sums();
     comm.sum_to_root(&mut sums);
-    let mut maxes = [totals.progress, setup.noise.max_ns as f64];
+    let mut maxes = [m.totals.progress, setup.noise.max_ns as f64];
     comm.all_max(&mut maxes);
-    if !root {
-        return Ok(());
+    if comm.rank() != 0 {
+        return Ok(None);
     }
     let calibration: Vec<Calibration> = cals
         .iter()
         .map(|c| serde_json::from_slice(c))
         .collect::<Result<_, _>>()
         .context("a rank sent an unreadable calibration")?;
-    let emulator = ReplayTotals::from_sums(&sums, maxes[0]).to_report();
-
+    Ok(Some(Gathered {
+        calibration,
+        emulator: ReplayTotals::from_sums(&sums, maxes[0]).to_report(),
+        platform_noise_max_ns: maxes[1],
+    }))
+}
+/// Rank 0: the report of the run (configuration, calibrations, warnings, the result row) and
+/// the baseline's averages; an error when the slowdown fails its plausibility check.
+fn build_report(
+    comm: &Mpi,
+    args: &RunArgs,
+    p: &Prepared,
+    m: &Measured,
+    g: Gathered,
+) -> anyhow::Result<(Report, Option<PhaseAverages>)> {
+    let (trace, outcome, measured_baseline) = (&p.trace, &m.outcome, &m.measured_baseline);
+    let (scale, seed, design, emulator) = (p.replay.scale.get(), p.seed, p.design, g.emulator);
     let mut config = Config {
         trace: trace.as_ref().map(|t| t.info.clone()),
-        ranks_per_node: k as usize,
+        ranks_per_node: args.ranks_per_node as usize,
         quanta_ns: args.quanta,
         period_ns: if args.phases.is_some() {
             0
@@ -605,11 +658,8 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         phases: args.phases.unwrap_or(0),
         warmup_phases: args.warmup,
         scale,
-        fraction: args.fraction,
-        timer: match args.timer {
-            TimerKind::Itimer => "itimer".into(),
-            TimerKind::Abstime => "abstime".into(),
-        },
+        fraction: p.replay.fraction.get(),
+        timer: p.replay.cost.timer.to_string(),
         seed,
         baseline: args.baseline.to_string(),
         model: "mpi".into(),
@@ -617,16 +667,19 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         ..Config::default()
     };
     let extra = &mut config.extra;
-    extra.insert("iterations".into(), iterations.to_string());
+    extra.insert("iterations".into(), p.iterations.to_string());
     extra.insert(
         "ns_per_iteration".into(),
-        format!("{:.4}", agreed.ns_per_iteration),
+        format!("{:.4}", p.ns_per_iteration),
     );
     extra.insert("elapsed_ns".into(), outcome.elapsed_ns.to_string());
     extra.insert("stopped_by".into(), outcome.stopped_by.to_string());
     extra.insert("sync".into(), args.sync.to_string());
     extra.insert("noise_probe_ns".into(), args.noise_probe.to_string());
-    extra.insert("platform_noise_max_ns".into(), format!("{}", maxes[1]));
+    extra.insert(
+        "platform_noise_max_ns".into(),
+        format!("{}", g.platform_noise_max_ns),
+    );
     extra.insert("checksum".into(), outcome.checksum.to_string());
     if let Ok(v) = mpi::environment::library_version() {
         extra.insert(
@@ -645,10 +698,10 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     extra.insert("design".into(), design.to_string());
     // The baseline's phases, spread and loss: its own run (sequential) or its blocks (paired).
     let base = match (&outcome.paired, &measured_baseline) {
-        (Some(p), _) => Some((
-            p.baseline,
-            p.baseline_sd_max_qt_ns,
-            p.baseline_sd_max_qtbt_ns,
+        (Some(pr), _) => Some((
+            pr.baseline,
+            pr.baseline_sd_max_qt_ns,
+            pr.baseline_sd_max_qtbt_ns,
         )),
         (None, Some(b)) => Some((b.averages, b.sd_max_qt_ns, b.sd_max_qtbt_ns)),
         (None, None) => None,
@@ -659,9 +712,9 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         extra.insert("baseline_phases".into(), a.phases.to_string());
         extra.insert("baseline_lost_rel".into(), format!("{}", a.lost_rel()));
     }
-    if let Some(p) = &outcome.paired {
+    if let Some(pr) = &outcome.paired {
         extra.insert("block_phases".into(), args.block_phases.to_string());
-        extra.insert("pairs".into(), p.pairs.len().to_string());
+        extra.insert("pairs".into(), pr.pairs.len().to_string());
         if let Some(hw) = args.precision {
             extra.insert("precision_target_pct".into(), format!("{hw}"));
             extra.insert(
@@ -671,7 +724,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         }
         extra.insert(
             "precision_reached_pct".into(),
-            format!("{:.4}", p.half_width_pct()),
+            format!("{:.4}", pr.half_width_pct()),
         );
     }
 
@@ -695,7 +748,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
             args.virtual_ranks
         ));
     }
-    report.calibration = calibration;
+    report.calibration = g.calibration;
     if let Some(t) = &trace {
         report.warnings.extend(t.warnings.iter().cloned());
         for c in &report.calibration {
@@ -724,8 +777,8 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
             outcome.averages.phases
         ));
     }
-    let (reference, slowdowns) = slowdowns(&outcome, measured_baseline.as_ref(), reference);
-    if plan.is_some() {
+    let (reference, slowdowns) = slowdowns(outcome, measured_baseline.as_ref(), m.reference);
+    if p.plan.is_some() {
         let noise = report
             .calibration
             .iter()
@@ -733,7 +786,8 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
             .fold(0.0, f64::max);
         let refs = [reference.avg_max_qtbt_ns, reference.avg_max_qt_ns];
         for ((s, r), name) in slowdowns.iter().zip(refs).zip(["MaxQTBT", "MaxQT"]) {
-            if let Some(why) = beyond_the_trace(name, *s, bound[0], r * scale, bound[1], noise) {
+            if let Some(why) = beyond_the_trace(name, *s, m.bound[0], r * scale, m.bound[1], noise)
+            {
                 bail!("{why}");
             }
         }
@@ -756,27 +810,19 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     }
     report.results.push(result_row(
         trace.as_ref().map_or("", |t| t.info.label.as_str()),
-        size as u64 * args.virtual_ranks,
+        comm.size() as u64 * args.virtual_ranks,
         if trace.is_some() {
             args.sync.to_string()
         } else {
             "baseline".into()
         },
-        &outcome,
+        outcome,
         reference,
         slowdowns,
         emulator,
     ));
 
-    let base_row = base.map(|b| b.0);
-    table::print_run(&report, base_row.as_ref(), &outcome);
-    if let Some(p) = &args.output {
-        report.save(p)?;
-    }
-    if let Some(p) = &args.phases_csv {
-        write_csv(p, &outcome)?;
-    }
-    Ok(())
+    Ok((report, base.map(|b| b.0)))
 }
 
 /// The reference and the slowdowns (eq. 2, eq. 3) with their intervals: from the block pairs
@@ -959,21 +1005,59 @@ mod tests {
     }
 
     #[test]
-    fn option_parsers_refuse_bad_values() {
-        assert_eq!(parse_positive_duration("1ms"), Ok(1_000_000));
-        assert!(parse_positive_duration("0ms").is_err());
-        assert!(parse_positive_duration("-1ms").is_err());
-        assert!(parse_positive_duration("1").is_err());
-        assert_eq!(parse_duration("0s"), Ok(0));
-        assert!(parse_sync("sometimes").is_err());
-        assert_eq!(parse_sync("every:4"), Ok(SyncMode::Every(4)));
-        assert!(parse_scale("0").is_err() && parse_scale("nan").is_err());
-        assert!(parse_scale("1e300").is_err() && parse_scale("1001").is_err());
-        assert_eq!(parse_scale("1000"), Ok(1000.0));
-        assert_eq!(parse_duration("0"), Ok(0));
-        assert!(parse_duration("2d").is_err());
-        assert!(parse_fraction("1.5").is_err() && parse_fraction("0").is_err());
-        assert_eq!(parse_fraction("0.33"), Ok(0.33));
-        assert!(parse_timer("hpet").is_err());
+    fn duration_flags_follow_the_one_rule_and_stop_at_a_day() {
+        assert_eq!(positive_duration_flag("1ms"), Ok(1_000_000));
+        assert!(positive_duration_flag("0ms").is_err());
+        assert!(positive_duration_flag("-1ms").is_err());
+        // A plain number is seconds, as everywhere (`jitter_trace::units`).
+        assert_eq!(positive_duration_flag("1"), Ok(1_000_000_000));
+        assert!(positive_duration_flag("2d").is_err());
+        assert_eq!(duration_flag("0s"), Ok(0));
+        assert_eq!(duration_flag("0"), Ok(0));
+        assert!(duration_flag("2d").is_err());
+    }
+
+    #[test]
+    fn the_replay_flags_are_typed_by_the_parser() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let c = Cmd::try_parse_from([
+            "run",
+            "--sync",
+            "every:4",
+            "--scale",
+            "1000",
+            "--fraction",
+            "0.33",
+            "--timer",
+            "itimer",
+            "--min-sleep",
+            "50us",
+        ])
+        .unwrap();
+        assert_eq!(c.run.sync, SyncMode::Every(4));
+        let r = c.run.replay;
+        assert_eq!(r.scale.map(|s| s.get()), Some(1000.0));
+        assert_eq!(r.fraction.map(|f| f.get()), Some(0.33));
+        assert_eq!(r.timer, Some(TimerKind::Itimer));
+        assert_eq!(r.overrides.min_sleep, Some(50_000));
+        for bad in [
+            ["--sync", "sometimes"],
+            ["--scale", "0"],
+            ["--scale", "nan"],
+            ["--scale", "1e300"],
+            ["--scale", "1001"],
+            ["--fraction", "1.5"],
+            ["--fraction", "0"],
+            ["--timer", "hpet"],
+            ["--overhead", "11s"],
+        ] {
+            let argv = std::iter::once("run").chain(bad);
+            assert!(Cmd::try_parse_from(argv).is_err(), "{bad:?}");
+        }
     }
 }

@@ -17,9 +17,11 @@ use serde::{Deserialize, Serialize};
 use jitter_trace::units::parse_positive_duration;
 
 use crate::plot::{self, StudyRow};
-use crate::predict::{self, Model, PredictArgs};
+use crate::predict::{self, PredictArgs, RankCounts};
 use crate::report::{Report, ReportKind, ResultRow};
 use crate::table::fmt_sd;
+use jitter_emulator::cli::ReplayArgs;
+use jitter_emulator::SyncMode;
 
 /// A prediction this close to the measurement agrees even outside a narrow interval, pp.
 pub const AGREE_PP: f64 = 1.0;
@@ -32,13 +34,16 @@ pub struct ValidateArgs {
     pub trace: PathBuf,
     /// Process counts, e.g. `1,2` (default: 1 … this machine's CPUs).
     #[arg(long)]
-    pub ranks: Option<String>,
+    pub ranks: Option<RankCounts>,
     /// Sync modes, comma separated.
-    #[arg(long, default_value = "none,once,phase")]
-    pub sync: String,
+    #[arg(long, value_delimiter = ',', default_value = "none,once,phase")]
+    pub sync: Vec<SyncMode>,
     /// Work quanta q of one phase.
-    #[arg(long, default_value = "1ms")]
-    pub quanta: String,
+    #[arg(long, default_value = "1ms", value_parser = crate::run::positive_duration_flag)]
+    pub quanta: u64,
+    /// S, f, the timer and O/L/M, the same for the runs and the prediction.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
     /// Period of each real run (the paired design runs baseline and jitter blocks for it).
     #[arg(long, default_value = "5s", value_parser = parse_positive_duration)]
     pub period: Duration,
@@ -163,12 +168,12 @@ pub fn render(checks: &[Check]) -> String {
 }
 
 /// The process counts: `text` (`1,2` or `1..4`) or 1 … the CPUs this process may use.
-fn rank_counts(text: Option<&str>) -> anyhow::Result<Vec<u64>> {
-    match text {
-        Some(t) => predict::parse_ranks(t),
+fn rank_counts(given: Option<&RankCounts>) -> Vec<u64> {
+    match given {
+        Some(r) => r.0.clone(),
         None => {
             let n = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-            Ok((1..=n).collect())
+            (1..=n).collect()
         }
     }
 }
@@ -254,8 +259,9 @@ fn load_run(path: &Path, np: u64) -> anyhow::Result<Report> {
 
 /// `replay-bench validate`.
 pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
-    let ranks = rank_counts(a.ranks.as_deref())?;
-    let modes = predict::parse_modes(&a.sync)?;
+    let ranks = rank_counts(a.ranks.as_ref());
+    let modes = a.sync.clone();
+    anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
     jitter_trace::read_trace(&a.trace)
         .with_context(|| format!("cannot read trace {}", a.trace.display()))?;
     let stem = a
@@ -282,11 +288,11 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
                 measured.len() + 1,
                 t0.elapsed().as_secs_f64()
             );
-            let args: Vec<String> = vec![
+            let mut args: Vec<String> = vec![
                 "--trace".into(),
                 a.trace.display().to_string(),
                 "--quanta".into(),
-                a.quanta.clone(),
+                format!("{}ns", a.quanta),
                 "--period".into(),
                 format!("{}ms", a.period.as_millis()),
                 "--sync".into(),
@@ -296,6 +302,7 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
                 "--output".into(),
                 report.display().to_string(),
             ];
+            args.extend(a.replay.to_flags());
             launch(a, np, &args, &dir.join(format!("{name}.log")), limit)?;
             let r = load_run(&report, np)?;
             let noise = r
@@ -318,36 +325,40 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
         .iter()
         .find(|(_, r, _)| r.ranks >= 2)
         .map(|(p, _, _)| p.clone());
-    let args = PredictArgs {
-        traces: vec![a.trace.clone()],
-        ranks: ranks
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
-        sync: a.sync.clone(),
-        quanta: a.quanta.clone(),
-        phases: a.phases,
-        model: Model::Des,
-        ranks_per_node: 1,
-        barrier_model: predict::BarrierKind::Log2,
-        barrier_stage_ns: None,
-        loop_shape: predict::LoopShape::BarrierComputeBarrier,
-        collective: predict::Algorithm::Auto,
-        logp_o_ns: None,
-        logp_l_ns: None,
-        calibrate_from,
-        platform,
-        scale: None,
-        timer: None,
-        lateness_sd: None,
-        fraction: None,
-        seed: a.seed,
-        threads: None,
-        output: None,
-        plot: None,
-        force: false,
-    };
+    let ranks_list = ranks
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let sync_list = modes
+        .iter()
+        .map(SyncMode::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut flags: Vec<String> = [
+        "--trace",
+        &a.trace.display().to_string(),
+        "--ranks",
+        &ranks_list,
+        "--sync",
+        &sync_list,
+        "--quanta",
+        &format!("{}ns", a.quanta),
+        "--phases",
+        &a.phases.to_string(),
+        "--platform",
+        &platform,
+        "--seed",
+        &a.seed.to_string(),
+    ]
+    .map(String::from)
+    .to_vec();
+    if let Some(p) = &calibrate_from {
+        flags.extend(["--calibrate-from".into(), p.display().to_string()]);
+    }
+    flags.extend(a.replay.to_flags());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let args = PredictArgs::from_flags(&flags).map_err(|e| anyhow::anyhow!("{e}"))?;
     eprintln!("validate: predicting {} points", total);
     let (traces, spec) = predict::prepare(&args)?;
     let prediction = predict::predict(&traces, &spec, &indicatif::ProgressBar::hidden())?;
@@ -477,7 +488,7 @@ mod tests {
              the machine's own noise during the run, not in the prediction)"
         );
         assert!(lines[1].contains("   1.20 %  NO"), "{t}");
-        assert_eq!(rank_counts(Some("1,2")).unwrap(), vec![1, 2]);
-        assert_eq!(rank_counts(None).unwrap()[0], 1);
+        assert_eq!(rank_counts(Some(&"1,2".parse().unwrap())), vec![1, 2]);
+        assert_eq!(rank_counts(None)[0], 1);
     }
 }

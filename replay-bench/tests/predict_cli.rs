@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use replay_bench::predict::{main, Model, PredictArgs};
+use replay_bench::predict::{main, PredictArgs};
 use replay_bench::report::{Report, ReportKind};
 
 fn write_trace(dir: &Path, name: &str, spec: &str) -> PathBuf {
@@ -13,33 +13,33 @@ fn write_trace(dir: &Path, name: &str, spec: &str) -> PathBuf {
     p
 }
 
-fn args(traces: Vec<PathBuf>) -> PredictArgs {
-    PredictArgs {
-        traces,
-        ranks: "4..64".into(),
-        sync: "none,phase".into(),
-        quanta: "1ms".into(),
-        phases: 200,
-        model: Model::Both,
-        ranks_per_node: 1,
-        barrier_model: replay_bench::predict::BarrierKind::Log2,
-        barrier_stage_ns: None,
-        loop_shape: replay_bench::predict::LoopShape::BarrierComputeBarrier,
-        collective: replay_bench::predict::Algorithm::Auto,
-        logp_o_ns: None,
-        logp_l_ns: None,
-        calibrate_from: None,
-        platform: "ideal".into(),
-        scale: None,
-        timer: None,
-        lateness_sd: None,
-        fraction: None,
-        seed: 9,
-        threads: Some(2),
-        output: None,
-        plot: None,
-        force: false,
+/// `predict`'s options for `traces` with `extra` flags after the test's defaults.
+fn parse(traces: &[PathBuf], extra: &[&str]) -> Result<PredictArgs, String> {
+    let defaults = [
+        ("--ranks", "4..64"),
+        ("--sync", "none,phase"),
+        ("--quanta", "1ms"),
+        ("--phases", "200"),
+        ("--model", "both"),
+        ("--seed", "9"),
+        ("--threads", "2"),
+    ];
+    let given = |f: &str| extra.iter().any(|e| e.split('=').next() == Some(f));
+    let mut flags: Vec<&str> = defaults
+        .iter()
+        .filter(|(f, _)| !given(f))
+        .flat_map(|&(f, v)| [f, v])
+        .collect();
+    let paths: Vec<String> = traces.iter().map(|t| t.display().to_string()).collect();
+    for p in &paths {
+        flags.extend(["--trace", p.as_str()]);
     }
+    flags.extend(extra);
+    PredictArgs::from_flags(&flags).map_err(|e| e.to_string())
+}
+
+fn args(traces: Vec<PathBuf>) -> PredictArgs {
+    parse(&traces, &[]).unwrap()
 }
 
 #[test]
@@ -94,85 +94,42 @@ fn bad_input_gives_one_clear_error() {
     let t = write_trace(dir.path(), "t.jtr", "poisson:rate=100/s,dur=5us");
     let bad_platform = dir.path().join("platform.json");
     std::fs::write(&bad_platform, "{\"overhead\": 3").unwrap();
-    let cases: Vec<(PredictArgs, &str)> = vec![
+    let bad = bad_platform.display().to_string();
+    let missing = vec![dir.path().join("missing.jtr")];
+    let one = vec![t.clone()];
+    // Refused by the parser (typed once) or by the prediction, each with one clear line.
+    let cases: Vec<(&[PathBuf], Vec<&str>, &str)> = vec![
+        (&one, vec!["--ranks", "0"], "at least 1"),
+        (&one, vec!["--phases", "0"], "--phases must be at least 1"),
+        (&one, vec!["--ranks", "64,16"], "strictly increasing"),
+        (&one, vec!["--platform", &bad], "is not JSON"),
         (
-            PredictArgs {
-                ranks: "0".into(),
-                ..args(vec![t.clone()])
-            },
-            "at least 1",
-        ),
-        (
-            PredictArgs {
-                phases: 0,
-                ..args(vec![t.clone()])
-            },
-            "--phases must be at least 1",
-        ),
-        (
-            PredictArgs {
-                ranks: "64,16".into(),
-                ..args(vec![t.clone()])
-            },
-            "strictly increasing",
-        ),
-        (
-            PredictArgs {
-                platform: bad_platform.display().to_string(),
-                ..args(vec![t.clone()])
-            },
-            "is not JSON",
-        ),
-        (
-            PredictArgs {
-                sync: "none,often".into(),
-                ..args(vec![t.clone()])
-            },
+            &one,
+            vec!["--sync", "none,often"],
             "unknown sync mode 'often'",
         ),
+        (&one, vec!["--quanta", "1 fortnight"], "--quanta"),
+        (&one, vec!["--ranks-per-node", "3"], "has 2 streams"),
+        (&missing, vec![], "cannot read trace"),
+        (&one, vec!["--scale", "0"], "scale must be"),
         (
-            PredictArgs {
-                quanta: "1 fortnight".into(),
-                ..args(vec![t.clone()])
-            },
-            "--quanta",
-        ),
-        (
-            PredictArgs {
-                ranks_per_node: 3,
-                ..args(vec![t.clone()])
-            },
-            "has 2 streams",
-        ),
-        (
-            args(vec![dir.path().join("missing.jtr")]),
-            "cannot read trace",
-        ),
-        (
-            PredictArgs {
-                scale: Some(0.0),
-                ..args(vec![t.clone()])
-            },
-            "scale must be",
-        ),
-        (
-            PredictArgs {
-                logp_o_ns: Some(f64::NAN),
-                ..args(vec![t.clone()])
-            },
+            &one,
+            vec!["--logp-o-ns", "NaN"],
             "--logp-o-ns must be in 0..=1e9",
         ),
         (
-            PredictArgs {
-                logp_l_ns: Some(-1.0),
-                ..args(vec![t.clone()])
-            },
+            &one,
+            vec!["--logp-l-ns=-1"],
             "--logp-l-ns must be in 0..=1e9",
         ),
     ];
-    for (a, want) in cases {
-        let e = format!("{:#}", main(a).unwrap_err());
-        assert!(e.contains(want), "expected `{want}` in `{e}`");
+    for (traces, flags, want) in cases {
+        let e = match parse(traces, &flags) {
+            // The parser's message: its first line is what the binary prints.
+            Err(e) => e.lines().next().unwrap_or("").to_string(),
+            Ok(a) => format!("{:#}", main(a).unwrap_err()),
+        };
+        assert!(e.contains(want), "{flags:?}: expected `{want}` in `{e}`");
         assert!(!e.contains('\n'), "one line: {e}");
     }
 }

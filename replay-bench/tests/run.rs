@@ -359,7 +359,7 @@ fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
     let clock = jitter_collect::clock::Clock::calibrate(Duration::from_millis(200)).unwrap();
     let cal = jitter_emulator::Calibration::load_or_measure(&clock, false).unwrap();
     let o = cal
-        .plan_options(TimerKind::Abstime, 1.0, 1.0, &Default::default())
+        .cost(TimerKind::Abstime, &Default::default())
         .overhead_ns;
     assert!(o > 0 && o < 100_000, "implausible overhead O = {o} ns");
     // Short detours of O/2 every 1 ms, plus long ones every 10 ms so S = 1 has something to
@@ -465,7 +465,7 @@ fn bad_input_fails_fast_on_every_rank(dir: &Path) {
             vec!["--trace", one.to_str().unwrap(), "--ranks-per-node", "2"],
             "fewer than --ranks-per-node 2",
         ),
-        (2, vec!["--quanta", "0ms"], "must be a duration > 0"),
+        (2, vec!["--quanta", "0ms"], "must be positive"),
         (2, vec!["--quanta=-1ms"], "not negative"),
         (2, vec!["--sync", "sometimes"], "unknown sync mode"),
         (3, vec![], "online CPUs"),

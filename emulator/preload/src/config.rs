@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use jitter_emulator::{SyncMode, TimerKind};
+use jitter_emulator::{Scale, SyncMode, TimerKind};
 
 /// Every variable the library reads, in the order of the table in `docs/USAGE.md`.
 pub const VARIABLES: [&str; 7] = [
@@ -28,7 +28,7 @@ pub struct Config {
     /// `JITTER_TRACE`: the `.jtr` file to replay.
     pub trace: PathBuf,
     /// `JITTER_SCALE`: the scale factor S (default 1).
-    pub scale: f64,
+    pub scale: Scale,
     /// `JITTER_SYNC`: none, once, phase (resync at every `MPI_Barrier`) or every:K (default phase).
     pub sync: SyncMode,
     /// `JITTER_RANKS_PER_NODE`: k, rank r replays stream r mod k on node r / k (default: the
@@ -55,11 +55,10 @@ impl Config {
         };
         let set = |var: &str| get(var).filter(|v| !v.trim().is_empty());
         let scale = match set("JITTER_SCALE") {
-            None => 1.0,
-            Some(v) => match v.trim().parse::<f64>() {
-                Ok(s) if s.is_finite() && s > 0.0 => s,
-                _ => return Err(bad("JITTER_SCALE", &v, "give a number > 0, e.g. 1 or 2.5")),
-            },
+            None => Scale::ONE,
+            Some(v) => v
+                .parse::<Scale>()
+                .map_err(|e| format!("JITTER_SCALE='{v}': {e}"))?,
         };
         let sync = match set("JITTER_SYNC") {
             None => SyncMode::Phase,
@@ -245,7 +244,7 @@ mod tests {
         assert_eq!(c.trace, PathBuf::from("t.jtr"));
         assert_eq!(
             (c.scale, c.sync, c.ranks_per_node, c.seed),
-            (1.0, SyncMode::Phase, None, DEFAULT_SEED)
+            (Scale::ONE, SyncMode::Phase, None, DEFAULT_SEED)
         );
         assert_eq!(
             (c.timer, c.stats_dir),
@@ -264,7 +263,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             (c.scale, c.sync, c.ranks_per_node, c.seed),
-            (2.5, SyncMode::Every(4), Some(8), 17)
+            (Scale::new(2.5).unwrap(), SyncMode::Every(4), Some(8), 17)
         );
         assert_eq!(
             (c.timer, c.stats_dir),

@@ -52,7 +52,7 @@ use jitter_collect::clock::Clock;
 use jitter_emulator::calibration::Calibration;
 use jitter_emulator::capi::{jb_emulator_resync, jb_emulator_stop, no_unwind, JB_OK};
 use jitter_emulator::{
-    Emulator, Handle, InjectorConfig, Overrides, Plan, PlanOptions, SyncSchedule,
+    Emulator, Handle, InjectorConfig, Overrides, Plan, PlanOptions, ReplaySetup, SyncSchedule,
 };
 
 use config::{Config, Layout};
@@ -203,9 +203,14 @@ fn prepare() -> Result<Option<Prepared>, String> {
             config.stats_dir.display()
         )
     })?;
-    let clock = jitter_emulator::cli::counter_clock().map_err(|e| format!("counter: {e:#}"))?;
+    let clock = Clock::for_tools().map_err(|e| format!("counter: {e}"))?;
     let cal = calibration(&clock)?;
-    let opts = cal.plan_options(config.timer, config.scale, 1.0, &Overrides::default());
+    let opts = ReplaySetup {
+        scale: config.scale,
+        cost: cal.cost(config.timer, &Overrides::default()),
+        ..ReplaySetup::default()
+    }
+    .plan_options();
     let plan = Plan::from_trace(&trace, stream, opts)
         .map_err(|e| format!("JITTER_TRACE={shown}: cannot replay stream {stream}: {e}"))?;
     let schedule = SyncSchedule {
@@ -322,7 +327,7 @@ impl Run {
         let c = &self.config;
         let summary = Summary {
             trace: c.trace.display().to_string(),
-            scale: c.scale,
+            scale: c.scale.get(),
             sync: c.sync.to_string(),
             seed: c.seed,
             timer: format!("{:?}", c.timer).to_lowercase(),

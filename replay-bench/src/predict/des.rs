@@ -480,7 +480,7 @@ fn simulate_walk(
     let mut stats = PlanStats::default();
     let mut max_progress = 0f64;
     for s in &states {
-        add_stats(&mut stats, &s.cursor.stats());
+        stats += s.cursor.stats();
         max_progress = max_progress.max(s.cursor.progress_at(s.start_ns));
     }
     finish(comm, stats, max_progress, cfg, ph)
@@ -671,7 +671,7 @@ impl ReplayEngine for WalkClocks {
         let mut stats = PlanStats::default();
         let mut most = 0f64;
         for (s, &t) in states.iter().zip(now) {
-            add_stats(&mut stats, &s.cursor.stats());
+            stats += s.cursor.stats();
             most = most.max(s.cursor.progress_at(t));
         }
         (stats, most)
@@ -751,10 +751,10 @@ impl ReplayEngine for IdxClocks<'_> {
                 st
             })
             .reduce(PlanStats::default, |mut a, b| {
-                add_stats(&mut a, &b);
+                a += b;
                 a
             });
-        add_stats(&mut self.committed, &stats);
+        self.committed += stats;
         self.shared = Some(new);
     }
     fn totals(&self, states: &[IdxRank], now: &[u64]) -> (PlanStats, f64) {
@@ -763,7 +763,7 @@ impl ReplayEngine for IdxClocks<'_> {
         for (g, (s, &t)) in states.iter().zip(now).enumerate() {
             let si = self.stream(g);
             let x = &self.ix[si];
-            add_stats(&mut stats, &s.rep.stats(x, &self.seg(si, s)));
+            stats += s.rep.stats(x, &self.seg(si, s));
             most = most.max(s.rep.progress_at(x, t));
         }
         (stats, most)
@@ -952,15 +952,6 @@ fn algorithmic<E: ReplayEngine>(
     ph.last_barrier = run.last_exit;
     let (stats, max_progress) = eng.totals(states, &now);
     finish(comm, stats, max_progress, cfg, ph)
-}
-
-fn add_stats(a: &mut PlanStats, b: &PlanStats) {
-    a.injections += b.injections;
-    a.dropped += b.dropped;
-    a.merged += b.merged;
-    a.injected_ns += b.injected_ns;
-    a.dropped_ns += b.dropped_ns;
-    a.noise_ns += b.noise_ns;
 }
 
 /// Recomputes `st.limit_at` at replay time `now` (after a start or a resync): progress grows
@@ -1164,7 +1155,7 @@ fn simulate_indexed(
                     s.start_ns = start;
                     if let Some(new) = &new_segs {
                         let old = seg_of(&shared, si, s);
-                        add_stats(&mut st, &s.rep.resync(x, &old, &new[si], start));
+                        st += s.rep.resync(x, &old, &new[si], start);
                         set_limit(s, x, start, fraction, ns_per_progress);
                     }
                     let end = match s.rep.compute_fast(x, start, q) {
@@ -1186,11 +1177,11 @@ fn simulate_indexed(
             .reduce(
                 || (Pass::default(), PlanStats::default()),
                 |(a, mut sa), (b, sb)| {
-                    add_stats(&mut sa, &sb);
+                    sa += sb;
                     (Pass::join(a, b), sa)
                 },
             );
-        add_stats(&mut committed, &stats);
+        committed += stats;
         if new_segs.is_some() {
             shared = new_segs;
         }
@@ -1201,7 +1192,7 @@ fn simulate_indexed(
     let mut max_progress = 0f64;
     for (si, x) in ix.iter().enumerate() {
         for s in &states[bounds[si]..bounds[si + 1]] {
-            add_stats(&mut stats, &s.rep.stats(x, &seg_of(&shared, si, s)));
+            stats += s.rep.stats(x, &seg_of(&shared, si, s));
             max_progress = max_progress.max(s.rep.progress_at(x, s.start_ns));
         }
     }

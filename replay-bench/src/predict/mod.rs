@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use jitter_emulator::cli::ReplayArgs;
 use jitter_emulator::{Plan, PlanOptions, SyncMode, TimerKind};
-use jitter_trace::units::parse_duration_ns;
 use jitter_trace::{Trace, TraceStats};
 
 use crate::metrics::slowdown_pct;
@@ -59,13 +59,13 @@ pub struct PredictArgs {
     pub traces: Vec<PathBuf>,
     /// Rank counts: `16..65536` (powers of two from 16) or an increasing list `16,100,1000`.
     #[arg(long, default_value = "16..2048")]
-    pub ranks: String,
+    pub ranks: RankCounts,
     /// Sync modes, comma separated: none, once, phase, every:K.
-    #[arg(long, default_value = "none,once,phase")]
-    pub sync: String,
+    #[arg(long, value_delimiter = ',', default_value = "none,once,phase")]
+    pub sync: Vec<SyncMode>,
     /// Work quanta q per phase (e.g. 1ms).
-    #[arg(long, default_value = "1ms")]
-    pub quanta: String,
+    #[arg(long, default_value = "1ms", value_parser = crate::run::positive_duration_flag)]
+    pub quanta: u64,
     /// Phases to simulate.
     #[arg(long, default_value_t = 2000)]
     pub phases: u64,
@@ -73,7 +73,7 @@ pub struct PredictArgs {
     #[arg(long, value_enum, default_value_t = Model::Des)]
     pub model: Model,
     /// Ranks per node k: rank r replays stream r mod k; the ranks of a node share an offset.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub ranks_per_node: u64,
     /// Barrier latency model.
     #[arg(long, value_enum, default_value_t = BarrierKind::Log2)]
@@ -111,22 +111,15 @@ pub struct PredictArgs {
     /// `ideal` (every detour exactly as recorded), `this` (the emulator's calibration of this
     /// machine, measured when not cached), or a file: a calibration (`PlatformFile`), a saved
     /// emulator calibration, or the report of a real run.
-    #[arg(long, default_value = "ideal")]
-    pub platform: String,
-    /// Scale factor S [default: the platform's, else 1].
-    #[arg(long)]
-    pub scale: Option<f64>,
-    /// Injector timer: itimer (errors accumulate: drift) or abstime (no drift)
-    /// [default: the platform file's, else itimer].
-    #[arg(long)]
-    pub timer: Option<String>,
+    #[arg(long, default_value = "ideal", value_name = "ideal|this|FILE")]
+    pub platform: PlatformChoice,
+    /// S, f, the timer and O/L/M in place of the platform's.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
     /// Standard deviation of one timer error for itimer (e.g. 20us)
     /// [default: the platform's, else 20us as on Blue Gene/L, paper 001 §V-C].
-    #[arg(long)]
-    pub lateness_sd: Option<String>,
-    /// Fraction f of the stream after which the replay stops [default: the platform's, else 1].
-    #[arg(long)]
-    pub fraction: Option<f64>,
+    #[arg(long, value_name = "DURATION", value_parser = crate::run::duration_flag)]
+    pub lateness_sd: Option<u64>,
     /// Seed of offsets, resync points and timer errors.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -142,6 +135,20 @@ pub struct PredictArgs {
     /// Run even when the estimate exceeds 30 min or half of the available memory.
     #[arg(long)]
     pub force: bool,
+}
+
+impl PredictArgs {
+    /// `predict`'s options from its flags (as after `replay-bench predict`), defaults filled in
+    /// by the one definition above.
+    pub fn from_flags(flags: &[&str]) -> Result<PredictArgs, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            args: PredictArgs,
+        }
+        let argv = std::iter::once("predict").chain(flags.iter().copied());
+        <Flags as clap::Parser>::try_parse_from(argv).map(|f| f.args)
+    }
 }
 
 /// A trace prepared for prediction: its label, description and one plan per stream used.
@@ -258,57 +265,62 @@ pub fn parse_ranks(text: &str) -> anyhow::Result<Vec<u64>> {
     Ok(v)
 }
 
-/// Parses a comma-separated list of sync modes.
-pub fn parse_modes(text: &str) -> anyhow::Result<Vec<SyncMode>> {
-    let v = text
-        .split(',')
-        .map(|s| s.trim().parse::<SyncMode>().map_err(anyhow::Error::from))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    anyhow::ensure!(!v.is_empty(), "--sync needs at least one mode");
-    Ok(v)
+/// Rank counts to predict, strictly increasing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankCounts(pub Vec<u64>);
+
+impl std::str::FromStr for RankCounts {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<RankCounts> {
+        parse_ranks(s).map(RankCounts)
+    }
 }
 
-fn ns_arg(flag: &str, text: &str) -> anyhow::Result<f64> {
-    parse_duration_ns(text).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+/// The platform a prediction assumes, as `--platform` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlatformChoice {
+    /// Every detour exactly as recorded.
+    Ideal,
+    /// This machine's emulator calibration (measured when not cached).
+    This,
+    /// A calibration file, a saved emulator calibration or the report of a real run.
+    File(PathBuf),
+}
+
+impl std::str::FromStr for PlatformChoice {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<PlatformChoice, Self::Err> {
+        Ok(match s {
+            "ideal" => PlatformChoice::Ideal,
+            "this" => PlatformChoice::This,
+            file => PlatformChoice::File(PathBuf::from(file)),
+        })
+    }
 }
 
 /// Resolves the command line into traces and a spec (reads every file; simulates nothing).
 pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSpec)> {
-    let ranks = parse_ranks(&args.ranks)?;
-    let modes = parse_modes(&args.sync)?;
+    let ranks = args.ranks.0.clone();
+    let modes = args.sync.clone();
+    anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
     anyhow::ensure!(args.phases >= 1, "--phases must be at least 1");
-    let quanta = ns_arg("quanta", &args.quanta)?.round() as u64;
-    anyhow::ensure!(quanta >= 1, "--quanta must be at least 1ns");
-    anyhow::ensure!(
-        args.ranks_per_node >= 1,
-        "--ranks-per-node must be at least 1"
-    );
-    let requested_timer = args
-        .timer
-        .as_deref()
-        .map(str::parse::<TimerKind>)
-        .transpose()?;
-    let mut platform = match args.platform.as_str() {
-        "ideal" => Platform::ideal(),
-        "this" => Platform::this(requested_timer.unwrap_or_default())?,
-        file => Platform::load(Path::new(file), requested_timer)?,
+    let quanta = args.quanta;
+    let requested_timer = args.replay.timer;
+    let mut platform = match &args.platform {
+        PlatformChoice::Ideal => Platform::ideal(),
+        PlatformChoice::This => Platform::this(requested_timer.unwrap_or_default())?,
+        PlatformChoice::File(file) => Platform::load(file, requested_timer)?,
     };
-    let is_ideal = args.platform == "ideal";
-    let timer = match requested_timer {
-        Some(t) => t,
-        None if is_ideal => TimerKind::Itimer,
-        None => platform.options.timer,
-    };
-    platform.options.timer = timer;
-    if let Some(f) = args.fraction {
-        platform.options.fraction = f;
+    let is_ideal = args.platform == PlatformChoice::Ideal;
+    // The ideal platform's timer is itimer unless asked (its drift is what it models).
+    if is_ideal {
+        platform.setup.cost.timer = requested_timer.unwrap_or(TimerKind::Itimer);
     }
-    if let Some(sc) = args.scale {
-        platform.options.scale = sc;
-    }
-    platform.options.validate()?;
-    let sd = match (&args.lateness_sd, is_ideal) {
-        (Some(s), _) => ns_arg("lateness-sd", s)?,
+    platform.setup = args.replay.setup_over(&platform.setup);
+    let timer = platform.setup.cost.timer;
+    platform.options().validate()?;
+    let sd = match (args.lateness_sd, is_ideal) {
+        (Some(s), _) => s as f64,
         (None, true) => platform::DEFAULT_LATENESS_SD_NS,
         (None, false) => platform.lateness_sd_ns,
     };
@@ -358,7 +370,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
             &loaded.trace,
             &path.display().to_string(),
             &label,
-            platform.options,
+            platform.options(),
             args.ranks_per_node,
         )?);
     }
@@ -382,7 +394,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
 }
 
 fn config(traces: &[TraceInput], spec: &PredictSpec, model: &str) -> Config {
-    let o = &spec.platform.options;
+    let o = &spec.platform.options();
     let mut extra = std::collections::BTreeMap::new();
     extra.insert("barrier_model".into(), "log2".into());
     let c = &spec.des.comm;
@@ -419,10 +431,7 @@ fn config(traces: &[TraceInput], spec: &PredictSpec, model: &str) -> Config {
         warmup_phases: 0,
         scale: o.scale,
         fraction: o.fraction,
-        timer: match o.timer {
-            TimerKind::Itimer => "itimer".into(),
-            TimerKind::Abstime => "abstime".into(),
-        },
+        timer: o.timer.to_string(),
         seed: spec.des.seed,
         baseline: "quanta".into(),
         model: model.into(),
@@ -435,14 +444,14 @@ fn platform_calibration(p: &Platform) -> Calibration {
     Calibration {
         rank: -1,
         host: p.name.clone(),
-        overhead_ns: p.options.overhead_ns,
+        overhead_ns: p.options().overhead_ns,
         overhead_sd_ns: 0.0,
-        lateness_ns: p.options.lateness_ns,
+        lateness_ns: p.options().lateness_ns,
         lateness_sd_ns: p.lateness_sd_ns,
-        min_sleep_ns: p.options.min_sleep_ns,
+        min_sleep_ns: p.options().min_sleep_ns,
         tsc_khz: 0,
         platform_noise_ratio: 0.0,
-        overhead_by_gap: p.options.overhead_by_gap.points().to_vec(),
+        overhead_by_gap: p.options().overhead_by_gap.points().to_vec(),
     }
 }
 
@@ -558,7 +567,7 @@ pub fn predict_on(
     anyhow::ensure!(!spec.ranks.is_empty(), "no rank count to predict");
     let run_des = matches!(spec.model, Model::Des | Model::Both);
     let run_os = matches!(spec.model, Model::OrderStats | Model::Both);
-    let scale = spec.platform.options.scale;
+    let scale = spec.platform.options().scale;
     let mut des = run_des.then(|| {
         let mut r = Report::new(ReportKind::PredictDes, config(traces, spec, "des"));
         r.calibration.push(platform_calibration(&spec.platform));
@@ -621,7 +630,7 @@ pub fn predict_on(
                             "{} at {n} ranks, sync {mode}: a rank replayed f = {} of its stream \
                              after {} of {} phases; the run stopped there",
                             t.label,
-                            spec.platform.options.fraction,
+                            spec.platform.options().fraction,
                             out.averages.phases,
                             spec.des.phases
                         ));
@@ -967,9 +976,26 @@ mod tests {
     }
 
     #[test]
-    fn modes_parse_and_unknown_ones_are_refused() {
+    fn the_command_line_is_typed_once_and_bad_values_are_refused_by_the_parser() {
+        let a = PredictArgs::from_flags(&[
+            "--trace",
+            "t.jtr",
+            "--sync",
+            "none,once,phase,every:4",
+            "--ranks",
+            "16..64",
+            "--quanta",
+            "2ms",
+            "--scale",
+            "2",
+            "--overhead",
+            "3us",
+            "--platform",
+            "this",
+        ])
+        .unwrap();
         assert_eq!(
-            parse_modes("none,once,phase,every:4").unwrap(),
+            a.sync,
             vec![
                 SyncMode::None,
                 SyncMode::Once,
@@ -977,8 +1003,26 @@ mod tests {
                 SyncMode::Every(4)
             ]
         );
-        let e = parse_modes("none,sometimes").unwrap_err().to_string();
-        assert!(e.contains("unknown sync mode 'sometimes'"), "{e}");
+        assert_eq!(a.ranks.0, vec![16, 32, 64]);
+        assert_eq!(a.quanta, 2_000_000);
+        assert_eq!(a.replay.scale.map(|s| s.get()), Some(2.0));
+        assert_eq!(a.replay.overrides.overhead, Some(3_000));
+        assert_eq!(a.platform, PlatformChoice::This);
+        for (flags, why) in [
+            (
+                ["--sync", "none,sometimes"],
+                "unknown sync mode 'sometimes'",
+            ),
+            (["--scale", "0"], "scale must be"),
+            (["--fraction", "2"], "fraction must be"),
+            (["--ranks", "16,8"], "strictly increasing"),
+            (["--quanta", "0s"], "must be positive"),
+        ] {
+            let mut v = vec!["--trace", "t.jtr"];
+            v.extend(flags);
+            let e = PredictArgs::from_flags(&v).unwrap_err().to_string();
+            assert!(e.contains(why), "{flags:?}: {e}");
+        }
     }
 
     #[test]

@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
-use jitter_emulator::{PlanOptions, TimerKind};
+use jitter_emulator::{
+    Fraction, InjectionCost, Overrides, PlanOptions, ReplaySetup, Scale, TimerKind,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::report::{Report, ReportKind};
@@ -34,39 +36,40 @@ pub struct PlatformFile {
     #[serde(default)]
     pub min_sleep_ns: u64,
     /// Scale factor S (1 when absent).
-    #[serde(default = "one")]
-    pub scale: f64,
+    #[serde(default)]
+    pub scale: Scale,
     /// Timer of the injector (`itimer` or `abstime`; `abstime` when absent).
     #[serde(default)]
     pub timer: TimerKind,
     /// Fraction f of the stream after which replay stops (1 when absent).
-    #[serde(default = "one")]
-    pub fraction: f64,
+    #[serde(default)]
+    pub fraction: Fraction,
 }
 
-fn one() -> f64 {
-    1.0
-}
-
-/// The platform resolved: plan options and the timer error of one re-arm.
+/// The platform resolved: the replay setup and the timer error of one re-arm.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Platform {
     /// `ideal` or the file it came from.
     pub name: String,
-    /// Options every plan is built with.
-    pub options: PlanOptions,
+    /// S, f and the injection cost every plan is built with.
+    pub setup: ReplaySetup,
     /// Standard deviation of one timer error, ns (0 for `abstime`).
     pub lateness_sd_ns: f64,
 }
 
 impl Platform {
-    /// The ideal platform: [`PlanOptions::ideal`], no timer error.
+    /// The ideal platform: every detour as recorded, no timer error.
     pub fn ideal() -> Self {
         Platform {
             name: "ideal".into(),
-            options: PlanOptions::ideal(),
+            setup: ReplaySetup::ideal(TimerKind::Abstime),
             lateness_sd_ns: 0.0,
         }
+    }
+
+    /// The options every plan is built with.
+    pub fn options(&self) -> PlanOptions {
+        self.setup.plan_options()
     }
 
     /// Reads a calibration file ([`PlatformFile`]), a saved emulator calibration
@@ -99,16 +102,18 @@ impl Platform {
                 path.display()
             )
         })?;
-        let options = PlanOptions {
+        let setup = ReplaySetup {
             scale: f.scale,
-            overhead_ns: f.overhead_ns,
-            min_sleep_ns: f.min_sleep_ns,
-            lateness_ns: f.lateness_ns,
             fraction: f.fraction,
-            timer: f.timer,
-            ..PlanOptions::ideal()
+            cost: InjectionCost {
+                overhead_ns: f.overhead_ns,
+                min_sleep_ns: f.min_sleep_ns,
+                lateness_ns: f.lateness_ns,
+                ..InjectionCost::ideal(f.timer)
+            },
         };
-        options
+        setup
+            .plan_options()
             .validate()
             .map_err(|e| anyhow::anyhow!("platform file {}: {e}", path.display()))?;
         anyhow::ensure!(
@@ -118,7 +123,7 @@ impl Platform {
         );
         Ok(Platform {
             name,
-            options,
+            setup,
             lateness_sd_ns: f.lateness_sd_ns,
         })
     }
@@ -126,7 +131,7 @@ impl Platform {
     /// This machine: the emulator's cached calibration for this host and kernel, measured now
     /// (several seconds) when there is none.
     pub fn this(timer: TimerKind) -> anyhow::Result<Self> {
-        let (clock, _) = jitter_collect::clock::Clock::choose(None)
+        let clock = jitter_collect::clock::Clock::for_tools()
             .map_err(|e| anyhow::anyhow!("cannot calibrate the cycle counter: {e}"))?;
         let c = jitter_emulator::Calibration::load_or_measure(&clock, false)?;
         Ok(Platform::from_calibration(&c, timer, "this".into()))
@@ -140,7 +145,10 @@ impl Platform {
     ) -> Self {
         Platform {
             name,
-            options: c.plan_options(timer, 1.0, 1.0, &jitter_emulator::Overrides::default()),
+            setup: ReplaySetup {
+                cost: c.cost(timer, &Overrides::default()),
+                ..ReplaySetup::default()
+            },
             lateness_sd_ns: c.timer(timer).lateness.sd_ns,
         }
     }
@@ -162,26 +170,30 @@ impl Platform {
             .timer
             .parse()
             .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        let options = PlanOptions {
-            scale: r.config.scale,
-            overhead_ns: med(&|c| c.overhead_ns as f64) as u64,
-            min_sleep_ns: med(&|c| c.min_sleep_ns as f64) as u64,
-            lateness_ns: med(&|c| c.lateness_ns as f64) as u64,
-            fraction: r.config.fraction,
-            timer,
-            // The first rank's curve: ranks on one host share the host's calibration.
-            overhead_by_gap: r
-                .calibration
-                .first()
-                .and_then(|c| jitter_emulator::OverheadByGap::new(&c.overhead_by_gap).ok())
-                .unwrap_or_default(),
+        let setup = ReplaySetup {
+            scale: Scale::new(r.config.scale).map_err(|e| anyhow::anyhow!("{name}: {e}"))?,
+            fraction: Fraction::new(r.config.fraction)
+                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?,
+            cost: InjectionCost {
+                timer,
+                overhead_ns: med(&|c| c.overhead_ns as f64) as u64,
+                min_sleep_ns: med(&|c| c.min_sleep_ns as f64) as u64,
+                lateness_ns: med(&|c| c.lateness_ns as f64) as u64,
+                // The first rank's curve: ranks on one host share the host's calibration.
+                overhead_by_gap: r
+                    .calibration
+                    .first()
+                    .and_then(|c| jitter_emulator::OverheadByGap::new(&c.overhead_by_gap).ok())
+                    .unwrap_or_default(),
+            },
         };
-        options
+        setup
+            .plan_options()
             .validate()
             .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
         Ok(Platform {
             name,
-            options,
+            setup,
             lateness_sd_ns: med(&|c| c.lateness_sd_ns),
         })
     }
@@ -230,10 +242,10 @@ mod tests {
         )
         .unwrap();
         let pl = Platform::load(&p, None).unwrap();
-        assert_eq!(pl.options.overhead_ns, 900);
-        assert_eq!(pl.options.scale, 6.0);
-        assert_eq!(pl.options.timer, TimerKind::Itimer);
-        assert_eq!(pl.options.fraction, 1.0);
+        assert_eq!(pl.options().overhead_ns, 900);
+        assert_eq!(pl.options().scale, 6.0);
+        assert_eq!(pl.options().timer, TimerKind::Itimer);
+        assert_eq!(pl.options().fraction, 1.0);
         assert_eq!(pl.lateness_sd_ns, 1500.5);
         for (text, what) in [
             ("{not json", "is not JSON"),
@@ -262,19 +274,19 @@ mod tests {
         let it = Platform::load(&p, Some(TimerKind::Itimer)).unwrap();
         assert_eq!(
             (
-                it.options.overhead_ns,
-                it.options.lateness_ns,
-                it.options.min_sleep_ns
+                it.options().overhead_ns,
+                it.options().lateness_ns,
+                it.options().min_sleep_ns
             ),
             (1_500, 4_000, 30_000)
         );
         assert_eq!(
-            (it.lateness_sd_ns, it.options.timer),
+            (it.lateness_sd_ns, it.options().timer),
             (900.0, TimerKind::Itimer)
         );
         let ab = Platform::load(&p, None).unwrap();
         assert_eq!(
-            (ab.options.overhead_ns, ab.options.timer),
+            (ab.options().overhead_ns, ab.options().timer),
             (1_200, TimerKind::Abstime)
         );
     }
@@ -310,8 +322,8 @@ mod tests {
         }
         r.save(&p).unwrap();
         let pl = Platform::load(&p, None).unwrap();
-        assert_eq!(pl.options.overhead_ns, 900);
-        assert_eq!((pl.options.scale, pl.options.fraction), (4.0, 0.9));
+        assert_eq!(pl.options().overhead_ns, 900);
+        assert_eq!((pl.options().scale, pl.options().fraction), (4.0, 0.9));
         assert_eq!(pl.lateness_sd_ns, 900.0);
         // Stages 3000, 3200, 2900: median 3000.
         assert_eq!(barrier_stage_from_report(&p).unwrap(), 3_000.0);

@@ -1,0 +1,388 @@
+//! The calibration measurement (talks to the OS): O from real injections into a probe loop
+//! in this thread, L and M from single-shot timers, the O-by-rate sweep, with progress.
+
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
+
+use jitter_collect::clock::{read_counter, Clock};
+use jitter_collect::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
+use jitter_collect::probe;
+use jitter_trace::{Detour, Stream};
+
+use super::model::{
+    lateness_sweep, match_single, min_sleep, rate_points, Calibration, RatePoint, Spread,
+    TimerCalibration, MIN_MATCHED_PERCENT, OVERHEAD_RATES_HZ, SWEEP_NS,
+};
+use crate::cache::{unix_now_s, MachineKey};
+use crate::injector::{self, mono_ns, Emulator, EmulatorError, InjectorConfig, SIGNAL};
+use crate::plan::{Plan, TimerKind};
+use crate::setup::ReplaySetup;
+
+/// Runs the probe loop for `duration_ns` and returns every detour above `threshold` ticks
+/// (at most `capacity`; further ones are counted in the loop stats only).
+pub fn probe_detours(
+    clock: &Clock,
+    threshold: u64,
+    duration_ns: u64,
+    capacity: usize,
+) -> (Vec<(u64, u64)>, probe::LoopStats) {
+    let mut detours: Vec<(u64, u64)> = Vec::with_capacity(capacity);
+    let stop = AtomicBool::new(false);
+    let deadline = read_counter() + clock.ns_to_ticks(duration_ns);
+    let stats = probe::run(threshold, deadline, &stop, |a, b| {
+        if detours.len() < detours.capacity() {
+            detours.push((a, b));
+        }
+        ControlFlow::Continue(())
+    });
+    (detours, stats)
+}
+
+/// The probe threshold used by calibration and fidelity runs: the collector's default rule.
+pub fn default_threshold() -> u64 {
+    CounterProfile::measure(PROFILE_READS).threshold_ticks(DEFAULT_THRESHOLD_FACTOR)
+}
+
+/// A periodic stream: one detour of `run_ns` every `period_ns`, over `count` periods.
+pub fn periodic_stream(period_ns: u64, run_ns: u64, count: u64) -> Stream {
+    let d: Vec<Detour> = (0..count)
+        .map(|k| Detour {
+            start_ns: k * period_ns + period_ns / 2,
+            run_ns,
+        })
+        .collect();
+    Stream::from_detours(0, 0, count * period_ns, &d).expect("periodic detours are ordered")
+}
+
+/// Application-side detours of injections with a busy loop of `busy_ns`, minus `busy_ns`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OverheadSample {
+    /// Detour length minus busy time, ns, one per injection alone in its detour.
+    pub extra_ns: Vec<f64>,
+    /// Injections whose handler entry lay in no probe detour.
+    pub unmatched: u64,
+    /// Injections that ran back to back with others in one detour (after a stall), left out.
+    pub stacked: u64,
+}
+
+/// Injects `busy_ns`-long detours at `rate_hz` for `duration_ns` with the real injector while a
+/// probe loop runs in this thread; returns how much longer than `busy_ns` the probe saw each.
+pub fn measure_injection(
+    timer: TimerKind,
+    clock: &Clock,
+    threshold: u64,
+    rate_hz: u64,
+    busy_ns: u64,
+    duration_ns: u64,
+) -> Result<OverheadSample, EmulatorError> {
+    let period = 1_000_000_000 / rate_hz.max(1);
+    let count = duration_ns / period + 2;
+    let opts = ReplaySetup::ideal(timer).plan_options();
+    let plan = Plan::new(&periodic_stream(period, busy_ns.max(1), count), opts)?;
+    let cfg = InjectorConfig {
+        timer,
+        clock: *clock,
+    };
+    let handle = Emulator::start_logged(plan.cursor(0), cfg, count as usize + 16)?;
+    let (detours, _) = probe_detours(clock, threshold, duration_ns, 4 * count as usize + 100_000);
+    let (_, log) = handle.stop_logged()?;
+    let m = match_single(&log, &detours);
+    let logged = log.len() as u64;
+    if logged == 0 || (logged - m.unmatched) * 100 < MIN_MATCHED_PERCENT * logged {
+        return Err(EmulatorError::Calibration(format!(
+            "the probe saw only {} of {logged} injections ({timer:?}, {rate_hz} Hz) as detours, \
+             fewer than {MIN_MATCHED_PERCENT} %: the probe threshold ({:.1} ns) or the machine \
+             is wrong for measuring O (check it with `jitter-collect --check`)",
+            logged - m.unmatched,
+            clock.ticks_to_ns_f64(threshold)
+        )));
+    }
+    Ok(OverheadSample {
+        extra_ns: m
+            .single
+            .iter()
+            .map(|&(i, (a, b))| clock.ticks_to_ns_f64(b - a) - log[i].busy_ns as f64)
+            .collect(),
+        unmatched: m.unmatched,
+        stacked: m.stacked,
+    })
+}
+
+static PROBE_FIRED: AtomicBool = AtomicBool::new(false);
+static PROBE_ENTRY_NS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn on_probe_signal(_sig: libc::c_int) {
+    // Async-signal-safe: clock_gettime and two atomic stores; errno is untouched on success.
+    PROBE_ENTRY_NS.store(mono_ns(), Ordering::Relaxed);
+    PROBE_FIRED.store(true, Ordering::Release);
+}
+
+/// Wake-up lateness of `n` single-shot timers of `interval_ns`, armed while this thread spins
+/// (the application is running when an injection is due), ns.
+pub fn measure_lateness(
+    timer: TimerKind,
+    interval_ns: u64,
+    n: usize,
+) -> Result<Vec<f64>, EmulatorError> {
+    let _claim = injector::Claim::take()?;
+    if timer == TimerKind::Itimer && !injector::is_main_thread() {
+        return Err(EmulatorError::NotMainThread);
+    }
+    let action = SigAction::new(
+        SigHandler::Handler(on_probe_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: `on_probe_signal` is async-signal-safe; the emulator is not running (claimed).
+    let old = unsafe { sigaction(SIGNAL, &action) }.map_err(|source| EmulatorError::Sys {
+        what: "sigaction(SIGALRM)",
+        source,
+    })?;
+    let id = match timer {
+        TimerKind::Abstime => Some(injector::create_thread_timer()?),
+        TimerKind::Itimer => None,
+    };
+    let mut out = Vec::with_capacity(n);
+    let mut timed_out = false;
+    for _ in 0..n {
+        PROBE_FIRED.store(false, Ordering::Release);
+        let t = mono_ns();
+        let deadline = match id {
+            Some(id) => {
+                injector::arm_abstime(id, t + interval_ns);
+                t + interval_ns
+            }
+            None => {
+                injector::arm_itimer(interval_ns);
+                t + injector::itimer_resolution(interval_ns).max(1_000)
+            }
+        };
+        let give_up = t + interval_ns + 100_000_000;
+        while !PROBE_FIRED.load(Ordering::Acquire) {
+            if mono_ns() > give_up {
+                timed_out = true;
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        if timed_out {
+            break;
+        }
+        out.push(PROBE_ENTRY_NS.load(Ordering::Relaxed) as f64 - deadline as f64);
+    }
+    match id {
+        Some(id) => injector::delete_timer(id),
+        None => injector::disarm_itimer(),
+    }
+    // SAFETY: restores the disposition in force before.
+    let _ = unsafe { sigaction(SIGNAL, &old) };
+    if timed_out {
+        return Err(EmulatorError::Sys {
+            what: "timer did not fire within 100 ms",
+            source: nix::errno::Errno::ETIMEDOUT,
+        });
+    }
+    Ok(out)
+}
+
+/// How long and how often calibration measures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// Length of the O run per timer, ns.
+    pub overhead_duration_ns: u64,
+    /// Injection rate of the O run, Hz.
+    pub rate_hz: u64,
+    /// Reference interval for L, ns.
+    pub interval_ns: u64,
+    /// Timers fired for L.
+    pub lateness_samples: usize,
+    /// Timers fired per sweep interval.
+    pub sweep_samples: usize,
+    /// Injection rates of the O sweep, Hz.
+    pub overhead_rates_hz: &'static [u64],
+    /// Injections aimed at per O-sweep rate, over all rounds.
+    pub overhead_rate_samples: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            overhead_duration_ns: 2_000_000_000,
+            rate_hz: 1_000,
+            interval_ns: 200_000,
+            lateness_samples: 2_000,
+            sweep_samples: 200,
+            overhead_rates_hz: &OVERHEAD_RATES_HZ,
+            overhead_rate_samples: 180,
+        }
+    }
+}
+
+/// This host's name and kernel release.
+pub fn host_and_kernel() -> (String, String) {
+    let k = MachineKey::current(None);
+    (k.host, k.kernel)
+}
+
+/// Rounds of the O-by-rate sweep.
+const ROUNDS: u64 = 3;
+
+/// The rates of the O sweep: the settings' rates and the main rate, ascending.
+fn sweep_rates(s: &Settings) -> Vec<u64> {
+    let mut rates: Vec<u64> = s.overhead_rates_hz.to_vec();
+    if !rates.contains(&s.rate_hz) {
+        rates.push(s.rate_hz);
+    }
+    rates.sort_unstable();
+    rates
+}
+
+/// Measurement steps of one timer's calibration (for the progress bar).
+fn timer_steps(s: &Settings) -> u64 {
+    3 + ROUNDS * sweep_rates(s).len() as u64 + SWEEP_NS.len() as u64
+}
+
+/// O at the sweep's rates, measured in interleaved rounds (each round visits every rate, in an
+/// order rotated per round, so that a drift of this machine's injection cost over the seconds
+/// of the sweep falls on all rates alike) and anchored on the main O run: the value at a rate
+/// is the main run's median plus the sweep's difference between that rate and the main rate,
+/// made non-increasing in the rate (sparser injections never cost less; pool-adjacent-violators
+/// weighted by samples). Also whether the sweep is consistent with the main run: its own median
+/// at the main rate within the larger of 1 µs and half the main run's p10–p90 width of the main
+/// median (else the machine's cost moved during calibration and a replay keeps the single O).
+fn measure_overhead_by_rate(
+    timer: TimerKind,
+    clock: &Clock,
+    threshold: u64,
+    s: &Settings,
+    main: &Spread,
+    progress: &ProgressBar,
+) -> Result<(Vec<RatePoint>, bool), EmulatorError> {
+    let rates = sweep_rates(s);
+    let mut extra: Vec<Vec<f64>> = vec![Vec::new(); rates.len()];
+    let per_round = s.overhead_rate_samples.div_ceil(ROUNDS);
+    for round in 0..ROUNDS as usize {
+        for k in 0..rates.len() {
+            let i = (k + round) % rates.len();
+            // A pause first: a SCHED_FIFO thread that spins for most of a second is throttled
+            // (50 ms of 1 s by default), a stall that would land inside the run.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let duration_ns = (per_round * 1_000_000_000 / rates[i].max(1)).max(200_000_000);
+            let o = measure_injection(timer, clock, threshold, rates[i], 1, duration_ns)?;
+            extra[i].extend(o.extra_ns);
+            progress.inc(1);
+        }
+    }
+    let spreads: Vec<Spread> = extra.iter().map(|e| Spread::of(e)).collect();
+    Ok(rate_points(&rates, &spreads, main, s.rate_hz))
+}
+
+impl TimerCalibration {
+    /// Measures O, the spin cost, L and M for `timer`, advancing `progress` by `timer_steps`.
+    fn measure(
+        timer: TimerKind,
+        clock: &Clock,
+        threshold: u64,
+        s: &Settings,
+        progress: &ProgressBar,
+    ) -> Result<Self, EmulatorError> {
+        progress.set_message(timer.to_string());
+        let o = measure_injection(
+            timer,
+            clock,
+            threshold,
+            s.rate_hz,
+            1,
+            s.overhead_duration_ns,
+        )?;
+        let overhead = Spread::of(&o.extra_ns);
+        progress.inc(1);
+        let (overhead_by_rate, overhead_by_rate_consistent) =
+            measure_overhead_by_rate(timer, clock, threshold, s, &overhead, progress)?;
+        let spin = measure_injection(
+            timer,
+            clock,
+            threshold,
+            s.rate_hz,
+            100_000,
+            s.overhead_duration_ns / 4,
+        )?;
+        let spin_extra_ns = Spread::of(&spin.extra_ns).median_ns - overhead.median_ns;
+        progress.inc(1);
+        let lateness = Spread::of(&measure_lateness(timer, s.interval_ns, s.lateness_samples)?);
+        progress.inc(1);
+        let (sweep, tolerance_ns) = lateness_sweep(&lateness, |interval_ns| {
+            let l = measure_lateness(timer, interval_ns, s.sweep_samples);
+            progress.inc(1);
+            l.map(|v| Spread::of(&v))
+        })?;
+        Ok(TimerCalibration {
+            timer,
+            overhead,
+            unmatched: o.unmatched,
+            stacked: o.stacked,
+            spin_extra_ns,
+            lateness,
+            min_sleep_ns: min_sleep(&sweep, s.interval_ns),
+            tolerance_ns,
+            sweep,
+            overhead_by_rate,
+            overhead_by_rate_consistent,
+            // Opt-in: `Calibration::use_overhead_by_gap` (`calibrate --overhead-by-gap on`).
+            overhead_by_rate_used: false,
+        })
+    }
+}
+
+impl Calibration {
+    /// Measures both timers (about 20 s with the default settings; main thread for itimer),
+    /// with a progress bar on a terminal and one line on stderr otherwise.
+    pub fn measure(clock: &Clock, s: &Settings) -> Result<Self, EmulatorError> {
+        let threshold = default_threshold();
+        let key = MachineKey::current(None);
+        let progress = ProgressBar::new(2 * timer_steps(s));
+        if progress.is_hidden() {
+            eprintln!("calibrating the emulator on this machine (about 20 s)");
+        } else {
+            progress.set_style(
+                ProgressStyle::with_template(
+                    "calibrating {msg:8} [{bar:30}] {pos}/{len} steps, eta {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+        }
+        let itimer = TimerCalibration::measure(TimerKind::Itimer, clock, threshold, s, &progress)?;
+        let abstime =
+            TimerCalibration::measure(TimerKind::Abstime, clock, threshold, s, &progress)?;
+        progress.finish_and_clear();
+        Ok(Calibration {
+            host: key.host,
+            kernel: key.kernel,
+            cpu_model: key.cpu_model,
+            counter_khz: clock.khz(),
+            measured_unix_s: unix_now_s(),
+            interval_ns: s.interval_ns,
+            rate_hz: s.rate_hz,
+            itimer,
+            abstime,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periodic_streams_have_the_asked_rate_and_duty() {
+        let s = periodic_stream(5_000_000, 150_000, 400);
+        assert_eq!(s.records.len(), 400);
+        assert_eq!(s.duration_ns(), 2_000_000_000);
+        assert_eq!(s.noise_ns(), 400 * 150_000);
+        s.validate(0).unwrap();
+    }
+}

@@ -1,0 +1,14 @@
+//! Calibration of the injector on the machine at hand: its overhead O (the detour one injection
+//! with an empty busy loop causes, as a probe loop in the same thread sees it), the timer's
+//! wake-up lateness L, the shortest interval M the timer honours, and the busy spin's own cost.
+//! Measured, never assumed; cached per host and kernel (`crate::cache`); overridable; shown by
+//! `crate::report`.
+//!
+//! - [`model`]: what a calibration holds and how it compensates a replay (pure);
+//! - [`measure`]: how it is measured (signals, timers, the probe loop).
+
+pub mod measure;
+pub mod model;
+
+pub use measure::*;
+pub use model::*;

@@ -1,0 +1,311 @@
+//! One replay's setup, shared by every tool that replays a trace (`replay-bench run`,
+//! `predict`, `validate`, `jitter-inject`, `jitter-emulate`): the checked scale factor S, the
+//! fraction f, and what one injection costs on the target platform (O, M, L, the timer). The
+//! command-line layer (`cli::ReplayArgs`) converts into it once; it is the only place outside
+//! the plan that builds [`PlanOptions`].
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{OverheadByGap, PlanError, PlanOptions, TimerKind, MAX_SCALE};
+
+/// A scale factor S: finite, in (0, [`MAX_SCALE`]].
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct Scale(f64);
+
+impl Scale {
+    /// S = 1: the trace as recorded.
+    pub const ONE: Scale = Scale(1.0);
+
+    /// `s` when it is a usable scale factor.
+    pub fn new(s: f64) -> Result<Scale, PlanError> {
+        if s.is_finite() && s > 0.0 && s <= MAX_SCALE {
+            Ok(Scale(s))
+        } else {
+            Err(PlanError::Option(format!(
+                "scale must be a finite number in (0, {MAX_SCALE}], got {s}"
+            )))
+        }
+    }
+
+    /// The factor.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl Default for Scale {
+    fn default() -> Self {
+        Scale::ONE
+    }
+}
+
+impl TryFrom<f64> for Scale {
+    type Error = PlanError;
+    fn try_from(s: f64) -> Result<Scale, PlanError> {
+        Scale::new(s)
+    }
+}
+
+impl From<Scale> for f64 {
+    fn from(s: Scale) -> f64 {
+        s.0
+    }
+}
+
+impl FromStr for Scale {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Scale, PlanError> {
+        let v: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| PlanError::Option(format!("scale `{s}` is not a number")))?;
+        Scale::new(v)
+    }
+}
+
+impl fmt::Display for Scale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A fraction f of a stream after which a replay stops (pitfall 3): in (0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct Fraction(f64);
+
+impl Fraction {
+    /// The whole stream.
+    pub const WHOLE: Fraction = Fraction(1.0);
+
+    /// `f` when it is in (0, 1].
+    pub fn new(f: f64) -> Result<Fraction, PlanError> {
+        if f > 0.0 && f <= 1.0 {
+            Ok(Fraction(f))
+        } else {
+            Err(PlanError::Option(format!(
+                "fraction must be in (0, 1], got {f}"
+            )))
+        }
+    }
+
+    /// The share.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// Whether a replay that got `progress` through its stream has reached f: the one stop
+    /// rule of the real benchmark and the predictor (a phase in which any rank reached it is
+    /// cut short and ends the run unrecorded).
+    pub fn reached(self, progress: f64) -> bool {
+        progress >= self.0
+    }
+}
+
+impl Default for Fraction {
+    fn default() -> Self {
+        Fraction::WHOLE
+    }
+}
+
+impl TryFrom<f64> for Fraction {
+    type Error = PlanError;
+    fn try_from(f: f64) -> Result<Fraction, PlanError> {
+        Fraction::new(f)
+    }
+}
+
+impl From<Fraction> for f64 {
+    fn from(f: Fraction) -> f64 {
+        f.0
+    }
+}
+
+impl FromStr for Fraction {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Fraction, PlanError> {
+        let v: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| PlanError::Option(format!("fraction `{s}` is not a number")))?;
+        Fraction::new(v)
+    }
+}
+
+impl fmt::Display for Fraction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// What one injection costs on the platform a replay targets: the timer, O (and O after a
+/// gap), M and L, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct InjectionCost {
+    /// Timer the injector uses.
+    pub timer: TimerKind,
+    /// Overhead O per injection.
+    pub overhead_ns: u64,
+    /// O after a gap since the previous injection (empty: `overhead_ns` for every one).
+    #[serde(default)]
+    pub overhead_by_gap: OverheadByGap,
+    /// Minimum sleep M.
+    pub min_sleep_ns: u64,
+    /// Timer lateness L.
+    pub lateness_ns: u64,
+}
+
+impl InjectionCost {
+    /// A platform that costs nothing: every detour exactly as recorded.
+    pub fn ideal(timer: TimerKind) -> InjectionCost {
+        InjectionCost {
+            timer,
+            ..InjectionCost::default()
+        }
+    }
+
+    /// This cost with the values given on a command line in place of these (a given O holds
+    /// after every gap).
+    pub fn overridden(self, o: &Overrides) -> InjectionCost {
+        InjectionCost {
+            overhead_ns: o.overhead_ns.unwrap_or(self.overhead_ns),
+            overhead_by_gap: if o.overhead_ns.is_some() {
+                OverheadByGap::default()
+            } else {
+                self.overhead_by_gap
+            },
+            min_sleep_ns: o.min_sleep_ns.unwrap_or(self.min_sleep_ns),
+            lateness_ns: o.lateness_ns.unwrap_or(self.lateness_ns),
+            timer: self.timer,
+        }
+    }
+}
+
+/// Values given on the command line in place of the measured ones, ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Overrides {
+    /// O.
+    pub overhead_ns: Option<u64>,
+    /// L.
+    pub lateness_ns: Option<u64>,
+    /// M.
+    pub min_sleep_ns: Option<u64>,
+}
+
+/// How to replay a trace: S, f and the platform's injection cost.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ReplaySetup {
+    /// Scale factor S of run- and sleep-times.
+    pub scale: Scale,
+    /// The share of each stream replayed before the replay stops.
+    pub fraction: Fraction,
+    /// What one injection costs.
+    pub cost: InjectionCost,
+}
+
+impl ReplaySetup {
+    /// Every detour exactly as recorded (S = 1, f = 1, no cost) with `timer`.
+    pub fn ideal(timer: TimerKind) -> ReplaySetup {
+        ReplaySetup {
+            scale: Scale::ONE,
+            fraction: Fraction::WHOLE,
+            cost: InjectionCost::ideal(timer),
+        }
+    }
+
+    /// The plan's options for this setup.
+    pub fn plan_options(&self) -> PlanOptions {
+        PlanOptions {
+            scale: self.scale.get(),
+            overhead_ns: self.cost.overhead_ns,
+            min_sleep_ns: self.cost.min_sleep_ns,
+            lateness_ns: self.cost.lateness_ns,
+            fraction: self.fraction.get(),
+            timer: self.cost.timer,
+            overhead_by_gap: self.cost.overhead_by_gap,
+        }
+    }
+
+    /// The setup a plan was built with.
+    pub fn of_plan(o: &PlanOptions) -> Result<ReplaySetup, PlanError> {
+        Ok(ReplaySetup {
+            scale: Scale::new(o.scale)?,
+            fraction: Fraction::new(o.fraction)?,
+            cost: InjectionCost {
+                timer: o.timer,
+                overhead_ns: o.overhead_ns,
+                overhead_by_gap: o.overhead_by_gap,
+                min_sleep_ns: o.min_sleep_ns,
+                lateness_ns: o.lateness_ns,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_and_fraction_refuse_what_a_plan_refuses() {
+        for s in ["0", "-1", "nan", "inf", "1001", "x"] {
+            assert!(s.parse::<Scale>().is_err(), "{s}");
+        }
+        assert_eq!("2.5".parse::<Scale>().unwrap().get(), 2.5);
+        for f in ["0", "1.01", "-0.5", "nan", "x"] {
+            assert!(f.parse::<Fraction>().is_err(), "{f}");
+        }
+        assert!(Fraction::new(0.5).unwrap().reached(0.5));
+        assert!(!Fraction::new(0.5).unwrap().reached(0.49));
+        assert!(Fraction::WHOLE.reached(1.0));
+        assert!(!Fraction::WHOLE.reached(0.999));
+    }
+
+    #[test]
+    fn a_setup_round_trips_through_plan_options_and_validates() {
+        let s = ReplaySetup {
+            scale: Scale::new(3.0).unwrap(),
+            fraction: Fraction::new(0.25).unwrap(),
+            cost: InjectionCost {
+                timer: TimerKind::Itimer,
+                overhead_ns: 7_000,
+                overhead_by_gap: OverheadByGap::new(&[(1_000, 9_000)]).unwrap(),
+                min_sleep_ns: 20_000,
+                lateness_ns: 3_000,
+            },
+        };
+        let o = s.plan_options();
+        o.validate().unwrap();
+        assert_eq!(ReplaySetup::of_plan(&o).unwrap(), s);
+        assert_eq!(
+            ReplaySetup::ideal(TimerKind::Abstime).plan_options(),
+            PlanOptions::ideal()
+        );
+    }
+
+    #[test]
+    fn overrides_win_and_a_given_o_holds_after_every_gap() {
+        let c = InjectionCost {
+            timer: TimerKind::Abstime,
+            overhead_ns: 7_000,
+            overhead_by_gap: OverheadByGap::new(&[(1_000, 9_000)]).unwrap(),
+            min_sleep_ns: 20_000,
+            lateness_ns: 3_000,
+        };
+        assert_eq!(c.overridden(&Overrides::default()), c);
+        let o = c.overridden(&Overrides {
+            overhead_ns: Some(1),
+            lateness_ns: None,
+            min_sleep_ns: Some(2),
+        });
+        assert_eq!(
+            (o.overhead_ns, o.min_sleep_ns, o.lateness_ns),
+            (1, 2, 3_000)
+        );
+        assert!(o.overhead_by_gap.points().is_empty());
+    }
+}
