@@ -153,8 +153,7 @@ for n in $ranks; do
       -o "$work/p$n-$1-$2.json" >/dev/null
     python3 - "$work/p$n-$1-$2.json" <<'EOF'
 import json, sys
-extra = json.load(open(sys.argv[1]))["config"]["extra"]
-mean, base = next(map(float, v.split()) for k, v in extra.items() if k.startswith("period_ns "))
+mean, base = json.load(open(sys.argv[1]))["results"][0]["period_ns"]
 print(f"{100 * (mean / base - 1):.4f}")
 EOF
   }

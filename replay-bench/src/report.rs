@@ -1,13 +1,17 @@
 //! The report schema shared by `replay-bench run` and `replay-bench predict`, so that
 //! `replay-bench compare` can set a prediction beside a measurement.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
+use jitter_emulator::TimerKind;
 use serde::{Deserialize, Serialize};
 
 /// Identifies the schema and its version in every report.
-pub const SCHEMA: &str = "jitterbench.report/1";
+pub const SCHEMA: &str = "jitterbench.report/2";
+
+/// Earlier schemas [`Report::load`] still reads (their free-form `config.extra` map is left
+/// out: such reports carry no [`RunDetails`] or [`PredictDetails`]).
+pub const OLDER_SCHEMAS: [&str; 1] = ["jitterbench.report/1"];
 
 /// What produced a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,19 +65,110 @@ pub struct Config {
     pub scale: f64,
     /// Fraction f of the stream after which the replay stops.
     pub fraction: f64,
-    /// Timer of the injector (`itimer` or `abstime`).
-    pub timer: String,
+    /// Timer of the injector.
+    pub timer: TimerKind,
     /// Shared seed.
     pub seed: u64,
     /// Baseline used: `measured`, `quanta` or a file path.
     pub baseline: String,
-    /// Model (`mpi`, `des`, `order-stats`, `virtual-ranks`).
-    pub model: String,
     /// Platform the plan was built for (`ideal`, `this`, a calibration file, or `mpi`).
     pub platform: String,
-    /// Anything else worth recording (`key` → value).
+    /// What a real run measured beside its results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunDetails>,
+    /// The model a prediction ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predict: Option<PredictDetails>,
+}
+
+/// What a real run measured beside its results (rank 0's view; times unscaled unless said).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunDetails {
+    /// LCG iterations of one phase.
+    pub iterations: u64,
+    /// ns per LCG iteration on the slowest rank.
+    pub ns_per_iteration: f64,
+    /// Wall time of the measured phases, ns (scaled: as it elapsed).
+    pub elapsed_ns: u64,
+    /// Why the phase loop ended: period, phases, fraction, precision or max-time.
+    pub stopped_by: String,
+    /// Length of the platform-noise probe before the run, ns.
+    pub noise_probe_ns: u64,
+    /// Largest detour any rank's probe saw, ns.
+    pub platform_noise_max_ns: f64,
+    /// Checksum of the work (keeps the compiler from removing it).
+    pub checksum: u64,
+    /// The MPI library's version line.
     #[serde(default)]
-    pub extra: BTreeMap<String, String>,
+    pub mpi_library: String,
+    /// Standard deviation of MaxQT over measured phases, ns.
+    pub sd_max_qt_ns: f64,
+    /// Standard deviation of MaxQTBT over measured phases, ns.
+    pub sd_max_qtbt_ns: f64,
+    /// `paired` or `sequential`.
+    pub design: String,
+    /// The measured baseline's phases, spread and loss (its own run or its blocks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineDetails>,
+    /// The paired design's blocks and precision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired: Option<PairedDetails>,
+    /// Barrier-free virtual ranks per process (absent: the plain benchmark).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_ranks_per_process: Option<u64>,
+}
+
+/// The measured baseline of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct BaselineDetails {
+    /// Phases measured.
+    pub phases: u64,
+    /// Standard deviation of MaxQT, ns.
+    pub sd_max_qt_ns: f64,
+    /// Standard deviation of MaxQTBT, ns.
+    pub sd_max_qtbt_ns: f64,
+    /// Mean relative loss (max qt − mean qt) / mean qt.
+    pub lost_rel: f64,
+}
+
+/// The paired design of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct PairedDetails {
+    /// Phases per block.
+    pub block_phases: u64,
+    /// Complete block pairs.
+    pub pairs: u64,
+    /// `--precision` asked for, percentage points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_target_pct: Option<f64>,
+    /// Its time budget, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_time_ns: Option<u64>,
+    /// The larger 95 % half-width of the two slowdowns reached, percentage points.
+    pub precision_reached_pct: f64,
+}
+
+/// The model a prediction ran.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PredictDetails {
+    /// How the barrier latency grows with the rank count (`log2`).
+    pub barrier_model: String,
+    /// The loop of one phase.
+    pub loop_shape: String,
+    /// The collective's algorithm.
+    pub collective: String,
+    /// LogP overhead o, ns.
+    pub logp_o_ns: f64,
+    /// LogP latency l, ns.
+    pub logp_l_ns: f64,
+    /// The communication model in words.
+    pub communication_model: String,
+    /// Latency of one barrier stage, ns.
+    pub barrier_stage_ns: f64,
+    /// Standard deviation of one timer error, ns.
+    pub timer_error_sd_ns: f64,
+    /// Labels of the traces predicted.
+    pub traces: Vec<String>,
 }
 
 /// The emulator's own cost on one rank or the platform assumed by a prediction.
@@ -155,6 +250,10 @@ pub struct ResultRow {
     pub lost_rel: f64,
     /// Emulator totals for this point (zero for the analytic model).
     pub emulator: EmulatorTotals,
+    /// Mean period of a phase and its noise-free period, ns (simulations only: what a
+    /// whole-run time such as LogGOPSim's measures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_ns: Option<[f64; 2]>,
 }
 
 /// A whole report.
@@ -209,7 +308,7 @@ impl Report {
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let r: Report = serde_json::from_str(&text)
             .map_err(|e| anyhow::anyhow!("{} is not a replay-bench report: {e}", path.display()))?;
-        if r.schema != SCHEMA {
+        if r.schema != SCHEMA && !OLDER_SCHEMAS.contains(&r.schema.as_str()) {
             anyhow::bail!(
                 "{} has schema '{}', expected '{SCHEMA}'",
                 path.display(),

@@ -25,7 +25,8 @@ use crate::metrics::{paired_slowdown, sequential_slowdown, Slowdown};
 use crate::noise::{self, PlatformNoise};
 use crate::replay::{EmulatorCost, Replay, ReplayTotals, VirtualReplay};
 use crate::report::{
-    Calibration, Config, EmulatorTotals, Report, ReportKind, ResultRow, TraceInfo,
+    BaselineDetails, Calibration, Config, EmulatorTotals, PairedDetails, Report, ReportKind,
+    ResultRow, RunDetails, TraceInfo,
 };
 use crate::table;
 
@@ -635,6 +636,78 @@ fn gather(comm: &Mpi, p: &Prepared, m: &Measured) -> anyhow::Result<Option<Gathe
         platform_noise_max_ns: maxes[1],
     }))
 }
+/// The configuration of a run with what it measured beside its results, and the baseline's
+/// averages (its own run, sequential, or its blocks, paired).
+fn run_config(
+    args: &RunArgs,
+    p: &Prepared,
+    m: &Measured,
+    g: &Gathered,
+) -> (Config, Option<PhaseAverages>) {
+    let outcome = &m.outcome;
+    let base = match (&outcome.paired, &m.measured_baseline) {
+        (Some(pr), _) => Some((
+            pr.baseline,
+            pr.baseline_sd_max_qt_ns,
+            pr.baseline_sd_max_qtbt_ns,
+        )),
+        (None, Some(b)) => Some((b.averages, b.sd_max_qt_ns, b.sd_max_qtbt_ns)),
+        (None, None) => None,
+    };
+    let details = RunDetails {
+        iterations: p.iterations,
+        ns_per_iteration: p.ns_per_iteration,
+        elapsed_ns: outcome.elapsed_ns,
+        stopped_by: outcome.stopped_by.to_string(),
+        noise_probe_ns: args.noise_probe,
+        platform_noise_max_ns: g.platform_noise_max_ns,
+        checksum: outcome.checksum,
+        mpi_library: mpi::environment::library_version()
+            .map(|v| v.lines().next().unwrap_or("").trim().to_string())
+            .unwrap_or_default(),
+        sd_max_qt_ns: outcome.sd_max_qt_ns,
+        sd_max_qtbt_ns: outcome.sd_max_qtbt_ns,
+        design: p.design.to_string(),
+        baseline: base.map(|(a, sd_qt, sd_qtbt)| BaselineDetails {
+            phases: a.phases,
+            sd_max_qt_ns: sd_qt,
+            sd_max_qtbt_ns: sd_qtbt,
+            lost_rel: a.lost_rel(),
+        }),
+        paired: outcome.paired.as_ref().map(|pr| PairedDetails {
+            block_phases: args.block_phases,
+            pairs: pr.pairs.len() as u64,
+            precision_target_pct: args.precision,
+            max_time_ns: args
+                .precision
+                .map(|_| args.max_time.unwrap_or(DEFAULT_MAX_TIME_NS)),
+            precision_reached_pct: pr.half_width_pct(),
+        }),
+        virtual_ranks_per_process: (args.virtual_ranks > 1).then_some(args.virtual_ranks),
+    };
+    let config = Config {
+        trace: p.trace.as_ref().map(|t| t.info.clone()),
+        ranks_per_node: args.ranks_per_node as usize,
+        quanta_ns: args.quanta,
+        period_ns: if args.phases.is_some() {
+            0
+        } else {
+            args.period
+        },
+        phases: args.phases.unwrap_or(0),
+        warmup_phases: args.warmup,
+        scale: p.replay.scale.get(),
+        fraction: p.replay.fraction.get(),
+        timer: p.replay.cost.timer,
+        seed: p.seed,
+        baseline: args.baseline.to_string(),
+        platform: "mpi".into(),
+        run: Some(details),
+        predict: None,
+    };
+    (config, base.map(|b| b.0))
+}
+
 /// Rank 0: the report of the run (configuration, calibrations, warnings, the result row) and
 /// the baseline's averages; an error when the slowdown fails its plausibility check.
 fn build_report(
@@ -645,97 +718,9 @@ fn build_report(
     g: Gathered,
 ) -> anyhow::Result<(Report, Option<PhaseAverages>)> {
     let (trace, outcome, measured_baseline) = (&p.trace, &m.outcome, &m.measured_baseline);
-    let (scale, seed, design, emulator) = (p.replay.scale.get(), p.seed, p.design, g.emulator);
-    let mut config = Config {
-        trace: trace.as_ref().map(|t| t.info.clone()),
-        ranks_per_node: args.ranks_per_node as usize,
-        quanta_ns: args.quanta,
-        period_ns: if args.phases.is_some() {
-            0
-        } else {
-            args.period
-        },
-        phases: args.phases.unwrap_or(0),
-        warmup_phases: args.warmup,
-        scale,
-        fraction: p.replay.fraction.get(),
-        timer: p.replay.cost.timer.to_string(),
-        seed,
-        baseline: args.baseline.to_string(),
-        model: "mpi".into(),
-        platform: "mpi".into(),
-        ..Config::default()
-    };
-    let extra = &mut config.extra;
-    extra.insert("iterations".into(), p.iterations.to_string());
-    extra.insert(
-        "ns_per_iteration".into(),
-        format!("{:.4}", p.ns_per_iteration),
-    );
-    extra.insert("elapsed_ns".into(), outcome.elapsed_ns.to_string());
-    extra.insert("stopped_by".into(), outcome.stopped_by.to_string());
-    extra.insert("sync".into(), args.sync.to_string());
-    extra.insert("noise_probe_ns".into(), args.noise_probe.to_string());
-    extra.insert(
-        "platform_noise_max_ns".into(),
-        format!("{}", g.platform_noise_max_ns),
-    );
-    extra.insert("checksum".into(), outcome.checksum.to_string());
-    if let Ok(v) = mpi::environment::library_version() {
-        extra.insert(
-            "mpi_library".into(),
-            v.lines().next().unwrap_or("").trim().to_string(),
-        );
-    }
-    extra.insert(
-        "sd_max_qt_ns".into(),
-        format!("{:.1}", outcome.sd_max_qt_ns),
-    );
-    extra.insert(
-        "sd_max_qtbt_ns".into(),
-        format!("{:.1}", outcome.sd_max_qtbt_ns),
-    );
-    extra.insert("design".into(), design.to_string());
-    // The baseline's phases, spread and loss: its own run (sequential) or its blocks (paired).
-    let base = match (&outcome.paired, &measured_baseline) {
-        (Some(pr), _) => Some((
-            pr.baseline,
-            pr.baseline_sd_max_qt_ns,
-            pr.baseline_sd_max_qtbt_ns,
-        )),
-        (None, Some(b)) => Some((b.averages, b.sd_max_qt_ns, b.sd_max_qtbt_ns)),
-        (None, None) => None,
-    };
-    if let Some((a, sd_qt, sd_qtbt)) = base {
-        extra.insert("baseline_sd_max_qt_ns".into(), format!("{sd_qt:.1}"));
-        extra.insert("baseline_sd_max_qtbt_ns".into(), format!("{sd_qtbt:.1}"));
-        extra.insert("baseline_phases".into(), a.phases.to_string());
-        extra.insert("baseline_lost_rel".into(), format!("{}", a.lost_rel()));
-    }
-    if let Some(pr) = &outcome.paired {
-        extra.insert("block_phases".into(), args.block_phases.to_string());
-        extra.insert("pairs".into(), pr.pairs.len().to_string());
-        if let Some(hw) = args.precision {
-            extra.insert("precision_target_pct".into(), format!("{hw}"));
-            extra.insert(
-                "max_time_ns".into(),
-                args.max_time.unwrap_or(DEFAULT_MAX_TIME_NS).to_string(),
-            );
-        }
-        extra.insert(
-            "precision_reached_pct".into(),
-            format!("{:.4}", pr.half_width_pct()),
-        );
-    }
-
+    let (scale, emulator) = (p.replay.scale.get(), g.emulator);
+    let (config, base) = run_config(args, p, m, &g);
     let virtual_ranks = args.virtual_ranks > 1;
-    if virtual_ranks {
-        config.model = "virtual-ranks".into();
-        config.extra.insert(
-            "virtual_ranks_per_process".into(),
-            args.virtual_ranks.to_string(),
-        );
-    }
     let kind = if virtual_ranks {
         ReportKind::VirtualRanks
     } else {
@@ -822,7 +807,7 @@ fn build_report(
         emulator,
     ));
 
-    Ok((report, base.map(|b| b.0)))
+    Ok((report, base))
 }
 
 /// The reference and the slowdowns (eq. 2, eq. 3) with their intervals: from the block pairs
@@ -951,6 +936,7 @@ fn result_row(
         sd_qt_ci95_pct: finite(sd[1].ci95_pct),
         lost_rel: a.lost_rel(),
         emulator,
+        period_ns: None,
     }
 }
 

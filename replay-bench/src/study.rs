@@ -358,11 +358,7 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
         }
         if let Some((_, r)) = runs.first() {
             let s = r.config.scale;
-            let o = c
-                .timer(r.config.timer.parse().unwrap_or_default())
-                .overhead
-                .median_ns
-                .max(0.0);
+            let o = c.timer(r.config.timer).overhead.median_ns.max(0.0);
             if let Ok(cover) = injectability(&trace.streams, o, s) {
                 let _ = writeln!(
                     md,

@@ -58,7 +58,7 @@ pub fn render_run(
     let _ = writeln!(
         s,
         "replay-bench run: {ranks} rank(s), {trace}, sync {}, q = {}, S = {}, timer {}, seed {}",
-        c.extra.get("sync").map_or("-", String::as_str),
+        report.results.first().map_or("-", |r| r.sync.as_str()),
         fmt_ns(c.quanta_ns as f64),
         c.scale,
         c.timer,
@@ -119,6 +119,7 @@ pub fn render_run(
         fmt_ns(outcome.elapsed_ns as f64),
         c.baseline
     );
+    let paired = c.run.as_ref().and_then(|r| r.paired.as_ref());
     match &outcome.paired {
         Some(p) => {
             let _ = writeln!(
@@ -126,9 +127,9 @@ pub fn render_run(
                 "design paired: {} block pairs of {} phases (baseline and jitter interleaved, \
                  order drawn per pair); ± is the 95 % t-interval of the paired block differences{}",
                 p.pairs.len(),
-                c.extra.get("block_phases").map_or("-", String::as_str),
-                c.extra
-                    .get("precision_target_pct")
+                paired.map_or(0, |d| d.block_phases),
+                paired
+                    .and_then(|d| d.precision_target_pct)
                     .map_or(String::new(), |t| format!(
                         "; precision target ± {t} pp, reached ± {:.3} pp",
                         p.half_width_pct()

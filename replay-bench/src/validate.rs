@@ -250,7 +250,7 @@ fn load_run(path: &Path, np: u64) -> anyhow::Result<Report> {
         bail!(
             "the np {np} run measured no phase (stopped by {}): its trace ran out first; use a \
              shorter --period or a longer trace ({})",
-            v["config"]["extra"]["stopped_by"].as_str().unwrap_or("?"),
+            v["config"]["run"]["stopped_by"].as_str().unwrap_or("?"),
             path.display()
         );
     }
@@ -452,9 +452,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.json");
         let mut r = Report::new(ReportKind::Run, crate::report::Config::default());
-        r.config
-            .extra
-            .insert("stopped_by".into(), "fraction".into());
+        r.config.run = Some(crate::report::RunDetails {
+            stopped_by: "fraction".into(),
+            ..Default::default()
+        });
         r.results.push(ResultRow {
             phases: 0,
             ..ResultRow::default()

@@ -116,8 +116,9 @@ fn the_paired_interval_contains_the_periodic_cost(dir: &Path, trace: &Path) {
         );
         let rep = Report::load(&out).unwrap();
         let row = &rep.results[0];
-        assert_eq!(rep.config.extra["design"], "paired");
-        let pairs: usize = rep.config.extra["pairs"].parse().unwrap();
+        let run = rep.config.run.as_ref().unwrap();
+        assert_eq!(run.design, "paired");
+        let pairs = run.paired.unwrap().pairs as usize;
         assert!(pairs >= 2, "{pairs} pairs");
         let ci_qt = row.sd_qt_ci95_pct.expect("SD eq.3 carries its interval");
         let ci_qtbt = row.sd_qtbt_ci95_pct.expect("SD eq.2 carries its interval");
@@ -129,7 +130,7 @@ fn the_paired_interval_contains_the_periodic_cost(dir: &Path, trace: &Path) {
             r.stdout
         );
         // Equal shares: as many baseline phases as jitter phases, in whole pairs.
-        assert_eq!(rep.config.extra["baseline_phases"], row.phases.to_string());
+        assert_eq!(run.baseline.unwrap().phases, row.phases);
         let noise = platform_pct(&rep);
         eprintln!(
             "np {np} paired --sync phase: SD eq.3 {:.3} % ± {ci_qt:.3}, eq.2 {:.3} % ± \
@@ -172,14 +173,15 @@ fn a_precision_target_or_its_budget_ends_the_run(dir: &Path, trace: &Path) {
     args.extend(["--precision", "100000pp", "--max-time", "60s"]);
     ok(1, &args);
     let rep = Report::load(&out).unwrap();
-    assert_eq!(rep.config.extra["stopped_by"], "precision");
-    assert_eq!(rep.config.extra["pairs"], "3");
+    let run = rep.config.run.as_ref().unwrap();
+    assert_eq!(run.stopped_by, "precision");
+    assert_eq!(run.paired.unwrap().pairs, 3);
     // A target nothing meets: the budget stops it, and the report says what was reached.
     let mut args = common.to_vec();
     args.extend(["--precision", "0.000001pp", "--max-time", "1s"]);
     let r = ok(1, &args);
     let rep = Report::load(&out).unwrap();
-    assert_eq!(rep.config.extra["stopped_by"], "max-time");
+    assert_eq!(rep.config.run.as_ref().unwrap().stopped_by, "max-time");
     assert!(
         rep.warnings
             .iter()

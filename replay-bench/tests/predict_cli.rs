@@ -67,8 +67,9 @@ fn writes_both_reports_and_a_plot_with_every_trace() {
         .results
         .iter()
         .all(|r| r.phases == 200 && r.sd_qtbt_pct.is_finite()));
-    assert_eq!(des.config.extra["traces"], "noisy,tuned");
-    assert_eq!(des.config.extra["barrier_stage_ns"], "1000");
+    let model = des.config.predict.as_ref().unwrap();
+    assert_eq!(model.traces, ["noisy", "tuned"]);
+    assert_eq!(model.barrier_stage_ns, 1000.0);
     let os = Report::load(&dir.path().join("r.order-stats.json")).unwrap();
     assert_eq!(os.kind, ReportKind::PredictOrderStats);
     assert_eq!(os.results.len(), 20);

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use jitter_emulator::{SyncMode, SyncSchedule, TimerKind};
 use jitter_trace::synth::{synthesize, Spec};
-use replay_bench::report::Report;
+use replay_bench::report::{Report, RunDetails};
 
 mod common;
 use common::{mpirun, run, Ran, BIN};
@@ -114,8 +114,11 @@ fn write_trace(path: &Path, spec: &str, streams: u32, seconds: u64) {
     jitter_trace::write_trace(path, &t).unwrap();
 }
 
-fn extra(r: &Report, key: &str) -> f64 {
-    r.config.extra[key].parse().unwrap()
+fn details(r: &Report) -> &RunDetails {
+    r.config
+        .run
+        .as_ref()
+        .expect("a run report carries its details")
 }
 
 /// 4 standard errors of SD (percent) from the spread of the two averages, plus the largest
@@ -123,20 +126,18 @@ fn extra(r: &Report, key: &str) -> f64 {
 fn floor_pct(r: &Report, metric: &str) -> (f64, f64) {
     let row = &r.results[0];
     let n = row.phases as f64;
-    let nb: f64 = r
-        .config
-        .extra
-        .get("baseline_phases")
-        .map_or(n, |v| v.parse().unwrap());
+    let d = details(r);
+    let b = d.baseline.unwrap_or_default();
+    let nb = if d.baseline.is_some() {
+        b.phases as f64
+    } else {
+        n
+    };
     let (sd, sdb, base) = match metric {
-        "qt" => (
-            extra(r, "sd_max_qt_ns"),
-            extra(r, "baseline_sd_max_qt_ns"),
-            row.baseline_avg_max_qt_ns,
-        ),
+        "qt" => (d.sd_max_qt_ns, b.sd_max_qt_ns, row.baseline_avg_max_qt_ns),
         _ => (
-            extra(r, "sd_max_qtbt_ns"),
-            extra(r, "baseline_sd_max_qtbt_ns"),
+            d.sd_max_qtbt_ns,
+            b.sd_max_qtbt_ns,
             row.baseline_avg_max_qtbt_ns,
         ),
     };
@@ -210,7 +211,7 @@ fn no_trace_attempt(dir: &Path) -> Result<(), String> {
     assert_eq!(rep.calibration.len(), 1);
     // Phases fill the period: the run stops in the first phase past it, and the phases' own
     // spans (MaxQTBT) cover the elapsed time but for the collectives between phases.
-    let elapsed = extra(&rep, "elapsed_ns");
+    let elapsed = details(&rep).elapsed_ns as f64;
     let period = 500e6;
     assert!(elapsed >= period, "{elapsed}");
     let covered = row.phases as f64 * row.avg_max_qtbt_ns / elapsed;
@@ -318,7 +319,7 @@ fn periodic_noise_matches_the_closed_forms(dir: &Path) {
         assert_eq!(row.ranks, np as u64);
         // 400 phases take about 0.45 s of the 60 s trace; only a machine so busy that a phase
         // lasts 150 ms replays the whole stream first (the fraction rule, f = 1).
-        match rep.config.extra["stopped_by"].as_str() {
+        match details(&rep).stopped_by.as_str() {
             "phases" => assert_eq!(row.phases, 400),
             other => {
                 assert_eq!(other, "fraction");

@@ -39,7 +39,7 @@ def checks(row, report):
                        ("eq.3", row["sd_qt_pct"], row.get("sd_qt_ci95_pct"))):
         if ci is not None and sd + ci < 0:
             why.append(f"SD {eq} {sd:.2f} % is negative beyond its ±{ci:.2f} interval")
-    if ci_missing(row) and report.get("config", {}).get("extra", {}).get("design") == "paired":
+    if ci_missing(row) and (report.get("config", {}).get("run") or {}).get("design") == "paired":
         pairs = [w for w in report.get("warnings", []) if "confidence interval" in w]
         why.append("no 95 % interval" + (f" ({pairs[0]})" if pairs else ""))
     noisy = [c for c in report.get("calibration", [])
@@ -56,7 +56,7 @@ def self_test():
     """The checks on made-up rows: each verdict, and its reason."""
     def report(sd, ci, noise, design="paired", warnings=()):
         row = {"sd_qtbt_pct": sd, "sd_qt_pct": sd, "sd_qtbt_ci95_pct": ci, "sd_qt_ci95_pct": ci}
-        rep = {"config": {"extra": {"design": design}}, "warnings": list(warnings),
+        rep = {"config": {"run": {"design": design}}, "warnings": list(warnings),
                "calibration": [{"rank": 1, "host": "n1", "platform_noise_ratio": noise}]}
         return row, rep
     assert checks(*report(3.0, 0.2, 0.01)) == []

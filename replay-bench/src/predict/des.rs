@@ -961,6 +961,102 @@ fn set_limit(st: &mut IdxRank, ix: &PlanIndex, now: u64, fraction: f64, ns_per_p
     st.limit_at = now.saturating_add(left.max(0.0).ceil() as u64);
 }
 
+/// The segment a rank of stream `s` is in: its own start until the first resync, then the
+/// `shared` one.
+fn segment_of(
+    ix: &[PlanIndex],
+    shared: Option<&[SegmentStart]>,
+    s: usize,
+    st: &IdxRank,
+) -> SegmentStart {
+    match shared {
+        Some(v) => v[s],
+        None => st.rep.segment(&ix[s]),
+    }
+}
+
+/// Every rank (sorted by stream, `bounds` as [`sorted_states`] gives them) leaves the barrier
+/// that completes at `b`, in parallel chunks of `chunk` states; their exits, reduced.
+fn leave_barrier_pass(
+    ix: &[PlanIndex],
+    bounds: &[usize],
+    chunk: usize,
+    states: &mut [IdxRank],
+    shared: Option<&[SegmentStart]>,
+    b: u64,
+) -> Pass {
+    states
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .map(|(c, sts)| {
+            let mut acc = Pass::default();
+            let g0 = c * chunk;
+            let mut si = bounds.partition_point(|&x| x <= g0) - 1;
+            for (i, s) in sts.iter_mut().enumerate() {
+                while g0 + i >= bounds[si + 1] {
+                    si += 1;
+                }
+                let x = &ix[si];
+                let exit = match s.rep.leave_barrier_fast(x, b) {
+                    Some(e) => e,
+                    None => s.rep.leave_barrier(x, &segment_of(ix, shared, si, s), b),
+                };
+                acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns);
+                acc.over_limit |= exit >= s.limit_at;
+                acc.max_end = acc.max_end.max(exit);
+                s.start_ns = exit;
+            }
+            acc
+        })
+        .reduce(Pass::default, Pass::join)
+}
+
+/// The states of ranks `ranks` (built by `new_rank` from their stream's index and start
+/// segment) in a cache-friendly order: by stream, then by start offset, so that neighbours
+/// search neighbouring parts of the index (all ranks advance with one clock, so the order
+/// lasts; what is reduced, maxima and sums of integers, does not depend on it); and the bounds
+/// of each stream's states (`bounds[s]..bounds[s + 1]`).
+fn sorted_states(
+    ix: &[PlanIndex],
+    ranks: std::ops::Range<u64>,
+    schedule: &SyncSchedule,
+    count: usize,
+    new_rank: impl Fn(&PlanIndex, &SegmentStart) -> IdxRank,
+) -> anyhow::Result<(Vec<IdxRank>, Vec<usize>)> {
+    let k = ix.len() as u64;
+    let period = ix[0].period_ns();
+    let oom = |_| {
+        anyhow::anyhow!(
+            "cannot allocate {} MiB for {count} simulated ranks",
+            (count as u128 * (INDEXED_RANK_BYTES + INDEXED_SETUP_BYTES) as u128) >> 20
+        )
+    };
+    let mut order: Vec<(u32, u64)> = Vec::new();
+    order.try_reserve_exact(count).map_err(oom)?;
+    order.extend(ranks.map(|r| ((r % k) as u32, schedule.start_offset(r / k, period))));
+    order.sort_unstable();
+    let mut bounds = vec![0usize; ix.len() + 1];
+    for &(s, _) in &order {
+        bounds[s as usize + 1] += 1;
+    }
+    for s in 0..ix.len() {
+        bounds[s + 1] += bounds[s];
+    }
+    let mut states: Vec<IdxRank> = Vec::new();
+    states.try_reserve_exact(count).map_err(oom)?;
+    let mut last: Option<(u32, u64, SegmentStart)> = None;
+    for &(s, off) in &order {
+        let x = &ix[s as usize];
+        let seg = match last {
+            Some((ls, lo, seg)) if ls == s && lo == off => seg,
+            _ => x.segment_start(off),
+        };
+        last = Some((s, off, seg));
+        states.push(new_rank(x, &seg));
+    }
+    Ok((states, bounds))
+}
+
 /// The indexed engine: the same model as the walk, each rank's questions answered by
 /// [`IndexedReplay`] (exact: no timer errors). Counts of a segment are added up when a resync
 /// leaves it, so nothing per rank holds them.
@@ -998,21 +1094,24 @@ fn simulate_indexed(
             (count as u128 * (INDEXED_RANK_BYTES + INDEXED_SETUP_BYTES) as u128) >> 20
         )
     };
+    let ns_per_progress = period as f64 * scale;
+    let new_rank = |x: &PlanIndex, seg: &SegmentStart| {
+        let mut st = IdxRank {
+            rep: x.replay(seg),
+            start_ns: 0,
+            limit_at: u64::MAX,
+        };
+        set_limit(&mut st, x, 0, opts.fraction, ns_per_progress);
+        st
+    };
     if cfg.comm.resolved().algorithm != Algorithm::Offloaded {
         // Rank order: a rank's partners are found by arithmetic on its number.
         let mut states: Vec<IdxRank> = Vec::new();
         states.try_reserve_exact(count).map_err(oom)?;
-        for r in lo..hi {
+        states.extend((lo..hi).map(|r| {
             let x = &ix[(r % k) as usize];
-            let seg = x.segment_start(schedule.start_offset(r / k, period));
-            let mut st = IdxRank {
-                rep: x.replay(&seg),
-                start_ns: 0,
-                limit_at: u64::MAX,
-            };
-            set_limit(&mut st, x, 0, opts.fraction, period as f64 * scale);
-            states.push(st);
-        }
+            new_rank(x, &x.segment_start(schedule.start_offset(r / k, period)))
+        }));
         let mut eng = IdxClocks {
             ix,
             k,
@@ -1020,7 +1119,7 @@ fn simulate_indexed(
             shared: None,
             committed: PlanStats::default(),
             fraction: opts.fraction,
-            ns_per_progress: period as f64 * scale,
+            ns_per_progress,
         };
         return algorithmic(
             comm,
@@ -1035,42 +1134,8 @@ fn simulate_indexed(
             on_phase,
         );
     }
-    // The ranks in a cache-friendly order: by stream, then by start offset, so that neighbours
-    // search neighbouring parts of the index (all ranks advance with one clock, so the order
-    // lasts). What is reduced (maxima and sums of integers) does not depend on the order.
-    let mut order: Vec<(u32, u64)> = Vec::new();
-    order.try_reserve_exact(count).map_err(oom)?;
-    order.extend((lo..hi).map(|r| ((r % k) as u32, schedule.start_offset(r / k, period))));
-    order.sort_unstable();
-    // bounds[s]..bounds[s + 1]: the states of stream s.
-    let mut bounds = vec![0usize; ix.len() + 1];
-    for &(s, _) in &order {
-        bounds[s as usize + 1] += 1;
-    }
-    for s in 0..ix.len() {
-        bounds[s + 1] += bounds[s];
-    }
-    let mut states: Vec<IdxRank> = Vec::new();
-    states.try_reserve_exact(count).map_err(oom)?;
-    let mut last: Option<(u32, u64, SegmentStart)> = None;
-    for &(s, off) in &order {
-        let x = &ix[s as usize];
-        let seg = match last {
-            Some((ls, lo_, seg)) if ls == s && lo_ == off => seg,
-            _ => x.segment_start(off),
-        };
-        last = Some((s, off, seg));
-        let mut st = IdxRank {
-            rep: x.replay(&seg),
-            start_ns: 0,
-            limit_at: u64::MAX,
-        };
-        set_limit(&mut st, x, 0, opts.fraction, period as f64 * scale);
-        states.push(st);
-    }
-    drop(order);
+    let (mut states, bounds) = sorted_states(ix, lo..hi, &schedule, count, new_rank)?;
     let fraction = opts.fraction;
-    let ns_per_progress = period as f64 * scale;
     let threads = rayon::current_num_threads().max(1);
     // Several chunks per thread, so that a thread slowed by other work on the machine does not
     // hold the phase.
@@ -1079,9 +1144,8 @@ fn simulate_indexed(
     let stream_of = |g: usize| bounds.partition_point(|&b| b <= g) - 1;
     // The segment every rank is in: its own start until the first resync, then the shared one.
     let mut shared: Option<Vec<SegmentStart>> = None;
-    let seg_of = |shared: &Option<Vec<SegmentStart>>, s: usize, st: &IdxRank| match shared {
-        Some(v) => v[s],
-        None => st.rep.segment(&ix[s]),
+    let seg_of = |shared: &Option<Vec<SegmentStart>>, s: usize, st: &IdxRank| {
+        segment_of(ix, shared.as_deref(), s, st)
     };
     let mut committed = PlanStats::default();
 
@@ -1093,33 +1157,7 @@ fn simulate_indexed(
             None
         };
         let exits = match ph.barrier_prev {
-            Some(b) => states
-                .par_chunks_mut(chunk)
-                .enumerate()
-                .map(|(c, sts)| {
-                    let mut acc = Pass::default();
-                    let g0 = c * chunk;
-                    let mut si = stream_of(g0);
-                    for (i, s) in sts.iter_mut().enumerate() {
-                        while g0 + i >= bounds[si + 1] {
-                            si += 1;
-                        }
-                        let x = &ix[si];
-                        let exit = match s.rep.leave_barrier_fast(x, b) {
-                            Some(e) => e,
-                            None => {
-                                let seg = seg_of(&shared, si, s);
-                                s.rep.leave_barrier(x, &seg, b)
-                            }
-                        };
-                        acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns);
-                        acc.over_limit |= exit >= s.limit_at;
-                        acc.max_end = acc.max_end.max(exit);
-                        s.start_ns = exit;
-                    }
-                    acc
-                })
-                .reduce(Pass::default, Pass::join),
+            Some(b) => leave_barrier_pass(ix, &bounds, chunk, &mut states, shared.as_deref(), b),
             None => Pass::default(),
         };
         let exits = reduce(comm, exits);

@@ -23,7 +23,9 @@ use jitter_emulator::{Plan, PlanOptions, SyncMode, TimerKind};
 use jitter_trace::{Trace, TraceStats};
 
 use crate::metrics::slowdown_pct;
-use crate::report::{Calibration, Config, Report, ReportKind, ResultRow, TraceInfo};
+use crate::report::{
+    Calibration, Config, PredictDetails, Report, ReportKind, ResultRow, TraceInfo,
+};
 
 pub use collective::{Algorithm, CommModel, LoopShape};
 pub use des::{
@@ -393,35 +395,9 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
     Ok((traces, spec))
 }
 
-fn config(traces: &[TraceInput], spec: &PredictSpec, model: &str) -> Config {
+fn config(traces: &[TraceInput], spec: &PredictSpec) -> Config {
     let o = &spec.platform.options();
-    let mut extra = std::collections::BTreeMap::new();
-    extra.insert("barrier_model".into(), "log2".into());
     let c = &spec.des.comm;
-    extra.insert("loop_shape".into(), c.shape.name().into());
-    extra.insert("collective".into(), c.algorithm.name().into());
-    extra.insert("logp_o_ns".into(), format!("{}", c.o_ns));
-    extra.insert("logp_l_ns".into(), format!("{}", c.l_ns));
-    extra.insert(
-        "communication_model".into(),
-        c.describe(spec.des.barrier.stage_ns),
-    );
-    extra.insert(
-        "barrier_stage_ns".into(),
-        format!("{}", spec.des.barrier.stage_ns),
-    );
-    extra.insert(
-        "timer_error_sd_ns".into(),
-        format!("{}", spec.des.drift_sd_ns),
-    );
-    extra.insert(
-        "traces".into(),
-        traces
-            .iter()
-            .map(|t| t.label.as_str())
-            .collect::<Vec<_>>()
-            .join(","),
-    );
     Config {
         trace: traces.first().map(|t| t.info.clone()),
         ranks_per_node: spec.des.ranks_per_node as usize,
@@ -431,12 +407,22 @@ fn config(traces: &[TraceInput], spec: &PredictSpec, model: &str) -> Config {
         warmup_phases: 0,
         scale: o.scale,
         fraction: o.fraction,
-        timer: o.timer.to_string(),
+        timer: o.timer,
         seed: spec.des.seed,
         baseline: "quanta".into(),
-        model: model.into(),
         platform: spec.platform.name.clone(),
-        extra,
+        run: None,
+        predict: Some(PredictDetails {
+            barrier_model: "log2".into(),
+            loop_shape: c.shape.name().into(),
+            collective: c.algorithm.name().into(),
+            logp_o_ns: c.o_ns,
+            logp_l_ns: c.l_ns,
+            communication_model: c.describe(spec.des.barrier.stage_ns),
+            barrier_stage_ns: spec.des.barrier.stage_ns,
+            timer_error_sd_ns: spec.des.drift_sd_ns,
+            traces: traces.iter().map(|t| t.label.clone()).collect(),
+        }),
     }
 }
 
@@ -474,6 +460,7 @@ pub fn des_row(trace: &str, ranks: u64, mode: SyncMode, o: &DesOutcome) -> Resul
         sd_qt_ci95_pct: None,
         lost_rel: o.averages.lost_rel(),
         emulator: o.emulator,
+        period_ns: Some([o.mean_period_ns, o.baseline_period_ns]),
     }
 }
 
@@ -543,6 +530,7 @@ pub fn order_stats_row(
         sd_qt_ci95_pct: None,
         lost_rel: (max_qt - mean_qt) / (q + mean_qt),
         emulator: Default::default(),
+        period_ns: None,
     })
 }
 
@@ -569,15 +557,12 @@ pub fn predict_on(
     let run_os = matches!(spec.model, Model::OrderStats | Model::Both);
     let scale = spec.platform.options().scale;
     let mut des = run_des.then(|| {
-        let mut r = Report::new(ReportKind::PredictDes, config(traces, spec, "des"));
+        let mut r = Report::new(ReportKind::PredictDes, config(traces, spec));
         r.calibration.push(platform_calibration(&spec.platform));
         r
     });
     let mut os = run_os.then(|| {
-        let mut r = Report::new(
-            ReportKind::PredictOrderStats,
-            config(traces, spec, "order-stats"),
-        );
+        let mut r = Report::new(ReportKind::PredictOrderStats, config(traces, spec));
         r.calibration.push(platform_calibration(&spec.platform));
         r
     });
@@ -647,11 +632,6 @@ pub fn predict_on(
                         ));
                     }
                     r.results.push(des_row(&t.label, n, mode, &out));
-                    // The period (what a whole-run time such as LogGOPSim's measures).
-                    r.config.extra.insert(
-                        format!("period_ns {} {mode} {n}", t.label),
-                        format!("{:.1} {:.1}", out.mean_period_ns, out.baseline_period_ns),
-                    );
                 }
             }
         }

@@ -165,11 +165,7 @@ impl Platform {
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
         };
-        let timer: TimerKind = r
-            .config
-            .timer
-            .parse()
-            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let timer = r.config.timer;
         let setup = ReplaySetup {
             scale: Scale::new(r.config.scale).map_err(|e| anyhow::anyhow!("{name}: {e}"))?,
             fraction: Fraction::new(r.config.fraction)
@@ -300,7 +296,7 @@ mod tests {
             Config {
                 scale: 4.0,
                 fraction: 0.9,
-                timer: "itimer".into(),
+                timer: TimerKind::Itimer,
                 ..Config::default()
             },
         );
