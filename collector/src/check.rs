@@ -362,7 +362,7 @@ pub fn run(cpu: Option<u32>, clock: Clock) -> Result<CheckReport> {
         cpu,
         counter: CounterSource::current().name(),
         khz: clock.khz(),
-        frequency_source: format!("{:?}", clock.source).to_lowercase(),
+        frequency_source: clock.source.to_string(),
         kernel_khz,
         tsc_constant: flags.map(|f| f.constant),
         tsc_nonstop: flags.map(|f| f.nonstop),

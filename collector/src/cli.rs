@@ -234,7 +234,7 @@ pub fn run(cli: Cli) -> Result<()> {
     } else {
         println!(
             "# {}: {} CPUs, t_min {:.1} ns (loop period), resolution {:.1} ns, threshold {:.1} ns, \
-             TSC {} kHz, stopped by {:?}",
+             TSC {} kHz, stopped by {}",
             summary.trace.display(),
             summary.rows.len(),
             summary.t_min_ns,

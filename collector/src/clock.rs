@@ -155,6 +155,17 @@ pub enum FrequencySource {
     Nanoseconds,
 }
 
+impl std::fmt::Display for FrequencySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FrequencySource::Calibrated => "calibrated",
+            FrequencySource::Given => "given",
+            FrequencySource::Kernel => "kernel",
+            FrequencySource::Nanoseconds => "nanoseconds",
+        })
+    }
+}
+
 /// Converts counter ticks to ns and back, exactly (integer arithmetic, no drift).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Clock {

@@ -159,6 +159,16 @@ pub enum StopReason {
     Signal,
 }
 
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Duration => "duration",
+            StopReason::Detours => "detours",
+            StopReason::Signal => "signal",
+        })
+    }
+}
+
 /// What a finished collection produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -627,7 +637,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             }
         };
         let mut environment = machine.environment.clone();
-        environment.insert("frequency_source".into(), format!("{:?}", clock.source));
+        environment.insert("frequency_source".into(), clock.source.to_string());
         environment.insert(
             "counter_source".into(),
             CounterSource::current().name().into(),
@@ -962,10 +972,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             writer.windows_dropped.to_string(),
         );
     }
-    notes.insert(
-        "stopped_by".into(),
-        format!("{stopped_by:?}").to_lowercase(),
-    );
+    notes.insert("stopped_by".into(), stopped_by.to_string());
     if !warnings.is_empty() {
         notes.insert("warnings".into(), serde_json::to_string(&warnings)?);
     }

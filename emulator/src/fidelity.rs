@@ -388,7 +388,7 @@ pub fn print_report(r: &FidelityReport) {
         println!(
             "{:>4} {:>7} {:>6.1} | {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} | {:>7.3} {:>7.3} {:>8.3} {:>7.3} {:>+7.1} {:>5.1}% | {:>+6.2} {:>6.2} {:>6.2} | {:>5.3} {:>6.3} {:>5.3} | {:>7.1} {:>7.1}",
             w.scale,
-            format!("{:?}", w.timer).to_lowercase(),
+            w.timer.to_string(),
             w.options.overhead_ns as f64 / 1e3,
             w.source_rate,
             w.source_injectable_rate,

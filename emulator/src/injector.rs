@@ -60,9 +60,7 @@ pub enum EmulatorError {
     #[error("the replay cursor has nothing left to inject")]
     NothingToInject,
     /// The plan was made for another timer kind than the injector's.
-    #[error(
-        "the plan was made for the {plan:?} timer but the injector is configured for {config:?}"
-    )]
+    #[error("the plan was made for the {plan} timer but the injector is configured for {config}")]
     TimerMismatch {
         /// Timer of the plan options.
         plan: TimerKind,

@@ -6,7 +6,7 @@ use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-/// Bytes of one gathered record (a serialised [`crate::report::Calibration`] or an error line).
+/// Bytes of one gathered record (a serialised [`crate::report::RankCost`] or an error line).
 pub const RECORD_BYTES: usize = 1024;
 
 /// Collectives over all ranks of the benchmark.

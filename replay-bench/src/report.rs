@@ -27,6 +27,17 @@ pub enum ReportKind {
     VirtualRanks,
 }
 
+impl std::fmt::Display for ReportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReportKind::Run => "run",
+            ReportKind::PredictDes => "predict-des",
+            ReportKind::PredictOrderStats => "predict-order-stats",
+            ReportKind::VirtualRanks => "virtual-ranks",
+        })
+    }
+}
+
 /// The trace a report is about.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TraceInfo {
@@ -173,7 +184,7 @@ pub struct PredictDetails {
 
 /// The emulator's own cost on one rank or the platform assumed by a prediction.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct Calibration {
+pub struct RankCost {
     /// Rank (or -1 for a platform file / ideal).
     pub rank: i64,
     /// Host name.
@@ -270,7 +281,7 @@ pub struct Report {
     /// The configuration.
     pub config: Config,
     /// Calibration per rank (runs) or the platform assumed (predictions).
-    pub calibration: Vec<Calibration>,
+    pub calibration: Vec<RankCost>,
     /// The measured or predicted points.
     pub results: Vec<ResultRow>,
     /// What was not emulated, and other warnings, one line each.

@@ -25,7 +25,7 @@ use crate::metrics::{paired_slowdown, sequential_slowdown, Slowdown};
 use crate::noise::{self, PlatformNoise};
 use crate::replay::{EmulatorCost, Replay, ReplayTotals, VirtualReplay};
 use crate::report::{
-    BaselineDetails, Calibration, Config, EmulatorTotals, PairedDetails, Report, ReportKind,
+    BaselineDetails, Config, EmulatorTotals, PairedDetails, RankCost, Report, ReportKind,
     ResultRow, RunDetails, TraceInfo,
 };
 use crate::table;
@@ -327,7 +327,7 @@ struct Measured {
 
 /// What rank 0 gathered from all ranks (step 6).
 struct Gathered {
-    calibration: Vec<Calibration>,
+    calibration: Vec<RankCost>,
     emulator: EmulatorTotals,
     platform_noise_max_ns: f64,
 }
@@ -604,7 +604,7 @@ fn measure(comm: &Mpi, args: &RunArgs, p: &Prepared) -> anyhow::Result<Measured>
 /// Step 6: gathers calibrations and sums emulator totals on rank 0 (`None` on other ranks).
 fn gather(comm: &Mpi, p: &Prepared, m: &Measured) -> anyhow::Result<Option<Gathered>> {
     let setup = &p.setup;
-    let cal = Calibration {
+    let cal = RankCost {
         rank: comm.rank() as i64,
         host: host_name(),
         overhead_ns: setup.cost.cost.overhead_ns,
@@ -625,7 +625,7 @@ fn gather(comm: &Mpi, p: &Prepared, m: &Measured) -> anyhow::Result<Option<Gathe
     if comm.rank() != 0 {
         return Ok(None);
     }
-    let calibration: Vec<Calibration> = cals
+    let calibration: Vec<RankCost> = cals
         .iter()
         .map(|c| serde_json::from_slice(c))
         .collect::<Result<_, _>>()

@@ -347,7 +347,7 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
         for t in [&c.itimer, &c.abstime] {
             let _ = writeln!(
                 md,
-                "| {:?} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 t.timer,
                 format_ns(t.overhead.median_ns),
                 format_ns(t.overhead.sd_ns),

@@ -184,8 +184,8 @@ pub fn render_compare(a: &Report, b: &Report, a_name: &str, b_name: &str) -> Str
     }
     keys.sort();
     let mut s = String::new();
-    let _ = writeln!(s, "A = {a_name} ({:?})", a.kind);
-    let _ = writeln!(s, "B = {b_name} ({:?})", b.kind);
+    let _ = writeln!(s, "A = {a_name} ({})", a.kind);
+    let _ = writeln!(s, "B = {b_name} ({})", b.kind);
     let _ = writeln!(
         s,
         "{:<16} {:>7} {:<9} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9}",

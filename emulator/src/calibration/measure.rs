@@ -93,7 +93,7 @@ pub fn measure_injection(
     let logged = log.len() as u64;
     if logged == 0 || (logged - m.unmatched) * 100 < MIN_MATCHED_PERCENT * logged {
         return Err(EmulatorError::Calibration(format!(
-            "the probe saw only {} of {logged} injections ({timer:?}, {rate_hz} Hz) as detours, \
+            "the probe saw only {} of {logged} injections ({timer}, {rate_hz} Hz) as detours, \
              fewer than {MIN_MATCHED_PERCENT} %: the probe threshold ({:.1} ns) or the machine \
              is wrong for measuring O (check it with `jitter-collect --check`)",
             logged - m.unmatched,

@@ -23,9 +23,7 @@ use jitter_emulator::{Plan, PlanOptions, SyncMode, TimerKind};
 use jitter_trace::{Trace, TraceStats};
 
 use crate::metrics::slowdown_pct;
-use crate::report::{
-    Calibration, Config, PredictDetails, Report, ReportKind, ResultRow, TraceInfo,
-};
+use crate::report::{Config, PredictDetails, RankCost, Report, ReportKind, ResultRow, TraceInfo};
 
 pub use collective::{Algorithm, CommModel, LoopShape};
 pub use des::{
@@ -426,8 +424,8 @@ fn config(traces: &[TraceInput], spec: &PredictSpec) -> Config {
     }
 }
 
-fn platform_calibration(p: &Platform) -> Calibration {
-    Calibration {
+fn platform_calibration(p: &Platform) -> RankCost {
+    RankCost {
         rank: -1,
         host: p.name.clone(),
         overhead_ns: p.options().overhead_ns,

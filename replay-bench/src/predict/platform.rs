@@ -156,11 +156,11 @@ impl Platform {
     fn from_report(r: &Report, name: String) -> anyhow::Result<Self> {
         anyhow::ensure!(
             r.kind == ReportKind::Run,
-            "{name} is a {:?} report; a platform comes from a real run",
+            "{name} is a {} report; a platform comes from a real run",
             r.kind
         );
         anyhow::ensure!(!r.calibration.is_empty(), "{name} holds no calibration");
-        let med = |f: &dyn Fn(&crate::report::Calibration) -> f64| -> f64 {
+        let med = |f: &dyn Fn(&crate::report::RankCost) -> f64| -> f64 {
             let mut v: Vec<f64> = r.calibration.iter().map(f).collect();
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
@@ -225,7 +225,7 @@ pub fn barrier_stage_from_report(path: &Path) -> anyhow::Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Calibration, Config, ResultRow};
+    use crate::report::{Config, RankCost, ResultRow};
 
     #[test]
     fn calibration_files_parse_and_bad_ones_say_why() {
@@ -301,11 +301,11 @@ mod tests {
             },
         );
         for (rank, o) in [(0, 800), (1, 1000), (2, 900)] {
-            r.calibration.push(Calibration {
+            r.calibration.push(RankCost {
                 rank,
                 overhead_ns: o,
                 lateness_sd_ns: o as f64,
-                ..Calibration::default()
+                ..RankCost::default()
             });
         }
         for (ranks, bt) in [(2, 3_000.0), (4, 6_400.0), (8, 8_700.0), (1, 0.0)] {
