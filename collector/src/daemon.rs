@@ -104,7 +104,7 @@ impl DaemonArgs {
 /// Runs the daemon in this thread and prints its wake-up lateness when the time is up.
 pub fn run(args: &DaemonArgs) -> Result<DaemonRun> {
     let s = args.settings()?;
-    let clock = Clock::calibrate(Duration::from_millis(200)).context("counter frequency")?;
+    let clock = Clock::for_tools().context("counter frequency")?;
     nix::sys::prctl::set_name(&s.name).context("cannot set the task name")?;
     cpuset::pin_current_thread(&[args.cpu])
         .with_context(|| format!("cannot run on CPU {}", args.cpu))?;

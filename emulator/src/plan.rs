@@ -398,6 +398,28 @@ impl Plan {
         self.period_ns
     }
 
+    /// This plan without the fraction rule (f = 1): the same records, window and options
+    /// otherwise, so scaling, merging and overhead stay identical.
+    pub fn unlimited(self: &Arc<Self>) -> Result<Arc<Plan>, PlanError> {
+        if self.opts.fraction >= 1.0 {
+            return Ok(Arc::clone(self));
+        }
+        let stream = Stream {
+            cpu: 0,
+            begin_ns: self.begin_ns,
+            end_ns: self.begin_ns + self.period_ns,
+            records: self.records.clone(),
+            counters: Default::default(),
+        };
+        Plan::new(
+            &stream,
+            PlanOptions {
+                fraction: 1.0,
+                ..self.opts
+            },
+        )
+    }
+
     /// Start of the window, trace ns.
     pub fn begin_ns(&self) -> u64 {
         self.begin_ns

@@ -50,25 +50,7 @@ fn one_lap(plan: &Arc<Plan>) -> anyhow::Result<(Vec<(f64, f64)>, f64)> {
     let opts = *plan.options();
     let period = plan.period_ns();
     // The fraction rule limits a replay, not the timeline: F is taken over the whole lap.
-    let full = if opts.fraction < 1.0 {
-        // Rebuilding from the plan's own records keeps scaling, merging and overhead identical.
-        let stream = jitter_trace::Stream {
-            cpu: 0,
-            begin_ns: plan.begin_ns(),
-            end_ns: plan.begin_ns() + period,
-            records: plan.records().to_vec(),
-            counters: Default::default(),
-        };
-        Plan::new(
-            &stream,
-            jitter_emulator::PlanOptions {
-                fraction: 1.0,
-                ..opts
-            },
-        )?
-    } else {
-        Arc::clone(plan)
-    };
+    let full = plan.unlimited()?;
     let lap = opts.scaled(period) as f64;
     let mut out: Vec<(f64, f64)> = Vec::new();
     let mut busy_until = 0f64;
