@@ -285,7 +285,7 @@ fn load(paths: &[PathBuf], input: &Input) -> Result<Trace> {
     let first = paths.first().ok_or_else(|| anyhow!("no input file"))?;
     let format = Format::resolve(input.from, first)?;
     let imported = import(paths, format).map_err(|e| {
-        let msg = e.to_string();
+        let msg = jitter_trace::error::chain_line(&e);
         let name = first.display().to_string();
         if msg.contains(&name) {
             anyhow!(msg)
