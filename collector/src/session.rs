@@ -2,6 +2,7 @@
 //! detours to one `.jtr` trace on a common time base, and the summary table at the end.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,10 +22,10 @@ use crate::attribute;
 use crate::clock::{kernel_tsc_khz, read_counter, tsc_flags, Clock, CounterSource};
 use crate::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::{self, CpuList};
-use crate::environment::{self, IrqSnapshot};
+use crate::environment::{self, IrqSnapshot, Machine};
 use crate::ftq::{self, FtqConverter, Quantum};
 use crate::probe::{self, LoopStats};
-use crate::ring::{ring, RingProducer};
+use crate::ring::{ring, RingConsumer, RingProducer};
 use crate::table::{CpuRow, RowFacts};
 use crate::tracefs::{self, Instance, TraceClock};
 use crate::watchdog::Watchdog;
@@ -429,7 +430,17 @@ pub fn collect(config: &Config) -> Result<Summary> {
 }
 
 /// `collect`, with a flag the caller may set (from any thread) to stop early.
+///
+/// The steps: [`check`] the configuration, [`Prepared::prepare`] what the probes need,
+/// [`Prepared::start`] the probes and the writer, [`Running::drain`] them, and
+/// [`Drained::finish`] the trace and its summary.
 pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summary> {
+    check(config)?;
+    Prepared::prepare(config, stop)?.start()?.drain()?.finish()
+}
+
+/// Refuses a configuration no collection can run with.
+fn check(config: &Config) -> Result<()> {
     if config.duration.is_some_and(|d| d.is_zero()) {
         bail!("the duration must be positive");
     }
@@ -451,88 +462,61 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
     if config.t_min_reads == 0 {
         bail!("t_min needs at least one read");
     }
-    let cpus = cpuset::select(config.cpus.as_ref())?;
-    // From here on SIGINT/SIGTERM stop the collection (a signal during setup gives a short
-    // trace); the handlers are removed when this function returns.
-    let signals = if config.handle_signals {
-        SignalGuard::install(&stop, config.attribute)?
-    } else {
-        SignalGuard::default()
-    };
-    if let Some((policy, prio)) = config.sched {
-        // SAFETY: these calls only read constants of the policy.
-        let (lo, hi) = unsafe {
-            (
-                libc::sched_get_priority_min(policy.raw()),
-                libc::sched_get_priority_max(policy.raw()),
-            )
-        };
-        if prio < lo || prio > hi {
-            bail!(
-                "{} priority must be in {lo}..={hi}, got {prio}",
-                policy.name()
-            );
-        }
-        let online = cpuset::online_cpus()?;
-        if !config.force && online.ids().iter().all(|&c| cpus.contains(c)) {
-            bail!(
-                "refusing {} on every CPU of the machine ({}): the probes would starve the \
-                 kernel's own threads; leave a CPU out or pass --force",
-                policy.name(),
-                online
-            );
-        }
-    }
-    let mut stale_warnings = Vec::new();
-    // The tracefs instance is removed when this function returns, on every path (its guard);
-    // it traces from here, so the probes' start-up is in the buffer too.
-    let mut instance = if config.attribute {
-        if !matches!(config.mode, Mode::Detours) {
-            bail!("--attribute needs --mode detours");
-        }
-        let mut inst = Instance::create(
-            &cpus,
-            tracefs::buffer_kb(config.duration, cpus.len()),
-            config.trace_clock,
-        )?;
-        for s in &inst.removed_stale {
-            stale_warnings.push(format!(
-                "removed the tracefs instance {s} left by a process that is gone"
-            ));
-        }
-        inst.start()?;
-        Some(inst)
-    } else {
-        None
-    };
-    let output = &config.output;
-    // Nothing at an existing path is changed before the collection is complete, and a setup
-    // error removes only what this run created (`StreamingOutput`, dropped before `keep`).
-    let mut out_file = StreamingOutput::open(output)
-        .with_context(|| format!("cannot create the output {}", output.display()))?;
-    let file = out_file.file()?;
-    let ftq_csv = match config.mode {
-        Mode::Ftq(_) => Some(
-            config
-                .ftq_csv
-                .clone()
-                .unwrap_or_else(|| output.with_extension("ftq.csv")),
-        ),
-        Mode::Detours => None,
-    };
-    let mut csv_out = ftq_csv
-        .as_deref()
-        .map(|p| {
-            StreamingOutput::open(p)
-                .with_context(|| format!("cannot create the FTQ series {}", p.display()))
-        })
-        .transpose()?;
-    let csv_file = csv_out.as_ref().map(StreamingOutput::file).transpose()?;
-    ignore_sigxfsz();
+    Ok(())
+}
 
-    let mut warnings = stale_warnings;
+/// Refuses a real-time priority out of the policy's range, or a real-time policy on every CPU
+/// of the machine without `force`.
+fn check_sched(policy: SchedPolicy, prio: i32, cpus: &CpuList, force: bool) -> Result<()> {
+    // SAFETY: these calls only read constants of the policy.
+    let (lo, hi) = unsafe {
+        (
+            libc::sched_get_priority_min(policy.raw()),
+            libc::sched_get_priority_max(policy.raw()),
+        )
+    };
+    if prio < lo || prio > hi {
+        bail!(
+            "{} priority must be in {lo}..={hi}, got {prio}",
+            policy.name()
+        );
+    }
+    let online = cpuset::online_cpus()?;
+    if !force && online.ids().iter().all(|&c| cpus.contains(c)) {
+        bail!(
+            "refusing {} on every CPU of the machine ({}): the probes would starve the \
+             kernel's own threads; leave a CPU out or pass --force",
+            policy.name(),
+            online
+        );
+    }
+    Ok(())
+}
+
+/// The private tracefs instance of `--attribute`, tracing from now on; a stale instance it
+/// removed is a warning.
+fn start_instance(config: &Config, cpus: &CpuList, warnings: &mut Vec<String>) -> Result<Instance> {
+    if !matches!(config.mode, Mode::Detours) {
+        bail!("--attribute needs --mode detours");
+    }
+    let mut inst = Instance::create(
+        cpus,
+        tracefs::buffer_kb(config.duration, cpus.len()),
+        config.trace_clock,
+    )?;
+    for s in &inst.removed_stale {
+        warnings.push(format!(
+            "removed the tracefs instance {s} left by a process that is gone"
+        ));
+    }
+    inst.start()?;
+    Ok(inst)
+}
+
+/// The warning for a TSC that lacks `constant_tsc` or `nonstop_tsc`, if it does.
+fn tsc_warning() -> Option<String> {
     match tsc_flags() {
-        Some(f) if !f.constant || !f.nonstop => warnings.push(format!(
+        Some(f) if !f.constant || !f.nonstop => Some(format!(
             "the TSC lacks {}: detour lengths may be wrong when the CPU changes frequency or \
              sleeps",
             [
@@ -544,61 +528,264 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             .collect::<Vec<_>>()
             .join(" and ")
         )),
-        _ => {}
+        _ => None,
     }
-    let clock = choose_clock(config.khz, &mut warnings)?;
-    let machine = environment::machine();
-    let irq_before = IrqSnapshot::take();
+}
 
-    let n = cpus.len();
-    let mut producers = Vec::with_capacity(n);
-    let mut consumers = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (p, c) = ring(config.ring_capacity);
-        producers.push(p);
-        consumers.push(c);
+/// What a collection holds from its preparation to its end: the configuration, the outputs
+/// and the guards that undo what it changed (signal handlers, locked memory, the tracefs
+/// instance), each released when the session is dropped.
+struct Session<'c> {
+    /// The configuration.
+    config: &'c Config,
+    /// The stop flag (the caller's, set by the signal handlers too).
+    stop: Arc<AtomicBool>,
+    /// The probed CPUs.
+    cpus: CpuList,
+    /// The counter frequency.
+    clock: Clock,
+    /// Warnings so far.
+    warnings: Vec<String>,
+    /// The trace; what this run created is removed on drop until it is kept.
+    out_file: StreamingOutput,
+    /// Where FTQ mode writes its series.
+    ftq_csv: Option<PathBuf>,
+    /// The FTQ series' output (FTQ mode).
+    csv_out: Option<StreamingOutput>,
+    /// The tracefs instance of `--attribute`; removed on drop.
+    instance: Option<Instance>,
+    /// Interrupt counts before the probes started.
+    irq_before: IrqSnapshot,
+    /// SIGINT/SIGTERM handlers setting `stop`; removed on drop.
+    signals: SignalGuard,
+    /// mlockall for the duration of the collection; unlocked on drop.
+    _memory_lock: Option<MemoryLock>,
+}
+
+/// Step 1 done: outputs open, counter chosen, one ring per CPU; no probe runs yet.
+struct Prepared<'c> {
+    /// What lives to the end.
+    session: Session<'c>,
+    /// A handle on the trace's file.
+    file: File,
+    /// A handle on the FTQ series' file (FTQ mode).
+    csv_file: Option<File>,
+    /// The machine's identity for the header.
+    machine: Machine,
+    /// The probes' ends of the rings.
+    producers: Vec<RingProducer>,
+    /// The writer's ends of the rings.
+    consumers: Vec<RingConsumer>,
+    /// FTQ mode's quantum, ticks (0 in detour mode).
+    quantum_hint: u64,
+}
+
+impl<'c> Prepared<'c> {
+    /// Checks the CPUs and the policy, installs the signal handlers, starts the tracefs
+    /// instance, opens the outputs, chooses the counter frequency and makes the rings.
+    fn prepare(config: &'c Config, stop: Arc<AtomicBool>) -> Result<Self> {
+        let cpus = cpuset::select(config.cpus.as_ref())?;
+        // From here on SIGINT/SIGTERM stop the collection (a signal during setup gives a short
+        // trace); the handlers are removed when the session ends.
+        let signals = if config.handle_signals {
+            SignalGuard::install(&stop, config.attribute)?
+        } else {
+            SignalGuard::default()
+        };
+        if let Some((policy, prio)) = config.sched {
+            check_sched(policy, prio, &cpus, config.force)?;
+        }
+        let mut warnings = Vec::new();
+        // The tracefs instance is removed when the session ends, on every path (its guard);
+        // it traces from here, so the probes' start-up is in the buffer too.
+        let instance = if config.attribute {
+            Some(start_instance(config, &cpus, &mut warnings)?)
+        } else {
+            None
+        };
+        let output = &config.output;
+        // Nothing at an existing path is changed before the collection is complete, and a setup
+        // error removes only what this run created (`StreamingOutput`, dropped before `keep`).
+        let out_file = StreamingOutput::open(output)
+            .with_context(|| format!("cannot create the output {}", output.display()))?;
+        let file = out_file.file()?;
+        let ftq_csv = match config.mode {
+            Mode::Ftq(_) => Some(
+                config
+                    .ftq_csv
+                    .clone()
+                    .unwrap_or_else(|| output.with_extension("ftq.csv")),
+            ),
+            Mode::Detours => None,
+        };
+        let csv_out = ftq_csv
+            .as_deref()
+            .map(|p| {
+                StreamingOutput::open(p)
+                    .with_context(|| format!("cannot create the FTQ series {}", p.display()))
+            })
+            .transpose()?;
+        let csv_file = csv_out.as_ref().map(StreamingOutput::file).transpose()?;
+        ignore_sigxfsz();
+
+        warnings.extend(tsc_warning());
+        let clock = choose_clock(config.khz, &mut warnings)?;
+        let machine = environment::machine();
+        let irq_before = IrqSnapshot::take();
+
+        let (producers, consumers) = (0..cpus.len()).map(|_| ring(config.ring_capacity)).unzip();
+        let memory_lock = if config.lock_memory {
+            match MemoryLock::acquire() {
+                Ok(lock) => Some(lock),
+                Err(e) => {
+                    warnings.push(format!(
+                        "memory not locked ({e:#}); page faults may show as detours"
+                    ));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let quantum_hint = match config.mode {
+            Mode::Ftq(q) => q.ticks(&clock),
+            Mode::Detours => 0,
+        };
+        Ok(Prepared {
+            session: Session {
+                config,
+                stop,
+                cpus,
+                clock,
+                warnings,
+                out_file,
+                ftq_csv,
+                csv_out,
+                instance,
+                irq_before,
+                signals,
+                _memory_lock: memory_lock,
+            },
+            file,
+            csv_file,
+            machine,
+            producers,
+            consumers,
+            quantum_hint,
+        })
     }
-    let _memory_lock = if config.lock_memory {
-        match MemoryLock::acquire() {
-            Ok(lock) => Some(lock),
-            Err(e) => {
-                warnings.push(format!(
-                    "memory not locked ({e:#}); page faults may show as detours"
-                ));
-                None
+
+    /// Starts one probe per CPU, and once they have profiled the counter writes the header,
+    /// starts the writer and releases the probes.
+    fn start(self) -> Result<Running<'c>> {
+        let Prepared {
+            mut session,
+            file,
+            csv_file,
+            machine,
+            producers,
+            consumers,
+            quantum_hint,
+        } = self;
+        let config = session.config;
+        let n = session.cpus.len();
+        let shared = Arc::new(Shared {
+            barrier: Barrier::new(n + 1),
+            abort: AtomicBool::new(false),
+            threshold: AtomicU64::new(0),
+            deadline: AtomicU64::new(u64::MAX),
+            origin: AtomicU64::new(0),
+            quantum: AtomicU64::new(quantum_hint),
+            stop: session.stop.clone(),
+            profiles: Mutex::new(vec![None; n]),
+            full: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            errors: Mutex::new(Vec::new()),
+        });
+        // A probe at a real-time policy never sleeps while it measures: the watchdog ends the
+        // process (one `error:` line, the trace keeps its chunks) if one runs 2 s past the
+        // duration. Without a duration nothing bounds a probe's run, and no watchdog is armed.
+        let watchdog = match (config.sched, config.duration) {
+            (Some(_), Some(d)) => Some(
+                Watchdog::arm(d + WATCHDOG_MARGIN)
+                    .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")?,
+            ),
+            _ => None,
+        };
+        let probes = spawn_probes(config, &session.cpus, &shared, producers, quantum_hint)?;
+        shared.barrier.wait(); // A
+
+        // Everything between the barriers must not return early: the probes wait on barrier B.
+        let opened = WriterInputs {
+            file,
+            csv_file,
+            consumers,
+            quantum_hint,
+        }
+        .open(&mut session, &shared, &machine);
+        let (writer, started) = match opened {
+            Ok(o) => o,
+            Err(e) => return Err(release_to_abort(&shared, probes, e)),
+        };
+        if config.verbose {
+            for w in &session.warnings {
+                eprintln!("warning: {w}");
             }
         }
-    } else {
-        None
-    };
-    let quantum_hint = match config.mode {
-        Mode::Ftq(q) => q.ticks(&clock),
-        Mode::Detours => 0,
-    };
 
-    let shared = Arc::new(Shared {
-        barrier: Barrier::new(n + 1),
-        abort: AtomicBool::new(false),
-        threshold: AtomicU64::new(0),
-        deadline: AtomicU64::new(u64::MAX),
-        origin: AtomicU64::new(0),
-        quantum: AtomicU64::new(quantum_hint),
-        stop: stop.clone(),
-        profiles: Mutex::new(vec![None; n]),
-        full: (0..n).map(|_| AtomicU64::new(0)).collect(),
-        errors: Mutex::new(Vec::new()),
-    });
-    // A probe at a real-time policy never sleeps while it measures: the watchdog ends the
-    // process (one `error:` line, the trace keeps its chunks) if one runs 2 s past the
-    // duration. Without a duration nothing bounds a probe's run, and no watchdog is armed.
-    let _watchdog = match (config.sched, config.duration) {
-        (Some(_), Some(d)) => Some(
-            Watchdog::arm(d + WATCHDOG_MARGIN)
-                .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")?,
-        ),
-        _ => None,
-    };
-    let mut handles = Vec::with_capacity(n);
+        let deadline = match config.duration {
+            Some(d) => started
+                .origin
+                .saturating_add(session.clock.ns_to_ticks(d.as_nanos() as u64)),
+            None => u64::MAX,
+        };
+        shared.threshold.store(started.threshold, Ordering::Release);
+        shared.deadline.store(deadline, Ordering::Release);
+        shared.origin.store(started.origin, Ordering::Release);
+        let done = Arc::new(AtomicBool::new(false));
+        let writer_thread = spawn_writer(
+            writer,
+            config.drain_period,
+            started.writer_cpu,
+            done.clone(),
+        );
+        let writer_thread = match writer_thread {
+            Ok(h) => h,
+            Err(e) => return Err(release_to_abort(&shared, probes, e)),
+        };
+        shared.barrier.wait(); // B: go
+                               // From here on the outputs hold collected data: kept whatever happens.
+        session.out_file.keep();
+        if let Some(c) = session.csv_out.as_mut() {
+            c.keep();
+        }
+        if session.out_file.replaces() && config.verbose {
+            eprintln!(
+                "writing {}; it replaces {} when the collection is complete",
+                session.out_file.data_path().display(),
+                config.output.display()
+            );
+        }
+        Ok(Running {
+            session,
+            started,
+            shared,
+            probes,
+            writer: writer_thread,
+            done,
+            _watchdog: watchdog,
+        })
+    }
+}
+
+/// Starts one probe thread per CPU, in CPU order.
+fn spawn_probes(
+    config: &Config,
+    cpus: &CpuList,
+    shared: &Arc<Shared>,
+    producers: Vec<RingProducer>,
+    quantum_hint: u64,
+) -> Result<Vec<thread::JoinHandle<ProbeOutcome>>> {
+    let mut probes = Vec::with_capacity(cpus.len());
     for (i, (&cpu, producer)) in cpus.ids().iter().zip(producers).enumerate() {
         let sh = shared.clone();
         let (sched, reads, mode) = (config.sched, config.t_min_reads, config.mode);
@@ -607,25 +794,87 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             .stack_size(256 << 10)
             .spawn(move || probe_thread(i, cpu, producer, sh, sched, reads, mode, quantum_hint))
             .context("cannot start a probe thread")?;
-        handles.push(h);
+        probes.push(h);
     }
-    shared.barrier.wait(); // A
+    Ok(probes)
+}
 
-    // Everything between the barriers must not return early: the probes wait on barrier B.
-    let prepared = (|| -> Result<_> {
-        if shared.abort.load(Ordering::Acquire) {
-            let errs = shared.errors.lock().unwrap_or_else(|p| p.into_inner());
-            bail!("{}", errs.join("; "));
-        }
-        let profiles: Vec<CounterProfile> = shared
-            .profiles
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|p| p.ok_or_else(|| anyhow!("a probe did not profile the counter")))
-            .collect::<Result<_>>()?;
-        let profile = CounterProfile::combine(&profiles)
-            .ok_or_else(|| anyhow!("no CPU to profile the counter on"))?;
+/// Starts the writer thread (pinned to `writer_cpu` if any): it drains the rings every
+/// `period` until `done` is set.
+fn spawn_writer(
+    writer: Writer,
+    period: Option<Duration>,
+    writer_cpu: Option<u32>,
+    done: Arc<AtomicBool>,
+) -> Result<WriterThread> {
+    thread::Builder::new()
+        .name("jtr-writer".into())
+        .spawn(move || {
+            if let Some(c) = writer_cpu {
+                let _ = cpuset::pin_current_thread(&[c]);
+            }
+            let mut writer = writer;
+            let r = writer.run(period, &done);
+            (writer, r, thread_cpu_ns())
+        })
+        .context("cannot start the writer thread")
+}
+
+/// Releases the probes waiting on barrier B with the abort flag set, waits for them, and
+/// returns `e`.
+fn release_to_abort(
+    shared: &Shared,
+    probes: Vec<thread::JoinHandle<ProbeOutcome>>,
+    e: anyhow::Error,
+) -> anyhow::Error {
+    shared.abort.store(true, Ordering::Release);
+    shared.barrier.wait(); // B
+    for h in probes {
+        let _ = h.join();
+    }
+    e
+}
+
+/// What the writer is made of, from step 1.
+struct WriterInputs {
+    /// A handle on the trace's file.
+    file: File,
+    /// A handle on the FTQ series' file (FTQ mode).
+    csv_file: Option<File>,
+    /// The writer's ends of the rings.
+    consumers: Vec<RingConsumer>,
+    /// FTQ mode's quantum, ticks.
+    quantum_hint: u64,
+}
+
+/// What was decided while the probes wait between their barriers: the counter's profile, the
+/// threshold, the time origin and the header written with them.
+struct Started {
+    /// The header as written.
+    header: Header,
+    /// Each probe's profile of the counter, in CPU order.
+    profiles: Vec<CounterProfile>,
+    /// The profiles combined.
+    profile: CounterProfile,
+    /// The detour threshold, ticks.
+    threshold: u64,
+    /// Counter value of time 0.
+    origin: u64,
+    /// CPU the writer is pinned to (`None`: it shares the probed CPUs).
+    writer_cpu: Option<u32>,
+}
+
+impl WriterInputs {
+    /// Combines the probes' profiles, chooses the threshold, writes the header, publishes the
+    /// outputs and makes the writer. Called between barriers A and B.
+    fn open(
+        self,
+        session: &mut Session,
+        shared: &Shared,
+        machine: &Machine,
+    ) -> Result<(Writer, Started)> {
+        let (config, clock, cpus) = (session.config, session.clock, &session.cpus);
+        let (profiles, profile) = probes_profiles(shared)?;
         let threshold = match config.threshold {
             Threshold::Factor(k) => profile.threshold_ticks(k),
             Threshold::Nanos(ns) => {
@@ -636,58 +885,17 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
                 t
             }
         };
-        let mut environment = machine.environment.clone();
-        environment.insert("frequency_source".into(), clock.source.to_string());
-        environment.insert(
-            "counter_source".into(),
-            CounterSource::current().name().into(),
-        );
-        environment.insert(
-            "counter_resolution_ticks".into(),
-            profile.resolution_ticks.to_string(),
-        );
-        environment.insert(
-            "counter_loop_ticks".into(),
-            format!("{:.3}", profile.loop_ticks),
-        );
-        if let Some(k) = kernel_tsc_khz() {
-            environment.insert("kernel_tsc_khz".into(), k.to_string());
-        }
         let writer_cpu = cpuset::affinity()
             .ok()
             .and_then(|m| m.ids().iter().copied().find(|&c| !cpus.contains(c)));
-        environment.insert(
-            "writer_cpu".into(),
-            writer_cpu.map_or_else(
-                || "shared with the probes (every allowed CPU is probed)".into(),
-                |c| c.to_string(),
-            ),
+        let environment = header_environment(
+            config,
+            machine,
+            &clock,
+            &profile,
+            writer_cpu,
+            self.quantum_hint,
         );
-        environment.insert(
-            "drain_period_ms".into(),
-            config
-                .drain_period
-                .map_or("end only".into(), |d| d.as_millis().to_string()),
-        );
-        environment.insert("ring_capacity".into(), config.ring_capacity.to_string());
-        environment.insert(
-            "sched".into(),
-            config.sched.map_or("SCHED_OTHER".into(), |(p, prio)| {
-                format!("{} {prio}", p.name())
-            }),
-        );
-        match config.mode {
-            Mode::Detours => {
-                environment.insert("mode".into(), "detours".into());
-            }
-            Mode::Ftq(_) => {
-                environment.insert("mode".into(), "ftq".into());
-                environment.insert("ftq_quantum_ticks".into(), quantum_hint.to_string());
-            }
-        }
-        if let Threshold::Factor(k) = config.threshold {
-            environment.insert("threshold_factor".into(), k.to_string());
-        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
@@ -708,29 +916,12 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             environment,
             ..Header::default()
         };
-        let trace = Writer::open(file, &header)
-            .with_context(|| format!("cannot write {}", output.display()))?;
-        out_file.publish()?;
-        if let Some(c) = csv_out.as_mut() {
+        let trace = Writer::open(self.file, &header)
+            .with_context(|| format!("cannot write {}", config.output.display()))?;
+        session.out_file.publish()?;
+        if let Some(c) = session.csv_out.as_mut() {
             c.publish()?;
         }
-        let progress = (config.progress && std::io::stderr().is_terminal()).then(|| {
-            let pb = match config.duration {
-                Some(d) => {
-                    let pb = ProgressBar::new(d.as_millis() as u64);
-                    pb.set_style(
-                        ProgressStyle::with_template(
-                            "{elapsed_precise} [{bar:30}] {percent:>3}% of {len}ms  {msg}",
-                        )
-                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                    );
-                    pb
-                }
-                None => ProgressBar::new_spinner(),
-            };
-            pb.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
-            pb
-        });
         let streams = cpus
             .ids()
             .iter()
@@ -739,7 +930,7 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
                 let dec = match config.mode {
                     Mode::Detours => Decoder::Detours,
                     Mode::Ftq(_) => Decoder::Ftq(FtqConverter::new(
-                        quantum_hint,
+                        self.quantum_hint,
                         origin,
                         shared.full[i].load(Ordering::Relaxed),
                         threshold,
@@ -750,284 +941,468 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
             .collect();
         let writer = Writer::new(WriterSetup {
             trace,
-            rings: consumers,
+            rings: self.consumers,
             streams,
             clock,
             origin,
-            csv: csv_file,
+            csv: self.csv_file,
             max_detours: config.max_detours,
-            stop: stop.clone(),
-            progress,
+            stop: session.stop.clone(),
+            progress: progress_bar(config),
         })?;
-        Ok((
-            writer, header, profiles, profile, threshold, origin, writer_cpu,
-        ))
-    })();
-    let (writer, header, profiles, profile, threshold, origin, writer_cpu) = match prepared {
-        Ok(p) => p,
-        Err(e) => {
-            shared.abort.store(true, Ordering::Release);
-            shared.barrier.wait(); // B
-            for h in handles {
-                let _ = h.join();
-            }
-            return Err(e);
-        }
-    };
-    for w in &warnings {
-        if config.verbose {
-            eprintln!("warning: {w}");
-        }
+        let started = Started {
+            header,
+            profiles,
+            profile,
+            threshold,
+            origin,
+            writer_cpu,
+        };
+        Ok((writer, started))
     }
+}
 
-    let deadline = match config.duration {
-        Some(d) => origin.saturating_add(clock.ns_to_ticks(d.as_nanos() as u64)),
-        None => u64::MAX,
-    };
-    shared.threshold.store(threshold, Ordering::Release);
-    shared.deadline.store(deadline, Ordering::Release);
-    shared.origin.store(origin, Ordering::Release);
-    let done = Arc::new(AtomicBool::new(false));
-    let writer_done = done.clone();
-    let period = config.drain_period;
-    let writer_handle = thread::Builder::new()
-        .name("jtr-writer".into())
-        .spawn(move || {
-            if let Some(c) = writer_cpu {
-                let _ = cpuset::pin_current_thread(&[c]);
-            }
-            let mut writer = writer;
-            let r = writer.run(period, &writer_done);
-            (writer, r, thread_cpu_ns())
-        })
-        .context("cannot start the writer thread");
-    let writer_handle = match writer_handle {
-        Ok(h) => h,
-        Err(e) => {
-            shared.abort.store(true, Ordering::Release);
-            shared.barrier.wait(); // B
-            for h in handles {
-                let _ = h.join();
-            }
-            return Err(e);
-        }
-    };
-    shared.barrier.wait(); // B: go
-                           // From here on the outputs hold collected data: kept whatever happens.
-    out_file.keep();
-    if let Some(c) = csv_out.as_mut() {
-        c.keep();
+/// The probes' profiles of the counter, in CPU order, and their combination; the probes'
+/// set-up errors if one failed.
+fn probes_profiles(shared: &Shared) -> Result<(Vec<CounterProfile>, CounterProfile)> {
+    if shared.abort.load(Ordering::Acquire) {
+        let errs = shared.errors.lock().unwrap_or_else(|p| p.into_inner());
+        bail!("{}", errs.join("; "));
     }
-    if out_file.replaces() && config.verbose {
-        eprintln!(
-            "writing {}; it replaces {} when the collection is complete",
-            out_file.data_path().display(),
-            output.display()
-        );
-    }
-
-    let outcomes: Vec<ProbeOutcome> = handles
-        .into_iter()
-        .map(|h| h.join().map_err(|_| anyhow!("a probe thread panicked")))
+    let profiles: Vec<CounterProfile> = shared
+        .profiles
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|p| p.ok_or_else(|| anyhow!("a probe did not profile the counter")))
         .collect::<Result<_>>()?;
-    if let Some(inst) = &mut instance {
-        inst.stop()?;
-    }
-    done.store(true, Ordering::Release);
-    writer_handle.thread().unpark();
-    let (mut writer, result, writer_cpu_ns) = writer_handle
-        .join()
-        .map_err(|_| anyhow!("the writer thread panicked"))?;
-    drop(signals);
-    let irq_after = IrqSnapshot::take();
-    if let Some(pb) = &writer_progress(&writer) {
-        pb.finish_and_clear();
-    }
-    let kept_in = out_file.data_path().to_path_buf();
-    let kept = |e: anyhow::Error| {
-        e.context(if kept_in == *output {
-            format!(
-                "collection stopped; {} keeps the chunks written before",
-                output.display()
-            )
-        } else {
-            format!(
-                "collection stopped; {} keeps the chunks written before ({} was left as it was)",
-                kept_in.display(),
-                output.display()
-            )
-        })
-    };
-    result.map_err(kept)?;
-    writer.finish_streams().map_err(kept)?;
+    let profile = CounterProfile::combine(&profiles)
+        .ok_or_else(|| anyhow!("no CPU to profile the counter on"))?;
+    Ok((profiles, profile))
+}
 
-    let stopped_by = if config.max_detours.is_some_and(|m| writer.total >= m) {
-        StopReason::Detours
-    } else if stop.load(Ordering::Relaxed) {
-        StopReason::Signal
-    } else {
-        StopReason::Duration
-    };
-    let to_ns = |t: u64| clock.ticks_to_ns(t.saturating_sub(origin));
-    let mut rows = Vec::with_capacity(n);
-    let mut summaries = Vec::with_capacity(n);
-    for (i, o) in outcomes.iter().enumerate() {
-        let cpu = cpus.ids()[i];
-        let (begin, end) = if o.ran {
-            (
-                to_ns(o.stats.first),
-                to_ns(o.stats.last).max(writer.last_end_ns(i)),
-            )
-        } else {
-            (0, writer.last_end_ns(i))
-        };
-        let (irqs, softirqs) = irq_before.total_delta(&irq_after, cpu);
-        let st = &writer.streams[i];
-        let loop_ns = match config.mode {
-            Mode::Detours => clock.ticks_to_ns_f64(1) * o.stats.loop_ticks(),
-            Mode::Ftq(_) => {
-                let busy = (end - begin).saturating_sub(st.stats.sum_ns);
-                busy as f64 / o.stats.iterations.max(1) as f64
+/// The header's `environment`: the machine's, and how this collection measures.
+fn header_environment(
+    config: &Config,
+    machine: &Machine,
+    clock: &Clock,
+    profile: &CounterProfile,
+    writer_cpu: Option<u32>,
+    quantum_hint: u64,
+) -> BTreeMap<String, String> {
+    let mut environment = machine.environment.clone();
+    environment.insert("frequency_source".into(), clock.source.to_string());
+    environment.insert(
+        "counter_source".into(),
+        CounterSource::current().name().into(),
+    );
+    environment.insert(
+        "counter_resolution_ticks".into(),
+        profile.resolution_ticks.to_string(),
+    );
+    environment.insert(
+        "counter_loop_ticks".into(),
+        format!("{:.3}", profile.loop_ticks),
+    );
+    if let Some(k) = kernel_tsc_khz() {
+        environment.insert("kernel_tsc_khz".into(), k.to_string());
+    }
+    environment.insert(
+        "writer_cpu".into(),
+        writer_cpu.map_or_else(
+            || "shared with the probes (every allowed CPU is probed)".into(),
+            |c| c.to_string(),
+        ),
+    );
+    environment.insert(
+        "drain_period_ms".into(),
+        config
+            .drain_period
+            .map_or("end only".into(), |d| d.as_millis().to_string()),
+    );
+    environment.insert("ring_capacity".into(), config.ring_capacity.to_string());
+    environment.insert(
+        "sched".into(),
+        config.sched.map_or("SCHED_OTHER".into(), |(p, prio)| {
+            format!("{} {prio}", p.name())
+        }),
+    );
+    match config.mode {
+        Mode::Detours => {
+            environment.insert("mode".into(), "detours".into());
+        }
+        Mode::Ftq(_) => {
+            environment.insert("mode".into(), "ftq".into());
+            environment.insert("ftq_quantum_ticks".into(), quantum_hint.to_string());
+        }
+    }
+    if let Threshold::Factor(k) = config.threshold {
+        environment.insert("threshold_factor".into(), k.to_string());
+    }
+    environment
+}
+
+/// The progress display, when asked for and stderr is a terminal: a bar over the duration, or
+/// a spinner without one.
+fn progress_bar(config: &Config) -> Option<ProgressBar> {
+    (config.progress && std::io::stderr().is_terminal()).then(|| {
+        let pb = match config.duration {
+            Some(d) => {
+                let pb = ProgressBar::new(d.as_millis() as u64);
+                pb.set_style(
+                    ProgressStyle::with_template(
+                        "{elapsed_precise} [{bar:30}] {percent:>3}% of {len}ms  {msg}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                pb
             }
+            None => ProgressBar::new_spinner(),
         };
-        let lost_ns = clock.ticks_to_ns(o.lost_ticks);
-        let mut counters = BTreeMap::new();
-        counters.insert("lost_detours".to_string(), o.lost);
-        counters.insert("lost_ns".to_string(), lost_ns);
-        counters.insert("invol_ctx".to_string(), o.invol_ctx);
-        counters.insert("iterations".to_string(), o.stats.iterations);
-        counters.insert(
-            "loop_milliticks".to_string(),
-            (profiles[i].loop_ticks * 1000.0).round() as u64,
-        );
-        counters.insert("resolution_ticks".to_string(), profiles[i].resolution_ticks);
-        counters.insert("interrupts".to_string(), irqs);
-        counters.insert("softirqs".to_string(), softirqs);
-        counters.insert("dropped_overlaps".to_string(), st.merged);
-        counters.insert("self_overlap_ns".to_string(), st.self_overlap_ns);
-        if let Some(full) = st.ftq_full() {
-            let calibrated = shared.full[i].load(Ordering::Relaxed);
-            counters.insert("ftq_calibrated_count".to_string(), calibrated);
-            counters.insert("ftq_full_count".to_string(), full);
-        }
-        summaries.push(StreamSummary {
-            begin_ns: begin,
-            end_ns: end,
-            records: 0,
-            counters,
-        });
-        rows.push(CpuRow::new(
-            &st.stats,
-            RowFacts {
-                cpu,
-                tsc_khz: clock.khz(),
-                lost: o.lost,
-                lost_ns,
-                invol_ctx: o.invol_ctx,
-                rt_ns: end - begin,
-                loop_ns,
-                irqs,
-                softirqs,
-                self_overlap_ns: st.self_overlap_ns,
-            },
-        ));
-    }
-    let observations: Vec<Observation> = rows
-        .iter()
-        .zip(&outcomes)
-        .map(|(row, o)| Observation {
-            cpu: row.cpu,
-            detours: row.intr,
-            iterations: (o.ran && matches!(config.mode, Mode::Detours))
-                .then_some(o.stats.iterations),
-            duration_ns: (row.rt_s * 1e9) as u64,
-            noise_ns: row.sum_intr_ns,
-            median_ns: row.median_ns,
-            threshold_ns: clock.ticks_to_ns_f64(threshold),
-            resolution_ns: Some(clock.ticks_to_ns_f64(profile.resolution_ticks)),
-            loop_ns: Some(row.loop_ns),
-        })
-        .collect();
-    let implausible: Vec<String> = observations
-        .iter()
-        .filter_map(Observation::implausibility)
-        .collect();
-    for busy in observations
-        .iter()
-        .flat_map(|o| [o.short_stalls(), o.busy()])
-        .flatten()
-    {
-        if config.verbose {
-            eprintln!("warning: {busy}");
-        }
-        warnings.push(busy);
-    }
-    let mut notes = irq_before.delta_notes(&irq_after, cpus.ids());
-    if !implausible.is_empty() {
-        notes.insert("implausible".into(), serde_json::to_string(&implausible)?);
-    }
-    if writer.windows_dropped > 0 {
-        notes.insert(
-            "self_windows_dropped".into(),
-            writer.windows_dropped.to_string(),
-        );
-    }
-    notes.insert("stopped_by".into(), stopped_by.to_string());
-    if !warnings.is_empty() {
-        notes.insert("warnings".into(), serde_json::to_string(&warnings)?);
-    }
-    let duration_ns = summaries
-        .iter()
-        .map(|s| s.end_ns)
-        .max()
-        .unwrap_or(0)
-        .saturating_sub(summaries.iter().map(|s| s.begin_ns).min().unwrap_or(0));
-    let self_windows = writer.windows.clone();
-    let epilogue = Epilogue {
-        duration_ns,
-        streams: summaries,
-        self_windows: self_windows.clone(),
-        notes,
-    };
-    writer.finish(epilogue).map_err(kept)?;
-    out_file.commit().map_err(|e| kept(e.into()))?;
-    if let Some(c) = csv_out {
-        c.commit()?;
-    }
-    let (attribution_file, attribution) = match instance {
-        Some(inst) => {
-            let (path, report) =
-                attribute_trace(inst, output, &clock, origin, &header, &mut warnings).map_err(
-                    |e| {
-                        e.context(format!(
-                            "attribution failed; the trace {} is complete",
-                            output.display()
-                        ))
-                    },
-                )?;
-            (Some(path), Some(report))
-        }
-        None => (None, None),
-    };
-    Ok(Summary {
-        trace: output.clone(),
-        ftq_csv,
-        header,
-        rows,
-        t_min_ns: clock.ticks_to_ns_f64(1) * profile.loop_ticks,
-        resolution_ns: clock.ticks_to_ns_f64(profile.resolution_ticks),
-        threshold_ns: clock.ticks_to_ns_f64(threshold),
-        tsc_khz: clock.khz(),
-        stopped_by,
-        self_windows: self_windows.len(),
-        self_ns: self_windows.iter().map(|w| w.end_ns - w.start_ns).sum(),
-        writer_cpu,
-        writer_cpu_ns,
-        warnings,
-        implausible,
-        attribution_file,
-        attribution,
+        pb.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
+        pb
     })
+}
+
+/// The writer thread's result: the writer, how its run ended, and its CPU time in ns.
+type WriterThread = thread::JoinHandle<(Writer, Result<()>, u64)>;
+
+/// Step 2 done: the probes measure and the writer drains their rings.
+struct Running<'c> {
+    /// What lives to the end.
+    session: Session<'c>,
+    /// What the probes were started with.
+    started: Started,
+    /// What the probes share with this thread.
+    shared: Arc<Shared>,
+    /// The probe threads, in CPU order.
+    probes: Vec<thread::JoinHandle<ProbeOutcome>>,
+    /// The writer thread.
+    writer: WriterThread,
+    /// Set to end the writer's run.
+    done: Arc<AtomicBool>,
+    /// RLIMIT_RTTIME for real-time probes; restored on drop.
+    _watchdog: Option<Watchdog>,
+}
+
+impl<'c> Running<'c> {
+    /// Waits for the probes to end, stops the tracefs instance, ends the writer's run and
+    /// writes what is left in the rings.
+    fn drain(self) -> Result<Drained<'c>> {
+        let Running {
+            mut session,
+            started,
+            shared,
+            probes,
+            writer,
+            done,
+            _watchdog,
+        } = self;
+        let outcomes: Vec<ProbeOutcome> = probes
+            .into_iter()
+            .map(|h| h.join().map_err(|_| anyhow!("a probe thread panicked")))
+            .collect::<Result<_>>()?;
+        if let Some(inst) = &mut session.instance {
+            inst.stop()?;
+        }
+        done.store(true, Ordering::Release);
+        writer.thread().unpark();
+        let (mut writer, result, writer_cpu_ns) = writer
+            .join()
+            .map_err(|_| anyhow!("the writer thread panicked"))?;
+        session.signals = SignalGuard::default(); // the handlers removed
+        let irq_after = IrqSnapshot::take();
+        if let Some(pb) = &writer_progress(&writer) {
+            pb.finish_and_clear();
+        }
+        let kept_in = session.out_file.data_path().to_path_buf();
+        let kept = |e| stopped(e, &kept_in, &session.config.output);
+        result.map_err(kept)?;
+        writer.finish_streams().map_err(kept)?;
+        Ok(Drained {
+            session,
+            started,
+            shared,
+            outcomes,
+            writer,
+            writer_cpu_ns,
+            irq_after,
+            kept_in,
+            _watchdog,
+        })
+    }
+}
+
+/// An error that stopped a collection after its outputs were kept, with where the chunks
+/// written before are.
+fn stopped(e: anyhow::Error, kept_in: &Path, output: &Path) -> anyhow::Error {
+    e.context(if kept_in == output {
+        format!(
+            "collection stopped; {} keeps the chunks written before",
+            output.display()
+        )
+    } else {
+        format!(
+            "collection stopped; {} keeps the chunks written before ({} was left as it was)",
+            kept_in.display(),
+            output.display()
+        )
+    })
+}
+
+/// Step 3 done: probes and writer ended, every detour in the trace.
+struct Drained<'c> {
+    /// What lives to the end.
+    session: Session<'c>,
+    /// What the probes were started with.
+    started: Started,
+    /// What the probes shared (their FTQ full counts).
+    shared: Arc<Shared>,
+    /// Each probe's outcome, in CPU order.
+    outcomes: Vec<ProbeOutcome>,
+    /// The writer, its streams finished.
+    writer: Writer,
+    /// CPU time the writer thread used, ns.
+    writer_cpu_ns: u64,
+    /// Interrupt counts after the probes ended.
+    irq_after: IrqSnapshot,
+    /// Where the chunks written so far are.
+    kept_in: PathBuf,
+    /// RLIMIT_RTTIME for real-time probes; restored on drop.
+    _watchdog: Option<Watchdog>,
+}
+
+impl Drained<'_> {
+    /// Makes the per-CPU table, judges its plausibility, writes the end chunk, commits the
+    /// outputs and attributes the detours (`--attribute`).
+    fn finish(mut self) -> Result<Summary> {
+        let config = self.session.config;
+        let output = &config.output;
+        let stopped_by = if config.max_detours.is_some_and(|m| self.writer.total >= m) {
+            StopReason::Detours
+        } else if self.session.stop.load(Ordering::Relaxed) {
+            StopReason::Signal
+        } else {
+            StopReason::Duration
+        };
+        let (rows, summaries) = self.rows();
+        let implausible = self.judge(&rows);
+        let notes = self.notes(&implausible, stopped_by)?;
+        let Drained {
+            session,
+            started,
+            writer,
+            writer_cpu_ns,
+            kept_in,
+            ..
+        } = self;
+        let Session {
+            clock,
+            mut warnings,
+            out_file,
+            ftq_csv,
+            csv_out,
+            instance,
+            ..
+        } = session;
+        let duration_ns = summaries
+            .iter()
+            .map(|s| s.end_ns)
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(summaries.iter().map(|s| s.begin_ns).min().unwrap_or(0));
+        let self_windows = writer.windows.clone();
+        let epilogue = Epilogue {
+            duration_ns,
+            streams: summaries,
+            self_windows: self_windows.clone(),
+            notes,
+        };
+        let kept = |e| stopped(e, &kept_in, output);
+        writer.finish(epilogue).map_err(kept)?;
+        out_file.commit().map_err(|e| kept(e.into()))?;
+        if let Some(c) = csv_out {
+            c.commit()?;
+        }
+        let (attribution_file, attribution) = match instance {
+            Some(inst) => {
+                let (path, report) = attribute_trace(
+                    inst,
+                    output,
+                    &clock,
+                    started.origin,
+                    &started.header,
+                    &mut warnings,
+                )
+                .map_err(|e| {
+                    e.context(format!(
+                        "attribution failed; the trace {} is complete",
+                        output.display()
+                    ))
+                })?;
+                (Some(path), Some(report))
+            }
+            None => (None, None),
+        };
+        Ok(Summary {
+            trace: output.clone(),
+            ftq_csv,
+            header: started.header,
+            rows,
+            t_min_ns: clock.ticks_to_ns_f64(1) * started.profile.loop_ticks,
+            resolution_ns: clock.ticks_to_ns_f64(started.profile.resolution_ticks),
+            threshold_ns: clock.ticks_to_ns_f64(started.threshold),
+            tsc_khz: clock.khz(),
+            stopped_by,
+            self_windows: self_windows.len(),
+            self_ns: self_windows.iter().map(|w| w.end_ns - w.start_ns).sum(),
+            writer_cpu: started.writer_cpu,
+            writer_cpu_ns,
+            warnings,
+            implausible,
+            attribution_file,
+            attribution,
+        })
+    }
+
+    /// The end chunk's notes: interrupt counts, why the numbers are implausible, dropped
+    /// self-noise windows, why the collection stopped, and the warnings.
+    fn notes(
+        &self,
+        implausible: &[String],
+        stopped_by: StopReason,
+    ) -> Result<BTreeMap<String, String>> {
+        let mut notes = self
+            .session
+            .irq_before
+            .delta_notes(&self.irq_after, self.session.cpus.ids());
+        if !implausible.is_empty() {
+            notes.insert("implausible".into(), serde_json::to_string(implausible)?);
+        }
+        if self.writer.windows_dropped > 0 {
+            notes.insert(
+                "self_windows_dropped".into(),
+                self.writer.windows_dropped.to_string(),
+            );
+        }
+        notes.insert("stopped_by".into(), stopped_by.to_string());
+        if !self.session.warnings.is_empty() {
+            let warnings = serde_json::to_string(&self.session.warnings)?;
+            notes.insert("warnings".into(), warnings);
+        }
+        Ok(notes)
+    }
+
+    /// One table row and one end-chunk summary per CPU.
+    fn rows(&self) -> (Vec<CpuRow>, Vec<StreamSummary>) {
+        let (config, clock) = (self.session.config, &self.session.clock);
+        let origin = self.started.origin;
+        let to_ns = |t: u64| clock.ticks_to_ns(t.saturating_sub(origin));
+        let n = self.outcomes.len();
+        let mut rows = Vec::with_capacity(n);
+        let mut summaries = Vec::with_capacity(n);
+        for (i, o) in self.outcomes.iter().enumerate() {
+            let cpu = self.session.cpus.ids()[i];
+            let (begin, end) = if o.ran {
+                (
+                    to_ns(o.stats.first),
+                    to_ns(o.stats.last).max(self.writer.last_end_ns(i)),
+                )
+            } else {
+                (0, self.writer.last_end_ns(i))
+            };
+            let (irqs, softirqs) = self.session.irq_before.total_delta(&self.irq_after, cpu);
+            let st = &self.writer.streams[i];
+            let loop_ns = match config.mode {
+                Mode::Detours => clock.ticks_to_ns_f64(1) * o.stats.loop_ticks(),
+                Mode::Ftq(_) => {
+                    let busy = (end - begin).saturating_sub(st.stats.sum_ns);
+                    busy as f64 / o.stats.iterations.max(1) as f64
+                }
+            };
+            let lost_ns = clock.ticks_to_ns(o.lost_ticks);
+            let profile = &self.started.profiles[i];
+            let mut counters = BTreeMap::new();
+            counters.insert("lost_detours".to_string(), o.lost);
+            counters.insert("lost_ns".to_string(), lost_ns);
+            counters.insert("invol_ctx".to_string(), o.invol_ctx);
+            counters.insert("iterations".to_string(), o.stats.iterations);
+            counters.insert(
+                "loop_milliticks".to_string(),
+                (profile.loop_ticks * 1000.0).round() as u64,
+            );
+            counters.insert("resolution_ticks".to_string(), profile.resolution_ticks);
+            counters.insert("interrupts".to_string(), irqs);
+            counters.insert("softirqs".to_string(), softirqs);
+            counters.insert("dropped_overlaps".to_string(), st.merged);
+            counters.insert("self_overlap_ns".to_string(), st.self_overlap_ns);
+            if let Some(full) = st.ftq_full() {
+                let calibrated = self.shared.full[i].load(Ordering::Relaxed);
+                counters.insert("ftq_calibrated_count".to_string(), calibrated);
+                counters.insert("ftq_full_count".to_string(), full);
+            }
+            summaries.push(StreamSummary {
+                begin_ns: begin,
+                end_ns: end,
+                records: 0,
+                counters,
+            });
+            rows.push(CpuRow::new(
+                &st.stats,
+                RowFacts {
+                    cpu,
+                    tsc_khz: clock.khz(),
+                    lost: o.lost,
+                    lost_ns,
+                    invol_ctx: o.invol_ctx,
+                    rt_ns: end - begin,
+                    loop_ns,
+                    irqs,
+                    softirqs,
+                    self_overlap_ns: st.self_overlap_ns,
+                },
+            ));
+        }
+        (rows, summaries)
+    }
+
+    /// Why the rows cannot be right, one line per implausible CPU; short stalls and a busy
+    /// machine become warnings.
+    fn judge(&mut self, rows: &[CpuRow]) -> Vec<String> {
+        let (config, clock) = (self.session.config, &self.session.clock);
+        let (threshold, profile) = (self.started.threshold, &self.started.profile);
+        let observations: Vec<Observation> = rows
+            .iter()
+            .zip(&self.outcomes)
+            .map(|(row, o)| Observation {
+                cpu: row.cpu,
+                detours: row.intr,
+                iterations: (o.ran && matches!(config.mode, Mode::Detours))
+                    .then_some(o.stats.iterations),
+                duration_ns: (row.rt_s * 1e9) as u64,
+                noise_ns: row.sum_intr_ns,
+                median_ns: row.median_ns,
+                threshold_ns: clock.ticks_to_ns_f64(threshold),
+                resolution_ns: Some(clock.ticks_to_ns_f64(profile.resolution_ticks)),
+                loop_ns: Some(row.loop_ns),
+            })
+            .collect();
+        let implausible: Vec<String> = observations
+            .iter()
+            .filter_map(Observation::implausibility)
+            .collect();
+        for busy in observations
+            .iter()
+            .flat_map(|o| [o.short_stalls(), o.busy()])
+            .flatten()
+        {
+            if config.verbose {
+                eprintln!("warning: {busy}");
+            }
+            self.session.warnings.push(busy);
+        }
+        implausible
+    }
 }
 
 /// Reads the instance's buffers (then removes it), attributes the detours of the finished

@@ -29,6 +29,7 @@ use crate::injector::{self, Emulator, EmulatorError, InjectorConfig};
 use crate::plan::{Plan, TimerKind};
 use crate::setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale};
 use jitter_collect::clock::Clock;
+use jitter_trace::error::chain_line;
 
 /// Success.
 pub const JB_OK: c_int = 0;
@@ -126,7 +127,12 @@ unsafe fn start(
     }
     let trace = match jitter_trace::read_trace(Path::new(path)) {
         Ok(l) => l.trace,
-        Err(e) => return fail(JB_ERR_TRACE, format!("cannot read {path}: {e}")),
+        Err(e) => {
+            return fail(
+                JB_ERR_TRACE,
+                format!("cannot read {path}: {}", chain_line(&e)),
+            )
+        }
     };
     let clock = match Clock::for_tools() {
         Ok(c) => c,
@@ -159,7 +165,7 @@ unsafe fn start(
             h.detach();
             JB_OK
         }
-        Err(e) => fail(emulator_code(&e), e.to_string()),
+        Err(e) => fail(emulator_code(&e), chain_line(&e)),
     }
 }
 
@@ -242,7 +248,7 @@ pub extern "C" fn jb_emulator_resync(offset_ns: u64) -> c_int {
 pub extern "C" fn jb_emulator_stop() -> c_int {
     guarded(|| match injector::stop_running() {
         Ok(_) => JB_OK,
-        Err(e) => fail(emulator_code(&e), e.to_string()),
+        Err(e) => fail(emulator_code(&e), chain_line(&e)),
     })
 }
 

@@ -76,12 +76,13 @@ pub enum EmulatorError {
     /// The calling thread blocks the timer signal: nothing would be injected.
     #[error("SIGALRM is blocked in the calling thread: nothing would be injected")]
     SignalBlocked,
-    /// A system call failed.
-    #[error("{what}: {source}")]
+    /// A system call failed (its errno is the source).
+    #[error("{what}")]
     Sys {
         /// The call.
         what: &'static str,
         /// Its errno.
+        #[source]
         source: Errno,
     },
     /// The plan could not be built.
@@ -792,4 +793,22 @@ pub(crate) fn stop_running() -> Result<(InjectorStats, Vec<LoggedInjection>), Em
     };
     inner.log.truncate(inner.log_len);
     Ok((stats, std::mem::take(&mut inner.log)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_call_is_named_once_and_its_errno_chained_once() {
+        let e = EmulatorError::Sys {
+            what: "sigaction(SIGALRM)",
+            source: Errno::EINVAL,
+        };
+        assert_eq!(e.to_string(), "sigaction(SIGALRM)");
+        assert_eq!(
+            jitter_trace::error::chain_line(&e),
+            format!("sigaction(SIGALRM): {}", Errno::EINVAL)
+        );
+    }
 }

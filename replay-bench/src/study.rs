@@ -85,7 +85,11 @@ fn load_trace(path: &Path) -> anyhow::Result<Trace> {
     let loaded = jitter_trace::read_trace(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     if let jitter_trace::Completeness::Damaged { error, .. } = loaded.completeness {
-        bail!("{}: {error}", path.display());
+        bail!(
+            "{}: {}",
+            path.display(),
+            jitter_trace::error::chain_line(&error)
+        );
     }
     Ok(loaded.trace)
 }

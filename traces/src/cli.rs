@@ -36,17 +36,9 @@ fn panic_message(info: &PanicHookInfo<'_>) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-/// An error and its causes on one line, `: `-joined; a cause whose text the line already holds
-/// (errors that print their source as part of their own message) is left out.
+/// An error and its causes on one line, `: `-joined ([`crate::error::chain_line`]).
 pub fn error_line(e: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in e.chain() {
-        let text = cause.to_string().replace('\n', " ");
-        if !parts.last().is_some_and(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-    }
-    parts.join(": ")
+    crate::error::chain_line(e.as_ref())
 }
 
 /// Parses a binary's command line: help and version go to standard output (exit 0), a bad
@@ -84,12 +76,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_error_chain_is_one_line_without_repeats() {
-        let e = anyhow::anyhow!("disk full").context("cannot write x.jtr: disk full");
-        assert_eq!(error_line(&e), "cannot write x.jtr: disk full");
+    fn an_error_chain_is_one_line_each_cause_once() {
         let e = anyhow::anyhow!("bad\nvalue")
             .context("cannot parse")
             .context("config");
         assert_eq!(error_line(&e), "config: cannot parse: bad value");
+        let os = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let os_text = os.to_string();
+        let e = anyhow::Error::new(crate::TraceError::io("cannot write x.jtr", os))
+            .context("collection stopped");
+        assert_eq!(
+            error_line(&e),
+            format!("collection stopped: cannot write x.jtr: {os_text}")
+        );
     }
 }

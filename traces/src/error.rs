@@ -5,8 +5,8 @@ use thiserror::Error;
 /// Anything that can go wrong reading, writing or checking a trace.
 #[derive(Debug, Error)]
 pub enum TraceError {
-    /// An I/O error with the path or action it concerned.
-    #[error("{context}: {source}")]
+    /// An I/O error with the path or action it concerned (the OS error is its source).
+    #[error("{context}")]
     Io {
         /// What was being done.
         context: String,
@@ -63,6 +63,18 @@ pub enum TraceError {
     },
 }
 
+/// An error and its sources on one line, `: `-joined (each error prints its own message only
+/// and chains its cause, so nothing is repeated); line breaks become spaces.
+pub fn chain_line(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = Vec::new();
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        parts.push(c.to_string().replace('\n', " "));
+        cause = c.source();
+    }
+    parts.join(": ")
+}
+
 impl TraceError {
     /// Wraps an I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
@@ -70,5 +82,21 @@ impl TraceError {
             context: context.into(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_io_error_names_the_action_once_and_chains_the_os_cause_once() {
+        let os = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let os_text = os.to_string();
+        let e = TraceError::io("cannot open x.jtr", os);
+        assert_eq!(e.to_string(), "cannot open x.jtr");
+        let line = chain_line(&e);
+        assert_eq!(line, format!("cannot open x.jtr: {os_text}"));
+        assert_eq!(line.matches(&os_text).count(), 1, "{line}");
     }
 }

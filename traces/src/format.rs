@@ -137,6 +137,7 @@ impl Completeness {
                 "trace is truncated after {records} records (no end chunk)"
             )),
             Completeness::Damaged { records, error } => {
+                let error = crate::error::chain_line(error);
                 Some(format!("{error}; kept the {records} records before it"))
             }
         }

@@ -60,176 +60,220 @@ struct Output {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Statistics per stream and overall, and optionally what an injector can reproduce.
-    Stats {
-        /// Trace file(s): one .jtr/.csv, or one file per core for sysjitter/LogGOPSim.
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-        #[command(flatten)]
-        input: Input,
-        /// Injector overhead per detour (e.g. 20us): prints injectability.
-        #[arg(long, value_parser = duration_arg)]
-        overhead: Option<f64>,
-        /// Scale factors to evaluate injectability at (with --overhead).
-        #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 2.0, 3.0, 5.0, 10.0])]
-        scale: Vec<f64>,
-        /// Share of detours that must be injectable: prints the smallest scale (with --overhead).
-        #[arg(long)]
-        share: Option<f64>,
-    },
+    Stats(StatsArgs),
     /// Compare trace B with trace A: KL divergence, KS statistic, noise ratio and rate.
-    Compare {
-        /// Reference trace.
-        a: PathBuf,
-        /// Trace compared with it.
-        b: PathBuf,
-        #[command(flatten)]
-        input: Input,
-        /// Also draw both log-densities into this SVG.
-        #[arg(long, value_name = "SVG")]
-        plot: Option<PathBuf>,
-    },
+    Compare(CompareArgs),
     /// Generate a synthetic trace from a spec, e.g. `periodic:period=10ms,dur=200us`.
-    Synth {
-        /// Noise sources joined by `+` (see the crate docs of `synth`).
-        spec: String,
-        /// Length of each stream (e.g. 10s).
-        #[arg(long, value_parser = duration_arg)]
-        duration: f64,
-        /// Number of streams (CPUs 0..n).
-        #[arg(long, default_value_t = 1)]
-        streams: u32,
-        /// Random seed.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        #[command(flatten)]
-        output: Output,
-    },
+    Synth(SynthArgs),
     /// Convert between .jtr, CSV, JSON lines, LogGOPSim and sysjitter raw files.
-    Convert {
-        /// Input file(s).
-        #[arg(required = true)]
-        inputs: Vec<PathBuf>,
-        #[command(flatten)]
-        input: Input,
-        #[command(flatten)]
-        output: Output,
-    },
+    Convert(ConvertArgs),
     /// Keep part of a trace: a time window or fraction, some CPUs, detours above a threshold.
-    Slice {
-        /// Input trace.
-        trace: PathBuf,
-        #[command(flatten)]
-        input: Input,
-        /// Start of the window, from the trace start (e.g. 1s).
-        #[arg(long, value_parser = duration_arg)]
-        start: Option<f64>,
-        /// End of the window, from the trace start (e.g. 2s).
-        #[arg(long, value_parser = duration_arg)]
-        end: Option<f64>,
-        /// Part of each stream as fractions `FROM:TO`, e.g. 0:0.5.
-        #[arg(long, value_name = "FROM:TO", conflicts_with_all = ["start", "end"])]
-        fraction: Option<String>,
-        /// Keep only these CPUs (comma-separated).
-        #[arg(long, value_delimiter = ',')]
-        cpus: Vec<u32>,
-        /// Drop detours shorter than this (e.g. 1us).
-        #[arg(long, value_parser = duration_arg)]
-        drop_below: Option<f64>,
-        #[command(flatten)]
-        output: Output,
-    },
+    Slice(SliceArgs),
     /// Multiply every run-time and sleep-time by a factor S > 0.
-    Scale {
-        /// Input trace.
-        trace: PathBuf,
-        /// Scale factor.
-        #[arg(allow_negative_numbers = true)]
-        factor: f64,
-        #[command(flatten)]
-        input: Input,
-        #[command(flatten)]
-        output: Output,
-    },
+    Scale(ScaleArgs),
     /// Merge detours separated by sleeps shorter than a minimum (run-times add).
-    Merge {
-        /// Input trace.
-        trace: PathBuf,
-        /// Shortest sleep kept (e.g. 10us).
-        #[arg(long, value_parser = duration_arg)]
-        min_sleep: f64,
-        #[command(flatten)]
-        input: Input,
-        #[command(flatten)]
-        output: Output,
-    },
+    Merge(MergeArgs),
     /// Per-source table of a trace collected with `jitter-collect --attribute` (reads
     /// `<trace>.attr.json`).
-    Attribution {
-        /// The trace (its sidecar `<trace>.attr.json` must be beside it).
-        trace: PathBuf,
-        /// frequency: individual sources, a detour's time split over them; time: each
-        /// combination of sources is a source.
-        #[arg(long, default_value = "frequency")]
-        mode: Mode,
-        /// Only detours with run-times in `LO..HI` (e.g. 11us..13us): who fills this bucket.
-        #[arg(long, value_name = "LO..HI")]
-        bucket: Option<String>,
-        /// Also write the per-source table as CSV to this file.
-        #[arg(long, value_name = "FILE")]
-        csv: Option<PathBuf>,
-        /// Draw the noise time per run-time bucket, stacked by source, into this SVG.
-        #[arg(long, value_name = "SVG")]
-        bars_svg: Option<PathBuf>,
-        /// Draw each source's density of its time per detour into this SVG.
-        #[arg(long, value_name = "SVG")]
-        density_svg: Option<PathBuf>,
-    },
+    Attribution(AttributionArgs),
     /// Sources that are new, vanished or changed between two runs collected with
     /// `jitter-collect --attribute` (reads both sidecars).
-    Diff {
-        /// The base run's trace.
-        base: PathBuf,
-        /// The new run's trace.
-        new: PathBuf,
-        /// frequency (individual sources) or time (combinations).
-        #[arg(long, default_value = "frequency")]
-        mode: Mode,
-    },
+    Diff(DiffArgs),
     /// Rank the nodes of a cluster-wide collection (one trace per node), noisiest first, and
     /// flag the outliers: robust z-score of noise ratio and max against the other nodes.
-    Nodes {
-        /// One trace per node (e.g. `collect-*/*.jtr`).
-        #[arg(required = true)]
-        traces: Vec<PathBuf>,
-        #[command(flatten)]
-        input: Input,
-        /// |z| above which a node is flagged.
-        #[arg(long, default_value_t = jitter_trace::nodes::OUTLIER_Z)]
-        z: f64,
-        /// Longest detours listed per node.
-        #[arg(long, default_value_t = jitter_trace::nodes::DEFAULT_TOP)]
-        top: usize,
-        /// Also draw one box per node into this SVG.
-        #[arg(long, value_name = "SVG")]
-        plot: Option<PathBuf>,
-    },
+    Nodes(NodesArgs),
     /// Draw run-time densities, CDFs or time series of one or more traces into an SVG.
-    Plot {
-        /// Traces to overlay (each one file).
-        #[arg(required = true)]
-        traces: Vec<PathBuf>,
-        #[command(flatten)]
-        input: Input,
-        /// density, cdf or timeseries.
-        #[arg(long, default_value = "density")]
-        kind: PlotKind,
-        /// Title of the plot.
-        #[arg(long)]
-        title: Option<String>,
-        /// Output SVG.
-        #[arg(short, long)]
-        output: PathBuf,
-    },
+    Plot(PlotArgs),
+}
+
+/// `jitter-trace stats`.
+#[derive(Debug, Args)]
+struct StatsArgs {
+    /// Trace file(s): one .jtr/.csv, or one file per core for sysjitter/LogGOPSim.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    input: Input,
+    /// Injector overhead per detour (e.g. 20us): prints injectability.
+    #[arg(long, value_parser = duration_arg)]
+    overhead: Option<f64>,
+    /// Scale factors to evaluate injectability at (with --overhead).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 2.0, 3.0, 5.0, 10.0])]
+    scale: Vec<f64>,
+    /// Share of detours that must be injectable: prints the smallest scale (with --overhead).
+    #[arg(long)]
+    share: Option<f64>,
+}
+
+/// `jitter-trace compare`.
+#[derive(Debug, Args)]
+struct CompareArgs {
+    /// Reference trace.
+    a: PathBuf,
+    /// Trace compared with it.
+    b: PathBuf,
+    #[command(flatten)]
+    input: Input,
+    /// Also draw both log-densities into this SVG.
+    #[arg(long, value_name = "SVG")]
+    plot: Option<PathBuf>,
+}
+
+/// `jitter-trace synth`.
+#[derive(Debug, Args)]
+struct SynthArgs {
+    /// Noise sources joined by `+` (see the crate docs of `synth`).
+    spec: String,
+    /// Length of each stream (e.g. 10s).
+    #[arg(long, value_parser = duration_arg)]
+    duration: f64,
+    /// Number of streams (CPUs 0..n).
+    #[arg(long, default_value_t = 1)]
+    streams: u32,
+    /// Random seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// `jitter-trace convert`.
+#[derive(Debug, Args)]
+struct ConvertArgs {
+    /// Input file(s).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    input: Input,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// `jitter-trace slice`.
+#[derive(Debug, Args)]
+struct SliceArgs {
+    /// Input trace.
+    trace: PathBuf,
+    #[command(flatten)]
+    input: Input,
+    /// Start of the window, from the trace start (e.g. 1s).
+    #[arg(long, value_parser = duration_arg)]
+    start: Option<f64>,
+    /// End of the window, from the trace start (e.g. 2s).
+    #[arg(long, value_parser = duration_arg)]
+    end: Option<f64>,
+    /// Part of each stream as fractions `FROM:TO`, e.g. 0:0.5.
+    #[arg(long, value_name = "FROM:TO", conflicts_with_all = ["start", "end"])]
+    fraction: Option<String>,
+    /// Keep only these CPUs (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    cpus: Vec<u32>,
+    /// Drop detours shorter than this (e.g. 1us).
+    #[arg(long, value_parser = duration_arg)]
+    drop_below: Option<f64>,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// `jitter-trace scale`.
+#[derive(Debug, Args)]
+struct ScaleArgs {
+    /// Input trace.
+    trace: PathBuf,
+    /// Scale factor.
+    #[arg(allow_negative_numbers = true)]
+    factor: f64,
+    #[command(flatten)]
+    input: Input,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// `jitter-trace merge`.
+#[derive(Debug, Args)]
+struct MergeArgs {
+    /// Input trace.
+    trace: PathBuf,
+    /// Shortest sleep kept (e.g. 10us).
+    #[arg(long, value_parser = duration_arg)]
+    min_sleep: f64,
+    #[command(flatten)]
+    input: Input,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// `jitter-trace attribution`.
+#[derive(Debug, Args)]
+struct AttributionArgs {
+    /// The trace (its sidecar `<trace>.attr.json` must be beside it).
+    trace: PathBuf,
+    /// frequency: individual sources, a detour's time split over them; time: each
+    /// combination of sources is a source.
+    #[arg(long, default_value = "frequency")]
+    mode: Mode,
+    /// Only detours with run-times in `LO..HI` (e.g. 11us..13us): who fills this bucket.
+    #[arg(long, value_name = "LO..HI")]
+    bucket: Option<String>,
+    /// Also write the per-source table as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Draw the noise time per run-time bucket, stacked by source, into this SVG.
+    #[arg(long, value_name = "SVG")]
+    bars_svg: Option<PathBuf>,
+    /// Draw each source's density of its time per detour into this SVG.
+    #[arg(long, value_name = "SVG")]
+    density_svg: Option<PathBuf>,
+}
+
+/// `jitter-trace diff`.
+#[derive(Debug, Args)]
+struct DiffArgs {
+    /// The base run's trace.
+    base: PathBuf,
+    /// The new run's trace.
+    new: PathBuf,
+    /// frequency (individual sources) or time (combinations).
+    #[arg(long, default_value = "frequency")]
+    mode: Mode,
+}
+
+/// `jitter-trace nodes`.
+#[derive(Debug, Args)]
+struct NodesArgs {
+    /// One trace per node (e.g. `collect-*/*.jtr`).
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    input: Input,
+    /// |z| above which a node is flagged.
+    #[arg(long, default_value_t = jitter_trace::nodes::OUTLIER_Z)]
+    z: f64,
+    /// Longest detours listed per node.
+    #[arg(long, default_value_t = jitter_trace::nodes::DEFAULT_TOP)]
+    top: usize,
+    /// Also draw one box per node into this SVG.
+    #[arg(long, value_name = "SVG")]
+    plot: Option<PathBuf>,
+}
+
+/// `jitter-trace plot`.
+#[derive(Debug, Args)]
+struct PlotArgs {
+    /// Traces to overlay (each one file).
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    input: Input,
+    /// density, cdf or timeseries.
+    #[arg(long, default_value = "density")]
+    kind: PlotKind,
+    /// Title of the plot.
+    #[arg(long)]
+    title: Option<String>,
+    /// Output SVG.
+    #[arg(short, long)]
+    output: PathBuf,
 }
 
 fn duration_arg(s: &str) -> Result<f64, String> {
@@ -241,7 +285,7 @@ fn load(paths: &[PathBuf], input: &Input) -> Result<Trace> {
     let first = paths.first().ok_or_else(|| anyhow!("no input file"))?;
     let format = Format::resolve(input.from, first)?;
     let imported = import(paths, format).map_err(|e| {
-        let msg = e.to_string();
+        let msg = jitter_trace::error::chain_line(&e);
         let name = first.display().to_string();
         if msg.contains(&name) {
             anyhow!(msg)
@@ -349,138 +393,158 @@ fn load_attribution(trace: &std::path::Path) -> Result<Attribution> {
     Ok(a)
 }
 
-fn run(cli: Cli) -> Result<()> {
-    let json = cli.json;
-    match cli.command {
-        Command::Stats {
+impl StatsArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let StatsArgs {
             inputs,
             input,
             overhead,
             scale,
             share,
-        } => {
-            let trace = load(&inputs, &input)?;
-            let stats = TraceStats::of_trace(&trace);
-            let mut inject = Vec::new();
-            let mut choice = None;
-            if let Some(o) = overhead {
-                for &s in &scale {
-                    inject.push(injectability(&trace.streams, o, s)?);
-                }
-                if let Some(sh) = share {
-                    choice = Some(scale_for_share(&trace.streams, o, sh)?);
-                }
-            } else if share.is_some() {
-                bail!("--share needs --overhead");
+        } = self;
+        let trace = load(&inputs, &input)?;
+        let stats = TraceStats::of_trace(&trace);
+        let mut inject = Vec::new();
+        let mut choice = None;
+        if let Some(o) = overhead {
+            for &s in &scale {
+                inject.push(injectability(&trace.streams, o, s)?);
             }
-            if json {
-                return print_json(&json!({
-                    "stats": stats,
-                    "injectability": inject,
-                    "scale_for_share": choice,
-                }));
+            if let Some(sh) = share {
+                choice = Some(scale_for_share(&trace.streams, o, sh)?);
             }
-            print!("{}", stats.table());
-            if let Some(o) = overhead {
-                println!("\ninjectable with overhead {:.3} us:", o / 1e3);
-                for i in &inject {
-                    println!(
-                        "  scale {:>6}: {:6.2} % of detours, {:6.2} % of noise time",
-                        i.scale,
-                        i.detours * 100.0,
-                        i.noise * 100.0
-                    );
-                }
-            }
-            match choice {
-                Some(Some(c)) => println!(
-                    "smallest scale covering {:.1} %: any S > {:.3}; integer S = {} covers {:.2} %",
-                    c.share * 100.0,
-                    c.threshold,
-                    c.integer,
-                    c.at_integer.detours * 100.0
-                ),
-                Some(None) => println!("no scale covers that share (too few positive run-times)"),
-                None => {}
-            }
-            Ok(())
+        } else if share.is_some() {
+            bail!("--share needs --overhead");
         }
-        Command::Compare {
+        if json {
+            return print_json(&json!({
+                "stats": stats,
+                "injectability": inject,
+                "scale_for_share": choice,
+            }));
+        }
+        print!("{}", stats.table());
+        if let Some(o) = overhead {
+            println!("\ninjectable with overhead {:.3} us:", o / 1e3);
+            for i in &inject {
+                println!(
+                    "  scale {:>6}: {:6.2} % of detours, {:6.2} % of noise time",
+                    i.scale,
+                    i.detours * 100.0,
+                    i.noise * 100.0
+                );
+            }
+        }
+        match choice {
+            Some(Some(c)) => println!(
+                "smallest scale covering {:.1} %: any S > {:.3}; integer S = {} covers {:.2} %",
+                c.share * 100.0,
+                c.threshold,
+                c.integer,
+                c.at_integer.detours * 100.0
+            ),
+            Some(None) => println!("no scale covers that share (too few positive run-times)"),
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+impl CompareArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let CompareArgs {
             a,
             b,
             input,
             plot: svg,
-        } => {
-            let ta = load(std::slice::from_ref(&a), &input)?;
-            let tb = load(std::slice::from_ref(&b), &input)?;
-            for (t, p) in [(&ta, &a), (&tb, &b)] {
-                if t.record_count() == 0 {
-                    bail!("{} has no detours: nothing to compare", p.display());
-                }
+        } = self;
+        let ta = load(std::slice::from_ref(&a), &input)?;
+        let tb = load(std::slice::from_ref(&b), &input)?;
+        for (t, p) in [(&ta, &a), (&tb, &b)] {
+            if t.record_count() == 0 {
+                bail!("{} has no detours: nothing to compare", p.display());
             }
-            let c = compare(&ta, &tb);
-            if let Some(p) = &svg {
-                let (la, lb) = (a.display().to_string(), b.display().to_string());
-                let series = [
-                    Series {
-                        label: &la,
-                        streams: &ta.streams,
-                    },
-                    Series {
-                        label: &lb,
-                        streams: &tb.streams,
-                    },
-                ];
-                plot(PlotKind::Density, &series, "run-time density", p)?;
-            }
-            if json {
-                return print_json(&serde_json::to_value(&c)?);
-            }
-            println!("A: {} ({} detours)", a.display(), c.count_a);
-            println!("B: {} ({} detours)", b.display(), c.count_b);
-            println!("KL divergence D(A||B):   {:.6} nats", c.kl_divergence);
-            println!(
-                "KL divergence D(B||A):   {:.6} nats",
-                c.kl_divergence_reverse
-            );
-            println!("KS statistic:            {:.6}", c.ks_statistic);
-            println!(
-                "noise ratio:             {:.4} % -> {:.4} % (diff {:+.4} %)",
-                c.noise_ratio_a * 100.0,
-                c.noise_ratio_b * 100.0,
-                c.noise_ratio_diff * 100.0
-            );
-            println!(
-                "detours/s per CPU:       {:.1} -> {:.1} (diff {:+.1})",
-                c.detour_rate_a, c.detour_rate_b, c.detour_rate_diff
-            );
-            Ok(())
         }
-        Command::Synth {
+        let c = compare(&ta, &tb);
+        if let Some(p) = &svg {
+            let (la, lb) = (a.display().to_string(), b.display().to_string());
+            let series = [
+                Series {
+                    label: &la,
+                    streams: &ta.streams,
+                },
+                Series {
+                    label: &lb,
+                    streams: &tb.streams,
+                },
+            ];
+            plot(PlotKind::Density, &series, "run-time density", p)?;
+        }
+        if json {
+            return print_json(&serde_json::to_value(&c)?);
+        }
+        println!("A: {} ({} detours)", a.display(), c.count_a);
+        println!("B: {} ({} detours)", b.display(), c.count_b);
+        println!("KL divergence D(A||B):   {:.6} nats", c.kl_divergence);
+        println!(
+            "KL divergence D(B||A):   {:.6} nats",
+            c.kl_divergence_reverse
+        );
+        println!("KS statistic:            {:.6}", c.ks_statistic);
+        println!(
+            "noise ratio:             {:.4} % -> {:.4} % (diff {:+.4} %)",
+            c.noise_ratio_a * 100.0,
+            c.noise_ratio_b * 100.0,
+            c.noise_ratio_diff * 100.0
+        );
+        println!(
+            "detours/s per CPU:       {:.1} -> {:.1} (diff {:+.1})",
+            c.detour_rate_a, c.detour_rate_b, c.detour_rate_diff
+        );
+        Ok(())
+    }
+}
+
+impl SynthArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let SynthArgs {
             spec,
             duration,
             streams,
             seed,
             output,
-        } => {
-            let spec: Spec = spec.parse()?;
-            if duration < 1.0 || duration >= u64::MAX as f64 {
-                bail!("duration must be at least 1 ns");
-            }
-            let trace = synthesize(&spec, streams, duration.round() as u64, seed)?;
-            let written = save(&trace, &output)?;
-            report_written(json, &trace, &written, json!({}))
+        } = self;
+        let spec: Spec = spec.parse()?;
+        if duration < 1.0 || duration >= u64::MAX as f64 {
+            bail!("duration must be at least 1 ns");
         }
-        Command::Convert {
+        let trace = synthesize(&spec, streams, duration.round() as u64, seed)?;
+        let written = save(&trace, &output)?;
+        report_written(json, &trace, &written, json!({}))
+    }
+}
+
+impl ConvertArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let ConvertArgs {
             inputs,
             input,
             output,
-        } => {
-            let trace = load(&inputs, &input)?;
-            let written = save(&trace, &output)?;
-            report_written(json, &trace, &written, json!({}))
-        }
-        Command::Slice {
+        } = self;
+        let trace = load(&inputs, &input)?;
+        let written = save(&trace, &output)?;
+        report_written(json, &trace, &written, json!({}))
+    }
+}
+
+impl SliceArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let SliceArgs {
             trace,
             input,
             start,
@@ -489,180 +553,227 @@ fn run(cli: Cli) -> Result<()> {
             cpus,
             drop_below,
             output,
-        } => {
-            let mut t = load(std::slice::from_ref(&trace), &input)?;
-            let mut dropped = 0;
-            if !cpus.is_empty() {
-                t = transform::select_streams(&t, &cpus)?;
-            }
-            if let Some(f) = fraction {
-                let (a, b) = f
-                    .split_once(':')
-                    .ok_or_else(|| anyhow!("--fraction must be FROM:TO, e.g. 0:0.5"))?;
-                let a: f64 = a
-                    .trim()
-                    .parse()
-                    .map_err(|_| anyhow!("`{a}` is not a number"))?;
-                let b: f64 = b
-                    .trim()
-                    .parse()
-                    .map_err(|_| anyhow!("`{b}` is not a number"))?;
-                t = transform::slice_fraction(&t, a, b)?;
-            } else if start.is_some() || end.is_some() {
-                let s = start.unwrap_or(0.0).round() as u64;
-                let e = end.map_or(u64::MAX, |e| e.round() as u64);
-                t = transform::slice_time(&t, s, e)?;
-            }
-            if let Some(th) = drop_below {
-                (t, dropped) = transform::drop_below(&t, th.round() as u64)?;
-            }
-            let written = save(&t, &output)?;
-            report_written(json, &t, &written, json!({ "dropped": dropped }))
+        } = self;
+        let mut t = load(std::slice::from_ref(&trace), &input)?;
+        let mut dropped = 0;
+        if !cpus.is_empty() {
+            t = transform::select_streams(&t, &cpus)?;
         }
-        Command::Scale {
+        if let Some(f) = fraction {
+            let (a, b) = f
+                .split_once(':')
+                .ok_or_else(|| anyhow!("--fraction must be FROM:TO, e.g. 0:0.5"))?;
+            let a: f64 = a
+                .trim()
+                .parse()
+                .map_err(|_| anyhow!("`{a}` is not a number"))?;
+            let b: f64 = b
+                .trim()
+                .parse()
+                .map_err(|_| anyhow!("`{b}` is not a number"))?;
+            t = transform::slice_fraction(&t, a, b)?;
+        } else if start.is_some() || end.is_some() {
+            let s = start.unwrap_or(0.0).round() as u64;
+            let e = end.map_or(u64::MAX, |e| e.round() as u64);
+            t = transform::slice_time(&t, s, e)?;
+        }
+        if let Some(th) = drop_below {
+            (t, dropped) = transform::drop_below(&t, th.round() as u64)?;
+        }
+        let written = save(&t, &output)?;
+        report_written(json, &t, &written, json!({ "dropped": dropped }))
+    }
+}
+
+impl ScaleArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let ScaleArgs {
             trace,
             factor,
             input,
             output,
-        } => {
-            let t = load(std::slice::from_ref(&trace), &input)?;
-            let t = transform::scale(&t, factor)?;
-            let written = save(&t, &output)?;
-            report_written(json, &t, &written, json!({ "scale": factor }))
-        }
-        Command::Merge {
+        } = self;
+        let t = load(std::slice::from_ref(&trace), &input)?;
+        let t = transform::scale(&t, factor)?;
+        let written = save(&t, &output)?;
+        report_written(json, &t, &written, json!({ "scale": factor }))
+    }
+}
+
+impl MergeArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let MergeArgs {
             trace,
             min_sleep,
             input,
             output,
-        } => {
-            let t = load(std::slice::from_ref(&trace), &input)?;
-            let (t, merged) = transform::merge_short_sleeps(&t, min_sleep.round() as u64)?;
-            let written = save(&t, &output)?;
-            report_written(json, &t, &written, json!({ "merged": merged }))
-        }
-        Command::Attribution {
+        } = self;
+        let t = load(std::slice::from_ref(&trace), &input)?;
+        let (t, merged) = transform::merge_short_sleeps(&t, min_sleep.round() as u64)?;
+        let written = save(&t, &output)?;
+        report_written(json, &t, &written, json!({ "merged": merged }))
+    }
+}
+
+impl AttributionArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let AttributionArgs {
             trace,
             mode,
             bucket,
             csv,
             bars_svg,
             density_svg,
-        } => {
-            let mut a = load_attribution(&trace)?;
-            if let Some(b) = &bucket {
-                let (lo, hi) = b
-                    .split_once("..")
-                    .ok_or_else(|| anyhow!("--bucket must be LO..HI, e.g. 11us..13us"))?;
-                let (lo, hi) = (parse_duration_ns(lo)?, parse_duration_ns(hi)?);
-                if !(lo >= 0.0 && hi > lo) {
-                    bail!("--bucket {b}: the upper end must exceed the lower one");
-                }
-                a = within_runs(&a, lo.round() as u64, hi.round() as u64);
+        } = self;
+        let mut a = load_attribution(&trace)?;
+        if let Some(b) = &bucket {
+            let (lo, hi) = b
+                .split_once("..")
+                .ok_or_else(|| anyhow!("--bucket must be LO..HI, e.g. 11us..13us"))?;
+            let (lo, hi) = (parse_duration_ns(lo)?, parse_duration_ns(hi)?);
+            if !(lo >= 0.0 && hi > lo) {
+                bail!("--bucket {b}: the upper end must exceed the lower one");
             }
-            let report = report_in(&a, mode);
-            if let Some(p) = &csv {
-                write_output_bytes(p, attribution_csv(&report).as_bytes())?;
+            a = within_runs(&a, lo.round() as u64, hi.round() as u64);
+        }
+        let report = report_in(&a, mode);
+        if let Some(p) = &csv {
+            write_output_bytes(p, attribution_csv(&report).as_bytes())?;
+        }
+        if bars_svg.is_some() || density_svg.is_some() {
+            let by_source = samples(&a, mode);
+            let name = trace.display();
+            if let Some(p) = &bars_svg {
+                let title = format!("noise time per detour run-time, by source: {name}");
+                source_bars_svg(&by_source, &title, p)?;
             }
-            if bars_svg.is_some() || density_svg.is_some() {
-                let by_source = samples(&a, mode);
-                let name = trace.display();
-                if let Some(p) = &bars_svg {
-                    let title = format!("noise time per detour run-time, by source: {name}");
-                    source_bars_svg(&by_source, &title, p)?;
-                }
-                if let Some(p) = &density_svg {
-                    let title = format!("time per detour, by source: {name}");
-                    source_density_svg(&by_source, &title, p)?;
-                }
-            }
-            if json {
-                print_json(&serde_json::to_value(&report)?)
-            } else {
-                print!("{}", render(&report));
-                Ok(())
+            if let Some(p) = &density_svg {
+                let title = format!("time per detour, by source: {name}");
+                source_density_svg(&by_source, &title, p)?;
             }
         }
-        Command::Diff { base, new, mode } => {
-            let d = diff(
-                &report_in(&load_attribution(&base)?, mode),
-                &report_in(&load_attribution(&new)?, mode),
-            );
-            if json {
-                print_json(&serde_json::to_value(&d)?)
-            } else {
-                print!("{}", render_diff(&d));
-                Ok(())
-            }
+        if json {
+            print_json(&serde_json::to_value(&report)?)
+        } else {
+            print!("{}", render(&report));
+            Ok(())
         }
-        Command::Nodes {
+    }
+}
+
+impl DiffArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let DiffArgs { base, new, mode } = self;
+        let d = diff(
+            &report_in(&load_attribution(&base)?, mode),
+            &report_in(&load_attribution(&new)?, mode),
+        );
+        if json {
+            print_json(&serde_json::to_value(&d)?)
+        } else {
+            print!("{}", render_diff(&d));
+            Ok(())
+        }
+    }
+}
+
+impl NodesArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let NodesArgs {
             traces,
             input,
             z,
             top,
             plot: svg,
-        } => {
-            if !(z.is_finite() && z > 0.0) {
-                bail!("--z must be a positive number, got {z}");
-            }
-            let mut nodes = Vec::with_capacity(traces.len());
-            let progress = traces.len() > 4 && std::io::stderr().is_terminal();
-            for (i, p) in traces.iter().enumerate() {
-                if progress {
-                    eprint!("\rreading {}/{} {}\x1b[K", i + 1, traces.len(), p.display());
-                }
-                let t = load(std::slice::from_ref(p), &input)?;
-                nodes.push(jitter_trace::nodes::NodeSummary::of_trace(
-                    &t,
-                    &p.display().to_string(),
-                    top,
-                ));
-            }
-            if progress {
-                eprintln!();
-            }
-            let table = jitter_trace::nodes::rank(nodes, z);
-            if let Some(p) = &svg {
-                jitter_trace::plot::nodes_svg(&table.rows, "detour run-times per node", p)?;
-            }
-            if json {
-                return print_json(&serde_json::to_value(&table)?);
-            }
-            print!("{}", table.render());
-            if let Some(p) = &svg {
-                println!("plot: {}", p.display());
-            }
-            Ok(())
+        } = self;
+        if !(z.is_finite() && z > 0.0) {
+            bail!("--z must be a positive number, got {z}");
         }
-        Command::Plot {
+        let mut nodes = Vec::with_capacity(traces.len());
+        let progress = traces.len() > 4 && std::io::stderr().is_terminal();
+        for (i, p) in traces.iter().enumerate() {
+            if progress {
+                eprint!("\rreading {}/{} {}\x1b[K", i + 1, traces.len(), p.display());
+            }
+            let t = load(std::slice::from_ref(p), &input)?;
+            nodes.push(jitter_trace::nodes::NodeSummary::of_trace(
+                &t,
+                &p.display().to_string(),
+                top,
+            ));
+        }
+        if progress {
+            eprintln!();
+        }
+        let table = jitter_trace::nodes::rank(nodes, z);
+        if let Some(p) = &svg {
+            jitter_trace::plot::nodes_svg(&table.rows, "detour run-times per node", p)?;
+        }
+        if json {
+            return print_json(&serde_json::to_value(&table)?);
+        }
+        print!("{}", table.render());
+        if let Some(p) = &svg {
+            println!("plot: {}", p.display());
+        }
+        Ok(())
+    }
+}
+
+impl PlotArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        let PlotArgs {
             traces,
             input,
             kind,
             title,
             output,
-        } => {
-            let loaded: Vec<Trace> = traces
-                .iter()
-                .map(|p| load(std::slice::from_ref(p), &input))
-                .collect::<Result<_>>()?;
-            let labels: Vec<String> = traces.iter().map(|p| p.display().to_string()).collect();
-            let series: Vec<Series> = loaded
-                .iter()
-                .zip(&labels)
-                .map(|(t, l)| Series {
-                    label: l,
-                    streams: &t.streams,
-                })
-                .collect();
-            let title = title.unwrap_or_else(|| format!("{kind:?}"));
-            plot(kind, &series, &title, &output)?;
-            if json {
-                print_json(&json!({ "output": output.display().to_string() }))
-            } else {
-                println!("wrote {}", output.display());
-                Ok(())
-            }
+        } = self;
+        let loaded: Vec<Trace> = traces
+            .iter()
+            .map(|p| load(std::slice::from_ref(p), &input))
+            .collect::<Result<_>>()?;
+        let labels: Vec<String> = traces.iter().map(|p| p.display().to_string()).collect();
+        let series: Vec<Series> = loaded
+            .iter()
+            .zip(&labels)
+            .map(|(t, l)| Series {
+                label: l,
+                streams: &t.streams,
+            })
+            .collect();
+        let title = title.unwrap_or_else(|| format!("{kind:?}"));
+        plot(kind, &series, &title, &output)?;
+        if json {
+            print_json(&json!({ "output": output.display().to_string() }))
+        } else {
+            println!("wrote {}", output.display());
+            Ok(())
         }
+    }
+}
+
+/// Runs the chosen subcommand.
+fn run(cli: Cli) -> Result<()> {
+    let json = cli.json;
+    match cli.command {
+        Command::Stats(c) => c.run(json),
+        Command::Compare(c) => c.run(json),
+        Command::Synth(c) => c.run(json),
+        Command::Convert(c) => c.run(json),
+        Command::Slice(c) => c.run(json),
+        Command::Scale(c) => c.run(json),
+        Command::Merge(c) => c.run(json),
+        Command::Attribution(c) => c.run(json),
+        Command::Diff(c) => c.run(json),
+        Command::Nodes(c) => c.run(json),
+        Command::Plot(c) => c.run(json),
     }
 }
 

@@ -54,6 +54,7 @@ use jitter_emulator::capi::{jb_emulator_resync, jb_emulator_stop, no_unwind, JB_
 use jitter_emulator::{
     Emulator, Handle, InjectorConfig, Overrides, Plan, PlanOptions, ReplaySetup, SyncSchedule,
 };
+use jitter_trace::error::chain_line;
 
 use config::{Config, Layout};
 use stats::{RankStats, Summary};
@@ -188,8 +189,12 @@ fn prepare() -> Result<Option<Prepared>, String> {
     let (host, _) = jitter_emulator::calibration::host_and_kernel();
     let layout = Layout::from_vars(env, &host)?;
     let shown = config.trace.display();
-    let loaded = jitter_trace::read_trace(&config.trace)
-        .map_err(|e| format!("JITTER_TRACE={shown}: cannot read the trace: {e}"))?;
+    let loaded = jitter_trace::read_trace(&config.trace).map_err(|e| {
+        format!(
+            "JITTER_TRACE={shown}: cannot read the trace: {}",
+            chain_line(&e)
+        )
+    })?;
     if layout.rank == 0 {
         for w in loaded.warnings() {
             warn(&format!("{shown}: {w}"));
@@ -253,8 +258,8 @@ fn start(p: Prepared) -> Result<(), String> {
         timer: p.run.opts.timer,
         clock: p.clock,
     };
-    let handle =
-        Emulator::start(cursor, config).map_err(|e| format!("cannot start the emulator: {e}"))?;
+    let handle = Emulator::start(cursor, config)
+        .map_err(|e| format!("cannot start the emulator: {}", chain_line(&e)))?;
     HANDLE.with(|h| *h.borrow_mut() = Some(handle));
     RUN.set(p.run)
         .map_err(|_| "MPI_Init was called twice".to_string())
@@ -303,7 +308,7 @@ impl Run {
         let progress = handle.progress();
         let injector = handle
             .stop()
-            .map_err(|e| format!("cannot stop the emulator: {e}"))?;
+            .map_err(|e| format!("cannot stop the emulator: {}", chain_line(&e)))?;
         let stats = RankStats {
             rank: self.layout.rank,
             job: self.layout.job.clone(),

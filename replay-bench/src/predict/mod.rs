@@ -354,7 +354,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
     let mut traces: Vec<TraceInput> = Vec::new();
     for path in &args.traces {
         let loaded = jitter_trace::read_trace(path)
-            .map_err(|e| anyhow::anyhow!("cannot read trace {}: {e}", path.display()))?;
+            .with_context(|| format!("cannot read trace {}", path.display()))?;
         for w in loaded.warnings() {
             eprintln!("warning: {}: {w}", path.display());
         }
