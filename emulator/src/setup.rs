@@ -11,6 +11,41 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::{OverheadByGap, PlanError, PlanOptions, TimerKind, MAX_SCALE};
 
+/// The conversions of a checked `f64` newtype whose `new` says why a value is refused: from
+/// and into `f64` (so serde checks what it reads), from a command-line string, and display.
+macro_rules! checked_f64 {
+    ($name:ident, $what:literal) => {
+        impl TryFrom<f64> for $name {
+            type Error = PlanError;
+            fn try_from(v: f64) -> Result<$name, PlanError> {
+                $name::new(v)
+            }
+        }
+
+        impl From<$name> for f64 {
+            fn from(v: $name) -> f64 {
+                v.0
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = PlanError;
+            fn from_str(s: &str) -> Result<$name, PlanError> {
+                let v: f64 = s.trim().parse().map_err(|_| {
+                    PlanError::Option(format!(concat!($what, " `{}` is not a number"), s))
+                })?;
+                $name::new(v)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    };
+}
+
 /// A scale factor S: finite, in (0, [`MAX_SCALE`]].
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
 #[serde(try_from = "f64", into = "f64")]
@@ -43,35 +78,7 @@ impl Default for Scale {
     }
 }
 
-impl TryFrom<f64> for Scale {
-    type Error = PlanError;
-    fn try_from(s: f64) -> Result<Scale, PlanError> {
-        Scale::new(s)
-    }
-}
-
-impl From<Scale> for f64 {
-    fn from(s: Scale) -> f64 {
-        s.0
-    }
-}
-
-impl FromStr for Scale {
-    type Err = PlanError;
-    fn from_str(s: &str) -> Result<Scale, PlanError> {
-        let v: f64 = s
-            .trim()
-            .parse()
-            .map_err(|_| PlanError::Option(format!("scale `{s}` is not a number")))?;
-        Scale::new(v)
-    }
-}
-
-impl fmt::Display for Scale {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
+checked_f64!(Scale, "scale");
 
 /// A fraction f of a stream after which a replay stops (pitfall 3): in (0, 1].
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
@@ -112,35 +119,7 @@ impl Default for Fraction {
     }
 }
 
-impl TryFrom<f64> for Fraction {
-    type Error = PlanError;
-    fn try_from(f: f64) -> Result<Fraction, PlanError> {
-        Fraction::new(f)
-    }
-}
-
-impl From<Fraction> for f64 {
-    fn from(f: Fraction) -> f64 {
-        f.0
-    }
-}
-
-impl FromStr for Fraction {
-    type Err = PlanError;
-    fn from_str(s: &str) -> Result<Fraction, PlanError> {
-        let v: f64 = s
-            .trim()
-            .parse()
-            .map_err(|_| PlanError::Option(format!("fraction `{s}` is not a number")))?;
-        Fraction::new(v)
-    }
-}
-
-impl fmt::Display for Fraction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
+checked_f64!(Fraction, "fraction");
 
 /// What one injection costs on the platform a replay targets: the timer, O (and O after a
 /// gap), M and L, ns.
