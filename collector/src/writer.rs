@@ -14,7 +14,7 @@ use jitter_trace::{Detour, Header, TraceWriter, Window};
 use crate::clock::{read_counter, Clock};
 use crate::ftq::FtqConverter;
 use crate::ring::RingConsumer;
-use crate::table::DetourStats;
+use crate::table::DetourHistogram;
 
 /// Slack around a writer window within which a detour counts as the writer's own: its wake-up
 /// (timer interrupt, context switch) comes before the window starts, its sleep after it ends.
@@ -94,7 +94,7 @@ pub struct StreamState {
     /// CPU of the stream.
     pub cpu: u32,
     /// Statistics of the detours written.
-    pub stats: DetourStats,
+    pub stats: DetourHistogram,
     /// Detours dropped because they did not start after the previous one (clock anomalies).
     pub merged: u64,
     /// Detour time inside a writer activity window widened by `SELF_SLACK_NS` on each side, ns:
@@ -184,7 +184,7 @@ impl Writer {
                 .into_iter()
                 .map(|(cpu, decoder)| StreamState {
                     cpu,
-                    stats: DetourStats::new(),
+                    stats: DetourHistogram::new(),
                     merged: 0,
                     self_overlap_ns: 0,
                     decoder,

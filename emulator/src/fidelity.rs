@@ -16,12 +16,12 @@ use jitter_trace::compare::compare_streams;
 use jitter_trace::{read_trace, Detour, Stats, Stream, Trace};
 
 use crate::calibration::{
-    default_threshold, match_single, periodic_stream, probe_detours, quantile, Calibration,
-    Overrides,
+    default_threshold, match_single, periodic_stream, probe_detours, Calibration, Overrides,
 };
 use crate::cli::{counter_clock, OverrideArgs};
 use crate::injector::{Emulator, InjectorConfig, InjectorStats, LoggedInjection};
 use crate::plan::{Plan, PlanOptions, TimerKind};
+use jitter_trace::summary::{mean, quantile};
 use jitter_trace::units::parse_positive_duration;
 
 /// Options of `jitter-emulate fidelity`.
@@ -583,15 +583,15 @@ pub fn measure_drift(
         |_, _| std::ops::ControlFlow::Continue(()),
     );
     let (st, log) = handle.stop_logged()?;
-    let mean = |s: &[LoggedInjection]| {
-        s.iter().map(|l| l.lateness_ns as f64).sum::<f64>() / s.len().max(1) as f64
+    let mean_lateness = |s: &[LoggedInjection]| {
+        mean(&s.iter().map(|l| l.lateness_ns as f64).collect::<Vec<_>>()).unwrap_or(0.0)
     };
     let k = log.len().min(100);
     Ok(Drift {
         timer: opts.timer,
         injected: st.injected,
-        first_ns: mean(&log[..k]),
-        last_ns: mean(&log[log.len() - k..]),
+        first_ns: mean_lateness(&log[..k]),
+        last_ns: mean_lateness(&log[log.len() - k..]),
         max_ns: st.lateness_max_ns,
     })
 }

@@ -2,6 +2,7 @@
 //! the cycle counter, reduced per phase to MaxQT, MaxQTBT and the mean qt over ranks.
 
 use jitter_collect::clock::{read_counter_ordered, Clock};
+use jitter_trace::summary::Moments;
 
 use crate::comm::Collective;
 use crate::kernel::do_work;
@@ -232,8 +233,8 @@ where
     let scale = spec.scale;
     let mut averages = PhaseAverages::default();
     let mut samples = Vec::new();
-    let mut spread_qt = Spread::default();
-    let mut spread_qtbt = Spread::default();
+    let mut spread_qt = Moments::default();
+    let mut spread_qtbt = Moments::default();
     let mut x = 1 + comm.rank() as u64;
     let mut phase: u64 = 0;
     let mut measured: u64 = 0;
@@ -242,7 +243,7 @@ where
     // Paired design: the phases of the pair in progress (rank 0), committed when it completes.
     let mut paired = spec.blocks.map(|_| PairedOutcome::default());
     let mut pair_buf: Vec<(PhaseSample, bool)> = Vec::new();
-    let (mut base_qt, mut base_qtbt) = (Spread::default(), Spread::default());
+    let (mut base_qt, mut base_qtbt) = (Moments::default(), Moments::default());
     let mut precise = false;
     let (stopped_by, max_progress) = loop {
         let warm = phase < spec.warmup_phases;
@@ -402,31 +403,6 @@ where
             p.baseline_sd_max_qtbt_ns = base_qtbt.sd();
             p
         }),
-    }
-}
-
-/// Running mean and variance (Welford), constant memory.
-#[derive(Debug, Clone, Copy, Default)]
-struct Spread {
-    n: u64,
-    mean: f64,
-    m2: f64,
-}
-
-impl Spread {
-    fn add(&mut self, x: f64) {
-        self.n += 1;
-        let d = x - self.mean;
-        self.mean += d / self.n as f64;
-        self.m2 += d * (x - self.mean);
-    }
-
-    fn sd(&self) -> f64 {
-        if self.n < 2 {
-            0.0
-        } else {
-            (self.m2 / (self.n - 1) as f64).sqrt()
-        }
     }
 }
 
