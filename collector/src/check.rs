@@ -342,7 +342,7 @@ pub fn run(cpu: Option<u32>, clock: Clock) -> Result<CheckReport> {
         cpu,
         counter: CounterSource::current().name(),
         khz: clock.khz(),
-        frequency_source: format!("{:?}", clock.source).to_lowercase(),
+        frequency_source: clock.source.name().to_string(),
         kernel_khz,
         tsc_constant: flags.map(|f| f.constant),
         tsc_nonstop: flags.map(|f| f.nonstop),
@@ -412,6 +412,8 @@ mod tests {
     #[test]
     fn a_wrong_frequency_or_an_unsteady_tsc_is_not_fit_to_collect() {
         let clock = Clock::from_khz(2_600_000, crate::clock::FrequencySource::Given).unwrap();
+        // The report names the source as it did with Debug, lower-cased.
+        assert_eq!(clock.source.name(), "given");
         let quiet = Observation {
             detours: 1000,
             iterations: Some(100_000_000),

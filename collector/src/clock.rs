@@ -155,6 +155,18 @@ pub enum FrequencySource {
     Nanoseconds,
 }
 
+impl FrequencySource {
+    /// Lower-case name for reports and trace headers.
+    pub fn name(self) -> &'static str {
+        match self {
+            FrequencySource::Calibrated => "calibrated",
+            FrequencySource::Given => "given",
+            FrequencySource::Kernel => "kernel",
+            FrequencySource::Nanoseconds => "nanoseconds",
+        }
+    }
+}
+
 /// Converts counter ticks to ns and back, exactly (integer arithmetic, no drift).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Clock {
