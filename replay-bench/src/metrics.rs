@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use jitter_trace::summary::{difference_ci95, mean_ci95};
+use jitter_trace::summary::{difference_ci95, mean, mean_ci95};
 
 /// One phase as seen over all ranks (already reduced: maxima and the mean compute time).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -92,7 +92,7 @@ pub struct Slowdown {
 /// 100 · t₀.₉₇₅,ₙ₋₁ · s_d / (√n · ā) (ā taken as exact: its own relative error is the
 /// platform's noise over n blocks, second order against d̄'s).
 pub fn paired_slowdown(pairs: &[(f64, f64)]) -> Slowdown {
-    let a = pairs.iter().map(|p| p.0).sum::<f64>() / pairs.len() as f64;
+    let a = mean(&pairs.iter().map(|p| p.0).collect::<Vec<_>>()).unwrap_or(f64::NAN);
     let diffs: Vec<f64> = pairs.iter().map(|p| p.1 - p.0).collect();
     let (d, half) = mean_ci95(&diffs);
     Slowdown {

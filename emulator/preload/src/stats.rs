@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use jitter_emulator::plan::TimerKind;
 use jitter_emulator::InjectorStats;
+use jitter_trace::summary::mean;
 
 /// One rank's replay, as written to `rank-<r>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,11 +148,7 @@ impl Summary {
             .filter(|r| r.injector.elapsed_ns > 0)
             .map(|r| r.injector.injected_ns as f64 / r.injector.elapsed_ns as f64)
             .collect();
-        self.noise_share = if shares.is_empty() {
-            0.0
-        } else {
-            shares.iter().sum::<f64>() / shares.len() as f64
-        };
+        self.noise_share = mean(&shares).unwrap_or(0.0);
         self
     }
 
