@@ -261,7 +261,7 @@ pub fn duration_errors(
 pub fn baseline(clock: &Clock, threshold: u64, duration_ns: u64) -> Baseline {
     let (d, _) = probe_detours(clock, threshold, duration_ns, 4_000_000);
     let runs = || d.iter().map(|&(a, b)| clock.ticks_to_ns(b - a));
-    let s = Stats::from_runs(runs, duration_ns);
+    let s = Stats::from_runs(runs(), duration_ns);
     Baseline {
         detours_per_s: s.detours_per_s,
         noise_ratio: s.noise_ratio,

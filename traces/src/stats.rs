@@ -76,22 +76,16 @@ impl Stats {
 
     /// Statistics of several streams pooled (durations add up; rates are per CPU).
     pub fn of_streams(streams: &[Stream]) -> Stats {
-        let runs = || {
-            streams
-                .iter()
-                .flat_map(|s| s.records.iter().map(|r| r.run_ns))
-        };
+        let runs = streams
+            .iter()
+            .flat_map(|s| s.records.iter().map(|r| r.run_ns));
         let duration_ns: u64 = streams.iter().map(Stream::duration_ns).sum();
         Stats::from_runs(runs, duration_ns)
     }
 
     /// Statistics of run-times observed over `duration_ns`.
-    pub fn from_runs<I, F>(runs: F, duration_ns: u64) -> Stats
-    where
-        F: Fn() -> I,
-        I: Iterator<Item = u64>,
-    {
-        Stats::from_histogram(&DetourHistogram::of(runs()), duration_ns)
+    pub fn from_runs(runs: impl IntoIterator<Item = u64>, duration_ns: u64) -> Stats {
+        Stats::from_histogram(&DetourHistogram::of(runs), duration_ns)
     }
 
     /// Statistics of the run-times in `h`, observed over `duration_ns`.
