@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use jitter_trace::summary::{difference_ci95, mean, mean_ci95};
+use jitter_trace::summary::{difference_ci95, mean, mean_ci95, mean_of_sum};
 
 /// One phase as seen over all ranks (already reduced: maxima and the mean compute time).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -64,11 +64,7 @@ impl PhaseAverages {
     }
 
     fn mean(&self, sum: f64) -> f64 {
-        if self.phases == 0 {
-            f64::NAN
-        } else {
-            sum / self.phases as f64
-        }
+        mean_of_sum(sum, self.phases)
     }
 }
 

@@ -38,6 +38,15 @@ pub fn mean(v: &[f64]) -> Option<f64> {
     }
 }
 
+/// Mean from a running sum of `n` values; NaN for n = 0.
+pub fn mean_of_sum(sum: f64, n: u64) -> f64 {
+    if n == 0 {
+        f64::NAN
+    } else {
+        sum / n as f64
+    }
+}
+
 /// Mean and sample variance (n − 1; 0 for one value) of `v`, two-pass; `None` when empty.
 pub fn mean_variance(v: &[f64]) -> Option<(f64, f64)> {
     let m = mean(v)?;
@@ -343,6 +352,8 @@ mod tests {
         let v = [4.0, 1.0, 3.0, 2.0, 5.0];
         assert_eq!(mean(&v), Some(3.0));
         assert_eq!(mean(&[]), None);
+        assert_eq!(mean_of_sum(15.0, 5), 3.0);
+        assert!(mean_of_sum(0.0, 0).is_nan());
         assert_eq!(mean_variance(&v), Some((3.0, 2.5)));
         assert_eq!(mean_variance(&[7.0]), Some((7.0, 0.0)));
         let mut m = Moments::default();
