@@ -16,6 +16,7 @@ use crate::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset;
 use crate::probe;
 use jitter_trace::sanity::Observation;
+use jitter_trace::summary::Spread;
 
 /// Timer wake-ups measured for the lateness figure.
 const LATENESS_SLEEPS: usize = 200;
@@ -32,30 +33,9 @@ const REFERENCE_DETOUR_NS: f64 = 10_000.0;
 /// A platform noisier than this share of time overstates every replayed slowdown noticeably.
 const QUIET_NOISE_RATIO: f64 = 0.01;
 
-/// Median and 90th percentile of a sample, ns.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Spread {
-    /// Median, ns.
-    pub median_ns: f64,
-    /// 90th percentile, ns.
-    pub p90_ns: f64,
-    /// Sample size.
-    pub n: usize,
-}
-
-impl Spread {
-    fn of(mut v: Vec<f64>) -> Option<Spread> {
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
-        Some(Spread {
-            median_ns: at(0.5),
-            p90_ns: at(0.9),
-            n: v.len(),
-        })
-    }
+/// The spread of a sample that is not empty; `None` for an empty one.
+fn spread(v: &[f64]) -> Option<Spread> {
+    (!v.is_empty()).then(|| Spread::of(v))
 }
 
 /// Everything `--check` measured.
@@ -164,7 +144,7 @@ impl fmt::Display for CheckReport {
                 "timer lateness    {} median, {} p90 (n = {}, 1 ms sleeps)",
                 us(s.median_ns),
                 us(s.p90_ns),
-                s.n
+                s.samples
             )?,
             None => writeln!(f, "timer lateness    not measured")?,
         }
@@ -174,7 +154,7 @@ impl fmt::Display for CheckReport {
                 "SIGALRM cost      {} median, {} p90 (n = {}, {:.0} % matched)",
                 us(s.median_ns),
                 us(s.p90_ns),
-                s.n,
+                s.samples,
                 self.sigalrm_matched * 100.0
             )?,
             None => writeln!(
@@ -270,7 +250,7 @@ fn sigalrm_cost(clock: &Clock, threshold: u64) -> Result<(Option<Spread>, f64)> 
         costs.len() as f64 / n as f64
     };
     let spread = if matched >= MIN_MATCHED {
-        Spread::of(costs)
+        spread(&costs)
     } else {
         None
     };
@@ -286,7 +266,7 @@ fn timer_lateness(clock: &Clock) -> Option<Spread> {
             clock.ticks_to_ns_f64(read_counter().wrapping_sub(t0)) - LATENESS_SLEEP_NS as f64
         })
         .collect();
-    Spread::of(late)
+    spread(&late)
 }
 
 /// Runs the check on `cpu` (default: the last CPU this process may use) with `clock`.
@@ -424,14 +404,16 @@ mod tests {
 
     #[test]
     fn spreads_take_the_median_and_the_90th_percentile() {
-        let s = Spread::of((1..=11).map(f64::from).collect()).unwrap();
-        assert_eq!((s.median_ns, s.p90_ns, s.n), (6.0, 10.0, 11));
-        assert!(Spread::of(Vec::new()).is_none());
+        let s = spread(&(1..=11).map(f64::from).collect::<Vec<_>>()).unwrap();
+        assert_eq!((s.median_ns, s.p90_ns, s.samples), (6.0, 10.0, 11));
+        assert!(spread(&[]).is_none());
     }
 
     #[test]
     fn a_wrong_frequency_or_an_unsteady_tsc_is_not_fit_to_collect() {
         let clock = Clock::from_khz(2_600_000, crate::clock::FrequencySource::Given).unwrap();
+        // The report names the source as it did with Debug, lower-cased.
+        assert_eq!(clock.source.to_string(), "given");
         let quiet = Observation {
             detours: 1000,
             iterations: Some(100_000_000),

@@ -7,6 +7,7 @@
 use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
 
+use jitter_trace::summary::mean;
 use serde::Serialize;
 
 use crate::clock::{read_counter, Clock, CounterSource};
@@ -145,7 +146,7 @@ impl CounterProfile {
             resolution_ticks: profiles.iter().map(|p| p.resolution_ticks).max()?,
             loop_ticks: loops[(loops.len() - 1) / 2],
             min_step_ticks: profiles.iter().map(|p| p.min_step_ticks).min()?,
-            zero_share: profiles.iter().map(|p| p.zero_share).sum::<f64>() / profiles.len() as f64,
+            zero_share: mean(&profiles.iter().map(|p| p.zero_share).collect::<Vec<_>>())?,
             reads: first.reads,
             beyond_histogram: profiles.iter().map(|p| p.beyond_histogram).sum(),
         })
@@ -351,7 +352,7 @@ pub(crate) mod sim {
 
         /// The mean read cost, ns.
         pub fn mean_cost_ns(&self) -> f64 {
-            self.costs.iter().sum::<f64>() / self.costs.len() as f64
+            jitter_trace::summary::mean(&self.costs).unwrap_or(f64::NAN)
         }
 
         /// One reading.

@@ -2,91 +2,9 @@
 
 use std::fmt::Write as _;
 
-use hdrhistogram::Histogram;
 use serde::Serialize;
 
-/// Largest detour the histograms track exactly (one hour, ns); longer ones are clamped to it.
-const HIST_MAX_NS: u64 = 3_600_000_000_000;
-
-/// Running statistics of the detours recorded for one stream (bounded memory).
-#[derive(Debug, Clone)]
-pub struct DetourStats {
-    hist: Histogram<u64>,
-    /// Detours recorded.
-    pub count: u64,
-    /// Sum of recorded run-times, ns.
-    pub sum_ns: u64,
-    /// Longest recorded run-time, ns (exact).
-    pub max_ns: u64,
-    /// Detours shorter than 1 µs, 5 µs and 14 µs.
-    pub under: [u64; 3],
-}
-
-impl Default for DetourStats {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl DetourStats {
-    /// Empty statistics.
-    pub fn new() -> Self {
-        DetourStats {
-            hist: Histogram::new_with_bounds(1, HIST_MAX_NS, 3).expect("valid histogram bounds"),
-            count: 0,
-            sum_ns: 0,
-            max_ns: 0,
-            under: [0; 3],
-        }
-    }
-
-    /// Adds one detour of `run_ns`.
-    #[inline]
-    pub fn record(&mut self, run_ns: u64) {
-        self.hist.saturating_record(run_ns.clamp(1, HIST_MAX_NS));
-        self.count += 1;
-        self.sum_ns += run_ns;
-        self.max_ns = self.max_ns.max(run_ns);
-        for (slot, limit) in self.under.iter_mut().zip([1_000, 5_000, 14_000]) {
-            if run_ns < limit {
-                *slot += 1;
-            }
-        }
-    }
-
-    /// Run-time at quantile `q` (0..=1), ns (within 0.1 %); 0 when empty.
-    pub fn quantile(&self, q: f64) -> u64 {
-        if self.count == 0 {
-            0
-        } else {
-            // The histogram reports a bucket's upper edge; never past the exact maximum.
-            self.hist.value_at_quantile(q).min(self.max_ns)
-        }
-    }
-
-    /// Median absolute deviation of the run-times from their median, ns (within 0.1 %).
-    pub fn mad(&self) -> u64 {
-        if self.count == 0 {
-            return 0;
-        }
-        let med = self.quantile(0.5);
-        let mut dev: Vec<(u64, u64)> = self
-            .hist
-            .iter_recorded()
-            .map(|v| (v.value_iterated_to().abs_diff(med), v.count_at_value()))
-            .collect();
-        dev.sort_unstable();
-        let half = self.count.div_ceil(2);
-        let mut seen = 0;
-        for (d, n) in dev {
-            seen += n;
-            if seen >= half {
-                return d;
-            }
-        }
-        0
-    }
-}
+pub use jitter_trace::summary::DetourHistogram;
 
 /// One line of the end table: what one CPU saw (osjitter's columns plus a few).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -172,15 +90,9 @@ pub struct RowFacts {
 
 impl CpuRow {
     /// Builds a row from a stream's statistics and facts.
-    pub fn new(stats: &DetourStats, f: RowFacts) -> Self {
+    pub fn new(stats: &DetourHistogram, f: RowFacts) -> Self {
         let sum = stats.sum_ns + f.lost_ns;
-        let share = |n: u64| {
-            if stats.count == 0 {
-                0.0
-            } else {
-                n as f64 / stats.count as f64
-            }
-        };
+        let [under_1us, under_5us, under_14us] = stats.under_shares();
         CpuRow {
             cpu: f.cpu,
             tsc_khz: f.tsc_khz,
@@ -206,9 +118,9 @@ impl CpuRow {
             p99_99_ns: stats.quantile(0.9999),
             max_ns: stats.max_ns,
             mad_ns: stats.mad(),
-            under_1us: share(stats.under[0]),
-            under_5us: share(stats.under[1]),
-            under_14us: share(stats.under[2]),
+            under_1us,
+            under_5us,
+            under_14us,
             irqs: f.irqs,
             softirqs: f.softirqs,
             self_ns: f.self_overlap_ns,
@@ -309,18 +221,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statistics_match_exact_values() {
-        let mut s = DetourStats::new();
-        // 1..=1000 µs in ns: median 500 µs, MAD 250 µs.
-        for i in 1..=1000u64 {
-            s.record(i * 1000);
-        }
-        let near = |a: u64, b: u64| (a as f64 - b as f64).abs() <= b as f64 * 0.001 + 1.0;
-        assert!(near(s.quantile(0.5), 500_000), "{}", s.quantile(0.5));
-        assert!(near(s.quantile(0.99), 990_000), "{}", s.quantile(0.99));
-        assert!(near(s.mad(), 250_000), "{}", s.mad());
-        assert_eq!(s.max_ns, 1_000_000);
-        assert_eq!(s.under, [0, 4, 13]);
+    fn rows_carry_the_statistics_and_the_lost_detours() {
+        // 1..=1000 µs in ns (the statistics themselves: `jitter_trace::summary`'s tests).
+        let s = DetourHistogram::of((1..=1000u64).map(|i| i * 1000));
         let row = CpuRow::new(
             &s,
             RowFacts {
@@ -333,10 +236,18 @@ mod tests {
         assert_eq!(row.intr, 1002);
         assert_eq!(row.sum_intr_ns, 500_500_000 + 500);
         assert!((row.iratio - 0.5005005).abs() < 1e-9);
+        assert_eq!(
+            (row.median_ns, row.mad_ns, row.max_ns),
+            (s.quantile(0.5), s.mad(), 1_000_000)
+        );
+        assert_eq!((row.under_5us, row.under_14us), (0.004, 0.013));
         let text = render(&[row]);
         assert_eq!(text.lines().count(), 2);
         assert!(text.lines().next().unwrap().trim_start().starts_with("CPU"));
-        let empty = DetourStats::new();
-        assert_eq!((empty.quantile(0.5), empty.mad()), (0, 0));
+        let empty = CpuRow::new(&DetourHistogram::new(), RowFacts::default());
+        assert_eq!(
+            (empty.median_ns, empty.mad_ns, empty.under_1us),
+            (0, 0, 0.0)
+        );
     }
 }

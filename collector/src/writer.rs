@@ -2,7 +2,7 @@
 //! per-CPU statistics, and appends checksummed chunks that are on disk after every drain.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +14,23 @@ use jitter_trace::{Detour, Header, TraceWriter, Window};
 use crate::clock::{read_counter, Clock};
 use crate::ftq::FtqConverter;
 use crate::ring::RingConsumer;
-use crate::table::DetourStats;
+use crate::table::DetourHistogram;
 
 /// Slack around a writer window within which a detour counts as the writer's own: its wake-up
 /// (timer interrupt, context switch) comes before the window starts, its sleep after it ends.
 pub const SELF_SLACK_NS: u64 = 50_000;
+
+/// The columns of the FTQ series (`--ftq-csv`), in order.
+pub const FTQ_HEADER: [&str; 4] = ["cpu", "start_ns", "end_ns", "count"];
+
+/// One quantum of the FTQ series: its CPU, start and end (ns from time 0) and the work count.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct FtqRow {
+    cpu: u32,
+    start_ns: u64,
+    end_ns: u64,
+    count: u64,
+}
 
 /// Most writer activity windows kept for the end chunk (16 B each); later ones are counted only.
 pub const MAX_SELF_WINDOWS: usize = 1 << 18;
@@ -94,7 +106,7 @@ pub struct StreamState {
     /// CPU of the stream.
     pub cpu: u32,
     /// Statistics of the detours written.
-    pub stats: DetourStats,
+    pub stats: DetourHistogram,
     /// Detours dropped because they did not start after the previous one (clock anomalies).
     pub merged: u64,
     /// Detour time inside a writer activity window widened by `SELF_SLACK_NS` on each side, ns:
@@ -131,7 +143,7 @@ pub struct Writer {
     /// Windows not kept because of the cap.
     pub windows_dropped: u64,
     recent: [Window; 3],
-    csv: Option<BufWriter<File>>,
+    csv: Option<csv::Writer<File>>,
     /// Detours written so far.
     pub total: u64,
     max_detours: Option<u64>,
@@ -172,9 +184,15 @@ impl Writer {
             .map(RingConsumer::capacity)
             .max()
             .unwrap_or(0);
-        let mut csv = s.csv.map(|f| BufWriter::with_capacity(1 << 16, f));
+        let mut csv = s.csv.map(|f| {
+            csv::WriterBuilder::new()
+                .has_headers(false)
+                .buffer_capacity(1 << 16)
+                .from_writer(f)
+        });
         if let Some(w) = csv.as_mut() {
-            writeln!(w, "cpu,start_ns,end_ns,count").context("cannot write the FTQ series")?;
+            w.write_record(FTQ_HEADER)
+                .context("cannot write the FTQ series")?;
         }
         Ok(Writer {
             trace: s.trace,
@@ -184,7 +202,7 @@ impl Writer {
                 .into_iter()
                 .map(|(cpu, decoder)| StreamState {
                     cpu,
-                    stats: DetourStats::new(),
+                    stats: DetourHistogram::new(),
                     merged: 0,
                     self_overlap_ns: 0,
                     decoder,
@@ -328,14 +346,12 @@ impl Writer {
                 for &[start, count] in ticks.iter() {
                     if let Some(w) = self.csv.as_mut() {
                         let q = conv.quantum_end(start);
-                        writeln!(
-                            w,
-                            "{},{},{},{}",
-                            st.cpu,
-                            clock.ticks_to_ns(start.saturating_sub(origin)),
-                            clock.ticks_to_ns(q.saturating_sub(origin)),
-                            count
-                        )
+                        w.serialize(FtqRow {
+                            cpu: st.cpu,
+                            start_ns: clock.ticks_to_ns(start.saturating_sub(origin)),
+                            end_ns: clock.ticks_to_ns(q.saturating_sub(origin)),
+                            count,
+                        })
                         .context("cannot write the FTQ series")?;
                     }
                     conv.push(start, count, &mut |a, b| add(&mut pos, a, b));

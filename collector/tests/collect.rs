@@ -144,7 +144,7 @@ fn three_seconds_on_every_cpu_give_a_valid_consistent_trace() {
             (row.p20_ns, st.p20_ns, "p20"),
             (row.p90_ns, st.p90_ns, "p90"),
             (row.p99_ns, st.p99_ns, "p99"),
-            (row.p99_9_ns, st.p999_ns, "p99.9"),
+            (row.p99_9_ns, st.p99_9_ns, "p99.9"),
         ] {
             assert!(close(a, b), "{what}: table {a} vs records {b}");
         }

@@ -15,12 +15,12 @@ use jitter_trace::compare::compare_streams;
 use jitter_trace::{read_trace, Detour, Stats, Stream, Trace};
 
 use crate::calibration::{
-    default_threshold, match_single, periodic_stream, probe_detours, quantile, Calibration,
+    default_threshold, match_single, periodic_stream, probe_detours, Calibration,
 };
 use crate::injector::{Emulator, InjectorConfig, InjectorStats, LoggedInjection};
 use crate::plan::{Plan, PlanOptions, TimerKind};
-use crate::setup::Overrides;
-use crate::setup::{ReplaySetup, Scale};
+use crate::setup::{Overrides, ReplaySetup, Scale};
+use jitter_trace::summary::{mean, quantile};
 
 /// What `jitter-emulate fidelity` measures.
 #[derive(Debug, Clone)]
@@ -245,7 +245,7 @@ pub fn duration_errors(
 pub fn baseline(clock: &Clock, threshold: u64, duration_ns: u64) -> Baseline {
     let (d, _) = probe_detours(clock, threshold, duration_ns, 4_000_000);
     let runs = || d.iter().map(|&(a, b)| clock.ticks_to_ns(b - a));
-    let s = Stats::from_runs(runs, duration_ns);
+    let s = Stats::from_runs(runs(), duration_ns);
     Baseline {
         detours_per_s: s.detours_per_s,
         noise_ratio: s.noise_ratio,
@@ -560,15 +560,15 @@ pub fn measure_drift(
         |_, _| std::ops::ControlFlow::Continue(()),
     );
     let (st, log) = handle.stop_logged()?;
-    let mean = |s: &[LoggedInjection]| {
-        s.iter().map(|l| l.lateness_ns as f64).sum::<f64>() / s.len().max(1) as f64
+    let mean_lateness = |s: &[LoggedInjection]| {
+        mean(&s.iter().map(|l| l.lateness_ns as f64).collect::<Vec<_>>()).unwrap_or(0.0)
     };
     let k = log.len().min(100);
     Ok(Drift {
         timer: opts.timer,
         injected: st.injected,
-        first_ns: mean(&log[..k]),
-        last_ns: mean(&log[log.len() - k..]),
+        first_ns: mean_lateness(&log[..k]),
+        last_ns: mean_lateness(&log[log.len() - k..]),
         max_ns: st.lateness_max_ns,
     })
 }

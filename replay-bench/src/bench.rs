@@ -3,6 +3,7 @@
 
 use jitter_collect::clock::{read_counter_ordered, Clock};
 use jitter_emulator::Fraction;
+use jitter_trace::summary::Moments;
 
 use crate::comm::Collective;
 use crate::kernel::do_work;
@@ -220,6 +221,32 @@ pub struct LoopOutcome {
     pub paired: Option<PairedOutcome>,
 }
 
+impl LoopOutcome {
+    /// Writes the measured phases as CSV (`replay-bench run --phases-csv`):
+    /// `phase,max_qt_ns,max_qtbt_ns,mean_qt_ns,jitter`, ns unscaled to 0.1 ns; `jitter` is 1 for
+    /// a jitter phase and 0 for a baseline block's phase of the paired design.
+    pub fn write_phases_csv(&self, w: &mut dyn std::io::Write) -> csv::Result<()> {
+        let mut out = csv::Writer::from_writer(w);
+        out.write_record(["phase", "max_qt_ns", "max_qtbt_ns", "mean_qt_ns", "jitter"])?;
+        for (i, s) in self.samples.iter().enumerate() {
+            let jitter = self
+                .paired
+                .as_ref()
+                .and_then(|p| p.sample_jitter.get(i).copied())
+                .unwrap_or(true);
+            out.write_record([
+                i.to_string(),
+                format!("{:.1}", s.max_qt_ns),
+                format!("{:.1}", s.max_qtbt_ns),
+                format!("{:.1}", s.mean_qt_ns),
+                u8::from(jitter).to_string(),
+            ])?;
+        }
+        out.flush()?;
+        Ok(())
+    }
+}
+
 /// Runs Algorithm 1: barrier; t1; do_work; t2; barrier; t3 — then one all-reduce (MAX) of
 /// `[qt, qtb, progress, stop]` where only rank 0 contributes its stop decision (the elapsed-time
 /// broadcast of line 13, folded into the reduction with the fraction rule), and one reduce (SUM)
@@ -234,8 +261,8 @@ where
     let scale = spec.scale;
     let mut averages = PhaseAverages::default();
     let mut samples = Vec::new();
-    let mut spread_qt = Spread::default();
-    let mut spread_qtbt = Spread::default();
+    let mut spread_qt = Moments::default();
+    let mut spread_qtbt = Moments::default();
     let mut x = 1 + comm.rank() as u64;
     let mut phase: u64 = 0;
     let mut measured: u64 = 0;
@@ -244,7 +271,7 @@ where
     // Paired design: the phases of the pair in progress (rank 0), committed when it completes.
     let mut paired = spec.blocks.map(|_| PairedOutcome::default());
     let mut pair_buf: Vec<(PhaseSample, bool)> = Vec::new();
-    let (mut base_qt, mut base_qtbt) = (Spread::default(), Spread::default());
+    let (mut base_qt, mut base_qtbt) = (Moments::default(), Moments::default());
     let mut precise = false;
     let (stopped_by, max_progress) = loop {
         let warm = phase < spec.warmup_phases;
@@ -410,31 +437,6 @@ where
     }
 }
 
-/// Running mean and variance (Welford), constant memory.
-#[derive(Debug, Clone, Copy, Default)]
-struct Spread {
-    n: u64,
-    mean: f64,
-    m2: f64,
-}
-
-impl Spread {
-    fn add(&mut self, x: f64) {
-        self.n += 1;
-        let d = x - self.mean;
-        self.mean += d / self.n as f64;
-        self.m2 += d * (x - self.mean);
-    }
-
-    fn sd(&self) -> f64 {
-        if self.n < 2 {
-            0.0
-        } else {
-            (self.m2 / (self.n - 1) as f64).sqrt()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -541,13 +543,29 @@ mod tests {
         assert_eq!(&h.on[..2], &[true, true], "warm-up runs with jitter");
         let want: Vec<bool> = (0..12).map(|m| b.jittered(m)).collect();
         assert_eq!(&h.on[2..], &want[..]);
-        let p = out.paired.unwrap();
+        let p = out.paired.as_ref().unwrap();
         assert_eq!(
             (p.pairs.len(), out.averages.phases, p.baseline.phases),
             (2, 6, 6)
         );
         assert_eq!(p.sample_jitter, want);
         assert_eq!(out.samples.len(), 12);
+        let mut text = Vec::new();
+        out.write_phases_csv(&mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "phase,max_qt_ns,max_qtbt_ns,mean_qt_ns,jitter");
+        assert_eq!(lines.len(), 13, "{text}");
+        for (i, (line, s)) in lines[1..].iter().zip(&out.samples).enumerate() {
+            let want_line = format!(
+                "{i},{:.1},{:.1},{:.1},{}",
+                s.max_qt_ns,
+                s.max_qtbt_ns,
+                s.mean_qt_ns,
+                u8::from(want[i])
+            );
+            assert_eq!(*line, want_line);
+        }
         // A precision target met at once stops one phase after the third pair; that phase
         // (an incomplete pair) is discarded.
         let spec = LoopSpec {

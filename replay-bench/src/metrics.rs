@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use jitter_trace::summary::{difference_ci95, mean, mean_ci95, mean_of_sum};
+
 /// One phase as seen over all ranks (already reduced: maxima and the mean compute time).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct PhaseSample {
@@ -62,39 +64,13 @@ impl PhaseAverages {
     }
 
     fn mean(&self, sum: f64) -> f64 {
-        if self.phases == 0 {
-            f64::NAN
-        } else {
-            sum / self.phases as f64
-        }
+        mean_of_sum(sum, self.phases)
     }
 }
 
 /// Percentage slowdown SD = (with − without) / without × 100 (eq. 2 with AvgMaxQTBT, eq. 3 with AvgMaxQT).
 pub fn slowdown_pct(with_jitter: f64, without_jitter: f64) -> f64 {
     (with_jitter - without_jitter) / without_jitter * 100.0
-}
-
-/// Two-sided 95 % quantile of Student's t with `df` degrees of freedom (t₀.₉₇₅,df): the
-/// table for df ≤ 30, the Cornish–Fisher expansion (error < 10⁻⁴) above, NaN for df = 0.
-pub fn t975(df: u64) -> f64 {
-    const TABLE: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    match df {
-        0 => f64::NAN,
-        1..=30 => TABLE[df as usize - 1],
-        _ => {
-            let z: f64 = 1.959_964;
-            let v = df as f64;
-            z + (z.powi(3) + z) / (4.0 * v)
-                + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * v * v)
-                + (3.0 * z.powi(7) + 19.0 * z.powi(5) + 17.0 * z.powi(3) - 15.0 * z)
-                    / (384.0 * v.powi(3))
-        }
-    }
 }
 
 /// A slowdown in percent with the half-width of its 95 % confidence interval (percentage
@@ -112,25 +88,12 @@ pub struct Slowdown {
 /// 100 · t₀.₉₇₅,ₙ₋₁ · s_d / (√n · ā) (ā taken as exact: its own relative error is the
 /// platform's noise over n blocks, second order against d̄'s).
 pub fn paired_slowdown(pairs: &[(f64, f64)]) -> Slowdown {
-    let n = pairs.len();
-    if n == 0 {
-        return Slowdown {
-            pct: f64::NAN,
-            ci95_pct: f64::NAN,
-        };
-    }
-    let nf = n as f64;
-    let a = pairs.iter().map(|p| p.0).sum::<f64>() / nf;
-    let d = pairs.iter().map(|p| p.1 - p.0).sum::<f64>() / nf;
-    let ci95_pct = if n < 2 {
-        f64::NAN
-    } else {
-        let var = pairs.iter().map(|p| (p.1 - p.0 - d).powi(2)).sum::<f64>() / (nf - 1.0);
-        100.0 * t975(n as u64 - 1) * (var / nf).sqrt() / a
-    };
+    let a = mean(&pairs.iter().map(|p| p.0).collect::<Vec<_>>()).unwrap_or(f64::NAN);
+    let diffs: Vec<f64> = pairs.iter().map(|p| p.1 - p.0).collect();
+    let (d, half) = mean_ci95(&diffs);
     Slowdown {
         pct: 100.0 * d / a,
-        ci95_pct,
+        ci95_pct: 100.0 * half / a,
     }
 }
 
@@ -141,13 +104,12 @@ pub fn paired_slowdown(pairs: &[(f64, f64)]) -> Slowdown {
 pub fn sequential_slowdown(run: (f64, f64, u64), baseline: (f64, f64, u64)) -> Slowdown {
     let (m, s, n) = run;
     let (mb, sb, nb) = baseline;
-    let var = |sd: f64, n: u64| if n == 0 { 0.0 } else { sd * sd / n as f64 };
     Slowdown {
         pct: slowdown_pct(m, mb),
         ci95_pct: if n < 2 {
             f64::NAN
         } else {
-            100.0 * 1.959_964 * (var(s, n) + var(sb, nb)).sqrt() / mb
+            100.0 * difference_ci95((s, n), (sb, nb)) / mb
         },
     }
 }
@@ -208,12 +170,6 @@ mod tests {
         );
         assert!(paired_slowdown(&pairs[..1]).ci95_pct.is_nan());
         assert!(paired_slowdown(&[]).pct.is_nan());
-        assert_eq!(t975(1), 12.706);
-        assert!(t975(0).is_nan());
-        // The expansion meets the table at df = 30 and tends to z.
-        assert!((t975(31) - 2.0395).abs() < 2e-4, "{}", t975(31));
-        assert!((t975(120) - 1.9799).abs() < 2e-4, "{}", t975(120));
-        assert!((t975(1_000_000) - 1.96).abs() < 1e-3);
         // Sequential: 100 · 1.96 · √(4/100 + 9/100) / 1000.
         let s = sequential_slowdown((1030.0, 2.0, 100), (1000.0, 3.0, 100));
         assert!((s.pct - 3.0).abs() < 1e-9);

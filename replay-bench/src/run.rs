@@ -942,27 +942,9 @@ fn result_row(
 
 fn write_csv(path: &std::path::Path, out: &LoopOutcome) -> anyhow::Result<()> {
     let shown = path.display().to_string();
-    jitter_trace::output::write_output(path, |w| -> anyhow::Result<()> {
-        writeln!(w, "phase,max_qt_ns,max_qtbt_ns,mean_qt_ns,jitter")
-            .with_context(|| format!("cannot write {shown}"))?;
-        for (i, s) in out.samples.iter().enumerate() {
-            // 1: a jitter phase; 0: a baseline block's phase of the paired design.
-            let jitter = out
-                .paired
-                .as_ref()
-                .and_then(|p| p.sample_jitter.get(i).copied())
-                .unwrap_or(true);
-            writeln!(
-                w,
-                "{i},{:.1},{:.1},{:.1},{}",
-                s.max_qt_ns,
-                s.max_qtbt_ns,
-                s.mean_qt_ns,
-                u8::from(jitter)
-            )
-            .with_context(|| format!("cannot write {shown}"))?;
-        }
-        Ok(())
+    jitter_trace::output::write_output(path, |w| {
+        out.write_phases_csv(w)
+            .with_context(|| format!("cannot write {shown}"))
     })?;
     Ok(())
 }

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use jitter_emulator::{Plan, PlanOptions, SyncMode};
+use jitter_trace::summary::{mean_variance, variance_of_mean};
 use jitter_trace::{synth, Trace};
 use rayon::prelude::*;
 use replay_bench::predict::*;
@@ -48,10 +49,8 @@ fn sd_qt(o: &DesOutcome) -> f64 {
 
 /// Mean and standard error of the mean.
 fn mean_se(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let m = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0);
-    (m, (var / n).sqrt())
+    let (m, var) = mean_variance(v).expect("a non-empty sample");
+    (m, variance_of_mean(var.sqrt(), v.len() as u64).sqrt())
 }
 
 /// Periodic noise (period P, duration d), window q, q + d ≤ P, per-phase resync at uniform

@@ -77,11 +77,14 @@ fn speed_stable(r: &Report, what: &str) -> bool {
 /// be q within 1–2 %, as the baseline's phases were (`speed_stable`). The slowdown compares the two, so a drift between them is not
 /// a slowdown; a run that shows one cannot judge, and says so.
 fn clean_phases_at_q(csv: &Path, what: &str) -> bool {
-    let text = std::fs::read_to_string(csv).unwrap();
-    let mut qt: Vec<f64> = text
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+    #[derive(serde::Deserialize)]
+    struct Phase {
+        max_qt_ns: f64,
+    }
+    let mut qt: Vec<f64> = csv::Reader::from_path(csv)
+        .unwrap()
+        .deserialize()
+        .map(|row: Result<Phase, _>| row.unwrap().max_qt_ns)
         .collect();
     assert!(!qt.is_empty(), "no phases in {}", csv.display());
     qt.sort_by(f64::total_cmp);

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Stream, Trace};
 use crate::stats::Stats;
+use crate::summary::{mean_variance, quantile};
 
 /// Points of the log-spaced density grid.
 pub const GRID_POINTS: usize = 512;
@@ -112,17 +113,10 @@ pub fn bandwidth(x: &[f64]) -> f64 {
     if n < 2 {
         return MIN_BANDWIDTH;
     }
-    let mean = x.iter().sum::<f64>() / n as f64;
-    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1) as f64;
-    let sd = var.sqrt();
+    let sd = mean_variance(x).map_or(0.0, |(_, var)| var.sqrt());
     let mut sorted = x.to_vec();
     sorted.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        let pos = p * (n - 1) as f64;
-        let i = pos.floor() as usize;
-        let f = pos - i as f64;
-        sorted[i] + f * (sorted[(i + 1).min(n - 1)] - sorted[i])
-    };
+    let q = |p: f64| quantile(&sorted, p);
     let iqr = q(0.75) - q(0.25);
     let spread = if iqr > 0.0 { sd.min(iqr / 1.34) } else { sd };
     (0.9 * spread * (n as f64).powf(-0.2)).max(MIN_BANDWIDTH)

@@ -199,39 +199,47 @@ fn io_w(e: std::io::Error) -> TraceError {
     TraceError::io("cannot write export", e)
 }
 
-/// Writes `cpu,start_ns,run_ns,sleep_ns` rows with a header line.
-pub fn write_csv(trace: &Trace, w: &mut dyn Write) -> Result<(), TraceError> {
-    writeln!(w, "cpu,start_ns,run_ns,sleep_ns").map_err(io_w)?;
-    for s in &trace.streams {
-        for r in &s.records {
-            writeln!(w, "{},{},{},{}", s.cpu, r.start_ns, r.run_ns, r.sleep_ns).map_err(io_w)?;
-        }
-    }
-    Ok(())
-}
-
+/// One record of a CSV or JSON Lines export.
 #[derive(Serialize)]
-struct JsonRecord {
+struct RecordRow {
     cpu: u32,
     start_ns: u64,
     run_ns: u64,
     sleep_ns: u64,
 }
 
+/// Every record of `trace` as an export row, stream by stream.
+fn record_rows(trace: &Trace) -> impl Iterator<Item = RecordRow> + '_ {
+    trace.streams.iter().flat_map(|s| {
+        s.records.iter().map(|r| RecordRow {
+            cpu: s.cpu,
+            start_ns: r.start_ns,
+            run_ns: r.run_ns,
+            sleep_ns: r.sleep_ns,
+        })
+    })
+}
+
+/// The columns of a CSV export, in order (the reader needs the first three).
+const CSV_HEADER: [&str; 4] = ["cpu", "start_ns", "run_ns", "sleep_ns"];
+
+/// Writes `cpu,start_ns,run_ns,sleep_ns` rows with a header line.
+pub fn write_csv(trace: &Trace, w: &mut dyn Write) -> Result<(), TraceError> {
+    let csv_w = |e: csv::Error| io_w(e.into());
+    let mut out = csv::WriterBuilder::new().has_headers(false).from_writer(w);
+    out.write_record(CSV_HEADER).map_err(csv_w)?;
+    for row in record_rows(trace) {
+        out.serialize(row).map_err(csv_w)?;
+    }
+    out.flush().map_err(io_w)
+}
+
 /// Writes one JSON object per record.
 pub fn write_jsonl(trace: &Trace, w: &mut dyn Write) -> Result<(), TraceError> {
-    for s in &trace.streams {
-        for r in &s.records {
-            let rec = JsonRecord {
-                cpu: s.cpu,
-                start_ns: r.start_ns,
-                run_ns: r.run_ns,
-                sleep_ns: r.sleep_ns,
-            };
-            serde_json::to_writer(&mut *w, &rec)
-                .map_err(|e| TraceError::io("cannot write export", e.into()))?;
-            w.write_all(b"\n").map_err(io_w)?;
-        }
+    for rec in record_rows(trace) {
+        serde_json::to_writer(&mut *w, &rec)
+            .map_err(|e| TraceError::io("cannot write export", e.into()))?;
+        w.write_all(b"\n").map_err(io_w)?;
     }
     Ok(())
 }
@@ -359,40 +367,44 @@ fn assemble(parts: Vec<Part>, label: &str) -> Result<Trace, TraceError> {
     Ok(trace)
 }
 
-/// Reads a CSV file with a header and `cpu,start_ns,run_ns[,...]` rows.
+/// Reads a CSV file with a header and `cpu,start_ns,run_ns[,...]` rows (fields may be quoted;
+/// blank lines are skipped; columns after the third are ignored).
 pub fn read_csv(path: &Path) -> Result<Trace, TraceError> {
+    let f = File::open(path)
+        .map_err(|e| TraceError::io(format!("cannot open {}", path.display()), e))?;
+    let mut rows = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_reader(BufReader::new(f));
+    let line_of = |e: &csv::Error| e.position().map_or(1, |p| p.line() as usize);
+    let cannot_read = |e: csv::Error| parse_err(path, line_of(&e), format!("cannot read: {e}"));
+    let header = rows.headers().map_err(cannot_read)?;
+    if header.is_empty() {
+        return Err(parse_err(path, 1, "the file is empty (no CSV header)"));
+    }
+    if header.len() < 3 || header.iter().take(3).ne(CSV_HEADER.into_iter().take(3)) {
+        let n = header.position().map_or(1, |p| p.line() as usize);
+        return Err(parse_err(
+            path,
+            n,
+            "expected the header `cpu,start_ns,run_ns`",
+        ));
+    }
     let mut parts: Vec<Part> = Vec::new();
-    let mut saw_header = false;
-    for (n, line) in lines(path)? {
-        let line = line?;
-        let l = line.trim();
-        if l.is_empty() {
-            continue;
-        }
-        if !saw_header {
-            let cols: Vec<&str> = l.split(',').map(str::trim).collect();
-            if cols.len() < 3 || cols[..3] != ["cpu", "start_ns", "run_ns"] {
-                return Err(parse_err(
-                    path,
-                    n,
-                    "expected the header `cpu,start_ns,run_ns`",
-                ));
-            }
-            saw_header = true;
-            continue;
-        }
-        let cols: Vec<&str> = l.split(',').collect();
-        if cols.len() < 3 {
+    let mut record = csv::StringRecord::new();
+    while rows.read_record(&mut record).map_err(cannot_read)? {
+        let n = record.position().map_or(1, |p| p.line() as usize);
+        if record.len() < 3 {
             return Err(parse_err(
                 path,
                 n,
-                format!("expected 3 columns, found {}", cols.len()),
+                format!("expected 3 columns, found {}", record.len()),
             ));
         }
-        let cpu = u32::try_from(int(path, n, cols[0], "cpu")?)
+        let cpu = u32::try_from(int(path, n, &record[0], "cpu")?)
             .map_err(|_| parse_err(path, n, "cpu is too large"))?;
-        let start_ns = int(path, n, cols[1], "start_ns")?;
-        let run_ns = int(path, n, cols[2], "run_ns")?;
+        let start_ns = int(path, n, &record[1], "start_ns")?;
+        let run_ns = int(path, n, &record[2], "run_ns")?;
         if start_ns.checked_add(run_ns).is_none() {
             return Err(parse_err(path, n, "start + run overflows"));
         }
@@ -409,9 +421,6 @@ pub fn read_csv(path: &Path) -> Result<Trace, TraceError> {
             }
         };
         parts[i].detours.push((Detour { start_ns, run_ns }, n));
-    }
-    if !saw_header {
-        return Err(parse_err(path, 1, "the file is empty (no CSV header)"));
     }
     parts.sort_by_key(|p| p.cpu);
     assemble(parts, "csv")
@@ -723,6 +732,30 @@ mod tests {
         assert!(read_csv(&p).unwrap_err().to_string().contains("h.csv:1:"));
         let p = write(dir.path(), "e.csv", "");
         assert!(read_csv(&p).unwrap_err().to_string().contains("empty"));
+        let p = write(dir.path(), "s.csv", "cpu,start_ns,run_ns\n0,10,5\n0,30\n");
+        let e = read_csv(&p).unwrap_err().to_string();
+        assert!(e.contains("s.csv:3:") && e.contains("found 2"), "{e}");
+    }
+
+    #[test]
+    fn csv_fields_may_be_quoted_and_padded_and_blank_lines_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "cpu, start_ns ,run_ns,note\n\n\"1\", 10 ,5,\"a, b\"\n1,30,2,x\n";
+        let t = read_csv(&write(dir.path(), "q.csv", text)).unwrap();
+        let runs: Vec<(u64, u64)> = t.streams[0]
+            .records
+            .iter()
+            .map(|r| (r.start_ns, r.run_ns))
+            .collect();
+        assert_eq!((t.streams[0].cpu, runs), (1, vec![(10, 5), (30, 2)]));
+        let mut out = Vec::new();
+        write_csv(&t, &mut out).unwrap();
+        let r = &t.streams[0].records;
+        let expected = format!(
+            "cpu,start_ns,run_ns,sleep_ns\n1,10,5,{}\n1,30,2,{}\n",
+            r[0].sleep_ns, r[1].sleep_ns
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), expected);
     }
 
     #[test]

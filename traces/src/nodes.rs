@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Trace;
 use crate::stats::Stats;
+use crate::summary::median;
 
 /// |z| above which a node is an outlier (Iglewicz and Hoaglin's cut for the modified z-score).
 pub const OUTLIER_Z: f64 = 3.5;
@@ -146,17 +147,6 @@ pub struct NodeTable {
     pub rows: Vec<NodeRow>,
     /// Said when the table can give no verdict (too few nodes).
     pub note: Option<String>,
-}
-
-/// Median of a non-empty slice (sorted in place).
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_unstable_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// Robust z-score of `x` against `others` (raw values, compared on their logarithm); `None` with
@@ -309,7 +299,7 @@ impl NodeTable {
                 s.noise_ratio * 100.0,
                 s.detours_per_s,
                 us(s.p99_ns),
-                us(s.p999_ns),
+                us(s.p99_9_ns),
                 us(s.max_ns),
                 z(&r.noise),
                 z(&r.max),

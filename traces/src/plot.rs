@@ -596,7 +596,7 @@ pub fn nodes_svg(rows: &[NodeRow], title: &str, path: &Path) -> Result<(), Trace
                     color.stroke_width(3),
                 ),
                 PathElement::new(vec![(x, us(s.min_ns)), (x, us(s.p20_ns))], color),
-                PathElement::new(vec![(x, us(s.p80_ns)), (x, us(s.p999_ns))], color),
+                PathElement::new(vec![(x, us(s.p80_ns)), (x, us(s.p99_9_ns))], color),
             ])
             .map_err(&e)?;
         chart

@@ -1,17 +1,14 @@
 //! Statistics of detours: rates, noise ratio, quantiles of run-times and injectability.
 //!
-//! Quantiles come from an [`hdrhistogram`] with 3 significant digits, so every quantile is within
-//! 0.1 % of the exact order statistic; `min`, `max`, `mean`, the noise ratio and the fractions
-//! under 1/5/14 µs are exact.
+//! Run-times are summarised by [`crate::summary::DetourHistogram`] (also the collector's end
+//! table): quantiles and the MAD within 0.1 %; `min`, `max`, `mean`, the noise ratio and the
+//! fractions under 1/5/14 µs exact.
 
-use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
 use crate::model::{Stream, Trace};
-
-/// Significant digits of the histograms behind the quantiles.
-const SIGFIG: u8 = 3;
+use crate::summary::DetourHistogram;
 
 /// Statistics of one stream, or of all streams of a trace together.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -42,10 +39,12 @@ pub struct Stats {
     pub p90_ns: u64,
     /// 99th percentile of run-times, ns.
     pub p99_ns: u64,
-    /// 99.9th percentile of run-times, ns.
-    pub p999_ns: u64,
-    /// 99.99th percentile of run-times, ns.
-    pub p9999_ns: u64,
+    /// 99.9th percentile of run-times, ns (`p999_ns` in files written before it was renamed).
+    #[serde(alias = "p999_ns")]
+    pub p99_9_ns: u64,
+    /// 99.99th percentile of run-times, ns (`p9999_ns` in older files).
+    #[serde(alias = "p9999_ns")]
+    pub p99_99_ns: u64,
     /// Longest run-time, ns.
     pub max_ns: u64,
     /// Median absolute deviation of run-times from their median, ns.
@@ -77,83 +76,59 @@ impl Stats {
 
     /// Statistics of several streams pooled (durations add up; rates are per CPU).
     pub fn of_streams(streams: &[Stream]) -> Stats {
-        let runs = || {
-            streams
-                .iter()
-                .flat_map(|s| s.records.iter().map(|r| r.run_ns))
-        };
+        let runs = streams
+            .iter()
+            .flat_map(|s| s.records.iter().map(|r| r.run_ns));
         let duration_ns: u64 = streams.iter().map(Stream::duration_ns).sum();
         Stats::from_runs(runs, duration_ns)
     }
 
-    /// Statistics of run-times observed over `duration_ns`; `runs` is called twice (for the MAD).
-    pub fn from_runs<I, F>(runs: F, duration_ns: u64) -> Stats
-    where
-        F: Fn() -> I,
-        I: Iterator<Item = u64>,
-    {
-        let mut h = new_histogram();
-        let (mut count, mut sum, mut min, mut max) = (0u64, 0u128, u64::MAX, 0u64);
-        let (mut u1, mut u5, mut u14) = (0u64, 0u64, 0u64);
-        for r in runs() {
-            record(&mut h, r);
-            count += 1;
-            sum += u128::from(r);
-            min = min.min(r);
-            max = max.max(r);
-            u1 += u64::from(r < 1_000);
-            u5 += u64::from(r < 5_000);
-            u14 += u64::from(r < 14_000);
-        }
-        let noise_ns = u64::try_from(sum).unwrap_or(u64::MAX);
-        let secs = duration_ns as f64 / 1e9;
-        let per = |n: u64| {
-            if count == 0 {
-                0.0
-            } else {
-                n as f64 / count as f64
-            }
-        };
-        let mut s = Stats {
+    /// Statistics of run-times observed over `duration_ns`.
+    pub fn from_runs(runs: impl IntoIterator<Item = u64>, duration_ns: u64) -> Stats {
+        Stats::from_histogram(&DetourHistogram::of(runs), duration_ns)
+    }
+
+    /// Statistics of the run-times in `h`, observed over `duration_ns`.
+    pub fn from_histogram(h: &DetourHistogram, duration_ns: u64) -> Stats {
+        let count = h.count;
+        let [under_1us, under_5us, under_14us] = h.under_shares();
+        let s = Stats {
             cpu: None,
             count,
             duration_ns,
             detours_per_s: if duration_ns == 0 {
                 0.0
             } else {
-                count as f64 / secs
+                count as f64 / (duration_ns as f64 / 1e9)
             },
-            noise_ns,
+            noise_ns: h.sum_ns,
             noise_ratio: if duration_ns == 0 {
                 0.0
             } else {
-                sum as f64 / duration_ns as f64
+                h.sum_ns as f64 / duration_ns as f64
             },
-            under_1us: per(u1),
-            under_5us: per(u5),
-            under_14us: per(u14),
+            under_1us,
+            under_5us,
+            under_14us,
             ..Stats::default()
         };
         if count == 0 {
             return s;
         }
-        let q = |p: f64| h.value_at_quantile(p).clamp(min, max);
-        s.min_ns = min;
-        s.max_ns = max;
-        s.mean_ns = sum as f64 / count as f64;
-        s.p20_ns = q(0.20);
-        s.median_ns = q(0.50);
-        s.p80_ns = q(0.80);
-        s.p90_ns = q(0.90);
-        s.p99_ns = q(0.99);
-        s.p999_ns = q(0.999);
-        s.p9999_ns = q(0.9999);
-        let mut dev = new_histogram();
-        for r in runs() {
-            record(&mut dev, r.abs_diff(s.median_ns));
+        Stats {
+            min_ns: h.min_ns,
+            max_ns: h.max_ns,
+            mean_ns: h.mean_ns(),
+            p20_ns: h.quantile(0.20),
+            median_ns: h.quantile(0.50),
+            p80_ns: h.quantile(0.80),
+            p90_ns: h.quantile(0.90),
+            p99_ns: h.quantile(0.99),
+            p99_9_ns: h.quantile(0.999),
+            p99_99_ns: h.quantile(0.9999),
+            mad_ns: h.mad(),
+            ..s
         }
-        s.mad_ns = dev.value_at_quantile(0.5).min(max - min);
-        s
     }
 }
 
@@ -164,13 +139,6 @@ impl TraceStats {
             overall: Stats::of_streams(&trace.streams),
             streams: trace.streams.iter().map(Stats::of_stream).collect(),
         }
-    }
-}
-
-/// Records `v`, growing the histogram as needed (saturating only beyond its largest range).
-fn record(h: &mut Histogram<u64>, v: u64) {
-    if h.record(v).is_err() {
-        h.saturating_record(v);
     }
 }
 
@@ -205,8 +173,8 @@ impl TraceStats {
             ("p80(us)", Box::new(move |s: &Stats| us(s.p80_ns))),
             ("p90(us)", Box::new(move |s: &Stats| us(s.p90_ns))),
             ("p99(us)", Box::new(move |s: &Stats| us(s.p99_ns))),
-            ("p99.9(us)", Box::new(move |s: &Stats| us(s.p999_ns))),
-            ("p99.99(us)", Box::new(move |s: &Stats| us(s.p9999_ns))),
+            ("p99.9(us)", Box::new(move |s: &Stats| us(s.p99_9_ns))),
+            ("p99.99(us)", Box::new(move |s: &Stats| us(s.p99_99_ns))),
             ("max(us)", Box::new(move |s: &Stats| us(s.max_ns))),
             ("mad(us)", Box::new(move |s: &Stats| us(s.mad_ns))),
             ("<1us(%)", Box::new(move |s: &Stats| pct(s.under_1us))),
@@ -242,10 +210,6 @@ impl TraceStats {
         }
         out
     }
-}
-
-fn new_histogram() -> Histogram<u64> {
-    Histogram::new(SIGFIG).expect("3 significant digits is a valid histogram precision")
 }
 
 /// How much of the noise an injector with overhead O can reproduce at scale S.
@@ -404,6 +368,20 @@ mod tests {
         let total: u64 = runs.iter().sum();
         assert_eq!(s.noise_ns, total);
         assert_eq!(s.noise_ratio, total as f64 / s.duration_ns as f64);
+    }
+
+    #[test]
+    fn statistics_written_with_the_old_quantile_names_still_read() {
+        let s = Stats::of_stream(&stream(&[1000, 2000, 3000], 10_000));
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(
+            json.contains("\"p99_9_ns\"") && json.contains("\"p99_99_ns\""),
+            "{json}"
+        );
+        let old = json
+            .replace("\"p99_9_ns\"", "\"p999_ns\"")
+            .replace("\"p99_99_ns\"", "\"p9999_ns\"");
+        assert_eq!(serde_json::from_str::<Stats>(&old).unwrap(), s);
     }
 
     #[test]

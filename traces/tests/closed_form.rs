@@ -34,7 +34,7 @@ proptest! {
             prop_assert_eq!(s.max_ns, d);
             prop_assert_eq!(s.mean_ns, d as f64);
             prop_assert_eq!(s.median_ns, d);
-            prop_assert_eq!(s.p9999_ns, d);
+            prop_assert_eq!(s.p99_99_ns, d);
             prop_assert_eq!(s.mad_ns, 0);
             prop_assert_eq!(s.under_5us, if d < 5_000 { 1.0 } else { 0.0 });
         }

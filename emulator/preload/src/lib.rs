@@ -335,7 +335,7 @@ impl Run {
             scale: c.scale.get(),
             sync: c.sync.to_string(),
             seed: c.seed,
-            timer: format!("{:?}", c.timer).to_lowercase(),
+            timer: c.timer,
             ranks_per_node: c.ranks_per_node,
             overhead_ns: self.opts.overhead_ns,
             lateness_ns: self.opts.lateness_ns,

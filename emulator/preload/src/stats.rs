@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use jitter_emulator::plan::TimerKind;
 use jitter_emulator::InjectorStats;
+use jitter_trace::summary::mean;
 
 /// One rank's replay, as written to `rank-<r>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,7 +48,7 @@ pub struct Summary {
     /// `JITTER_SEED`.
     pub seed: u64,
     /// `JITTER_TIMER`.
-    pub timer: String,
+    pub timer: TimerKind,
     /// `JITTER_RANKS_PER_NODE`, if given.
     pub ranks_per_node: Option<u64>,
     /// O, L, M used by rank 0's plan, ns.
@@ -146,11 +148,7 @@ impl Summary {
             .filter(|r| r.injector.elapsed_ns > 0)
             .map(|r| r.injector.injected_ns as f64 / r.injector.elapsed_ns as f64)
             .collect();
-        self.noise_share = if shares.is_empty() {
-            0.0
-        } else {
-            shares.iter().sum::<f64>() / shares.len() as f64
-        };
+        self.noise_share = mean(&shares).unwrap_or(0.0);
         self
     }
 
@@ -221,7 +219,7 @@ mod tests {
             scale: 1.0,
             sync: "phase".into(),
             seed: 0,
-            timer: "abstime".into(),
+            timer: TimerKind::Abstime,
             ranks_per_node: None,
             overhead_ns: 0,
             lateness_ns: 0,
@@ -255,7 +253,10 @@ mod tests {
         assert!((s.noise_share - 0.2).abs() < 1e-12);
         assert!(s.line(dir.path()).contains("no file from ranks [2]"));
         let p = s.write(dir.path()).unwrap();
-        let back: Summary = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        let text = std::fs::read_to_string(p).unwrap();
+        // The timer as the `JITTER_TIMER` value, as written before it was typed.
+        assert!(text.contains("\"timer\": \"abstime\""), "{text}");
+        let back: Summary = serde_json::from_str(&text).unwrap();
         assert_eq!(back, s);
     }
 }

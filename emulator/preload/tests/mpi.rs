@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use jitter_preload::stats::{RankStats, Summary};
+use jitter_trace::summary::median;
 
 /// The trace: P = 1 ms, d = 150 µs (15 % of the time), replayed at S = 2.
 const PERIOD_NS: u64 = 1_000_000;
@@ -148,16 +149,6 @@ impl Setup {
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or_else(|| panic!("no median in {stdout}"));
         (median, stderr)
-    }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
     }
 }
 

@@ -10,65 +10,7 @@ use crate::injector::LoggedInjection;
 use crate::plan::{OverheadByGap, TimerKind};
 use crate::setup::{InjectionCost, Overrides};
 
-/// Summary of a sample of durations, ns.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Spread {
-    /// Sample size.
-    pub samples: u64,
-    /// Mean.
-    pub mean_ns: f64,
-    /// Standard deviation (n − 1).
-    pub sd_ns: f64,
-    /// 10th percentile.
-    pub p10_ns: f64,
-    /// Median.
-    pub median_ns: f64,
-    /// 90th percentile.
-    pub p90_ns: f64,
-    /// 99th percentile.
-    pub p99_ns: f64,
-    /// Largest value.
-    pub max_ns: f64,
-}
-
-impl Spread {
-    /// Summarises `values` (any order); all zero for an empty sample.
-    pub fn of(values: &[f64]) -> Spread {
-        if values.is_empty() {
-            return Spread::default();
-        }
-        let mut v = values.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len() as f64;
-        let mean = v.iter().sum::<f64>() / n;
-        let var = if v.len() > 1 {
-            v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0)
-        } else {
-            0.0
-        };
-        Spread {
-            samples: v.len() as u64,
-            mean_ns: mean,
-            sd_ns: var.sqrt(),
-            p10_ns: quantile(&v, 0.10),
-            median_ns: quantile(&v, 0.50),
-            p90_ns: quantile(&v, 0.90),
-            p99_ns: quantile(&v, 0.99),
-            max_ns: v[v.len() - 1],
-        }
-    }
-}
-
-/// Quantile `q` of sorted `v` by linear interpolation between order statistics.
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
-}
+pub use jitter_trace::summary::{quantile, Spread};
 
 /// For each logged injection, the probe detour `(start, end)` (ticks) that contains its handler
 /// entry, if any. Both inputs are in time order.
@@ -396,29 +338,6 @@ impl Calibration {
 mod tests {
     use super::*;
     use crate::setup::ReplaySetup;
-
-    #[test]
-    fn spread_matches_hand_computed_values() {
-        let s = Spread::of(&[4.0, 1.0, 3.0, 2.0, 5.0]);
-        assert_eq!(s.samples, 5);
-        assert_eq!(s.mean_ns, 3.0);
-        assert!((s.sd_ns - 2.5f64.sqrt()).abs() < 1e-12);
-        assert_eq!(s.median_ns, 3.0);
-        // Linear interpolation: p90 at position 3.6 between 4 and 5.
-        assert!((s.p90_ns - 4.6).abs() < 1e-12);
-        assert!((s.p10_ns - 1.4).abs() < 1e-12);
-        assert_eq!(s.max_ns, 5.0);
-        assert_eq!(Spread::of(&[]), Spread::default());
-        assert_eq!(Spread::of(&[7.0]).sd_ns, 0.0);
-    }
-
-    #[test]
-    fn quantiles_of_a_uniform_grid_are_exact() {
-        let v: Vec<f64> = (0..=100).map(f64::from).collect();
-        for q in [0.0, 0.1, 0.5, 0.99, 1.0] {
-            assert!((quantile(&v, q) - 100.0 * q).abs() < 1e-9);
-        }
-    }
 
     #[test]
     fn injections_match_the_detour_that_contains_their_entry() {
