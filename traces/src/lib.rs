@@ -15,6 +15,7 @@ pub mod plot;
 pub mod sanity;
 pub mod stats;
 pub mod synth;
+pub mod table;
 pub mod transform;
 pub mod units;
 
