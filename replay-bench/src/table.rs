@@ -272,6 +272,56 @@ mod tests {
     }
 
     #[test]
+    fn the_run_summary_is_one_aligned_table_then_the_emulator_lines() {
+        let mut r = rep(ReportKind::Run, &[(2, "none", 4.0), (2, "phase", 12.5)]);
+        r.config.trace = Some(crate::report::TraceInfo {
+            label: "t".into(),
+            ..Default::default()
+        });
+        r.results[1].sd_qtbt_ci95_pct = Some(0.25);
+        let baseline = PhaseAverages {
+            phases: 10,
+            ..Default::default()
+        };
+        let outcome = LoopOutcome {
+            averages: baseline,
+            samples: Vec::new(),
+            warmup_phases: 1,
+            elapsed_ns: 1_000_000,
+            stopped_by: crate::bench::StopReason::Phases,
+            sd_max_qt_ns: 0.0,
+            sd_max_qtbt_ns: 0.0,
+            max_progress: 0.0,
+            checksum: 0,
+            paired: None,
+        };
+        let text = render_run(&r, Some(&baseline), &outcome);
+        let lines: Vec<&str> = text.lines().collect();
+        // Title, header, baseline, two result rows, then one emulator line per row.
+        assert!(
+            lines[1].ends_with("SD eq.2 (95%)  SD eq.3 (95%)  lost_rel"),
+            "{text}"
+        );
+        assert!(lines[2].starts_with("baseline "), "{text}");
+        assert!(lines[3].starts_with("none ") && lines[4].starts_with("phase "));
+        // Every table line is as wide as the widest: the columns align (± counts as one).
+        let width = |l: &str| l.chars().count();
+        assert!(
+            lines[1..5].iter().all(|l| width(l) == width(lines[1])),
+            "{text}"
+        );
+        assert!(lines[4].contains("12.50 % ± 0.25"), "{text}");
+        assert!(
+            lines[5].starts_with("emulator (none): injected 0"),
+            "{text}"
+        );
+        assert!(
+            lines[6].starts_with("emulator (phase): injected 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn units_read_well() {
         assert_eq!(fmt_ns(1_234_567.0), "1.2346 ms");
         assert_eq!(fmt_ns(15_500.0), "15.50 us");
