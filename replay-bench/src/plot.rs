@@ -13,6 +13,7 @@ use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 use crate::report::{Report, ReportKind, ResultRow};
+use crate::table::fmt_pct;
 
 /// Which slowdown to plot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -101,7 +102,6 @@ pub fn render_table(rows: &[StudyRow]) -> String {
         "trace", "sync", "by", "ranks", "phases", "SD eq.2", "SD eq.3", "lost_rel", "injected",
     ])
     .left(3);
-    let pct = |p: f64| format!("{p:.3} %");
     for r in rows {
         let x = &r.row;
         table.row([
@@ -114,9 +114,9 @@ pub fn render_table(rows: &[StudyRow]) -> String {
             kind_name(r.kind).into(),
             x.ranks.to_string(),
             x.phases.to_string(),
-            pct(x.sd_qtbt_pct),
-            pct(x.sd_qt_pct),
-            pct(x.lost_rel * 100.0),
+            fmt_pct(x.sd_qtbt_pct),
+            fmt_pct(x.sd_qt_pct),
+            fmt_pct(x.lost_rel * 100.0),
             x.emulator.injected.to_string(),
         ]);
     }

@@ -19,7 +19,8 @@ pub fn fmt_ns(ns: f64) -> String {
     }
 }
 
-fn fmt_pct(p: f64) -> String {
+/// A percentage with three decimals, `3.021 %` (`-` when not finite).
+pub fn fmt_pct(p: f64) -> String {
     if p.is_finite() {
         format!("{p:.3} %")
     } else {
