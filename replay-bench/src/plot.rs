@@ -230,12 +230,14 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
             .map_err(|e| err(&e))?;
     }
     let below = 50 + 22 * series.len() as i32;
-    let mut notes = vec![
-        "bars: measured 95 % interval",
-        "series at one count set slightly apart",
-    ];
-    if log_y {
-        notes.push("bars reaching 0 are cut at the axis");
+    // The notes on interval bars only when some point has one (a prediction has none).
+    let bars = series.values().flatten().any(|p| p.2.is_some());
+    let mut notes = vec!["series at one count set slightly apart"];
+    if bars {
+        notes.insert(0, "bars: measured 95 % interval");
+        if log_y {
+            notes.push("bars reaching 0 are cut at the axis");
+        }
     }
     for (k, line) in notes.into_iter().enumerate() {
         legend_area
@@ -402,6 +404,10 @@ mod tests {
         draw(&wide, Metric::Qt, "t", &svg).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.contains("slowdown eq. (3), log scale"));
+        assert!(
+            !text.contains("bars: measured"),
+            "no interval, no note on bars"
+        );
         let labels: Vec<&str> = text.lines().filter(|l| !l.starts_with('<')).collect();
         assert!(
             labels.contains(&"0.1 %") && labels.contains(&"100 %"),
