@@ -43,6 +43,7 @@ pub use timeseries::TimeSeries;
 /// Most points drawn per trace in CDF and time-series plots.
 pub const MAX_POINTS: usize = 4000;
 
+/// Size of a chart (without a legend panel), px.
 pub(crate) const SIZE: (u32, u32) = (900, 560);
 
 /// What to plot.
