@@ -1,7 +1,6 @@
 //! The end-of-run table: per-CPU detour statistics in osjitter's columns, as text or JSON.
 
-use std::fmt::Write as _;
-
+use jitter_trace::table::Table;
 use serde::Serialize;
 
 pub use jitter_trace::summary::DetourHistogram;
@@ -157,63 +156,37 @@ pub fn render(rows: &[CpuRow]) -> String {
         "softirqs",
         "self_ns",
     ];
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.cpu.to_string(),
-                r.tsc_khz.to_string(),
-                r.intr.to_string(),
-                r.delta.to_string(),
-                r.ovfl_ns.to_string(),
-                r.invol_ctx.to_string(),
-                r.sum_intr_ns.to_string(),
-                format!("{:.5}", r.iratio),
-                format!("{:.1}", r.rt_s),
-                format!("{:.1}", r.loop_ns),
-                r.median_ns.to_string(),
-                r.p20_ns.to_string(),
-                r.p80_ns.to_string(),
-                r.p90_ns.to_string(),
-                r.p99_ns.to_string(),
-                r.p99_9_ns.to_string(),
-                r.p99_99_ns.to_string(),
-                r.max_ns.to_string(),
-                r.mad_ns.to_string(),
-                format!("{:.3}", r.under_1us),
-                format!("{:.3}", r.under_5us),
-                format!("{:.3}", r.under_14us),
-                r.irqs.to_string(),
-                r.softirqs.to_string(),
-                r.self_ns.to_string(),
-            ]
-        })
-        .collect();
-    let widths: Vec<usize> = heads
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            cells
-                .iter()
-                .map(|c| c[i].len())
-                .max()
-                .unwrap_or(0)
-                .max(h.len())
-        })
-        .collect();
-    let mut out = String::new();
-    let line = |out: &mut String, items: &mut dyn Iterator<Item = String>| {
-        let parts: Vec<String> = items
-            .zip(&widths)
-            .map(|(s, w)| format!("{s:>w$}"))
-            .collect();
-        let _ = writeln!(out, "{}", parts.join("  "));
-    };
-    line(&mut out, &mut heads.iter().map(|s| s.to_string()));
-    for c in cells {
-        line(&mut out, &mut c.into_iter());
+    let mut table = Table::new(heads);
+    for r in rows {
+        table.row([
+            r.cpu.to_string(),
+            r.tsc_khz.to_string(),
+            r.intr.to_string(),
+            r.delta.to_string(),
+            r.ovfl_ns.to_string(),
+            r.invol_ctx.to_string(),
+            r.sum_intr_ns.to_string(),
+            format!("{:.5}", r.iratio),
+            format!("{:.1}", r.rt_s),
+            format!("{:.1}", r.loop_ns),
+            r.median_ns.to_string(),
+            r.p20_ns.to_string(),
+            r.p80_ns.to_string(),
+            r.p90_ns.to_string(),
+            r.p99_ns.to_string(),
+            r.p99_9_ns.to_string(),
+            r.p99_99_ns.to_string(),
+            r.max_ns.to_string(),
+            r.mad_ns.to_string(),
+            format!("{:.3}", r.under_1us),
+            format!("{:.3}", r.under_5us),
+            format!("{:.3}", r.under_14us),
+            r.irqs.to_string(),
+            r.softirqs.to_string(),
+            r.self_ns.to_string(),
+        ]);
     }
-    out
+    table.render()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use jitter_collect::clock::{read_counter, Clock};
 use jitter_collect::probe;
 use jitter_trace::compare::compare_streams;
+use jitter_trace::table::Table;
 use jitter_trace::{read_trace, Detour, Stats, Stream, Trace};
 
 use crate::calibration::{
@@ -379,38 +380,38 @@ pub fn print_report(r: &FidelityReport) {
             cut as f64 / 1e6
         );
     }
-    println!(
-        "{:>4} {:>7} {:>6} | {:>8} {:>8} {:>8} {:>8} {:>8} | {:>7} {:>7} {:>8} {:>7} {:>7} {:>6} | {:>6} {:>6} {:>6} | {:>5} {:>6} {:>5} | {:>7} {:>7}",
-        "S", "timer", "O µs", "src/s", ">floor/s", "plan/s", "got/s", "seen/s", "nr src%", "nr inj%", "nr base%", "nr got%", "nr err%", "share",
-        "err50", "|e|90", "|e|99", "KS>", "KL>", "KSall", "late µs", "drift"
-    );
+    let mut table = Table::new([
+        "S", "timer", "O µs", "src/s", ">floor/s", "plan/s", "got/s", "seen/s", "nr src%",
+        "nr inj%", "nr base%", "nr got%", "nr err%", "share", "err50", "|e|90", "|e|99", "KS>",
+        "KL>", "KSall", "late µs", "drift",
+    ]);
     for w in &r.rows {
-        println!(
-            "{:>4} {:>7} {:>6.1} | {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} | {:>7.3} {:>7.3} {:>8.3} {:>7.3} {:>+7.1} {:>5.1}% | {:>+6.2} {:>6.2} {:>6.2} | {:>5.3} {:>6.3} {:>5.3} | {:>7.1} {:>7.1}",
-            w.scale,
+        table.row([
+            w.scale.to_string(),
             w.timer.to_string(),
-            w.options.overhead_ns as f64 / 1e3,
-            w.source_rate,
-            w.source_injectable_rate,
-            w.planned_rate,
-            w.got_rate,
-            w.matched_rate,
-            100.0 * w.source_noise_ratio,
-            100.0 * w.injectable_noise_ratio,
-            100.0 * w.baseline_noise_ratio,
-            100.0 * w.got_noise_ratio,
-            100.0 * w.noise_ratio_error,
-            100.0 * w.injected_share,
-            w.errors.median_ns / 1e3,
-            w.errors.abs_p90_ns / 1e3,
-            w.errors.abs_p99_ns / 1e3,
-            w.ks_above_floor,
-            w.kl_above_floor,
-            w.ks_all,
-            w.injector.lateness_mean_ns / 1e3,
-            w.injector.drift_ns as f64 / 1e3,
-        );
+            format!("{:.1}", w.options.overhead_ns as f64 / 1e3),
+            format!("{:.0}", w.source_rate),
+            format!("{:.0}", w.source_injectable_rate),
+            format!("{:.0}", w.planned_rate),
+            format!("{:.0}", w.got_rate),
+            format!("{:.0}", w.matched_rate),
+            format!("{:.3}", 100.0 * w.source_noise_ratio),
+            format!("{:.3}", 100.0 * w.injectable_noise_ratio),
+            format!("{:.3}", 100.0 * w.baseline_noise_ratio),
+            format!("{:.3}", 100.0 * w.got_noise_ratio),
+            format!("{:+.1}", 100.0 * w.noise_ratio_error),
+            format!("{:.1}%", 100.0 * w.injected_share),
+            format!("{:+.2}", w.errors.median_ns / 1e3),
+            format!("{:.2}", w.errors.abs_p90_ns / 1e3),
+            format!("{:.2}", w.errors.abs_p99_ns / 1e3),
+            format!("{:.3}", w.ks_above_floor),
+            format!("{:.3}", w.kl_above_floor),
+            format!("{:.3}", w.ks_all),
+            format!("{:.1}", w.injector.lateness_mean_ns / 1e3),
+            format!("{:.1}", w.injector.drift_ns as f64 / 1e3),
+        ]);
     }
+    print!("{table}");
     println!(
         "rates per trace second (re-collected ÷ S); >floor = source detours with S·run > O; plan = \
          injections after drops and merges; seen = injections the probe saw; nr inj = noise the \
@@ -599,11 +600,10 @@ pub fn run_drift(a: &DriftConfig) -> Result<()> {
     )?;
     let clock = jitter_collect::clock::Clock::for_tools()?;
     let cal = Calibration::load_or_measure(&clock, false)?;
-    println!(
-        "{:>8} {:>10} {:>14} {:>14} {:>12}",
-        "timer", "injected", "first100 µs", "last100 µs", "max µs"
-    );
+    let mut table = Table::new(["timer", "injected", "first100 µs", "last100 µs", "max µs"]);
     for &timer in &a.timer {
+        let name = timer.to_string();
+        eprintln!("drift: {name} for {:?}", a.duration);
         let opts = ReplaySetup {
             cost: cal.cost(timer, &a.overrides),
             ..ReplaySetup::default()
@@ -616,15 +616,15 @@ pub fn run_drift(a: &DriftConfig) -> Result<()> {
             a.run_us * 1_000,
             a.duration.as_nanos() as u64,
         )?;
-        println!(
-            "{:>8} {:>10} {:>14.1} {:>14.1} {:>12.1}",
-            timer.to_string(),
-            d.injected,
-            d.first_ns / 1e3,
-            d.last_ns / 1e3,
-            d.max_ns as f64 / 1e3
-        );
+        table.row([
+            name,
+            d.injected.to_string(),
+            format!("{:.1}", d.first_ns / 1e3),
+            format!("{:.1}", d.last_ns / 1e3),
+            format!("{:.1}", d.max_ns as f64 / 1e3),
+        ]);
     }
+    print!("{table}");
     println!(
         "lateness = handler entry − due time on the plan's timeline; drift = last100 − first100"
     );

@@ -1,17 +1,19 @@
-//! `replay-bench plot-study`: many reports (one scaling study) as one table and one SVG plot of
-//! slowdown against ranks, one line per trace, sync mode and producer (like Figs. 5 and 6).
+//! Slowdown against ranks, the one table and the one SVG plot of it, one line per trace, sync
+//! mode and producer (like Figs. 5 and 6): `replay-bench plot-study` draws many reports (one
+//! scaling study), `predict` its prediction, `validate` its runs beside their predictions.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use jitter_trace::table::Table;
 use plotters::coord::combinators::LogCoord;
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 use crate::report::{Report, ReportKind, ResultRow};
+use crate::table::fmt_pct;
 
 /// Which slowdown to plot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -50,15 +52,24 @@ pub struct StudyRow {
 
 /// Loads every row of every report, sorted by (trace, sync, kind, ranks).
 pub fn load_rows(paths: &[PathBuf]) -> anyhow::Result<Vec<StudyRow>> {
-    let mut rows = Vec::new();
-    for p in paths {
-        let r = Report::load(p)?;
-        rows.extend(
-            r.results
-                .into_iter()
-                .map(|row| StudyRow { kind: r.kind, row }),
-        );
-    }
+    let reports = paths
+        .iter()
+        .map(|p| Report::load(p))
+        .collect::<anyhow::Result<Vec<Report>>>()?;
+    Ok(rows(&reports))
+}
+
+/// Every row of these reports with its producer, sorted by (trace, sync, kind, ranks).
+pub fn rows<'a>(reports: impl IntoIterator<Item = &'a Report>) -> Vec<StudyRow> {
+    let mut rows: Vec<StudyRow> = reports
+        .into_iter()
+        .flat_map(|r| {
+            r.results.iter().map(|row| StudyRow {
+                kind: r.kind,
+                row: row.clone(),
+            })
+        })
+        .collect();
     rows.sort_by(|a, b| {
         (
             a.row.trace.as_str(),
@@ -73,7 +84,7 @@ pub fn load_rows(paths: &[PathBuf]) -> anyhow::Result<Vec<StudyRow>> {
                 b.row.ranks,
             ))
     });
-    Ok(rows)
+    rows
 }
 
 fn kind_name(k: ReportKind) -> &'static str {
@@ -85,31 +96,31 @@ fn kind_name(k: ReportKind) -> &'static str {
     }
 }
 
-/// The study as a text table.
+/// The study as a text table: one line per (trace, sync, producer, ranks).
 pub fn render_table(rows: &[StudyRow]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<16} {:<10} {:<13} {:>7} {:>8} {:>10} {:>10} {:>10} {:>9}",
-        "trace", "sync", "by", "ranks", "phases", "SD eq.2", "SD eq.3", "lost_rel", "injected"
-    );
+    let mut table = Table::new([
+        "trace", "sync", "by", "ranks", "phases", "SD eq.2", "SD eq.3", "lost_rel", "injected",
+    ])
+    .left(3);
     for r in rows {
         let x = &r.row;
-        let _ = writeln!(
-            s,
-            "{:<16} {:<10} {:<13} {:>7} {:>8} {:>8.3} % {:>8.3} % {:>8.3} % {:>9}",
-            if x.trace.is_empty() { "-" } else { &x.trace },
-            x.sync,
-            kind_name(r.kind),
-            x.ranks,
-            x.phases,
-            x.sd_qtbt_pct,
-            x.sd_qt_pct,
-            x.lost_rel * 100.0,
-            x.emulator.injected
-        );
+        table.row([
+            if x.trace.is_empty() {
+                "-".into()
+            } else {
+                x.trace.clone()
+            },
+            x.sync.clone(),
+            kind_name(r.kind).into(),
+            x.ranks.to_string(),
+            x.phases.to_string(),
+            fmt_pct(x.sd_qtbt_pct),
+            fmt_pct(x.sd_qt_pct),
+            fmt_pct(x.lost_rel * 100.0),
+            x.emulator.injected.to_string(),
+        ]);
     }
-    s
+    table.render()
 }
 
 /// An axis value in percent for people: at most three significant digits, no float noise
@@ -219,12 +230,14 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
             .map_err(|e| err(&e))?;
     }
     let below = 50 + 22 * series.len() as i32;
-    let mut notes = vec![
-        "bars: measured 95 % interval",
-        "series at one count set slightly apart",
-    ];
-    if log_y {
-        notes.push("bars reaching 0 are cut at the axis");
+    // The notes on interval bars only when some point has one (a prediction has none).
+    let bars = series.values().flatten().any(|p| p.2.is_some());
+    let mut notes = vec!["series at one count set slightly apart"];
+    if bars {
+        notes.insert(0, "bars: measured 95 % interval");
+        if log_y {
+            notes.push("bars reaching 0 are cut at the axis");
+        }
     }
     for (k, line) in notes.into_iter().enumerate() {
         legend_area
@@ -391,6 +404,10 @@ mod tests {
         draw(&wide, Metric::Qt, "t", &svg).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.contains("slowdown eq. (3), log scale"));
+        assert!(
+            !text.contains("bars: measured"),
+            "no interval, no note on bars"
+        );
         let labels: Vec<&str> = text.lines().filter(|l| !l.starts_with('<')).collect();
         assert!(
             labels.contains(&"0.1 %") && labels.contains(&"100 %"),

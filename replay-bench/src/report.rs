@@ -13,6 +13,12 @@ pub const SCHEMA: &str = "jitterbench.report/2";
 /// out: such reports carry no [`RunDetails`] or [`PredictDetails`]).
 pub const OLDER_SCHEMAS: [&str; 1] = ["jitterbench.report/1"];
 
+/// A number that JSON holds as `null` when it was not finite (serde_json writes NaN, say the
+/// average of no phases, as `null`): read back as NaN, so that such a report still loads.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// What produced a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -52,8 +58,10 @@ pub struct TraceInfo {
     /// Streams in the trace.
     pub streams: usize,
     /// Noise ratio of the trace (Σ run / duration), over all streams.
+    #[serde(deserialize_with = "nan_if_null")]
     pub noise_ratio: f64,
     /// Detours per second, per stream on average.
+    #[serde(deserialize_with = "nan_if_null")]
     pub detours_per_s: f64,
 }
 
@@ -73,8 +81,10 @@ pub struct Config {
     /// Warm-up phases excluded from the averages.
     pub warmup_phases: u64,
     /// Scale factor S.
+    #[serde(deserialize_with = "nan_if_null")]
     pub scale: f64,
     /// Fraction f of the stream after which the replay stops.
+    #[serde(deserialize_with = "nan_if_null")]
     pub fraction: f64,
     /// Timer of the injector.
     pub timer: TimerKind,
@@ -98,6 +108,7 @@ pub struct RunDetails {
     /// LCG iterations of one phase.
     pub iterations: u64,
     /// ns per LCG iteration on the slowest rank.
+    #[serde(deserialize_with = "nan_if_null")]
     pub ns_per_iteration: f64,
     /// Wall time of the measured phases, ns (scaled: as it elapsed).
     pub elapsed_ns: u64,
@@ -106,6 +117,7 @@ pub struct RunDetails {
     /// Length of the platform-noise probe before the run, ns.
     pub noise_probe_ns: u64,
     /// Largest detour any rank's probe saw, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub platform_noise_max_ns: f64,
     /// Checksum of the work (keeps the compiler from removing it).
     pub checksum: u64,
@@ -113,8 +125,10 @@ pub struct RunDetails {
     #[serde(default)]
     pub mpi_library: String,
     /// Standard deviation of MaxQT over measured phases, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub sd_max_qt_ns: f64,
     /// Standard deviation of MaxQTBT over measured phases, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub sd_max_qtbt_ns: f64,
     /// `paired` or `sequential`.
     pub design: String,
@@ -135,10 +149,13 @@ pub struct BaselineDetails {
     /// Phases measured.
     pub phases: u64,
     /// Standard deviation of MaxQT, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub sd_max_qt_ns: f64,
     /// Standard deviation of MaxQTBT, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub sd_max_qtbt_ns: f64,
     /// Mean relative loss (max qt − mean qt) / mean qt.
+    #[serde(deserialize_with = "nan_if_null")]
     pub lost_rel: f64,
 }
 
@@ -156,6 +173,7 @@ pub struct PairedDetails {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_time_ns: Option<u64>,
     /// The larger 95 % half-width of the two slowdowns reached, percentage points.
+    #[serde(deserialize_with = "nan_if_null")]
     pub precision_reached_pct: f64,
 }
 
@@ -169,14 +187,18 @@ pub struct PredictDetails {
     /// The collective's algorithm.
     pub collective: String,
     /// LogP overhead o, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub logp_o_ns: f64,
     /// LogP latency l, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub logp_l_ns: f64,
     /// The communication model in words.
     pub communication_model: String,
     /// Latency of one barrier stage, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub barrier_stage_ns: f64,
     /// Standard deviation of one timer error, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub timer_error_sd_ns: f64,
     /// Labels of the traces predicted.
     pub traces: Vec<String>,
@@ -192,16 +214,19 @@ pub struct RankCost {
     /// Overhead O per injection, ns.
     pub overhead_ns: u64,
     /// Spread of O (sd), ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub overhead_sd_ns: f64,
     /// Timer lateness L (median), ns.
     pub lateness_ns: u64,
     /// Spread of L (sd), ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub lateness_sd_ns: f64,
     /// Minimum sleep M, ns.
     pub min_sleep_ns: u64,
     /// Counter frequency, kHz.
     pub tsc_khz: u64,
     /// Platform noise ratio measured with the probe before the run (Σ run / duration).
+    #[serde(deserialize_with = "nan_if_null")]
     pub platform_noise_ratio: f64,
     /// O after a gap since the previous injection, as (gap ns, O ns) points (empty: O alone).
     #[serde(default)]
@@ -222,8 +247,10 @@ pub struct EmulatorTotals {
     /// Dropped detour time, ns (scaled).
     pub dropped_ns: u64,
     /// Share of the met trace noise that was injected.
+    #[serde(deserialize_with = "nan_if_null")]
     pub injected_share: f64,
     /// Largest fraction of its stream any rank replayed.
+    #[serde(deserialize_with = "nan_if_null")]
     pub max_progress: f64,
 }
 
@@ -239,16 +266,22 @@ pub struct ResultRow {
     /// Phases averaged (warm-up excluded).
     pub phases: u64,
     /// AvgMaxQT, ns (unscaled).
+    #[serde(deserialize_with = "nan_if_null")]
     pub avg_max_qt_ns: f64,
     /// AvgMaxQTBT, ns (unscaled).
+    #[serde(deserialize_with = "nan_if_null")]
     pub avg_max_qtbt_ns: f64,
     /// Baseline AvgMaxQT, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub baseline_avg_max_qt_ns: f64,
     /// Baseline AvgMaxQTBT, ns.
+    #[serde(deserialize_with = "nan_if_null")]
     pub baseline_avg_max_qtbt_ns: f64,
     /// SD by eq. (2) (AvgMaxQTBT), percent.
+    #[serde(deserialize_with = "nan_if_null")]
     pub sd_qtbt_pct: f64,
     /// SD by eq. (3) (AvgMaxQT), percent.
+    #[serde(deserialize_with = "nan_if_null")]
     pub sd_qt_pct: f64,
     /// Half-width of SD eq. (2)'s 95 % confidence interval, percentage points (absent for
     /// predictions and for reports older than the paired design).
@@ -258,6 +291,7 @@ pub struct ResultRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sd_qt_ci95_pct: Option<f64>,
     /// Mean relative loss (max qt − mean qt) / mean qt.
+    #[serde(deserialize_with = "nan_if_null")]
     pub lost_rel: f64,
     /// Emulator totals for this point (zero for the analytic model).
     pub emulator: EmulatorTotals,
@@ -363,5 +397,9 @@ mod tests {
             .contains("expected"));
         std::fs::write(&p, "garbage").unwrap();
         assert!(Report::load(&p).is_err());
+        // A run that measured no phase averages nothing: NaN is written as null, read as NaN.
+        r.results[0].avg_max_qt_ns = f64::NAN;
+        r.save(&p).unwrap();
+        assert!(Report::load(&p).unwrap().results[0].avg_max_qt_ns.is_nan());
     }
 }

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use jitter_emulator::calibration::Calibration;
 use jitter_emulator::TimerKind;
 use jitter_trace::stats::{injectability, scale_for_share, TraceStats};
+use jitter_trace::table::{Align, Table};
 use jitter_trace::units::format_ns;
 use jitter_trace::Trace;
 
@@ -256,44 +257,43 @@ pub fn headlines(
 }
 
 fn results_table(out: &mut String, rows: &[&ResultRow], with_emulator: bool) {
-    out.push_str(
-        "| ranks | sync | phases | AvgMaxQTBT | SD eq. 2 | AvgMaxQT | SD eq. 3 | lost_rel |",
-    );
+    let mut head = vec![
+        "ranks",
+        "sync",
+        "phases",
+        "AvgMaxQTBT",
+        "SD eq. 2",
+        "AvgMaxQT",
+        "SD eq. 3",
+        "lost_rel",
+    ];
     if with_emulator {
-        out.push_str(" injected | dropped | merged | noise injected |");
+        head.extend(["injected", "dropped", "merged", "noise injected"]);
     }
-    out.push('\n');
-    out.push_str("|---:|---|---:|---:|---:|---:|---:|---:|");
-    if with_emulator {
-        out.push_str("---:|---:|---:|---:|");
-    }
-    out.push('\n');
+    let mut table = Table::new(head).align(1, Align::Left);
     for r in rows {
-        let _ = write!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.4} |",
-            r.ranks,
-            r.sync,
-            r.phases,
+        let mut cells = vec![
+            r.ranks.to_string(),
+            r.sync.clone(),
+            r.phases.to_string(),
             format_ns(r.avg_max_qtbt_ns),
             pct(r.sd_qtbt_pct),
             format_ns(r.avg_max_qt_ns),
             pct(r.sd_qt_pct),
-            r.lost_rel
-        );
+            format!("{:.4}", r.lost_rel),
+        ];
         if with_emulator {
             let e = &r.emulator;
-            let _ = write!(
-                out,
-                " {} | {} | {} | {:.1} % |",
-                e.injected,
-                e.dropped,
-                e.merged,
-                e.injected_share * 100.0
-            );
+            cells.extend([
+                e.injected.to_string(),
+                e.dropped.to_string(),
+                e.merged.to_string(),
+                format!("{:.1} %", e.injected_share * 100.0),
+            ]);
         }
-        out.push('\n');
+        table.row(cells);
     }
+    out.push_str(&table.markdown());
 }
 
 /// `replay-bench study`: writes report.md and headlines.json into the folder and prints the headlines.
@@ -408,23 +408,24 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
         md.push_str("\n![SD vs ranks](sd-vs-ranks.svg)\n");
     }
     if let Some(p) = &here {
-        md.push_str("\n## Prediction beside measurement (this machine's calibrated injector)\n\n| ranks | sync | measured SD eq. 2 | predicted SD eq. 2 |\n|---:|---|---:|---:|\n");
+        md.push_str("\n## Prediction beside measurement (this machine's calibrated injector)\n\n");
+        let mut table = Table::new(["ranks", "sync", "measured SD eq. 2", "predicted SD eq. 2"])
+            .align(1, Align::Left);
         for (_, r) in &runs {
             for m in &r.results {
                 let pred = p
                     .results
                     .iter()
                     .find(|x| x.ranks == m.ranks && x.sync == m.sync);
-                let _ = writeln!(
-                    md,
-                    "| {} | {} | {} | {} |",
-                    m.ranks,
-                    m.sync,
+                table.row([
+                    m.ranks.to_string(),
+                    m.sync.clone(),
                     pct(m.sd_qtbt_pct),
-                    pred.map_or("n/a".into(), |x| pct(x.sd_qtbt_pct))
-                );
+                    pred.map_or("n/a".into(), |x| pct(x.sd_qtbt_pct)),
+                ]);
             }
         }
+        md.push_str(&table.markdown());
         md.push_str("\nThe measured SD also contains the replay machine's own noise (see the platform-noise warnings above); the prediction does not.\n");
     }
     md.push_str("\n## Files\n\n");

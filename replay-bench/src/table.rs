@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use jitter_trace::table::{Align, Table};
+
 use crate::bench::LoopOutcome;
 use crate::metrics::PhaseAverages;
 use crate::report::{Report, ResultRow};
@@ -17,7 +19,8 @@ pub fn fmt_ns(ns: f64) -> String {
     }
 }
 
-fn fmt_pct(p: f64) -> String {
+/// A percentage with three decimals, `3.021 %` (`-` when not finite).
+pub fn fmt_pct(p: f64) -> String {
     if p.is_finite() {
         format!("{p:.3} %")
     } else {
@@ -64,42 +67,47 @@ pub fn render_run(
         c.timer,
         c.seed
     );
-    let _ = writeln!(
-        s,
-        "{:<10} {:>8} {:>14} {:>14} {:>16} {:>16} {:>10}",
-        "", "phases", "AvgMaxQT", "AvgMaxQTBT", "SD eq.2 (95%)", "SD eq.3 (95%)", "lost_rel"
-    );
+    let mut table = Table::new([
+        "",
+        "phases",
+        "AvgMaxQT",
+        "AvgMaxQTBT",
+        "SD eq.2 (95%)",
+        "SD eq.3 (95%)",
+        "lost_rel",
+    ])
+    .left(1);
     if let Some(a) = baseline {
-        let _ = writeln!(
-            s,
-            "{:<10} {:>8} {:>14} {:>14} {:>16} {:>16} {:>10}",
-            "baseline",
-            a.phases,
+        table.row([
+            "baseline".to_string(),
+            a.phases.to_string(),
             fmt_ns(a.avg_max_qt_ns()),
             fmt_ns(a.avg_max_qtbt_ns()),
-            "",
-            "",
-            fmt_pct(a.lost_rel() * 100.0)
-        );
+            String::new(),
+            String::new(),
+            fmt_pct(a.lost_rel() * 100.0),
+        ]);
     }
     for r in &report.results {
-        let _ = writeln!(
-            s,
-            "{:<10} {:>8} {:>14} {:>14} {:>16} {:>16} {:>10}",
-            r.sync,
-            r.phases,
+        table.row([
+            r.sync.clone(),
+            r.phases.to_string(),
             fmt_ns(r.avg_max_qt_ns),
             fmt_ns(r.avg_max_qtbt_ns),
             fmt_sd(r.sd_qtbt_pct, r.sd_qtbt_ci95_pct),
             fmt_sd(r.sd_qt_pct, r.sd_qt_ci95_pct),
-            fmt_pct(r.lost_rel * 100.0)
-        );
-        if c.trace.is_some() {
+            fmt_pct(r.lost_rel * 100.0),
+        ]);
+    }
+    s.push_str(&table.render());
+    if c.trace.is_some() {
+        for r in &report.results {
             let e = &r.emulator;
             let _ = writeln!(
                 s,
-                "emulator: injected {} ({}), dropped {} ({}), merged {}, injected share {:.1} %, \
-                 max progress {:.4}",
+                "emulator ({}): injected {} ({}), dropped {} ({}), merged {}, injected share \
+                 {:.1} %, max progress {:.4}",
+                r.sync,
                 e.injected,
                 fmt_ns(e.injected_ns as f64),
                 e.dropped,
@@ -186,21 +194,12 @@ pub fn render_compare(a: &Report, b: &Report, a_name: &str, b_name: &str) -> Str
     let mut s = String::new();
     let _ = writeln!(s, "A = {a_name} ({})", a.kind);
     let _ = writeln!(s, "B = {b_name} ({})", b.kind);
-    let _ = writeln!(
-        s,
-        "{:<16} {:>7} {:<9} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9}",
-        "trace",
-        "ranks",
-        "sync",
-        "SD2 A",
-        "SD2 B",
-        "B-A",
-        "SD3 A",
-        "SD3 B",
-        "B-A",
-        "lost A",
-        "lost B"
-    );
+    let mut table = Table::new([
+        "trace", "ranks", "sync", "SD2 A", "SD2 B", "B-A", "SD3 A", "SD3 B", "B-A", "lost A",
+        "lost B",
+    ])
+    .align(0, Align::Left)
+    .align(2, Align::Left);
     let find =
         |r: &Report, k: &(String, u64, String)| r.results.iter().find(|x| key(x) == *k).cloned();
     for k in &keys {
@@ -213,12 +212,14 @@ pub fn render_compare(a: &Report, b: &Report, a_name: &str, b_name: &str) -> Str
             v(&ra, |r| r.lost_rel * 100.0),
             v(&rb, |r| r.lost_rel * 100.0),
         );
-        let _ = writeln!(
-            s,
-            "{:<16} {:>7} {:<9} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9}",
-            if k.0.is_empty() { "-" } else { k.0.as_str() },
-            k.1,
-            k.2,
+        table.row([
+            if k.0.is_empty() {
+                "-".into()
+            } else {
+                k.0.clone()
+            },
+            k.1.to_string(),
+            k.2.clone(),
             fmt_pct(a2),
             fmt_pct(b2),
             fmt_pct(b2 - a2),
@@ -226,9 +227,10 @@ pub fn render_compare(a: &Report, b: &Report, a_name: &str, b_name: &str) -> Str
             fmt_pct(b3),
             fmt_pct(b3 - a3),
             fmt_pct(la),
-            fmt_pct(lb)
-        );
+            fmt_pct(lb),
+        ]);
     }
+    s.push_str(&table.render());
     s
 }
 
@@ -262,13 +264,63 @@ mod tests {
         let t = render_compare(&a, &b, "a.json", "b.json");
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 6, "{t}");
-        let phase2 = lines.iter().find(|l| l.contains(" 2 phase")).unwrap();
+        let phase2 = lines.iter().find(|l| l.contains(" 2  phase")).unwrap();
         assert!(
             phase2.contains("2.000 %") && phase2.contains("2.500 %") && phase2.contains("0.500 %"),
             "{phase2}"
         );
         let none = lines.iter().find(|l| l.contains("none")).unwrap();
         assert!(none.contains("4.000 %") && none.contains(" - "), "{none}");
+    }
+
+    #[test]
+    fn the_run_summary_is_one_aligned_table_then_the_emulator_lines() {
+        let mut r = rep(ReportKind::Run, &[(2, "none", 4.0), (2, "phase", 12.5)]);
+        r.config.trace = Some(crate::report::TraceInfo {
+            label: "t".into(),
+            ..Default::default()
+        });
+        r.results[1].sd_qtbt_ci95_pct = Some(0.25);
+        let baseline = PhaseAverages {
+            phases: 10,
+            ..Default::default()
+        };
+        let outcome = LoopOutcome {
+            averages: baseline,
+            samples: Vec::new(),
+            warmup_phases: 1,
+            elapsed_ns: 1_000_000,
+            stopped_by: crate::bench::StopReason::Phases,
+            sd_max_qt_ns: 0.0,
+            sd_max_qtbt_ns: 0.0,
+            max_progress: 0.0,
+            checksum: 0,
+            paired: None,
+        };
+        let text = render_run(&r, Some(&baseline), &outcome);
+        let lines: Vec<&str> = text.lines().collect();
+        // Title, header, baseline, two result rows, then one emulator line per row.
+        assert!(
+            lines[1].ends_with("SD eq.2 (95%)  SD eq.3 (95%)  lost_rel"),
+            "{text}"
+        );
+        assert!(lines[2].starts_with("baseline "), "{text}");
+        assert!(lines[3].starts_with("none ") && lines[4].starts_with("phase "));
+        // Every table line is as wide as the widest: the columns align (± counts as one).
+        let width = |l: &str| l.chars().count();
+        assert!(
+            lines[1..5].iter().all(|l| width(l) == width(lines[1])),
+            "{text}"
+        );
+        assert!(lines[4].contains("12.50 % ± 0.25"), "{text}");
+        assert!(
+            lines[5].starts_with("emulator (none): injected 0"),
+            "{text}"
+        );
+        assert!(
+            lines[6].starts_with("emulator (phase): injected 0"),
+            "{text}"
+        );
     }
 
     #[test]

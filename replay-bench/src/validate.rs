@@ -14,6 +14,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
+use jitter_trace::table::{Align, Table};
 use jitter_trace::units::parse_positive_duration;
 
 use crate::plot::{self, StudyRow};
@@ -131,12 +132,19 @@ pub fn checks(measured: &ResultRow, predicted: &ResultRow, platform_noise: f64) 
 
 /// The table as text: one line per check and a closing count.
 pub fn render(checks: &[Check]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:>5}  {:<9} {:<5} {:>18} {:>11} {:>10} {:>9}  agrees",
-        "ranks", "sync", "SD", "measured (95 %)", "predicted", "diff", "platform"
-    );
+    let mut table = Table::new([
+        "ranks",
+        "sync",
+        "SD",
+        "measured (95 %)",
+        "predicted",
+        "diff",
+        "platform",
+        "agrees",
+    ])
+    .align(1, Align::Left)
+    .align(2, Align::Left)
+    .align(7, Align::Left);
     for c in checks {
         let verdict = if c.inside {
             "yes (inside)"
@@ -145,18 +153,18 @@ pub fn render(checks: &[Check]) -> String {
         } else {
             "NO"
         };
-        let _ = writeln!(
-            s,
-            "{:>5}  {:<9} {:<5} {:>18} {:>9.2} % {:>+7.2} pp {:>7.2} %  {verdict}",
-            c.ranks,
-            c.sync,
-            c.metric,
+        table.row([
+            c.ranks.to_string(),
+            c.sync.clone(),
+            c.metric.clone(),
             fmt_sd(c.measured_pct, c.ci95_pp),
-            c.predicted_pct,
-            c.diff_pp,
-            c.platform_noise_pct,
-        );
+            format!("{:.2} %", c.predicted_pct),
+            format!("{:+.2} pp", c.diff_pp),
+            format!("{:.2} %", c.platform_noise_pct),
+            verdict.to_string(),
+        ]);
     }
+    let mut s = table.render();
     let n = checks.iter().filter(|c| c.agrees).count();
     let _ = writeln!(
         s,

@@ -60,7 +60,7 @@ fn a_prediction_split_over_two_processes_equals_the_single_process_one() {
     );
     // Rank 0 alone prints the table.
     let table = String::from_utf8_lossy(&st.stdout);
-    assert_eq!(table.matches("SD by eq. (2)").count(), 1, "{table}");
+    assert_eq!(table.matches("SD eq.2").count(), 1, "{table}");
     let a = Report::load(&solo).unwrap();
     let b = Report::load(&split).unwrap();
     assert_eq!(a.results.len(), 12);

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
 use crate::periodogram::{periods, Occurrences, Period};
+use crate::table::{Align, Table};
 
 /// The sidecar's own format version.
 pub const ATTRIBUTION_VERSION: u32 = 1;
@@ -486,9 +487,9 @@ pub fn render(r: &Report) -> String {
         "share%",
         "period_ms",
     ];
-    let mut cells: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+    let mut table = Table::new(header).left(2);
     for row in &r.rows {
-        cells.push(vec![
+        table.row([
             row.source.clone(),
             row.category.name().to_string(),
             row.count.to_string(),
@@ -510,18 +511,21 @@ pub fn render(r: &Report) -> String {
             },
         ]);
     }
-    out.push_str(&columns(&cells, 2));
+    out.push_str(&table.render());
     if !r.combinations.is_empty() {
         let _ = writeln!(out, "# combinations with the most detour time:");
+        let mut table =
+            Table::new(["share", "detours", "median_us", "combination"]).align(3, Align::Left);
         for c in &r.combinations {
-            let _ = writeln!(
-                out,
-                "#   {:>6.2} %  {:>7} detours  median {:>10} us  {}",
-                c.share * 100.0,
-                c.count,
+            table.row([
+                format!("{:.2} %", c.share * 100.0),
+                c.count.to_string(),
                 us(c.median_ns as f64),
-                c.combination
-            );
+                c.combination.clone(),
+            ]);
+        }
+        for line in table.render().lines() {
+            let _ = writeln!(out, "#   {line}");
         }
     }
     for (k, v) in &r.notes {
@@ -777,30 +781,6 @@ pub fn diff(base: &Report, new: &Report) -> Diff {
     }
 }
 
-/// Lays out rows of cells as aligned columns, the first `left` left-aligned.
-fn columns(cells: &[Vec<String>], left: usize) -> String {
-    let n = cells.first().map_or(0, Vec::len);
-    let widths: Vec<usize> = (0..n)
-        .map(|i| cells.iter().map(|c| c[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for c in cells {
-        let line: Vec<String> = c
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                if i < left {
-                    format!("{s:<w$}", w = widths[i])
-                } else {
-                    format!("{s:>w$}", w = widths[i])
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
-    }
-    out
-}
-
 /// The comparison as text: the criterion, the sources that differ, and a count of the rest.
 pub fn render_diff(d: &Diff) -> String {
     let mut out = String::new();
@@ -824,7 +804,7 @@ pub fn render_diff(d: &Diff) -> String {
         DIFF_RATE_RELATIVE * 100.0
     );
     let period = |p: Option<u64>| p.map_or("-".into(), |p| format!("{:.3}", p as f64 / 1e6));
-    let mut cells: Vec<Vec<String>> = vec![[
+    let mut table = Table::new([
         "source",
         "category",
         "change",
@@ -835,17 +815,15 @@ pub fn render_diff(d: &Diff) -> String {
         "share% new",
         "period_ms",
         "period_ms new",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()];
+    ])
+    .left(3);
     let same = d
         .sources
         .iter()
         .filter(|s| s.change == Change::Same)
         .count();
     for s in d.sources.iter().filter(|s| s.change != Change::Same) {
-        cells.push(vec![
+        table.row([
             s.source.clone(),
             s.category.name().into(),
             s.change.name().into(),
@@ -858,8 +836,8 @@ pub fn render_diff(d: &Diff) -> String {
             period(s.period_new_ns),
         ]);
     }
-    if cells.len() > 1 {
-        out.push_str(&columns(&cells, 3));
+    if !table.is_empty() {
+        out.push_str(&table.render());
     }
     let _ = writeln!(out, "# {same} sources within the criterion");
     out
@@ -965,6 +943,17 @@ mod tests {
             .nth(2)
             .unwrap()
             .starts_with("task:d        preemption"));
+        // The combinations: a commented table, largest detour time first.
+        let combos: Vec<&str> = text.lines().filter(|l| l.starts_with("#   ")).collect();
+        assert_eq!(combos.len(), 3, "{text}");
+        assert!(
+            combos[0].ends_with("share  detours  median_us  combination"),
+            "{text}"
+        );
+        assert_eq!(
+            combos[1], "#   98.06 %        1     304.00  timer+task:d",
+            "{text}"
+        );
     }
 
     /// 2 s on one CPU: a timer every 4 ms (2 µs, 1 µs unexplained each), a daemon every 10 ms

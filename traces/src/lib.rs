@@ -16,6 +16,7 @@ pub mod sanity;
 pub mod stats;
 pub mod summary;
 pub mod synth;
+pub mod table;
 pub mod transform;
 pub mod units;
 

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::Trace;
 use crate::stats::Stats;
 use crate::summary::median;
+use crate::table::{Align, Table};
 
 /// |z| above which a node is an outlier (Iglewicz and Hoaglin's cut for the modified z-score).
 pub const OUTLIER_Z: f64 = 3.5;
@@ -267,15 +268,7 @@ impl NodeTable {
     pub fn render(&self) -> String {
         let us = |ns: u64| format!("{:.1}", ns as f64 / 1e3);
         let z = |s: &Score| s.z.map_or("-".to_string(), |z| format!("{z:+.1}"));
-        let width = self
-            .rows
-            .iter()
-            .map(|r| r.summary.node.len())
-            .max()
-            .unwrap_or(4)
-            .max(4);
-        let mut out = format!(
-            "{:>4}  {:<width$} {:>4} {:>9} {:>10} {:>9} {:>10} {:>10} {:>6} {:>6}  {}\n",
+        let mut table = Table::new([
             "rank",
             "node",
             "cpus",
@@ -286,33 +279,35 @@ impl NodeTable {
             "max(us)",
             "z_noi",
             "z_max",
-            "longest detours (us)"
-        );
+            "longest detours (us)",
+        ])
+        .align(1, Align::Left)
+        .align(10, Align::Left);
         for r in &self.rows {
             let s = &r.summary.stats;
             let top: Vec<String> = r.summary.top_ns.iter().map(|&t| us(t)).collect();
-            out.push_str(&format!(
-                "{:>4}  {:<width$} {:>4} {:>9.4} {:>10.1} {:>9} {:>10} {:>10} {:>6} {:>6}  {}{}\n",
-                r.rank,
-                r.summary.node,
-                r.summary.streams,
-                s.noise_ratio * 100.0,
-                s.detours_per_s,
+            let flag = if r.unusable.is_some() {
+                "  UNUSABLE"
+            } else if r.outlier.is_empty() {
+                ""
+            } else {
+                "  OUTLIER"
+            };
+            table.row([
+                r.rank.to_string(),
+                r.summary.node.clone(),
+                r.summary.streams.to_string(),
+                format!("{:.4}", s.noise_ratio * 100.0),
+                format!("{:.1}", s.detours_per_s),
                 us(s.p99_ns),
                 us(s.p99_9_ns),
                 us(s.max_ns),
                 z(&r.noise),
                 z(&r.max),
-                top.join(" "),
-                if r.unusable.is_some() {
-                    "  UNUSABLE"
-                } else if r.outlier.is_empty() {
-                    ""
-                } else {
-                    "  OUTLIER"
-                }
-            ));
+                format!("{}{flag}", top.join(" ")),
+            ]);
         }
+        let mut out = table.render();
         let flagged: Vec<&NodeRow> = self.rows.iter().filter(|r| !r.outlier.is_empty()).collect();
         if let Some(n) = &self.note {
             out.push_str(&format!("note: {n}\n"));

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::TraceError;
 use crate::model::{Stream, Trace};
 use crate::summary::DetourHistogram;
+use crate::table::Table;
 
 /// Statistics of one stream, or of all streams of a trace together.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -181,34 +182,15 @@ impl TraceStats {
             ("<5us(%)", Box::new(move |s: &Stats| pct(s.under_5us))),
             ("<14us(%)", Box::new(move |s: &Stats| pct(s.under_14us))),
         ];
-        let head: Vec<String> = cols
-            .iter()
-            .map(|s| s.cpu.map_or("all".to_string(), |c| format!("cpu{c}")))
-            .collect();
-        let cells: Vec<Vec<String>> = rows
-            .iter()
-            .map(|(_, f)| cols.iter().map(|s| f(s)).collect())
-            .collect();
-        let width = cells
-            .iter()
-            .flatten()
-            .chain(&head)
-            .map(String::len)
-            .max()
-            .unwrap_or(0);
-        let mut out = format!("{:<12}", "");
-        for h in &head {
-            out.push_str(&format!(" {h:>width$}"));
+        let head = std::iter::once(String::new()).chain(
+            cols.iter()
+                .map(|s| s.cpu.map_or("all".to_string(), |c| format!("cpu{c}"))),
+        );
+        let mut table = Table::new(head).left(1);
+        for (name, f) in &rows {
+            table.row(std::iter::once(name.to_string()).chain(cols.iter().map(|s| f(s))));
         }
-        out.push('\n');
-        for ((name, _), row) in rows.iter().zip(&cells) {
-            out.push_str(&format!("{name:<12}"));
-            for c in row {
-                out.push_str(&format!(" {c:>width$}"));
-            }
-            out.push('\n');
-        }
-        out
+        table.render()
     }
 }
 

@@ -7,9 +7,7 @@ pub mod collective;
 pub mod des;
 pub mod order_stats;
 pub mod platform;
-pub mod plot;
 
-use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
@@ -31,7 +29,6 @@ pub use des::{
 };
 pub use order_stats::{DelayDistribution, WindowStart};
 pub use platform::{barrier_stage_from_report, Platform, PlatformFile};
-pub use plot::{write_svg, Curve};
 
 /// Which model predicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -666,74 +663,10 @@ pub fn check_plausible(p: &Prediction) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The SD table: one row per rank count, one column per trace, mode and model; SD by eq. (2)
-/// (AvgMaxQTBT), with eq. (3) (AvgMaxQT) in parentheses.
-pub fn sd_table(p: &Prediction) -> String {
-    let mut cols: Vec<(String, &ResultRow)> = Vec::new();
-    let mut ranks: Vec<u64> = Vec::new();
-    for (tag, rep) in [("des", &p.des), ("os", &p.order_stats)] {
-        if let Some(r) = rep {
-            for row in &r.results {
-                cols.push((format!("{} {} [{tag}]", row.trace, row.sync), row));
-                if !ranks.contains(&row.ranks) {
-                    ranks.push(row.ranks);
-                }
-            }
-        }
-    }
-    ranks.sort_unstable();
-    let mut names: Vec<String> = Vec::new();
-    for (n, _) in &cols {
-        if !names.contains(n) {
-            names.push(n.clone());
-        }
-    }
-    let width = names.iter().map(String::len).max().unwrap_or(0).max(18);
-    let mut out = String::new();
-    let _ = write!(out, "{:>8}", "ranks");
-    for n in &names {
-        let _ = write!(out, "  {n:>width$}");
-    }
-    out.push('\n');
-    for &r in &ranks {
-        let _ = write!(out, "{r:>8}");
-        for n in &names {
-            let cell = cols
-                .iter()
-                .find(|(c, row)| c == n && row.ranks == r)
-                .map_or_else(
-                    || "-".to_string(),
-                    |(_, row)| format!("{:.2}% ({:.2}%)", row.sd_qtbt_pct, row.sd_qt_pct),
-                );
-            let _ = write!(out, "  {cell:>width$}");
-        }
-        out.push('\n');
-    }
-    out.push_str("SD by eq. (2) (AvgMaxQTBT), eq. (3) (AvgMaxQT) in parentheses\n");
-    out
-}
-
-/// The curves of a prediction for [`write_svg`] (SD by eq. 2).
-pub fn curves(p: &Prediction) -> Vec<Curve> {
-    let mut out: Vec<Curve> = Vec::new();
-    for (tag, rep, dashed) in [
-        ("des", &p.des, false),
-        ("order-stats", &p.order_stats, true),
-    ] {
-        let Some(r) = rep else { continue };
-        for row in &r.results {
-            let label = format!("{} {} ({tag})", row.trace, row.sync);
-            match out.iter_mut().find(|c| c.label == label) {
-                Some(c) => c.points.push((row.ranks, row.sd_qtbt_pct)),
-                None => out.push(Curve {
-                    label,
-                    points: vec![(row.ranks, row.sd_qtbt_pct)],
-                    dashed,
-                }),
-            }
-        }
-    }
-    out
+/// The prediction as rows of the SD-vs-ranks table and plot ([`crate::plot`]), sorted by trace,
+/// sync, model and ranks.
+pub fn study_rows(p: &Prediction) -> Vec<crate::plot::StudyRow> {
+    crate::plot::rows([&p.des, &p.order_stats].into_iter().flatten())
 }
 
 /// Where the analytic report goes when both models run: `<stem>.order-stats.json`.
@@ -831,7 +764,8 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     bar.finish_and_clear();
     check_plausible(&p)?;
     println!("{}", spec.des.comm.describe(spec.des.barrier.stage_ns));
-    print!("{}", sd_table(&p));
+    let rows = study_rows(&p);
+    print!("{}", crate::plot::render_table(&rows));
     for r in [&p.des, &p.order_stats].into_iter().flatten() {
         for w in &r.warnings {
             eprintln!("warning: {w}");
@@ -849,10 +783,11 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.plot {
         let q = jitter_trace::units::format_ns(spec.des.quanta_ns as f64);
-        write_svg(
-            path,
+        crate::plot::draw(
+            &rows,
+            crate::plot::Metric::Qtbt,
             &format!("Predicted slowdown, q = {q}, {} phases", spec.des.phases),
-            &curves(&p),
+            path,
         )?;
     }
     Ok(())

@@ -1,0 +1,82 @@
+//! The log-density of run-times (µs, log axis) of each series on one shared log-spaced grid.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use super::{draw_err, legend, Chart, Series, SIZE};
+use crate::compare::{density, log_runs, Grid, GRID_POINTS};
+use crate::error::TraceError;
+use crate::output::write_output_bytes;
+
+/// The density chart (`--kind density`).
+#[derive(Debug, Clone, Copy)]
+pub struct Density;
+
+impl Chart for Density {
+    fn draw(&self, series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
+        density_svg(series, title, path)
+    }
+}
+
+/// Log-density of run-times of each series, on one shared grid.
+fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
+    let xs: Vec<Vec<f64>> = series.iter().map(|s| log_runs(s.streams)).collect();
+    let refs: Vec<&[f64]> = xs.iter().map(Vec::as_slice).collect();
+    let grid = Grid::covering(&refs, GRID_POINTS);
+    let step = grid.step();
+    let curves: Vec<Vec<(f64, f64)>> = xs
+        .iter()
+        .map(|x| {
+            let d = density(x, &grid);
+            (0..grid.points)
+                .map(|j| (grid.run_ns(j) / 1e3, d.values[j] * step))
+                .collect()
+        })
+        .collect();
+    let (peak, x0, x1) = peak_and_span(&curves, &grid);
+    let floor = peak * 1e-7;
+    let e = draw_err(path);
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
+        .map_err(&e)?;
+    chart
+        .configure_mesh()
+        .x_desc("detour run-time (us)")
+        .y_desc("probability per grid cell")
+        .draw()
+        .map_err(&e)?;
+    for (i, (c, s)) in curves.iter().zip(series).enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();
+        chart
+            .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+            .map_err(&e)?
+            .label(s.label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    legend(&mut chart, &e)?;
+    root.present().map_err(&e)?;
+    drop((chart, root));
+    write_output_bytes(path, svg.as_bytes())?;
+    Ok(())
+}
+
+/// The highest point of density `curves` (µs, density) and the grid's run-time span in µs.
+pub(super) fn peak_and_span(curves: &[Vec<(f64, f64)>], grid: &Grid) -> (f64, f64, f64) {
+    let peak = curves
+        .iter()
+        .flatten()
+        .map(|p| p.1)
+        .fold(0.0f64, f64::max)
+        .max(1e-300);
+    let (x0, x1) = (grid.run_ns(0) / 1e3, grid.run_ns(grid.points - 1) / 1e3);
+    (peak, x0, x1)
+}

@@ -1,0 +1,335 @@
+//! The attribution charts (`jitter-trace attribution --bars-svg/--density-svg`): noise time per
+//! run-time bucket stacked by source, and each source's log-density of its time per detour; the
+//! legend in a panel right of the data.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use super::density::peak_and_span;
+use super::{draw_err, SIZE};
+use crate::attribution::SourceSamples;
+use crate::compare::{density, Grid, GRID_POINTS};
+use crate::error::TraceError;
+use crate::output::write_output_bytes;
+
+/// Most sources drawn in the attribution charts; the rest are pooled as `other`.
+pub const MAX_SOURCES: usize = 8;
+
+/// Run-time buckets per decade in the stacked bar chart.
+const BUCKETS_PER_DECADE: f64 = 5.0;
+
+/// Width of the legend panel right of the attribution charts, px.
+const LEGEND_WIDTH: u32 = 260;
+
+/// The first [`MAX_SOURCES`] − 1 sources and, when there are more, the rest pooled as `other`.
+fn top_sources(sources: &[SourceSamples]) -> Vec<(String, Vec<(u64, u64)>)> {
+    if sources.len() <= MAX_SOURCES {
+        return sources
+            .iter()
+            .map(|s| (s.source.clone(), s.samples.clone()))
+            .collect();
+    }
+    let mut out: Vec<(String, Vec<(u64, u64)>)> = sources[..MAX_SOURCES - 1]
+        .iter()
+        .map(|s| (s.source.clone(), s.samples.clone()))
+        .collect();
+    let rest = sources[MAX_SOURCES - 1..]
+        .iter()
+        .flat_map(|s| s.samples.iter().copied())
+        .collect();
+    out.push((
+        format!("other ({} sources)", sources.len() + 1 - MAX_SOURCES),
+        rest,
+    ));
+    out
+}
+
+/// Draws the legend (a colour swatch and a label per source) into its own panel, outside the
+/// data.
+fn legend_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    labels: &[String],
+    e: &impl Fn(DrawingAreaErrorKind<DB::ErrorType>) -> TraceError,
+) -> Result<(), TraceError> {
+    for (i, label) in labels.iter().enumerate() {
+        let y = 60 + 22 * i as i32;
+        let color = Palette99::pick(i).to_rgba();
+        area.draw(&Rectangle::new([(8, y), (24, y + 14)], color.filled()))
+            .map_err(e)?;
+        let text: String = if label.chars().count() > 34 {
+            label.chars().take(33).chain(['…']).collect()
+        } else {
+            label.clone()
+        };
+        area.draw(&Text::new(text, (30, y), ("sans-serif", 13)))
+            .map_err(e)?;
+    }
+    Ok(())
+}
+
+/// Draws an SVG of the data area (`draw`, with its error mapping) and a legend panel of
+/// `labels` right of it, and writes it to `path`.
+fn svg_with_legend(
+    path: &Path,
+    labels: &[String],
+    draw: impl FnOnce(
+        &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+        &dyn Fn(DrawingAreaErrorKind<std::io::Error>) -> TraceError,
+    ) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    let e = draw_err(path);
+    let mut svg = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut svg, (SIZE.0 + LEGEND_WIDTH, SIZE.1)).into_drawing_area();
+        root.fill(&WHITE).map_err(&e)?;
+        let (left, right) = root.split_horizontally(SIZE.0);
+        draw(&left, &e)?;
+        legend_panel(&right, labels, &e)?;
+        root.present().map_err(&e)?;
+    }
+    write_output_bytes(path, svg.as_bytes())?;
+    Ok(())
+}
+
+/// Stacked bars of noise time per detour run-time bucket (log-spaced, µs), one colour per
+/// source: who fills each bucket. `sources` as from [`crate::attribution::samples`].
+pub fn source_bars_svg(
+    sources: &[SourceSamples],
+    title: &str,
+    path: &Path,
+) -> Result<(), TraceError> {
+    let top = top_sources(sources);
+    let runs = || {
+        top.iter()
+            .flat_map(|s| s.1.iter().map(|p| p.0))
+            .filter(|&r| r > 0)
+    };
+    let (lo, hi) = match (runs().min(), runs().max()) {
+        (Some(lo), Some(hi)) => (lo as f64 / 1e3, hi as f64 / 1e3),
+        _ => return Err(TraceError::Argument("no detours to chart".into())),
+    };
+    let first = (lo.log10() * BUCKETS_PER_DECADE).floor() as i32;
+    let last = (hi.log10() * BUCKETS_PER_DECADE).floor() as i32;
+    let edge = |k: i32| 10f64.powf(k as f64 / BUCKETS_PER_DECADE);
+    let buckets = (last - first + 1) as usize;
+    // ms of each source in each bucket.
+    let mut ms = vec![vec![0.0f64; buckets]; top.len()];
+    for (i, (_, samples)) in top.iter().enumerate() {
+        for &(run, ns) in samples.iter().filter(|p| p.0 > 0) {
+            let k = ((run as f64 / 1e3).log10() * BUCKETS_PER_DECADE).floor() as i32;
+            ms[i][(k - first).clamp(0, buckets as i32 - 1) as usize] += ns as f64 / 1e6;
+        }
+    }
+    let peak = (0..buckets)
+        .map(|b| ms.iter().map(|m| m[b]).sum::<f64>())
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
+    svg_with_legend(path, &labels, |left, e| {
+        let mut chart = ChartBuilder::on(left)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((edge(first)..edge(last + 1)).log_scale(), 0.0..peak * 1.05)
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc("detour run-time (us)")
+            .y_desc("noise time in the bucket (ms)")
+            .draw()
+            .map_err(e)?;
+        let mut base = vec![0.0f64; buckets];
+        for (i, m) in ms.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let bars: Vec<Rectangle<(f64, f64)>> = (0..buckets)
+                .filter(|&b| m[b] > 0.0)
+                .map(|b| {
+                    let k = first + b as i32;
+                    let r = Rectangle::new(
+                        [(edge(k), base[b]), (edge(k + 1), base[b] + m[b])],
+                        color.filled(),
+                    );
+                    base[b] += m[b];
+                    r
+                })
+                .collect();
+            chart.draw_series(bars).map_err(e)?;
+        }
+        Ok(())
+    })
+}
+
+/// The log-density of each source's time per detour (µs, log axis), each curve weighted by the
+/// source's share of all occurrences, so the curves add up to the density of all of them.
+pub fn source_density_svg(
+    sources: &[SourceSamples],
+    title: &str,
+    path: &Path,
+) -> Result<(), TraceError> {
+    let top = top_sources(sources);
+    let xs: Vec<Vec<f64>> = top
+        .iter()
+        .map(|s| {
+            s.1.iter()
+                .filter(|p| p.1 > 0)
+                .map(|p| (p.1 as f64).ln())
+                .collect()
+        })
+        .collect();
+    let all: usize = xs.iter().map(Vec::len).sum();
+    if all == 0 {
+        return Err(TraceError::Argument("no detours to chart".into()));
+    }
+    let refs: Vec<&[f64]> = xs.iter().map(Vec::as_slice).collect();
+    let grid = Grid::covering(&refs, GRID_POINTS);
+    let step = grid.step();
+    let curves: Vec<Vec<(f64, f64)>> = xs
+        .iter()
+        .map(|x| {
+            let w = x.len() as f64 / all as f64;
+            let d = density(x, &grid);
+            (0..grid.points)
+                .map(|j| (grid.run_ns(j) / 1e3, d.values[j] * step * w))
+                .collect()
+        })
+        .collect();
+    let (peak, x0, x1) = peak_and_span(&curves, &grid);
+    let floor = peak * 1e-5;
+    let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
+    svg_with_legend(path, &labels, |left, e| {
+        let mut chart = ChartBuilder::on(left)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc("time of the source in one detour (us)")
+            .y_desc("share of occurrences per grid cell")
+            .y_label_formatter(&|v| format!("{v:.0e}"))
+            .draw()
+            .map_err(e)?;
+        for (i, c) in curves.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();
+            chart
+                .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+                .map_err(e)?;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plot::SIZE;
+
+    fn sources(n: usize) -> Vec<SourceSamples> {
+        // Source i: 100 detours of (i + 1) · 3 µs run-time, the source holding 2/3 of each.
+        (0..n)
+            .map(|i| SourceSamples {
+                source: format!("task:d{i}"),
+                samples: (0..100)
+                    .map(|k| {
+                        let run = (i as u64 + 1) * 3_000 + k;
+                        (run, run * 2 / 3)
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The x of every `<text>` holding `label`.
+    fn text_x(svg: &str, label: &str) -> Vec<f64> {
+        svg.split("<text")
+            .filter(|t| {
+                t.split_once('>')
+                    .and_then(|(_, body)| body.split_once('<'))
+                    .is_some_and(|(text, _)| text.trim() == label)
+            })
+            .map(|t| {
+                let x = t.split("x=\"").nth(1).unwrap();
+                x[..x.find('"').unwrap()].parse().unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn attribution_charts_title_every_source_with_the_legend_right_of_the_data() {
+        let dir = tempfile::tempdir().unwrap();
+        for (n, draw) in [
+            (3, source_bars_svg as fn(&[SourceSamples], &str, &Path) -> _),
+            (3, source_density_svg),
+            (12, source_bars_svg),
+            (12, source_density_svg),
+        ] {
+            let p = dir.path().join("a.svg");
+            draw(&sources(n), "who fills the bucket", &p).unwrap();
+            let svg = std::fs::read_to_string(&p).unwrap();
+            assert!(svg.contains("who fills the bucket"));
+            let shown = n.min(MAX_SOURCES - usize::from(n > MAX_SOURCES));
+            for i in 0..shown {
+                let x = text_x(&svg, &format!("task:d{i}"));
+                assert_eq!(x.len(), 1, "task:d{i} in {x:?}");
+                assert!(
+                    x[0] > SIZE.0 as f64,
+                    "legend inside the data at x = {}",
+                    x[0]
+                );
+            }
+            assert_eq!(
+                text_x(&svg, &format!("task:d{shown}")).len(),
+                0,
+                "{n} sources"
+            );
+            if n > MAX_SOURCES {
+                assert_eq!(text_x(&svg, "other (5 sources)").len(), 1);
+            }
+        }
+        assert!(source_bars_svg(&[], "t", &dir.path().join("e.svg")).is_err());
+        assert!(source_density_svg(&[], "t", &dir.path().join("e.svg")).is_err());
+    }
+
+    #[test]
+    fn the_stacked_bars_add_up_to_each_buckets_noise_time() {
+        // Two sources in one bucket (3.0-3.1 µs, inside 2.51-3.98 µs): 100 · 2 µs + 100 · 1 µs.
+        let s = vec![
+            SourceSamples {
+                source: "a".into(),
+                samples: vec![(3_000, 2_000); 100],
+            },
+            SourceSamples {
+                source: "b".into(),
+                samples: vec![(3_100, 1_000); 100],
+            },
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("b.svg");
+        source_bars_svg(&s, "t", &p).unwrap();
+        let svg = std::fs::read_to_string(&p).unwrap();
+        // One bar per source, stacked: b's top is the peak (0.3 ms), a's is 2/3 of it.
+        let rects: Vec<(f64, f64)> = svg
+            .split("<rect")
+            .skip(1)
+            .filter_map(|r| {
+                let num = |k: &str| -> Option<f64> {
+                    let v = r.split(&format!(" {k}=\"")).nth(1)?;
+                    v[..v.find('"')?].parse().ok()
+                };
+                Some((num("y")?, num("height")?))
+            })
+            .collect();
+        let bars: Vec<&(f64, f64)> = rects.iter().filter(|r| r.1 > 50.0 && r.1 < 500.0).collect();
+        assert_eq!(bars.len(), 2, "{rects:?}");
+        let ratio = bars[0].1 / bars[1].1;
+        assert!((ratio - 2.0).abs() < 0.05, "{bars:?}");
+        // b sits on a (SVG y grows downwards; 1 px of rounding).
+        assert!((bars[1].0 + bars[1].1 - bars[0].0).abs() <= 1.0, "{bars:?}");
+    }
+}
