@@ -30,7 +30,7 @@ pub const WATCHDOG_MARGIN: Duration = Duration::from_secs(2);
 /// The RLIMIT_RTTIME of a measuring run that probes `duration` at a time without sleeping
 /// (`jitter-emulate` runs at SCHED_FIFO): the longest legitimate burst is one probe, plus one
 /// planned injection still spinning at its end (at most `MAX_DETOUR_NS`), plus
-/// [`WATCHDOG_MARGIN`]. Every burst starts after [`rest`].
+/// [`WATCHDOG_MARGIN`]. Every burst starts after a short sleep (`rest`).
 pub fn watchdog_limit(duration: Duration) -> Duration {
     duration + Duration::from_nanos(MAX_DETOUR_NS) + WATCHDOG_MARGIN
 }

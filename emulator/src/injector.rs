@@ -21,6 +21,9 @@
 //!   blocking would make Linux hand a process-directed `SIGALRM` to another thread.
 //! * `stop` disarms the timer, sets `OFF`, drains a pending `SIGALRM` (blocked, `sigtimedwait`)
 //!   and only then restores the old disposition, so a late expiry never reaches `SIG_DFL`.
+//!
+//! `start` takes `SIGALRM` only from `SIG_DFL` or `SIG_IGN` ([`check_signal_free`]): a handler
+//! the application installed is refused, never replaced.
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
