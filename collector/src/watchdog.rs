@@ -54,6 +54,20 @@ impl Watchdog {
     }
 }
 
+/// The RLIMIT_RTTIME of process `pid` (0: this one) as (soft, hard) µs: what a watchdog armed
+/// there allows (`RLIM_INFINITY`, `u64::MAX`, when none is).
+pub fn limits_of(pid: i32) -> Result<(u64, u64), Errno> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a null new limit only reads the old one into `r`, a valid, writable rlimit.
+    if unsafe { libc::prlimit(pid, libc::RLIMIT_RTTIME, std::ptr::null(), &mut r) } != 0 {
+        return Err(Errno::last());
+    }
+    Ok((r.rlim_cur, r.rlim_max))
+}
+
 extern "C" fn on_sigxcpu(_: libc::c_int) {
     const MSG: &[u8] = b"error: the real-time watchdog stopped this process: a SCHED_FIFO thread \
 ran past its limit without sleeping (RLIMIT_RTTIME)\n";
@@ -82,13 +96,7 @@ mod tests {
     use std::time::Duration;
 
     fn rttime() -> (u64, u64) {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `r` is a valid, writable rlimit.
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_RTTIME, &mut r) }, 0);
-        (r.rlim_cur, r.rlim_max)
+        limits_of(0).unwrap()
     }
 
     #[test]

@@ -10,14 +10,9 @@ use jitter_collect::cpuset;
 
 const BIN: &str = env!("CARGO_BIN_EXE_jitter-collect");
 
-/// `Max realtime timeout` of process `pid` (soft, hard), µs.
+/// The RLIMIT_RTTIME of process `pid` (soft, hard), µs.
 fn rt_timeout(pid: u32) -> Option<(u64, u64)> {
-    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
-    let line = limits
-        .lines()
-        .find(|l| l.starts_with("Max realtime timeout"))?;
-    let v: Vec<&str> = line.split_whitespace().collect();
-    Some((v[3].parse().ok()?, v[4].parse().ok()?))
+    jitter_collect::watchdog::limits_of(pid as i32).ok()
 }
 
 #[test]

@@ -35,6 +35,9 @@ extern "C" {
 #define JB_ERR_SYSTEM (-5)
 /** An internal error was caught at the boundary (a bug: please report the message). */
 #define JB_ERR_INTERNAL (-6)
+/** The application handles SIGALRM itself: the emulator would steal its signal (use the
+ *  separate-process injector jitter-inject). */
+#define JB_ERR_SIGNAL_IN_USE (-7)
 
 /** Timer kinds: setitimer(ITIMER_REAL), relative (main thread only). */
 #define JB_TIMER_ITIMER 0

@@ -45,6 +45,8 @@ pub const JB_ERR_NOT_RUNNING: c_int = -4;
 pub const JB_ERR_SYSTEM: c_int = -5;
 /// A panic was caught at the boundary (a bug; the message says where).
 pub const JB_ERR_INTERNAL: c_int = -6;
+/// The application handles `SIGALRM` itself: the emulator would steal its signal.
+pub const JB_ERR_SIGNAL_IN_USE: c_int = -7;
 /// `timer` argument: `setitimer(ITIMER_REAL)`, relative (main thread only).
 pub const JB_TIMER_ITIMER: c_int = 0;
 /// `timer` argument: `timer_create(CLOCK_MONOTONIC)` at absolute deadlines, aimed at the caller.
@@ -83,6 +85,7 @@ fn emulator_code(e: &EmulatorError) -> c_int {
         EmulatorError::NotRunning => JB_ERR_NOT_RUNNING,
         EmulatorError::Plan(_) | EmulatorError::NothingToInject => JB_ERR_TRACE,
         EmulatorError::TimerMismatch { .. } => JB_ERR_ARGUMENT,
+        EmulatorError::SignalInUse => JB_ERR_SIGNAL_IN_USE,
         _ => JB_ERR_SYSTEM,
     }
 }
@@ -124,6 +127,10 @@ unsafe fn start(
             JB_ERR_ALREADY_RUNNING,
             EmulatorError::AlreadyRunning.to_string(),
         );
+    }
+    // Before the calibration (which takes the signal for a while): refuse at once.
+    if let Err(e) = injector::check_signal_free() {
+        return fail(emulator_code(&e), e.to_string());
     }
     let trace = match jitter_trace::read_trace(Path::new(path)) {
         Ok(l) => l.trace,

@@ -19,9 +19,34 @@ use crate::calibration::{
     default_threshold, match_single, periodic_stream, probe_detours, Calibration,
 };
 use crate::injector::{Emulator, InjectorConfig, InjectorStats, LoggedInjection};
-use crate::plan::{Plan, PlanOptions, TimerKind};
+use crate::plan::{Plan, PlanOptions, TimerKind, MAX_DETOUR_NS};
+use crate::realtime::Watchdog;
 use crate::setup::{Overrides, ReplaySetup, Scale};
 use jitter_trace::summary::{mean, quantile};
+
+/// Slack of the measuring watchdog over its longest legitimate burst: the set-up and tear-down
+/// of one replay around the probe (plan, injector start and stop).
+pub const WATCHDOG_MARGIN: Duration = Duration::from_secs(2);
+
+/// The RLIMIT_RTTIME of a measuring run that probes `duration` at a time without sleeping
+/// (`jitter-emulate` runs at SCHED_FIFO): the longest legitimate burst is one probe, plus one
+/// planned injection still spinning at its end (at most `MAX_DETOUR_NS`), plus
+/// [`WATCHDOG_MARGIN`]. Every burst starts after a short sleep (`rest`).
+pub fn watchdog_limit(duration: Duration) -> Duration {
+    duration + Duration::from_nanos(MAX_DETOUR_NS) + WATCHDOG_MARGIN
+}
+
+/// Arms the measuring watchdog ([`watchdog_limit`]) for this process.
+fn arm_watchdog(duration: Duration) -> Result<Watchdog> {
+    Watchdog::arm(watchdog_limit(duration))
+        .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")
+}
+
+/// Blocks for a moment, so that the watchdog counts the next burst on its own (a real-time
+/// thread's count restarts when it sleeps).
+fn rest() {
+    std::thread::sleep(Duration::from_millis(1));
+}
 
 /// What `jitter-emulate fidelity` measures.
 #[derive(Debug, Clone)]
@@ -293,10 +318,12 @@ pub fn fidelity_row(
         timer: opts.timer,
         clock: *clock,
     };
+    rest();
     let handle = Emulator::start_logged(plan.cursor(offset_ns), cfg, cap)?;
     let first = read_counter();
     let (detours, _) = probe_detours(clock, threshold, duration_ns, 4 * cap + 2_000_000);
     let (istats, log) = handle.stop_logged()?;
+    rest();
     let got = recollected(clock, first, &detours, window, s)?;
     let got_above = above(&got, floor)?;
     let errors = duration_errors(clock, &log, &detours);
@@ -449,8 +476,11 @@ pub fn run_fidelity(a: &FidelityConfig) -> Result<()> {
     let cal = Calibration::load_or_measure(&clock, a.recalibrate)?;
     let threshold = default_threshold();
     let duration_ns = a.duration.as_nanos() as u64;
+    let _watchdog = arm_watchdog(a.duration)?;
     eprintln!("measuring the machine's own noise for {:?} ...", a.duration);
+    rest();
     let base = baseline(&clock, threshold, duration_ns);
+    rest();
     let mut rows = Vec::new();
     for &timer in &a.timer {
         for &s in &a.scale {
@@ -552,6 +582,7 @@ pub fn measure_drift(
         timer: opts.timer,
         clock: *clock,
     };
+    rest();
     let handle = Emulator::start_logged(plan.cursor(0), cfg, count as usize)?;
     let stop = AtomicBool::new(false);
     probe::run(
@@ -561,6 +592,7 @@ pub fn measure_drift(
         |_, _| std::ops::ControlFlow::Continue(()),
     );
     let (st, log) = handle.stop_logged()?;
+    rest();
     let mean_lateness = |s: &[LoggedInjection]| {
         mean(&s.iter().map(|l| l.lateness_ns as f64).collect::<Vec<_>>()).unwrap_or(0.0)
     };
@@ -600,6 +632,7 @@ pub fn run_drift(a: &DriftConfig) -> Result<()> {
     )?;
     let clock = jitter_collect::clock::Clock::for_tools()?;
     let cal = Calibration::load_or_measure(&clock, false)?;
+    let _watchdog = arm_watchdog(a.duration)?;
     let mut table = Table::new(["timer", "injected", "first100 µs", "last100 µs", "max µs"]);
     for &timer in &a.timer {
         let name = timer.to_string();

@@ -21,6 +21,9 @@
 //!   blocking would make Linux hand a process-directed `SIGALRM` to another thread.
 //! * `stop` disarms the timer, sets `OFF`, drains a pending `SIGALRM` (blocked, `sigtimedwait`)
 //!   and only then restores the old disposition, so a late expiry never reaches `SIG_DFL`.
+//!
+//! `start` takes `SIGALRM` only from `SIG_DFL` or `SIG_IGN` ([`check_signal_free`]): a handler
+//! the application installed is refused, never replaced.
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
@@ -76,6 +79,13 @@ pub enum EmulatorError {
     /// The calling thread blocks the timer signal: nothing would be injected.
     #[error("SIGALRM is blocked in the calling thread: nothing would be injected")]
     SignalBlocked,
+    /// The application installed its own `SIGALRM` handler: the emulator would take it over.
+    #[error(
+        "the application handles SIGALRM itself (a handler is installed): the in-process \
+         emulator would steal its signal; replay the trace with the separate-process injector \
+         `jitter-inject` instead"
+    )]
+    SignalInUse,
     /// A system call failed (its errno is the source).
     #[error("{what}")]
     Sys {
@@ -484,6 +494,27 @@ impl Drop for Claim {
     }
 }
 
+/// Checks that nobody else handles the timer signal: its disposition must be the default, ignored
+/// or this emulator's own handler; anything else is the application's and is refused
+/// ([`EmulatorError::SignalInUse`]). Changes nothing.
+pub fn check_signal_free() -> Result<(), EmulatorError> {
+    // SAFETY: an all-zero sigaction is a valid buffer for the old disposition.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only queries the disposition into `old`.
+    if unsafe { libc::sigaction(SIGNAL as libc::c_int, std::ptr::null(), &mut old) } != 0 {
+        return Err(EmulatorError::Sys {
+            what: "sigaction(SIGALRM) query",
+            source: Errno::last(),
+        });
+    }
+    let ours = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    match old.sa_sigaction {
+        libc::SIG_DFL | libc::SIG_IGN => Ok(()),
+        h if h == ours => Ok(()),
+        _ => Err(EmulatorError::SignalInUse),
+    }
+}
+
 /// True on the process's main thread (where `ITIMER_REAL`'s signal goes).
 pub(crate) fn is_main_thread() -> bool {
     // SAFETY: gettid and getpid have no preconditions.
@@ -545,6 +576,7 @@ fn start_claimed(
     if mask.contains(SIGNAL) {
         return Err(EmulatorError::SignalBlocked);
     }
+    check_signal_free()?;
     let log = vec![LoggedInjection::default(); capacity];
     let origin_ns = mono_ns();
     let first = cursor.next().ok_or(EmulatorError::NothingToInject)?;

@@ -92,4 +92,55 @@ mod tests {
             Err(e) => assert_eq!(e, Errno::EPERM),
         }
     }
+
+    /// The calling thread's policy, priority and CPUs.
+    fn thread_state() -> (libc::c_int, libc::c_int, Vec<usize>) {
+        // SAFETY: query only.
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        let mut p = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `p` is a valid, writable sched_param.
+        assert_eq!(unsafe { libc::sched_getparam(0, &mut p) }, 0);
+        let set = sched_getaffinity(Pid::from_raw(0)).unwrap();
+        let cpus = (0..CpuSet::count())
+            .filter(|&c| set.is_set(c).unwrap_or(false))
+            .collect();
+        (policy, p.sched_priority, cpus)
+    }
+
+    #[test]
+    fn nested_guards_restore_policy_priority_and_affinity_in_turn() {
+        // A thread of its own: the test harness's thread keeps its state whatever happens.
+        std::thread::spawn(|| {
+            let before = thread_state();
+            let cpu = *before.2.last().unwrap();
+            let outer = match Realtime::enter(20, None) {
+                Ok(g) => g,
+                Err(e) => return assert_eq!(e, Errno::EPERM),
+            };
+            let at_fifo = thread_state();
+            assert_eq!((at_fifo.0, at_fifo.1), (libc::SCHED_FIFO, 20));
+            assert_eq!(at_fifo.2, before.2);
+            let inner = Realtime::enter(10, Some(cpu)).unwrap();
+            assert_eq!(thread_state(), (libc::SCHED_FIFO, 10, vec![cpu]));
+            drop(inner);
+            assert_eq!(thread_state(), at_fifo);
+            drop(outer);
+            assert_eq!(thread_state(), before);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_refused_priority_leaves_the_affinity_as_it_was() {
+        std::thread::spawn(|| {
+            let before = thread_state();
+            let cpu = *before.2.last().unwrap();
+            // 100 is above SCHED_FIFO's range (1..=99): refused after pinning, which is undone.
+            assert_eq!(Realtime::enter(100, Some(cpu)).unwrap_err(), Errno::EINVAL);
+            assert_eq!(thread_state(), before);
+        })
+        .join()
+        .unwrap();
+    }
 }

@@ -35,8 +35,12 @@ fn main() {
         }
     };
     let clock = Clock::for_tools().expect("counter clock");
-    let cases: [(&str, Case); 7] = [
+    let cases: [(&str, Case); 8] = [
         ("start_twice_is_an_error", start_twice_is_an_error),
+        (
+            "an_application_sigalrm_handler_is_refused_and_kept",
+            application_handler_is_refused,
+        ),
         ("bad_input_is_refused_before_arming", bad_input_is_refused),
         ("periodic_replay_itimer", |c| {
             periodic_replay(c, TimerKind::Itimer)
@@ -193,6 +197,72 @@ fn bad_input_is_refused(clock: &Clock) -> Result<(), String> {
         format!("{r:?}")
     })?;
     ensure(!Emulator::is_running(), || "left running".into())?;
+    Ok(())
+}
+
+/// The application's own `SIGALRM` handler (the emulator must neither start nor replace it).
+extern "C" fn application_alarm(_sig: libc::c_int) {}
+
+/// The current `SIGALRM` handler address.
+fn alarm_disposition() -> libc::sighandler_t {
+    // SAFETY: an all-zero sigaction is a valid buffer; a null new action only queries.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGALRM, std::ptr::null(), &mut old);
+        old.sa_sigaction
+    }
+}
+
+/// Sets the `SIGALRM` disposition to `handler` (a function address, `SIG_DFL` or `SIG_IGN`).
+fn set_alarm_disposition(handler: libc::sighandler_t) {
+    // SAFETY: an all-zero sigaction with a handler address is valid; the handlers set here are
+    // `application_alarm` (does nothing), SIG_DFL or SIG_IGN.
+    unsafe {
+        let mut a: libc::sigaction = std::mem::zeroed();
+        a.sa_sigaction = handler;
+        libc::sigaction(libc::SIGALRM, &a, std::ptr::null_mut());
+    }
+}
+
+fn application_handler_is_refused(clock: &Clock) -> Result<(), String> {
+    let plan = Plan::new(
+        &periodic_stream(100_000_000, 1_000, 10),
+        opts(TimerKind::Abstime),
+    )
+    .map_err(|e| e.to_string())?;
+    let app = application_alarm as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    set_alarm_disposition(app);
+    let r = Emulator::start(plan.cursor(0), cfg(clock, TimerKind::Abstime));
+    let kept = alarm_disposition();
+    let running = Emulator::is_running();
+    set_alarm_disposition(libc::SIG_DFL);
+    let e = match r {
+        Err(e) => e,
+        Ok(h) => {
+            let _ = h.stop();
+            return Err("started over the application's SIGALRM handler".into());
+        }
+    };
+    ensure(matches!(e, EmulatorError::SignalInUse), || format!("{e:?}"))?;
+    let msg = e.to_string();
+    ensure(
+        msg.contains("handles SIGALRM itself") && msg.contains("jitter-inject"),
+        || msg.clone(),
+    )?;
+    ensure(kept == app, || {
+        "the application's handler was replaced".into()
+    })?;
+    ensure(!running, || "left running".into())?;
+    // Ignored and default dispositions are free; the ignored one is given back at stop.
+    for free in [libc::SIG_IGN, libc::SIG_DFL] {
+        set_alarm_disposition(free);
+        let h = Emulator::start(plan.cursor(0), cfg(clock, TimerKind::Abstime))
+            .map_err(|e| format!("disposition {free}: {e}"))?;
+        h.stop().map_err(|e| e.to_string())?;
+        ensure(alarm_disposition() == free, || {
+            format!("disposition {free} not restored")
+        })?;
+    }
     Ok(())
 }
 

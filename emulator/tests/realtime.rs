@@ -143,3 +143,88 @@ fn jitter_inject_stops_within_a_second_of_sigint_or_sigterm_sleeping_or_spinning
         }
     }
 }
+
+#[test]
+fn jitter_emulate_fidelity_stops_within_a_second_of_a_signal_under_an_armed_watchdog() {
+    if !can_use_fifo() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let spec = "periodic:period=1ms,dur=100us".parse().unwrap();
+    let t = jitter_trace::synth::synthesize(&spec, 1, 30_000_000_000, 1).unwrap();
+    let trace = dir.path().join("p.jtr");
+    jitter_trace::write_trace(&trace, &t).unwrap();
+    let duration = Duration::from_secs(3);
+    let want = jitter_emulator::fidelity::watchdog_limit(duration).as_micros() as u64;
+    use nix::sys::signal::Signal::{SIGINT, SIGTERM};
+    // The baseline probe (the first 3 s) and the replay under the probe (after the
+    // "replaying" line): both spin at SCHED_FIFO 50 without sleeping.
+    for (state, line_start) in [("probing", "measuring"), ("replaying", "replaying")] {
+        for sig in [SIGINT, SIGTERM] {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_jitter-emulate"))
+                .args([
+                    "fidelity",
+                    "--scale",
+                    "1",
+                    "--timer",
+                    "abstime",
+                    "--duration",
+                    "3s",
+                ])
+                .arg("--trace")
+                .arg(&trace)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Lines read on a thread, so that a silent child cannot hang the test (a first run
+            // on a host calibrates first, about 20 s).
+            let err = child.stderr.take().unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for l in BufReader::new(err).lines().map_while(Result::ok) {
+                    if tx.send(l).is_err() {
+                        break;
+                    }
+                }
+            });
+            let t_start = Instant::now();
+            loop {
+                match rx.recv_timeout(Duration::from_secs(1)) {
+                    Ok(l) if l.starts_with(line_start) => break,
+                    Ok(_) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(e) => panic!("jitter-emulate ended before {state}: {e}"),
+                }
+                if t_start.elapsed() > Duration::from_secs(120) {
+                    let _ = child.kill();
+                    panic!("no `{line_start}` line from jitter-emulate in 120 s");
+                }
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            let limits = jitter_collect::watchdog::limits_of(child.id() as i32).ok();
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            nix::sys::signal::kill(pid, sig).unwrap();
+            let t0 = Instant::now();
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break s;
+                }
+                if t0.elapsed() > Duration::from_secs(10) {
+                    let _ = child.kill();
+                    panic!("jitter-emulate fidelity ignored {sig} while {state}");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            let took = t0.elapsed();
+            eprintln!("{sig} while {state}: stopped in {took:?}, RLIMIT_RTTIME {limits:?} µs");
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(status.signal(), Some(sig as i32), "{status:?}");
+            assert!(
+                took < Duration::from_secs(1),
+                "{sig} while {state}: stopped after {took:?}"
+            );
+            // 3 s of probe + one planned injection at most (10 s) + 2 s; the hard limit 1 s above.
+            assert_eq!(limits, Some((want, want + 1_000_000)), "watchdog not armed");
+        }
+    }
+}

@@ -14,7 +14,8 @@
 //!   layout ([`config::Layout`]), the trace, the host's cached calibration (O, L, M; measured
 //!   once per host under a file lock so that the ranks of a node do not measure at once), builds
 //!   the rank's [`Plan`] — all before `PMPI_Init`, so that a bad value ends every rank at once
-//!   with a message and exit status 1. Then `PMPI_Init` with `SIGALRM` blocked (the threads the
+//!   with a message and exit status 1; so does a `SIGALRM` handler the application installed
+//!   before `MPI_Init` (the emulator would steal its signal). Then `PMPI_Init` with `SIGALRM` blocked (the threads the
 //!   MPI library starts inherit the mask), then the emulator starts on the calling thread at the
 //!   start offset of the rank's node, drawn from the shared seed ([`SyncSchedule`]).
 //! * `MPI_Barrier(comm)`: forwards, then counts a phase and resyncs where the schedule says
@@ -186,6 +187,8 @@ fn prepare() -> Result<Option<Prepared>, String> {
     let Some(config) = Config::from_vars(env)? else {
         return Ok(None);
     };
+    // An application that handles SIGALRM itself is refused before MPI starts (every rank).
+    jitter_emulator::injector::check_signal_free().map_err(|e| e.to_string())?;
     let (host, _) = jitter_emulator::calibration::host_and_kernel();
     let layout = Layout::from_vars(env, &host)?;
     let shown = config.trace.display();

@@ -37,15 +37,36 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// `libjitter_preload.so` next to this test's executable (`target/<profile>/deps/..`).
+/// `libjitter_preload.so` next to this test's executable (`target/<profile>/deps/..`): the newer
+/// of the two (`cargo test` updates only the one in `deps`).
 fn library() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let deps = exe.parent().unwrap();
     [deps.parent().unwrap(), deps]
         .iter()
         .map(|d| d.join("libjitter_preload.so"))
-        .find(|p| p.exists())
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
         .expect("libjitter_preload.so is built with the crate's tests")
+}
+
+/// Builds `tests/app/<name>.c` with `mpicc` into `dir/<name>`.
+fn compile(dir: &Path, name: &str) -> PathBuf {
+    let app = dir.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/app/{name}.c"));
+    let out = Command::new("timeout")
+        .args(["60", "mpicc", "-O2", "-o"])
+        .arg(&app)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mpicc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    app
 }
 
 struct Setup {
@@ -58,19 +79,7 @@ struct Setup {
 impl Setup {
     fn new() -> Setup {
         let dir = tempfile::tempdir().unwrap();
-        let app = dir.path().join("compute_barrier");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/app/compute_barrier.c");
-        let out = Command::new("timeout")
-            .args(["60", "mpicc", "-O2", "-o"])
-            .arg(&app)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "mpicc: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let app = compile(dir.path(), "compute_barrier");
         let trace = dir.path().join("periodic.jtr");
         let count = 20_000; // 20 s of trace, 40 s replayed at S = 2: far longer than a run
         let s = jitter_emulator::calibration::periodic_stream(PERIOD_NS, DETOUR_NS, count);
@@ -101,18 +110,31 @@ impl Setup {
         vars: &[(&str, &str)],
         args: &[String],
     ) -> Output {
+        self.mpirun_app(&self.app, MPIRUN_LIMIT_S, each_alone, preload, vars, args)
+    }
+
+    /// As `mpirun_as` for the program `app`, with a time limit of `limit_s`.
+    fn mpirun_app(
+        &self,
+        app: &Path,
+        limit_s: u32,
+        each_alone: bool,
+        preload: bool,
+        vars: &[(&str, &str)],
+        args: &[String],
+    ) -> Output {
         let mut c = Command::new("timeout");
         c.args([
             "-k",
             "10",
-            &MPIRUN_LIMIT_S.to_string(),
+            &limit_s.to_string(),
             "mpirun",
             "-np",
             "2",
             "--bind-to",
             "none",
         ])
-        .arg(&self.app)
+        .arg(app)
         .args(args)
         .current_dir(self.dir.path())
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -351,4 +373,138 @@ fn a_bad_setting_ends_every_rank_at_mpi_init_with_a_message() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn an_application_with_its_own_sigalrm_handler_is_refused_at_mpi_init() {
+    if !have("mpicc") || !have("mpirun") {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+        return;
+    }
+    let s = Setup::new();
+    let app = compile(s.dir.path(), "signals");
+    let args = ["own-handler".to_string()];
+    let vars = [("JITTER_TRACE", s.trace.to_str().unwrap())];
+    // Every rank on its own: each says why, and none gets through MPI_Init.
+    let out = s.mpirun_app(&app, 60, true, true, &vars, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for r in 0..2 {
+        let line = format!(
+            "jitter-preload: rank {r}: error: the application handles SIGALRM itself (a \
+             handler is installed): the in-process emulator would steal its signal; replay the \
+             trace with the separate-process injector `jitter-inject` instead"
+        );
+        assert!(stderr.contains(&line), "no `{line}` in\n{stderr}");
+    }
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("initialised"));
+    // As a user runs it: a non-zero exit.
+    let out = s.mpirun_app(&app, 60, false, true, &vars, &args);
+    assert!(
+        !out.status.success(),
+        "mpirun exited 0:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The same program with the library but no trace runs (the refusal is the replay's).
+    let out = s.mpirun_app(&app, 60, false, true, &[], &args);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("initialised"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The stress trace: a detour of this length every period (S = 1), one stream for both ranks.
+const STRESS_PERIOD_NS: u64 = 100_000;
+const STRESS_DETOUR_NS: u64 = 40_000;
+/// Signals of the stress run over both ranks, unless `JB_SIGNALS` says otherwise.
+const STRESS_SIGNALS: u64 = 1_000_000;
+
+#[test]
+fn injected_sigalrms_never_break_mpi_collectives_or_file_io() {
+    if !have("mpicc") || !have("mpirun") {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+        return;
+    }
+    let total: u64 = std::env::var("JB_SIGNALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(STRESS_SIGNALS);
+    let per_rank = total / 2;
+    let s = Setup::new();
+    let app = compile(s.dir.path(), "signals");
+    let trace = s.dir.path().join("dense.jtr");
+    let stream =
+        jitter_emulator::calibration::periodic_stream(STRESS_PERIOD_NS, STRESS_DETOUR_NS, per_rank);
+    let mut t = jitter_trace::Trace {
+        streams: vec![stream],
+        ..jitter_trace::Trace::default()
+    };
+    t.sync_header();
+    jitter_trace::write_trace(&trace, &t).unwrap();
+    let stats_dir = s.dir.path().join("stress-stats");
+    let vars = [
+        ("JITTER_TRACE", trace.to_str().unwrap()),
+        ("JITTER_SYNC", "none"),
+        ("JITTER_STATS_DIR", stats_dir.to_str().unwrap()),
+    ];
+    // The replay takes the trace's length when the ranks keep up; late handlers stretch it.
+    let replay_s = (per_rank * STRESS_PERIOD_NS) as f64 / 1e9;
+    let limit_s = (3.0 * replay_s + 30.0).ceil() as u32;
+    let args = [
+        "stress".to_string(),
+        format!("{}", 3.0 * replay_s + 10.0),
+        s.dir.path().to_str().unwrap().to_string(),
+    ];
+    println!("{total} signals over 2 ranks, a trace of {replay_s:.1} s, limit {limit_s} s");
+    let t0 = std::time::Instant::now();
+    let out = s.mpirun_app(&app, limit_s, false, true, &vars, &args);
+    let took = t0.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}{stderr}");
+    assert!(
+        out.status.success() && stdout.contains(" eintr 0 bad 0 finished 1 "),
+        "the program saw a failure or did not see the replays end:\n{stdout}\n{stderr}"
+    );
+    let ranks: Vec<RankStats> = (0..2)
+        .map(|r| read(&jitter_preload::stats::rank_path(&stats_dir, r)))
+        .collect();
+    let mut injected = 0;
+    for r in &ranks {
+        let i = &r.injector;
+        println!(
+            "rank {}: injected {}, plan {:?}, dropped {}, merged {}, missed {}, early {}, \
+             lateness mean {:.0} ns max {} ns, progress {:.3}",
+            r.rank,
+            i.injected,
+            i.plan,
+            i.dropped,
+            i.merged,
+            i.missed,
+            i.early,
+            i.lateness_mean_ns,
+            i.lateness_max_ns,
+            r.progress
+        );
+        injected += i.injected;
+        // One whole lap of the trace, every detour injected on its own: S·d = 40 µs is above
+        // the injector's overhead O and S·(P − d) = 60 µs above its minimum sleep M (a host
+        // where they are not would drop or merge detours, and the count would fall short).
+        assert!(
+            r.progress >= 1.0,
+            "rank {} did not finish its replay",
+            r.rank
+        );
+        assert_eq!(i.plan.detours, per_rank, "rank {}", r.rank);
+        assert_eq!((i.dropped, i.merged), (0, 0), "rank {}", r.rank);
+        assert_eq!(i.injected, i.plan.injections, "rank {}", r.rank);
+        assert_eq!(i.injected, per_rank, "rank {}", r.rank);
+    }
+    let summary: Summary = read(&jitter_preload::stats::summary_path(&stats_dir));
+    assert_eq!((summary.reported, summary.injected), (2, injected));
+    assert_eq!(injected, 2 * per_rank);
+    println!(
+        "{injected} SIGALRMs injected in {took:.1} s ({:.0}/s over both ranks)",
+        injected as f64 / took
+    );
 }

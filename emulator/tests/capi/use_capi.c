@@ -2,6 +2,7 @@
  * every error path returns its code and message, then a short replay of the trace in argv[1]. */
 #include "jitter_emulator.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +16,8 @@
             return 1;                                                        \
         }                                                                    \
     } while (0)
+
+static void own_alarm(int sig) { (void)sig; }
 
 static double now_s(void) {
     struct timespec ts;
@@ -36,6 +39,19 @@ int main(int argc, char **argv) {
     CHECK(jb_emulator_resync(0) == JB_ERR_NOT_RUNNING);
     CHECK(jb_emulator_finished() == JB_ERR_NOT_RUNNING);
     CHECK(jb_emulator_progress() < 0);
+    /* An application with its own SIGALRM handler is refused, and its handler stays. */
+    struct sigaction own, seen;
+    memset(&own, 0, sizeof own);
+    own.sa_handler = own_alarm;
+    CHECK(sigaction(SIGALRM, &own, NULL) == 0);
+    CHECK(jb_emulator_start_with(argv[1], 0, 1.0, JB_TIMER_ABSTIME, 5000, 0, 0) ==
+          JB_ERR_SIGNAL_IN_USE);
+    CHECK(jb_emulator_last_error(msg, sizeof msg) > 0 && strstr(msg, "SIGALRM") != NULL &&
+          strstr(msg, "jitter-inject") != NULL);
+    CHECK(jb_emulator_progress() < 0);
+    CHECK(sigaction(SIGALRM, NULL, &seen) == 0 && seen.sa_handler == own_alarm);
+    own.sa_handler = SIG_DFL;
+    CHECK(sigaction(SIGALRM, &own, NULL) == 0);
 
     CHECK(jb_emulator_start_with(argv[1], 0, 1.0, JB_TIMER_ABSTIME, 5000, 0, 0) == JB_OK);
     CHECK(jb_emulator_start_with(argv[1], 0, 1.0, JB_TIMER_ABSTIME, 5000, 0, 0) ==
