@@ -4,8 +4,8 @@ use std::fmt;
 
 use crate::cache::{age, unix_now_s};
 use crate::calibration::Calibration;
-use crate::plan::TimerKind;
 use crate::process::ProcessCalibration;
+use jitter_trace::table::{Align, Table};
 
 fn us(ns: f64) -> f64 {
     ns / 1_000.0
@@ -22,30 +22,76 @@ impl fmt::Display for Calibration {
             self.counter_khz,
             age(self.measured_unix_s, unix_now_s())
         )?;
+        let mut table = Table::new([
+            "timer",
+            "",
+            "median µs",
+            "mean µs",
+            "sd µs",
+            "p10 µs",
+            "p90 µs",
+            "p99 µs",
+            "n",
+            "",
+        ])
+        .left(2)
+        .align(9, Align::Left);
         for t in [&self.itimer, &self.abstime] {
-            let name = match t.timer {
-                TimerKind::Itimer => "itimer  (setitimer ITIMER_REAL, relative)",
-                TimerKind::Abstime => "abstime (timer_create CLOCK_MONOTONIC, absolute)",
-            };
-            let o = &t.overhead;
-            let l = &t.lateness;
-            writeln!(f, "{name}")?;
+            let name = t.timer.to_string();
+            for (what, s, note) in [
+                (
+                    "O overhead",
+                    &t.overhead,
+                    format!(
+                        "{} Hz, unmatched {}, stacked {}",
+                        self.rate_hz, t.unmatched, t.stacked
+                    ),
+                ),
+                (
+                    "L lateness",
+                    &t.lateness,
+                    format!("{} µs interval", self.interval_ns / 1_000),
+                ),
+            ] {
+                table.row([
+                    name.clone(),
+                    what.to_string(),
+                    format!("{:.2}", us(s.median_ns)),
+                    format!("{:.2}", us(s.mean_ns)),
+                    format!("{:.2}", us(s.sd_ns)),
+                    format!("{:.2}", us(s.p10_ns)),
+                    format!("{:.2}", us(s.p90_ns)),
+                    format!("{:.2}", us(s.p99_ns)),
+                    s.samples.to_string(),
+                    note,
+                ]);
+            }
+        }
+        write!(f, "{table}")?;
+        for t in [&self.itimer, &self.abstime] {
+            write!(
+                f,
+                "{}: M min sleep {} µs (tolerance {:.1} µs; sweep:",
+                t.timer,
+                t.min_sleep_ns / 1_000,
+                us(t.tolerance_ns)
+            )?;
+            for p in &t.sweep {
+                let mark = if p.honoured { "" } else { "✗" };
+                write!(
+                    f,
+                    " {}µs→{:.1}{mark}",
+                    p.interval_ns / 1_000,
+                    us(p.lateness_median_ns)
+                )?;
+            }
             writeln!(
                 f,
-                "  O overhead   median {:7.2} µs  sd {:6.2}  p10 {:7.2}  p90 {:7.2}  p99 {:7.2}  \
-                 (n = {}, {} Hz, unmatched {}, stacked {})",
-                us(o.median_ns),
-                us(o.sd_ns),
-                us(o.p10_ns),
-                us(o.p90_ns),
-                us(o.p99_ns),
-                o.samples,
-                self.rate_hz,
-                t.unmatched,
-                t.stacked
+                "); spin cost {:+.2} µs beyond 100 µs + O",
+                us(t.spin_extra_ns)
             )?;
             if !t.overhead_by_rate.is_empty() {
-                write!(f, "  O by rate   ")?;
+                write!(f, "{}: O by rate", t.timer)?;
                 for p in &t.overhead_by_rate {
                     write!(
                         f,
@@ -68,37 +114,6 @@ impl fmt::Display for Calibration {
                     }
                 )?;
             }
-            writeln!(
-                f,
-                "  spin cost    {:+7.2} µs beyond 100 µs + O",
-                us(t.spin_extra_ns)
-            )?;
-            writeln!(
-                f,
-                "  L lateness   mean {:7.2} µs  sd {:6.2}  p50 {:7.2}  p99 {:7.2}  ({} µs interval, n = {})",
-                us(l.mean_ns),
-                us(l.sd_ns),
-                us(l.median_ns),
-                us(l.p99_ns),
-                self.interval_ns / 1_000,
-                l.samples
-            )?;
-            write!(
-                f,
-                "  M min sleep  {} µs (tolerance {:.1} µs); sweep:",
-                t.min_sleep_ns / 1_000,
-                us(t.tolerance_ns)
-            )?;
-            for p in &t.sweep {
-                write!(
-                    f,
-                    " {}µs→{:.1}{}",
-                    p.interval_ns / 1_000,
-                    us(p.lateness_median_ns),
-                    if p.honoured { "" } else { "✗" }
-                )?;
-            }
-            writeln!(f)?;
         }
         Ok(())
     }

@@ -427,14 +427,16 @@ impl StatsArgs {
         print!("{}", stats.table());
         if let Some(o) = overhead {
             println!("\ninjectable with overhead {:.3} us:", o / 1e3);
+            let mut t =
+                jitter_trace::table::Table::new(["scale", "% of detours", "% of noise time"]);
             for i in &inject {
-                println!(
-                    "  scale {:>6}: {:6.2} % of detours, {:6.2} % of noise time",
-                    i.scale,
-                    i.detours * 100.0,
-                    i.noise * 100.0
-                );
+                t.row([
+                    i.scale.to_string(),
+                    format!("{:.2}", i.detours * 100.0),
+                    format!("{:.2}", i.noise * 100.0),
+                ]);
             }
+            print!("{t}");
         }
         match choice {
             Some(Some(c)) => println!(
