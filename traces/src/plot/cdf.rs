@@ -4,10 +4,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{draw_err, legend, run_range_us, Chart, Series, MAX_POINTS, SIZE};
+use super::{chart_on, legend, run_range_us, svg_file, Chart, Series, MAX_POINTS, SIZE};
 use crate::error::TraceError;
 use crate::model::Stream;
-use crate::output::write_output_bytes;
 
 /// The CDF chart (`--kind cdf`).
 #[derive(Debug, Clone, Copy)]
@@ -47,37 +46,28 @@ fn cdf_points(streams: &[Stream]) -> Vec<(f64, f64)> {
 /// Empirical CDF of run-times of each series.
 fn cdf_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
     let (x0, x1) = run_range_us(series);
-    let e = draw_err(path);
-    let mut svg = String::new();
-    let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(&e)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d((x0..x1).log_scale(), 0.0..1.0)
-        .map_err(&e)?;
-    chart
-        .configure_mesh()
-        .x_desc("detour run-time (us)")
-        .y_desc("fraction of detours <= run-time")
-        .draw()
-        .map_err(&e)?;
-    for (i, s) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+    svg_file(path, SIZE, |root, e| {
+        let mut chart = chart_on(root, title, 40, 60)
+            .build_cartesian_2d((x0..x1).log_scale(), 0.0..1.0)
+            .map_err(e)?;
         chart
-            .draw_series(LineSeries::new(
-                cdf_points(s.streams),
-                color.stroke_width(2),
-            ))
-            .map_err(&e)?
-            .label(s.label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-    }
-    legend(&mut chart, &e)?;
-    root.present().map_err(&e)?;
-    drop((chart, root));
-    write_output_bytes(path, svg.as_bytes())?;
-    Ok(())
+            .configure_mesh()
+            .x_desc("detour run-time (us)")
+            .y_desc("fraction of detours <= run-time")
+            .draw()
+            .map_err(e)?;
+        for (i, s) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    cdf_points(s.streams),
+                    color.stroke_width(2),
+                ))
+                .map_err(e)?
+                .label(s.label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        legend(&mut chart, &e)?;
+        Ok(())
+    })
 }

@@ -4,10 +4,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{draw_err, legend, Chart, Series, SIZE};
+use super::{chart_on, legend, svg_file, Chart, Series, SIZE};
 use crate::compare::{density, log_runs, Grid, GRID_POINTS};
 use crate::error::TraceError;
-use crate::output::write_output_bytes;
 
 /// The density chart (`--kind density`).
 #[derive(Debug, Clone, Copy)]
@@ -36,37 +35,28 @@ fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceE
         .collect();
     let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-7;
-    let e = draw_err(path);
-    let mut svg = String::new();
-    let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(&e)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
-        .map_err(&e)?;
-    chart
-        .configure_mesh()
-        .x_desc("detour run-time (us)")
-        .y_desc("probability per grid cell")
-        .draw()
-        .map_err(&e)?;
-    for (i, (c, s)) in curves.iter().zip(series).enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();
+    svg_file(path, SIZE, |root, e| {
+        let mut chart = chart_on(root, title, 40, 70)
+            .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
+            .map_err(e)?;
         chart
-            .draw_series(LineSeries::new(pts, color.stroke_width(2)))
-            .map_err(&e)?
-            .label(s.label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-    }
-    legend(&mut chart, &e)?;
-    root.present().map_err(&e)?;
-    drop((chart, root));
-    write_output_bytes(path, svg.as_bytes())?;
-    Ok(())
+            .configure_mesh()
+            .x_desc("detour run-time (us)")
+            .y_desc("probability per grid cell")
+            .draw()
+            .map_err(e)?;
+        for (i, (c, s)) in curves.iter().zip(series).enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();
+            chart
+                .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+                .map_err(e)?
+                .label(s.label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        legend(&mut chart, &e)?;
+        Ok(())
+    })
 }
 
 /// The highest point of density `curves` (µs, density) and the grid's run-time span in µs.

@@ -33,6 +33,7 @@ use plotters::prelude::*;
 
 use crate::error::TraceError;
 use crate::model::Stream;
+use crate::output::write_output_bytes;
 
 pub use cdf::Cdf;
 pub use density::Density;
@@ -107,6 +108,47 @@ fn draw_err<E: std::error::Error + Send + Sync + 'static>(
             std::io::Error::other(e.to_string()),
         )
     }
+}
+
+/// How a chart maps a drawing error: the file it was drawing names it.
+pub(crate) type DrawErr<'e> = &'e dyn Fn(DrawingAreaErrorKind<std::io::Error>) -> TraceError;
+
+/// Draws on a white SVG canvas of `size` with `draw` and writes the file whole to `path` once
+/// drawing succeeded: the one place a chart becomes a file.
+pub(crate) fn svg_file(
+    path: &Path,
+    size: (u32, u32),
+    draw: impl FnOnce(
+        &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+        DrawErr,
+    ) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    let e = draw_err(path);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(&e)?;
+        draw(&root, &e)?;
+        root.present().map_err(&e)?;
+    }
+    write_output_bytes(path, svg.as_bytes())?;
+    Ok(())
+}
+
+/// A chart on `area` in the shared look: `title` above, the shared margin, label areas of
+/// `x_labels` px below and `y_labels` px left.
+pub(crate) fn chart_on<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+    x_labels: u32,
+    y_labels: u32,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(area);
+    b.caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(x_labels)
+        .y_label_area_size(y_labels);
+    b
 }
 
 /// Draws `kind` for every series into the SVG file `path`.

@@ -4,10 +4,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{draw_err, SIZE};
+use super::{chart_on, svg_file, SIZE};
 use crate::error::TraceError;
 use crate::nodes::NodeRow;
-use crate::output::write_output_bytes;
 
 /// One box per node (run-times in µs on a log axis), in the order of `rows`.
 pub fn nodes_svg(rows: &[NodeRow], title: &str, path: &Path) -> Result<(), TraceError> {
@@ -25,77 +24,68 @@ pub fn nodes_svg(rows: &[NodeRow], title: &str, path: &Path) -> Result<(), Trace
         .fold(0.0, f64::max)
         .max(lo * 2.0);
     let n = rows.len();
-    let e = draw_err(path);
-    let mut svg = String::new();
     let width = SIZE.0.max(120 + 40 * n as u32);
-    let root = SVGBackend::with_string(&mut svg, (width, SIZE.1)).into_drawing_area();
-    root.fill(&WHITE).map_err(&e)?;
-    let names: Vec<&str> = rows.iter().map(|r| r.summary.node.as_str()).collect();
-    let label = |x: &f64| {
-        let i = x.round();
-        if (x - i).abs() < 1e-6 && i >= 0.0 {
-            names
-                .get(i as usize)
-                .map_or(String::new(), |s| s.to_string())
-        } else {
-            String::new()
-        }
-    };
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(60)
-        .y_label_area_size(70)
-        .build_cartesian_2d(-0.5..n as f64 - 0.5, (lo / 1.5..hi * 1.5).log_scale())
-        .map_err(&e)?;
-    chart
-        .configure_mesh()
-        .x_labels(n + 1)
-        .x_label_formatter(&label)
-        .disable_x_mesh()
-        .x_desc("node (noisiest first); red: outlier")
-        .y_desc("detour run-time (us): p20-p80 box, median, min-p99.9, x max")
-        .draw()
-        .map_err(&e)?;
-    for (i, r) in rows.iter().enumerate() {
-        let s = &r.summary.stats;
-        let x = i as f64;
-        let color = if r.outlier.is_empty() {
-            Palette99::pick(0).to_rgba()
-        } else {
-            RED.to_rgba()
+    svg_file(path, (width, SIZE.1), |root, e| {
+        let names: Vec<&str> = rows.iter().map(|r| r.summary.node.as_str()).collect();
+        let label = |x: &f64| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                names
+                    .get(i as usize)
+                    .map_or(String::new(), |s| s.to_string())
+            } else {
+                String::new()
+            }
         };
-        let w = 0.3;
+        let mut chart = chart_on(root, title, 60, 70)
+            .build_cartesian_2d(-0.5..n as f64 - 0.5, (lo / 1.5..hi * 1.5).log_scale())
+            .map_err(e)?;
         chart
-            .draw_series([
-                Rectangle::new(
-                    [(x - w, us(s.p20_ns)), (x + w, us(s.p80_ns))],
-                    color.mix(0.3).filled(),
-                ),
-                Rectangle::new(
-                    [(x - w, us(s.p20_ns)), (x + w, us(s.p80_ns))],
-                    color.stroke_width(2),
-                ),
-            ])
-            .map_err(&e)?;
-        chart
-            .draw_series([
-                PathElement::new(
-                    vec![(x - w, us(s.median_ns)), (x + w, us(s.median_ns))],
-                    color.stroke_width(3),
-                ),
-                PathElement::new(vec![(x, us(s.min_ns)), (x, us(s.p20_ns))], color),
-                PathElement::new(vec![(x, us(s.p80_ns)), (x, us(s.p99_9_ns))], color),
-            ])
-            .map_err(&e)?;
-        chart
-            .draw_series([Cross::new((x, us(s.max_ns)), 5, color.stroke_width(2))])
-            .map_err(&e)?;
-    }
-    root.present().map_err(&e)?;
-    drop((chart, root));
-    write_output_bytes(path, svg.as_bytes())?;
-    Ok(())
+            .configure_mesh()
+            .x_labels(n + 1)
+            .x_label_formatter(&label)
+            .disable_x_mesh()
+            .x_desc("node (noisiest first); red: outlier")
+            .y_desc("detour run-time (us): p20-p80 box, median, min-p99.9, x max")
+            .draw()
+            .map_err(e)?;
+        for (i, r) in rows.iter().enumerate() {
+            let s = &r.summary.stats;
+            let x = i as f64;
+            let color = if r.outlier.is_empty() {
+                Palette99::pick(0).to_rgba()
+            } else {
+                RED.to_rgba()
+            };
+            let w = 0.3;
+            chart
+                .draw_series([
+                    Rectangle::new(
+                        [(x - w, us(s.p20_ns)), (x + w, us(s.p80_ns))],
+                        color.mix(0.3).filled(),
+                    ),
+                    Rectangle::new(
+                        [(x - w, us(s.p20_ns)), (x + w, us(s.p80_ns))],
+                        color.stroke_width(2),
+                    ),
+                ])
+                .map_err(e)?;
+            chart
+                .draw_series([
+                    PathElement::new(
+                        vec![(x - w, us(s.median_ns)), (x + w, us(s.median_ns))],
+                        color.stroke_width(3),
+                    ),
+                    PathElement::new(vec![(x, us(s.min_ns)), (x, us(s.p20_ns))], color),
+                    PathElement::new(vec![(x, us(s.p80_ns)), (x, us(s.p99_9_ns))], color),
+                ])
+                .map_err(e)?;
+            chart
+                .draw_series([Cross::new((x, us(s.max_ns)), 5, color.stroke_width(2))])
+                .map_err(e)?;
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]

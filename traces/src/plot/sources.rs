@@ -7,11 +7,10 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use super::density::peak_and_span;
-use super::{draw_err, SIZE};
+use super::{chart_on, svg_file, DrawErr, SIZE};
 use crate::attribution::SourceSamples;
 use crate::compare::{density, Grid, GRID_POINTS};
 use crate::error::TraceError;
-use crate::output::write_output_bytes;
 
 /// Most sources drawn in the attribution charts; the rest are pooled as `other`.
 pub const MAX_SOURCES: usize = 8;
@@ -75,22 +74,14 @@ fn svg_with_legend(
     labels: &[String],
     draw: impl FnOnce(
         &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-        &dyn Fn(DrawingAreaErrorKind<std::io::Error>) -> TraceError,
+        DrawErr,
     ) -> Result<(), TraceError>,
 ) -> Result<(), TraceError> {
-    let e = draw_err(path);
-    let mut svg = String::new();
-    {
-        let root =
-            SVGBackend::with_string(&mut svg, (SIZE.0 + LEGEND_WIDTH, SIZE.1)).into_drawing_area();
-        root.fill(&WHITE).map_err(&e)?;
+    svg_file(path, (SIZE.0 + LEGEND_WIDTH, SIZE.1), |root, e| {
         let (left, right) = root.split_horizontally(SIZE.0);
-        draw(&left, &e)?;
-        legend_panel(&right, labels, &e)?;
-        root.present().map_err(&e)?;
-    }
-    write_output_bytes(path, svg.as_bytes())?;
-    Ok(())
+        draw(&left, e)?;
+        legend_panel(&right, labels, &e)
+    })
 }
 
 /// Stacked bars of noise time per detour run-time bucket (log-spaced, µs), one colour per
@@ -128,11 +119,7 @@ pub fn source_bars_svg(
         .max(1e-9);
     let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
     svg_with_legend(path, &labels, |left, e| {
-        let mut chart = ChartBuilder::on(left)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
+        let mut chart = chart_on(left, title, 40, 70)
             .build_cartesian_2d((edge(first)..edge(last + 1)).log_scale(), 0.0..peak * 1.05)
             .map_err(e)?;
         chart
@@ -200,11 +187,7 @@ pub fn source_density_svg(
     let floor = peak * 1e-5;
     let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
     svg_with_legend(path, &labels, |left, e| {
-        let mut chart = ChartBuilder::on(left)
-            .caption(title, ("sans-serif", 20))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
+        let mut chart = chart_on(left, title, 40, 70)
             .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
             .map_err(e)?;
         chart

@@ -4,10 +4,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{draw_err, legend, run_range_us, Chart, Series, MAX_POINTS, SIZE};
+use super::{chart_on, legend, run_range_us, svg_file, Chart, Series, MAX_POINTS, SIZE};
 use crate::error::TraceError;
 use crate::model::Stream;
-use crate::output::write_output_bytes;
 
 /// The time-series chart (`--kind timeseries`).
 #[derive(Debug, Clone, Copy)]
@@ -59,37 +58,28 @@ fn timeseries_svg(series: &[Series], title: &str, path: &Path) -> Result<(), Tra
         .max()
         .unwrap_or(0)
         .max(origin + 1);
-    let e = draw_err(path);
-    let mut svg = String::new();
-    let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(&e)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..(end - origin) as f64 / 1e9, (y0..y1).log_scale())
-        .map_err(&e)?;
-    chart
-        .configure_mesh()
-        .x_desc("detour start (s)")
-        .y_desc("detour run-time (us)")
-        .draw()
-        .map_err(&e)?;
-    for (i, s) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let pts = timeseries_points(s.streams, origin, end - origin);
+    svg_file(path, SIZE, |root, e| {
+        let mut chart = chart_on(root, title, 40, 60)
+            .build_cartesian_2d(0.0..(end - origin) as f64 / 1e9, (y0..y1).log_scale())
+            .map_err(e)?;
         chart
-            .draw_series(pts.into_iter().map(|p| Circle::new(p, 2, color.filled())))
-            .map_err(&e)?
-            .label(s.label)
-            .legend(move |(x, y)| Circle::new((x + 10, y), 3, color.filled()));
-    }
-    legend(&mut chart, &e)?;
-    root.present().map_err(&e)?;
-    drop((chart, root));
-    write_output_bytes(path, svg.as_bytes())?;
-    Ok(())
+            .configure_mesh()
+            .x_desc("detour start (s)")
+            .y_desc("detour run-time (us)")
+            .draw()
+            .map_err(e)?;
+        for (i, s) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            let pts = timeseries_points(s.streams, origin, end - origin);
+            chart
+                .draw_series(pts.into_iter().map(|p| Circle::new(p, 2, color.filled())))
+                .map_err(e)?
+                .label(s.label)
+                .legend(move |(x, y)| Circle::new((x + 10, y), 3, color.filled()));
+        }
+        legend(&mut chart, &e)?;
+        Ok(())
+    })
 }
 
 #[cfg(test)]
