@@ -7,13 +7,13 @@ use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use serde::Serialize;
 
 use crate::clock::{kernel_tsc_khz, read_counter, tsc_flags, Clock, CounterSource, TscFlags};
 use crate::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset;
+use crate::error::{CollectError, Context, Result};
 use crate::probe;
 use jitter_trace::sanity::Observation;
 use jitter_trace::summary::Spread;
@@ -200,7 +200,7 @@ fn set_itimer(interval_us: i64) -> Result<()> {
     // SAFETY: `it` is a valid itimerval; the old value is not asked for.
     let rc = unsafe { libc::setitimer(libc::ITIMER_REAL, &it, std::ptr::null_mut()) };
     if rc != 0 {
-        return Err(std::io::Error::last_os_error()).context("setitimer");
+        return Err(CollectError::last_os("setitimer"));
     }
     Ok(())
 }
@@ -273,10 +273,9 @@ fn timer_lateness(clock: &Clock) -> Option<Spread> {
 pub fn run(cpu: Option<u32>, clock: Clock) -> Result<CheckReport> {
     let cpu = match cpu {
         Some(c) => c,
-        None => *cpuset::affinity()?
-            .ids()
-            .last()
-            .context("no CPU in this process's affinity mask")?,
+        None => *cpuset::affinity()?.ids().last().ok_or_else(|| {
+            CollectError::Refused("no CPU in this process's affinity mask".into())
+        })?,
     };
     cpuset::pin_current_thread(&[cpu])?;
     let profile = CounterProfile::measure(PROFILE_READS);

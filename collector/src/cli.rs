@@ -146,7 +146,8 @@ impl Cli {
             .duration
             .as_deref()
             .map(jitter_trace::units::parse_positive_duration)
-            .transpose()?;
+            .transpose()
+            .context("--duration")?;
         let threshold = match self.threshold_ns {
             Some(ns) if ns <= 0 => bail!("the threshold must be positive, got {ns} ns"),
             Some(ns) => Threshold::Nanos(ns as u64),

@@ -2,9 +2,10 @@
 
 use std::fmt;
 
-use anyhow::{anyhow, bail, Context, Result};
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
+
+use crate::error::{refuse, CollectError, Context, Result};
 
 /// An ordered set of CPU ids without duplicates.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -21,18 +22,20 @@ impl CpuList {
             .filter(|p| !p.is_empty())
         {
             let num = |s: &str| -> Result<u32> {
-                s.trim()
-                    .parse::<u32>()
-                    .map_err(|_| anyhow!("bad CPU list {text:?}: {s:?} is not a CPU number"))
+                s.trim().parse::<u32>().map_err(|_| {
+                    CollectError::Refused(format!(
+                        "bad CPU list {text:?}: {s:?} is not a CPU number"
+                    ))
+                })
             };
             match part.split_once('-') {
                 Some((a, b)) => {
                     let (a, b) = (num(a)?, num(b)?);
                     if b < a {
-                        bail!("bad CPU list {text:?}: range {part} goes backwards");
+                        refuse!("bad CPU list {text:?}: range {part} goes backwards");
                     }
                     if b - a > 1 << 16 {
-                        bail!("bad CPU list {text:?}: range {part} is too large");
+                        refuse!("bad CPU list {text:?}: range {part} is too large");
                     }
                     cpus.extend(a..=b);
                 }
@@ -160,22 +163,22 @@ pub fn select_from(
             .filter(|&c| online.contains(c))
             .collect();
         if ids.is_empty() {
-            bail!("no online CPU in the affinity mask {mask}");
+            refuse!("no online CPU in the affinity mask {mask}");
         }
         return Ok(CpuList::from_ids(ids));
     };
     if req.is_empty() {
-        bail!("the CPU list is empty");
+        refuse!("the CPU list is empty");
     }
     for &c in req.ids() {
         if !present.contains(c) && !online.contains(c) {
-            bail!("CPU {c} does not exist (this machine has CPUs {present})");
+            refuse!("CPU {c} does not exist (this machine has CPUs {present})");
         }
         if !online.contains(c) {
-            bail!("CPU {c} is offline (online CPUs: {online})");
+            refuse!("CPU {c} is offline (online CPUs: {online})");
         }
         if !mask.contains(c) {
-            bail!("CPU {c} is outside this process's affinity mask {mask}");
+            refuse!("CPU {c} is outside this process's affinity mask {mask}");
         }
     }
     Ok(req.clone())

@@ -5,7 +5,6 @@
 use std::ffi::CString;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
 use clap::Args;
 use jitter_trace::units::parse_positive_duration;
 use nix::sys::time::TimeSpec;
@@ -13,6 +12,7 @@ use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
 
 use crate::clock::{read_counter, spin_until, Clock};
 use crate::cpuset;
+use crate::error::{refuse, CollectError, Context, Result};
 use crate::watchdog::Watchdog;
 
 /// Arguments of `jitter-collect daemon`.
@@ -66,32 +66,34 @@ impl DaemonArgs {
         let period = parse_positive_duration(&self.period).context("--period")?;
         let busy = parse_positive_duration(&self.busy).context("--busy")?;
         let duration = parse_positive_duration(&self.duration).context("--duration")?;
-        ensure!(
-            period >= Duration::from_micros(100),
-            "--period {}: at least 100us (the daemon sleeps between wake-ups)",
-            self.period
-        );
-        ensure!(
-            busy < period,
-            "--busy {} must be shorter than --period {}: the daemon would never sleep",
-            self.busy,
-            self.period
-        );
-        ensure!(
-            duration <= MAX_DURATION,
-            "--duration {}: at most 24h",
-            self.duration
-        );
-        if let Some(p) = self.rt {
-            ensure!((1..=99).contains(&p), "--rt {p}: a priority is 1-99");
+        if period < Duration::from_micros(100) {
+            refuse!(
+                "--period {}: at least 100us (the daemon sleeps between wake-ups)",
+                self.period
+            );
         }
-        ensure!(
-            !self.name.is_empty() && self.name.len() <= 15,
-            "--name `{}`: 1 to 15 bytes (the kernel's task name length)",
-            self.name
-        );
-        let name = CString::new(self.name.clone())
-            .with_context(|| format!("--name `{}` holds a NUL byte", self.name))?;
+        if busy >= period {
+            refuse!(
+                "--busy {} must be shorter than --period {}: the daemon would never sleep",
+                self.busy,
+                self.period
+            );
+        }
+        if duration > MAX_DURATION {
+            refuse!("--duration {}: at most 24h", self.duration);
+        }
+        if let Some(p) = self.rt.filter(|p| !(1..=99).contains(p)) {
+            refuse!("--rt {p}: a priority is 1-99");
+        }
+        if self.name.is_empty() || self.name.len() > 15 {
+            refuse!(
+                "--name `{}`: 1 to 15 bytes (the kernel's task name length)",
+                self.name
+            );
+        }
+        let name = CString::new(self.name.clone()).map_err(|e| {
+            CollectError::Refused(format!("--name `{}` holds a NUL byte: {e}", self.name))
+        })?;
         Ok(Settings {
             period,
             busy,
@@ -119,8 +121,9 @@ pub fn run(args: &DaemonArgs) -> Result<DaemonRun> {
             };
             // SAFETY: `param` is a valid sched_param; pid 0 is this thread.
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-                return Err(std::io::Error::last_os_error())
-                    .context("cannot set SCHED_FIFO (needs root or CAP_SYS_NICE)");
+                return Err(CollectError::last_os(
+                    "cannot set SCHED_FIFO (needs root or CAP_SYS_NICE)",
+                ));
             }
             Some(w)
         }
@@ -130,7 +133,7 @@ pub fn run(args: &DaemonArgs) -> Result<DaemonRun> {
     let step = TimeSpec::from(s.period);
     let wakeups = (s.duration.as_nanos() / s.period.as_nanos()) as usize + 1;
     let mut late = Vec::with_capacity(wakeups);
-    let mut next = clock_gettime(ClockId::CLOCK_MONOTONIC)?;
+    let mut next = clock_gettime(ClockId::CLOCK_MONOTONIC).context("clock_gettime")?;
     let end = Instant::now() + s.duration;
     while Instant::now() < end {
         next = next + step;
@@ -139,12 +142,12 @@ pub fn run(args: &DaemonArgs) -> Result<DaemonRun> {
             ClockNanosleepFlags::TIMER_ABSTIME,
             &next,
         );
-        let woke = clock_gettime(ClockId::CLOCK_MONOTONIC)?;
+        let woke = clock_gettime(ClockId::CLOCK_MONOTONIC).context("clock_gettime")?;
         spin_until(read_counter() + spin);
         late.push(Duration::from(woke - next).as_nanos() as u64);
     }
     if late.is_empty() {
-        bail!("the daemon never woke up");
+        return Err(CollectError::Failed("the daemon never woke up".into()));
     }
     late.sort_unstable();
     Ok(DaemonRun {

@@ -3,9 +3,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{bail, Result};
-
 use crate::clock::{read_counter, Clock};
+use crate::error::{refuse, CollectError, Result};
 use crate::probe::LoopStats;
 
 /// Length of one FTQ quantum, as the user gave it.
@@ -21,14 +20,13 @@ impl Quantum {
     /// Parses `2^N cycles`, `N cycles`, or a time such as `100us`, `1ms`, `50000ns`.
     pub fn parse(text: &str) -> Result<Self> {
         let t = text.trim().replace(' ', "");
-        let num = |s: &str| -> Result<u64> {
+        // Overflow and a bad number are both "not a number" to the user.
+        let num = |s: &str| -> Option<u64> {
             if let Some((b, e)) = s.split_once('^') {
-                let (b, e): (u64, u32) = (b.parse()?, e.parse()?);
-                return b
-                    .checked_pow(e)
-                    .ok_or_else(|| anyhow::anyhow!("quantum {text:?} overflows"));
+                let (b, e): (u64, u32) = (b.parse().ok()?, e.parse().ok()?);
+                return b.checked_pow(e);
             }
-            Ok(s.parse()?)
+            s.parse().ok()
         };
         let parsed = if let Some(n) = t.strip_suffix("cycles").or_else(|| t.strip_suffix("cyc")) {
             num(n).map(Quantum::Cycles)
@@ -39,11 +37,14 @@ impl Quantum {
         } else if let Some(n) = t.strip_suffix("ms") {
             num(n).map(|v| Quantum::Nanos(v.saturating_mul(1_000_000)))
         } else {
-            bail!("bad quantum {text:?}: give cycles (2^18cycles) or a time (100us, 1ms, 50000ns)")
+            refuse!(
+                "bad quantum {text:?}: give cycles (2^18cycles) or a time (100us, 1ms, 50000ns)"
+            )
         };
-        let q = parsed.map_err(|_| anyhow::anyhow!("bad quantum {text:?}: not a number"))?;
+        let q = parsed
+            .ok_or_else(|| CollectError::Refused(format!("bad quantum {text:?}: not a number")))?;
         match q {
-            Quantum::Cycles(0) | Quantum::Nanos(0) => bail!("quantum {text:?} must be positive"),
+            Quantum::Cycles(0) | Quantum::Nanos(0) => refuse!("quantum {text:?} must be positive"),
             _ => Ok(q),
         }
     }

@@ -10,7 +10,6 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use jitter_trace::attribution::{self, Attribution, CpuAttribution};
 use jitter_trace::output::StreamingOutput;
@@ -23,6 +22,7 @@ use crate::clock::{kernel_tsc_khz, read_counter, tsc_flags, Clock, CounterSource
 use crate::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::{self, CpuList};
 use crate::environment::{self, IrqSnapshot, Machine};
+use crate::error::{refuse, CollectError, Context, Result};
 use crate::ftq::{self, FtqConverter, Quantum};
 use crate::probe::{self, LoopStats};
 use crate::ring::{ring, RingConsumer, RingProducer};
@@ -251,8 +251,10 @@ fn set_policy(policy: SchedPolicy, prio: i32) -> Result<()> {
     // SAFETY: `param` is a valid sched_param; pid 0 names the calling thread.
     let rc = unsafe { libc::sched_setscheduler(0, policy.raw(), &param) };
     if rc != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("cannot set {} priority {prio}", policy.name()));
+        return Err(CollectError::last_os(format!(
+            "cannot set {} priority {prio}",
+            policy.name()
+        )));
     }
     Ok(())
 }
@@ -288,7 +290,7 @@ fn probe_thread(
         Ok(())
     })();
     if let Err(e) = setup {
-        let msg = format!("{e:#}");
+        let msg = e.line();
         shared
             .errors
             .lock()
@@ -382,7 +384,7 @@ impl MemoryLock {
         // SAFETY: mlockall has no memory-safety preconditions.
         let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | MCL_ONFAULT) };
         if rc != 0 {
-            return Err(std::io::Error::last_os_error()).context("mlockall");
+            return Err(CollectError::last_os("mlockall"));
         }
         Ok(MemoryLock)
     }
@@ -442,25 +444,25 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
 /// Refuses a configuration no collection can run with.
 fn check(config: &Config) -> Result<()> {
     if config.duration.is_some_and(|d| d.is_zero()) {
-        bail!("the duration must be positive");
+        refuse!("the duration must be positive");
     }
     if config.max_detours == Some(0) {
-        bail!("--detours must be positive");
+        refuse!("--detours must be positive");
     }
     if config.duration.is_none() && config.max_detours.is_none() && !config.handle_signals {
-        bail!("nothing would stop the collection: give a duration or a detour count");
+        refuse!("nothing would stop the collection: give a duration or a detour count");
     }
     if config.max_detours.is_some() && config.drain_period.is_none() {
-        bail!("a detour count needs a periodic drain (the writer counts the detours)");
+        refuse!("a detour count needs a periodic drain (the writer counts the detours)");
     }
     if let Threshold::Factor(0) = config.threshold {
-        bail!("the threshold factor must be at least 1");
+        refuse!("the threshold factor must be at least 1");
     }
     if config.ring_capacity < 2 {
-        bail!("the ring must hold at least 2 entries");
+        refuse!("the ring must hold at least 2 entries");
     }
     if config.t_min_reads == 0 {
-        bail!("t_min needs at least one read");
+        refuse!("t_min needs at least one read");
     }
     Ok(())
 }
@@ -476,14 +478,14 @@ fn check_sched(policy: SchedPolicy, prio: i32, cpus: &CpuList, force: bool) -> R
         )
     };
     if prio < lo || prio > hi {
-        bail!(
+        refuse!(
             "{} priority must be in {lo}..={hi}, got {prio}",
             policy.name()
         );
     }
     let online = cpuset::online_cpus()?;
     if !force && online.ids().iter().all(|&c| cpus.contains(c)) {
-        bail!(
+        refuse!(
             "refusing {} on every CPU of the machine ({}): the probes would starve the \
              kernel's own threads; leave a CPU out or pass --force",
             policy.name(),
@@ -497,7 +499,7 @@ fn check_sched(policy: SchedPolicy, prio: i32, cpus: &CpuList, force: bool) -> R
 /// removed is a warning.
 fn start_instance(config: &Config, cpus: &CpuList, warnings: &mut Vec<String>) -> Result<Instance> {
     if !matches!(config.mode, Mode::Detours) {
-        bail!("--attribute needs --mode detours");
+        refuse!("--attribute needs --mode detours");
     }
     let mut inst = Instance::create(
         cpus,
@@ -639,7 +641,8 @@ impl<'c> Prepared<'c> {
                 Ok(lock) => Some(lock),
                 Err(e) => {
                     warnings.push(format!(
-                        "memory not locked ({e:#}); page faults may show as detours"
+                        "memory not locked ({}); page faults may show as detours",
+                        e.line()
                     ));
                     None
                 }
@@ -825,8 +828,8 @@ fn spawn_writer(
 fn release_to_abort(
     shared: &Shared,
     probes: Vec<thread::JoinHandle<ProbeOutcome>>,
-    e: anyhow::Error,
-) -> anyhow::Error {
+    e: CollectError,
+) -> CollectError {
     shared.abort.store(true, Ordering::Release);
     shared.barrier.wait(); // B
     for h in probes {
@@ -880,7 +883,7 @@ impl WriterInputs {
             Threshold::Nanos(ns) => {
                 let t = clock.ns_to_ticks(ns);
                 if let Some(why) = profile.refuse_threshold(t, &clock) {
-                    bail!("{why}");
+                    return Err(CollectError::Refused(why));
                 }
                 t
             }
@@ -967,17 +970,19 @@ impl WriterInputs {
 fn probes_profiles(shared: &Shared) -> Result<(Vec<CounterProfile>, CounterProfile)> {
     if shared.abort.load(Ordering::Acquire) {
         let errs = shared.errors.lock().unwrap_or_else(|p| p.into_inner());
-        bail!("{}", errs.join("; "));
+        return Err(CollectError::Failed(errs.join("; ")));
     }
     let profiles: Vec<CounterProfile> = shared
         .profiles
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
-        .map(|p| p.ok_or_else(|| anyhow!("a probe did not profile the counter")))
+        .map(|p| {
+            p.ok_or_else(|| CollectError::Failed("a probe did not profile the counter".into()))
+        })
         .collect::<Result<_>>()?;
     let profile = CounterProfile::combine(&profiles)
-        .ok_or_else(|| anyhow!("no CPU to profile the counter on"))?;
+        .ok_or_else(|| CollectError::Failed("no CPU to profile the counter on".into()))?;
     Ok((profiles, profile))
 }
 
@@ -1100,7 +1105,10 @@ impl<'c> Running<'c> {
         } = self;
         let outcomes: Vec<ProbeOutcome> = probes
             .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow!("a probe thread panicked")))
+            .map(|h| {
+                h.join()
+                    .map_err(|_| CollectError::Failed("a probe thread panicked".into()))
+            })
             .collect::<Result<_>>()?;
         if let Some(inst) = &mut session.instance {
             inst.stop()?;
@@ -1109,7 +1117,7 @@ impl<'c> Running<'c> {
         writer.thread().unpark();
         let (mut writer, result, writer_cpu_ns) = writer
             .join()
-            .map_err(|_| anyhow!("the writer thread panicked"))?;
+            .map_err(|_| CollectError::Failed("the writer thread panicked".into()))?;
         session.signals = SignalGuard::default(); // the handlers removed
         let irq_after = IrqSnapshot::take();
         if let Some(pb) = &writer_progress(&writer) {
@@ -1135,8 +1143,8 @@ impl<'c> Running<'c> {
 
 /// An error that stopped a collection after its outputs were kept, with where the chunks
 /// written before are.
-fn stopped(e: anyhow::Error, kept_in: &Path, output: &Path) -> anyhow::Error {
-    e.context(if kept_in == output {
+fn stopped(e: CollectError, kept_in: &Path, output: &Path) -> CollectError {
+    let context = if kept_in == output {
         format!(
             "collection stopped; {} keeps the chunks written before",
             output.display()
@@ -1147,7 +1155,11 @@ fn stopped(e: anyhow::Error, kept_in: &Path, output: &Path) -> anyhow::Error {
             kept_in.display(),
             output.display()
         )
-    })
+    };
+    CollectError::Stopped {
+        context,
+        source: Box::new(e),
+    }
 }
 
 /// Step 3 done: probes and writer ended, every detour in the trace.
@@ -1234,11 +1246,11 @@ impl Drained<'_> {
                     &started.header,
                     &mut warnings,
                 )
-                .map_err(|e| {
-                    e.context(format!(
+                .with_context(|| {
+                    format!(
                         "attribution failed; the trace {} is complete",
                         output.display()
-                    ))
+                    )
                 })?;
                 (Some(path), Some(report))
             }
@@ -1502,4 +1514,44 @@ fn attribute_trace(
 
 fn writer_progress(w: &Writer) -> Option<ProgressBar> {
     w.progress()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_configuration_is_a_refusal() {
+        let config = Config {
+            ring_capacity: 1,
+            ..Config::default()
+        };
+        let e = collect(&config).unwrap_err();
+        assert!(matches!(e, CollectError::Refused(_)), "{e:?}");
+        assert_eq!(e.line(), "the ring must hold at least 2 entries");
+    }
+
+    #[test]
+    fn an_unwritable_output_names_the_path_and_the_os_cause_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let output = dir.path().join("missing").join("t.jtr");
+        let config = Config {
+            output: output.clone(),
+            lock_memory: false,
+            ..Config::default()
+        };
+        let e = collect(&config).unwrap_err();
+        let CollectError::Within { context, source } = &e else {
+            panic!("expected the output's context: {e:?}");
+        };
+        assert_eq!(
+            context,
+            &format!("cannot create the output {}", output.display())
+        );
+        assert!(matches!(**source, CollectError::Trace(_)), "{source:?}");
+        let os = std::io::Error::from_raw_os_error(libc::ENOENT).to_string();
+        let line = e.line();
+        assert_eq!(line.matches(&os).count(), 1, "{line}");
+        assert!(!output.exists());
+    }
 }

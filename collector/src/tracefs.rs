@@ -11,10 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-
 use crate::clock::{read_counter, CounterSource};
 use crate::cpuset::CpuList;
+use crate::error::{refuse, CollectError, Context, Result};
 
 /// Where tracefs is mounted (and mounted by `--attribute` when empty).
 pub const TRACEFS: &str = "/sys/kernel/tracing";
@@ -251,14 +250,14 @@ impl Instance {
 
     fn create_now(cpus: &CpuList, buffer_kb: u64, clock: Option<TraceClock>) -> Result<Instance> {
         if clock == Some(TraceClock::X86Tsc) && CounterSource::current() != CounterSource::Tsc {
-            bail!(
+            refuse!(
                 "--trace-clock x86-tsc needs the x86 TSC; the probe reads {}",
                 CounterSource::current().name()
             );
         }
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            bail!("--attribute needs root: it creates a tracefs instance under {TRACEFS}");
+            refuse!("--attribute needs root: it creates a tracefs instance under {TRACEFS}");
         }
         let root = PathBuf::from(TRACEFS);
         let mut mounted = false;
@@ -278,7 +277,9 @@ impl Instance {
             };
             if rc != 0 {
                 let e = std::io::Error::last_os_error();
-                bail!("--attribute needs tracefs: cannot mount it on {TRACEFS} ({e}); run as root");
+                refuse!(
+                    "--attribute needs tracefs: cannot mount it on {TRACEFS} ({e}); run as root"
+                );
             }
             mounted = true;
         }
@@ -305,7 +306,7 @@ impl Instance {
                 // SAFETY: valid NUL-terminated path.
                 unsafe { libc::umount(c"/sys/kernel/tracing".as_ptr()) };
             }
-            bail!(
+            refuse!(
                 "cannot create the tracefs instance {} ({e}); --attribute needs root",
                 dir.display()
             );
@@ -342,7 +343,7 @@ impl Instance {
             Some(c) if offered(c) => c,
             None if tsc && offered(TraceClock::X86Tsc) => TraceClock::X86Tsc,
             None if offered(TraceClock::Mono) => TraceClock::Mono,
-            _ => bail!(
+            _ => refuse!(
                 "--attribute needs the {} trace clock (the probe's time base{}); this kernel \
                  offers: {}",
                 wanted.map_or("x86-tsc or mono", TraceClock::name),
@@ -365,7 +366,7 @@ impl Instance {
                 write(&enable, "1")?;
                 self.events.push(ev.to_string());
             } else if REQUIRED.contains(ev) {
-                bail!("--attribute needs the kernel event {ev}, which this kernel lacks");
+                refuse!("--attribute needs the kernel event {ev}, which this kernel lacks");
             }
         }
         self.check_clock()?;
@@ -386,13 +387,13 @@ impl Instance {
             fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
         let after = read();
         let now: u64 = stat(&text, "now ts")
-            .ok_or_else(|| anyhow::anyhow!("{} has no `now ts`", path.display()))?;
+            .ok_or_else(|| CollectError::Failed(format!("{} has no `now ts`", path.display())))?;
         let slack = match self.clock {
             TraceClock::X86Tsc => crate::clock::kernel_tsc_khz().unwrap_or(5_000_000), // 1 ms
             TraceClock::Mono => 1_000_000,
         };
         if now + slack < before || now > after + slack {
-            bail!(
+            refuse!(
                 "the {} trace clock ({now}) does not read {} ({before}..{after}): cannot \
                  attribute on this kernel",
                 self.clock.name(),
@@ -430,7 +431,9 @@ impl Instance {
             (TraceClock::Mono, Some(start), Some(end)) if end.1 > start.1 => {
                 Ok(ToTicks::Mono { start, end })
             }
-            _ => bail!("the mono trace clock needs a start and a stop to be converted"),
+            _ => Err(CollectError::Failed(
+                "the mono trace clock needs a start and a stop to be converted".into(),
+            )),
         }
     }
 

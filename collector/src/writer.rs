@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use jitter_trace::{Detour, Header, TraceWriter, Window};
 
 use crate::clock::{read_counter, Clock};
+use crate::error::{Context, Result};
 use crate::ftq::FtqConverter;
 use crate::ring::RingConsumer;
 use crate::table::DetourHistogram;
