@@ -289,7 +289,10 @@ pub fn emulate_main() -> Result<()> {
             overhead_by_gap,
         } => {
             let clock = Clock::for_tools()?;
+            // At SCHED_FIFO: a bug in a measurement loop must not hold the CPU forever.
+            let watchdog = crate::fidelity::arm_calibration_watchdog()?;
             let mut c = Calibration::load_or_measure(&clock, refresh)?;
+            drop(watchdog);
             if let Some(v) = overhead_by_gap {
                 c.use_overhead_by_gap(v == "on");
                 c.save(&Calibration::cache_path())?;

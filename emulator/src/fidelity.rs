@@ -42,6 +42,14 @@ fn arm_watchdog(duration: Duration) -> Result<Watchdog> {
         .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")
 }
 
+/// Arms the watchdog of a calibration with the default settings
+/// ([`crate::calibration::longest_burst`] plus [`WATCHDOG_MARGIN`]) for this process.
+pub fn arm_calibration_watchdog() -> Result<Watchdog> {
+    let limit = crate::calibration::longest_burst(&crate::calibration::Settings::default());
+    Watchdog::arm(limit + WATCHDOG_MARGIN)
+        .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")
+}
+
 /// Blocks for a moment, so that the watchdog counts the next burst on its own (a real-time
 /// thread's count restarts when it sleeps).
 fn rest() {
@@ -473,7 +481,10 @@ pub fn run_fidelity(a: &FidelityConfig) -> Result<()> {
     // Refuse a bad stream index or an empty stream before measuring anything.
     Plan::from_trace(&trace, a.stream, PlanOptions::ideal())?;
     let clock = jitter_collect::clock::Clock::for_tools()?;
-    let cal = Calibration::load_or_measure(&clock, a.recalibrate)?;
+    let cal = {
+        let _watchdog = arm_calibration_watchdog()?;
+        Calibration::load_or_measure(&clock, a.recalibrate)?
+    };
     let threshold = default_threshold();
     let duration_ns = a.duration.as_nanos() as u64;
     let _watchdog = arm_watchdog(a.duration)?;
@@ -631,7 +642,10 @@ pub fn run_drift(a: &DriftConfig) -> Result<()> {
         a.run_us.saturating_mul(1_000),
     )?;
     let clock = jitter_collect::clock::Clock::for_tools()?;
-    let cal = Calibration::load_or_measure(&clock, false)?;
+    let cal = {
+        let _watchdog = arm_calibration_watchdog()?;
+        Calibration::load_or_measure(&clock, false)?
+    };
     let _watchdog = arm_watchdog(a.duration)?;
     let mut table = Table::new(["timer", "injected", "first100 µs", "last100 µs", "max µs"]);
     for &timer in &a.timer {

@@ -240,6 +240,23 @@ fn sweep_rates(s: &Settings) -> Vec<u64> {
     rates
 }
 
+/// An upper bound on the real-time CPU time a calibration with `s` can take without sleeping,
+/// for the watchdog: every measurement that can run back to back (the main O run, the spin run,
+/// the L run, the whole M sweep, one O-by-rate round at its slowest rate).
+pub fn longest_burst(s: &Settings) -> std::time::Duration {
+    let lateness = s.interval_ns * s.lateness_samples as u64;
+    let sweep: u64 = SWEEP_NS.iter().map(|&i| i * s.sweep_samples as u64).sum();
+    let per_round = s.overhead_rate_samples.div_ceil(ROUNDS);
+    let round = sweep_rates(s)
+        .iter()
+        .map(|&r| (per_round * 1_000_000_000 / r.max(1)).max(200_000_000))
+        .max()
+        .unwrap_or(0);
+    std::time::Duration::from_nanos(
+        s.overhead_duration_ns + s.overhead_duration_ns / 4 + lateness + sweep + round,
+    )
+}
+
 /// Measurement steps of one timer's calibration (for the progress bar).
 fn timer_steps(s: &Settings) -> u64 {
     3 + ROUNDS * sweep_rates(s).len() as u64 + SWEEP_NS.len() as u64
@@ -376,6 +393,14 @@ impl Calibration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_longest_burst_bounds_every_back_to_back_measurement() {
+        // Defaults: O run 2 s, spin run 0.5 s, L 2000 × 200 µs = 0.4 s, M sweep 200 × 7.888 ms
+        // = 1.5776 s, the slowest O-sweep round 60 injections at 100 Hz = 0.6 s.
+        let b = longest_burst(&Settings::default());
+        assert_eq!(b.as_nanos(), 5_077_600_000);
+    }
 
     #[test]
     fn periodic_streams_have_the_asked_rate_and_duty() {
