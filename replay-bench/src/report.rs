@@ -4,6 +4,8 @@
 use std::path::Path;
 
 use jitter_emulator::TimerKind;
+
+use crate::metrics::Slowdown;
 use serde::{Deserialize, Serialize};
 
 /// Identifies the schema and its version in every report.
@@ -141,6 +143,20 @@ pub struct RunDetails {
     /// Barrier-free virtual ranks per process (absent: the plain benchmark).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtual_ranks_per_process: Option<u64>,
+    /// The most the trace can slow one phase down (absent without a trace or a bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_bound: Option<TraceBound>,
+}
+
+/// The most the trace can add to one phase of a run (scaled ns, the largest over ranks).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct TraceBound {
+    /// Injected detour time in the worst window of the trace's plan.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub excess_ns: f64,
+    /// The window: the longer of the reference phase and the measured one.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub window_ns: f64,
 }
 
 /// The measured baseline of a run.
@@ -347,6 +363,46 @@ impl Report {
         Ok(())
     }
 
+    /// Why this run's slowdown cannot come from its trace (see [`beyond_the_trace`]), checked
+    /// on the first result row with the run's bound and the largest platform noise any rank
+    /// measured; `None` when it is plausible or the report carries no bound.
+    pub fn implausible(&self) -> Option<String> {
+        let bound = self.config.run.as_ref()?.trace_bound?;
+        let row = self.results.first()?;
+        let noise = self
+            .calibration
+            .iter()
+            .map(|c| c.platform_noise_ratio)
+            .fold(0.0, f64::max);
+        let s = |pct: f64, ci: Option<f64>| Slowdown {
+            pct,
+            ci95_pct: ci.unwrap_or(f64::NAN),
+        };
+        [
+            (
+                "MaxQTBT",
+                s(row.sd_qtbt_pct, row.sd_qtbt_ci95_pct),
+                row.baseline_avg_max_qtbt_ns,
+            ),
+            (
+                "MaxQT",
+                s(row.sd_qt_pct, row.sd_qt_ci95_pct),
+                row.baseline_avg_max_qt_ns,
+            ),
+        ]
+        .into_iter()
+        .find_map(|(name, sd, reference)| {
+            beyond_the_trace(
+                name,
+                sd,
+                bound.excess_ns,
+                reference * self.config.scale,
+                bound.window_ns,
+                noise,
+            )
+        })
+    }
+
     /// Reads a report, checking its schema.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
@@ -364,9 +420,64 @@ impl Report {
     }
 }
 
+/// Why slowdown `s` of metric `name` cannot come from the trace: even its optimistic end (the
+/// 95 % interval's lower end) is above the most the trace's injections can add to a phase
+/// (`excess_ns` to a phase of `window_ns`, over the reference `reference_ns`, all scaled) plus
+/// the largest platform noise ratio any rank measured. `None` when it is plausible.
+pub fn beyond_the_trace(
+    name: &str,
+    s: Slowdown,
+    excess_ns: f64,
+    reference_ns: f64,
+    window_ns: f64,
+    platform_noise: f64,
+) -> Option<String> {
+    if !excess_ns.is_finite() || reference_ns <= 0.0 {
+        return None;
+    }
+    let most = 100.0 * excess_ns / reference_ns;
+    let allowed = most + 100.0 * platform_noise;
+    let low = if s.ci95_pct.is_finite() {
+        s.pct - s.ci95_pct
+    } else {
+        s.pct
+    };
+    (low > allowed).then(|| {
+        format!(
+            "SD({name}) = {:.1} % (95 % interval from {low:.1} %) is above the most this trace \
+             can cause, {most:.2} % (its worst window of a {:.0} µs phase holds {:.0} µs of \
+             injected detours), plus the platform noise the ranks measured, {:.2} %: other work \
+             on these CPUs swamped the measurement",
+            s.pct,
+            window_ns / 1e3,
+            excess_ns / 1e3,
+            100.0 * platform_noise
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slowdown_is_checked_by_the_optimistic_end_of_its_interval() {
+        let s = |pct, ci95_pct| Slowdown { pct, ci95_pct };
+        // The trace adds at most 40 µs to a 1 ms phase: 4 %; platform noise 1 %: 5 % allowed.
+        let check = |sd| beyond_the_trace("MaxQT", sd, 40_000.0, 1e6, 1.04e6, 0.01);
+        assert!(check(s(4.9, f64::NAN)).is_none());
+        assert!(check(s(8.0, 3.5)).is_none(), "interval reaches 4.5 %");
+        let why = check(s(881.0, 100.0)).unwrap();
+        assert!(why.contains("SD(MaxQT) = 881.0 %"), "{why}");
+        assert!(
+            why.contains("the most this trace can cause, 4.00 %"),
+            "{why}"
+        );
+        assert!(why.contains("swamped the measurement"), "{why}");
+        assert!(check(s(5.2, f64::NAN)).is_some());
+        // No bound (a timeline full of injections): nothing is refused.
+        assert!(beyond_the_trace("MaxQT", s(881.0, 1.0), f64::INFINITY, 1e6, 1e6, 0.0).is_none());
+    }
 
     #[test]
     fn round_trips_and_checks_the_schema() {
@@ -397,6 +508,30 @@ mod tests {
             .contains("expected"));
         std::fs::write(&p, "garbage").unwrap();
         assert!(Report::load(&p).is_err());
+        // A saved run whose slowdown its trace cannot cause is found again when read.
+        let mut run = Report::new(ReportKind::Run, Config::default());
+        run.config.scale = 1.0;
+        run.config.run = Some(RunDetails {
+            trace_bound: Some(TraceBound {
+                excess_ns: 40_000.0,
+                window_ns: 1.04e6,
+            }),
+            ..RunDetails::default()
+        });
+        run.results.push(ResultRow {
+            sd_qt_pct: 881.0,
+            sd_qt_ci95_pct: Some(100.0),
+            baseline_avg_max_qt_ns: 1e6,
+            baseline_avg_max_qtbt_ns: 1e6,
+            ..ResultRow::default()
+        });
+        let why = run.implausible().unwrap();
+        assert!(why.starts_with("SD(MaxQT) = 881.0 %"), "{why}");
+        run.results[0].sd_qt_pct = 4.0;
+        assert!(run.implausible().is_none());
+        run.config.run = None;
+        run.results[0].sd_qt_pct = 881.0;
+        assert!(run.implausible().is_none(), "no bound, no verdict");
         // A run that measured no phase averages nothing: NaN is written as null, read as NaN.
         r.results[0].avg_max_qt_ns = f64::NAN;
         r.save(&p).unwrap();

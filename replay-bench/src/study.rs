@@ -302,7 +302,11 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
     let trace_path = dir.join("trace.jtr");
     let trace = load_trace(&trace_path)?;
     let stats = TraceStats::of_trace(&trace);
-    let runs = reports(dir, "run-")?;
+    // A run saved before the plausibility check (or by another version) is checked again: one
+    // whose slowdown the trace cannot cause is left out of the tables, with the reason.
+    let (runs, implausible): (Vec<_>, Vec<_>) = reports(dir, "run-")?
+        .into_iter()
+        .partition(|(_, r)| r.implausible().is_none());
     let baselines = reports(dir, "baseline-")?;
     let load_opt = |name: &str| -> anyhow::Result<Option<Report>> {
         let p = dir.join(name);
@@ -389,6 +393,10 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
             .iter()
             .flat_map(|(n, r)| r.warnings.iter().map(move |w| format!("{n}: {w}")))
             .collect();
+        warnings.extend(implausible.iter().filter_map(|(n, r)| {
+            let why = r.implausible()?;
+            Some(format!("{n}: left out, implausible result: {why}"))
+        }));
         warnings.dedup();
         if !warnings.is_empty() {
             md.push_str("\nWhat was not emulated, and warnings:\n\n");
