@@ -452,6 +452,12 @@ fn check(config: &Config) -> Result<()> {
     if config.duration.is_none() && config.max_detours.is_none() && !config.handle_signals {
         refuse!("nothing would stop the collection: give a duration or a detour count");
     }
+    if config.sched.is_some() && config.duration.is_none() {
+        refuse!(
+            "a real-time collection (--sched) needs --duration: its probes never sleep, and the \
+             watchdog that ends a runaway one is set from the duration"
+        );
+    }
     if config.max_detours.is_some() && config.drain_period.is_none() {
         refuse!("a detour count needs a periodic drain (the writer counts the detours)");
     }
@@ -1529,6 +1535,19 @@ mod tests {
         let e = collect(&config).unwrap_err();
         assert!(matches!(e, CollectError::Refused(_)), "{e:?}");
         assert_eq!(e.line(), "the ring must hold at least 2 entries");
+    }
+
+    #[test]
+    fn a_real_time_collection_needs_a_duration_for_its_watchdog() {
+        let config = Config {
+            sched: Some((SchedPolicy::Fifo, 1)),
+            duration: None,
+            max_detours: Some(1000),
+            drain_period: Some(std::time::Duration::from_millis(100)),
+            ..Config::default()
+        };
+        let e = collect(&config).unwrap_err();
+        assert!(e.line().contains("needs --duration"), "{}", e.line());
     }
 
     #[test]
