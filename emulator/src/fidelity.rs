@@ -481,13 +481,12 @@ pub fn run_fidelity(a: &FidelityConfig) -> Result<()> {
     // Refuse a bad stream index or an empty stream before measuring anything.
     Plan::from_trace(&trace, a.stream, PlanOptions::ideal())?;
     let clock = jitter_collect::clock::Clock::for_tools()?;
-    let cal = {
-        let _watchdog = arm_calibration_watchdog()?;
-        Calibration::load_or_measure(&clock, a.recalibrate)?
-    };
+    // One watchdog for the calibration (when it runs) and the measurement: the measurement's
+    // bound is the larger (`watchdog_limit` ≥ 12 s > `calibration::longest_burst` + margin).
+    let _watchdog = arm_watchdog(a.duration)?;
+    let cal = Calibration::load_or_measure(&clock, a.recalibrate)?;
     let threshold = default_threshold();
     let duration_ns = a.duration.as_nanos() as u64;
-    let _watchdog = arm_watchdog(a.duration)?;
     eprintln!("measuring the machine's own noise for {:?} ...", a.duration);
     rest();
     let base = baseline(&clock, threshold, duration_ns);
@@ -642,11 +641,8 @@ pub fn run_drift(a: &DriftConfig) -> Result<()> {
         a.run_us.saturating_mul(1_000),
     )?;
     let clock = jitter_collect::clock::Clock::for_tools()?;
-    let cal = {
-        let _watchdog = arm_calibration_watchdog()?;
-        Calibration::load_or_measure(&clock, false)?
-    };
     let _watchdog = arm_watchdog(a.duration)?;
+    let cal = Calibration::load_or_measure(&clock, false)?;
     let mut table = Table::new(["timer", "injected", "first100 µs", "last100 µs", "max µs"]);
     for &timer in &a.timer {
         let name = timer.to_string();

@@ -22,6 +22,28 @@ fn can_use_fifo() -> bool {
 
 /// The last CPU this process may run on (the injector's CPU; the test waits elsewhere on a
 /// machine with more than one).
+/// Sends `sig` to `child` and waits for it to end (killed, and the test failed, after 10 s);
+/// its exit status and how long it took.
+fn signal_and_wait(
+    child: &mut std::process::Child,
+    sig: nix::sys::signal::Signal,
+    what: &str,
+) -> (std::process::ExitStatus, Duration) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, sig).unwrap();
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return (s, t0.elapsed());
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("{what} ignored {sig}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn victim_cpu() -> usize {
     let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
     (0..nix::sched::CpuSet::count())
@@ -117,20 +139,8 @@ fn jitter_inject_stops_within_a_second_of_sigint_or_sigterm_sleeping_or_spinning
                 assert!(err.read_line(&mut line).unwrap() > 0, "no start line");
             }
             std::thread::sleep(Duration::from_millis(500));
-            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-            nix::sys::signal::kill(pid, sig).unwrap();
-            let t0 = Instant::now();
-            let status = loop {
-                if let Some(s) = child.try_wait().unwrap() {
-                    break s;
-                }
-                if t0.elapsed() > Duration::from_secs(10) {
-                    let _ = child.kill();
-                    panic!("jitter-inject ignored {sig} while {state}");
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            };
-            let took = t0.elapsed();
+            let (status, took) =
+                signal_and_wait(&mut child, sig, &format!("jitter-inject {state}"));
             let mut out = String::new();
             std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
             eprintln!("{sig} while {state}: stopped in {took:?}");
@@ -202,20 +212,8 @@ fn jitter_emulate_fidelity_stops_within_a_second_of_a_signal_under_an_armed_watc
             }
             std::thread::sleep(Duration::from_millis(500));
             let limits = jitter_collect::watchdog::limits_of(child.id() as i32).ok();
-            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-            nix::sys::signal::kill(pid, sig).unwrap();
-            let t0 = Instant::now();
-            let status = loop {
-                if let Some(s) = child.try_wait().unwrap() {
-                    break s;
-                }
-                if t0.elapsed() > Duration::from_secs(10) {
-                    let _ = child.kill();
-                    panic!("jitter-emulate fidelity ignored {sig} while {state}");
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            };
-            let took = t0.elapsed();
+            let (status, took) =
+                signal_and_wait(&mut child, sig, &format!("jitter-emulate fidelity {state}"));
             eprintln!("{sig} while {state}: stopped in {took:?}, RLIMIT_RTTIME {limits:?} µs");
             use std::os::unix::process::ExitStatusExt;
             assert_eq!(status.signal(), Some(sig as i32), "{status:?}");
