@@ -55,6 +55,10 @@ pub struct TraceInfo {
     pub noise_ratio: f64,
     /// Detours per second, per stream on average.
     pub detours_per_s: f64,
+    /// The node traces of a set (`--node-traces`) in order: node group g of ranks replays the
+    /// (g mod n)-th; empty for a single trace (and in reports written before the field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<TraceInfo>,
 }
 
 /// The configuration of a run or prediction.

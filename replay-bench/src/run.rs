@@ -238,6 +238,7 @@ fn load_trace(path: &std::path::Path, label: Option<&str>, k: u64) -> anyhow::Re
         streams: trace.streams.len(),
         noise_ratio: stats.noise_ratio,
         detours_per_s: stats.detours_per_s,
+        nodes: Vec::new(),
     };
     Ok(LoadedTrace {
         warnings,

@@ -6,6 +6,7 @@ pub mod budget;
 pub mod collective;
 pub mod des;
 pub mod order_stats;
+pub mod placement;
 pub mod platform;
 pub mod plot;
 
@@ -30,6 +31,7 @@ pub use des::{
     simulate, simulate_engine, simulate_on, BarrierModel, DesConfig, DesOutcome, Engine,
 };
 pub use order_stats::{DelayDistribution, WindowStart};
+pub use placement::{NodeTraceArgs, Placement, Timelines};
 pub use platform::{barrier_stage_from_report, Platform, PlatformFile};
 pub use plot::{write_svg, Curve};
 
@@ -55,8 +57,15 @@ pub enum BarrierKind {
 #[derive(Debug, Clone, Args)]
 pub struct PredictArgs {
     /// Trace to replay (.jtr); repeat for several traces in one table and plot.
-    #[arg(long = "trace", required = true, value_name = "FILE")]
+    #[arg(
+        long = "trace",
+        required_unless_present = "node_traces",
+        value_name = "FILE"
+    )]
     pub traces: Vec<PathBuf>,
+    /// The node-trace set: one more row of the table, labelled `nodes(n)`.
+    #[command(flatten)]
+    pub nodes: NodeTraceArgs,
     /// Rank counts: `16..65536` (powers of two from 16) or an increasing list `16,100,1000`.
     #[arg(long, default_value = "16..2048")]
     pub ranks: RankCounts,
@@ -158,7 +167,7 @@ pub struct TraceInput {
     pub label: String,
     /// Description for the report.
     pub info: TraceInfo,
-    /// Plans of streams 0..k.
+    /// Plans of streams 0..k, of each node trace in turn for a set ([`Placement`]).
     pub plans: Vec<Arc<Plan>>,
 }
 
@@ -194,8 +203,39 @@ impl TraceInput {
                 streams: trace.streams.len(),
                 noise_ratio: stats.overall.noise_ratio,
                 detours_per_s: stats.overall.detours_per_s,
+                nodes: Vec::new(),
             },
             plans,
+        })
+    }
+
+    /// One input of a node-trace set (each prepared by [`TraceInput::new`], in node order):
+    /// node group g of ranks replays the (g mod n)-th; labelled `nodes(n)`.
+    pub fn node_set(nodes: Vec<TraceInput>) -> anyhow::Result<Self> {
+        anyhow::ensure!(!nodes.is_empty(), "--node-traces needs at least one trace");
+        let n = nodes.len();
+        let label = placement::set_label(n);
+        let streams = nodes.iter().map(|t| t.info.streams).min().unwrap_or(0);
+        let mean =
+            |f: fn(&TraceInfo) -> f64| nodes.iter().map(|t| f(&t.info)).sum::<f64>() / n as f64;
+        let info = TraceInfo {
+            path: nodes
+                .iter()
+                .map(|t| t.info.path.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            label: label.clone(),
+            host: format!("{n} nodes"),
+            kernel: String::new(),
+            streams,
+            noise_ratio: mean(|i| i.noise_ratio),
+            detours_per_s: mean(|i| i.detours_per_s),
+            nodes: nodes.iter().map(|t| t.info.clone()).collect(),
+        };
+        Ok(TraceInput {
+            label,
+            info,
+            plans: nodes.into_iter().flat_map(|t| t.plans).collect(),
         })
     }
 }
@@ -351,28 +391,39 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         l_ns: logp("logp-l-ns", args.logp_l_ns)?,
     }
     .resolved();
-    let mut traces: Vec<TraceInput> = Vec::new();
-    for path in &args.traces {
+    let stem = |path: &PathBuf| {
+        path.file_stem()
+            .map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned())
+    };
+    let load = |path: &PathBuf, label: &str| -> anyhow::Result<TraceInput> {
         let loaded = jitter_trace::read_trace(path)
             .with_context(|| format!("cannot read trace {}", path.display()))?;
         for w in loaded.warnings() {
             eprintln!("warning: {}: {w}", path.display());
         }
-        let stem = path
-            .file_stem()
-            .map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned());
+        TraceInput::new(
+            &loaded.trace,
+            &path.display().to_string(),
+            label,
+            platform.options(),
+            args.ranks_per_node,
+        )
+    };
+    let mut traces: Vec<TraceInput> = Vec::new();
+    for path in &args.traces {
+        let stem = stem(path);
         let label = if traces.iter().any(|t| t.label == stem) {
             format!("{stem}#{}", traces.len() + 1)
         } else {
             stem
         };
-        traces.push(TraceInput::new(
-            &loaded.trace,
-            &path.display().to_string(),
-            &label,
-            platform.options(),
-            args.ranks_per_node,
-        )?);
+        traces.push(load(path, &label)?);
+    }
+    if !args.nodes.node_traces.is_empty() {
+        let nodes = (args.nodes.node_traces.iter())
+            .map(|p| load(p, &stem(p)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        traces.push(TraceInput::node_set(nodes)?);
     }
     let spec = PredictSpec {
         ranks,
@@ -566,7 +617,13 @@ pub fn predict_on(
     });
     for t in traces {
         if let Some(r) = os.as_mut() {
-            if spec.des.ranks_per_node > 1 {
+            if !t.info.nodes.is_empty() {
+                r.warnings.push(format!(
+                    "{}: order-stats models one node trace (the ranks' delays from one \
+                     distribution); skipped",
+                    t.label
+                ));
+            } else if spec.des.ranks_per_node > 1 {
                 r.warnings.push(format!(
                     "{}: order-stats models one stream per node (--ranks-per-node 1); skipped",
                     t.label
