@@ -61,6 +61,27 @@ pub struct TraceInfo {
     pub nodes: Vec<TraceInfo>,
 }
 
+impl TraceInfo {
+    /// The description of a node-trace set labelled `label`: its paths joined by commas, the
+    /// fewest streams of any, noise ratio and detours/s averaged over the nodes, and the nodes.
+    pub fn node_set(label: &str, nodes: Vec<TraceInfo>) -> TraceInfo {
+        let n = nodes.len().max(1) as f64;
+        let mean = |f: fn(&TraceInfo) -> f64| nodes.iter().map(f).sum::<f64>() / n;
+        TraceInfo {
+            path: (nodes.iter().map(|t| t.path.as_str()))
+                .collect::<Vec<_>>()
+                .join(","),
+            label: label.to_string(),
+            host: format!("{} nodes", nodes.len()),
+            kernel: String::new(),
+            streams: nodes.iter().map(|t| t.streams).min().unwrap_or(0),
+            noise_ratio: mean(|t| t.noise_ratio),
+            detours_per_s: mean(|t| t.detours_per_s),
+            nodes,
+        }
+    }
+}
+
 /// The configuration of a run or prediction.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Config {

@@ -215,23 +215,7 @@ impl TraceInput {
         anyhow::ensure!(!nodes.is_empty(), "--node-traces needs at least one trace");
         let n = nodes.len();
         let label = placement::set_label(n);
-        let streams = nodes.iter().map(|t| t.info.streams).min().unwrap_or(0);
-        let mean =
-            |f: fn(&TraceInfo) -> f64| nodes.iter().map(|t| f(&t.info)).sum::<f64>() / n as f64;
-        let info = TraceInfo {
-            path: nodes
-                .iter()
-                .map(|t| t.info.path.as_str())
-                .collect::<Vec<_>>()
-                .join(","),
-            label: label.clone(),
-            host: format!("{n} nodes"),
-            kernel: String::new(),
-            streams,
-            noise_ratio: mean(|i| i.noise_ratio),
-            detours_per_s: mean(|i| i.detours_per_s),
-            nodes: nodes.iter().map(|t| t.info.clone()).collect(),
-        };
+        let info = TraceInfo::node_set(&label, nodes.iter().map(|t| t.info.clone()).collect());
         Ok(TraceInput {
             label,
             info,
