@@ -1523,6 +1523,56 @@ mod tests {
     }
 
     #[test]
+    fn both_engines_map_ranks_to_node_traces_alike() {
+        // Three node traces of two streams each, windows of different length; enough ranks for
+        // several chunks per pass, so each engine's own way to find a rank's plan is crossed.
+        let trace = |seed: u64, end: u64| {
+            let stream = |c: u64| {
+                let d: Vec<Detour> = (0..end / 3_000)
+                    .map(|i| Detour {
+                        start_ns: i * 3_000 + (i * 7919 + seed * 13 + c * 101) % 1500,
+                        run_ns: 20 + (i * 31 + seed * 7) % (300 * seed + 100),
+                    })
+                    .collect();
+                Stream::from_detours(c as u32, 0, end, &d).unwrap()
+            };
+            jitter_trace::Trace {
+                streams: vec![stream(0), stream(1)],
+                ..jitter_trace::Trace::default()
+            }
+        };
+        let plans: Vec<Arc<Plan>> = [(1, 3_100_000), (2, 2_000_000), (3, 4_500_000)]
+            .into_iter()
+            .flat_map(|(seed, end)| {
+                let t = trace(seed, end);
+                (0..2).map(move |s| Plan::from_trace(&t, s, PlanOptions::ideal()).unwrap())
+            })
+            .collect();
+        for comm in [
+            CommModel::OFFLOADED,
+            algorithmic(
+                Algorithm::Dissemination,
+                LoopShape::BarrierComputeBarrier,
+                150.0,
+                400.0,
+            ),
+        ] {
+            for mode in ["none", "phase", "every:3"] {
+                let mode: SyncMode = mode.parse().unwrap();
+                let c = DesConfig {
+                    comm,
+                    ranks_per_node: 2,
+                    ..cfg(7_000, 60, 500.0)
+                };
+                let run = |e| simulate_engine(&Solo, &plans, 1001, mode, &c, e, &|_| {}).unwrap();
+                let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
+                assert_eq!(w, i, "{comm:?} {mode}");
+                assert!(w.emulator.injected > 0);
+            }
+        }
+    }
+
+    #[test]
     fn two_node_traces_of_different_duty_give_a_slowdown_between_theirs() {
         // Periodic noise, period P = 20 us, detours d = 300 ns (A) and 60 ns (B), q = 1 us,
         // 16 ranks, one per node: with two node traces ranks 0, 2, … replay A and 1, 3, … B.
