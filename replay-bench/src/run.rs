@@ -227,12 +227,13 @@ struct LoadedTrace {
     warnings: Vec<String>,
 }
 
-/// This rank's trace of `set` (`--trace`: one; `--node-traces`: its node group's, by
-/// [`Placement`]). With a node-trace set, rank 0 also checks every other trace (so that a bad
-/// one anywhere stops every rank before the run, by [`agree`]) and holds the set's description
-/// and the warnings of all, each named by its file.
-fn load_node_trace(
+/// This rank's trace: `--trace` (`is_set` false, one path) or its node group's of the
+/// `--node-traces` set, by [`Placement`]. With a set, rank 0 also checks every other trace (so
+/// that a bad one anywhere stops every rank before the run, by [`agree`]) and holds the set's
+/// description (`nodes(n)` unless labelled) and the warnings of all, each named by its file.
+fn load_rank_trace(
     set: &[PathBuf],
+    is_set: bool,
     label: Option<&str>,
     rank: usize,
     k: u64,
@@ -240,7 +241,7 @@ fn load_node_trace(
     let place = Placement::new(k, set.len() * k as usize)?;
     let rank = rank as u64;
     let mine = place.trace(rank);
-    if let [path] = set {
+    if let ([path], false) = (set, is_set) {
         let t = load_trace(path, label, k)?;
         return Ok(LoadedTrace {
             stream: place.stream(rank),
@@ -439,8 +440,8 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
         }
         match (&args.trace, args.nodes.node_traces.as_slice()) {
             (Some(path), _) => {
-                load_node_trace(std::slice::from_ref(path), args.label.as_deref(), rank, k)
-                    .map(Some)
+                let one = std::slice::from_ref(path);
+                load_rank_trace(one, false, args.label.as_deref(), rank, k).map(Some)
             }
             (None, []) => {
                 if args.sync != SyncMode::None {
@@ -448,7 +449,7 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
                 }
                 Ok(None)
             }
-            (None, set) => load_node_trace(set, args.label.as_deref(), rank, k).map(Some),
+            (None, set) => load_rank_trace(set, true, args.label.as_deref(), rank, k).map(Some),
         }
     })();
     let trace = agree(comm, checked)?;
@@ -808,9 +809,18 @@ fn build_report(
     if let Some(t) = &trace {
         report.warnings.extend(t.warnings.iter().cloned());
         for c in &report.calibration {
-            if let Some(w) =
-                noise::warning(c.rank as usize, c.platform_noise_ratio, t.info.noise_ratio)
-            {
+            // Each rank against the trace it replays (its node group's of a set).
+            let replayed = match t.info.nodes.as_slice() {
+                [] => t.info.noise_ratio,
+                nodes => Placement::new(
+                    args.ranks_per_node,
+                    nodes.len() * args.ranks_per_node as usize,
+                )
+                .map_or(t.info.noise_ratio, |p| {
+                    nodes[p.trace(c.rank.max(0) as u64)].noise_ratio
+                }),
+            };
+            if let Some(w) = noise::warning(c.rank as usize, c.platform_noise_ratio, replayed) {
                 report.warnings.push(w);
             }
         }
