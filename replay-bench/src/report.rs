@@ -360,6 +360,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_node_set_names_its_traces_and_a_single_trace_keeps_the_old_shape() {
+        let node = |path: &str, ratio: f64, streams: usize| TraceInfo {
+            path: path.into(),
+            label: path.into(),
+            streams,
+            noise_ratio: ratio,
+            ..TraceInfo::default()
+        };
+        let set = TraceInfo::node_set(
+            "nodes(2)",
+            vec![node("a.jtr", 0.02, 4), node("b.jtr", 0.0, 2)],
+        );
+        assert_eq!(set.path, "a.jtr,b.jtr");
+        assert_eq!(set.streams, 2);
+        assert!((set.noise_ratio - 0.01).abs() < 1e-15);
+        let back: TraceInfo = serde_json::from_str(&serde_json::to_string(&set).unwrap()).unwrap();
+        assert_eq!(back, set);
+        // A single trace is written without the field, and one written before it reads back.
+        let one = node("a.jtr", 0.02, 4);
+        let text = serde_json::to_string(&one).unwrap();
+        assert!(!text.contains("nodes"));
+        assert_eq!(serde_json::from_str::<TraceInfo>(&text).unwrap(), one);
+    }
+
+    #[test]
     fn round_trips_and_checks_the_schema() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.json");
