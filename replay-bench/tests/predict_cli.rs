@@ -142,7 +142,7 @@ fn a_node_trace_set_is_one_more_row_and_names_its_traces() {
     let quiet = write_trace(dir.path(), "n2.jtr", "periodic:period=1ms,dur=5us");
     let set = format!("{},{}", noisy.display(), quiet.display());
     let out = dir.path().join("r.json");
-    let flags = ["--node-traces", set.as_str(), "--model", "des"];
+    let flags = ["--node-traces", set.as_str()];
     let a = parse(std::slice::from_ref(&noisy), &flags).unwrap();
     main(PredictArgs {
         output: Some(out.clone()),
@@ -164,6 +164,31 @@ fn a_node_trace_set_is_one_more_row_and_names_its_traces() {
     // Half the nodes replay the quiet trace: the set is slowed down less than the noisy trace
     // alone, more than not at all.
     assert!(sd("nodes(2)", 64) < sd("n1", 64) && sd("nodes(2)", 64) > 0.0);
+    // The analytic tier: half the ranks on each trace, between the two traces alone.
+    let os = Report::load(&dir.path().join("r.order-stats.json")).unwrap();
+    let n2 = write_trace(dir.path(), "n2-alone.jtr", "periodic:period=1ms,dur=5us");
+    let alone = dir.path().join("alone.json");
+    main(PredictArgs {
+        output: Some(alone.clone()),
+        ..parse(&[n2], &[]).unwrap()
+    })
+    .unwrap();
+    let alone = Report::load(&dir.path().join("alone.order-stats.json")).unwrap();
+    let at = |r: &Report, t: &str, n: u64| {
+        r.results
+            .iter()
+            .find(|x| x.trace == t && x.sync == "none" && x.ranks == n)
+            .unwrap()
+            .sd_qt_pct
+    };
+    for n in [4, 64] {
+        let (lo, mid, hi) = (
+            at(&alone, "n2-alone", n),
+            at(&os, "nodes(2)", n),
+            at(&os, "n1", n),
+        );
+        assert!(lo < mid && mid < hi, "{n} ranks: {lo} < {mid} < {hi}");
+    }
     // A single trace's report keeps the old shape (no `nodes` key).
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(!text.contains("\"nodes\""));

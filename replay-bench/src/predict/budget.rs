@@ -183,7 +183,8 @@ pub fn estimate(
             plan_bytes = plan_bytes.and_then(|b| b.checked_add(n.checked_mul(record_bytes)?));
         }
         if run_os {
-            let n = records.first().copied().unwrap_or(0);
+            // One distribution per plan (per node trace of a set), all held at once.
+            let n: u64 = records.iter().sum();
             secs += n as f64 * ORDER_STATS_NS_PER_RECORD * 1e-9;
             let b = n.checked_mul(ORDER_STATS_BYTES_PER_RECORD);
             os_bytes = os_bytes.and_then(|o| Some(o.max(b?)));

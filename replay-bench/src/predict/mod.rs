@@ -533,17 +533,45 @@ pub fn order_stats_row(
     des: &DesConfig,
     scale: f64,
 ) -> Option<ResultRow> {
+    order_stats_row_mix(trace, &[(a, ranks)], ranks, mode, des, scale)
+}
+
+/// [`order_stats_row`] for ranks on several node traces (one stream each), `parts[t]` = (the
+/// distributions of trace t, how many ranks replay it): `none` takes the maximum over all
+/// ranks' independent delays ([`order_stats::expected_max_mix`]); `phase` the maximum over the
+/// traces present of one window each (each trace resyncs to its own point); the mean compute
+/// delay is the ranks' average. One part is [`order_stats_row`] exactly.
+pub fn order_stats_row_mix(
+    trace: &str,
+    parts: &[(&Analytic, u64)],
+    ranks: u64,
+    mode: SyncMode,
+    des: &DesConfig,
+    scale: f64,
+) -> Option<ResultRow> {
     let q = des.quanta_ns as f64;
     let lat = des.barrier.latency_ns(ranks);
+    type Pick = fn(&Analytic) -> &DelayDistribution;
+    let (after, anywhere): (Pick, Pick) = (|a| &a.after_barrier, |a| &a.anywhere);
+    let mix = |pick: Pick, count: fn(u64) -> f64| {
+        let v: Vec<(&DelayDistribution, f64)> =
+            parts.iter().map(|&(a, n)| (pick(a), count(n))).collect();
+        order_stats::expected_max_mix(&v)
+    };
+    let mean = |pick: Pick| {
+        (parts.iter())
+            .map(|&(a, n)| n as f64 / ranks as f64 * pick(a).mean_ns())
+            .sum::<f64>()
+    };
     let (max_qt, mean_qt, period) = match mode {
         SyncMode::None => (
-            a.after_barrier.expected_max(ranks as f64),
-            a.after_barrier.mean_ns(),
-            a.anywhere.expected_max(ranks as f64),
+            mix(after, |n| n as f64),
+            mean(after),
+            mix(anywhere, |n| n as f64),
         ),
         SyncMode::Phase => {
-            let m = a.anywhere.mean_ns();
-            (m, m, m)
+            let m = mix(anywhere, |n| f64::from(u8::from(n > 0)));
+            (m, mean(anywhere), m)
         }
         SyncMode::Once | SyncMode::Every(_) => return None,
     };
@@ -601,24 +629,25 @@ pub fn predict_on(
     });
     for t in traces {
         if let Some(r) = os.as_mut() {
-            if !t.info.nodes.is_empty() {
-                r.warnings.push(format!(
-                    "{}: order-stats models one node trace (the ranks' delays from one \
-                     distribution); skipped",
-                    t.label
-                ));
-            } else if spec.des.ranks_per_node > 1 {
+            if spec.des.ranks_per_node > 1 {
                 r.warnings.push(format!(
                     "{}: order-stats models one stream per node (--ranks-per-node 1); skipped",
                     t.label
                 ));
             } else {
-                let dist = Analytic::from_plan(&t.plans[0], spec.des.quanta_ns)?;
+                // One stream per node: plan t is node trace t (one for a single trace).
+                let dists = (t.plans.iter())
+                    .map(|p| Analytic::from_plan(p, spec.des.quanta_ns))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let place = Placement::new(1, dists.len())?;
                 for &mode in &spec.modes {
                     let mut any = false;
                     for &n in &spec.ranks {
+                        let parts: Vec<(&Analytic, u64)> = (dists.iter().enumerate())
+                            .map(|(i, d)| (d, place.ranks_on_trace(n, i)))
+                            .collect();
                         if let Some(row) =
-                            order_stats_row(&t.label, &dist, n, mode, &spec.des, scale)
+                            order_stats_row_mix(&t.label, &parts, n, mode, &spec.des, scale)
                         {
                             r.results.push(row);
                             any = true;

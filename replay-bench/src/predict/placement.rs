@@ -85,6 +85,14 @@ impl Placement {
     pub fn trace_of_plan(self, plan: usize) -> usize {
         plan / self.k as usize
     }
+
+    /// How many of ranks `0..ranks` replay node trace `t`.
+    pub fn ranks_on_trace(self, ranks: u64, t: usize) -> u64 {
+        let t = t as u64;
+        let (full, rest) = (ranks / self.k, ranks % self.k);
+        let groups = full / self.n + u64::from(t < full % self.n);
+        groups * self.k + if full % self.n == t { rest } else { 0 }
+    }
 }
 
 /// A placement with the timeline length of each node trace (each has its own window): the
