@@ -289,13 +289,15 @@ pub fn expected_max_mix(parts: &[(&DelayDistribution, f64)]) -> f64 {
     knots.sort_by(f64::total_cmp);
     knots.dedup();
     let mut sum = start;
+    // Each distribution's piece holding the current interval (a, b), advanced with a.
+    let mut pieces = vec![0usize; parts.len()];
     for w in knots.windows(2) {
         let (a, b) = (w[0], w[1]);
-        // Each distribution's piece holding (a, b).
-        let pieces: Vec<usize> = parts
-            .iter()
-            .map(|(d, _)| d.xs.partition_point(|&v| v <= a) - 1)
-            .collect();
+        for ((d, _), k) in parts.iter().zip(pieces.iter_mut()) {
+            while *k + 1 < d.xs.len() && d.xs[*k + 1] <= a {
+                *k += 1;
+            }
+        }
         let h = |x: f64| {
             1.0 - parts
                 .iter()
