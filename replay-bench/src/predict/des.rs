@@ -283,7 +283,8 @@ pub fn indexes(plans: &[Arc<Plan>], cfg: &DesConfig, engine: Engine) -> Option<V
 
 /// Simulates `ranks` ranks for `cfg.phases` phases under `mode`; `plans` holds k =
 /// `cfg.ranks_per_node` plans per node trace (`plans[t·k + s]` is stream s of node trace t; one
-/// trace: `plans[s]` is stream s), mapped to ranks by [`Placement`]. `on_phase` is called after every phase (progress).
+/// trace: `plans[s]` is stream s), mapped to ranks by [`Placement`]. `on_phase` is called
+/// after every phase (progress).
 pub fn simulate(
     plans: &[Arc<Plan>],
     ranks: u64,
