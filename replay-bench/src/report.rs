@@ -65,6 +65,31 @@ pub struct TraceInfo {
     /// Detours per second, per stream on average.
     #[serde(deserialize_with = "nan_if_null")]
     pub detours_per_s: f64,
+    /// The node traces of a set (`--node-traces`) in order: node group g of ranks replays the
+    /// (g mod n)-th; empty for a single trace (and in reports written before the field).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<TraceInfo>,
+}
+
+impl TraceInfo {
+    /// The description of a node-trace set labelled `label`: its paths joined by commas, the
+    /// fewest streams of any, noise ratio and detours/s averaged over the nodes, and the nodes.
+    pub fn node_set(label: &str, nodes: Vec<TraceInfo>) -> TraceInfo {
+        let n = nodes.len().max(1) as f64;
+        let mean = |f: fn(&TraceInfo) -> f64| nodes.iter().map(f).sum::<f64>() / n;
+        TraceInfo {
+            path: (nodes.iter().map(|t| t.path.as_str()))
+                .collect::<Vec<_>>()
+                .join(","),
+            label: label.to_string(),
+            host: format!("{} nodes", nodes.len()),
+            kernel: String::new(),
+            streams: nodes.iter().map(|t| t.streams).min().unwrap_or(0),
+            noise_ratio: mean(|t| t.noise_ratio),
+            detours_per_s: mean(|t| t.detours_per_s),
+            nodes,
+        }
+    }
 }
 
 /// The configuration of a run or prediction.
@@ -477,6 +502,31 @@ mod tests {
         assert!(check(s(5.2, f64::NAN)).is_some());
         // No bound (a timeline full of injections): nothing is refused.
         assert!(beyond_the_trace("MaxQT", s(881.0, 1.0), f64::INFINITY, 1e6, 1e6, 0.0).is_none());
+    }
+
+    #[test]
+    fn a_node_set_names_its_traces_and_a_single_trace_keeps_the_old_shape() {
+        let node = |path: &str, ratio: f64, streams: usize| TraceInfo {
+            path: path.into(),
+            label: path.into(),
+            streams,
+            noise_ratio: ratio,
+            ..TraceInfo::default()
+        };
+        let set = TraceInfo::node_set(
+            "nodes(2)",
+            vec![node("a.jtr", 0.02, 4), node("b.jtr", 0.0, 2)],
+        );
+        assert_eq!(set.path, "a.jtr,b.jtr");
+        assert_eq!(set.streams, 2);
+        assert!((set.noise_ratio - 0.01).abs() < 1e-15);
+        let back: TraceInfo = serde_json::from_str(&serde_json::to_string(&set).unwrap()).unwrap();
+        assert_eq!(back, set);
+        // A single trace is written without the field, and one written before it reads back.
+        let one = node("a.jtr", 0.02, 4);
+        let text = serde_json::to_string(&one).unwrap();
+        assert!(!text.contains("nodes"));
+        assert_eq!(serde_json::from_str::<TraceInfo>(&text).unwrap(), one);
     }
 
     #[test]

@@ -23,6 +23,7 @@ use crate::kernel::WorkRate;
 use crate::metrics::PhaseAverages;
 use crate::metrics::{paired_slowdown, sequential_slowdown, Slowdown};
 use crate::noise::{self, PlatformNoise};
+use crate::predict::placement::{self, NodeTraceArgs, Placement};
 use crate::replay::{EmulatorCost, Replay, ReplayTotals, VirtualReplay};
 use crate::report::{
     BaselineDetails, Config, EmulatorTotals, PairedDetails, RankCost, Report, ReportKind,
@@ -33,10 +34,14 @@ use crate::table;
 /// Options of `replay-bench run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Jitter trace (.jtr) to replay; without it the benchmark runs without jitter.
-    #[arg(long, value_name = "FILE")]
+    /// Jitter trace (.jtr) to replay; without it (or --node-traces) the benchmark runs without
+    /// jitter.
+    #[arg(long, value_name = "FILE", conflicts_with = "node_traces")]
     pub trace: Option<PathBuf>,
-    /// Label of the trace in tables and plots (default: the file stem).
+    /// One trace per node instead of --trace: each rank replays its node group's.
+    #[command(flatten)]
+    pub nodes: NodeTraceArgs,
+    /// Label of the trace in tables and plots (default: the file stem; `nodes(n)` for a set).
     #[arg(long)]
     pub label: Option<String>,
     /// Ranks per emulated node k: rank r replays stream r mod k, node r / k shares one offset.
@@ -149,9 +154,16 @@ fn parse_precision(s: &str) -> Result<f64, String> {
 /// Default time budget of `--precision`, ns (10 min).
 const DEFAULT_MAX_TIME_NS: u64 = 600_000_000_000;
 
+impl RunArgs {
+    /// True when the run replays jitter (`--trace` or `--node-traces`).
+    pub fn has_trace(&self) -> bool {
+        self.trace.is_some() || !self.nodes.node_traces.is_empty()
+    }
+}
+
 /// The design a run uses, or why its options do not fit together.
 fn design_of(args: &RunArgs) -> anyhow::Result<Design> {
-    let default = if args.trace.is_some() && args.virtual_ranks == 1 {
+    let default = if args.has_trace() && args.virtual_ranks == 1 {
         Design::Paired
     } else {
         Design::Sequential
@@ -207,8 +219,61 @@ fn within_a_day(s: &str, ns: f64) -> Result<u64, String> {
 /// The trace, checked, with what the report says about it.
 struct LoadedTrace {
     trace: Trace,
+    /// The stream of it this rank replays.
+    stream: usize,
+    /// Its file, for errors.
+    file: String,
     info: TraceInfo,
     warnings: Vec<String>,
+}
+
+/// This rank's trace: `--trace` (`is_set` false, one path) or its node group's of the
+/// `--node-traces` set, by [`Placement`]. With a set, rank 0 also checks every other trace (so
+/// that a bad one anywhere stops every rank before the run, by [`agree`]) and holds the set's
+/// description (`nodes(n)` unless labelled) and the warnings of all, each named by its file.
+fn load_rank_trace(
+    set: &[PathBuf],
+    is_set: bool,
+    label: Option<&str>,
+    rank: usize,
+    k: u64,
+) -> anyhow::Result<LoadedTrace> {
+    let place = Placement::new(k, set.len() * k as usize)?;
+    let rank = rank as u64;
+    let mine = place.trace(rank);
+    if let ([path], false) = (set, is_set) {
+        let t = load_trace(path, label, k)?;
+        return Ok(LoadedTrace {
+            stream: place.stream(rank),
+            ..t
+        });
+    }
+    let mut own: Option<LoadedTrace> = None;
+    let (mut infos, mut warnings) = (Vec::new(), Vec::new());
+    for (i, path) in set.iter().enumerate() {
+        if rank != 0 && i != mine {
+            continue;
+        }
+        let t = load_trace(path, None, k)?;
+        infos.push(t.info.clone());
+        warnings.extend(
+            t.warnings
+                .iter()
+                .map(|w| format!("{}: {w}", path.display())),
+        );
+        if i == mine {
+            own = Some(t);
+        }
+    }
+    let own = own.ok_or_else(|| anyhow::anyhow!("no node trace for rank {rank}"))?;
+    let label = label.map_or_else(|| placement::set_label(set.len()), str::to_string);
+    Ok(LoadedTrace {
+        trace: own.trace,
+        file: own.file,
+        stream: place.stream(rank),
+        info: TraceInfo::node_set(&label, infos),
+        warnings,
+    })
 }
 
 fn load_trace(path: &std::path::Path, label: Option<&str>, k: u64) -> anyhow::Result<LoadedTrace> {
@@ -238,10 +303,13 @@ fn load_trace(path: &std::path::Path, label: Option<&str>, k: u64) -> anyhow::Re
         streams: trace.streams.len(),
         noise_ratio: stats.noise_ratio,
         detours_per_s: stats.detours_per_s,
+        nodes: Vec::new(),
     };
     Ok(LoadedTrace {
         warnings,
         trace,
+        stream: 0,
+        file: path.display().to_string(),
         info,
     })
 }
@@ -370,14 +438,18 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
         if let Baseline::File(p) = &args.baseline {
             baseline::from_report(p, comm.size() as u64, args.quanta)?;
         }
-        match &args.trace {
-            None => {
+        match (&args.trace, args.nodes.node_traces.as_slice()) {
+            (Some(path), _) => {
+                let one = std::slice::from_ref(path);
+                load_rank_trace(one, false, args.label.as_deref(), rank, k).map(Some)
+            }
+            (None, []) => {
                 if args.sync != SyncMode::None {
                     bail!("--sync {} needs a --trace", args.sync);
                 }
                 Ok(None)
             }
-            Some(path) => load_trace(path, args.label.as_deref(), k).map(Some),
+            (None, set) => load_rank_trace(set, true, args.label.as_deref(), rank, k).map(Some),
         }
     })();
     let trace = agree(comm, checked)?;
@@ -427,10 +499,10 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
     let plan = agree(
         comm,
         trace.as_ref().map_or(Ok(None), |t| {
-            let index = rank % k as usize;
+            let index = t.stream;
             Plan::from_trace(&t.trace, index, replay.plan_options())
                 .map(Some)
-                .with_context(|| format!("cannot replay stream {index} of the trace"))
+                .with_context(|| format!("cannot replay stream {index} of trace {}", t.file))
         }),
     )?;
     Ok(Prepared {
@@ -741,9 +813,18 @@ fn build_report(
     if let Some(t) = &trace {
         report.warnings.extend(t.warnings.iter().cloned());
         for c in &report.calibration {
-            if let Some(w) =
-                noise::warning(c.rank as usize, c.platform_noise_ratio, t.info.noise_ratio)
-            {
+            // Each rank against the trace it replays (its node group's of a set).
+            let replayed = match t.info.nodes.as_slice() {
+                [] => t.info.noise_ratio,
+                nodes => Placement::new(
+                    args.ranks_per_node,
+                    nodes.len() * args.ranks_per_node as usize,
+                )
+                .map_or(t.info.noise_ratio, |p| {
+                    nodes[p.trace(c.rank.max(0) as u64)].noise_ratio
+                }),
+            };
+            if let Some(w) = noise::warning(c.rank as usize, c.platform_noise_ratio, replayed) {
                 report.warnings.push(w);
             }
         }

@@ -134,3 +134,98 @@ fn bad_input_gives_one_clear_error() {
         assert!(!e.contains('\n'), "one line: {e}");
     }
 }
+
+#[test]
+fn a_node_trace_set_is_one_more_row_and_names_its_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    let noisy = write_trace(dir.path(), "n1.jtr", "poisson:rate=20/s,dur=exp:300us");
+    let quiet = write_trace(dir.path(), "n2.jtr", "periodic:period=1ms,dur=5us");
+    let set = format!("{},{}", noisy.display(), quiet.display());
+    let out = dir.path().join("r.json");
+    let flags = ["--node-traces", set.as_str()];
+    let a = parse(std::slice::from_ref(&noisy), &flags).unwrap();
+    main(PredictArgs {
+        output: Some(out.clone()),
+        ..a
+    })
+    .unwrap();
+    let des = Report::load(&out).unwrap();
+    // 2 rows (the trace, the set) × 2 modes × 5 rank counts.
+    assert_eq!(des.results.len(), 20);
+    let labels = &des.config.predict.as_ref().unwrap().traces;
+    assert_eq!(labels, &["n1", "nodes(2)"]);
+    let sd = |t: &str, n: u64| {
+        des.results
+            .iter()
+            .find(|r| r.trace == t && r.sync == "none" && r.ranks == n)
+            .unwrap()
+            .sd_qt_pct
+    };
+    // Half the nodes replay the quiet trace: the set is slowed down less than the noisy trace
+    // alone, more than not at all.
+    assert!(sd("nodes(2)", 64) < sd("n1", 64) && sd("nodes(2)", 64) > 0.0);
+    // The analytic tier: half the ranks on each trace, between the two traces alone.
+    let os = Report::load(&dir.path().join("r.order-stats.json")).unwrap();
+    let n2 = write_trace(dir.path(), "n2-alone.jtr", "periodic:period=1ms,dur=5us");
+    let alone = dir.path().join("alone.json");
+    main(PredictArgs {
+        output: Some(alone.clone()),
+        ..parse(&[n2], &[]).unwrap()
+    })
+    .unwrap();
+    let alone = Report::load(&dir.path().join("alone.order-stats.json")).unwrap();
+    let at = |r: &Report, t: &str, n: u64| {
+        r.results
+            .iter()
+            .find(|x| x.trace == t && x.sync == "none" && x.ranks == n)
+            .unwrap()
+            .sd_qt_pct
+    };
+    for n in [4, 64] {
+        let (lo, mid, hi) = (
+            at(&alone, "n2-alone", n),
+            at(&os, "nodes(2)", n),
+            at(&os, "n1", n),
+        );
+        assert!(lo < mid && mid < hi, "{n} ranks: {lo} < {mid} < {hi}");
+    }
+    // A single trace's report keeps the old shape (no `nodes` key).
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(!text.contains("\"nodes\""));
+
+    // Only the set, the traces given after one flag (as a shell glob gives them).
+    let (n1, n2) = (noisy.display().to_string(), quiet.display().to_string());
+    let a = PredictArgs::from_flags(&[
+        "--node-traces",
+        &n1,
+        &n2,
+        "--ranks",
+        "4",
+        "--phases",
+        "50",
+        "--sync",
+        "none",
+    ])
+    .unwrap();
+    assert_eq!(a.nodes.node_traces, [noisy.clone(), quiet.clone()]);
+    main(PredictArgs {
+        output: Some(out.clone()),
+        ..a
+    })
+    .unwrap();
+    let r = Report::load(&out).unwrap();
+    let info = r.config.trace.unwrap();
+    assert_eq!(info.label, "nodes(2)");
+    let paths: Vec<&str> = info.nodes.iter().map(|t| t.path.as_str()).collect();
+    assert_eq!(paths, [n1.as_str(), n2.as_str()]);
+    assert_eq!(info.streams, 2);
+
+    // Every trace of the set needs k streams: the error names the file.
+    let e =
+        main(parse(&[], &["--node-traces", &set, "--ranks-per-node", "3"]).unwrap()).unwrap_err();
+    let e = format!("{e:#}");
+    assert!(e.contains(&n1) && e.contains("has 2 streams"), "{e}");
+    assert!(!e.contains('\n'), "one line: {e}");
+    // Neither --trace nor --node-traces: refused by the parser.
+    assert!(parse(&[], &[]).is_err());
+}

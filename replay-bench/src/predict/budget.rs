@@ -183,7 +183,8 @@ pub fn estimate(
             plan_bytes = plan_bytes.and_then(|b| b.checked_add(n.checked_mul(record_bytes)?));
         }
         if run_os {
-            let n = records.first().copied().unwrap_or(0);
+            // One distribution per plan (per node trace of a set), all held at once.
+            let n: u64 = records.iter().sum();
             secs += n as f64 * ORDER_STATS_NS_PER_RECORD * 1e-9;
             let b = n.checked_mul(ORDER_STATS_BYTES_PER_RECORD);
             os_bytes = os_bytes.and_then(|o| Some(o.max(b?)));
@@ -202,9 +203,9 @@ pub fn estimate(
         let indexed = fast(t);
         if indexed {
             indexed_any = true;
-            // The indexes of the streams one node replays live for the whole run.
-            let k = (cfg.ranks_per_node as usize).min(records.len());
-            let n: u64 = records[..k].iter().sum();
+            // The indexes of the streams the nodes replay (k per node trace) live for the
+            // whole run.
+            let n: u64 = records.iter().sum();
             index_bytes =
                 index_bytes.and_then(|b| b.checked_add(n.checked_mul(INDEX_BYTES_PER_RECORD)?));
             secs += n as f64 * INDEX_NS_PER_RECORD * 1e-9;

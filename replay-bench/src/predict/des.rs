@@ -28,6 +28,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use super::collective::{self, Algorithm, Clocks, CommModel, Costs, LoopShape, Scratch};
+use super::placement::{Placement, Timelines};
 use crate::comm::{Collective, Solo};
 use crate::metrics::{PhaseAverages, PhaseSample};
 use crate::report::EmulatorTotals;
@@ -62,7 +63,8 @@ pub struct DesConfig {
     pub quanta_ns: u64,
     /// Phases to simulate (fewer when the fraction stop rule ends the replay first).
     pub phases: u64,
-    /// Ranks per node k: rank r replays plan `r mod k` and belongs to node `r / k`.
+    /// Ranks per node k: rank r belongs to node group `r / k` and replays stream `r mod k` of
+    /// node trace `(r / k) mod n` (the plans hold k per node trace: [`Placement`]).
     pub ranks_per_node: u64,
     /// Barrier latency model (of [`Algorithm::Offloaded`]).
     pub barrier: BarrierModel,
@@ -120,9 +122,19 @@ struct RankState {
 
 impl RankState {
     /// Recomputes [`RankState::limit_at`] at replay time `now` (after a start or a resync).
-    fn set_limit(&mut self, now: u64, fraction: f64, ns_per_progress: f64) {
+    fn set_limit(&mut self, now: u64, fraction: f64, scale: f64) {
+        let ns_per_progress = self.cursor.plan().period_ns() as f64 * scale;
         let left = (fraction - self.cursor.progress_at(now)) * ns_per_progress;
         self.limit_at = now.saturating_add(left.max(0.0).ceil() as u64);
+    }
+
+    /// Jumps to timeline point `off` at replay time `start` (drift and pending injection reset).
+    fn resync(&mut self, off: u64, start: u64, fraction: f64, scale: f64) {
+        self.cursor.resync(off, start);
+        self.pending = None;
+        self.drift_ns = 0;
+        self.busy_until = start;
+        self.set_limit(start, fraction, scale);
     }
 
     #[inline]
@@ -265,14 +277,14 @@ pub fn indexes(plans: &[Arc<Plan>], cfg: &DesConfig, engine: Engine) -> Option<V
     if engine != Engine::Indexed || cfg.drift_sd_ns > 0.0 {
         return None;
     }
-    plans[..cfg.ranks_per_node.min(plans.len() as u64) as usize]
-        .iter()
-        .map(|p| p.index())
-        .collect()
+    Placement::new(cfg.ranks_per_node, plans.len()).ok()?;
+    plans.iter().map(|p| p.index()).collect()
 }
 
-/// Simulates `ranks` ranks for `cfg.phases` phases under `mode`; `plans[s]` is stream s
-/// (`cfg.ranks_per_node` of them are used). `on_phase` is called after every phase (progress).
+/// Simulates `ranks` ranks for `cfg.phases` phases under `mode`; `plans` holds k =
+/// `cfg.ranks_per_node` plans per node trace (`plans[t·k + s]` is stream s of node trace t; one
+/// trace: `plans[s]` is stream s), mapped to ranks by [`Placement`]. `on_phase` is called
+/// after every phase (progress).
 pub fn simulate(
     plans: &[Arc<Plan>],
     ranks: u64,
@@ -324,9 +336,8 @@ pub fn simulate_with(
 ) -> anyhow::Result<DesOutcome> {
     match ix {
         Some(ix)
-            if cfg.ranks_per_node > 0
-                && plans.len() as u64 >= cfg.ranks_per_node
-                && ix.len() as u64 == cfg.ranks_per_node =>
+            if Placement::new(cfg.ranks_per_node, plans.len()).is_ok()
+                && ix.len() == plans.len() =>
         {
             simulate_indexed(comm, ix, ranks, mode, cfg, on_phase)
         }
@@ -342,16 +353,11 @@ fn simulate_walk(
     cfg: &DesConfig,
     on_phase: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<DesOutcome> {
-    let k = cfg.ranks_per_node;
-    anyhow::ensure!(k > 0, "ranks per node must be at least 1");
-    anyhow::ensure!(
-        plans.len() as u64 >= k,
-        "{k} ranks per node need {k} streams, the trace has {}",
-        plans.len()
-    );
+    let periods: Vec<u64> = plans.iter().map(|p| p.period_ns()).collect();
+    let lines = Timelines::new(cfg.ranks_per_node, &periods)?;
+    let place = lines.placement;
     let opts = *plans[0].options();
     let scale = opts.scale;
-    let period = plans[0].period_ns();
     let schedule = SyncSchedule {
         mode,
         seed: cfg.seed,
@@ -378,10 +384,9 @@ fn simulate_walk(
         )
     })?;
     states.extend((lo..hi).map(|r| {
-        let node = r / k;
-        let plan = &plans[(r % k) as usize];
+        let plan = &plans[place.plan(r)];
         RankState {
-            cursor: plan.cursor(schedule.start_offset(node, period)),
+            cursor: plan.cursor(lines.start_offset(&schedule, r)),
             pending: None,
             start_ns: 0,
             busy_until: 0,
@@ -393,15 +398,16 @@ fn simulate_walk(
         }
     }));
     let fraction = opts.fraction;
-    let ns_per_progress = period as f64 * scale;
     for s in states.iter_mut() {
-        s.set_limit(0, fraction, ns_per_progress);
+        s.set_limit(0, fraction, scale);
     }
     if cfg.comm.resolved().algorithm != Algorithm::Offloaded {
         let mut eng = WalkClocks {
             w,
             fraction,
-            ns_per_progress,
+            scale,
+            place,
+            lo,
         };
         return algorithmic(
             comm,
@@ -410,7 +416,7 @@ fn simulate_walk(
             lo,
             ranks,
             &schedule,
-            period,
+            &lines,
             cfg,
             &opts,
             on_phase,
@@ -418,14 +424,12 @@ fn simulate_walk(
     }
     let threads = rayon::current_num_threads().max(1);
     let chunk = (states.len() / (threads * 2)).max(256);
+    let mut points = lines.points_buffer();
 
     for p in 0..=cfg.phases {
         let compute_phase = p < cfg.phases;
-        let resync = if compute_phase {
-            schedule.resync_offset(p, period)
-        } else {
-            None
-        };
+        let resync = compute_phase && lines.resync_points(&schedule, p, &mut points);
+        let points = &points;
         // Leave the bottom barrier of the previous phase: that rank's qtb ends at its exit.
         let exits = match ph.barrier_prev {
             Some(b) => states
@@ -451,20 +455,18 @@ fn simulate_walk(
         let top = ph.top(&exits);
         let pass = states
             .par_chunks_mut(chunk)
-            .map(|c| {
+            .enumerate()
+            .map(|(ci, c)| {
                 let mut acc = Pass::default();
-                for s in c.iter_mut() {
+                let r0 = lo + (ci * chunk) as u64;
+                for (i, s) in c.iter_mut().enumerate() {
                     let start = match top {
                         Some(t) => s.leave_barrier(t, w),
                         None => s.start_ns,
                     };
                     s.start_ns = start;
-                    if let Some(off) = resync {
-                        s.cursor.resync(off, start);
-                        s.pending = None;
-                        s.drift_ns = 0;
-                        s.busy_until = start;
-                        s.set_limit(start, fraction, ns_per_progress);
+                    if resync {
+                        s.resync(points[place.trace(r0 + i as u64)], start, fraction, scale);
                     }
                     let end = s.compute(start, q, w);
                     acc.max_end = acc.max_end.max(end);
@@ -631,8 +633,9 @@ fn finish(
 trait ReplayEngine: Clocks {
     /// When the rank's replay reaches the fraction f (the stop rule).
     fn limit_at(&self, r: &Self::Rank) -> u64;
-    /// Resynchronises every rank, at its own time `now[g]`, to timeline offset `off`.
-    fn resync(&mut self, states: &mut [Self::Rank], now: &[u64], off: u64);
+    /// Resynchronises every rank, at its own time `now[g]`, to its node trace's timeline point
+    /// (`points[t]` for node trace t).
+    fn resync(&mut self, states: &mut [Self::Rank], now: &[u64], points: &[u64]);
     /// What the plans injected and the largest share of a stream replayed by `now`.
     fn totals(&self, states: &[Self::Rank], now: &[u64]) -> (PlanStats, f64);
 }
@@ -641,7 +644,10 @@ trait ReplayEngine: Clocks {
 struct WalkClocks {
     w: f64,
     fraction: f64,
-    ns_per_progress: f64,
+    scale: f64,
+    place: Placement,
+    /// First rank of this process (states are in rank order).
+    lo: u64,
 }
 
 impl Clocks for WalkClocks {
@@ -658,14 +664,15 @@ impl ReplayEngine for WalkClocks {
     fn limit_at(&self, r: &RankState) -> u64 {
         r.limit_at
     }
-    fn resync(&mut self, states: &mut [RankState], now: &[u64], off: u64) {
-        states.par_iter_mut().zip(now).for_each(|(s, &start)| {
-            s.cursor.resync(off, start);
-            s.pending = None;
-            s.drift_ns = 0;
-            s.busy_until = start;
-            s.set_limit(start, self.fraction, self.ns_per_progress);
-        });
+    fn resync(&mut self, states: &mut [RankState], now: &[u64], points: &[u64]) {
+        states
+            .par_iter_mut()
+            .zip(now)
+            .enumerate()
+            .for_each(|(g, (s, &start))| {
+                let off = points[self.place.trace(self.lo + g as u64)];
+                s.resync(off, start, self.fraction, self.scale);
+            });
     }
     fn totals(&self, states: &[RankState], now: &[u64]) -> (PlanStats, f64) {
         let mut stats = PlanStats::default();
@@ -678,23 +685,22 @@ impl ReplayEngine for WalkClocks {
     }
 }
 
-/// The indexed engine's ranks as clocks (ranks in rank order: stream = rank mod k).
+/// The indexed engine's ranks as clocks (ranks in rank order: plan by [`Placement::plan`]).
 struct IdxClocks<'a> {
     ix: &'a [PlanIndex],
-    k: u64,
+    place: Placement,
     lo: u64,
-    /// The segment every rank is in after the first resync (all share it).
+    /// The segment every rank of a plan is in after the first resync (all share it).
     shared: Option<Vec<SegmentStart>>,
     /// Counts of the segments left by resyncs.
     committed: PlanStats,
     fraction: f64,
-    ns_per_progress: f64,
 }
 
 impl IdxClocks<'_> {
     #[inline]
     fn stream(&self, g: usize) -> usize {
-        ((self.lo + g as u64) % self.k) as usize
+        self.place.plan(self.lo + g as u64)
     }
     #[inline]
     fn seg(&self, si: usize, r: &IdxRank) -> SegmentStart {
@@ -735,8 +741,11 @@ impl ReplayEngine for IdxClocks<'_> {
     fn limit_at(&self, r: &IdxRank) -> u64 {
         r.limit_at
     }
-    fn resync(&mut self, states: &mut [IdxRank], now: &[u64], off: u64) {
-        let new: Vec<SegmentStart> = self.ix.iter().map(|x| x.segment_start(off)).collect();
+    fn resync(&mut self, states: &mut [IdxRank], now: &[u64], points: &[u64]) {
+        let place = self.place;
+        let new: Vec<SegmentStart> = (self.ix.iter().enumerate())
+            .map(|(i, x)| x.segment_start(points[place.trace_of_plan(i)]))
+            .collect();
         let this = &*self;
         let stats = states
             .par_iter_mut()
@@ -747,7 +756,7 @@ impl ReplayEngine for IdxClocks<'_> {
                 let x = &this.ix[si];
                 let old = this.seg(si, s);
                 let st = s.rep.resync(x, &old, &new[si], start);
-                set_limit(s, x, start, this.fraction, this.ns_per_progress);
+                set_limit(s, x, start, this.fraction);
                 st
             })
             .reduce(PlanStats::default, |mut a, b| {
@@ -787,7 +796,7 @@ impl ReplayEngine for Quiet {
     fn limit_at(&self, _: &()) -> u64 {
         u64::MAX
     }
-    fn resync(&mut self, _: &mut [()], _: &[u64], _: u64) {}
+    fn resync(&mut self, _: &mut [()], _: &[u64], _: &[u64]) {}
     fn totals(&self, _: &[()], _: &[u64]) -> (PlanStats, f64) {
         (PlanStats::default(), 0.0)
     }
@@ -806,7 +815,8 @@ struct LoopRun {
 }
 
 /// The benchmark loop with the collective run as messages on the ranks' clocks: this process
-/// holds ranks `lo..lo + states.len()` of `n`; `t` ends as each rank's time.
+/// holds ranks `lo..lo + states.len()` of `n`; `resync(p, points)` fills the resync point of
+/// each node trace when phase p resyncs (else false); `t` ends as each rank's time.
 #[allow(clippy::too_many_arguments)]
 fn algorithmic_loop<E: ReplayEngine>(
     comm: &dyn Collective,
@@ -814,7 +824,8 @@ fn algorithmic_loop<E: ReplayEngine>(
     states: &mut [E::Rank],
     lo: u64,
     n: u64,
-    resync: &dyn Fn(u64) -> Option<u64>,
+    points: &mut [u64],
+    resync: &dyn Fn(u64, &mut [u64]) -> bool,
     phases: u64,
     q: u64,
     model: CommModel,
@@ -845,8 +856,8 @@ fn algorithmic_loop<E: ReplayEngine>(
         if model.shape == LoopShape::BarrierComputeBarrier && p > 0 {
             collective::run(comm, eng, alg, costs, n, lo, states, &mut t, &mut scratch);
         }
-        if let Some(off) = resync(p) {
-            eng.resync(states, &t, off);
+        if resync(p, points) {
+            eng.resync(states, &t, points);
         }
         start.copy_from_slice(&t);
         let e = &*eng;
@@ -913,7 +924,7 @@ fn algorithmic<E: ReplayEngine>(
     lo: u64,
     ranks: u64,
     schedule: &SyncSchedule,
-    period: u64,
+    lines: &Timelines,
     cfg: &DesConfig,
     opts: &PlanOptions,
     on_phase: &(dyn Fn(u64) + Sync),
@@ -932,7 +943,8 @@ fn algorithmic<E: ReplayEngine>(
             &mut units,
             0,
             ranks,
-            &|_| None,
+            &mut [],
+            &|_, _| false,
             BASELINE_PHASES.min(cfg.phases),
             ph.q,
             model,
@@ -941,9 +953,22 @@ fn algorithmic<E: ReplayEngine>(
             &|_| {},
         )?
     };
-    let resync = |p: u64| schedule.resync_offset(p, period);
+    let resync = |p: u64, points: &mut [u64]| lines.resync_points(schedule, p, points);
+    let mut points = lines.points_buffer();
     let (run, now) = algorithmic_loop(
-        comm, eng, states, lo, ranks, &resync, cfg.phases, ph.q, model, costs, opts.scale, on_phase,
+        comm,
+        eng,
+        states,
+        lo,
+        ranks,
+        &mut points,
+        &resync,
+        cfg.phases,
+        ph.q,
+        model,
+        costs,
+        opts.scale,
+        on_phase,
     )?;
     ph.latency = quiet.last_max_qtb - ph.q;
     ph.baseline_period = quiet.last_exit - quiet.prev_exit;
@@ -956,7 +981,8 @@ fn algorithmic<E: ReplayEngine>(
 
 /// Recomputes `st.limit_at` at replay time `now` (after a start or a resync): progress grows
 /// linearly with replay time between resyncs, so the stop rule is one comparison.
-fn set_limit(st: &mut IdxRank, ix: &PlanIndex, now: u64, fraction: f64, ns_per_progress: f64) {
+fn set_limit(st: &mut IdxRank, ix: &PlanIndex, now: u64, fraction: f64) {
+    let ns_per_progress = ix.period_ns() as f64 * ix.options().scale;
     let left = (fraction - st.rep.progress_at(ix, now)) * ns_per_progress;
     st.limit_at = now.saturating_add(left.max(0.0).ceil() as u64);
 }
@@ -1018,13 +1044,13 @@ fn leave_barrier_pass(
 /// of each stream's states (`bounds[s]..bounds[s + 1]`).
 fn sorted_states(
     ix: &[PlanIndex],
+    lines: &Timelines,
     ranks: std::ops::Range<u64>,
     schedule: &SyncSchedule,
     count: usize,
     new_rank: impl Fn(&PlanIndex, &SegmentStart) -> IdxRank,
 ) -> anyhow::Result<(Vec<IdxRank>, Vec<usize>)> {
-    let k = ix.len() as u64;
-    let period = ix[0].period_ns();
+    let place = lines.placement;
     let oom = |_| {
         anyhow::anyhow!(
             "cannot allocate {} MiB for {count} simulated ranks",
@@ -1033,7 +1059,7 @@ fn sorted_states(
     };
     let mut order: Vec<(u32, u64)> = Vec::new();
     order.try_reserve_exact(count).map_err(oom)?;
-    order.extend(ranks.map(|r| ((r % k) as u32, schedule.start_offset(r / k, period))));
+    order.extend(ranks.map(|r| (place.plan(r) as u32, lines.start_offset(schedule, r))));
     order.sort_unstable();
     let mut bounds = vec![0usize; ix.len() + 1];
     for &(s, _) in &order {
@@ -1068,10 +1094,10 @@ fn simulate_indexed(
     cfg: &DesConfig,
     on_phase: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<DesOutcome> {
-    let k = cfg.ranks_per_node;
+    let periods: Vec<u64> = ix.iter().map(|x| x.period_ns()).collect();
+    let lines = Timelines::new(cfg.ranks_per_node, &periods)?;
+    let place = lines.placement;
     let opts = *ix[0].options();
-    let scale = opts.scale;
-    let period = ix[0].period_ns();
     let schedule = SyncSchedule {
         mode,
         seed: cfg.seed,
@@ -1094,14 +1120,13 @@ fn simulate_indexed(
             (count as u128 * (INDEXED_RANK_BYTES + INDEXED_SETUP_BYTES) as u128) >> 20
         )
     };
-    let ns_per_progress = period as f64 * scale;
     let new_rank = |x: &PlanIndex, seg: &SegmentStart| {
         let mut st = IdxRank {
             rep: x.replay(seg),
             start_ns: 0,
             limit_at: u64::MAX,
         };
-        set_limit(&mut st, x, 0, opts.fraction, ns_per_progress);
+        set_limit(&mut st, x, 0, opts.fraction);
         st
     };
     if cfg.comm.resolved().algorithm != Algorithm::Offloaded {
@@ -1109,17 +1134,16 @@ fn simulate_indexed(
         let mut states: Vec<IdxRank> = Vec::new();
         states.try_reserve_exact(count).map_err(oom)?;
         states.extend((lo..hi).map(|r| {
-            let x = &ix[(r % k) as usize];
-            new_rank(x, &x.segment_start(schedule.start_offset(r / k, period)))
+            let x = &ix[place.plan(r)];
+            new_rank(x, &x.segment_start(lines.start_offset(&schedule, r)))
         }));
         let mut eng = IdxClocks {
             ix,
-            k,
+            place,
             lo,
             shared: None,
             committed: PlanStats::default(),
             fraction: opts.fraction,
-            ns_per_progress,
         };
         return algorithmic(
             comm,
@@ -1128,13 +1152,13 @@ fn simulate_indexed(
             lo,
             ranks,
             &schedule,
-            period,
+            &lines,
             cfg,
             &opts,
             on_phase,
         );
     }
-    let (mut states, bounds) = sorted_states(ix, lo..hi, &schedule, count, new_rank)?;
+    let (mut states, bounds) = sorted_states(ix, &lines, lo..hi, &schedule, count, new_rank)?;
     let fraction = opts.fraction;
     let threads = rayon::current_num_threads().max(1);
     // Several chunks per thread, so that a thread slowed by other work on the machine does not
@@ -1148,14 +1172,11 @@ fn simulate_indexed(
         segment_of(ix, shared.as_deref(), s, st)
     };
     let mut committed = PlanStats::default();
+    let mut points = lines.points_buffer();
 
     for p in 0..=cfg.phases {
         let compute_phase = p < cfg.phases;
-        let resync = if compute_phase {
-            schedule.resync_offset(p, period)
-        } else {
-            None
-        };
+        let resync = compute_phase && lines.resync_points(&schedule, p, &mut points);
         let exits = match ph.barrier_prev {
             Some(b) => leave_barrier_pass(ix, &bounds, chunk, &mut states, shared.as_deref(), b),
             None => Pass::default(),
@@ -1165,8 +1186,11 @@ fn simulate_indexed(
             break;
         }
         let top = ph.top(&exits);
-        let new_segs: Option<Vec<SegmentStart>> =
-            resync.map(|off| ix.iter().map(|x| x.segment_start(off)).collect());
+        let new_segs: Option<Vec<SegmentStart>> = resync.then(|| {
+            (ix.iter().enumerate())
+                .map(|(i, x)| x.segment_start(points[place.trace_of_plan(i)]))
+                .collect()
+        });
         let (pass, stats) = states
             .par_chunks_mut(chunk)
             .enumerate()
@@ -1194,7 +1218,7 @@ fn simulate_indexed(
                     if let Some(new) = &new_segs {
                         let old = seg_of(&shared, si, s);
                         st += s.rep.resync(x, &old, &new[si], start);
-                        set_limit(s, x, start, fraction, ns_per_progress);
+                        set_limit(s, x, start, fraction);
                     }
                     let end = match s.rep.compute_fast(x, start, q) {
                         Some(e) => e,
@@ -1451,6 +1475,153 @@ mod tests {
                 assert!(w.emulator.injected > 0);
             }
         }
+    }
+
+    #[test]
+    fn one_node_trace_listed_twice_gives_the_single_trace_outcome() {
+        // Two node traces that are the same trace: every rank replays what it replays with
+        // one (start and resync points are drawn per node group on the trace's own period).
+        let d: Vec<Detour> = (0..3000u64)
+            .map(|i| Detour {
+                start_ns: i * 3_000 + (i * 7919) % 1500,
+                run_ns: 20 + (i * 31) % 900,
+            })
+            .collect();
+        let s = Stream::from_detours(0, 0, 9_100_000, &d).unwrap();
+        let p = Plan::new(&s, PlanOptions::ideal()).unwrap();
+        let twice = [Arc::clone(&p), Arc::clone(&p)];
+        for comm in [
+            CommModel::OFFLOADED,
+            algorithmic(
+                Algorithm::Dissemination,
+                LoopShape::BarrierComputeBarrier,
+                150.0,
+                400.0,
+            ),
+        ] {
+            for mode in ["none", "once", "phase", "every:3"] {
+                let mode: SyncMode = mode.parse().unwrap();
+                let c = DesConfig {
+                    comm,
+                    ..cfg(7_000, 200, 500.0)
+                };
+                for e in [Engine::Walk, Engine::Indexed] {
+                    let one =
+                        simulate_engine(&Solo, std::slice::from_ref(&p), 37, mode, &c, e, &|_| {});
+                    let two = simulate_engine(&Solo, &twice, 37, mode, &c, e, &|_| {});
+                    assert_eq!(one.unwrap(), two.unwrap(), "{comm:?} {mode} {e:?}");
+                }
+            }
+        }
+        // Plans that are not whole node traces of k streams are refused.
+        let three = DesConfig {
+            ranks_per_node: 2,
+            ..cfg(1_000, 3, 0.0)
+        };
+        let odd = [Arc::clone(&p), Arc::clone(&p), Arc::clone(&p)];
+        let e = simulate(&odd, 4, SyncMode::None, &three, &|_| {}).unwrap_err();
+        assert!(e.to_string().contains("whole node traces"), "{e}");
+    }
+
+    #[test]
+    fn both_engines_map_ranks_to_node_traces_alike() {
+        // Three node traces of two streams each, windows of different length; enough ranks for
+        // several chunks per pass, so each engine's own way to find a rank's plan is crossed.
+        let trace = |seed: u64, end: u64| {
+            let stream = |c: u64| {
+                let d: Vec<Detour> = (0..end / 3_000)
+                    .map(|i| Detour {
+                        start_ns: i * 3_000 + (i * 7919 + seed * 13 + c * 101) % 1500,
+                        run_ns: 20 + (i * 31 + seed * 7) % (300 * seed + 100),
+                    })
+                    .collect();
+                Stream::from_detours(c as u32, 0, end, &d).unwrap()
+            };
+            jitter_trace::Trace {
+                streams: vec![stream(0), stream(1)],
+                ..jitter_trace::Trace::default()
+            }
+        };
+        let plans: Vec<Arc<Plan>> = [(1, 3_100_000), (2, 2_000_000), (3, 4_500_000)]
+            .into_iter()
+            .flat_map(|(seed, end)| {
+                let t = trace(seed, end);
+                (0..2).map(move |s| Plan::from_trace(&t, s, PlanOptions::ideal()).unwrap())
+            })
+            .collect();
+        for comm in [
+            CommModel::OFFLOADED,
+            algorithmic(
+                Algorithm::Dissemination,
+                LoopShape::BarrierComputeBarrier,
+                150.0,
+                400.0,
+            ),
+        ] {
+            for mode in ["none", "phase", "every:3"] {
+                let mode: SyncMode = mode.parse().unwrap();
+                let c = DesConfig {
+                    comm,
+                    ranks_per_node: 2,
+                    ..cfg(7_000, 60, 500.0)
+                };
+                let run = |e| simulate_engine(&Solo, &plans, 1001, mode, &c, e, &|_| {}).unwrap();
+                let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
+                assert_eq!(w, i, "{comm:?} {mode}");
+                assert!(w.emulator.injected > 0);
+            }
+        }
+    }
+
+    #[test]
+    fn two_node_traces_of_different_duty_give_a_slowdown_between_theirs() {
+        // Periodic noise, period P = 20 us, detours d = 300 ns (A) and 60 ns (B), q = 1 us,
+        // 16 ranks, one per node: with two node traces ranks 0, 2, … replay A and 1, 3, … B.
+        // A window starting after a barrier at a uniform point outside detours meets one detour
+        // with probability p = q/P (docs/VALIDATION.md), so with i ranks on A and j on B,
+        // E[max delay] = d_A (1 − (1−p)^i) + d_B (1−p)^i (1 − (1−p)^j): 168.0 ns all on A,
+        // 33.6 ns all on B, 114.4 ns half and half.
+        let periodic = |d: u64| {
+            let detours: Vec<(u64, u64)> = (0..100).map(|i| (i * 20_000 + 5_000, d)).collect();
+            plan(2_000_000, &detours)
+        };
+        let (a, b) = (periodic(300), periodic(60));
+        let closed = |i: i32, j: i32| {
+            let miss: f64 = 1.0 - 1_000.0 / 20_000.0;
+            300.0 * (1.0 - miss.powi(i)) + 60.0 * miss.powi(i) * (1.0 - miss.powi(j))
+        };
+        // Each seed fixes the ranks' start offsets (one sample of the joint start): the mean
+        // over 8 seeds, within the two-sided 99 % Student t interval (7 degrees of freedom).
+        const T7_99: f64 = 3.499;
+        let delay = |plans: &[Arc<Plan>]| {
+            let v: Vec<f64> = (1..=8)
+                .map(|seed| {
+                    let c = DesConfig {
+                        seed,
+                        ..cfg(1_000, 2_000, 0.0)
+                    };
+                    let out = simulate(plans, 16, SyncMode::None, &c, &|_| {}).unwrap();
+                    out.averages.avg_max_qt_ns() - 1_000.0
+                })
+                .collect();
+            let m = v.iter().sum::<f64>() / 8.0;
+            let sd = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / 7.0).sqrt();
+            (m, T7_99 * sd / 8f64.sqrt())
+        };
+        let on_a = delay(std::slice::from_ref(&a));
+        let on_b = delay(std::slice::from_ref(&b));
+        let mixed = delay(&[Arc::clone(&a), Arc::clone(&b)]);
+        for ((m, half), want, what) in [
+            (on_a, closed(16, 0), "A"),
+            (on_b, closed(0, 16), "B"),
+            (mixed, closed(8, 8), "A+B"),
+        ] {
+            assert!((m - want).abs() <= half, "{what}: {m} ± {half} vs {want}");
+        }
+        assert!(
+            on_b.0 < mixed.0 && mixed.0 < on_a.0,
+            "B {on_b:?} < A+B {mixed:?} < A {on_a:?}"
+        );
     }
 
     fn algorithmic(alg: Algorithm, shape: LoopShape, o: f64, l: f64) -> CommModel {

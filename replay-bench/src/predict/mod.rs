@@ -6,6 +6,7 @@ pub mod budget;
 pub mod collective;
 pub mod des;
 pub mod order_stats;
+pub mod placement;
 pub mod platform;
 
 use std::io::IsTerminal;
@@ -28,6 +29,7 @@ pub use des::{
     simulate, simulate_engine, simulate_on, BarrierModel, DesConfig, DesOutcome, Engine,
 };
 pub use order_stats::{DelayDistribution, WindowStart};
+pub use placement::{NodeTraceArgs, Placement, Timelines};
 pub use platform::{barrier_stage_from_report, Platform, PlatformFile};
 
 /// Which model predicts.
@@ -52,8 +54,15 @@ pub enum BarrierKind {
 #[derive(Debug, Clone, Args)]
 pub struct PredictArgs {
     /// Trace to replay (.jtr); repeat for several traces in one table and plot.
-    #[arg(long = "trace", required = true, value_name = "FILE")]
+    #[arg(
+        long = "trace",
+        required_unless_present = "node_traces",
+        value_name = "FILE"
+    )]
     pub traces: Vec<PathBuf>,
+    /// The node-trace set: one more row of the table, labelled `nodes(n)`.
+    #[command(flatten)]
+    pub nodes: NodeTraceArgs,
     /// Rank counts: `16..65536` (powers of two from 16) or an increasing list `16,100,1000`.
     #[arg(long, default_value = "16..2048")]
     pub ranks: RankCounts,
@@ -155,7 +164,7 @@ pub struct TraceInput {
     pub label: String,
     /// Description for the report.
     pub info: TraceInfo,
-    /// Plans of streams 0..k.
+    /// Plans of streams 0..k, of each node trace in turn for a set ([`Placement`]).
     pub plans: Vec<Arc<Plan>>,
 }
 
@@ -191,8 +200,23 @@ impl TraceInput {
                 streams: trace.streams.len(),
                 noise_ratio: stats.overall.noise_ratio,
                 detours_per_s: stats.overall.detours_per_s,
+                nodes: Vec::new(),
             },
             plans,
+        })
+    }
+
+    /// One input of a node-trace set (each prepared by [`TraceInput::new`], in node order):
+    /// node group g of ranks replays the (g mod n)-th; labelled `nodes(n)`.
+    pub fn node_set(nodes: Vec<TraceInput>) -> anyhow::Result<Self> {
+        anyhow::ensure!(!nodes.is_empty(), "--node-traces needs at least one trace");
+        let n = nodes.len();
+        let label = placement::set_label(n);
+        let info = TraceInfo::node_set(&label, nodes.iter().map(|t| t.info.clone()).collect());
+        Ok(TraceInput {
+            label,
+            info,
+            plans: nodes.into_iter().flat_map(|t| t.plans).collect(),
         })
     }
 }
@@ -348,28 +372,39 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         l_ns: logp("logp-l-ns", args.logp_l_ns)?,
     }
     .resolved();
-    let mut traces: Vec<TraceInput> = Vec::new();
-    for path in &args.traces {
+    let stem = |path: &PathBuf| {
+        path.file_stem()
+            .map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned())
+    };
+    let load = |path: &PathBuf, label: &str| -> anyhow::Result<TraceInput> {
         let loaded = jitter_trace::read_trace(path)
             .with_context(|| format!("cannot read trace {}", path.display()))?;
         for w in loaded.warnings() {
             eprintln!("warning: {}: {w}", path.display());
         }
-        let stem = path
-            .file_stem()
-            .map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned());
+        TraceInput::new(
+            &loaded.trace,
+            &path.display().to_string(),
+            label,
+            platform.options(),
+            args.ranks_per_node,
+        )
+    };
+    let mut traces: Vec<TraceInput> = Vec::new();
+    for path in &args.traces {
+        let stem = stem(path);
         let label = if traces.iter().any(|t| t.label == stem) {
             format!("{stem}#{}", traces.len() + 1)
         } else {
             stem
         };
-        traces.push(TraceInput::new(
-            &loaded.trace,
-            &path.display().to_string(),
-            &label,
-            platform.options(),
-            args.ranks_per_node,
-        )?);
+        traces.push(load(path, &label)?);
+    }
+    if !args.nodes.node_traces.is_empty() {
+        let nodes = (args.nodes.node_traces.iter())
+            .map(|p| load(p, &stem(p)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        traces.push(TraceInput::node_set(nodes)?);
     }
     let spec = PredictSpec {
         ranks,
@@ -495,17 +530,45 @@ pub fn order_stats_row(
     des: &DesConfig,
     scale: f64,
 ) -> Option<ResultRow> {
+    order_stats_row_mix(trace, &[(a, ranks)], ranks, mode, des, scale)
+}
+
+/// [`order_stats_row`] for ranks on several node traces (one stream each), `parts[t]` = (the
+/// distributions of trace t, how many ranks replay it): `none` takes the maximum over all
+/// ranks' independent delays ([`order_stats::expected_max_mix`]); `phase` the maximum over the
+/// traces present of one window each (each trace resyncs to its own point); the mean compute
+/// delay is the ranks' average. One part is [`order_stats_row`] exactly.
+pub fn order_stats_row_mix(
+    trace: &str,
+    parts: &[(&Analytic, u64)],
+    ranks: u64,
+    mode: SyncMode,
+    des: &DesConfig,
+    scale: f64,
+) -> Option<ResultRow> {
     let q = des.quanta_ns as f64;
     let lat = des.barrier.latency_ns(ranks);
+    type Pick = fn(&Analytic) -> &DelayDistribution;
+    let (after, anywhere): (Pick, Pick) = (|a| &a.after_barrier, |a| &a.anywhere);
+    let mix = |pick: Pick, count: fn(u64) -> f64| {
+        let v: Vec<(&DelayDistribution, f64)> =
+            parts.iter().map(|&(a, n)| (pick(a), count(n))).collect();
+        order_stats::expected_max_mix(&v)
+    };
+    let mean = |pick: Pick| {
+        (parts.iter())
+            .map(|&(a, n)| n as f64 / ranks as f64 * pick(a).mean_ns())
+            .sum::<f64>()
+    };
     let (max_qt, mean_qt, period) = match mode {
         SyncMode::None => (
-            a.after_barrier.expected_max(ranks as f64),
-            a.after_barrier.mean_ns(),
-            a.anywhere.expected_max(ranks as f64),
+            mix(after, |n| n as f64),
+            mean(after),
+            mix(anywhere, |n| n as f64),
         ),
         SyncMode::Phase => {
-            let m = a.anywhere.mean_ns();
-            (m, m, m)
+            let m = mix(anywhere, |n| f64::from(u8::from(n > 0)));
+            (m, mean(anywhere), m)
         }
         SyncMode::Once | SyncMode::Every(_) => return None,
     };
@@ -569,12 +632,19 @@ pub fn predict_on(
                     t.label
                 ));
             } else {
-                let dist = Analytic::from_plan(&t.plans[0], spec.des.quanta_ns)?;
+                // One stream per node: plan t is node trace t (one for a single trace).
+                let dists = (t.plans.iter())
+                    .map(|p| Analytic::from_plan(p, spec.des.quanta_ns))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                let place = Placement::new(1, dists.len())?;
                 for &mode in &spec.modes {
                     let mut any = false;
                     for &n in &spec.ranks {
+                        let parts: Vec<(&Analytic, u64)> = (dists.iter().enumerate())
+                            .map(|(i, d)| (d, place.ranks_on_trace(n, i)))
+                            .collect();
                         if let Some(row) =
-                            order_stats_row(&t.label, &dist, n, mode, &spec.des, scale)
+                            order_stats_row_mix(&t.label, &parts, n, mode, &spec.des, scale)
                         {
                             r.results.push(row);
                             any = true;

@@ -247,6 +247,100 @@ impl DelayDistribution {
     }
 }
 
+impl DelayDistribution {
+    /// F on its piece `k` (between knots k and k+1, where F is linear) at `x`, continued to the
+    /// piece's ends (so the left limit at knot k+1); 1 past the last knot.
+    fn on_piece(&self, k: usize, x: f64) -> f64 {
+        match self.xs.get(k + 1) {
+            None => 1.0,
+            Some(&next) => {
+                let u = ((x - self.xs[k]) / (next - self.xs[k])).clamp(0.0, 1.0);
+                self.f_at[k] + u * (self.f_before_next[k] - self.f_at[k])
+            }
+        }
+    }
+}
+
+/// Relative accuracy of [`expected_max_mix`] on each interval between knots.
+const MIX_TOLERANCE: f64 = 1e-10;
+
+/// E[max of independent delays], `count` of them from each distribution:
+/// ∫ (1 − Π F_t(x)^count_t) dx, ns (counts may be any real ≥ 0). One distribution with a
+/// positive count is [`DelayDistribution::expected_max`] (exact); with several, every F_t is
+/// linear between the union of their knots, and each such interval is integrated by adaptive
+/// Simpson to [`MIX_TOLERANCE`] of its length.
+pub fn expected_max_mix(parts: &[(&DelayDistribution, f64)]) -> f64 {
+    let parts: Vec<(&DelayDistribution, f64)> = (parts.iter().copied())
+        .filter(|&(d, n)| n > 0.0 && !d.xs.is_empty())
+        .collect();
+    match parts.as_slice() {
+        [] => return 0.0,
+        [(d, n)] => return d.expected_max(*n),
+        _ => {}
+    }
+    // Below the largest first knot some F_t is 0: the integrand is 1.
+    let start = parts.iter().map(|(d, _)| d.xs[0]).fold(0.0, f64::max);
+    let mut knots: Vec<f64> = parts
+        .iter()
+        .flat_map(|(d, _)| d.xs.iter().copied())
+        .filter(|&x| x > start)
+        .collect();
+    knots.push(start);
+    knots.sort_by(f64::total_cmp);
+    knots.dedup();
+    let mut sum = start;
+    // Each distribution's piece holding the current interval (a, b), advanced with a.
+    let mut pieces = vec![0usize; parts.len()];
+    for w in knots.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        for ((d, _), k) in parts.iter().zip(pieces.iter_mut()) {
+            while *k + 1 < d.xs.len() && d.xs[*k + 1] <= a {
+                *k += 1;
+            }
+        }
+        let h = |x: f64| {
+            1.0 - parts
+                .iter()
+                .zip(&pieces)
+                .map(|((d, n), &k)| d.on_piece(k, x).powf(*n))
+                .product::<f64>()
+        };
+        sum += adaptive_simpson(&h, a, b, MIX_TOLERANCE * (b - a), 40);
+    }
+    sum
+}
+
+/// ∫ f over [a, b] by adaptive Simpson to absolute error `eps` (at most `depth` halvings).
+fn adaptive_simpson(f: &dyn Fn(f64) -> f64, a: f64, b: f64, eps: f64, depth: u32) -> f64 {
+    fn step(
+        f: &dyn Fn(f64) -> f64,
+        (a, fa): (f64, f64),
+        (m, fm): (f64, f64),
+        (b, fb): (f64, f64),
+        whole: f64,
+        eps: f64,
+        depth: u32,
+    ) -> f64 {
+        let (lm, rm) = (0.5 * (a + m), 0.5 * (m + b));
+        let (flm, frm) = (f(lm), f(rm));
+        let left = (m - a) / 6.0 * (fa + 4.0 * flm + fm);
+        let right = (b - m) / 6.0 * (fm + 4.0 * frm + fb);
+        let delta = left + right - whole;
+        if depth == 0 || delta.abs() <= 15.0 * eps {
+            return left + right + delta / 15.0;
+        }
+        step(f, (a, fa), (lm, flm), (m, fm), left, eps / 2.0, depth - 1)
+            + step(f, (m, fm), (rm, frm), (b, fb), right, eps / 2.0, depth - 1)
+    }
+    if b <= a {
+        return 0.0;
+    }
+    let m = 0.5 * (a + b);
+    let (fa, fm, fb) = (f(a), f(m), f(b));
+    let whole = (b - a) / 6.0 * (fa + 4.0 * fm + fb);
+    step(f, (a, fa), (m, fm), (b, fb), whole, eps, depth)
+}
+
 /// ∫ over a segment of length `dx` of 1 − F^n, F linear from f0 to f1.
 fn segment_integral(f0: f64, f1: f64, dx: f64, n: f64) -> f64 {
     if dx <= 0.0 {
@@ -314,6 +408,45 @@ mod tests {
         // Uniform on (100, 200] from inside the first detour, X = 100 on 950 + 950 ns of gaps.
         assert!((f.cdf(100.0) - f.cdf(99.999) - 1_900.0 / 100_000.0).abs() < 1e-7);
         assert_eq!(f.max_ns(), 200.0);
+    }
+
+    #[test]
+    fn a_mixture_matches_the_closed_form_and_one_part_is_the_exact_maximum() {
+        let (p, q) = (20_000.0, 1_000.0);
+        let periodic = |d: f64| {
+            let inj: Vec<(f64, f64)> = (0..50).map(|i| (i as f64 * p + 77.0, d)).collect();
+            inj
+        };
+        let (ia, ib) = (periodic(300.0), periodic(60.0));
+        for start in [WindowStart::Anywhere, WindowStart::OutsideDetours] {
+            let a = DelayDistribution::from_injections(&ia, 50.0 * p, q, start);
+            let b = DelayDistribution::from_injections(&ib, 50.0 * p, q, start);
+            for n in [1.0, 16.0, 1e3, 1e6] {
+                // One part (or a second with count 0) is the exact single maximum.
+                assert_eq!(expected_max_mix(&[(&a, n)]), a.expected_max(n));
+                assert_eq!(expected_max_mix(&[(&a, n), (&b, 0.0)]), a.expected_max(n));
+                // The same distribution split in two parts: the maximum of all of them.
+                let split = expected_max_mix(&[(&a, n / 2.0), (&a.clone(), n / 2.0)]);
+                let want = a.expected_max(n);
+                assert!(
+                    (split - want).abs() <= 1e-8 * want,
+                    "{start:?} n={n}: {split} vs {want}"
+                );
+            }
+        }
+        // Windows after a barrier (X = d w.p. q/P, else 0): with i on A and j on B,
+        // E[max] = d_A (1 − (1−p)^i) + d_B (1−p)^i (1 − (1−p)^j).
+        let a = DelayDistribution::from_injections(&ia, 50.0 * p, q, WindowStart::OutsideDetours);
+        let b = DelayDistribution::from_injections(&ib, 50.0 * p, q, WindowStart::OutsideDetours);
+        let miss: f64 = 1.0 - q / p;
+        for (i, j) in [(8.0, 8.0), (1.0, 15.0), (500.0, 500.0)] {
+            let want = 300.0 * (1.0 - miss.powf(i)) + 60.0 * miss.powf(i) * (1.0 - miss.powf(j));
+            let got = expected_max_mix(&[(&a, i), (&b, j)]);
+            assert!(
+                (got - want).abs() <= 1e-8 * want,
+                "{i}+{j}: {got} vs {want}"
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,192 @@
+//! Where each rank runs and what it replays: ranks in node groups of k (ranks g·k … g·k+k−1
+//! form node group g), node group g replays node trace g mod n, rank r stream r mod k of it.
+//! One node trace (n = 1) is the single-trace layout: rank r replays stream r mod k.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use jitter_emulator::SyncSchedule;
+
+/// `--node-traces`, the same in `run` and `predict`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct NodeTraceArgs {
+    /// Node traces of a cluster-wide collection (.jtr, one per node; comma separated or several
+    /// after the flag, e.g. `nodes/*.jtr`): node group g of ranks (ranks g·k … g·k+k−1, k =
+    /// --ranks-per-node) replays trace g mod n, rank r stream r mod k of it; every trace needs
+    /// at least k streams.
+    #[arg(long = "node-traces", value_name = "FILE", value_delimiter = ',', num_args = 1..)]
+    pub node_traces: Vec<PathBuf>,
+}
+
+/// The label of a node-trace set of `n` traces in tables and plots.
+pub fn set_label(n: usize) -> String {
+    format!("nodes({n})")
+}
+
+/// The rank → (node trace, stream) mapping of k ranks per node over n node traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    k: u64,
+    n: u64,
+}
+
+impl Placement {
+    /// `k` ranks per node over `plans` plans, k per node trace (trace t's at t·k … t·k+k−1).
+    pub fn new(k: u64, plans: usize) -> anyhow::Result<Self> {
+        anyhow::ensure!(k > 0, "ranks per node must be at least 1");
+        let plans = plans as u64;
+        anyhow::ensure!(
+            plans >= k,
+            "{k} ranks per node need {k} streams, the trace has {plans}"
+        );
+        anyhow::ensure!(
+            plans % k == 0,
+            "{plans} plans are not whole node traces of {k} streams each"
+        );
+        Ok(Placement { k, n: plans / k })
+    }
+
+    /// Ranks per node k.
+    pub fn ranks_per_node(self) -> u64 {
+        self.k
+    }
+
+    /// Node traces n.
+    pub fn node_traces(self) -> usize {
+        self.n as usize
+    }
+
+    /// Node group of `rank` (its ranks share one start offset).
+    #[inline]
+    pub fn node(self, rank: u64) -> u64 {
+        rank / self.k
+    }
+
+    /// Node trace that `rank` replays: its node group mod n.
+    #[inline]
+    pub fn trace(self, rank: u64) -> usize {
+        ((rank / self.k) % self.n) as usize
+    }
+
+    /// Stream of its node trace that `rank` replays: rank mod k.
+    #[inline]
+    pub fn stream(self, rank: u64) -> usize {
+        (rank % self.k) as usize
+    }
+
+    /// Plan index of `rank`: `((rank / k) mod n) · k + rank mod k`.
+    #[inline]
+    pub fn plan(self, rank: u64) -> usize {
+        self.trace(rank) * self.k as usize + self.stream(rank)
+    }
+
+    /// Node trace of plan `plan`.
+    #[inline]
+    pub fn trace_of_plan(self, plan: usize) -> usize {
+        plan / self.k as usize
+    }
+
+    /// How many of ranks `0..ranks` replay node trace `t`.
+    pub fn ranks_on_trace(self, ranks: u64, t: usize) -> u64 {
+        let t = t as u64;
+        let (full, rest) = (ranks / self.k, ranks % self.k);
+        let groups = full / self.n + u64::from(t < full % self.n);
+        groups * self.k + if full % self.n == t { rest } else { 0 }
+    }
+}
+
+/// A placement with the timeline length of each node trace (each has its own window): the
+/// start and resync points every engine draws.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timelines {
+    /// The mapping.
+    pub placement: Placement,
+    /// Period of each node trace's timeline, trace ns.
+    periods: Vec<u64>,
+}
+
+impl Timelines {
+    /// `k` ranks per node over plans of these periods (k per node trace; the streams of one
+    /// trace share its window).
+    pub fn new(k: u64, plan_periods: &[u64]) -> anyhow::Result<Self> {
+        let placement = Placement::new(k, plan_periods.len())?;
+        let periods = plan_periods.iter().step_by(k as usize).copied().collect();
+        Ok(Timelines { placement, periods })
+    }
+
+    /// Period of the timeline plan `plan` runs on, trace ns.
+    #[inline]
+    pub fn period_of_plan(&self, plan: usize) -> u64 {
+        self.periods[self.placement.trace_of_plan(plan)]
+    }
+
+    /// Where `rank`'s replay starts on its timeline under `schedule`.
+    #[inline]
+    pub fn start_offset(&self, schedule: &SyncSchedule, rank: u64) -> u64 {
+        let t = self.placement.trace(rank);
+        schedule.start_offset(self.placement.node(rank), self.periods[t])
+    }
+
+    /// The resync point of each node trace at the start of `phase` into `out` (one per node
+    /// trace); false when the phase does not resync.
+    pub fn resync_points(&self, schedule: &SyncSchedule, phase: u64, out: &mut [u64]) -> bool {
+        for (o, &p) in out.iter_mut().zip(&self.periods) {
+            match schedule.resync_offset(phase, p) {
+                Some(x) => *o = x,
+                None => return false,
+            }
+        }
+        !self.periods.is_empty()
+    }
+
+    /// A buffer for [`Timelines::resync_points`].
+    pub fn points_buffer(&self) -> Vec<u64> {
+        vec![0; self.periods.len()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jitter_emulator::SyncMode;
+
+    #[test]
+    fn node_groups_cycle_over_the_node_traces() {
+        let p = Placement::new(2, 6).unwrap();
+        assert_eq!(p.node_traces(), 3);
+        let plans: Vec<usize> = (0..8).map(|r| p.plan(r)).collect();
+        assert_eq!(plans, vec![0, 1, 2, 3, 4, 5, 0, 1]);
+        assert_eq!((p.node(7), p.trace(7), p.stream(7)), (3, 0, 1));
+        // One node trace: the single-trace layout r mod k.
+        let one = Placement::new(3, 3).unwrap();
+        assert!((0..10).all(|r| one.plan(r) == (r % 3) as usize));
+        assert!(Placement::new(2, 3)
+            .unwrap_err()
+            .to_string()
+            .contains("whole"));
+        assert!(Placement::new(3, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("need 3"));
+    }
+
+    #[test]
+    fn each_node_trace_draws_on_its_own_period() {
+        let t = Timelines::new(1, &[1_000, 50]).unwrap();
+        let s = SyncSchedule {
+            mode: SyncMode::Phase,
+            seed: 7,
+        };
+        let mut out = t.points_buffer();
+        assert!(t.resync_points(&s, 1, &mut out));
+        assert_eq!(
+            out,
+            vec![
+                s.resync_offset(1, 1_000).unwrap(),
+                s.resync_offset(1, 50).unwrap()
+            ]
+        );
+        assert!(!t.resync_points(&s, 0, &mut out));
+        assert_eq!(t.start_offset(&s, 3), s.start_offset(3, 50));
+    }
+}
