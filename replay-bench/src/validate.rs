@@ -388,7 +388,7 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
         .map_or_else(|| stem.clone(), |f| f.to_string_lossy().into_owned());
     println!(
         "replay-bench validate: {file} (q = {}, period {} s per run, seed {}); runs in {}",
-        a.quanta,
+        crate::table::fmt_ns(a.quanta as f64),
         a.period.as_secs_f64(),
         a.seed,
         dir.display()
