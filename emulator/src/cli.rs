@@ -107,11 +107,6 @@ impl ReplayArgs {
         push("min-sleep", o.min_sleep.map(|ns| format!("{ns}ns")));
         v
     }
-
-    /// The timer asked for, else `default`.
-    pub fn timer_or(&self, default: TimerKind) -> TimerKind {
-        self.timer.unwrap_or(default)
-    }
 }
 
 /// Where the emulator's calibration of this host comes from.
@@ -362,7 +357,7 @@ pub fn inject_main() -> Result<()> {
         eprintln!("warning: {w}");
     }
     anyhow::ensure!(
-        a.replay.timer_or(TimerKind::Abstime) == TimerKind::Abstime,
+        a.replay.timer.unwrap_or(TimerKind::Abstime) == TimerKind::Abstime,
         "jitter-inject sleeps until absolute deadlines: --timer itimer is not available"
     );
     let overrides: Overrides = a.replay.overrides.into();

@@ -21,18 +21,7 @@ impl Chart for Density {
 /// Log-density of run-times of each series, on one shared grid.
 fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
     let xs: Vec<Vec<f64>> = series.iter().map(|s| log_runs(s.streams)).collect();
-    let refs: Vec<&[f64]> = xs.iter().map(Vec::as_slice).collect();
-    let grid = Grid::covering(&refs, GRID_POINTS);
-    let step = grid.step();
-    let curves: Vec<Vec<(f64, f64)>> = xs
-        .iter()
-        .map(|x| {
-            let d = density(x, &grid);
-            (0..grid.points)
-                .map(|j| (grid.run_ns(j) / 1e3, d.values[j] * step))
-                .collect()
-        })
-        .collect();
+    let (curves, grid) = density_curves(&xs, |_| 1.0);
     let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-7;
     svg_file(path, SIZE, |root, e| {
@@ -60,6 +49,28 @@ fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceE
 }
 
 /// The highest point of density `curves` (µs, density) and the grid's run-time span in µs.
+/// The density of each sample of log run-times on one shared grid, as (run µs, share per grid
+/// step × `weight(sample)`) points, and the grid.
+pub(super) fn density_curves(
+    xs: &[Vec<f64>],
+    weight: impl Fn(&[f64]) -> f64,
+) -> (Vec<Vec<(f64, f64)>>, Grid) {
+    let refs: Vec<&[f64]> = xs.iter().map(Vec::as_slice).collect();
+    let grid = Grid::covering(&refs, GRID_POINTS);
+    let step = grid.step();
+    let curves = xs
+        .iter()
+        .map(|x| {
+            let w = weight(x);
+            let d = density(x, &grid);
+            (0..grid.points)
+                .map(|j| (grid.run_ns(j) / 1e3, d.values[j] * step * w))
+                .collect()
+        })
+        .collect();
+    (curves, grid)
+}
+
 pub(super) fn peak_and_span(curves: &[Vec<(f64, f64)>], grid: &Grid) -> (f64, f64, f64) {
     let peak = curves
         .iter()

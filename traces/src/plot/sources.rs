@@ -6,10 +6,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::density::peak_and_span;
+use super::density::{density_curves, peak_and_span};
 use super::{chart_on, svg_file, DrawErr, SIZE};
 use crate::attribution::SourceSamples;
-use crate::compare::{density, Grid, GRID_POINTS};
 use crate::error::TraceError;
 
 /// Most sources drawn in the attribution charts; the rest are pooled as `other`.
@@ -170,19 +169,7 @@ pub fn source_density_svg(
     if all == 0 {
         return Err(TraceError::Argument("no detours to chart".into()));
     }
-    let refs: Vec<&[f64]> = xs.iter().map(Vec::as_slice).collect();
-    let grid = Grid::covering(&refs, GRID_POINTS);
-    let step = grid.step();
-    let curves: Vec<Vec<(f64, f64)>> = xs
-        .iter()
-        .map(|x| {
-            let w = x.len() as f64 / all as f64;
-            let d = density(x, &grid);
-            (0..grid.points)
-                .map(|j| (grid.run_ns(j) / 1e3, d.values[j] * step * w))
-                .collect()
-        })
-        .collect();
+    let (curves, grid) = density_curves(&xs, |x| x.len() as f64 / all as f64);
     let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-5;
     let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
