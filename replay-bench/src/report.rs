@@ -243,6 +243,9 @@ pub struct PredictDetails {
     pub timer_error_sd_ns: f64,
     /// Labels of the traces predicted.
     pub traces: Vec<String>,
+    /// The platform-noise trace the traces were replayed on top of (`--platform-noise`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform_noise: Option<String>,
 }
 
 /// The emulator's own cost on one rank or the platform assumed by a prediction.

@@ -64,6 +64,11 @@ pub struct ValidateArgs {
     /// beside the predicted curves.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Record the machine's own noise on the runs' CPUs for this long before the runs
+    /// (`platform.jtr`), and predict the trace on top of it (`predict --platform-noise`); 0s
+    /// predicts on a noise-free machine.
+    #[arg(long, default_value = "10s", value_parser = crate::run::duration_flag)]
+    pub platform_probe: u64,
     /// MPI launcher (`mpirun`, `mpiexec`).
     #[arg(long, default_value = "mpirun")]
     pub mpirun: String,
@@ -130,8 +135,9 @@ pub fn checks(measured: &ResultRow, predicted: &ResultRow, platform_noise: f64) 
     ]
 }
 
-/// The table as text: one line per check and a closing count.
-pub fn render(checks: &[Check]) -> String {
+/// The table as text: one line per check and a closing count, which says whether the
+/// prediction modelled the platform's noise (`background`: its trace) or not.
+pub fn render(checks: &[Check], background: Option<&str>) -> String {
     let mut table = Table::new([
         "ranks",
         "sync",
@@ -166,10 +172,14 @@ pub fn render(checks: &[Check]) -> String {
     }
     let mut s = table.render();
     let n = checks.iter().filter(|c| c.agrees).count();
+    let platform = match background {
+        Some(file) => format!("in the prediction as {file}, recorded before the runs"),
+        None => "not in the prediction".into(),
+    };
     let _ = writeln!(
         s,
         "{n} of {} predictions inside the measured 95 % interval or within {AGREE_PP} pp \
-         (platform: the machine's own noise during the run, not in the prediction)",
+         (platform: the machine's own noise during the run, {platform})",
         checks.len()
     );
     s
@@ -247,6 +257,48 @@ fn launch(
     Ok(())
 }
 
+/// Records the machine's own noise on CPUs `0..cpus` (those `mpirun` binds the runs' ranks
+/// to) for `a.platform_probe` into `dir/platform.jtr`, with the collector's probe as the runs'
+/// ranks would see it; `None` where the prediction cannot take it (a probe of 0 s, S ≠ 1, f < 1
+/// or the itimer: see `predict --platform-noise`), with the reason printed.
+fn probe_platform(a: &ValidateArgs, cpus: u64, dir: &Path) -> anyhow::Result<Option<PathBuf>> {
+    if a.platform_probe == 0 {
+        return Ok(None);
+    }
+    let probe = Duration::from_nanos(a.platform_probe);
+    let setup = a
+        .replay
+        .setup_over(&jitter_emulator::ReplaySetup::default());
+    let timer_error = match setup.cost.timer {
+        jitter_emulator::TimerKind::Abstime => 0.0,
+        jitter_emulator::TimerKind::Itimer => f64::INFINITY,
+    };
+    if let Err(e) = predict::background::check_setup(&setup.plan_options(), timer_error) {
+        eprintln!("validate: the platform's noise is not modelled: {e}");
+        return Ok(None);
+    }
+    let online = jitter_collect::cpuset::online_cpus()?;
+    let ids: Vec<u32> = (online.ids().iter().copied())
+        .take(cpus.max(1) as usize)
+        .collect();
+    let output = dir.join("platform.jtr");
+    eprintln!(
+        "validate: recording the platform's own noise on CPUs {ids:?} for {} s ({})",
+        probe.as_secs_f64(),
+        output.display()
+    );
+    let config = jitter_collect::session::Config {
+        cpus: Some(jitter_collect::cpuset::CpuList::from_ids(ids)),
+        duration: Some(probe),
+        output: output.clone(),
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        verbose: true,
+        ..jitter_collect::session::Config::default()
+    };
+    jitter_collect::session::collect(&config).context("cannot record the platform's noise")?;
+    Ok(Some(output))
+}
+
 /// Loads a run's report; a run that measured no phase (its SDs are then not numbers) is refused
 /// with its stop reason.
 fn load_run(path: &Path, np: u64) -> anyhow::Result<Report> {
@@ -283,6 +335,7 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     // The paired design runs the period twice (baseline and jitter blocks), after the
     // calibration (cached, else about 20 s) and the 1 s noise probe.
+    let background = probe_platform(a, ranks.iter().copied().max().unwrap_or(1), &dir)?;
     let limit = a.period * 3 + Duration::from_secs(120);
     let total = ranks.len() * modes.len();
     let mut measured: Vec<(PathBuf, ResultRow, f64)> = Vec::with_capacity(total);
@@ -364,6 +417,9 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(p) = &calibrate_from {
         flags.extend(["--calibrate-from".into(), p.display().to_string()]);
     }
+    if let Some(p) = &background {
+        flags.extend(["--platform-noise".into(), p.display().to_string()]);
+    }
     flags.extend(a.replay.to_flags());
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let args = PredictArgs::from_flags(&flags).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -393,7 +449,10 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
         a.seed,
         dir.display()
     );
-    print!("{}", render(&all));
+    let bg_name = (background.as_ref())
+        .and_then(|p| p.file_name())
+        .map(|f| f.to_string_lossy().into_owned());
+    print!("{}", render(&all, bg_name.as_deref()));
     if let Some(svg) = &a.plot {
         let rows: Vec<StudyRow> = measured
             .iter()
@@ -485,7 +544,7 @@ mod tests {
     fn the_table_has_a_line_per_check_and_counts_the_agreements() {
         let m = row(3.0, Some(0.5), 3.0, Some(0.2));
         let all: Vec<Check> = checks(&m, &row(3.4, None, 5.0, None), 0.012).into();
-        let t = render(&all);
+        let t = render(&all, None);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 4, "{t}");
         assert!(lines[0].contains("measured (95 %)") && lines[0].contains("predicted"));

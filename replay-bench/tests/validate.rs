@@ -37,6 +37,7 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
         .args(["validate", "--trace"])
         .arg(&trace)
         .args(["--ranks", "1,2", "--period", "2s", "--phases", "1000"])
+        .args(["--platform-probe", "5s"])
         .arg("--dir")
         .arg(&runs)
         .arg("--output")
@@ -79,6 +80,16 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
     assert!(plot.contains("periodic.jtr: measured and predicted"));
     let agree = checks.iter().filter(|c| c.agrees).count();
     assert!(lines[14].starts_with(&format!("{agree} of 12 predictions")));
+    // The platform's own noise was recorded on both CPUs and is in the prediction.
+    let platform = jitter_trace::read_trace(&runs.join("platform.jtr"))
+        .unwrap()
+        .trace;
+    assert_eq!(platform.streams.len(), 2);
+    assert!(
+        lines[14].contains("in the prediction as platform.jtr"),
+        "{}",
+        lines[14]
+    );
     // Each verdict follows from the run's interval (none when a loaded machine ran fewer
     // than two block pairs in the period) and the 1 pp rule.
     for c in &checks {

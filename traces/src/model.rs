@@ -23,6 +23,21 @@ impl Detour {
     }
 }
 
+/// The union of detours given in order of start: overlapping or touching detours become one
+/// spanning both, empty ones are dropped (two noise sources on one CPU lose the union's time).
+pub fn unite(sorted: impl IntoIterator<Item = Detour>) -> Vec<Detour> {
+    let mut out: Vec<Detour> = Vec::new();
+    for d in sorted.into_iter().filter(|d| d.run_ns > 0) {
+        match out.last_mut() {
+            Some(last) if d.start_ns <= last.end_ns() => {
+                last.run_ns = last.end_ns().max(d.end_ns()) - last.start_ns;
+            }
+            _ => out.push(d),
+        }
+    }
+    out
+}
+
 /// A trace record: start time, run-time and the sleep-time to the next detour, in ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct Record {
@@ -277,6 +292,14 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_union_of_detours_counts_overlaps_once() {
+        let d = |start_ns, run_ns| Detour { start_ns, run_ns };
+        let u = unite([d(0, 10), d(5, 10), d(15, 1), d(20, 0), d(30, 5), d(31, 1)]);
+        assert_eq!(u, vec![d(0, 16), d(30, 5)]);
+        assert!(unite([]).is_empty());
+    }
 
     fn d(start_ns: u64, run_ns: u64) -> Detour {
         Detour { start_ns, run_ns }

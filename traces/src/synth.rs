@@ -378,24 +378,14 @@ pub fn stream_detours(spec: &Spec, duration_ns: u64, seed: u64) -> Vec<Detour> {
 
 /// Rounds to ns, cuts at the end, drops empty detours and unites overlapping ones.
 fn unite(raw: &[(f64, f64)], duration_ns: u64) -> Vec<Detour> {
-    let mut out: Vec<Detour> = Vec::with_capacity(raw.len());
-    for &(s, r) in raw {
+    crate::model::unite(raw.iter().map(|&(s, r)| {
         let start = (s.round() as u64).min(duration_ns);
         let end = ((s + r).round() as u64).min(duration_ns);
-        if end <= start {
-            continue;
+        Detour {
+            start_ns: start,
+            run_ns: end.saturating_sub(start),
         }
-        match out.last_mut() {
-            Some(last) if start <= last.end_ns() => {
-                last.run_ns = last.end_ns().max(end) - last.start_ns;
-            }
-            _ => out.push(Detour {
-                start_ns: start,
-                run_ns: end - start,
-            }),
-        }
-    }
-    out
+    }))
 }
 
 /// Builds a trace of `streams` streams (CPUs 0..n) over `[0, duration_ns)` from `spec`.

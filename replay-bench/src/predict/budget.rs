@@ -178,7 +178,12 @@ pub fn estimate(
     let mut index_bytes = Some(0u64);
     let mut indexed_any = false;
     for t in traces {
-        let records: Vec<u64> = t.plans.iter().map(|p| p.records().len() as u64).collect();
+        // A background doubles the work: its baseline is a second simulation (of its plans).
+        let background = t.background.iter().flat_map(|b| &b.plans);
+        let records: Vec<u64> = (t.plans.iter().chain(background))
+            .map(|p| p.records().len() as u64)
+            .collect();
+        let passes = if t.background.is_some() { 2.0 } else { 1.0 };
         for &n in &records {
             plan_bytes = plan_bytes.and_then(|b| b.checked_add(n.checked_mul(record_bytes)?));
         }
@@ -227,7 +232,7 @@ pub fn estimate(
                 };
                 let (lo, hi) = share(n, procs, me);
                 let local = hi - lo;
-                let e = local as f64 * cfg.phases as f64 * per_rank_phase;
+                let e = local as f64 * cfg.phases as f64 * per_rank_phase * passes;
                 events += e;
                 let chunks = local.div_ceil(RANKS_PER_CHUNK).max(1);
                 let workers =

@@ -99,6 +99,22 @@ pub struct DesOutcome {
     pub emulator: EmulatorTotals,
 }
 
+impl DesOutcome {
+    /// This outcome (the trace united with a platform's noise) against `base` (the platform's
+    /// noise alone, same ranks, mode and offsets) as its baseline: the baselines become
+    /// `base`'s measured values, and the emulator counts what the trace added over the
+    /// platform's own, with the injected share of `lap` (the trace plans' counts over a lap).
+    pub fn over_background(&mut self, base: &DesOutcome, lap: &PlanStats) {
+        self.baseline_qt_ns = base.averages.avg_max_qt_ns();
+        self.baseline_qtbt_ns = base.averages.avg_max_qtbt_ns();
+        self.baseline_period_ns = base.mean_period_ns;
+        let (e, b) = (&mut self.emulator, &base.emulator);
+        e.injected = e.injected.saturating_sub(b.injected);
+        e.injected_ns = e.injected_ns.saturating_sub(b.injected_ns);
+        e.injected_share = lap.injected_share();
+    }
+}
+
 /// Bytes the simulation holds per simulated rank (one `RankState`, nothing per phase).
 pub const RANK_STATE_BYTES: usize = std::mem::size_of::<RankState>();
 

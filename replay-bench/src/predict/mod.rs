@@ -2,6 +2,7 @@
 //! executing the same replay plan as the emulator (one plan, two clocks), and the analytic
 //! order-statistics model beside it.
 
+pub mod background;
 pub mod budget;
 pub mod collective;
 pub mod des;
@@ -122,6 +123,11 @@ pub struct PredictArgs {
     /// S, f, the timer and O/L/M in place of the platform's.
     #[command(flatten)]
     pub replay: ReplayArgs,
+    /// The replay machine's own noise (a trace of it, e.g. `jitter-collect` there): predict the
+    /// trace on top of it against it alone, as a real run measures (simulation, S = 1, f = 1,
+    /// abstime).
+    #[arg(long, value_name = "FILE")]
+    pub platform_noise: Option<PathBuf>,
     /// Standard deviation of one timer error for itimer (e.g. 20us)
     /// [default: the platform's, else 20us as on Blue Gene/L, paper 001 §V-C].
     #[arg(long, value_name = "DURATION", value_parser = crate::run::duration_flag)]
@@ -164,8 +170,22 @@ pub struct TraceInput {
     pub label: String,
     /// Description for the report.
     pub info: TraceInfo,
-    /// Plans of streams 0..k, of each node trace in turn for a set ([`Placement`]).
+    /// Plans of streams 0..k, of each node trace in turn for a set ([`Placement`]); with a
+    /// background, the trace united with it ([`background`]).
     pub plans: Vec<Arc<Plan>>,
+    /// The platform's own noise the plans are united with, if any: the baseline's plans.
+    pub background: Option<BackgroundPlans>,
+}
+
+/// The platform noise of a prediction with a background, laid out as [`TraceInput::plans`].
+#[derive(Debug, Clone)]
+pub struct BackgroundPlans {
+    /// The platform-noise trace.
+    pub label: String,
+    /// The platform's streams alone (the baseline), one per united plan.
+    pub plans: Vec<Arc<Plan>>,
+    /// The trace plans' counts over one lap each (drops and merges happen before the union).
+    pub lap: jitter_emulator::PlanStats,
 }
 
 impl TraceInput {
@@ -203,6 +223,7 @@ impl TraceInput {
                 nodes: Vec::new(),
             },
             plans,
+            background: None,
         })
     }
 
@@ -217,6 +238,7 @@ impl TraceInput {
             label,
             info,
             plans: nodes.into_iter().flat_map(|t| t.plans).collect(),
+            background: None,
         })
     }
 }
@@ -406,6 +428,23 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
             .collect::<anyhow::Result<Vec<_>>>()?;
         traces.push(TraceInput::node_set(nodes)?);
     }
+    if let Some(path) = &args.platform_noise {
+        anyhow::ensure!(
+            args.model == Model::Des,
+            "--platform-noise is modelled by the simulation only (--model des)"
+        );
+        background::check_setup(&platform.options(), platform.lateness_sd_ns)?;
+        let loaded = jitter_trace::read_trace(path)
+            .with_context(|| format!("cannot read platform-noise trace {}", path.display()))?;
+        for w in loaded.warnings() {
+            eprintln!("warning: {}: {w}", path.display());
+        }
+        let bg = background::Background::new(&loaded.trace, &stem(path))?;
+        traces = traces
+            .into_iter()
+            .map(|t| t.with_background(&bg))
+            .collect::<anyhow::Result<_>>()?;
+    }
     let spec = PredictSpec {
         ranks,
         modes,
@@ -452,6 +491,9 @@ fn config(traces: &[TraceInput], spec: &PredictSpec) -> Config {
             barrier_stage_ns: spec.des.barrier.stage_ns,
             timer_error_sd_ns: spec.des.drift_sd_ns,
             traces: traces.iter().map(|t| t.label.clone()).collect(),
+            platform_noise: (traces.iter())
+                .find_map(|t| t.background.as_ref())
+                .map(|b| b.label.clone()),
         }),
     }
 }
@@ -663,9 +705,18 @@ pub fn predict_on(
         if let Some(r) = des.as_mut() {
             // Compiled once per trace for every rank count and sync mode.
             let ix = des::indexes(&t.plans, &spec.des, spec.engine);
+            let bg_ix =
+                (t.background.as_ref()).map(|b| des::indexes(&b.plans, &spec.des, spec.engine));
+            if let Some(b) = t.background.as_ref().filter(|b| b.lap.dropped > 0) {
+                r.warnings.push(format!(
+                    "{}: one lap of its plans drops {} detours ({} ns; S·run ≤ O) before the \
+                     union with {}",
+                    t.label, b.lap.dropped, b.lap.dropped_ns, b.label
+                ));
+            }
             for &mode in &spec.modes {
                 for &n in &spec.ranks {
-                    let out = des::simulate_with(
+                    let mut out = des::simulate_with(
                         comm,
                         &t.plans,
                         ix.as_deref(),
@@ -674,6 +725,19 @@ pub fn predict_on(
                         &spec.des,
                         &|_| progress.inc(n),
                     )?;
+                    if let (Some(b), Some(bix)) = (&t.background, &bg_ix) {
+                        // The baseline: the platform's noise alone, the same ranks and offsets.
+                        let base = des::simulate_with(
+                            comm,
+                            &b.plans,
+                            bix.as_deref(),
+                            n,
+                            mode,
+                            &spec.des,
+                            &|_| {},
+                        )?;
+                        out.over_background(&base, &b.lap);
+                    }
                     if out.stopped_by_fraction {
                         progress.inc((spec.des.phases - out.averages.phases).saturating_mul(n));
                         r.warnings.push(format!(
@@ -1006,6 +1070,66 @@ mod tests {
             let e = PredictArgs::from_flags(&v).unwrap_err().to_string();
             assert!(e.contains(why), "{flags:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_trace_over_a_platform_adds_only_what_the_platform_does_not_already_lose() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, spec: &str| {
+            let s: jitter_trace::Spec = spec.parse().unwrap();
+            let t = jitter_trace::synth::synthesize(&s, 2, 4_000_000_000, 1).unwrap();
+            let path = dir.path().join(name);
+            jitter_trace::write_trace(&path, &t).unwrap();
+            path.display().to_string()
+        };
+        let trace = write("t.jtr", "periodic:period=4ms,dur=120us");
+        let same = write("same.jtr", "periodic:period=4ms,dur=120us");
+        let other = write("other.jtr", "periodic:period=4ms,dur=120us,phase=2ms");
+        let sd = |platform: Option<&str>| {
+            let mut flags = vec![
+                "--trace",
+                &trace,
+                "--ranks",
+                "1,2",
+                "--sync",
+                "none,once",
+                "--phases",
+                "500",
+                "--timer",
+                "abstime",
+            ];
+            if let Some(p) = platform {
+                flags.extend(["--platform-noise", p]);
+            }
+            let (traces, spec) = prepare(&PredictArgs::from_flags(&flags).unwrap()).unwrap();
+            let des = predict(&traces, &spec, &ProgressBar::hidden())
+                .unwrap()
+                .des
+                .unwrap();
+            assert_eq!(
+                des.config.predict.unwrap().platform_noise.is_some(),
+                platform.is_some()
+            );
+            des.results
+        };
+        let alone = sd(None);
+        // The platform loses exactly the trace's detours already: the trace adds nothing.
+        for (a, b) in alone.iter().zip(sd(Some(&same))) {
+            assert!(a.sd_qt_pct > 2.0, "{a:?}");
+            assert_eq!((b.sd_qt_pct, b.sd_qtbt_pct), (0.0, 0.0), "{b:?}");
+            assert!(b.baseline_avg_max_qt_ns > 1.02e6, "{b:?}");
+        }
+        // A platform whose detours fall between the trace's: one rank loses both, and the
+        // slowdown against the platform alone is (1 − d/P) / (1 − 2d/P) − 1 = 3.19 % for d/P =
+        // 3 % (the trace alone: 1 / (1 − d/P) − 1 = 3.09 %); within the phases' granularity.
+        for b in sd(Some(&other)).iter().filter(|b| b.ranks == 1) {
+            assert!((b.sd_qt_pct - 3.19).abs() < 0.3, "{b:?}");
+        }
+        let e = prepare(
+            &PredictArgs::from_flags(&["--trace", &trace, "--platform-noise", &same]).unwrap(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--timer abstime"), "{e}");
     }
 
     #[test]
