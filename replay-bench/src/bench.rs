@@ -288,16 +288,20 @@ where
         if spec.blocks.is_some() {
             hook.set_jitter(jitter);
         }
+        // The window opens before the hook: a resync that lands inside a detour injects the
+        // rest of it at once, and that time belongs to the phase (as in the predictor, where a
+        // rank resynced into a detour computes only after it).
+        let t0 = read_counter_ordered();
         hook.before_phase(phase);
         // One compute window per (virtual) rank: qt is the longest, its sum feeds the mean.
         let windows = spec.virtual_ranks.max(1);
         let (mut qt, mut qt_sum) = (0.0f64, 0.0f64);
         let mut first_t1 = 0;
         for v in 0..windows {
+            let t1 = if v == 0 { t0 } else { read_counter_ordered() };
             if windows > 1 {
                 hook.before_window(phase, v);
             }
-            let t1 = read_counter_ordered();
             x = do_work(spec.iterations, x);
             let t2 = read_counter_ordered();
             if v == 0 {

@@ -358,6 +358,71 @@ fn periodic_noise_matches_the_closed_forms(dir: &Path) {
     }
 }
 
+/// A resync that lands inside a detour costs the phase the detour's rest (the d²/2 term of
+/// E[X]): with P = 20 ms, d = 4 ms and q = 1 ms it is 8 of E[X]'s 12 parts, so SD(eq. 3) is
+/// 60 % with it and 20 % without. Checked twice: what the emulator injected per phase (the
+/// plan and the resync points, given the phase's measured length) and the measured SD.
+fn a_resync_into_a_detour_costs_the_phase_its_rest(dir: &Path) {
+    let (p, d, q): (f64, f64, f64) = (20e6, 4e6, 1e6);
+    let trace = dir.join("long.jtr");
+    write_trace(&trace, "periodic:period=20ms,dur=4ms", 1, 60);
+    let out = dir.join("long-phase.json");
+    let csv = dir.join("long-phase.csv");
+    let phases = 2000.0;
+    ok(
+        1,
+        &[
+            "--phases-csv",
+            csv.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+            "--sync",
+            "phase",
+            "--seed",
+            "1",
+            "--phases",
+            "2000",
+            "--noise-probe",
+            "300ms",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    let rep = Report::load(&out).unwrap();
+    let row = &rep.results[0];
+    assert_eq!(row.phases as f64, phases, "{row:?}");
+    // Per phase X is the injected time: mean (w·d + d²/2)/P, second moment (w·d² + d³/3)/P,
+    // for a window of w = q plus the platform's own noise (on a busy machine a phase lasts
+    // longer and meets more detours): the baseline's phase, measured beside it.
+    let w = row.baseline_avg_max_qt_ns;
+    let mean = (w * d + d * d / 2.0) / p;
+    let sd = ((w * d * d + d * d * d / 3.0) / p - mean * mean).sqrt();
+    let injected = row.emulator.injected_ns as f64 / phases;
+    assert!(
+        (injected - mean).abs() <= 4.0 * sd / phases.sqrt(),
+        "injected {injected} ns per phase, expected {mean} ± {}",
+        4.0 * sd / phases.sqrt()
+    );
+    let want = sd_one_rank(p, d, q);
+    let (stat, noise) = floor_pct(&rep, "qt");
+    eprintln!(
+        "resync into long detours: SD eq.3 {:.2} %, closed form {want:.2} % ± {stat:.2} + {noise:.2} \
+         (without the rest: {:.2} %)",
+        row.sd_qt_pct,
+        100.0 * d / p
+    );
+    if quiet_enough(&rep, "rest of a detour at a resync")
+        && speed_stable(&rep, "rest of a detour at a resync")
+        && clean_phases_at_q(&csv, "rest of a detour at a resync")
+    {
+        assert!(
+            (row.sd_qt_pct - want).abs() <= stat + noise,
+            "SD eq.3 {} %, closed form {want} % ± {stat} (stat) + {noise} (platform)",
+            row.sd_qt_pct
+        );
+    }
+}
+
 fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
     // O as the tool will use it: this host's cached (or freshly measured) calibration.
     let clock = jitter_collect::clock::Clock::calibrate(Duration::from_millis(200)).unwrap();
@@ -693,6 +758,7 @@ fn replay_bench_run_under_mpi() {
     bad_input_fails_fast_on_every_rank(dir.path());
     no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir.path());
     periodic_noise_matches_the_closed_forms(dir.path());
+    a_resync_into_a_detour_costs_the_phase_its_rest(dir.path());
     short_detours_are_dropped_at_s1_and_injected_scaled(dir.path());
     compare_sets_reports_side_by_side(dir.path());
     virtual_ranks_take_the_maximum_over_barrier_free_windows(dir.path());

@@ -18,6 +18,7 @@
 //! Every round is two passes over the ranks (the senders, then the receivers), each touching a
 //! rank at most once: O(N) per round and O(N log N) per collective, rayon over chunks of ranks.
 
+use jitter_trace::units::format_ns;
 use rayon::prelude::*;
 
 use crate::comm::Collective;
@@ -123,18 +124,19 @@ impl CommModel {
         };
         match self.algorithm {
             Algorithm::Offloaded => format!(
-                "model: loop {}, {op} offloaded (fixed latency ceil(log2 N) x {stage_ns} ns, \
-                 no noise during communication)",
-                self.shape.name()
+                "model: loop {}, {op} offloaded (fixed latency ceil(log2 N) x {}, no noise \
+                 during communication)",
+                self.shape.name(),
+                format_ns(stage_ns)
             ),
             a => format!(
-                "model: loop {}, {op} by {} in virtual time (LogP o = {} ns, l = {} ns: a round \
-                 costs 2o + l = {} ns without noise; detours delay messages)",
+                "model: loop {}, {op} by {} in virtual time (LogP o = {}, l = {}: a round \
+                 costs 2o + l = {} without noise; detours delay messages)",
                 self.shape.name(),
                 a.name(),
-                self.o_ns,
-                self.l_ns,
-                2.0 * self.o_ns + self.l_ns
+                format_ns(self.o_ns),
+                format_ns(self.l_ns),
+                format_ns(2.0 * self.o_ns + self.l_ns)
             ),
         }
     }
