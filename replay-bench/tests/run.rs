@@ -111,6 +111,36 @@ fn ok(np: u32, args: &[&str]) -> Ran {
     r
 }
 
+/// `run` of `trace` under `sync` with `seed` and `extra` flags, a short noise probe, the
+/// report to `out` and the phases to `csv`; the report.
+fn replay(
+    np: u32,
+    trace: &Path,
+    sync: &str,
+    seed: &str,
+    extra: &[&str],
+    out: &Path,
+    csv: &Path,
+) -> Report {
+    let mut args = vec![
+        "--phases-csv",
+        csv.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--sync",
+        sync,
+        "--seed",
+        seed,
+        "--noise-probe",
+        "300ms",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    ok(np, &args);
+    Report::load(out).unwrap()
+}
+
 fn write_trace(path: &Path, spec: &str, streams: u32, seconds: u64) {
     let spec: Spec = spec.parse().unwrap();
     let t = synthesize(&spec, streams, seconds * 1_000_000_000, 1).unwrap();
@@ -294,30 +324,17 @@ fn periodic_noise_matches_the_closed_forms(dir: &Path) {
     ] {
         let out = dir.join(format!("{sync}-np{np}.json"));
         let csv = dir.join(format!("{sync}-np{np}.csv"));
-        ok(
+        // S = 5: the emulated detours and the phases grow 5×, this machine's own noise does
+        // not, so its share of the measured slowdown shrinks 5× (pitfall 1).
+        let rep = replay(
             np,
-            &[
-                "--phases-csv",
-                csv.to_str().unwrap(),
-                "--trace",
-                trace.to_str().unwrap(),
-                "--sync",
-                sync,
-                "--seed",
-                &seed,
-                // S = 5: the emulated detours and the phases grow 5×, this machine's own
-                // noise does not, so its share of the measured slowdown shrinks 5× (pitfall 1).
-                "--scale",
-                "5",
-                "--phases",
-                "400",
-                "--noise-probe",
-                "300ms",
-                "-o",
-                out.to_str().unwrap(),
-            ],
+            &trace,
+            sync,
+            &seed,
+            &["--scale", "5", "--phases", "400"],
+            &out,
+            &csv,
         );
-        let rep = Report::load(&out).unwrap();
         let row = &rep.results[0];
         assert_eq!(row.ranks, np as u64);
         // 400 phases take about 0.45 s of the 60 s trace; only a machine so busy that a phase
@@ -369,26 +386,7 @@ fn a_resync_into_a_detour_costs_the_phase_its_rest(dir: &Path) {
     let out = dir.join("long-phase.json");
     let csv = dir.join("long-phase.csv");
     let phases = 2000.0;
-    ok(
-        1,
-        &[
-            "--phases-csv",
-            csv.to_str().unwrap(),
-            "--trace",
-            trace.to_str().unwrap(),
-            "--sync",
-            "phase",
-            "--seed",
-            "1",
-            "--phases",
-            "2000",
-            "--noise-probe",
-            "300ms",
-            "-o",
-            out.to_str().unwrap(),
-        ],
-    );
-    let rep = Report::load(&out).unwrap();
+    let rep = replay(1, &trace, "phase", "1", &["--phases", "2000"], &out, &csv);
     let row = &rep.results[0];
     assert_eq!(row.phases as f64, phases, "{row:?}");
     // Per phase X is the injected time: mean (w·d + d²/2)/P, second moment (w·d² + d³/3)/P,
