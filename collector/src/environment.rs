@@ -3,6 +3,10 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::time::Instant;
+
+use jitter_trace::steal::Steal;
+use nix::unistd::{sysconf, SysconfVar};
 
 /// Static facts about the machine, read once at collection start.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -70,10 +74,7 @@ pub fn machine() -> Machine {
         "counter".into(),
         crate::clock::CounterSource::current().name().into(),
     );
-    let virt = if cpuinfo
-        .lines()
-        .any(|l| l.starts_with("flags") && l.contains(" hypervisor"))
-    {
+    let virt = if runs_under_hypervisor(&cpuinfo) {
         "hypervisor"
     } else {
         "none detected"
@@ -86,6 +87,23 @@ pub fn machine() -> Machine {
         cpu_model,
         environment: env,
     }
+}
+
+/// Whether `/proc/cpuinfo` text shows the `hypervisor` flag (a virtual machine).
+pub fn runs_under_hypervisor(cpuinfo: &str) -> bool {
+    cpuinfo
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .is_some_and(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+}
+
+/// USER_HZ, the unit of `/proc/stat`'s times (`None` where sysconf does not say).
+pub fn user_hz() -> Option<u64> {
+    sysconf(SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .and_then(|hz| u64::try_from(hz).ok())
+        .filter(|&hz| hz > 0)
 }
 
 /// The value of `key=...` on a kernel command line (`Some("")` for a bare flag).
@@ -136,6 +154,8 @@ pub struct IrqSnapshot {
     pub softirqs: BTreeMap<String, Vec<u64>>,
     /// `/proc/stat` steal time per CPU, in USER_HZ ticks.
     pub steal: BTreeMap<u32, u64>,
+    /// When the files were read (`None`: not read, as in tests).
+    pub taken: Option<Instant>,
 }
 
 /// Parses a `/proc/interrupts`- or `/proc/softirqs`-style table into name → per-CPU counts.
@@ -192,11 +212,36 @@ impl IrqSnapshot {
             interrupts: parse_per_cpu_table(&read("/proc/interrupts")),
             softirqs: parse_per_cpu_table(&read("/proc/softirqs")),
             steal: parse_steal(&read("/proc/stat")),
+            taken: Some(Instant::now()),
         }
     }
 
+    /// The steal time of each of `cpus` between `self` and `later` that both snapshots have,
+    /// in ticks of 1 s / USER_HZ (none where USER_HZ is unknown).
+    pub fn steal_of(&self, later: &IrqSnapshot, cpus: &[u32]) -> BTreeMap<u32, Steal> {
+        let Some(tick_ns) = user_hz().map(|hz| 1_000_000_000 / hz) else {
+            return BTreeMap::new();
+        };
+        cpus.iter()
+            .filter_map(|&cpu| Some((cpu, self.steal_since(later, cpu, tick_ns)?)))
+            .collect()
+    }
+
+    /// The steal time of `cpu` between `self` and `later`, ticks of `tick_ns` (`None` when a
+    /// snapshot lacks the CPU or its time).
+    pub fn steal_since(&self, later: &IrqSnapshot, cpu: u32, tick_ns: u64) -> Option<Steal> {
+        let (before, after) = (self.steal.get(&cpu)?, later.steal.get(&cpu)?);
+        let window = later.taken?.checked_duration_since(self.taken?)?;
+        Some(Steal {
+            ticks: after.saturating_sub(*before),
+            tick_ns,
+            window_ns: u64::try_from(window.as_nanos()).unwrap_or(u64::MAX),
+        })
+    }
+
     /// Per-CPU deltas `later − self` for `cpus`, as notes: one JSON object per key
-    /// (`interrupts`, `softirqs`, `steal_ticks`), each `{cpu: {name: delta}}` without zero entries.
+    /// (`interrupts`, `softirqs`: `{cpu: {name: delta}}` without zero entries; `steal_ticks`:
+    /// `{cpu: ticks}`), and `user_hz`, the ticks per second (when sysconf says).
     pub fn delta_notes(&self, later: &IrqSnapshot, cpus: &[u32]) -> BTreeMap<String, String> {
         let table = |a: &BTreeMap<String, Vec<u64>>, b: &BTreeMap<String, Vec<u64>>| {
             let mut per_cpu = serde_json::Map::new();
@@ -235,6 +280,9 @@ impl IrqSnapshot {
             "steal_ticks".into(),
             serde_json::Value::Object(steal).to_string(),
         );
+        if let Some(hz) = user_hz() {
+            notes.insert("user_hz".into(), hz.to_string());
+        }
         notes
     }
 
@@ -303,11 +351,54 @@ ERR:          0
     }
 
     #[test]
+    fn steal_between_two_snapshots_is_their_delta_over_their_interval() {
+        let t0 = Instant::now();
+        let at = |ticks: &[(u32, u64)], after: std::time::Duration| IrqSnapshot {
+            steal: ticks.iter().copied().collect(),
+            taken: Some(t0 + after),
+            ..Default::default()
+        };
+        let before = at(&[(0, 40), (1, 7)], std::time::Duration::ZERO);
+        let after = at(&[(0, 43), (1, 7)], std::time::Duration::from_millis(2_500));
+        let s = before.steal_since(&after, 0, 10_000_000).unwrap();
+        assert_eq!(
+            (s.ticks, s.tick_ns, s.window_ns),
+            (3, 10_000_000, 2_500_000_000)
+        );
+        assert_eq!(s.ns(), 30_000_000);
+        assert_eq!(before.steal_since(&after, 1, 10_000_000).unwrap().ticks, 0);
+        // A CPU missing from a snapshot, or a snapshot without its time: not recorded.
+        assert_eq!(before.steal_since(&after, 2, 10_000_000), None);
+        let untimed = IrqSnapshot {
+            taken: None,
+            ..after.clone()
+        };
+        assert_eq!(before.steal_since(&untimed, 0, 10_000_000), None);
+        // An empty /proc/stat gives no steal at all.
+        let empty = IrqSnapshot {
+            steal: parse_steal(""),
+            ..after
+        };
+        assert_eq!(before.steal_since(&empty, 0, 10_000_000), None);
+    }
+
+    #[test]
+    fn the_hypervisor_flag_is_read_from_the_flags_line_only() {
+        assert!(runs_under_hypervisor(
+            "model name\t: AMD EPYC\nflags\t\t: fpu tsc hypervisor lahf_lm\n"
+        ));
+        assert!(!runs_under_hypervisor("flags\t\t: fpu tsc lahf_lm\n"));
+        assert!(!runs_under_hypervisor("model name\t: hypervisor\n"));
+    }
+
+    #[test]
     fn reads_this_machine() {
         let m = machine();
         assert!(!m.kernel_release.is_empty());
         assert!(m.environment.contains_key("clocksource"));
         let snap = IrqSnapshot::take();
         assert!(!snap.interrupts.is_empty());
+        // Linux's USER_HZ is 100 on every architecture this project builds for.
+        assert_eq!(user_hz(), Some(100));
     }
 }

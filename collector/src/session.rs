@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use jitter_trace::attribution::{self, Attribution, CpuAttribution};
 use jitter_trace::output::StreamingOutput;
 use jitter_trace::sanity::Observation;
+use jitter_trace::steal::Steal;
 use jitter_trace::{Epilogue, Header, StreamSummary};
 use serde::Serialize;
 
@@ -562,7 +563,7 @@ struct Session<'c> {
     csv_out: Option<StreamingOutput>,
     /// The tracefs instance of `--attribute`; removed on drop.
     instance: Option<Instance>,
-    /// Interrupt counts before the probes started.
+    /// Interrupt counts and steal time just before the probes are released.
     irq_before: IrqSnapshot,
     /// SIGINT/SIGTERM handlers setting `stop`; removed on drop.
     signals: SignalGuard,
@@ -639,7 +640,6 @@ impl<'c> Prepared<'c> {
         warnings.extend(tsc_warning());
         let clock = choose_clock(config.khz, &mut warnings)?;
         let machine = environment::machine();
-        let irq_before = IrqSnapshot::take();
 
         let (producers, consumers) = (0..cpus.len()).map(|_| ring(config.ring_capacity)).unzip();
         let memory_lock = if config.lock_memory {
@@ -671,7 +671,7 @@ impl<'c> Prepared<'c> {
                 ftq_csv,
                 csv_out,
                 instance,
-                irq_before,
+                irq_before: IrqSnapshot::default(),
                 signals,
                 _memory_lock: memory_lock,
             },
@@ -761,6 +761,9 @@ impl<'c> Prepared<'c> {
             Ok(h) => h,
             Err(e) => return Err(release_to_abort(&shared, probes, e)),
         };
+        // Read just before the release: the deltas (interrupts, steal) cover the probes'
+        // window, not the counter's profiling.
+        session.irq_before = IrqSnapshot::take();
         shared.barrier.wait(); // B: go
                                // From here on the outputs hold collected data: kept whatever happens.
         session.out_file.keep();
@@ -1206,6 +1209,10 @@ impl Drained<'_> {
         let (rows, summaries) = self.rows();
         let implausible = self.judge(&rows);
         let notes = self.notes(&implausible, stopped_by)?;
+        let steal = self
+            .session
+            .irq_before
+            .steal_of(&self.irq_after, self.session.cpus.ids());
         let Drained {
             session,
             started,
@@ -1250,6 +1257,7 @@ impl Drained<'_> {
                     &clock,
                     started.origin,
                     &started.header,
+                    &steal,
                     &mut warnings,
                 )
                 .with_context(|| {
@@ -1424,13 +1432,15 @@ impl Drained<'_> {
 }
 
 /// Reads the instance's buffers (then removes it), attributes the detours of the finished
-/// trace, writes `<trace>.attr.json` and returns its per-source report.
+/// trace, writes `<trace>.attr.json` (with each CPU's `steal` over the run) and returns its
+/// per-source report.
 fn attribute_trace(
     inst: Instance,
     output: &Path,
     clock: &Clock,
     origin: u64,
     header: &Header,
+    steal: &BTreeMap<u32, Steal>,
     warnings: &mut Vec<String>,
 ) -> Result<(PathBuf, attribution::Report)> {
     let cpus: Vec<u32> = header.stream_cpus.clone();
@@ -1492,22 +1502,18 @@ fn attribute_trace(
             events_lost: lost,
             entries_checked: checked,
             entries_outside: outside,
+            steal: steal.get(&stream.cpu).copied(),
             detours: attribute::attribute(&stream.records, &tl),
         });
     }
-    let hypervisor = std::fs::read_to_string("/proc/cpuinfo")
-        .map(|c| {
-            c.lines()
-                .find(|l| l.starts_with("flags"))
-                .is_some_and(|l| l.split_whitespace().any(|f| f == "hypervisor"))
-        })
-        .unwrap_or(false);
-    if hypervisor {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if environment::runs_under_hypervisor(&cpuinfo) {
         result.notes.insert(
             "hypervisor".into(),
-            "this machine is a virtual machine: VM exits, the host's own interrupts and \
-             preemption of the vCPU take time the guest kernel never traces; most unattributed \
-             time is the hypervisor's"
+            "this machine is a virtual machine: time the hypervisor takes (VM exits, the host's \
+             interrupts, preemption of the vCPU) is never traced by the guest kernel and shows \
+             as unattributed; steal, where the host reports it, is only the time the vCPU waited \
+             for a host CPU: the steal comparison above measures that part, not the exits"
                 .into(),
         );
     }

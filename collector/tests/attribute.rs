@@ -242,6 +242,103 @@ fn two_daemons_10ms_and_10_5ms_are_two_sources_with_their_periods_and_their_comb
     assert!(!both.is_empty(), "no detour holds task:d1 and task:d2");
 }
 
+/// Per-CPU steal ticks of `/proc/stat` (the 8th value of each `cpuN` line), read by the test
+/// itself.
+fn steal_ticks(cpu: u32) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let line = stat
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&format!("cpu{cpu}")))
+        .unwrap_or_else(|| panic!("no cpu{cpu} line in /proc/stat"));
+    line.split_whitespace().nth(8).unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_report_sets_the_unattributed_time_beside_the_steal_time_of_the_same_run() {
+    let Some(_g) = fit_and_alone() else {
+        return;
+    };
+    let cpu = *cpuset::select(None).unwrap().ids().last().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.jtr");
+    let (before, began) = (steal_ticks(cpu), Instant::now());
+    let o = collect_attributing(cpu, &out);
+    let (after, lifetime) = (steal_ticks(cpu), began.elapsed());
+    assert!(
+        o.status.success(),
+        "collector failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let report = &summary["attribution"];
+    let rows = report["steal"].as_array().expect("a steal comparison");
+    assert_eq!(rows.len(), 1, "one CPU, no sum row: {rows:#?}");
+    let row = &rows[0];
+    eprintln!("steal on CPU {cpu}: {row}");
+    assert_eq!(row["cpu"], cpu);
+    // The unattributed time is part of the noise, and of the observation.
+    let unattributed = row["unattributed_ns"].as_u64().unwrap();
+    let noise = report["noise_ns"].as_u64().unwrap();
+    assert!(unattributed <= noise, "{unattributed} > noise {noise}");
+    let explained = report["explained"].as_f64().unwrap();
+    let expected = noise as f64 * (1.0 - explained);
+    assert!(
+        (unattributed as f64 - expected).abs() <= 1.0 + 1e-9 * noise as f64,
+        "unattributed {unattributed} ns, noise × (1 − explained) = {expected} ns"
+    );
+    let share = row["unattributed_share"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&share), "{share}");
+    // Steal: recorded on Linux, in ticks of 1 s / USER_HZ, within what the test saw around the
+    // whole process, over a window inside the process's lifetime.
+    let ticks = row["steal_ticks"].as_u64().expect("steal recorded");
+    assert_eq!(row["tick_ns"], 10_000_000, "USER_HZ 100");
+    assert_eq!(row["steal_ns"].as_u64(), Some(ticks * 10_000_000));
+    assert!(
+        ticks <= after - before,
+        "the collector counted {ticks} ticks, /proc/stat moved {} around it",
+        after - before
+    );
+    let steal_share = row["steal_share"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&steal_share), "{steal_share}");
+    let a = Attribution::read(&sidecar_path(&out)).unwrap();
+    let steal = a.cpus[0].steal.expect("the sidecar keeps the steal");
+    assert_eq!(steal.ticks, ticks);
+    assert!(
+        steal.window_ns > 0 && steal.window_ns < lifetime.as_nanos() as u64,
+        "snapshots {} ns apart, the process lived {lifetime:?}",
+        steal.window_ns
+    );
+    let window = a.cpus[0].end_ns - a.cpus[0].begin_ns;
+    assert!(
+        steal.window_ns >= window,
+        "snapshots {} ns apart, around the probe's window of {window} ns",
+        steal.window_ns
+    );
+    // The verdict is the one its numbers give, and the text report says it.
+    let kind = row["verdict"]["kind"].as_str().unwrap();
+    let expected = serde_json::to_value(jitter_trace::steal::verdict(
+        unattributed,
+        ticks,
+        10_000_000,
+        1,
+    ))
+    .unwrap();
+    assert_eq!(row["verdict"], expected);
+    let text = jitter_trace::attribution::render(&jitter_trace::attribution::report(&a));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("#   {cpu} ")))
+        .unwrap_or_else(|| panic!("no steal row for CPU {cpu}: {text}"));
+    let said = match kind {
+        "unresolved" => "cannot resolve",
+        "at_most" => "steal is at most",
+        "share" => "of the unattributed time (",
+        "exceeds" => "steal exceeds the unattributed time",
+        other => panic!("verdict {other}"),
+    };
+    assert!(line.contains(said), "{line}");
+}
+
 /// The kernel's tick rate when its tick is periodic on a busy CPU (no `nohz_full`), from the
 /// kernel's own configuration (`zcat /proc/config.gz`); otherwise why not.
 fn periodic_tick_hz() -> Result<u64, String> {

@@ -79,6 +79,8 @@ fn three_seconds_on_every_cpu_give_a_valid_consistent_trace() {
         let v: serde_json::Value = serde_json::from_str(&t.notes[key]).unwrap();
         assert!(v.is_object(), "{key}");
     }
+    // The unit of `steal_ticks`: USER_HZ, 100 on Linux.
+    assert_eq!(t.notes["user_hz"], "100");
     // Writer windows: drains on a 100 ms grid (late wake-ups skip slots, never add any), plus
     // the final one when the probes have stopped.
     let w = &t.self_windows;

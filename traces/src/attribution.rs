@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
 use crate::periodogram::{periods, Occurrences, Period};
+use crate::steal::{self, Steal};
 use crate::table::{Align, Table};
 
 /// The sidecar's own format version.
@@ -77,6 +78,10 @@ pub struct CpuAttribution {
     /// or the probe missed the interruption.
     #[serde(default)]
     pub entries_outside: u64,
+    /// Steal time the kernel accounted to this CPU over the collection (`None`: not recorded,
+    /// e.g. a sidecar written before it was).
+    #[serde(default)]
+    pub steal: Option<Steal>,
     /// The detours in trace order.
     pub detours: Vec<AttributedDetour>,
 }
@@ -306,6 +311,9 @@ pub struct Report {
     /// The combinations with the most detour time, largest first (at most
     /// `TOP_COMBINATIONS`).
     pub combinations: Vec<CombinationRow>,
+    /// Unattributed time beside steal time per CPU, then all CPUs together (empty: not
+    /// compared, as in a bucket's report).
+    pub steal: Vec<steal::Comparison>,
     /// Notes carried from the sidecar.
     pub notes: BTreeMap<String, String>,
 }
@@ -440,6 +448,7 @@ pub fn report_in(a: &Attribution, mode: Mode) -> Report {
         entries_outside: a.cpus.iter().map(|c| c.entries_outside).sum(),
         rows,
         combinations,
+        steal: steal::comparisons(a),
         notes: a.notes.clone(),
     }
 }
@@ -528,6 +537,7 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(out, "#   {line}");
         }
     }
+    out.push_str(&steal::render(&r.steal));
     for (k, v) in &r.notes {
         let _ = writeln!(out, "# {k}: {v}");
     }
@@ -536,6 +546,7 @@ pub fn render(r: &Report) -> String {
 
 /// The detours with run-times in `[lo_ns, hi_ns)` only ("who fills this bucket": their report
 /// gives the bucket's sources and shares; rates stay per second of the whole observation).
+/// Steal is counted for the whole run, not per bucket: clear the bucket's `Report::steal`.
 pub fn within_runs(a: &Attribution, lo_ns: u64, hi_ns: u64) -> Attribution {
     let mut out = a.clone();
     for c in &mut out.cpus {
@@ -1135,5 +1146,28 @@ mod tests {
             .contains("version 99"));
         std::fs::write(&p, b"{").unwrap();
         assert!(Attribution::read(&p).is_err());
+    }
+
+    #[test]
+    fn a_sidecar_written_before_steal_was_recorded_reads_as_not_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.jtr.attr.json");
+        let a = Attribution {
+            version: ATTRIBUTION_VERSION,
+            cpus: vec![CpuAttribution {
+                cpu: 2,
+                end_ns: 1_000_000_000,
+                ..CpuAttribution::default()
+            }],
+            ..Attribution::default()
+        };
+        let mut v = serde_json::to_value(&a).unwrap();
+        let cpu = v["cpus"][0].as_object_mut().unwrap();
+        assert!(cpu.remove("steal").is_some());
+        std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+        let back = Attribution::read(&p).unwrap();
+        assert_eq!(back.cpus[0].steal, None);
+        let text = render(&report(&back));
+        assert!(text.contains("# steal: steal time not recorded"), "{text}");
     }
 }

@@ -14,6 +14,7 @@ pub mod periodogram;
 pub mod plot;
 pub mod sanity;
 pub mod stats;
+pub mod steal;
 pub mod summary;
 pub mod synth;
 pub mod table;

@@ -641,7 +641,11 @@ impl AttributionArgs {
             }
             a = within_runs(&a, lo.round() as u64, hi.round() as u64);
         }
-        let report = report_in(&a, mode);
+        let mut report = report_in(&a, mode);
+        if bucket.is_some() {
+            // Steal is counted for the whole run: nothing to compare a bucket's detours with.
+            report.steal.clear();
+        }
         if let Some(p) = &csv {
             write_output_bytes(p, attribution_csv(&report).as_bytes())?;
         }

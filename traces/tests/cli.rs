@@ -393,6 +393,7 @@ fn diff_and_modes_and_charts_of_attributed_runs() {
     use jitter_trace::attribution::{
         sidecar_path, AttributedDetour, Attribution, CpuAttribution, Part, ATTRIBUTION_VERSION,
     };
+    use jitter_trace::steal::Steal;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let a = synth(d, "a.jtr");
@@ -441,6 +442,12 @@ fn diff_and_modes_and_charts_of_attributed_runs() {
                 begin_ns: 0,
                 end_ns: 2_000_000_000,
                 detours,
+                // b recorded 1 steal tick; a is a sidecar from before steal was recorded.
+                steal: daemon.then_some(Steal {
+                    ticks: 1,
+                    tick_ns: 10_000_000,
+                    window_ns: 2_001_000_000,
+                }),
                 ..CpuAttribution::default()
             }],
             ..Attribution::default()
@@ -484,6 +491,29 @@ fn diff_and_modes_and_charts_of_attributed_runs() {
     assert_eq!(row["count"], 160);
     let p = row["periods"][0]["period_ns"].as_f64().unwrap();
     assert!((p - 10e6).abs() < 10e6 * 0.05, "{row}");
+    // Steal beside the unattributed time: 700 detours × 500 ns = 0.35 ms against 1 tick
+    // (± 2) of 10 ms cannot be resolved; a's sidecar has no steal.
+    let steal = &v["steal"][0];
+    assert_eq!(
+        (&steal["cpu"], &steal["unattributed_ns"], &steal["steal_ns"]),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!(350_000),
+            &serde_json::json!(10_000_000)
+        ),
+        "{steal}"
+    );
+    assert_eq!(steal["verdict"]["kind"], "unresolved", "{steal}");
+    let o = run(d, &["attribution", "b.jtr"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("cannot resolve: steal is counted in whole ticks of 10 ms"),
+        "{text}"
+    );
+    let o = run(d, &["attribution", "a.jtr"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("# steal: steal time not recorded"), "{text}");
     // Charts.
     let o = run(
         d,
@@ -517,6 +547,8 @@ fn diff_and_modes_and_charts_of_attributed_runs() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["detours"], 200, "{v}");
+    // Steal is the whole run's: a bucket's report compares none.
+    assert_eq!(v["steal"], serde_json::json!([]), "{v}");
     let csv = std::fs::read_to_string(d.join("t.csv")).unwrap();
     assert_eq!(csv.lines().count(), 4, "{csv}"); // header, task:d1, timer, unattributed
     assert!(csv.lines().nth(1).unwrap().starts_with("task:d1,"), "{csv}");
