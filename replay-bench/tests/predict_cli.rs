@@ -98,6 +98,13 @@ fn bad_input_gives_one_clear_error() {
     let bad = bad_platform.display().to_string();
     let missing = vec![dir.path().join("missing.jtr")];
     let one = vec![t.clone()];
+    // 60 % of the time in detours: the CPU ran other work.
+    let busy = vec![write_trace(
+        dir.path(),
+        "busy.jtr",
+        "periodic:period=10ms,dur=6ms",
+    )];
+    let platform_noise = t.display().to_string();
     // Refused by the parser (typed once) or by the prediction, each with one clear line.
     let cases: Vec<(&[PathBuf], Vec<&str>, &str)> = vec![
         (&one, vec!["--ranks", "0"], "at least 1"),
@@ -112,6 +119,17 @@ fn bad_input_gives_one_clear_error() {
         (&one, vec!["--quanta", "1 fortnight"], "--quanta"),
         (&one, vec!["--ranks-per-node", "3"], "has 2 streams"),
         (&missing, vec![], "cannot read trace"),
+        (&busy, vec![], "--force predicts anyway"),
+        (
+            &one,
+            vec!["--platform-noise", &platform_noise, "--model", "des"],
+            "--platform-noise needs --timer abstime",
+        ),
+        (
+            &one,
+            vec!["--platform-noise", &platform_noise, "--timer", "abstime"],
+            "--platform-noise is modelled by the simulation only",
+        ),
         (&one, vec!["--scale", "0"], "scale must be"),
         (
             &one,

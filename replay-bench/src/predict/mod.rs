@@ -144,7 +144,8 @@ pub struct PredictArgs {
     /// Write the slowdown plot (SVG).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
-    /// Run even when the estimate exceeds 30 min or half of the available memory.
+    /// Run even when the estimate exceeds 30 min or half of the available memory, or when a
+    /// trace's CPUs were busy with other work for more than half of the time.
     #[arg(long)]
     pub force: bool,
 }
@@ -341,6 +342,24 @@ impl std::str::FromStr for PlatformChoice {
     }
 }
 
+/// Refuses a trace whose CPUs spent more than half their time in detours
+/// ([`jitter_trace::sanity::BUSY_NOISE_RATIO`]): it recorded other work, not the operating
+/// system's jitter, and its prediction would be that work's slowdown; `force` predicts anyway.
+fn refuse_busy(trace: &Trace, path: &Path, force: bool) -> anyhow::Result<()> {
+    if force {
+        return Ok(());
+    }
+    let busy = (trace.streams.iter()).find_map(|s| jitter_trace::sanity::observe(trace, s).busy());
+    match busy {
+        Some(why) => anyhow::bail!(
+            "trace {}: {why}; a prediction from it would be that work's slowdown (--force \
+             predicts anyway)",
+            path.display()
+        ),
+        None => Ok(()),
+    }
+}
+
 /// Resolves the command line into traces and a spec (reads every file; simulates nothing).
 pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSpec)> {
     let ranks = args.ranks.0.clone();
@@ -404,6 +423,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         for w in loaded.warnings() {
             eprintln!("warning: {}: {w}", path.display());
         }
+        refuse_busy(&loaded.trace, path, args.force)?;
         TraceInput::new(
             &loaded.trace,
             &path.display().to_string(),
