@@ -617,6 +617,11 @@ trait ReplayEngine: Clocks {
     fn committed(&self) -> PlanStats;
     /// What the rank's current segment injected and its share of the stream replayed by `now`.
     fn totals_of(&self, r: &Self::Rank, at: usize, now: u64) -> (PlanStats, f64);
+    /// Starts loading what `compute(r, at, None, start, work)` will read (work 0: what a
+    /// barrier search at `start` reads, near the rank's next entry), without waiting (a hint,
+    /// a few ranks ahead; no effect on any answer).
+    #[inline]
+    fn prefetch(&self, _r: &Self::Rank, _at: usize, _start: u64, _work: u64) {}
 }
 
 /// [`Clocks`] of an engine: its own questions, `at` found by `locate`.
@@ -865,6 +870,10 @@ impl ReplayEngine for IdxClocks<'_> {
         let x = &self.ix[si];
         (r.rep.stats(x, &self.seg(si, r)), r.rep.progress_at(x, now))
     }
+    #[inline]
+    fn prefetch(&self, r: &IdxRank, si: usize, start: u64, work: u64) {
+        r.rep.prefetch_compute(&self.ix[si], start, work);
+    }
 }
 
 /// Ranks without noise: the baseline of an algorithmic collective.
@@ -897,6 +906,44 @@ impl ReplayEngine for Quiet {
     }
     fn totals_of(&self, _: &(), _: usize, _: u64) -> (PlanStats, f64) {
         (PlanStats::default(), 0.0)
+    }
+}
+
+/// How many states ahead of its search the offloaded loop prefetches a rank's index lines:
+/// enough that several ranks' misses are in flight at once, few enough that the lines are
+/// still cached when their search comes.
+const PREFETCH_AHEAD: usize = 8;
+
+/// The start and work of a rank's coming search, from its state (a prefetch hint).
+type SearchHint<'a, R> = dyn Fn(&R) -> (u64, u64) + 'a;
+
+/// Visits the states of one chunk (its first state is `g0`) in order, each with where it sits
+/// (`body(state, at)`), after asking the engine to prefetch for the state [`PREFETCH_AHEAD`]
+/// on what its coming search reads (`hint(state)`: that search's start and work; `None`: no
+/// prefetch), so that the cache misses of several ranks' searches overlap.
+fn visit_chunk<E: ReplayEngine>(
+    e: &E,
+    sts: &mut [E::Rank],
+    g0: usize,
+    hint: Option<&SearchHint<'_, E::Rank>>,
+    mut body: impl FnMut(&mut E::Rank, usize),
+) {
+    let mut at = e.locate(g0);
+    let mut at_ahead = at;
+    let ask = |j: usize, at_ahead: &mut usize, sts: &[E::Rank]| {
+        if let (Some(hint), Some(s)) = (hint, sts.get(j)) {
+            *at_ahead = e.step(*at_ahead, g0 + j);
+            let (start, work) = hint(s);
+            e.prefetch(s, *at_ahead, start, work);
+        }
+    };
+    for j in 0..PREFETCH_AHEAD {
+        ask(j, &mut at_ahead, sts);
+    }
+    for i in 0..sts.len() {
+        ask(i + PREFETCH_AHEAD, &mut at_ahead, sts);
+        at = e.step(at, g0 + i);
+        body(&mut sts[i], at);
     }
 }
 
@@ -935,16 +982,15 @@ where
                 .enumerate()
                 .map(|(c, sts)| {
                     let mut acc = Pass::default();
-                    let g0 = c * chunk;
-                    let mut at = e.locate(g0);
-                    for (i, s) in sts.iter_mut().enumerate() {
-                        at = e.step(at, g0 + i);
+                    // The barrier search: its answer is near the rank's next entry.
+                    let hint = |_: &E::Rank| (b, 0);
+                    visit_chunk(e, sts, c * chunk, Some(&hint), |s, at| {
                         let exit = e.leave(s, at, b);
                         acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns());
                         acc.over_limit |= exit >= E::limit_at(s);
                         acc.max_end = acc.max_end.max(exit);
                         s.set_start(exit);
-                    }
+                    });
                     acc
                 })
                 .reduce(Pass::default, Pass::join),
@@ -963,10 +1009,13 @@ where
             .map(|(c, sts)| {
                 let mut acc = Pass::default();
                 let mut left = PlanStats::default();
-                let g0 = c * chunk;
-                let mut at = e.locate(g0);
-                for (i, s) in sts.iter_mut().enumerate() {
-                    at = e.step(at, g0 + i);
+                // Where the phase does not resync, a rank starts about at `top`, or at its
+                // last exit.
+                let hint = |s: &E::Rank| (top.unwrap_or(s.start_ns()), q);
+                let hint = new_ref
+                    .is_none()
+                    .then_some(&hint as &dyn Fn(&E::Rank) -> (u64, u64));
+                visit_chunk(e, sts, c * chunk, hint, |s, at| {
                     let start = match top {
                         Some(t) => e.leave(s, at, t),
                         None => s.start_ns(),
@@ -979,7 +1028,7 @@ where
                     acc.max_end = acc.max_end.max(end);
                     acc.max_qt = acc.max_qt.max(end - start);
                     acc.sum_qt += end - start;
-                }
+                });
                 (acc, left)
             })
             .reduce(
