@@ -1680,14 +1680,20 @@ impl IndexedReplay {
     /// Asks the memory system, without waiting, for the index lines that
     /// [`IndexedReplay::compute_fast`]`(ix, start, q)` reads first when it jumps to its guessed
     /// entry (a window expected to pass many injections): called a few ranks ahead of the
-    /// search, the cache misses of several ranks overlap instead of queueing. Changes nothing;
-    /// reads the rank's next entry, which its last search has just read.
+    /// search, the cache misses of several ranks overlap instead of queueing. `q` = 0: the line
+    /// of the next entry, which a barrier search reads first. Changes nothing; reads the rank's
+    /// next entry, which its last search has just read.
     #[inline]
     pub fn prefetch_compute(&self, ix: &PlanIndex, start: u64, q: u64) {
         let Some(i0) = self.fast_start(ix) else {
             return;
         };
         let v = &ix.fast[..];
+        if q == 0 {
+            // A barrier search: its answer is near the next entry.
+            prefetch(&v[i0]);
+            return;
+        }
         let t = (start + q + self.p).saturating_sub(self.r0 + v[i0].cs());
         let ahead = t.saturating_sub(v[i0].key) as f64 / ix.key_step.max(1.0);
         let g = i0.saturating_add(ahead as usize).min(v.len() - 1);
