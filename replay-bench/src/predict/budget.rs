@@ -2,7 +2,8 @@
 //!
 //! The simulation's work is counted in *events*: each simulated rank costs one event per phase
 //! (its two passes), plus one per detour it walks in that phase (the trace's detour density ×
-//! the phase's duration) and [`RESYNC_EVENTS`] per resync. One event costs [`NS_PER_EVENT`] on
+//! the phase's duration; without resyncs, the slowest rank's phase: [`SLOWEST_RANK_FACTOR`])
+//! and [`RESYNC_EVENTS`] per resync. One event costs [`NS_PER_EVENT`] on
 //! one core (measured, docs/BENCHMARKS.md `### Cost estimate`). Memory is one
 //! [`des::RANK_STATE_BYTES`] per simulated rank of the largest rank count, plus the plans'
 //! records. The indexed engine's fast path (S = 1, no timer errors) searches instead of
@@ -19,12 +20,19 @@ use jitter_trace::Record;
 
 use super::collective::{self, Algorithm};
 use super::des::{self, share};
+use super::order_stats::{DelayDistribution, WindowStart};
 #[cfg(test)]
 use super::CommModel;
-use super::{Model, PredictSpec, TraceInput};
+use super::{DesConfig, Model, PredictSpec, TraceInput};
 
 /// Cost of one event on one core, ns (measured on the project VM, with margin).
 pub const NS_PER_EVENT: f64 = 100.0;
+/// Without resyncs, a phase of N ranks lasts q + L + this × the expected largest delay of N
+/// compute windows (order statistics): the slowest rank's window, then the detours that hold
+/// ranks at the two barriers. Measured on the collected AMD trace of docs/BENCHMARKS.md, sync
+/// none, 2048 ranks: the period's excess (SD by eq. 2, 1702 %) is 2.2 × the compute window's
+/// (eq. 3, 785 %); 2 with the margin of [`NS_PER_EVENT`].
+pub const SLOWEST_RANK_FACTOR: f64 = 2.0;
 /// Events a resync adds to its rank's phase (a binary search over the records).
 pub const RESYNC_EVENTS: f64 = 2.0;
 /// Indexed engine's fast path (S = 1, no timer errors): cost of one event on one core, ns,
@@ -151,6 +159,27 @@ pub fn collective_events(comm: &collective::CommModel, n: u64) -> f64 {
     3.0 * per_phase * collective::round_count(comm.resolved().algorithm, n) as f64
 }
 
+/// The delay distribution of a compute window of `quanta_ns` in the first stream of `t` (its
+/// node trace's first for a set) and that stream's scale S; `None` where it cannot be built.
+fn slowest_window(t: &TraceInput, quanta_ns: u64) -> Option<(DelayDistribution, f64)> {
+    let plan = t.plans.first()?;
+    let d = DelayDistribution::from_plan(plan, quanta_ns, WindowStart::OutsideDetours).ok()?;
+    Some((d, plan.options().scale))
+}
+
+/// How long a phase of `n` ranks lasts, unscaled ns: q + L stretched by the mean noise
+/// (`busy`, the noise ratio), or, where the ranks replay independent offsets (`windows`: one
+/// compute window's delay distribution and S), q + L + [`SLOWEST_RANK_FACTOR`] × the
+/// expected largest delay of n windows, whichever is longer.
+fn phase_ns(cfg: &DesConfig, n: u64, busy: f64, windows: Option<&(DelayDistribution, f64)>) -> f64 {
+    let work = cfg.quanta_ns as f64 + cfg.barrier.latency_ns(n);
+    let mean = work / (1.0 - busy);
+    match windows {
+        Some((d, scale)) => mean.max(work + SLOWEST_RANK_FACTOR * d.expected_max(n as f64) / scale),
+        None => mean,
+    }
+}
+
 /// Estimates process `me` of `procs`'s part of `spec` over `traces` with `threads` workers.
 pub fn estimate(
     traces: &[TraceInput],
@@ -201,6 +230,11 @@ pub fn estimate(
             / t.plans.len().max(1) as f64;
         let busy = t.info.noise_ratio.clamp(0.0, 0.9);
         let indexed = fast(t);
+        // Without resyncs (sync none) the ranks replay independent offsets, and a phase lasts
+        // as long as its slowest rank: the walk's detours per phase follow that, not the mean.
+        let windows = (!indexed && run_des && spec.modes.contains(&SyncMode::None))
+            .then(|| slowest_window(t, cfg.quanta_ns))
+            .flatten();
         if indexed {
             indexed_any = true;
             // The indexes of the streams the nodes replay (k per node trace) live for the
@@ -213,7 +247,12 @@ pub fn estimate(
         for &mode in &spec.modes {
             for &n in &spec.ranks {
                 // A phase lasts q + L stretched by the noise; its detours are walked by every rank.
-                let phase_ns = (cfg.quanta_ns as f64 + cfg.barrier.latency_ns(n)) / (1.0 - busy);
+                let phase_ns = phase_ns(
+                    cfg,
+                    n,
+                    busy,
+                    windows.as_ref().filter(|_| mode == SyncMode::None),
+                );
                 let resync =
                     RESYNC_EVENTS * resyncs_per_phase(mode) + collective_events(&cfg.comm, n);
                 let (per_rank_phase, ns_per_event) = if indexed {
@@ -355,7 +394,13 @@ mod tests {
     #[test]
     fn work_grows_linearly_in_ranks_and_phases() {
         let t = [input()];
-        let e = |r: u64, p: u64| estimate(&t, &spec(vec![r], p), 1, 0, 1).events;
+        // Ranks that resync to one point (without resyncs the slowest of more ranks lasts
+        // longer: `without_resyncs_the_walk_is_estimated_over_the_slowest_rank_s_phase`).
+        let aligned = |r: u64, p: u64| PredictSpec {
+            modes: vec![SyncMode::Once],
+            ..spec(vec![r], p)
+        };
+        let e = |r: u64, p: u64| estimate(&t, &aligned(r, p), 1, 0, 1).events;
         let base = e(1000, 100);
         // ≈ 1 event per rank-phase plus ≈ 1 detour per ms phase (1000/s).
         assert!(
@@ -365,7 +410,7 @@ mod tests {
         assert!((e(4000, 100) / base - 4.0).abs() < 1e-9);
         assert!((e(1000, 300) / base - 3.0).abs() < 1e-9);
         // Single-threaded time is proportional to the work as well.
-        let s = |r: u64| estimate(&t, &spec(vec![r], 100), 1, 0, 1).seconds;
+        let s = |r: u64| estimate(&t, &aligned(r, 100), 1, 0, 1).seconds;
         assert!((s(4000) / s(1000) - 4.0).abs() < 1e-9);
     }
 
@@ -474,6 +519,44 @@ mod tests {
         let mut drifting = indexed.clone();
         drifting.des.drift_sd_ns = 20_000.0;
         assert_eq!(estimate(&t, &drifting, 1, 0, 1), w);
+    }
+
+    #[test]
+    fn without_resyncs_the_walk_is_estimated_over_the_slowest_rank_s_phase() {
+        // Short detours, and rare long ones that the slowest of many ranks meets every phase.
+        let trace = synthesize(
+            &"poisson:rate=1000/s,dur=5us+poisson:rate=5/s,dur=2ms"
+                .parse()
+                .unwrap(),
+            1,
+            2_000_000_000,
+            1,
+        )
+        .unwrap();
+        let t = [TraceInput::new(&trace, "t.jtr", "t", PlanOptions::ideal(), 1).unwrap()];
+        let (n, phases) = (4096u64, 100u64);
+        let none = spec(vec![n], phases);
+        let once = PredictSpec {
+            modes: vec![SyncMode::Once],
+            ..none.clone()
+        };
+        let plan = &t[0].plans[0];
+        let density = plan.records().len() as f64 / plan.period_ns() as f64;
+        let d = DelayDistribution::from_plan(plan, 1_000_000, WindowStart::OutsideDetours).unwrap();
+        let slowest = d.expected_max(n as f64);
+        assert!(
+            slowest > 1e6,
+            "the slowest window meets a long detour: {slowest}"
+        );
+        let rank_phases = (n * phases) as f64;
+        let want = rank_phases * (1.0 + density * (1e6 + SLOWEST_RANK_FACTOR * slowest));
+        let got = estimate(&t, &none, 1, 0, 1).events;
+        assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
+        // Ranks resynchronised to one point (sync once) share their windows: the mean stretch.
+        let busy = t[0].info.noise_ratio;
+        let want = rank_phases * (1.0 + density * 1e6 / (1.0 - busy));
+        let got = estimate(&t, &once, 1, 0, 1).events;
+        assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
     }
 
     #[test]
