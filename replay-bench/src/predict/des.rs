@@ -914,18 +914,15 @@ impl ReplayEngine for Quiet {
 /// still cached when their search comes.
 const PREFETCH_AHEAD: usize = 8;
 
-/// The start and work of a rank's coming search, from its state (a prefetch hint).
-type SearchHint<'a, R> = dyn Fn(&R) -> (u64, u64) + 'a;
-
 /// Visits the states of one chunk (its first state is `g0`) in order, each with where it sits
 /// (`body(state, at)`), after asking the engine to prefetch for the state [`PREFETCH_AHEAD`]
 /// on what its coming search reads (`hint(state)`: that search's start and work; `None`: no
 /// prefetch), so that the cache misses of several ranks' searches overlap.
-fn visit_chunk<E: ReplayEngine>(
+fn visit_chunk<E: ReplayEngine, H: Fn(&E::Rank) -> (u64, u64)>(
     e: &E,
     sts: &mut [E::Rank],
     g0: usize,
-    hint: Option<&SearchHint<'_, E::Rank>>,
+    hint: Option<&H>,
     mut body: impl FnMut(&mut E::Rank, usize),
 ) {
     let mut at = e.locate(g0);
@@ -1012,9 +1009,7 @@ where
                 // Where the phase does not resync, a rank starts about at `top`, or at its
                 // last exit.
                 let hint = |s: &E::Rank| (top.unwrap_or(s.start_ns()), q);
-                let hint = new_ref
-                    .is_none()
-                    .then_some(&hint as &dyn Fn(&E::Rank) -> (u64, u64));
+                let hint = new_ref.is_none().then_some(&hint);
                 visit_chunk(e, sts, c * chunk, hint, |s, at| {
                     let start = match top {
                         Some(t) => e.leave(s, at, t),
