@@ -20,18 +20,16 @@ use jitter_trace::Record;
 
 use super::collective::{self, Algorithm};
 use super::des::{self, share};
-use super::order_stats::{DelayDistribution, WindowStart};
 #[cfg(test)]
 use super::CommModel;
 use super::{DesConfig, Model, PredictSpec, TraceInput};
 
 /// Cost of one event on one core, ns (measured on the project VM, with margin).
 pub const NS_PER_EVENT: f64 = 100.0;
-/// Without resyncs, a phase of N ranks lasts q + L + this × the expected largest delay of N
-/// compute windows (order statistics): the slowest rank's window, then the detours that hold
-/// ranks at the two barriers. Measured on the collected AMD trace of docs/BENCHMARKS.md, sync
-/// none, 2048 ranks: the period's excess (SD by eq. 2, 1702 %) is 2.2 × the compute window's
-/// (eq. 3, 785 %); 2 with the margin of [`NS_PER_EVENT`].
+/// Without resyncs, a phase of N ranks lasts at least its mean stretch plus this × the longest
+/// detour the N ranks meet in one phase: in the slowest rank's window, then holding ranks at
+/// the two barriers. Measured on the collected AMD trace of docs/BENCHMARKS.md (sync none,
+/// `### One offloaded loop, …`).
 pub const SLOWEST_RANK_FACTOR: f64 = 2.0;
 /// Events a resync adds to its rank's phase (a binary search over the records).
 pub const RESYNC_EVENTS: f64 = 2.0;
@@ -159,24 +157,37 @@ pub fn collective_events(comm: &collective::CommModel, n: u64) -> f64 {
     3.0 * per_phase * collective::round_count(comm.resolved().algorithm, n) as f64
 }
 
-/// The delay distribution of a compute window of `quanta_ns` in the first stream of `t` (its
-/// node trace's first for a set) and that stream's scale S; `None` where it cannot be built.
-fn slowest_window(t: &TraceInput, quanta_ns: u64) -> Option<(DelayDistribution, f64)> {
-    let plan = t.plans.first()?;
-    let d = DelayDistribution::from_plan(plan, quanta_ns, WindowStart::OutsideDetours).ok()?;
-    Some((d, plan.options().scale))
+/// The longest detours of the first stream of `t` (its node trace's first for a set),
+/// longest first: the `most` longest, or all.
+fn longest_detours(t: &TraceInput, most: usize) -> Vec<u64> {
+    let Some(plan) = t.plans.first() else {
+        return Vec::new();
+    };
+    let mut runs: Vec<u64> = plan.records().iter().map(|r| r.run_ns).collect();
+    let k = most.min(runs.len());
+    if k > 0 && k < runs.len() {
+        runs.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
+        runs.truncate(k);
+    }
+    runs.sort_unstable_by(|a, b| b.cmp(a));
+    runs
 }
 
 /// How long a phase of `n` ranks lasts, unscaled ns: q + L stretched by the mean noise
-/// (`busy`, the noise ratio), or, where the ranks replay independent offsets (`windows`: one
-/// compute window's delay distribution and S), q + L + [`SLOWEST_RANK_FACTOR`] × the
-/// expected largest delay of n windows, whichever is longer.
-fn phase_ns(cfg: &DesConfig, n: u64, busy: f64, windows: Option<&(DelayDistribution, f64)>) -> f64 {
+/// (`busy`, the noise ratio); where the ranks replay independent offsets (`longest`: the
+/// stream's longest detours, longest first, its record count, and the detours one rank meets
+/// per phase), that plus [`SLOWEST_RANK_FACTOR`] × the longest detour the n ranks meet in one
+/// phase (the largest of n · met draws: the one of rank ⌈records / (n · met)⌉ from the top).
+fn phase_ns(cfg: &DesConfig, n: u64, busy: f64, longest: Option<(&[u64], u64, f64)>) -> f64 {
     let work = cfg.quanta_ns as f64 + cfg.barrier.latency_ns(n);
     let mean = work / (1.0 - busy);
-    match windows {
-        Some((d, scale)) => mean.max(work + SLOWEST_RANK_FACTOR * d.expected_max(n as f64) / scale),
-        None => mean,
+    match longest {
+        Some((top, records, met)) if !top.is_empty() => {
+            let draws = (n as f64 * met).max(1.0);
+            let rank = ((records as f64 / draws).ceil() as usize).clamp(1, top.len());
+            mean + SLOWEST_RANK_FACTOR * top[rank - 1] as f64
+        }
+        _ => mean,
     }
 }
 
@@ -232,9 +243,18 @@ pub fn estimate(
         let indexed = fast(t);
         // Without resyncs (sync none) the ranks replay independent offsets, and a phase lasts
         // as long as its slowest rank: the walk's detours per phase follow that, not the mean.
-        let windows = (!indexed && run_des && spec.modes.contains(&SyncMode::None))
-            .then(|| slowest_window(t, cfg.quanta_ns))
-            .flatten();
+        // The largest of the fewest draws (the smallest rank count) is the deepest needed.
+        let records0 = t.plans.first().map_or(0, |p| p.records().len() as u64);
+        let met = density * cfg.quanta_ns as f64 / (1.0 - busy);
+        let fewest = spec.ranks.iter().min().copied().unwrap_or(1) as f64;
+        let longest = if !indexed && run_des && spec.modes.contains(&SyncMode::None) {
+            longest_detours(
+                t,
+                (records0 as f64 / (fewest * met).max(1.0)).ceil() as usize,
+            )
+        } else {
+            Vec::new()
+        };
         if indexed {
             indexed_any = true;
             // The indexes of the streams the nodes replay (k per node trace) live for the
@@ -251,7 +271,7 @@ pub fn estimate(
                     cfg,
                     n,
                     busy,
-                    windows.as_ref().filter(|_| mode == SyncMode::None),
+                    (mode == SyncMode::None).then_some((longest.as_slice(), records0, met)),
                 );
                 let resync =
                     RESYNC_EVENTS * resyncs_per_phase(mode) + collective_events(&cfg.comm, n);
@@ -541,20 +561,34 @@ mod tests {
             ..none.clone()
         };
         let plan = &t[0].plans[0];
-        let density = plan.records().len() as f64 / plan.period_ns() as f64;
-        let d = DelayDistribution::from_plan(plan, 1_000_000, WindowStart::OutsideDetours).unwrap();
-        let slowest = d.expected_max(n as f64);
-        assert!(
-            slowest > 1e6,
-            "the slowest window meets a long detour: {slowest}"
-        );
+        let records = plan.records().len();
+        let density = records as f64 / plan.period_ns() as f64;
+        let busy = t[0].info.noise_ratio;
+        let mean = 1e6 / (1.0 - busy);
+        let mut runs: Vec<u64> = plan.records().iter().map(|r| r.run_ns).collect();
+        runs.sort_unstable_by(|a, b| b.cmp(a));
+        // The longest of the n · (density · mean) detours the ranks meet in one phase.
+        let longest_met = |n: u64| {
+            let draws = n as f64 * density * mean;
+            runs[(records as f64 / draws).ceil() as usize - 1] as f64
+        };
         let rank_phases = (n * phases) as f64;
-        let want = rank_phases * (1.0 + density * (1e6 + SLOWEST_RANK_FACTOR * slowest));
+        let want = rank_phases * (1.0 + density * (mean + SLOWEST_RANK_FACTOR * longest_met(n)));
+        assert!(
+            longest_met(n) >= 2e6,
+            "4096 ranks meet a long detour every phase"
+        );
         let got = estimate(&t, &none, 1, 0, 1).events;
         assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
+        // 16 ranks meet ≈ 16 detours per phase: the longest of them is a short one.
+        let few = spec(vec![16], phases);
+        assert!(longest_met(16) < 1e5);
+        let want =
+            (16 * phases) as f64 * (1.0 + density * (mean + SLOWEST_RANK_FACTOR * longest_met(16)));
+        let got = estimate(&t, &few, 1, 0, 1).events;
+        assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
         // Ranks resynchronised to one point (sync once) share their windows: the mean stretch.
-        let busy = t[0].info.noise_ratio;
-        let want = rank_phases * (1.0 + density * 1e6 / (1.0 - busy));
+        let want = rank_phases * (1.0 + density * mean);
         let got = estimate(&t, &once, 1, 0, 1).events;
         assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
     }
