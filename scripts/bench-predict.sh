@@ -30,7 +30,8 @@ if [ "${1:-}" = "--cachegrind" ]; then
     count() { # binary phases -> "instructions D1-misses LL-misses"
         timeout 1800 valgrind --tool=cachegrind --cache-sim=yes --LL=4194304,16,64 \
             --cachegrind-out-file=/dev/null "$1" predict --engine indexed --timer abstime \
-            --model des --force --trace "$tmp/dense6.jtr" --ranks 2048 --phases "$2" --sync none \
+            --model des --collective offloaded --force --trace "$tmp/dense6.jtr" --ranks 2048 \
+            --phases "$2" --sync none \
             --threads 1 -o /dev/null 2>&1 \
             | awk '/I *refs:/ {gsub(",", "", $4); i=$4} /D1  misses:/ {gsub(",", "", $4); d=$4}
                    /LLd misses:/ {gsub(",", "", $4); l=$4} END {print i, d, l}'

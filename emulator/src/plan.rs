@@ -1421,6 +1421,32 @@ impl PlanIndex {
     }
 }
 
+/// Entries per block of [`first_at_least`]'s near search.
+const FIRST_BLOCK: usize = 8;
+/// Entries ahead from which [`first_at_least`] starts at the guess instead of the blocks.
+const FIRST_NEAR: usize = 4 * FIRST_BLOCK;
+/// Entries between the lines [`IndexedReplay::prefetch_compute`] asks for (a 64-byte line
+/// holds 4 entries of 16 bytes, so 8 skips one line: the first probes of a gallop from the
+/// guess land within it).
+const PREFETCH_REACH: usize = 8;
+
+/// Starts loading the cache line of `e` without waiting for it (a hint: it never faults and
+/// changes no value); nothing where no prefetch instruction is available.
+#[inline(always)]
+fn prefetch<T>(e: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint that never faults (any address is allowed, and `e` is a
+    // valid reference); it reads and writes nothing the program can observe. (Safe to call
+    // from Rust 1.87; the workspace's MSRV is 1.85.)
+    #[allow(unused_unsafe)]
+    unsafe {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((e as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = e;
+}
+
 /// First index `i ≥ lo` of `v` with `key(v[i]) ≥ t` (`key` non-decreasing), else `v.len()`.
 /// Near answers (expected within `guess` entries, the usual case) take blocks of 8 entries,
 /// each with one branch and a branch-free search inside; far ones (dense noise, long
@@ -1434,8 +1460,8 @@ fn first_at_least(
     guess: usize,
     key: impl Fn(&FastEntry) -> u64 + Copy,
 ) -> usize {
-    const W: usize = 8;
-    const NEAR: usize = 4 * W;
+    const W: usize = FIRST_BLOCK;
+    const NEAR: usize = FIRST_NEAR;
     let above = |i: u64| key(&v[i as usize]) >= t;
     if guess >= NEAR {
         let g = lo.saturating_add(guess).min(v.len().saturating_sub(1));
@@ -1649,6 +1675,45 @@ impl IndexedReplay {
         }
         self.next += (i - i0) as u64;
         Some(end0 + v[i].cs() - base)
+    }
+
+    /// Asks the memory system, without waiting, for the index lines that
+    /// [`IndexedReplay::compute_fast`]`(ix, start, q)` reads first when it jumps to its guessed
+    /// entry (a window expected to pass many injections): called a few ranks ahead of the
+    /// search, the cache misses of several ranks overlap instead of queueing. `q` = 0: the line
+    /// of the next entry, which a barrier search reads first. Changes nothing; reads the rank's
+    /// next entry, which its last search has just read.
+    #[inline]
+    pub fn prefetch_compute(&self, ix: &PlanIndex, start: u64, q: u64) {
+        let Some(i0) = self.fast_start(ix) else {
+            return;
+        };
+        let v = &ix.fast[..];
+        if q == 0 {
+            // A barrier search: its answer is near the next entry.
+            prefetch(&v[i0]);
+            return;
+        }
+        let t = (start + q + self.p).saturating_sub(self.r0 + v[i0].cs());
+        let ahead = t.saturating_sub(v[i0].key) as f64 / ix.key_step.max(1.0);
+        let g = i0.saturating_add(ahead as usize).min(v.len() - 1);
+        if (ahead as usize) < FIRST_NEAR {
+            // The blocks from i0: the line of the expected answer.
+            prefetch(&v[g]);
+            return;
+        }
+        // The guessed line and one on each side: galloping from the guess reads them first.
+        for i in [
+            g.saturating_sub(2 * PREFETCH_REACH),
+            g.saturating_sub(PREFETCH_REACH),
+            g,
+            g + PREFETCH_REACH,
+            g + 2 * PREFETCH_REACH,
+        ] {
+            if let Some(e) = v.get(i) {
+                prefetch(e);
+            }
+        }
     }
 
     /// [`IndexedReplay::leave_barrier`] where [`IndexedReplay::compute_fast`] applies: one

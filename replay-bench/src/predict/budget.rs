@@ -2,7 +2,8 @@
 //!
 //! The simulation's work is counted in *events*: each simulated rank costs one event per phase
 //! (its two passes), plus one per detour it walks in that phase (the trace's detour density ×
-//! the phase's duration) and [`RESYNC_EVENTS`] per resync. One event costs [`NS_PER_EVENT`] on
+//! the phase's duration; without resyncs, the slowest rank's phase: [`SLOWEST_RANK_FACTOR`])
+//! and [`RESYNC_EVENTS`] per resync. One event costs [`NS_PER_EVENT`] on
 //! one core (measured, docs/BENCHMARKS.md `### Cost estimate`). Memory is one
 //! [`des::RANK_STATE_BYTES`] per simulated rank of the largest rank count, plus the plans'
 //! records. The indexed engine's fast path (S = 1, no timer errors) searches instead of
@@ -21,10 +22,15 @@ use super::collective::{self, Algorithm};
 use super::des::{self, share};
 #[cfg(test)]
 use super::CommModel;
-use super::{Model, PredictSpec, TraceInput};
+use super::{DesConfig, Model, PredictSpec, TraceInput};
 
 /// Cost of one event on one core, ns (measured on the project VM, with margin).
 pub const NS_PER_EVENT: f64 = 100.0;
+/// Without resyncs, a phase of N ranks lasts at least its mean stretch plus this × the longest
+/// detour the N ranks meet in one phase: in the slowest rank's window, then holding ranks at
+/// the two barriers. Measured on the collected AMD trace of docs/BENCHMARKS.md (sync none,
+/// `### One offloaded loop, …`).
+pub const SLOWEST_RANK_FACTOR: f64 = 2.0;
 /// Events a resync adds to its rank's phase (a binary search over the records).
 pub const RESYNC_EVENTS: f64 = 2.0;
 /// Indexed engine's fast path (S = 1, no timer errors): cost of one event on one core, ns,
@@ -151,6 +157,40 @@ pub fn collective_events(comm: &collective::CommModel, n: u64) -> f64 {
     3.0 * per_phase * collective::round_count(comm.resolved().algorithm, n) as f64
 }
 
+/// The longest detours of the first stream of `t` (its node trace's first for a set),
+/// longest first: the `most` longest, or all.
+fn longest_detours(t: &TraceInput, most: usize) -> Vec<u64> {
+    let Some(plan) = t.plans.first() else {
+        return Vec::new();
+    };
+    let mut runs: Vec<u64> = plan.records().iter().map(|r| r.run_ns).collect();
+    let k = most.min(runs.len());
+    if k > 0 && k < runs.len() {
+        runs.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
+        runs.truncate(k);
+    }
+    runs.sort_unstable_by(|a, b| b.cmp(a));
+    runs
+}
+
+/// How long a phase of `n` ranks lasts, unscaled ns: q + L stretched by the mean noise
+/// (`busy`, the noise ratio); where the ranks replay independent offsets (`longest`: the
+/// stream's longest detours, longest first, its record count, and the detours one rank meets
+/// per phase), that plus [`SLOWEST_RANK_FACTOR`] × the longest detour the n ranks meet in one
+/// phase (the largest of n · met draws: the one of rank ⌈records / (n · met)⌉ from the top).
+fn phase_ns(cfg: &DesConfig, n: u64, busy: f64, longest: Option<(&[u64], u64, f64)>) -> f64 {
+    let work = cfg.quanta_ns as f64 + cfg.barrier.latency_ns(n);
+    let mean = work / (1.0 - busy);
+    match longest {
+        Some((top, records, met)) if !top.is_empty() => {
+            let draws = (n as f64 * met).max(1.0);
+            let rank = ((records as f64 / draws).ceil() as usize).clamp(1, top.len());
+            mean + SLOWEST_RANK_FACTOR * top[rank - 1] as f64
+        }
+        _ => mean,
+    }
+}
+
 /// Estimates process `me` of `procs`'s part of `spec` over `traces` with `threads` workers.
 pub fn estimate(
     traces: &[TraceInput],
@@ -206,6 +246,20 @@ pub fn estimate(
             / t.plans.len().max(1) as f64;
         let busy = t.info.noise_ratio.clamp(0.0, 0.9);
         let indexed = fast(t);
+        // Without resyncs (sync none) the ranks replay independent offsets, and a phase lasts
+        // as long as its slowest rank: the walk's detours per phase follow that, not the mean.
+        // The largest of the fewest draws (the smallest rank count) is the deepest needed.
+        let records0 = t.plans.first().map_or(0, |p| p.records().len() as u64);
+        let met = density * cfg.quanta_ns as f64 / (1.0 - busy);
+        let fewest = spec.ranks.iter().min().copied().unwrap_or(1) as f64;
+        let longest = if !indexed && run_des && spec.modes.contains(&SyncMode::None) {
+            longest_detours(
+                t,
+                (records0 as f64 / (fewest * met).max(1.0)).ceil() as usize,
+            )
+        } else {
+            Vec::new()
+        };
         if indexed {
             indexed_any = true;
             // The indexes of the streams the nodes replay (k per node trace) live for the
@@ -218,7 +272,12 @@ pub fn estimate(
         for &mode in &spec.modes {
             for &n in &spec.ranks {
                 // A phase lasts q + L stretched by the noise; its detours are walked by every rank.
-                let phase_ns = (cfg.quanta_ns as f64 + cfg.barrier.latency_ns(n)) / (1.0 - busy);
+                let phase_ns = phase_ns(
+                    cfg,
+                    n,
+                    busy,
+                    (mode == SyncMode::None).then_some((longest.as_slice(), records0, met)),
+                );
                 let resync =
                     RESYNC_EVENTS * resyncs_per_phase(mode) + collective_events(&cfg.comm, n);
                 let (per_rank_phase, ns_per_event) = if indexed {
@@ -360,7 +419,13 @@ mod tests {
     #[test]
     fn work_grows_linearly_in_ranks_and_phases() {
         let t = [input()];
-        let e = |r: u64, p: u64| estimate(&t, &spec(vec![r], p), 1, 0, 1).events;
+        // Ranks that resync to one point (without resyncs the slowest of more ranks lasts
+        // longer: `without_resyncs_the_walk_is_estimated_over_the_slowest_rank_s_phase`).
+        let aligned = |r: u64, p: u64| PredictSpec {
+            modes: vec![SyncMode::Once],
+            ..spec(vec![r], p)
+        };
+        let e = |r: u64, p: u64| estimate(&t, &aligned(r, p), 1, 0, 1).events;
         let base = e(1000, 100);
         // ≈ 1 event per rank-phase plus ≈ 1 detour per ms phase (1000/s).
         assert!(
@@ -370,7 +435,7 @@ mod tests {
         assert!((e(4000, 100) / base - 4.0).abs() < 1e-9);
         assert!((e(1000, 300) / base - 3.0).abs() < 1e-9);
         // Single-threaded time is proportional to the work as well.
-        let s = |r: u64| estimate(&t, &spec(vec![r], 100), 1, 0, 1).seconds;
+        let s = |r: u64| estimate(&t, &aligned(r, 100), 1, 0, 1).seconds;
         assert!((s(4000) / s(1000) - 4.0).abs() < 1e-9);
     }
 
@@ -479,6 +544,58 @@ mod tests {
         let mut drifting = indexed.clone();
         drifting.des.drift_sd_ns = 20_000.0;
         assert_eq!(estimate(&t, &drifting, 1, 0, 1), w);
+    }
+
+    #[test]
+    fn without_resyncs_the_walk_is_estimated_over_the_slowest_rank_s_phase() {
+        // Short detours, and rare long ones that the slowest of many ranks meets every phase.
+        let trace = synthesize(
+            &"poisson:rate=1000/s,dur=5us+poisson:rate=5/s,dur=2ms"
+                .parse()
+                .unwrap(),
+            1,
+            2_000_000_000,
+            1,
+        )
+        .unwrap();
+        let t = [TraceInput::new(&trace, "t.jtr", "t", PlanOptions::ideal(), 1).unwrap()];
+        let (n, phases) = (4096u64, 100u64);
+        let none = spec(vec![n], phases);
+        let once = PredictSpec {
+            modes: vec![SyncMode::Once],
+            ..none.clone()
+        };
+        let plan = &t[0].plans[0];
+        let records = plan.records().len();
+        let density = records as f64 / plan.period_ns() as f64;
+        let busy = t[0].info.noise_ratio;
+        let mean = 1e6 / (1.0 - busy);
+        let mut runs: Vec<u64> = plan.records().iter().map(|r| r.run_ns).collect();
+        runs.sort_unstable_by(|a, b| b.cmp(a));
+        // The longest of the n · (density · mean) detours the ranks meet in one phase.
+        let longest_met = |n: u64| {
+            let draws = n as f64 * density * mean;
+            runs[(records as f64 / draws).ceil() as usize - 1] as f64
+        };
+        let rank_phases = (n * phases) as f64;
+        let want = rank_phases * (1.0 + density * (mean + SLOWEST_RANK_FACTOR * longest_met(n)));
+        assert!(
+            longest_met(n) >= 2e6,
+            "4096 ranks meet a long detour every phase"
+        );
+        let got = estimate(&t, &none, 1, 0, 1).events;
+        assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
+        // 16 ranks meet ≈ 16 detours per phase: the longest of them is a short one.
+        let few = spec(vec![16], phases);
+        assert!(longest_met(16) < 1e5);
+        let want =
+            (16 * phases) as f64 * (1.0 + density * (mean + SLOWEST_RANK_FACTOR * longest_met(16)));
+        let got = estimate(&t, &few, 1, 0, 1).events;
+        assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
+        // Ranks resynchronised to one point (sync once) share their windows: the mean stretch.
+        let want = rank_phases * (1.0 + density * mean);
+        let got = estimate(&t, &once, 1, 0, 1).events;
+        assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
     }
 
     #[test]

@@ -378,8 +378,7 @@ fn simulate_walk(
         mode,
         seed: cfg.seed,
     };
-    let mut ph = Phases::new(ranks, cfg, &opts)?;
-    let q = ph.q;
+    let ph = Phases::new(ranks, cfg, &opts)?;
     // Uniform errors of this half-width have the requested standard deviation; their sum over
     // many injections is normal (central limit), which is what a random-walk drift needs.
     let w = cfg.drift_sd_ns * scale * 3f64.sqrt();
@@ -417,14 +416,14 @@ fn simulate_walk(
     for s in states.iter_mut() {
         s.set_limit(0, fraction, scale);
     }
+    let mut eng = WalkClocks {
+        w,
+        fraction,
+        scale,
+        place,
+        lo,
+    };
     if cfg.comm.resolved().algorithm != Algorithm::Offloaded {
-        let mut eng = WalkClocks {
-            w,
-            fraction,
-            scale,
-            place,
-            lo,
-        };
         return algorithmic(
             comm,
             &mut eng,
@@ -438,70 +437,16 @@ fn simulate_walk(
             on_phase,
         );
     }
-    let threads = rayon::current_num_threads().max(1);
-    let chunk = (states.len() / (threads * 2)).max(256);
-    let mut points = lines.points_buffer();
-
-    for p in 0..=cfg.phases {
-        let compute_phase = p < cfg.phases;
-        let resync = compute_phase && lines.resync_points(&schedule, p, &mut points);
-        let points = &points;
-        // Leave the bottom barrier of the previous phase: that rank's qtb ends at its exit.
-        let exits = match ph.barrier_prev {
-            Some(b) => states
-                .par_chunks_mut(chunk)
-                .map(|c| {
-                    let mut acc = Pass::default();
-                    for s in c.iter_mut() {
-                        let exit = s.leave_barrier(b, w);
-                        acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns);
-                        acc.over_limit |= exit >= s.limit_at;
-                        acc.max_end = acc.max_end.max(exit);
-                        s.start_ns = exit;
-                    }
-                    acc
-                })
-                .reduce(Pass::default, Pass::join),
-            None => Pass::default(),
-        };
-        let exits = reduce(comm, exits);
-        if !ph.close(p, &exits, on_phase) || !compute_phase {
-            break;
-        }
-        let top = ph.top(&exits);
-        let pass = states
-            .par_chunks_mut(chunk)
-            .enumerate()
-            .map(|(ci, c)| {
-                let mut acc = Pass::default();
-                let r0 = lo + (ci * chunk) as u64;
-                for (i, s) in c.iter_mut().enumerate() {
-                    let start = match top {
-                        Some(t) => s.leave_barrier(t, w),
-                        None => s.start_ns,
-                    };
-                    s.start_ns = start;
-                    if resync {
-                        s.resync(points[place.trace(r0 + i as u64)], start, fraction, scale);
-                    }
-                    let end = s.compute(start, q, w);
-                    acc.max_end = acc.max_end.max(end);
-                    acc.max_qt = acc.max_qt.max(end - start);
-                    acc.sum_qt += end - start;
-                }
-                acc
-            })
-            .reduce(Pass::default, Pass::join);
-        ph.computed(&reduce(comm, pass));
-    }
-
-    let mut stats = PlanStats::default();
-    let mut max_progress = 0f64;
-    for s in &states {
-        stats += s.cursor.stats();
-        max_progress = max_progress.max(s.cursor.progress_at(s.start_ns));
-    }
-    finish(comm, stats, max_progress, cfg, ph)
+    offloaded(
+        comm,
+        &mut eng,
+        &mut states,
+        &lines,
+        &schedule,
+        cfg,
+        ph,
+        on_phase,
+    )
 }
 
 /// The phase loop's bookkeeping, the same for both engines: the scaled quanta and barrier
@@ -645,18 +590,143 @@ fn finish(
     })
 }
 
-/// What the algorithmic phase loop needs of an engine besides its clocks.
+/// What the phase loops ask of an engine, rank by rank: the offloaded loop ([`offloaded`]) and,
+/// through [`Clocks`], the algorithmic one ([`algorithmic_loop`]). `at` says where a state sits
+/// (the walk: its index; the indexed engine: its plan), found for the first state of a chunk
+/// with `locate` and carried to the next states with `step`.
 trait ReplayEngine: Clocks {
+    /// What a resync hands every rank (the indexed engine: each plan's new segment).
+    type Segments: Sync;
+    /// Where state `g` sits.
+    fn locate(&self, g: usize) -> usize;
+    /// Where state `g` sits, given where state `g − 1` sat (`at`).
+    fn step(&self, at: usize, g: usize) -> usize;
     /// When the rank's replay reaches the fraction f (the stop rule).
-    fn limit_at(&self, r: &Self::Rank) -> u64;
-    /// Resynchronises every rank, at its own time `now[g]`, to its node trace's timeline point
-    /// (`points[t]` for node trace t).
-    fn resync(&mut self, states: &mut [Self::Rank], now: &[u64], points: &[u64]);
-    /// What the plans injected and the largest share of a stream replayed by `now`.
-    fn totals(&self, states: &[Self::Rank], now: &[u64]) -> (PlanStats, f64);
+    fn limit_at(r: &Self::Rank) -> u64;
+    /// The rank waits for a barrier (or a message) that completes at `b`: when it can act.
+    fn leave(&self, r: &mut Self::Rank, at: usize, b: u64) -> u64;
+    /// The rank computes `work` from `start` (`new`: the segments of a resync in this pass, not
+    /// yet handed to [`ReplayEngine::resynced`]): the end of its compute window.
+    fn compute(
+        &self,
+        r: &mut Self::Rank,
+        at: usize,
+        new: Option<&Self::Segments>,
+        start: u64,
+        work: u64,
+    ) -> u64;
+    /// What a resync to the timeline points `points[t]` (one per node trace) hands the ranks.
+    fn segments(&self, points: &[u64]) -> Self::Segments;
+    /// Resyncs the rank at replay time `start`: the counts of the segment it leaves where the
+    /// engine does not keep them per rank.
+    fn resync(
+        &self,
+        r: &mut Self::Rank,
+        at: usize,
+        points: &[u64],
+        new: &Self::Segments,
+        start: u64,
+    ) -> PlanStats;
+    /// Every rank resynced to `new`, leaving segments that injected `left`.
+    fn resynced(&mut self, new: Self::Segments, left: PlanStats);
+    /// The counts handed to [`ReplayEngine::resynced`] so far.
+    fn committed(&self) -> PlanStats;
+    /// What the rank's current segment injected and its share of the stream replayed by `now`.
+    fn totals_of(&self, r: &Self::Rank, at: usize, now: u64) -> (PlanStats, f64);
+    /// Starts loading what `compute(r, at, None, start, work)` will read (work 0: what a
+    /// barrier search at `start` reads, near the rank's next entry), without waiting (a hint,
+    /// a few ranks ahead; no effect on any answer).
+    #[inline]
+    fn prefetch(&self, _r: &Self::Rank, _at: usize, _start: u64, _work: u64) {}
 }
 
-/// The walk engine's ranks as clocks.
+/// [`Clocks`] of an engine: its own questions, `at` found by `locate`.
+macro_rules! clocks_of_engine {
+    ($engine:ty, $rank:ty) => {
+        impl Clocks for $engine {
+            type Rank = $rank;
+            #[inline]
+            fn work(&self, r: &mut $rank, g: usize, start: u64, work: u64) -> u64 {
+                self.compute(r, self.locate(g), None, start, work)
+            }
+            #[inline]
+            fn idle_until(&self, r: &mut $rank, g: usize, t: u64) -> u64 {
+                self.leave(r, self.locate(g), t)
+            }
+        }
+    };
+}
+
+clocks_of_engine!(WalkClocks, RankState);
+clocks_of_engine!(IdxClocks<'_>, IdxRank);
+clocks_of_engine!(Quiet, ());
+
+/// A rank of the offloaded loop, which keeps the start of its phase in its state.
+trait PhaseStart {
+    /// Start of the rank's current phase, replay ns.
+    fn start_ns(&self) -> u64;
+    /// Sets it.
+    fn set_start(&mut self, t: u64);
+}
+
+impl PhaseStart for RankState {
+    #[inline]
+    fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+    #[inline]
+    fn set_start(&mut self, t: u64) {
+        self.start_ns = t;
+    }
+}
+
+impl PhaseStart for IdxRank {
+    #[inline]
+    fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+    #[inline]
+    fn set_start(&mut self, t: u64) {
+        self.start_ns = t;
+    }
+}
+
+/// Resyncs every rank, at its own time `now[g]`, to its node trace's timeline point
+/// (`points[t]` for node trace t).
+fn resync_all<E: ReplayEngine>(eng: &mut E, states: &mut [E::Rank], now: &[u64], points: &[u64]) {
+    let new = eng.segments(points);
+    let e = &*eng;
+    let left = states
+        .par_iter_mut()
+        .zip(now)
+        .enumerate()
+        .map(|(g, (s, &start))| e.resync(s, e.locate(g), points, &new, start))
+        .reduce(PlanStats::default, |mut a, b| {
+            a += b;
+            a
+        });
+    eng.resynced(new, left);
+}
+
+/// What the plans injected and the largest share of a stream replayed, each rank at `now(g, r)`.
+fn totals<E: ReplayEngine>(
+    eng: &E,
+    states: &[E::Rank],
+    now: impl Fn(usize, &E::Rank) -> u64,
+) -> (PlanStats, f64) {
+    let mut stats = eng.committed();
+    let mut most = 0f64;
+    let mut at = eng.locate(0);
+    for (g, s) in states.iter().enumerate() {
+        at = eng.step(at, g);
+        let (st, progress) = eng.totals_of(s, at, now(g, s));
+        stats += st;
+        most = most.max(progress);
+    }
+    (stats, most)
+}
+
+/// The walk engine's ranks (in rank order).
 struct WalkClocks {
     w: f64,
     fraction: f64,
@@ -666,46 +736,51 @@ struct WalkClocks {
     lo: u64,
 }
 
-impl Clocks for WalkClocks {
-    type Rank = RankState;
-    fn work(&self, r: &mut RankState, _: usize, start: u64, work: u64) -> u64 {
-        r.compute(start, work, self.w)
-    }
-    fn idle_until(&self, r: &mut RankState, _: usize, t: u64) -> u64 {
-        r.leave_barrier(t, self.w)
-    }
-}
-
 impl ReplayEngine for WalkClocks {
-    fn limit_at(&self, r: &RankState) -> u64 {
+    type Segments = ();
+    #[inline]
+    fn locate(&self, g: usize) -> usize {
+        g
+    }
+    #[inline]
+    fn step(&self, _: usize, g: usize) -> usize {
+        g
+    }
+    fn limit_at(r: &RankState) -> u64 {
         r.limit_at
     }
-    fn resync(&mut self, states: &mut [RankState], now: &[u64], points: &[u64]) {
-        states
-            .par_iter_mut()
-            .zip(now)
-            .enumerate()
-            .for_each(|(g, (s, &start))| {
-                let off = points[self.place.trace(self.lo + g as u64)];
-                s.resync(off, start, self.fraction, self.scale);
-            });
+    #[inline]
+    fn leave(&self, r: &mut RankState, _: usize, b: u64) -> u64 {
+        r.leave_barrier(b, self.w)
     }
-    fn totals(&self, states: &[RankState], now: &[u64]) -> (PlanStats, f64) {
-        let mut stats = PlanStats::default();
-        let mut most = 0f64;
-        for (s, &t) in states.iter().zip(now) {
-            stats += s.cursor.stats();
-            most = most.max(s.cursor.progress_at(t));
-        }
-        (stats, most)
+    #[inline]
+    fn compute(&self, r: &mut RankState, _: usize, _: Option<&()>, start: u64, work: u64) -> u64 {
+        r.compute(start, work, self.w)
+    }
+    fn segments(&self, _: &[u64]) {}
+    fn resync(&self, r: &mut RankState, g: usize, points: &[u64], _: &(), start: u64) -> PlanStats {
+        let off = points[self.place.trace(self.lo + g as u64)];
+        r.resync(off, start, self.fraction, self.scale);
+        // The cursor keeps its counts across resyncs.
+        PlanStats::default()
+    }
+    fn resynced(&mut self, _: (), _: PlanStats) {}
+    fn committed(&self) -> PlanStats {
+        PlanStats::default()
+    }
+    fn totals_of(&self, r: &RankState, _: usize, now: u64) -> (PlanStats, f64) {
+        (r.cursor.stats(), r.cursor.progress_at(now))
     }
 }
 
-/// The indexed engine's ranks as clocks (ranks in rank order: plan by [`Placement::plan`]).
+/// The indexed engine's ranks: in rank order (plan by [`Placement::plan`]), or sorted by plan
+/// (`bounds[s]..bounds[s + 1]` the states of plan s, as [`sorted_states`] gives them).
 struct IdxClocks<'a> {
     ix: &'a [PlanIndex],
     place: Placement,
     lo: u64,
+    /// The states sorted by plan: each plan's range.
+    bounds: Option<Vec<usize>>,
     /// The segment every rank of a plan is in after the first resync (all share it).
     shared: Option<Vec<SegmentStart>>,
     /// Counts of the segments left by resyncs.
@@ -714,10 +789,8 @@ struct IdxClocks<'a> {
 }
 
 impl IdxClocks<'_> {
-    #[inline]
-    fn stream(&self, g: usize) -> usize {
-        self.place.plan(self.lo + g as u64)
-    }
+    /// The segment the rank of plan `si` is in: its own start until the first resync, then
+    /// the shared one.
     #[inline]
     fn seg(&self, si: usize, r: &IdxRank) -> SegmentStart {
         match &self.shared {
@@ -727,95 +800,263 @@ impl IdxClocks<'_> {
     }
 }
 
-impl Clocks for IdxClocks<'_> {
-    type Rank = IdxRank;
-    fn work(&self, r: &mut IdxRank, g: usize, start: u64, work: u64) -> u64 {
-        let si = self.stream(g);
+impl ReplayEngine for IdxClocks<'_> {
+    type Segments = Vec<SegmentStart>;
+    #[inline]
+    fn locate(&self, g: usize) -> usize {
+        match &self.bounds {
+            Some(b) => b.partition_point(|&x| x <= g) - 1,
+            None => self.place.plan(self.lo + g as u64),
+        }
+    }
+    #[inline]
+    fn step(&self, mut at: usize, g: usize) -> usize {
+        match &self.bounds {
+            Some(b) => {
+                while g >= b[at + 1] {
+                    at += 1;
+                }
+                at
+            }
+            None => self.place.plan(self.lo + g as u64),
+        }
+    }
+    fn limit_at(r: &IdxRank) -> u64 {
+        r.limit_at
+    }
+    #[inline]
+    fn leave(&self, r: &mut IdxRank, si: usize, b: u64) -> u64 {
+        let x = &self.ix[si];
+        match r.rep.leave_barrier_fast(x, b) {
+            Some(e) => e,
+            None => {
+                let seg = self.seg(si, r);
+                r.rep.leave_barrier(x, &seg, b)
+            }
+        }
+    }
+    #[inline]
+    fn compute(
+        &self,
+        r: &mut IdxRank,
+        si: usize,
+        new: Option<&Vec<SegmentStart>>,
+        start: u64,
+        work: u64,
+    ) -> u64 {
         let x = &self.ix[si];
         match r.rep.compute_fast(x, start, work) {
             Some(e) => e,
             None => {
-                let seg = self.seg(si, r);
+                let seg = match new {
+                    Some(v) => v[si],
+                    None => self.seg(si, r),
+                };
                 r.rep.compute(x, &seg, start, work)
             }
         }
     }
-    fn idle_until(&self, r: &mut IdxRank, g: usize, t: u64) -> u64 {
-        let si = self.stream(g);
+    fn segments(&self, points: &[u64]) -> Vec<SegmentStart> {
+        (self.ix.iter().enumerate())
+            .map(|(i, x)| x.segment_start(points[self.place.trace_of_plan(i)]))
+            .collect()
+    }
+    fn resync(
+        &self,
+        r: &mut IdxRank,
+        si: usize,
+        _: &[u64],
+        new: &Vec<SegmentStart>,
+        start: u64,
+    ) -> PlanStats {
         let x = &self.ix[si];
-        match r.rep.leave_barrier_fast(x, t) {
-            Some(e) => e,
-            None => {
-                let seg = self.seg(si, r);
-                r.rep.leave_barrier(x, &seg, t)
-            }
-        }
+        let old = self.seg(si, r);
+        let left = r.rep.resync(x, &old, &new[si], start);
+        set_limit(r, x, start, self.fraction);
+        left
     }
-}
-
-impl ReplayEngine for IdxClocks<'_> {
-    fn limit_at(&self, r: &IdxRank) -> u64 {
-        r.limit_at
-    }
-    fn resync(&mut self, states: &mut [IdxRank], now: &[u64], points: &[u64]) {
-        let place = self.place;
-        let new: Vec<SegmentStart> = (self.ix.iter().enumerate())
-            .map(|(i, x)| x.segment_start(points[place.trace_of_plan(i)]))
-            .collect();
-        let this = &*self;
-        let stats = states
-            .par_iter_mut()
-            .zip(now)
-            .enumerate()
-            .map(|(g, (s, &start))| {
-                let si = this.stream(g);
-                let x = &this.ix[si];
-                let old = this.seg(si, s);
-                let st = s.rep.resync(x, &old, &new[si], start);
-                set_limit(s, x, start, this.fraction);
-                st
-            })
-            .reduce(PlanStats::default, |mut a, b| {
-                a += b;
-                a
-            });
-        self.committed += stats;
+    fn resynced(&mut self, new: Vec<SegmentStart>, left: PlanStats) {
+        self.committed += left;
         self.shared = Some(new);
     }
-    fn totals(&self, states: &[IdxRank], now: &[u64]) -> (PlanStats, f64) {
-        let mut stats = self.committed;
-        let mut most = 0f64;
-        for (g, (s, &t)) in states.iter().zip(now).enumerate() {
-            let si = self.stream(g);
-            let x = &self.ix[si];
-            stats += s.rep.stats(x, &self.seg(si, s));
-            most = most.max(s.rep.progress_at(x, t));
-        }
-        (stats, most)
+    fn committed(&self) -> PlanStats {
+        self.committed
+    }
+    fn totals_of(&self, r: &IdxRank, si: usize, now: u64) -> (PlanStats, f64) {
+        let x = &self.ix[si];
+        (r.rep.stats(x, &self.seg(si, r)), r.rep.progress_at(x, now))
+    }
+    #[inline]
+    fn prefetch(&self, r: &IdxRank, si: usize, start: u64, work: u64) {
+        r.rep.prefetch_compute(&self.ix[si], start, work);
     }
 }
 
 /// Ranks without noise: the baseline of an algorithmic collective.
 struct Quiet;
 
-impl Clocks for Quiet {
-    type Rank = ();
-    fn work(&self, _: &mut (), _: usize, start: u64, work: u64) -> u64 {
+impl ReplayEngine for Quiet {
+    type Segments = ();
+    fn locate(&self, _: usize) -> usize {
+        0
+    }
+    fn step(&self, _: usize, _: usize) -> usize {
+        0
+    }
+    fn limit_at(_: &()) -> u64 {
+        u64::MAX
+    }
+    fn leave(&self, _: &mut (), _: usize, b: u64) -> u64 {
+        b
+    }
+    fn compute(&self, _: &mut (), _: usize, _: Option<&()>, start: u64, work: u64) -> u64 {
         start + work
     }
-    fn idle_until(&self, _: &mut (), _: usize, t: u64) -> u64 {
-        t
+    fn segments(&self, _: &[u64]) {}
+    fn resync(&self, _: &mut (), _: usize, _: &[u64], _: &(), _: u64) -> PlanStats {
+        PlanStats::default()
+    }
+    fn resynced(&mut self, _: (), _: PlanStats) {}
+    fn committed(&self) -> PlanStats {
+        PlanStats::default()
+    }
+    fn totals_of(&self, _: &(), _: usize, _: u64) -> (PlanStats, f64) {
+        (PlanStats::default(), 0.0)
     }
 }
 
-impl ReplayEngine for Quiet {
-    fn limit_at(&self, _: &()) -> u64 {
-        u64::MAX
+/// How many states ahead of its search the offloaded loop prefetches a rank's index lines:
+/// enough that several ranks' misses are in flight at once, few enough that the lines are
+/// still cached when their search comes.
+const PREFETCH_AHEAD: usize = 8;
+
+/// Visits the states of one chunk (its first state is `g0`) in order, each with where it sits
+/// (`body(state, at)`), after asking the engine to prefetch for the state [`PREFETCH_AHEAD`]
+/// on what its coming search reads (`hint(state)`: that search's start and work; `None`: no
+/// prefetch), so that the cache misses of several ranks' searches overlap.
+fn visit_chunk<E: ReplayEngine, H: Fn(&E::Rank) -> (u64, u64)>(
+    e: &E,
+    sts: &mut [E::Rank],
+    g0: usize,
+    hint: Option<&H>,
+    mut body: impl FnMut(&mut E::Rank, usize),
+) {
+    let mut at = e.locate(g0);
+    let mut at_ahead = at;
+    let ask = |j: usize, at_ahead: &mut usize, sts: &[E::Rank]| {
+        if let (Some(hint), Some(s)) = (hint, sts.get(j)) {
+            *at_ahead = e.step(*at_ahead, g0 + j);
+            let (start, work) = hint(s);
+            e.prefetch(s, *at_ahead, start, work);
+        }
+    };
+    for j in 0..PREFETCH_AHEAD {
+        ask(j, &mut at_ahead, sts);
     }
-    fn resync(&mut self, _: &mut [()], _: &[u64], _: &[u64]) {}
-    fn totals(&self, _: &[()], _: &[u64]) -> (PlanStats, f64) {
-        (PlanStats::default(), 0.0)
+    for i in 0..sts.len() {
+        ask(i + PREFETCH_AHEAD, &mut at_ahead, sts);
+        at = e.step(at, g0 + i);
+        body(&mut sts[i], at);
     }
+}
+
+/// The benchmark loop with an offloaded collective (a fixed latency, no messages), for either
+/// engine: per phase one pass in which every rank leaves the last phase's bottom barrier, then
+/// one in which it leaves the top barrier, resyncs when the phase does, and computes.
+#[allow(clippy::too_many_arguments)]
+fn offloaded<E: ReplayEngine>(
+    comm: &dyn Collective,
+    eng: &mut E,
+    states: &mut [E::Rank],
+    lines: &Timelines,
+    schedule: &SyncSchedule,
+    cfg: &DesConfig,
+    mut ph: Phases,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<DesOutcome>
+where
+    E::Rank: PhaseStart,
+{
+    let q = ph.q;
+    let threads = rayon::current_num_threads().max(1);
+    // Several chunks per thread, so that a thread slowed by other work on the machine does not
+    // hold the phase.
+    let chunk = (states.len() / (threads * 8)).max(1024);
+    let mut points = lines.points_buffer();
+
+    for p in 0..=cfg.phases {
+        let compute_phase = p < cfg.phases;
+        let resync = compute_phase && lines.resync_points(schedule, p, &mut points);
+        let e = &*eng;
+        // Leave the bottom barrier of the previous phase: that rank's qtb ends at its exit.
+        let exits = match ph.barrier_prev {
+            Some(b) => states
+                .par_chunks_mut(chunk)
+                .enumerate()
+                .map(|(c, sts)| {
+                    let mut acc = Pass::default();
+                    // The barrier search: its answer is near the rank's next entry.
+                    let hint = |_: &E::Rank| (b, 0);
+                    visit_chunk(e, sts, c * chunk, Some(&hint), |s, at| {
+                        let exit = e.leave(s, at, b);
+                        acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns());
+                        acc.over_limit |= exit >= E::limit_at(s);
+                        acc.max_end = acc.max_end.max(exit);
+                        s.set_start(exit);
+                    });
+                    acc
+                })
+                .reduce(Pass::default, Pass::join),
+            None => Pass::default(),
+        };
+        let exits = reduce(comm, exits);
+        if !ph.close(p, &exits, on_phase) || !compute_phase {
+            break;
+        }
+        let top = ph.top(&exits);
+        let new = resync.then(|| e.segments(&points));
+        let (new_ref, points) = (new.as_ref(), &points);
+        let (pass, left) = states
+            .par_chunks_mut(chunk)
+            .enumerate()
+            .map(|(c, sts)| {
+                let mut acc = Pass::default();
+                let mut left = PlanStats::default();
+                // Where the phase does not resync, a rank starts about at `top`, or at its
+                // last exit.
+                let hint = |s: &E::Rank| (top.unwrap_or(s.start_ns()), q);
+                let hint = new_ref.is_none().then_some(&hint);
+                visit_chunk(e, sts, c * chunk, hint, |s, at| {
+                    let start = match top {
+                        Some(t) => e.leave(s, at, t),
+                        None => s.start_ns(),
+                    };
+                    s.set_start(start);
+                    if let Some(new) = new_ref {
+                        left += e.resync(s, at, points, new, start);
+                    }
+                    let end = e.compute(s, at, new_ref, start, q);
+                    acc.max_end = acc.max_end.max(end);
+                    acc.max_qt = acc.max_qt.max(end - start);
+                    acc.sum_qt += end - start;
+                });
+                (acc, left)
+            })
+            .reduce(
+                || (Pass::default(), PlanStats::default()),
+                |(a, mut la), (b, lb)| {
+                    la += lb;
+                    (Pass::join(a, b), la)
+                },
+            );
+        if let Some(new) = new {
+            eng.resynced(new, left);
+        }
+        ph.computed(&reduce(comm, pass));
+    }
+
+    let (stats, max_progress) = totals(eng, states, |_, s| s.start_ns());
+    finish(comm, stats, max_progress, cfg, ph)
 }
 
 /// What the algorithmic loop measured (scaled ns).
@@ -873,7 +1114,7 @@ fn algorithmic_loop<E: ReplayEngine>(
             collective::run(comm, eng, alg, costs, n, lo, states, &mut t, &mut scratch);
         }
         if resync(p, points) {
-            eng.resync(states, &t, points);
+            resync_all(eng, states, &t, points);
         }
         start.copy_from_slice(&t);
         let e = &*eng;
@@ -894,7 +1135,6 @@ fn algorithmic_loop<E: ReplayEngine>(
             .reduce(Pass::default, Pass::join);
         let pass = reduce(comm, pass);
         collective::run(comm, eng, alg, costs, n, lo, states, &mut t, &mut scratch);
-        let e = &*eng;
         let exits = states
             .par_chunks(chunk)
             .zip(t.par_chunks(chunk).zip(start.par_chunks(chunk)))
@@ -903,7 +1143,7 @@ fn algorithmic_loop<E: ReplayEngine>(
                 for (s, (&x, &s0)) in sts.iter().zip(ts.iter().zip(ss)) {
                     acc.max_qtb_prev = acc.max_qtb_prev.max(x - s0);
                     acc.max_end = acc.max_end.max(x);
-                    acc.over_limit |= x >= e.limit_at(s);
+                    acc.over_limit |= x >= E::limit_at(s);
                 }
                 acc
             })
@@ -991,7 +1231,7 @@ fn algorithmic<E: ReplayEngine>(
     ph.averages = run.averages;
     ph.stopped_by_fraction = run.stopped_by_fraction;
     ph.last_barrier = run.last_exit;
-    let (stats, max_progress) = eng.totals(states, &now);
+    let (stats, max_progress) = totals(eng, states, |g, _| now[g]);
     finish(comm, stats, max_progress, cfg, ph)
 }
 
@@ -1001,56 +1241,6 @@ fn set_limit(st: &mut IdxRank, ix: &PlanIndex, now: u64, fraction: f64) {
     let ns_per_progress = ix.period_ns() as f64 * ix.options().scale;
     let left = (fraction - st.rep.progress_at(ix, now)) * ns_per_progress;
     st.limit_at = now.saturating_add(left.max(0.0).ceil() as u64);
-}
-
-/// The segment a rank of stream `s` is in: its own start until the first resync, then the
-/// `shared` one.
-fn segment_of(
-    ix: &[PlanIndex],
-    shared: Option<&[SegmentStart]>,
-    s: usize,
-    st: &IdxRank,
-) -> SegmentStart {
-    match shared {
-        Some(v) => v[s],
-        None => st.rep.segment(&ix[s]),
-    }
-}
-
-/// Every rank (sorted by stream, `bounds` as [`sorted_states`] gives them) leaves the barrier
-/// that completes at `b`, in parallel chunks of `chunk` states; their exits, reduced.
-fn leave_barrier_pass(
-    ix: &[PlanIndex],
-    bounds: &[usize],
-    chunk: usize,
-    states: &mut [IdxRank],
-    shared: Option<&[SegmentStart]>,
-    b: u64,
-) -> Pass {
-    states
-        .par_chunks_mut(chunk)
-        .enumerate()
-        .map(|(c, sts)| {
-            let mut acc = Pass::default();
-            let g0 = c * chunk;
-            let mut si = bounds.partition_point(|&x| x <= g0) - 1;
-            for (i, s) in sts.iter_mut().enumerate() {
-                while g0 + i >= bounds[si + 1] {
-                    si += 1;
-                }
-                let x = &ix[si];
-                let exit = match s.rep.leave_barrier_fast(x, b) {
-                    Some(e) => e,
-                    None => s.rep.leave_barrier(x, &segment_of(ix, shared, si, s), b),
-                };
-                acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns);
-                acc.over_limit |= exit >= s.limit_at;
-                acc.max_end = acc.max_end.max(exit);
-                s.start_ns = exit;
-            }
-            acc
-        })
-        .reduce(Pass::default, Pass::join)
 }
 
 /// The states of ranks `ranks` (built by `new_rank` from their stream's index and start
@@ -1118,8 +1308,7 @@ fn simulate_indexed(
         mode,
         seed: cfg.seed,
     };
-    let mut ph = Phases::new(ranks, cfg, &opts)?;
-    let q = ph.q;
+    let ph = Phases::new(ranks, cfg, &opts)?;
     let (procs, me) = (comm.size() as u64, comm.rank() as u64);
     let (lo, hi) = share(ranks, procs, me);
     // The rank states plus, while they are set up, one (stream, offset) pair each.
@@ -1157,6 +1346,7 @@ fn simulate_indexed(
             ix,
             place,
             lo,
+            bounds: None,
             shared: None,
             committed: PlanStats::default(),
             fraction: opts.fraction,
@@ -1175,106 +1365,25 @@ fn simulate_indexed(
         );
     }
     let (mut states, bounds) = sorted_states(ix, &lines, lo..hi, &schedule, count, new_rank)?;
-    let fraction = opts.fraction;
-    let threads = rayon::current_num_threads().max(1);
-    // Several chunks per thread, so that a thread slowed by other work on the machine does not
-    // hold the phase.
-    let chunk = (states.len() / (threads * 8)).max(1024);
-    // The stream of state g, walking forward from the first state of a chunk.
-    let stream_of = |g: usize| bounds.partition_point(|&b| b <= g) - 1;
-    // The segment every rank is in: its own start until the first resync, then the shared one.
-    let mut shared: Option<Vec<SegmentStart>> = None;
-    let seg_of = |shared: &Option<Vec<SegmentStart>>, s: usize, st: &IdxRank| {
-        segment_of(ix, shared.as_deref(), s, st)
+    let mut eng = IdxClocks {
+        ix,
+        place,
+        lo,
+        bounds: Some(bounds),
+        shared: None,
+        committed: PlanStats::default(),
+        fraction: opts.fraction,
     };
-    let mut committed = PlanStats::default();
-    let mut points = lines.points_buffer();
-
-    for p in 0..=cfg.phases {
-        let compute_phase = p < cfg.phases;
-        let resync = compute_phase && lines.resync_points(&schedule, p, &mut points);
-        let exits = match ph.barrier_prev {
-            Some(b) => leave_barrier_pass(ix, &bounds, chunk, &mut states, shared.as_deref(), b),
-            None => Pass::default(),
-        };
-        let exits = reduce(comm, exits);
-        if !ph.close(p, &exits, on_phase) || !compute_phase {
-            break;
-        }
-        let top = ph.top(&exits);
-        let new_segs: Option<Vec<SegmentStart>> = resync.then(|| {
-            (ix.iter().enumerate())
-                .map(|(i, x)| x.segment_start(points[place.trace_of_plan(i)]))
-                .collect()
-        });
-        let (pass, stats) = states
-            .par_chunks_mut(chunk)
-            .enumerate()
-            .map(|(c, sts)| {
-                let mut acc = Pass::default();
-                let mut st = PlanStats::default();
-                let g0 = c * chunk;
-                let mut si = stream_of(g0);
-                for (i, s) in sts.iter_mut().enumerate() {
-                    while g0 + i >= bounds[si + 1] {
-                        si += 1;
-                    }
-                    let x = &ix[si];
-                    let start = match top {
-                        Some(t) => match s.rep.leave_barrier_fast(x, t) {
-                            Some(e) => e,
-                            None => {
-                                let seg = seg_of(&shared, si, s);
-                                s.rep.leave_barrier(x, &seg, t)
-                            }
-                        },
-                        None => s.start_ns,
-                    };
-                    s.start_ns = start;
-                    if let Some(new) = &new_segs {
-                        let old = seg_of(&shared, si, s);
-                        st += s.rep.resync(x, &old, &new[si], start);
-                        set_limit(s, x, start, fraction);
-                    }
-                    let end = match s.rep.compute_fast(x, start, q) {
-                        Some(e) => e,
-                        None => {
-                            let seg = match &new_segs {
-                                Some(v) => v[si],
-                                None => seg_of(&shared, si, s),
-                            };
-                            s.rep.compute(x, &seg, start, q)
-                        }
-                    };
-                    acc.max_end = acc.max_end.max(end);
-                    acc.max_qt = acc.max_qt.max(end - start);
-                    acc.sum_qt += end - start;
-                }
-                (acc, st)
-            })
-            .reduce(
-                || (Pass::default(), PlanStats::default()),
-                |(a, mut sa), (b, sb)| {
-                    sa += sb;
-                    (Pass::join(a, b), sa)
-                },
-            );
-        committed += stats;
-        if new_segs.is_some() {
-            shared = new_segs;
-        }
-        ph.computed(&reduce(comm, pass));
-    }
-
-    let mut stats = committed;
-    let mut max_progress = 0f64;
-    for (si, x) in ix.iter().enumerate() {
-        for s in &states[bounds[si]..bounds[si + 1]] {
-            stats += s.rep.stats(x, &seg_of(&shared, si, s));
-            max_progress = max_progress.max(s.rep.progress_at(x, s.start_ns));
-        }
-    }
-    finish(comm, stats, max_progress, cfg, ph)
+    offloaded(
+        comm,
+        &mut eng,
+        &mut states,
+        &lines,
+        &schedule,
+        cfg,
+        ph,
+        on_phase,
+    )
 }
 
 #[cfg(test)]
