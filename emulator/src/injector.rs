@@ -165,6 +165,9 @@ static MISSED: AtomicBool = AtomicBool::new(false);
 static FINISHED: AtomicBool = AtomicBool::new(false);
 /// Expiries re-fired by the control side.
 static MISSED_COUNT: AtomicU64 = AtomicU64::new(0);
+/// Σ span of the injections executed since the start, ns: read without the slot, so a caller
+/// can tell the time its own call spent in injections from the call's cost.
+static INJECTED_SPAN_NS: AtomicU64 = AtomicU64::new(0);
 /// The POSIX timer of the abstime injector (null for itimer), for re-arming outside the slot.
 static TIMER_ID: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -344,6 +347,7 @@ impl Inner {
         }
         self.injected += 1;
         self.injected_ns += inj.span_ns;
+        INJECTED_SPAN_NS.fetch_add(inj.span_ns, Ordering::Relaxed);
         self.busy_ns += inj.busy_ns;
         self.lateness_sum += i128::from(lateness);
         self.lateness_max = self.lateness_max.max(lateness);
@@ -626,6 +630,7 @@ fn start_claimed(
     FINISHED.store(false, Ordering::Relaxed);
     MISSED.store(false, Ordering::Relaxed);
     MISSED_COUNT.store(0, Ordering::Relaxed);
+    INJECTED_SPAN_NS.store(0, Ordering::Relaxed);
     TIMER_ID.store(timer_id, Ordering::Release);
     // SAFETY: the state is OFF: the handler does not touch the slot.
     unsafe { *SLOT.0.get() = Some(inner) };
@@ -653,6 +658,12 @@ impl Handle {
     /// it never paused (the offsets between ranks and nodes are kept).
     pub fn resume(&self) {
         resume_running();
+    }
+
+    /// Σ span of the injections executed since the start, ns (an atomic read: no lock, no
+    /// system call).
+    pub fn injected_span_ns(&self) -> u64 {
+        INJECTED_SPAN_NS.load(Ordering::Relaxed)
     }
 
     /// Share of the stream replayed so far.

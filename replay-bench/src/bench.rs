@@ -153,6 +153,12 @@ pub trait PhaseHook {
     fn progress(&self) -> f64;
     /// Called right before virtual rank `v`'s compute window (only with virtual ranks).
     fn before_window(&mut self, _phase: u64, _v: u64) {}
+    /// Σ span of the injections executed so far, ns (0 without an emulator): the time a hook
+    /// call spent in them belongs to the window that follows (the rest of a detour a resync
+    /// landed in), the call's own cost (re-arming a timer) does not.
+    fn injected_span_ns(&self) -> u64 {
+        0
+    }
     /// Paired design: called on every rank before `before_phase` with whether this phase runs
     /// with jitter (false: the emulator pauses).
     fn set_jitter(&mut self, _on: bool) {}
@@ -288,20 +294,24 @@ where
         if spec.blocks.is_some() {
             hook.set_jitter(jitter);
         }
-        // The window opens before the hook: a resync that lands inside a detour injects the
-        // rest of it at once, and that time belongs to the phase (as in the predictor, where a
-        // rank resynced into a detour computes only after it).
-        let t0 = read_counter_ordered();
+        // A resync that lands inside a detour injects the rest of it at once, inside the hook:
+        // that time belongs to the phase (as in the predictor, where a rank resynced into a
+        // detour computes only after it), so the window opens that much before the hook
+        // returned; the hook's own cost (re-arming the timer, a VM exit here) stays outside.
+        let mut carried = hook.injected_span_ns();
         hook.before_phase(phase);
         // One compute window per (virtual) rank: qt is the longest, its sum feeds the mean.
         let windows = spec.virtual_ranks.max(1);
         let (mut qt, mut qt_sum) = (0.0f64, 0.0f64);
         let mut first_t1 = 0;
         for v in 0..windows {
-            let t1 = if v == 0 { t0 } else { read_counter_ordered() };
             if windows > 1 {
                 hook.before_window(phase, v);
             }
+            let t1 = read_counter_ordered();
+            let span = hook.injected_span_ns();
+            let t1 = t1.wrapping_sub(clock.ns_to_ticks(span.wrapping_sub(carried)));
+            carried = span;
             x = do_work(spec.iterations, x);
             let t2 = read_counter_ordered();
             if v == 0 {

@@ -232,6 +232,10 @@ impl PhaseHook for VirtualReplay {
         }
     }
 
+    fn injected_span_ns(&self) -> u64 {
+        self.replay.handle.injected_span_ns()
+    }
+
     fn progress(&self) -> f64 {
         let most = self.consumed.iter().copied().max().unwrap_or(0);
         most as f64 / self.replay.timeline_ns as f64
@@ -269,6 +273,10 @@ impl PhaseHook for Replay {
 
     fn set_jitter(&mut self, on: bool) {
         self.jitter = on;
+    }
+
+    fn injected_span_ns(&self) -> u64 {
+        self.handle.injected_span_ns()
     }
 
     fn progress(&self) -> f64 {

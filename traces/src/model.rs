@@ -277,6 +277,32 @@ impl Trace {
         self.streams.iter().map(|s| s.records.len()).sum()
     }
 
+    /// Detour time over observation time, all streams pooled (what [`crate::Stats`] says,
+    /// without its histogram).
+    pub fn noise_ratio(&self) -> f64 {
+        let (noise, time) = self.pooled();
+        if time == 0 {
+            0.0
+        } else {
+            noise as f64 / time as f64
+        }
+    }
+
+    /// Detours per second per CPU, all streams pooled (as [`crate::Stats`] counts them).
+    pub fn detours_per_s(&self) -> f64 {
+        let (_, time) = self.pooled();
+        if time == 0 {
+            0.0
+        } else {
+            self.record_count() as f64 / (time as f64 / 1e9)
+        }
+    }
+
+    /// (Σ detour time, Σ observation time) over the streams, ns.
+    fn pooled(&self) -> (u64, u64) {
+        (self.streams.iter()).fold((0, 0), |(n, t), s| (n + s.noise_ns(), t + s.duration_ns()))
+    }
+
     /// Sets `header.stream_cpus` and `header.duration_ns` from the streams.
     pub fn sync_header(&mut self) {
         self.header.stream_cpus = self.streams.iter().map(|s| s.cpu).collect();
@@ -292,6 +318,16 @@ impl Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pooled_ratio_and_rate_are_the_statistics_without_a_histogram() {
+        let s: crate::Spec = "poisson:rate=5000/s,dur=lognormal:3us:0.5".parse().unwrap();
+        let t = crate::synth::synthesize(&s, 3, 2_000_000_000, 4).unwrap();
+        let st = crate::TraceStats::of_trace(&t).overall;
+        assert!((t.noise_ratio() - st.noise_ratio).abs() < 1e-15);
+        assert!((t.detours_per_s() - st.detours_per_s).abs() < 1e-9);
+        assert!(t.noise_ratio() > 0.0);
+    }
 
     #[test]
     fn a_union_of_detours_counts_overlaps_once() {

@@ -20,7 +20,7 @@ use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use jitter_emulator::cli::ReplayArgs;
 use jitter_emulator::{Plan, PlanOptions, SyncMode, TimerKind};
-use jitter_trace::{Trace, TraceStats};
+use jitter_trace::Trace;
 
 use crate::metrics::slowdown_pct;
 use crate::report::{Config, PredictDetails, RankCost, Report, ReportKind, ResultRow, TraceInfo};
@@ -210,7 +210,6 @@ impl TraceInput {
                     .map_err(|e| anyhow::anyhow!("trace {path}: {e}"))
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let stats = TraceStats::of_trace(trace);
         Ok(TraceInput {
             label: label.to_string(),
             info: TraceInfo {
@@ -219,8 +218,8 @@ impl TraceInput {
                 host: trace.header.host.clone(),
                 kernel: trace.header.kernel_release.clone(),
                 streams: trace.streams.len(),
-                noise_ratio: stats.overall.noise_ratio,
-                detours_per_s: stats.overall.detours_per_s,
+                noise_ratio: trace.noise_ratio(),
+                detours_per_s: trace.detours_per_s(),
                 nodes: Vec::new(),
             },
             plans,
@@ -349,7 +348,16 @@ fn refuse_busy(trace: &Trace, path: &Path, force: bool) -> anyhow::Result<()> {
     if force {
         return Ok(());
     }
-    let busy = (trace.streams.iter()).find_map(|s| jitter_trace::sanity::observe(trace, s).busy());
+    // Only the ratio matters here: no histogram (a dense trace's would cost a second).
+    let busy = (trace.streams.iter()).find_map(|s| {
+        jitter_trace::sanity::Observation {
+            cpu: s.cpu,
+            duration_ns: s.duration_ns(),
+            noise_ns: s.noise_ns(),
+            ..Default::default()
+        }
+        .busy()
+    });
     match busy {
         Some(why) => anyhow::bail!(
             "trace {}: {why}; a prediction from it would be that work's slowdown (--force \
