@@ -101,16 +101,23 @@ pub struct DesOutcome {
 
 impl DesOutcome {
     /// This outcome (the trace united with a platform's noise) against `base` (the platform's
-    /// noise alone, same ranks, mode and offsets) as its baseline: the baselines become
+    /// noise alone, same ranks, mode and offsets, over the same stretch of timeline) as its
+    /// baseline: the baselines become
     /// `base`'s measured values, and the emulator counts what the trace added over the
     /// platform's own, with the injected share of `lap` (the trace plans' counts over a lap).
     pub fn over_background(&mut self, base: &DesOutcome, lap: &PlanStats) {
         self.baseline_qt_ns = base.averages.avg_max_qt_ns();
         self.baseline_qtbt_ns = base.averages.avg_max_qtbt_ns();
         self.baseline_period_ns = base.mean_period_ns;
+        // The baseline may have run more phases (the same stretch of timeline): per phase.
+        let per = self.averages.phases as f64 / base.averages.phases.max(1) as f64;
         let (e, b) = (&mut self.emulator, &base.emulator);
-        e.injected = e.injected.saturating_sub(b.injected);
-        e.injected_ns = e.injected_ns.saturating_sub(b.injected_ns);
+        e.injected = e
+            .injected
+            .saturating_sub((b.injected as f64 * per).round() as u64);
+        e.injected_ns = e
+            .injected_ns
+            .saturating_sub((b.injected_ns as f64 * per).round() as u64);
         e.injected_share = lap.injected_share();
     }
 }

@@ -754,17 +754,30 @@ pub fn predict_on(
                         &|_| progress.inc(n),
                     )?;
                     if let (Some(b), Some(bix)) = (&t.background, &bg_ix) {
-                        // The baseline: the platform's noise alone, the same ranks and offsets.
-                        let base = des::simulate_with(
-                            comm,
-                            &b.plans,
-                            bix.as_deref(),
-                            n,
-                            mode,
-                            &spec.des,
-                            &|_| {},
-                        )?;
-                        out.over_background(&base, &b.lap);
+                        // The baseline: the platform's noise alone, the same ranks and offsets,
+                        // over the same stretch of the timeline: its phases are shorter, and the
+                        // platform's noise is not the same everywhere (a burst just past the
+                        // baseline's end would count for the trace), so it runs on for as many
+                        // more phases as the trace's own stretch takes.
+                        let base = |phases: u64| {
+                            let cfg = DesConfig { phases, ..spec.des };
+                            des::simulate_with(
+                                comm,
+                                &b.plans,
+                                bix.as_deref(),
+                                n,
+                                mode,
+                                &cfg,
+                                &|_| {},
+                            )
+                        };
+                        let mut b0 = base(spec.des.phases)?;
+                        let span = out.mean_period_ns * out.averages.phases as f64;
+                        let more = (span / b0.mean_period_ns.max(1.0)).ceil() as u64;
+                        if more > b0.averages.phases && !b0.stopped_by_fraction {
+                            b0 = base(more)?;
+                        }
+                        out.over_background(&b0, &b.lap);
                     }
                     if out.stopped_by_fraction {
                         progress.inc((spec.des.phases - out.averages.phases).saturating_mul(n));
@@ -1158,6 +1171,56 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("--timer abstime"), "{e}");
+    }
+
+    #[test]
+    fn the_baseline_covers_the_stretch_of_platform_noise_the_trace_s_run_covers() {
+        // One rank, sync once: the replay starts at the schedule's point o. Without the trace a
+        // phase lasts q, so 1000 phases end at o + 1 s; with it about 3 % later. A 10 ms burst
+        // of platform noise 1 ms past o + 1 s lies inside the trace's stretch only: a baseline
+        // of 1000 phases would miss it and charge it to the trace (+1 pp).
+        let dir = tempfile::tempdir().unwrap();
+        let (q, phases, d) = (1_000_000u64, 1000u64, 4_000_000_000u64);
+        let s: jitter_trace::Spec = "periodic:period=4ms,dur=120us".parse().unwrap();
+        let t = jitter_trace::synth::synthesize(&s, 1, d, 1).unwrap();
+        let trace = dir.path().join("t.jtr");
+        jitter_trace::write_trace(&trace, &t).unwrap();
+        let o = jitter_emulator::SyncSchedule {
+            mode: SyncMode::Once,
+            seed: 1,
+        }
+        .start_offset(0, d);
+        let burst = (o + phases * q + 1_000_000) % (d - 20_000_000);
+        let detour = |start_ns, run_ns| jitter_trace::Detour { start_ns, run_ns };
+        let stream = jitter_trace::Stream::from_detours(0, 0, d, &[detour(burst, 10_000_000)]);
+        let mut platform = t.clone();
+        platform.streams = vec![stream.unwrap()];
+        let bg = dir.path().join("bg.jtr");
+        jitter_trace::write_trace(&bg, &platform).unwrap();
+        let (trace, bg) = (trace.display().to_string(), bg.display().to_string());
+        let flags = [
+            "--trace",
+            &trace,
+            "--ranks",
+            "1",
+            "--sync",
+            "once",
+            "--phases",
+            "1000",
+            "--timer",
+            "abstime",
+            "--platform-noise",
+            &bg,
+        ];
+        let (traces, spec) = prepare(&PredictArgs::from_flags(&flags).unwrap()).unwrap();
+        let des = predict(&traces, &spec, &ProgressBar::hidden())
+            .unwrap()
+            .des
+            .unwrap();
+        let row = &des.results[0];
+        // The trace alone: d/P over (1 − d/P) ≈ 3.09 %.
+        assert!((row.sd_qt_pct - 3.09).abs() < 0.3, "{row:?}");
+        assert!(row.baseline_avg_max_qt_ns > q as f64, "{row:?}");
     }
 
     #[test]
