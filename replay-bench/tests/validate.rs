@@ -1,11 +1,13 @@
 //! `replay-bench validate` end to end (timing-sensitive: ONE test): real replays under mpirun at
 //! np 1 and 2 for every sync mode beside the prediction, on a periodic trace (P = 4 ms,
-//! d = 120 µs). Checked always: the table's structure (a header, one line per process count,
-//! sync mode and SD equation, the closing count) and its JSON. Checked when the machine is quiet
-//! enough (every run's platform probe below [`NOISY`], as in paired.rs): every one-rank
-//! prediction without resync lies inside the measured interval widened to a family-wise 99 %
-//! (two runs judged at once) or within 1 pp (the others are printed; see the end of the test);
-//! otherwise a NOT CHECKED line says why.
+//! d = 120 µs), with the platform's own noise recorded first and in the prediction. Checked
+//! always: the table's structure (a header, one line per process count, sync mode and SD
+//! equation, the closing count), its JSON and the platform trace. Checked when the machine is
+//! quiet enough (every run's platform probe below [`NOISY`], as in paired.rs): the one-rank
+//! predictions against the closed form, and each one-rank measurement against its prediction
+//! within the interval widened to a family-wise 99 % (three runs judged at once) or within
+//! [`BETWEEN_RUNS_PP`] (the two-rank rows are printed; see the end of the test); otherwise a
+//! NOT CHECKED line says why.
 
 use std::process::Command;
 
@@ -19,8 +21,20 @@ use common::{mpirun, BIN};
 /// Platform noise (probe, any rank) above which agreement is not judged.
 const NOISY: f64 = 0.10;
 
-/// Normal quantile of 99.5 %: two judged intervals at a family-wise 99 % (Bonferroni).
-const FAMILY_Z: f64 = 2.807;
+/// Normal quantile of 1 − 0.01/6: three judged intervals at a family-wise 99 % (Bonferroni).
+const FAMILY_Z: f64 = 2.935;
+
+/// How far one run's one-rank SD may lie from the prediction, pp, from this VM's measured
+/// spread (docs/VALIDATION.md, "replay-bench validate"): 10 runs of np 1 `none` on the quiet
+/// machine measured 3.70 % on average against 3.1 % predicted (the application loses about
+/// 25 µs more per injection than the calibrated O: the interruption's own cost to its caches
+/// and pipeline, which a probe loop does not see), with an sd of 0.38 pp from run to run, 2–4
+/// times the runs' own intervals: 0.6 + 3 × 0.38 ≈ 1.8 pp. A prediction off by the whole
+/// effect (3 pp) fails it.
+const BETWEEN_RUNS_PP: f64 = 1.8;
+
+/// SD of one rank under this trace without resync: d/P over (1 − d/P), percent.
+const CLOSED_FORM_NONE_PCT: f64 = 100.0 * 0.03 / 0.97;
 
 #[test]
 fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
@@ -137,19 +151,24 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
         checks.iter().all(|c| c.ci95_pp.is_some()),
         "a quiet machine runs enough block pairs for an interval: {checks:#?}"
     );
-    // Judged: one rank without resync (`none`, `once`), where the prediction is the trace's
-    // own share and nothing but the replay's fidelity can move the measurement. Not judged
-    // (printed): two ranks and `phase`, where on this VM the predictions do not yet agree (np 2
-    // `none`: 5.9 % predicted against 3.0 ± 2.6 % measured on a quiet machine; see
-    // docs/VALIDATION.md, "replay-bench validate"): that is an open finding of the predictor
-    // or the replay, measured by `validate` itself, not a property this test can assert.
-    // Two measurements are judged (eq. 2 and eq. 3 of one run are nearly the same number), each
-    // against its own 95 % interval: even an unbiased replay misses one of two 95 % intervals
-    // 10 % of the time. The family is judged at 99 % instead (Bonferroni: each at 99.5 %,
-    // z = 2.807 against the interval's 1.960), or within 1 pp.
-    let judged = |c: &&Check| c.ranks == 1 && c.sync != "phase";
+    // The predictions of one rank, the trace over this machine's recorded noise, are the
+    // closed form within the platform's small effect (a burst the trace's detours overlap).
+    for c in checks.iter().filter(|c| c.ranks == 1 && c.sync != "phase") {
+        assert!(
+            (c.predicted_pct - CLOSED_FORM_NONE_PCT).abs() <= 0.5,
+            "prediction off the closed form {CLOSED_FORM_NONE_PCT:.2} %: {c:?}"
+        );
+    }
+    // Judged: one rank, each sync mode (the prediction and the run replay the same offsets
+    // and resync points; the other vCPU takes the machine's own work). Not judged (printed):
+    // two ranks, where both vCPUs are busy and every OS activity lands on a rank: the runs'
+    // spread is several pp (docs/VALIDATION.md), more than a test can assert. Three runs are
+    // judged at once, each against its interval widened to a family-wise 99 % (Bonferroni)
+    // or within the measured run-to-run spread; eq. 2 and eq. 3 of one run are nearly one
+    // number.
+    let judged = |c: &&Check| c.ranks == 1;
     let family = |c: &&Check| {
-        c.diff_pp.abs() <= 1.0
+        c.diff_pp.abs() <= BETWEEN_RUNS_PP
             || c.ci95_pp
                 .is_some_and(|h| c.diff_pp.abs() <= h * FAMILY_Z / 1.960)
     };
@@ -164,7 +183,7 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
     );
     for c in checks.iter().filter(|c| !judged(c) && !c.agrees) {
         println!(
-            "NOT JUDGED (open finding): np {} {} {}: measured {:.2} % ± {:.2}, predicted {:.2} %",
+            "NOT JUDGED (two ranks): np {} {} {}: measured {:.2} % ± {:.2}, predicted {:.2} %",
             c.ranks,
             c.sync,
             c.metric,
