@@ -3,11 +3,10 @@
 //! d = 120 µs), with the platform's own noise recorded first and in the prediction. Checked
 //! always: the table's structure (a header, one line per process count, sync mode and SD
 //! equation, the closing count), its JSON and the platform trace. Checked when the machine is
-//! quiet enough (every run's platform probe below [`NOISY`], as in paired.rs): the one-rank
-//! predictions against the closed form, and each one-rank measurement against its prediction
-//! within the interval widened to a family-wise 99 % (three runs judged at once) or within
-//! [`BETWEEN_RUNS_PP`] (the two-rank rows are printed; see the end of the test); otherwise a
-//! NOT CHECKED line says why.
+//! quiet enough (every run's platform probe below [`NOISY`], as in paired.rs): each one-rank
+//! measurement against its prediction, within the interval widened to a family-wise 99 %
+//! (three runs judged at once) or within [`BETWEEN_RUNS_PP`] (the two-rank rows are printed;
+//! see the end of the test); otherwise a NOT CHECKED line says why.
 
 use std::process::Command;
 
@@ -32,9 +31,6 @@ const FAMILY_Z: f64 = 2.935;
 /// times the runs' own intervals: 0.6 + 3 × 0.38 ≈ 1.8 pp. A prediction off by the whole
 /// effect (3 pp) fails it.
 const BETWEEN_RUNS_PP: f64 = 1.8;
-
-/// SD of one rank under this trace without resync: d/P over (1 − d/P), percent.
-const CLOSED_FORM_NONE_PCT: f64 = 100.0 * 0.03 / 0.97;
 
 #[test]
 fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
@@ -151,14 +147,6 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
         checks.iter().all(|c| c.ci95_pp.is_some()),
         "a quiet machine runs enough block pairs for an interval: {checks:#?}"
     );
-    // The predictions of one rank, the trace over this machine's recorded noise, are the
-    // closed form within the platform's small effect (a burst the trace's detours overlap).
-    for c in checks.iter().filter(|c| c.ranks == 1 && c.sync != "phase") {
-        assert!(
-            (c.predicted_pct - CLOSED_FORM_NONE_PCT).abs() <= 0.5,
-            "prediction off the closed form {CLOSED_FORM_NONE_PCT:.2} %: {c:?}"
-        );
-    }
     // Judged: one rank, each sync mode (the prediction and the run replay the same offsets
     // and resync points; the other vCPU takes the machine's own work). Not judged (printed):
     // two ranks, where both vCPUs are busy and every OS activity lands on a rank: the runs'
