@@ -15,6 +15,9 @@ use jitter_trace::{Detour, Stream, Trace};
 
 use super::TraceInput;
 
+/// Most platform detours one tiled stream may hold (each costs a record in two plans).
+pub const MAX_TILED_DETOURS: u64 = 20_000_000;
+
 /// A platform-noise trace: every stream a platform CPU's detours over the trace's window.
 #[derive(Debug, Clone)]
 pub struct Background {
@@ -66,6 +69,24 @@ impl Background {
     /// Streams (platform CPUs) held.
     pub fn streams(&self) -> usize {
         self.streams.len()
+    }
+
+    /// Refuses a timeline that would repeat the platform's streams into more than
+    /// [`MAX_TILED_DETOURS`] detours each.
+    pub fn check_tiling(&self, period_ns: u64) -> anyhow::Result<()> {
+        let laps = period_ns.div_ceil(self.window_ns);
+        let most = self.streams.iter().map(Vec::len).max().unwrap_or(0) as u64;
+        let n = most.saturating_mul(laps);
+        anyhow::ensure!(
+            n <= MAX_TILED_DETOURS,
+            "platform noise {}: repeating its {:.1} s over the trace's {:.1} s makes {n} detours \
+             per stream, over the limit of {MAX_TILED_DETOURS}; predict a shorter slice of the \
+             trace (`jitter-trace slice`)",
+            self.label,
+            self.window_ns as f64 / 1e9,
+            period_ns as f64 / 1e9
+        );
+        Ok(())
     }
 
     /// Stream `s` repeated end to end over `[0, period_ns)`, the last detour cut at the end.
@@ -149,6 +170,9 @@ pub fn realise(plans: &[Arc<Plan>], bg: &Background) -> anyhow::Result<Realised>
             .context("cannot lay out the united noise")?;
         Plan::new(&stream, exact).map_err(|e| anyhow::anyhow!("platform noise {}: {e}", bg.label))
     };
+    for plan in plans {
+        bg.check_tiling(plan.period_ns())?;
+    }
     let laps: Vec<(Vec<Detour>, PlanStats)> = plans.iter().map(realised).collect();
     let mut out = Realised {
         united: Vec::with_capacity(plans.len() * bg.streams()),
@@ -269,5 +293,15 @@ mod tests {
             ..periodic("periodic:period=4ms,dur=1us", 1, 1)
         };
         assert!(Background::new(&empty, "e.jtr").is_err());
+        // 1000 detours in 10 ms, repeated over 1000 s: 10^8 per stream, refused before tiling.
+        let s: Spec = "periodic:period=10us,dur=1us".parse().unwrap();
+        let dense = synthesize(&s, 1, 10_000_000, 1).unwrap();
+        let bg = Background::new(&dense, "d.jtr").unwrap();
+        let e = bg.check_tiling(1_000_000_000_000).unwrap_err().to_string();
+        assert!(
+            e.contains("over the limit") && e.contains("jitter-trace slice"),
+            "{e}"
+        );
+        assert!(bg.check_tiling(10_000_000).is_ok());
     }
 }
