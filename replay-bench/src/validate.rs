@@ -269,11 +269,8 @@ fn probe_platform(a: &ValidateArgs, cpus: u64, dir: &Path) -> anyhow::Result<Opt
     let setup = a
         .replay
         .setup_over(&jitter_emulator::ReplaySetup::default());
-    let timer_error = match setup.cost.timer {
-        jitter_emulator::TimerKind::Abstime => 0.0,
-        jitter_emulator::TimerKind::Itimer => f64::INFINITY,
-    };
-    if let Err(e) = predict::background::check_setup(&setup.plan_options(), timer_error) {
+    let itimer = setup.cost.timer == jitter_emulator::TimerKind::Itimer;
+    if let Err(e) = predict::background::check_setup(&setup.plan_options(), itimer) {
         eprintln!("validate: the platform's noise is not modelled: {e}");
         return Ok(None);
     }

@@ -132,9 +132,9 @@ pub fn realised(plan: &Arc<Plan>) -> (Vec<Detour>, PlanStats) {
 }
 
 /// Refuses the settings a background cannot be realised under: a scale or a fraction (a lap
-/// realised once would not match every rank's) and timer errors (drawn per injection, they
-/// would also move the platform's own detours).
-pub fn check_setup(options: &PlanOptions, timer_error_sd_ns: f64) -> anyhow::Result<()> {
+/// realised once would not match every rank's) and timer errors (`timer_errors`: drawn per
+/// injection, they would also move the platform's own detours).
+pub fn check_setup(options: &PlanOptions, timer_errors: bool) -> anyhow::Result<()> {
     anyhow::ensure!(
         options.scale == 1.0 && options.fraction >= 1.0,
         "--platform-noise needs --scale 1 and --fraction 1 (got S = {}, f = {})",
@@ -142,7 +142,7 @@ pub fn check_setup(options: &PlanOptions, timer_error_sd_ns: f64) -> anyhow::Res
         options.fraction
     );
     anyhow::ensure!(
-        timer_error_sd_ns == 0.0,
+        !timer_errors,
         "--platform-noise needs --timer abstime (the itimer's errors, drawn per injection, \
          would also move the platform's own detours)"
     );
@@ -281,13 +281,13 @@ mod tests {
             scale: 2.0,
             ..PlanOptions::ideal()
         };
-        assert!(check_setup(&scaled, 0.0)
+        assert!(check_setup(&scaled, false)
             .unwrap_err()
             .to_string()
             .contains("--scale 1"));
-        let e = check_setup(&PlanOptions::ideal(), 20_000.0).unwrap_err();
+        let e = check_setup(&PlanOptions::ideal(), true).unwrap_err();
         assert!(e.to_string().contains("--timer abstime"), "{e}");
-        assert!(check_setup(&PlanOptions::ideal(), 0.0).is_ok());
+        assert!(check_setup(&PlanOptions::ideal(), false).is_ok());
         let empty = Trace {
             streams: Vec::new(),
             ..periodic("periodic:period=4ms,dur=1us", 1, 1)

@@ -348,16 +348,7 @@ fn refuse_busy(trace: &Trace, path: &Path, force: bool) -> anyhow::Result<()> {
     if force {
         return Ok(());
     }
-    // Only the ratio matters here: no histogram (a dense trace's would cost a second).
-    let busy = (trace.streams.iter()).find_map(|s| {
-        jitter_trace::sanity::Observation {
-            cpu: s.cpu,
-            duration_ns: s.duration_ns(),
-            noise_ns: s.noise_ns(),
-            ..Default::default()
-        }
-        .busy()
-    });
+    let busy = (trace.streams.iter()).find_map(jitter_trace::sanity::busy);
     match busy {
         Some(why) => anyhow::bail!(
             "trace {}: {why}; a prediction from it would be that work's slowdown (--force \
@@ -461,7 +452,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
             args.model == Model::Des,
             "--platform-noise is modelled by the simulation only (--model des)"
         );
-        background::check_setup(&platform.options(), platform.lateness_sd_ns)?;
+        background::check_setup(&platform.options(), platform.lateness_sd_ns > 0.0)?;
         let loaded = jitter_trace::read_trace(path)
             .with_context(|| format!("cannot read platform-noise trace {}", path.display()))?;
         for w in loaded.warnings() {
@@ -1162,9 +1153,10 @@ mod tests {
         }
         // A platform whose detours fall between the trace's: one rank loses both, and the
         // slowdown against the platform alone is (1 − d/P) / (1 − 2d/P) − 1 = 3.19 % for d/P =
-        // 3 % (the trace alone: 1 / (1 − d/P) − 1 = 3.09 %); within the phases' granularity.
+        // 3 % (the trace alone: 1 / (1 − d/P) − 1 = 3.09 %, which this tolerance excludes).
+        let closed = 100.0 * (0.97 / 0.94 - 1.0);
         for b in sd(Some(&other)).iter().filter(|b| b.ranks == 1) {
-            assert!((b.sd_qt_pct - 3.19).abs() < 0.3, "{b:?}");
+            assert!((b.sd_qt_pct - closed).abs() < 0.03, "{b:?}");
         }
         let e = prepare(
             &PredictArgs::from_flags(&["--trace", &trace, "--platform-noise", &same]).unwrap(),
