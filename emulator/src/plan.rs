@@ -827,8 +827,13 @@ pub struct PlanIndex {
     /// At S = 1 (empty otherwise): every injection of two laps, its start beside its key, so
     /// that one cache line serves the barrier search and the compute search that follows it.
     fast: Vec<FastEntry>,
-    /// Mean key advance per entry of `fast`, ns (the compute search's first guess).
-    key_step: f64,
+    /// At S = 1: `key_first[j]` is the first entry of `fast` whose key is at least
+    /// `j << key_shift` (the last is `fast.len()`), so that the compute search goes straight to
+    /// the bucket of its threshold, ≈ 1–2 entries, instead of searching towards it.
+    key_first: Vec<u32>,
+    /// log₂ of a bucket's width in key ns: the smallest power of two above the mean key
+    /// advance per entry.
+    key_shift: u32,
 }
 
 /// One injection of the fast path (S = 1): its start, and `a − cs`, non-decreasing, which the
@@ -937,7 +942,8 @@ impl Plan {
             inj_group: Vec::new(),
             tot_span: 0,
             fast: Vec::new(),
-            key_step: 0.0,
+            key_first: Vec::new(),
+            key_shift: 0,
         };
         let mut k = 0usize;
         let mut prev_end: Option<u64> = None;
@@ -1007,9 +1013,7 @@ impl Plan {
             let entry = |(a, key)| FastEntry { a, key };
             ix.fast = ix.inj.iter().map(|e| entry((e.a, e.a - e.cs))).collect();
             ix.fast.extend(ix.inj.iter().map(|e| entry(lap2(e))));
-            if let (Some(f), Some(l)) = (ix.fast.first(), ix.fast.last()) {
-                ix.key_step = (l.key - f.key) as f64 / ix.fast.len() as f64;
-            }
+            ix.bucket_keys()?;
         }
         Some(ix)
     }
@@ -1094,6 +1098,68 @@ impl PlanIndex {
             + g * (4 + 8 * 4)
             + self.inj.len() * (24 + 4)
             + self.fast.len() * std::mem::size_of::<FastEntry>()
+            + self.key_first.len() * 4
+    }
+
+    /// Builds `key_first` over `fast` (its keys non-decreasing); `None` where `fast` has more
+    /// entries than a `u32` counts.
+    fn bucket_keys(&mut self) -> Option<()> {
+        let v = &self.fast;
+        let (Some(f), Some(l)) = (v.first(), v.last()) else {
+            return Some(());
+        };
+        if v.len() >= u32::MAX as usize {
+            return None;
+        }
+        // A bucket wider than the mean step: at most as many buckets as entries (+ 2).
+        let step = (l.key - f.key) / v.len() as u64;
+        self.key_shift = 64 - step.leading_zeros();
+        let buckets = (l.key >> self.key_shift) as usize + 2;
+        let mut first = Vec::with_capacity(buckets);
+        let mut i = 0usize;
+        for j in 0..buckets as u64 {
+            let lo = j << self.key_shift;
+            while i < v.len() && v[i].key < lo {
+                i += 1;
+            }
+            first.push(i as u32);
+        }
+        self.key_first = first;
+        Some(())
+    }
+
+    /// First entry `i ≥ lo` of `fast` whose key is at least `t`, else `fast.len()`: a search
+    /// within `t`'s bucket only (its first entry is the first with a key at least the bucket's
+    /// start, and the next bucket's first has a key above `t`).
+    #[inline]
+    fn first_key_at_least(&self, lo: usize, t: u64) -> usize {
+        let v = &self.fast;
+        let j = (t >> self.key_shift) as usize;
+        let Some(b) = self.key_first.get(j..j + 2) else {
+            return v.len();
+        };
+        let from = (b[0] as usize).max(lo);
+        let to = (b[1] as usize).max(from);
+        from + v[from..to].partition_point(|e| e.key < t)
+    }
+
+    /// Starts loading the bucket of compute threshold `t` (stage 1 of a search's prefetch).
+    #[inline]
+    fn prefetch_bucket(&self, t: u64) {
+        if let Some(b) = self.key_first.get((t >> self.key_shift) as usize) {
+            prefetch(b);
+        }
+    }
+
+    /// Starts loading the entries that the search for `t` from `lo` reads first (stage 2, once
+    /// the bucket's line is there).
+    #[inline]
+    fn prefetch_entries(&self, lo: usize, t: u64) {
+        if let Some(&b) = self.key_first.get((t >> self.key_shift) as usize) {
+            if let Some(e) = self.fast.get((b as usize).max(lo)) {
+                prefetch(e);
+            }
+        }
     }
 
     /// End of the group of unrolled injection `i` (`u64::MAX` beyond two laps).
@@ -1421,14 +1487,10 @@ impl PlanIndex {
     }
 }
 
-/// Entries per block of [`first_at_least`]'s near search.
+/// Entries per block of [`first_at_least`]'s search.
 const FIRST_BLOCK: usize = 8;
-/// Entries ahead from which [`first_at_least`] starts at the guess instead of the blocks.
-const FIRST_NEAR: usize = 4 * FIRST_BLOCK;
-/// Entries between the lines [`IndexedReplay::prefetch_compute`] asks for (a 64-byte line
-/// holds 4 entries of 16 bytes, so 8 skips one line: the first probes of a gallop from the
-/// guess land within it).
-const PREFETCH_REACH: usize = 8;
+/// Blocks [`first_at_least`] looks at before it gallops.
+const FIRST_BLOCKS: usize = 4;
 
 /// Starts loading the cache line of `e` without waiting for it (a hint: it never faults and
 /// changes no value); nothing where no prefetch instruction is available.
@@ -1447,35 +1509,24 @@ fn prefetch<T>(e: &T) {
     let _ = e;
 }
 
-/// First index `i ≥ lo` of `v` with `key(v[i]) ≥ t` (`key` non-decreasing), else `v.len()`.
-/// Near answers (expected within `guess` entries, the usual case) take blocks of 8 entries,
-/// each with one branch and a branch-free search inside; far ones (dense noise, long
-/// windows) start at the guess and gallop from there in the direction it was wrong, so the
-/// cache lines read are those around the answer, not the ones on the way to it.
+/// First index `i ≥ lo` of `v` with `key(v[i]) ≥ t` (`key` non-decreasing), else `v.len()`,
+/// for answers expected near `lo` (a barrier's): `lo` itself, then blocks of 8 entries, each
+/// with one branch and a branch-free search inside, then galloping.
 #[inline]
 fn first_at_least(
     v: &[FastEntry],
     lo: usize,
     t: u64,
-    guess: usize,
     key: impl Fn(&FastEntry) -> u64 + Copy,
 ) -> usize {
     const W: usize = FIRST_BLOCK;
-    const NEAR: usize = FIRST_NEAR;
-    let above = |i: u64| key(&v[i as usize]) >= t;
-    if guess >= NEAR {
-        let g = lo.saturating_add(guess).min(v.len().saturating_sub(1));
-        if g <= lo {
-            return gallop(lo as u64, v.len() as u64, above) as usize;
-        }
-        return if above(g as u64) {
-            gallop_down(lo as u64, g as u64, above) as usize
-        } else {
-            gallop(g as u64 + 1, v.len() as u64, above) as usize
-        };
+    match v.get(lo) {
+        Some(e) if key(e) >= t => return lo,
+        None => return v.len(),
+        _ => {}
     }
     let mut at = lo;
-    for _ in 0..NEAR / W {
+    for _ in 0..FIRST_BLOCKS {
         let Some(block) = v.get(at..at + W) else {
             break;
         };
@@ -1487,27 +1538,7 @@ fn first_at_least(
         }
         at += W;
     }
-    gallop(at as u64, v.len() as u64, above) as usize
-}
-
-/// Smallest `v` in `[lo, hi]` with `pred(v)` (monotone), given `pred(hi)`: galloping down
-/// from `hi`, so the cost grows with the log of the distance to `hi`.
-#[inline]
-fn gallop_down(lo: u64, hi: u64, mut pred: impl FnMut(u64) -> bool) -> u64 {
-    let mut r = hi;
-    let mut step = 1u64;
-    let l = loop {
-        if r <= lo {
-            return lo;
-        }
-        let c = r.saturating_sub(step).max(lo);
-        if !pred(c) {
-            break c + 1;
-        }
-        r = c;
-        step = step.saturating_mul(2);
-    };
-    bisect(l, r, pred)
+    gallop(at as u64, v.len() as u64, |i| key(&v[i as usize]) >= t) as usize
 }
 
 /// Smallest `v` in `[l, r]` with `pred(v)` (monotone), given `pred(r)` or `r` the end.
@@ -1668,8 +1699,7 @@ impl IndexedReplay {
         // the limit would come first, but then the look-ahead is not before it: no answer.
         let base = v[i0].cs();
         let t = (end0 + self.p).saturating_sub(self.r0 + base);
-        let ahead = t.saturating_sub(v[i0].key) as f64 / ix.key_step.max(1.0);
-        let i = first_at_least(v, i0, t, ahead as usize, |e| e.key);
+        let i = ix.first_key_at_least(i0, t);
         if i >= v.len() || !self.before_limit(ix, i as u64 + 1) {
             return None;
         }
@@ -1678,41 +1708,34 @@ impl IndexedReplay {
     }
 
     /// Asks the memory system, without waiting, for the index lines that
-    /// [`IndexedReplay::compute_fast`]`(ix, start, q)` reads first when it jumps to its guessed
-    /// entry (a window expected to pass many injections): called a few ranks ahead of the
-    /// search, the cache misses of several ranks overlap instead of queueing. `q` = 0: the line
-    /// of the next entry, which a barrier search reads first. Changes nothing; reads the rank's
-    /// next entry, which its last search has just read.
+    /// [`IndexedReplay::compute_fast`]`(ix, start, q)` reads first: called some ranks ahead of
+    /// the search, the cache misses of several ranks overlap instead of queueing. A compute
+    /// search reads its threshold's bucket, then the entries it names: `stage` 0 asks for the
+    /// bucket, stage 1 (later, when the bucket's line is there) for the entries. `q` = 0: the
+    /// line of the next entry, which a barrier search reads first. Changes nothing; reads the
+    /// rank's next entry, which its last search has just read.
     #[inline]
-    pub fn prefetch_compute(&self, ix: &PlanIndex, start: u64, q: u64) {
+    pub fn prefetch_compute(&self, ix: &PlanIndex, start: u64, q: u64, stage: u8) {
         let Some(i0) = self.fast_start(ix) else {
             return;
         };
         let v = &ix.fast[..];
         if q == 0 {
-            // A barrier search: its answer is near the next entry.
-            prefetch(&v[i0]);
+            // A barrier search: its answer is near the next entry; it reads the next entry and, when
+            // that one is due before the barrier, the end of the block from there.
+            if stage == 1 {
+                prefetch(&v[i0]);
+                if let Some(e) = v.get(i0 + FIRST_BLOCK - 1) {
+                    prefetch(e);
+                }
+            }
             return;
         }
         let t = (start + q + self.p).saturating_sub(self.r0 + v[i0].cs());
-        let ahead = t.saturating_sub(v[i0].key) as f64 / ix.key_step.max(1.0);
-        let g = i0.saturating_add(ahead as usize).min(v.len() - 1);
-        if (ahead as usize) < FIRST_NEAR {
-            // The blocks from i0: the line of the expected answer.
-            prefetch(&v[g]);
-            return;
-        }
-        // The guessed line and one on each side: galloping from the guess reads them first.
-        for i in [
-            g.saturating_sub(2 * PREFETCH_REACH),
-            g.saturating_sub(PREFETCH_REACH),
-            g,
-            g + PREFETCH_REACH,
-            g + 2 * PREFETCH_REACH,
-        ] {
-            if let Some(e) = v.get(i) {
-                prefetch(e);
-            }
+        if stage == 0 {
+            ix.prefetch_bucket(t);
+        } else {
+            ix.prefetch_entries(i0, t);
         }
     }
 
@@ -1724,7 +1747,7 @@ impl IndexedReplay {
         let v = &ix.fast[..];
         // Due at or after b: r0 + (a − p) ≥ b, i.e. a ≥ p + (b − r0) (every a ≥ p).
         let t = self.p + b.saturating_sub(self.r0);
-        let i = first_at_least(v, i0, t, 0, |e| e.a);
+        let i = first_at_least(v, i0, t, |e| e.a);
         if i >= v.len() {
             return None;
         }
@@ -2328,8 +2351,8 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
-        /// Long, dense streams at S = 1: the fast path (block count, then galloping over two
-        /// laps) answers most questions, each exactly as the walk.
+        /// Long, dense streams at S = 1: the fast path (the compute in its bucket of keys, a barrier
+        /// in blocks then galloping, over two laps) answers most questions, each exactly as the walk.
         #[test]
         fn the_fast_path_answers_as_the_walk_on_long_streams(
             gaps in prop::collection::vec((1u64..400, 1u64..200), 50..400),

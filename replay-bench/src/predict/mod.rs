@@ -863,22 +863,24 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     let root = comm.rank() == 0;
     let (traces, mut spec) = prepare(&args)?;
     spec.engine = engine;
-    match args.threads {
-        Some(0) => anyhow::bail!("--threads must be at least 1"),
-        // The global pool (the communicator cannot move into another pool's threads).
-        Some(n) => {
-            // Fails harmlessly when the pool already exists with that size (a second call).
-            let _ = rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build_global();
-            anyhow::ensure!(
-                rayon::current_num_threads() == n,
-                "cannot set {n} worker threads: the pool already has {}",
-                rayon::current_num_threads()
-            );
-        }
-        None => {}
-    }
+    anyhow::ensure!(args.threads != Some(0), "--threads must be at least 1");
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // The global pool (the communicator cannot move into another pool's threads), with this
+    // thread as its worker 0: the phase loop's parallel passes then start on a worker, so the
+    // other workers steal from it instead of this thread handing each pass to the pool and
+    // sleeping until it is done (a context switch per pass, 2 per phase), and MPI calls stay on
+    // this thread. Fails harmlessly when the pool already exists (a second call).
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .use_current_thread()
+        .build_global();
+    anyhow::ensure!(
+        args.threads.is_none() || rayon::current_num_threads() == threads,
+        "cannot set {threads} worker threads: the pool already has {}",
+        rayon::current_num_threads()
+    );
     // Estimate before anything large is allocated; every process checks its own share and all
     // agree, so that none is left waiting in a collective.
     let on_host = mpi_comm
