@@ -1143,6 +1143,13 @@ impl PlanIndex {
         from + v[from..to].partition_point(|e| e.key < t)
     }
 
+    /// Whether a compute search from a next entry of key `key` for threshold `t` is short: an
+    /// answer expected within a block of the next entry, read there, not in its bucket.
+    #[inline]
+    fn near(&self, key: u64, t: u64) -> bool {
+        t.saturating_sub(key) < (FIRST_BLOCK as u64) << self.key_shift
+    }
+
     /// Starts loading the bucket of compute threshold `t` (stage 1 of a search's prefetch).
     #[inline]
     fn prefetch_bucket(&self, t: u64) {
@@ -1699,7 +1706,13 @@ impl IndexedReplay {
         // the limit would come first, but then the look-ahead is not before it: no answer.
         let base = v[i0].cs();
         let t = (end0 + self.p).saturating_sub(self.r0 + base);
-        let i = ix.first_key_at_least(i0, t);
+        // A short window (a message's o, a window ending near the next injection) is answered
+        // near the rank's next entry, whose lines are cached; a long one in its bucket.
+        let i = if ix.near(v[i0].key, t) {
+            first_at_least(v, i0, t, |e| e.key)
+        } else {
+            ix.first_key_at_least(i0, t)
+        };
         if i >= v.len() || !self.before_limit(ix, i as u64 + 1) {
             return None;
         }
@@ -1732,10 +1745,27 @@ impl IndexedReplay {
             return;
         }
         let t = (start + q + self.p).saturating_sub(self.r0 + v[i0].cs());
+        if ix.near(v[i0].key, t) {
+            // Answered near the next entry (see `compute_fast`).
+            return;
+        }
         if stage == 0 {
             ix.prefetch_bucket(t);
         } else {
             ix.prefetch_entries(i0, t);
+        }
+    }
+
+    /// Replay time by which nothing is due where the fast path applies (0 elsewhere): a compute
+    /// window that ends by it, or a barrier that completes by it, is answered on time and
+    /// leaves the replay as it is (the next injection is due at or after the window's end).
+    #[inline]
+    pub fn quiet_until(&self, ix: &PlanIndex) -> u64 {
+        match self.fast_start(ix) {
+            Some(i0) if self.before_limit(ix, i0 as u64 + 1) => {
+                self.r0 + ix.fast[i0].a.saturating_sub(self.p)
+            }
+            _ => 0,
         }
     }
 

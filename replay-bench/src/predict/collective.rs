@@ -151,6 +151,13 @@ pub trait Clocks: Sync {
     fn work(&self, r: &mut Self::Rank, g: usize, start: u64, work: u64) -> u64;
     /// Rank `g` idle until `t`: when it can act (`t`, or the end of a detour running at `t`).
     fn idle_until(&self, r: &mut Self::Rank, g: usize, t: u64) -> u64;
+    /// A time by which rank `g` has nothing due: until the rank is asked a question that
+    /// reaches past it, work that ends by it ends on time and idling until it returns at once,
+    /// neither changing the state (0: not known).
+    #[inline]
+    fn quiet_until(&self, _r: &Self::Rank, _g: usize) -> u64 {
+        0
+    }
 }
 
 /// Scaled (replay ns) o and ℓ of a model.
@@ -255,6 +262,8 @@ fn rounds(alg: Algorithm, n: u64) -> Vec<Round> {
 pub struct Scratch {
     sent: Vec<u64>,
     wire: Vec<f64>,
+    /// Each rank's [`Clocks::quiet_until`] since its last question (0: ask it).
+    quiet: Vec<u64>,
 }
 
 impl Scratch {
@@ -271,13 +280,18 @@ impl Scratch {
                 .map_err(|_| anyhow::anyhow!("cannot allocate the collective's {n} send times"))?;
             wire.resize(n, 0.0);
         }
-        Ok(Scratch { sent, wire })
+        let mut quiet = Vec::new();
+        quiet
+            .try_reserve_exact(n)
+            .map_err(|_| anyhow::anyhow!("cannot allocate the collective's {n} quiet times"))?;
+        quiet.resize(n, 0);
+        Ok(Scratch { sent, wire, quiet })
     }
 }
 
 /// Bytes per simulated rank an algorithmic collective adds: the loop's clock and phase start
-/// per rank, the send ends and, under MPI, their exchange buffer.
-pub const BYTES_PER_RANK: usize = 32;
+/// per rank, the send ends, the quiet times and, under MPI, the send ends' exchange buffer.
+pub const BYTES_PER_RANK: usize = 40;
 
 /// Runs one collective of `alg` over `n` ranks: this process holds ranks `lo..lo + states.len()`
 /// whose times (when each enters the collective) are `t`; on return `t` holds when each leaves.
@@ -296,21 +310,44 @@ pub fn run<C: Clocks>(
 ) {
     let chunk = (states.len() / (rayon::current_num_threads().max(1) * 8)).max(1024);
     let Costs { o, l } = costs;
+    let hi = lo + states.len() as u64;
+    // The states changed since the last collective (compute, resync): ask each rank again.
+    scratch.quiet[lo as usize..hi as usize].fill(0);
+    // A question answered from the rank's quiet time (most of a collective's, which are short),
+    // else asked, and the quiet time after it kept.
+    let work = |s: &mut C::Rank, g: usize, start: u64, q: &mut u64| {
+        if start + o <= *q {
+            return start + o;
+        }
+        let end = clocks.work(s, g, start, o);
+        *q = clocks.quiet_until(s, g);
+        end
+    };
+    let idle = |s: &mut C::Rank, g: usize, until: u64, q: &mut u64| {
+        if until <= *q {
+            return until;
+        }
+        let ready = clocks.idle_until(s, g, until);
+        *q = clocks.quiet_until(s, g);
+        ready
+    };
     for round in rounds(alg, n) {
-        let hi = lo + states.len() as u64;
         let sent_local = &mut scratch.sent[lo as usize..hi as usize];
+        let quiet = &mut scratch.quiet[lo as usize..hi as usize];
         // The senders.
         states
             .par_chunks_mut(chunk)
             .zip(t.par_chunks_mut(chunk))
             .zip(sent_local.par_chunks_mut(chunk))
+            .zip(quiet.par_chunks_mut(chunk))
             .enumerate()
-            .for_each(|(c, ((sts, ts), ss))| {
+            .for_each(|(c, (((sts, ts), ss), qs))| {
                 let g0 = lo + (c * chunk) as u64;
-                for (i, (s, (tt, sd))) in sts.iter_mut().zip(ts.iter_mut().zip(ss)).enumerate() {
+                let each = sts.iter_mut().zip(ts.iter_mut().zip(ss)).zip(qs.iter_mut());
+                for (i, ((s, (tt, sd)), qt)) in each.enumerate() {
                     let g = g0 + i as u64;
                     if round.to(g, n).is_some() {
-                        *tt = clocks.work(s, (g - lo) as usize, *tt, o);
+                        *tt = work(s, (g - lo) as usize, *tt, qt);
                         *sd = *tt;
                     }
                 }
@@ -330,20 +367,22 @@ pub fn run<C: Clocks>(
             }
         }
         let sent = &scratch.sent[..];
+        let quiet = &mut scratch.quiet[lo as usize..hi as usize];
         // The receivers.
         states
             .par_chunks_mut(chunk)
             .zip(t.par_chunks_mut(chunk))
+            .zip(quiet.par_chunks_mut(chunk))
             .enumerate()
-            .for_each(|(c, (sts, ts))| {
+            .for_each(|(c, ((sts, ts), qs))| {
                 let g0 = lo + (c * chunk) as u64;
-                for (i, (s, tt)) in sts.iter_mut().zip(ts.iter_mut()).enumerate() {
+                for (i, ((s, tt), qt)) in sts.iter_mut().zip(ts.iter_mut()).zip(qs).enumerate() {
                     let g = g0 + i as u64;
                     if let Some(src) = round.from(g, n) {
                         let local = (g - lo) as usize;
                         let arrival = sent[src as usize] + l;
-                        let ready = clocks.idle_until(s, local, (*tt).max(arrival));
-                        *tt = clocks.work(s, local, ready, o);
+                        let ready = idle(s, local, (*tt).max(arrival), qt);
+                        *tt = work(s, local, ready, qt);
                     }
                 }
             });
@@ -528,6 +567,62 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// [`Ref`] that also tells its quiet time (the due of its next detour), so that `run` answers
+    /// most questions without asking it.
+    struct QuietRef;
+    impl Clocks for QuietRef {
+        type Rank = RefRank;
+        fn work(&self, r: &mut RefRank, g: usize, start: u64, work: u64) -> u64 {
+            Ref.work(r, g, start, work)
+        }
+        fn idle_until(&self, r: &mut RefRank, g: usize, t: u64) -> u64 {
+            Ref.idle_until(r, g, t)
+        }
+        fn quiet_until(&self, r: &RefRank, _: usize) -> u64 {
+            r.peek().map_or(u64::MAX, |(d, _)| d)
+        }
+    }
+
+    proptest::proptest! {
+        /// Answering from the quiet times changes no exit: every algorithm, random detours,
+        /// entry times and costs, twice in a row (the second collective starts from the state
+        /// the first left).
+        #[test]
+        fn quiet_times_change_no_exit(
+            n in 1usize..40,
+            alg in proptest::sample::select(vec![
+                Algorithm::Dissemination, Algorithm::RecursiveDoubling, Algorithm::BinomialTree,
+            ]),
+            o in 0u64..50,
+            l in 0u64..100,
+            entries in proptest::collection::vec(0u64..2_000, 40),
+            detours in proptest::collection::vec(
+                proptest::collection::vec((1u64..300, 1u64..200), 0..20), 40),
+        ) {
+            let ranks: Vec<RefRank> = (0..n)
+                .map(|g| {
+                    let mut at = 0;
+                    let detours = detours[g].iter().map(|&(gap, span)| {
+                        at += gap;
+                        let d = (at, span);
+                        at += span;
+                        d
+                    });
+                    RefRank { detours: detours.collect(), ..RefRank::default() }
+                })
+                .collect();
+            let t0: Vec<u64> = entries[..n].to_vec();
+            let (mut a, mut b) = (ranks.clone(), ranks);
+            let (mut ta, mut tb) = (t0.clone(), t0);
+            let (mut sa, mut sb) = (Scratch::new(n as u64, 1).unwrap(), Scratch::new(n as u64, 1).unwrap());
+            for _ in 0..2 {
+                run(&Solo, &Ref, alg, Costs { o, l }, n as u64, 0, &mut a, &mut ta, &mut sa);
+                run(&Solo, &QuietRef, alg, Costs { o, l }, n as u64, 0, &mut b, &mut tb, &mut sb);
+                proptest::prop_assert_eq!(&ta, &tb);
             }
         }
     }

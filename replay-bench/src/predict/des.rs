@@ -646,6 +646,11 @@ trait ReplayEngine: Clocks {
     /// stage 1, asked later, what that tells it to read next.
     #[inline]
     fn prefetch(&self, _r: &Self::Rank, _at: usize, _start: u64, _work: u64, _stage: u8) {}
+    /// [`Clocks::quiet_until`] of the rank (0: not known).
+    #[inline]
+    fn quiet(&self, _r: &Self::Rank, _at: usize) -> u64 {
+        0
+    }
 }
 
 /// [`Clocks`] of an engine: its own questions, `at` found by `locate`.
@@ -660,6 +665,10 @@ macro_rules! clocks_of_engine {
             #[inline]
             fn idle_until(&self, r: &mut $rank, g: usize, t: u64) -> u64 {
                 self.leave(r, self.locate(g), t)
+            }
+            #[inline]
+            fn quiet_until(&self, r: &$rank, g: usize) -> u64 {
+                self.quiet(r, self.locate(g))
             }
         }
     };
@@ -813,6 +822,8 @@ impl ReplayEngine for IdxClocks<'_> {
     #[inline]
     fn locate(&self, g: usize) -> usize {
         match &self.bounds {
+            // One plan (the usual case): no search per question.
+            Some(b) if b.len() == 2 => 0,
             Some(b) => b.partition_point(|&x| x <= g) - 1,
             None => self.place.plan(self.lo + g as u64),
         }
@@ -898,6 +909,10 @@ impl ReplayEngine for IdxClocks<'_> {
     fn prefetch(&self, r: &IdxRank, si: usize, start: u64, work: u64, stage: u8) {
         r.rep.prefetch_compute(&self.ix[si], start, work, stage);
     }
+    #[inline]
+    fn quiet(&self, r: &IdxRank, si: usize) -> u64 {
+        r.rep.quiet_until(&self.ix[si])
+    }
 }
 
 /// Ranks without noise: the baseline of an algorithmic collective.
@@ -941,10 +956,10 @@ const PREFETCH_AHEAD: usize = 4;
 
 /// Visits the states of one chunk (its first state is `g0`) in order, each with where it sits
 /// (`body(state, at)`), after asking the engine to prefetch, for the states [`PREFETCH_AHEAD`]
-/// and twice that ahead, the two stages of what their coming search reads (`hint(state)`: that
-/// search's start and work; `None`: no prefetch), so that the cache misses of several ranks'
-/// searches overlap.
-fn visit_chunk<E: ReplayEngine, H: Fn(&E::Rank) -> (u64, u64)>(
+/// and twice that ahead, the two stages of what their coming search reads (`hint(j, state)`:
+/// the search's start and work of the chunk's state j; `None`: no prefetch), so that the cache
+/// misses of several ranks' searches overlap.
+fn visit_chunk<E: ReplayEngine, H: Fn(usize, &E::Rank) -> (u64, u64)>(
     e: &E,
     sts: &mut [E::Rank],
     g0: usize,
@@ -966,7 +981,7 @@ fn visit_chunk<E: ReplayEngine, H: Fn(&E::Rank) -> (u64, u64)>(
     let ask = |j: usize, a: &mut Ahead, sts: &[E::Rank]| {
         if let (Some(hint), Some(s)) = (hint, sts.get(j)) {
             a.at = e.step(a.at, g0 + j);
-            let (start, work) = hint(s);
+            let (start, work) = hint(j, s);
             e.prefetch(s, a.at, start, work, a.stage);
         }
     };
@@ -1024,7 +1039,7 @@ where
                 .map(|(c, sts)| {
                     let mut acc = Pass::default();
                     // The barrier search: its answer is near the rank's next entry.
-                    let hint = |_: &E::Rank| (b, 0);
+                    let hint = |_: usize, _: &E::Rank| (b, 0);
                     visit_chunk(e, sts, c * chunk, Some(&hint), |s, at| {
                         let exit = e.leave(s, at, b);
                         acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns());
@@ -1052,7 +1067,7 @@ where
                 let mut left = PlanStats::default();
                 // Where the phase does not resync, a rank starts about at `top`, or at its
                 // last exit.
-                let hint = |s: &E::Rank| (top.unwrap_or(s.start_ns()), q);
+                let hint = |_: usize, s: &E::Rank| (top.unwrap_or(s.start_ns()), q);
                 let hint = new_ref.is_none().then_some(&hint);
                 visit_chunk(e, sts, c * chunk, hint, |s, at| {
                     let start = match top {
@@ -1148,16 +1163,19 @@ fn algorithmic_loop<E: ReplayEngine>(
         let e = &*eng;
         let pass = states
             .par_chunks_mut(chunk)
-            .zip(t.par_chunks_mut(chunk))
+            .zip(t.par_chunks_mut(chunk).zip(start.par_chunks(chunk)))
             .enumerate()
-            .map(|(c, (sts, ts))| {
+            .map(|(c, (sts, (ts, ss)))| {
                 let mut acc = Pass::default();
-                for (i, (s, tt)) in sts.iter_mut().zip(ts.iter_mut()).enumerate() {
-                    let s0 = *tt;
-                    *tt = e.work(s, c * chunk + i, s0, q);
-                    acc.max_qt = acc.max_qt.max(*tt - s0);
-                    acc.sum_qt += *tt - s0;
-                }
+                let hint = |j: usize, _: &E::Rank| (ss[j], q);
+                let mut i = 0;
+                visit_chunk(e, sts, c * chunk, Some(&hint), |s, at| {
+                    let s0 = ss[i];
+                    ts[i] = e.compute(s, at, None, s0, q);
+                    acc.max_qt = acc.max_qt.max(ts[i] - s0);
+                    acc.sum_qt += ts[i] - s0;
+                    i += 1;
+                });
                 acc
             })
             .reduce(Pass::default, Pass::join);
