@@ -8,6 +8,10 @@
 #   des 65536 ranks x 10^3 phases  (goal <= 5 s)
 #   order-stats 10^6 ranks         (goal <= 10 ms per evaluation)
 #
+# `--ab OLD NEW [REPEATS]` instead alternates two builds on dense traces (12 s and 60 s at
+# 10^5 detours/s), 2048 ranks x 10^4 phases, offloaded and dissemination barrier, and says
+# whether their reports agree.
+#
 # `--cachegrind BIN...` instead counts, for each given replay-bench binary (e.g. two builds to
 # compare), instructions and data-cache misses per rank-phase of the indexed engine on a dense
 # 6 s trace (10^5 detours/s), with valgrind's cachegrind and a 4 MiB last-level cache (so the
@@ -44,6 +48,52 @@ if [ "${1:-}" = "--cachegrind" ]; then
         read -r i1 d1 l1 < <(count "$bin" 220)
         awk -v b="$bin" -v i="$((i1 - i0))" -v d="$((d1 - d0))" -v l="$((l1 - l0))" \
             'BEGIN {n = 2048 * 200; printf "%-40s %14.1f %14.2f %14.2f\n", b, i / n, d / n, l / n}'
+    done
+    exit 0
+fi
+
+if [ "${1:-}" = "--ab" ]; then
+    # Two replay-bench builds alternated on the same dense traces (10^5 detours/s, 12 s and
+    # 60 s), 2048 ranks x 10^4 phases, sync none, 2 threads, offloaded and the default
+    # (dissemination) barrier: wall and user seconds of each run, and whether the two builds'
+    # reports agree (all fields but created_unix_s).
+    shift
+    [ $# -ge 2 ] || { echo "usage: scripts/bench-predict.sh --ab OLD_BIN NEW_BIN [REPEATS]" >&2; exit 2; }
+    old=$1 new=$2 reps=${3:-3}
+    command -v jq >/dev/null || { echo "error: jq is not installed (apt-get install -y jq)" >&2; exit 1; }
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    cargo build --release -q -p jitter-trace
+    for d in 12 60; do
+        echo "synthesising a ${d} s trace at 10^5 detours/s" >&2
+        target/release/jitter-trace synth \
+            'poisson:rate=100000/s,dur=lognormal:1us:0.5+periodic:period=4ms,dur=uniform:2us:4us,jitter=20us' \
+            --duration "${d}s" --streams 1 --seed 2 -o "$tmp/dense$d.jtr" >/dev/null
+    done
+    echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+         "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    printf '%-8s %-14s %-6s %-4s %8s %8s %s\n' trace collective build rep wall_s user_s reports
+    for trace in dense12 dense60; do
+        for coll in offloaded dissemination; do
+            for rep in $(seq "$reps"); do
+                for which in old new; do
+                    bin=$old
+                    [ "$which" = new ] && bin=$new
+                    echo "$trace $coll $which $rep" >&2
+                    t=$( { timeout 600 /usr/bin/time -f "%e %U" "$bin" predict --engine indexed \
+                        --timer abstime --model des --force --trace "$tmp/$trace.jtr" \
+                        --ranks 2048 --phases 10000 --sync none --threads 2 \
+                        --collective "$coll" -o "$tmp/$which.json" >/dev/null; } 2>&1 | tail -1)
+                    same=-
+                    if [ "$which" = new ]; then
+                        same=differ
+                        cmp -s <(jq -S 'del(.created_unix_s)' "$tmp/old.json") \
+                            <(jq -S 'del(.created_unix_s)' "$tmp/new.json") && same=equal
+                    fi
+                    printf '%-8s %-14s %-6s %-4s %8s %8s %s\n' "$trace" "$coll" "$which" "$rep" $t "$same"
+                done
+            done
+        done
     done
     exit 0
 fi

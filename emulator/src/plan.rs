@@ -1011,7 +1011,9 @@ impl Plan {
             // Two laps (a segment spans at most two), the second shifted by D and Σ span.
             let lap2 = |e: &IndexEntry| (e.a + d, e.a + d - (e.cs + ix.tot_span));
             let entry = |(a, key)| FastEntry { a, key };
-            ix.fast = ix.inj.iter().map(|e| entry((e.a, e.a - e.cs))).collect();
+            ix.fast = Vec::with_capacity(2 * ix.inj.len());
+            ix.fast
+                .extend(ix.inj.iter().map(|e| entry((e.a, e.a - e.cs))));
             ix.fast.extend(ix.inj.iter().map(|e| entry(lap2(e))));
             ix.bucket_keys()?;
         }
