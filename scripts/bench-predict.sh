@@ -8,7 +8,7 @@
 #   des 65536 ranks x 10^3 phases  (goal <= 5 s)
 #   order-stats 10^6 ranks         (goal <= 10 ms per evaluation)
 #
-# `--ab OLD NEW [REPEATS]` instead alternates two builds on dense traces (12 s and 60 s at
+# `--ab OLD NEW [REPEATS]` instead alternates two builds on dense traces (15 s and 60 s at
 # 10^5 detours/s), 2048 ranks x 10^4 phases, offloaded and dissemination barrier, and says
 # whether their reports agree.
 #
@@ -53,7 +53,7 @@ if [ "${1:-}" = "--cachegrind" ]; then
 fi
 
 if [ "${1:-}" = "--ab" ]; then
-    # Two replay-bench builds alternated on the same dense traces (10^5 detours/s, 12 s and
+    # Two replay-bench builds alternated on the same dense traces (10^5 detours/s, 15 s and
     # 60 s), 2048 ranks x 10^4 phases, sync none, 2 threads, offloaded and the default
     # (dissemination) barrier: wall and user seconds of each run, and whether the two builds'
     # reports agree (all fields but created_unix_s).
@@ -64,7 +64,7 @@ if [ "${1:-}" = "--ab" ]; then
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     cargo build --release -q -p jitter-trace
-    for d in 12 60; do
+    for d in 15 60; do
         echo "synthesising a ${d} s trace at 10^5 detours/s" >&2
         target/release/jitter-trace synth \
             'poisson:rate=100000/s,dur=lognormal:1us:0.5+periodic:period=4ms,dur=uniform:2us:4us,jitter=20us' \
@@ -73,7 +73,7 @@ if [ "${1:-}" = "--ab" ]; then
     echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
          "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
     printf '%-8s %-14s %-6s %-4s %8s %8s %s\n' trace collective build rep wall_s user_s reports
-    for trace in dense12 dense60; do
+    for trace in dense15 dense60; do
         for coll in offloaded dissemination; do
             for rep in $(seq "$reps"); do
                 for which in old new; do

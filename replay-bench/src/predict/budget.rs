@@ -7,11 +7,12 @@
 //! one core (measured, docs/BENCHMARKS.md `### Cost estimate`). Memory is one
 //! [`des::RANK_STATE_BYTES`] per simulated rank of the largest rank count, plus the plans'
 //! records. The indexed engine's fast path (S = 1, no timer errors) searches instead of
-//! walking: a rank-phase costs 1 event plus log2(1 + d) plus d / 8 for the d detours passed, at
+//! walking: a rank-phase costs 1 event plus log2(1 + d) for the d detours passed, at
 //! [`INDEXED_NS_PER_EVENT`], its ranks [`des::INDEXED_RANK_BYTES`] each, plus the index. Under
 //! MPI every process estimates its own share. An algorithmic collective adds three events per
-//! round and collective to every rank-phase ([`collective_events`]) and
-//! [`collective::BYTES_PER_RANK`] per rank. The estimate errs on the high side.
+//! round and collective to every rank-phase ([`collective_events`]), at
+//! [`INDEXED_COLLECTIVE_NS_PER_EVENT`] in the indexed engine, and [`collective::BYTES_PER_RANK`]
+//! per rank. The estimate errs on the high side.
 
 use std::fmt;
 
@@ -34,10 +35,15 @@ pub const SLOWEST_RANK_FACTOR: f64 = 2.0;
 /// Events a resync adds to its rank's phase (a binary search over the records).
 pub const RESYNC_EVENTS: f64 = 2.0;
 /// Indexed engine's fast path (S = 1, no timer errors): cost of one event on one core, ns,
-/// where a rank-phase is 1 event, plus one per doubling of the detours d it passes (its three
-/// searches gallop over them), plus d / 8 (the new cache lines of the index it reads: 16 B
-/// per injection); measured on the project VM (6–21 ns), with margin.
+/// where a rank-phase is 1 event plus one per doubling of the detours d it passes (its
+/// barrier searches gallop over them; its compute search reads one bucket, at any d);
+/// measured on the project VM at 2048–10⁶ ranks: 51 ns per rank-phase at d ≈ 10 (4.5
+/// events), 90–130 ns at d ≈ 100 (7.7 events), with margin.
 pub const INDEXED_NS_PER_EVENT: f64 = 30.0;
+/// Indexed engine: cost of one event of an algorithmic collective on one core, ns (most of
+/// them short questions answered from the rank's quiet time, without a search); measured ≈ 7
+/// ns on the project VM (dissemination, 2048 ranks, docs/BENCHMARKS.md), with margin.
+pub const INDEXED_COLLECTIVE_NS_PER_EVENT: f64 = 15.0;
 /// Indexed engine: bytes of the compiled index per record of an indexed stream (cumulative
 /// arrays per record, group and injection, two laps of starts and keys), an upper bound.
 pub const INDEX_BYTES_PER_RECORD: u64 = 144;
@@ -278,25 +284,27 @@ pub fn estimate(
                     busy,
                     (mode == SyncMode::None).then_some((longest.as_slice(), records0, met)),
                 );
-                let resync =
-                    RESYNC_EVENTS * resyncs_per_phase(mode) + collective_events(&cfg.comm, n);
-                let (per_rank_phase, ns_per_event) = if indexed {
-                    let d = density * phase_ns;
+                let resync = RESYNC_EVENTS * resyncs_per_phase(mode);
+                let coll = collective_events(&cfg.comm, n);
+                // Events per rank-phase, and their cost in ns.
+                let (per_rank_phase, ns) = if indexed {
+                    let own = 1.0 + (1.0 + density * phase_ns).log2() + resync;
                     (
-                        1.0 + (1.0 + d).log2() + d / 8.0 + resync,
-                        INDEXED_NS_PER_EVENT,
+                        own + coll,
+                        own * INDEXED_NS_PER_EVENT + coll * INDEXED_COLLECTIVE_NS_PER_EVENT,
                     )
                 } else {
-                    (1.0 + density * phase_ns + resync, NS_PER_EVENT)
+                    let e = 1.0 + density * phase_ns + resync + coll;
+                    (e, e * NS_PER_EVENT)
                 };
                 let (lo, hi) = share(n, procs, me);
                 let local = hi - lo;
-                let e = local as f64 * cfg.phases as f64 * per_rank_phase * passes;
-                events += e;
+                let rank_phases = local as f64 * cfg.phases as f64 * passes;
+                events += rank_phases * per_rank_phase;
                 let chunks = local.div_ceil(RANKS_PER_CHUNK).max(1);
                 let workers =
                     (chunks.min(threads.max(1) as u64) as f64 * THREAD_EFFICIENCY).max(1.0);
-                secs += e * ns_per_event * 1e-9 / workers;
+                secs += rank_phases * ns * 1e-9 / workers;
                 if procs > 1 {
                     secs += cfg.phases as f64 * MPI_NS_PER_PHASE * 1e-9;
                 }
@@ -520,14 +528,9 @@ mod tests {
             estimate(&t, &walk, 1, 0, 1),
             estimate(&t, &indexed, 1, 0, 1),
         );
-        // ≈ 1 detour per 1 ms phase: 1 + log2(2) + 1/8 events per rank-phase (not 1 + 1
-        // walked).
+        // ≈ 1 detour per 1 ms phase: 1 + log2(2) events per rank-phase (not 1 + 1 walked).
         let rank_phases = 4096.0 * 100.0;
-        assert!(
-            (i.events / rank_phases - 2.125).abs() < 0.05,
-            "{}",
-            i.events
-        );
+        assert!((i.events / rank_phases - 2.0).abs() < 0.05, "{}", i.events);
         // Smaller rank states, plus the index of the stream, compiled once.
         let records = t[0].plans[0].records().len() as u64;
         let compile = records as f64 * INDEX_NS_PER_RECORD * 1e-9;
@@ -544,6 +547,31 @@ mod tests {
         let mut drifting = indexed.clone();
         drifting.des.drift_sd_ns = 20_000.0;
         assert_eq!(estimate(&t, &drifting, 1, 0, 1), w);
+    }
+
+    #[test]
+    fn the_indexed_engine_s_collective_events_cost_what_a_quiet_question_costs() {
+        let t = [input()];
+        let mut offloaded = spec(vec![4096], 100);
+        offloaded.engine = crate::predict::Engine::Indexed;
+        let mut dissemination = offloaded.clone();
+        dissemination.des.comm = CommModel {
+            algorithm: Algorithm::Dissemination,
+            ..CommModel::OFFLOADED
+        };
+        let (a, b) = (
+            estimate(&t, &offloaded, 1, 0, 1),
+            estimate(&t, &dissemination, 1, 0, 1),
+        );
+        // 12 rounds of 3 events for each of the two barriers of a phase.
+        let coll = 4096.0 * 100.0 * collective_events(&dissemination.des.comm, 4096);
+        assert_eq!(coll, 4096.0 * 100.0 * 72.0);
+        assert!(((b.events - a.events) / coll - 1.0).abs() < 1e-9, "{a} {b}");
+        let secs = coll * INDEXED_COLLECTIVE_NS_PER_EVENT * 1e-9;
+        assert!(
+            ((b.seconds - a.seconds) / secs - 1.0).abs() < 1e-9,
+            "{a} {b}"
+        );
     }
 
     #[test]
