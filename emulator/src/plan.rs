@@ -289,6 +289,24 @@ pub fn injected_share(injected_ns: u64, dropped_ns: u64) -> f64 {
     }
 }
 
+impl std::ops::Mul<u64> for PlanStats {
+    type Output = PlanStats;
+    /// The counts of `k` replays that did the same.
+    fn mul(self, k: u64) -> PlanStats {
+        PlanStats {
+            detours: self.detours * k,
+            injections: self.injections * k,
+            injected_detours: self.injected_detours * k,
+            injected_ns: self.injected_ns * k,
+            busy_ns: self.busy_ns * k,
+            dropped: self.dropped * k,
+            dropped_ns: self.dropped_ns * k,
+            merged: self.merged * k,
+            noise_ns: self.noise_ns * k,
+        }
+    }
+}
+
 impl std::ops::AddAssign for PlanStats {
     fn add_assign(&mut self, b: PlanStats) {
         self.detours += b.detours;

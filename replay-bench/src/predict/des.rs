@@ -284,8 +284,8 @@ pub enum Engine {
 pub const INDEXED_RANK_BYTES: usize = std::mem::size_of::<IdxRank>();
 
 /// Bytes per simulated rank the indexed simulation holds while it sets the ranks up (their
-/// stream and start offset, sorted).
-pub const INDEXED_SETUP_BYTES: usize = std::mem::size_of::<(u32, u64)>();
+/// stream, start offset and count of copies, sorted).
+pub const INDEXED_SETUP_BYTES: usize = std::mem::size_of::<(u32, u64, u64)>();
 
 /// One virtual rank of the indexed engine.
 #[derive(Debug, Clone, Copy)]
@@ -293,6 +293,8 @@ struct IdxRank {
     rep: IndexedReplay,
     start_ns: u64,
     limit_at: u64,
+    /// Simulated ranks this state stands for ([`ReplayEngine::copies`]).
+    copies: u64,
 }
 
 /// True when `engine` can run `plans` with `cfg` exactly: the indexes, else `None`.
@@ -610,6 +612,12 @@ trait ReplayEngine: Clocks {
     fn step(&self, at: usize, g: usize) -> usize;
     /// When the rank's replay reaches the fraction f (the stop rule).
     fn limit_at(r: &Self::Rank) -> u64;
+    /// Simulated ranks this state stands for (identical replays: same plan, same start, the
+    /// same barriers and resync points).
+    #[inline]
+    fn copies(_r: &Self::Rank) -> u64 {
+        1
+    }
     /// The rank waits for a barrier (or a message) that completes at `b`: when it can act.
     fn leave(&self, r: &mut Self::Rank, at: usize, b: u64) -> u64;
     /// The rank computes `work` from `start` (`new`: the segments of a resync in this pass, not
@@ -717,7 +725,7 @@ fn resync_all<E: ReplayEngine>(eng: &mut E, states: &mut [E::Rank], now: &[u64],
         .par_iter_mut()
         .zip(now)
         .enumerate()
-        .map(|(g, (s, &start))| e.resync(s, e.locate(g), points, &new, start))
+        .map(|(g, (s, &start))| e.resync(s, e.locate(g), points, &new, start) * E::copies(s))
         .reduce(PlanStats::default, |mut a, b| {
             a += b;
             a
@@ -737,7 +745,7 @@ fn totals<E: ReplayEngine>(
     for (g, s) in states.iter().enumerate() {
         at = eng.step(at, g);
         let (st, progress) = eng.totals_of(s, at, now(g, s));
-        stats += st;
+        stats += st * E::copies(s);
         most = most.max(progress);
     }
     (stats, most)
@@ -842,6 +850,10 @@ impl ReplayEngine for IdxClocks<'_> {
     }
     fn limit_at(r: &IdxRank) -> u64 {
         r.limit_at
+    }
+    #[inline]
+    fn copies(r: &IdxRank) -> u64 {
+        r.copies
     }
     #[inline]
     fn leave(&self, r: &mut IdxRank, si: usize, b: u64) -> u64 {
@@ -1076,12 +1088,12 @@ where
                     };
                     s.set_start(start);
                     if let Some(new) = new_ref {
-                        left += e.resync(s, at, points, new, start);
+                        left += e.resync(s, at, points, new, start) * E::copies(s);
                     }
                     let end = e.compute(s, at, new_ref, start, q);
                     acc.max_end = acc.max_end.max(end);
                     acc.max_qt = acc.max_qt.max(end - start);
-                    acc.sum_qt += end - start;
+                    acc.sum_qt += (end - start) * E::copies(s);
                 });
                 (acc, left)
             })
@@ -1309,28 +1321,34 @@ fn sorted_states(
             (count as u128 * (INDEXED_RANK_BYTES + INDEXED_SETUP_BYTES) as u128) >> 20
         )
     };
-    let mut order: Vec<(u32, u64)> = Vec::new();
+    let mut order: Vec<(u32, u64, u64)> = Vec::new();
     order.try_reserve_exact(count).map_err(oom)?;
-    order.extend(ranks.map(|r| (place.plan(r) as u32, lines.start_offset(schedule, r))));
+    order.extend(ranks.map(|r| (place.plan(r) as u32, lines.start_offset(schedule, r), 1)));
     order.sort_unstable();
+    // Ranks of one plan that start at one offset are copies of one another (the offloaded loop
+    // hands every rank the same barriers and every rank of a plan the same resync points): one
+    // state each, with its count.
+    order.dedup_by(|b, a| {
+        let same = a.0 == b.0 && a.1 == b.1;
+        if same {
+            a.2 += 1;
+        }
+        same
+    });
     let mut bounds = vec![0usize; ix.len() + 1];
-    for &(s, _) in &order {
+    for &(s, ..) in &order {
         bounds[s as usize + 1] += 1;
     }
     for s in 0..ix.len() {
         bounds[s + 1] += bounds[s];
     }
     let mut states: Vec<IdxRank> = Vec::new();
-    states.try_reserve_exact(count).map_err(oom)?;
-    let mut last: Option<(u32, u64, SegmentStart)> = None;
-    for &(s, off) in &order {
+    states.try_reserve_exact(order.len()).map_err(oom)?;
+    for &(s, off, copies) in &order {
         let x = &ix[s as usize];
-        let seg = match last {
-            Some((ls, lo, seg)) if ls == s && lo == off => seg,
-            _ => x.segment_start(off),
-        };
-        last = Some((s, off, seg));
-        states.push(new_rank(x, &seg));
+        let mut st = new_rank(x, &x.segment_start(off));
+        st.copies = copies;
+        states.push(st);
     }
     Ok((states, bounds))
 }
@@ -1376,6 +1394,7 @@ fn simulate_indexed(
             rep: x.replay(seg),
             start_ns: 0,
             limit_at: u64::MAX,
+            copies: 1,
         };
         set_limit(&mut st, x, 0, opts.fraction);
         st
@@ -1729,7 +1748,7 @@ mod tests {
                 400.0,
             ),
         ] {
-            for mode in ["none", "phase", "every:3"] {
+            for mode in ["none", "once", "phase", "every:3"] {
                 let mode: SyncMode = mode.parse().unwrap();
                 let c = DesConfig {
                     comm,
