@@ -12,7 +12,9 @@
 //! MPI every process estimates its own share. An algorithmic collective adds three events per
 //! round and collective to every rank-phase ([`collective_events`]), at
 //! [`INDEXED_COLLECTIVE_NS_PER_EVENT`] in the indexed engine, and [`collective::BYTES_PER_RANK`]
-//! per rank. The estimate errs on the high side.
+//! per rank. The indexed engine with an offloaded collective simulates ranks that replay one
+//! plan from one start once (sync once, phase, every: one per plan). The estimate errs on the
+//! high side.
 
 use std::fmt;
 
@@ -299,7 +301,17 @@ pub fn estimate(
                 };
                 let (lo, hi) = share(n, procs, me);
                 let local = hi - lo;
-                let rank_phases = local as f64 * cfg.phases as f64 * passes;
+                // The indexed offloaded loop simulates one state per plan and start offset:
+                // with a common start (every mode but none), one per plan.
+                let copies = indexed
+                    && cfg.comm.resolved().algorithm == Algorithm::Offloaded
+                    && mode != SyncMode::None;
+                let states = if copies {
+                    local.min(t.plans.len() as u64)
+                } else {
+                    local
+                };
+                let rank_phases = states as f64 * cfg.phases as f64 * passes;
                 events += rank_phases * per_rank_phase;
                 let chunks = local.div_ceil(RANKS_PER_CHUNK).max(1);
                 let workers =
@@ -572,6 +584,24 @@ mod tests {
             ((b.seconds - a.seconds) / secs - 1.0).abs() < 1e-9,
             "{a} {b}"
         );
+    }
+
+    #[test]
+    fn synced_ranks_of_one_plan_are_estimated_once() {
+        let t = [input()];
+        let mut none = spec(vec![4096], 100);
+        none.engine = crate::predict::Engine::Indexed;
+        let mut phase = none.clone();
+        phase.modes = vec![SyncMode::Phase];
+        let (a, b) = (estimate(&t, &none, 1, 0, 1), estimate(&t, &phase, 1, 0, 1));
+        // One plan: 1 state instead of 4096, one resync more per rank-phase.
+        let per = |e: &Estimate| e.events / 100.0;
+        assert!((per(&a) / 4096.0 - 2.0).abs() < 0.05, "{a}");
+        assert!((per(&b) - (2.0 + RESYNC_EVENTS)).abs() < 0.05, "{b}");
+        // The walk keeps every rank.
+        let mut walk = phase.clone();
+        walk.engine = crate::predict::Engine::Walk;
+        assert!(estimate(&t, &walk, 1, 0, 1).events > 4000.0 * 100.0);
     }
 
     #[test]
