@@ -13,8 +13,8 @@
 //! round and collective to every rank-phase ([`collective_events`]), at
 //! [`INDEXED_COLLECTIVE_NS_PER_EVENT`] in the indexed engine, and [`collective::BYTES_PER_RANK`]
 //! per rank. The indexed engine with an offloaded collective simulates ranks that replay one
-//! plan from one start once (sync once, phase, every: one per plan). The estimate errs on the
-//! high side.
+//! plan from one start once (sync once, phase, every: one per plan), and so does a symmetric
+//! collective ([`collective::symmetric`]) on one plan. The estimate errs on the high side.
 
 use std::fmt;
 
@@ -302,10 +302,13 @@ pub fn estimate(
                 let (lo, hi) = share(n, procs, me);
                 let local = hi - lo;
                 // The indexed offloaded loop simulates one state per plan and start offset:
-                // with a common start (every mode but none), one per plan.
+                // with a common start (every mode but none), one per plan; so does a symmetric
+                // collective on one plan in one process.
+                let alg = cfg.comm.resolved().algorithm;
                 let copies = indexed
-                    && cfg.comm.resolved().algorithm == Algorithm::Offloaded
-                    && mode != SyncMode::None;
+                    && mode != SyncMode::None
+                    && (alg == Algorithm::Offloaded
+                        || (t.plans.len() == 1 && procs == 1 && collective::symmetric(alg, n)));
                 let states = if copies {
                     local.min(t.plans.len() as u64)
                 } else {
@@ -598,6 +601,18 @@ mod tests {
         let per = |e: &Estimate| e.events / 100.0;
         assert!((per(&a) / 4096.0 - 2.0).abs() < 0.05, "{a}");
         assert!((per(&b) - (2.0 + RESYNC_EVENTS)).abs() < 0.05, "{b}");
+        // So does a dissemination barrier on one plan.
+        let mut dissemination = phase.clone();
+        dissemination.des.comm = CommModel {
+            algorithm: Algorithm::Dissemination,
+            ..CommModel::OFFLOADED
+        };
+        let per_collective = collective_events(&dissemination.des.comm, 4096);
+        let d = estimate(&t, &dissemination, 1, 0, 1);
+        assert!(
+            (per(&d) - (2.0 + RESYNC_EVENTS + per_collective)).abs() < 0.05,
+            "{d}"
+        );
         // The walk keeps every rank.
         let mut walk = phase.clone();
         walk.engine = crate::predict::Engine::Walk;

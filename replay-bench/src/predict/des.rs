@@ -27,7 +27,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
-use super::collective::{self, Algorithm, Clocks, CommModel, Costs, LoopShape, Scratch};
+use super::collective::{self, symmetric, Algorithm, Clocks, CommModel, Costs, LoopShape, Scratch};
 use super::placement::{Placement, Timelines};
 use crate::comm::{Collective, Solo};
 use crate::metrics::{PhaseAverages, PhaseSample};
@@ -678,6 +678,10 @@ macro_rules! clocks_of_engine {
             fn quiet_until(&self, r: &$rank, g: usize) -> u64 {
                 self.quiet(r, self.locate(g))
             }
+            #[inline]
+            fn copies_of(&self, r: &$rank) -> u64 {
+                <$engine as ReplayEngine>::copies(r)
+            }
         }
     };
 }
@@ -1185,7 +1189,7 @@ fn algorithmic_loop<E: ReplayEngine>(
                     let s0 = ss[i];
                     ts[i] = e.compute(s, at, None, s0, q);
                     acc.max_qt = acc.max_qt.max(ts[i] - s0);
-                    acc.sum_qt += ts[i] - s0;
+                    acc.sum_qt += (ts[i] - s0) * E::copies(s);
                     i += 1;
                 });
                 acc
@@ -1399,14 +1403,26 @@ fn simulate_indexed(
         set_limit(&mut st, x, 0, opts.fraction);
         st
     };
-    if cfg.comm.resolved().algorithm != Algorithm::Offloaded {
-        // Rank order: a rank's partners are found by arithmetic on its number.
+    let alg = cfg.comm.resolved().algorithm;
+    if alg != Algorithm::Offloaded {
+        // Rank order: a rank's partners are found by arithmetic on its number. With one plan,
+        // a common start (every mode but none) and an algorithm in which every rank sends and
+        // receives each round, all ranks stay copies of one another: one state stands for all.
         let mut states: Vec<IdxRank> = Vec::new();
-        states.try_reserve_exact(count).map_err(oom)?;
-        states.extend((lo..hi).map(|r| {
-            let x = &ix[place.plan(r)];
-            new_rank(x, &x.segment_start(lines.start_offset(&schedule, r)))
-        }));
+        if ix.len() == 1 && mode != SyncMode::None && procs == 1 && symmetric(alg, ranks) {
+            let mut st = new_rank(
+                &ix[0],
+                &ix[0].segment_start(lines.start_offset(&schedule, 0)),
+            );
+            st.copies = ranks;
+            states.push(st);
+        } else {
+            states.try_reserve_exact(count).map_err(oom)?;
+            states.extend((lo..hi).map(|r| {
+                let x = &ix[place.plan(r)];
+                new_rank(x, &x.segment_start(lines.start_offset(&schedule, r)))
+            }));
+        }
         let mut eng = IdxClocks {
             ix,
             place,
@@ -1668,6 +1684,39 @@ mod tests {
                 };
                 let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
                 assert_eq!(w, i, "{mode} S={scale} f={fraction}");
+                assert!(w.emulator.injected > 0);
+            }
+        }
+    }
+
+    #[test]
+    fn synced_ranks_of_one_plan_in_a_symmetric_collective_are_one_state_with_the_same_outcome() {
+        // Indexed: one state for all ranks (dissemination; recursive doubling at 16), against
+        // the walk, which simulates every rank; recursive doubling at 37 keeps every rank.
+        let s = scattered_stream();
+        let p = Plan::new(&s, PlanOptions::ideal()).unwrap();
+        for (alg, ranks) in [
+            (Algorithm::Dissemination, 37),
+            (Algorithm::Dissemination, 16),
+            (Algorithm::RecursiveDoubling, 16),
+            (Algorithm::RecursiveDoubling, 37),
+        ] {
+            assert_eq!(
+                symmetric(alg, ranks),
+                alg == Algorithm::Dissemination || ranks == 16
+            );
+            for mode in ["once", "phase", "every:3"] {
+                let mode: SyncMode = mode.parse().unwrap();
+                let c = DesConfig {
+                    comm: algorithmic(alg, LoopShape::BarrierComputeBarrier, 150.0, 400.0),
+                    ..cfg(7_000, 200, 500.0)
+                };
+                let run = |e| {
+                    simulate_engine(&Solo, std::slice::from_ref(&p), ranks, mode, &c, e, &|_| {})
+                        .unwrap()
+                };
+                let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
+                assert_eq!(w, i, "{alg:?} {ranks} {mode}");
                 assert!(w.emulator.injected > 0);
             }
         }
