@@ -54,9 +54,9 @@ fi
 
 if [ "${1:-}" = "--ab" ]; then
     # Two replay-bench builds alternated on the same dense traces (10^5 detours/s, 15 s and
-    # 60 s), 2048 ranks x 10^4 phases, sync none, 2 threads, offloaded and the default
-    # (dissemination) barrier: wall and user seconds of each run, and whether the two builds'
-    # reports agree (all fields but created_unix_s).
+    # 60 s), 2048 ranks x 10^4 phases, 2 threads, offloaded and the default (dissemination)
+    # barrier, sync none and the default modes (none,once,phase): wall and user seconds of
+    # each run, and whether the two builds' reports agree (all fields but created_unix_s).
     shift
     [ $# -ge 2 ] || { echo "usage: scripts/bench-predict.sh --ab OLD_BIN NEW_BIN [REPEATS]" >&2; exit 2; }
     old=$1 new=$2 reps=${3:-3}
@@ -72,26 +72,28 @@ if [ "${1:-}" = "--ab" ]; then
     done
     echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
          "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-    printf '%-8s %-14s %-6s %-4s %8s %8s %s\n' trace collective build rep wall_s user_s reports
-    for trace in dense15 dense60; do
-        for coll in offloaded dissemination; do
-            for rep in $(seq "$reps"); do
-                for which in old new; do
-                    bin=$old
-                    [ "$which" = new ] && bin=$new
-                    echo "$trace $coll $which $rep" >&2
-                    t=$( { timeout 600 /usr/bin/time -f "%e %U" "$bin" predict --engine indexed \
-                        --timer abstime --model des --force --trace "$tmp/$trace.jtr" \
-                        --ranks 2048 --phases 10000 --sync none --threads 2 \
-                        --collective "$coll" -o "$tmp/$which.json" >/dev/null; } 2>&1 | tail -1)
-                    same=-
-                    if [ "$which" = new ]; then
-                        same=differ
-                        cmp -s <(jq -S 'del(.created_unix_s)' "$tmp/old.json") \
-                            <(jq -S 'del(.created_unix_s)' "$tmp/new.json") && same=equal
-                    fi
-                    printf '%-8s %-14s %-6s %-4s %8s %8s %s\n' "$trace" "$coll" "$which" "$rep" $t "$same"
-                done
+    printf '%-8s %-14s %-16s %-6s %-4s %8s %8s %s\n' trace collective sync build rep wall_s \
+        user_s reports
+    for case in dense15:offloaded:none dense60:offloaded:none dense15:dissemination:none \
+                dense15:offloaded:none,once,phase dense15:dissemination:none,once,phase; do
+        IFS=: read -r trace coll sync <<<"$case"
+        for rep in $(seq "$reps"); do
+            for which in old new; do
+                bin=$old
+                [ "$which" = new ] && bin=$new
+                echo "$case $which $rep" >&2
+                t=$( { timeout 600 /usr/bin/time -f "%e %U" "$bin" predict --engine indexed \
+                    --timer abstime --model des --force --trace "$tmp/$trace.jtr" \
+                    --ranks 2048 --phases 10000 --sync "$sync" --threads 2 \
+                    --collective "$coll" -o "$tmp/$which.json" >/dev/null; } 2>&1 | tail -1)
+                same=-
+                if [ "$which" = new ]; then
+                    same=differ
+                    cmp -s <(jq -S 'del(.created_unix_s)' "$tmp/old.json") \
+                        <(jq -S 'del(.created_unix_s)' "$tmp/new.json") && same=equal
+                fi
+                printf '%-8s %-14s %-16s %-6s %-4s %8s %8s %s\n' "$trace" "$coll" "$sync" \
+                    "$which" "$rep" $t "$same"
             done
         done
     done
