@@ -214,20 +214,31 @@ fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_ad
     let noop_dir = s.dir.path().join("jitter-stats");
 
     let (mut without, mut noop, mut jitter) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        without.push(s.median_qt(false, &[], &args).0);
-        let (q, stderr) = s.median_qt(true, &[], &args);
-        assert!(
-            !stderr.contains("jitter-preload"),
-            "the no-op library spoke: {stderr}"
-        );
-        noop.push(q);
-        let (q, stderr) = s.median_qt(true, &with, &args);
-        assert!(
-            stderr.contains("jitter-preload: rank 0: 2 of 2 ranks"),
-            "{stderr}"
-        );
-        jitter.push(q);
+    for round in 0..ROUNDS {
+        // The arms' order rotates from round to round (without, no-op, with; then no-op, with,
+        // without; …), so that the machine drifting within a round does not always favour the
+        // same arm against the runs without the library it is compared with.
+        for arm in (0..3).map(|i| (i + round) % 3) {
+            match arm {
+                0 => without.push(s.median_qt(false, &[], &args).0),
+                1 => {
+                    let (q, stderr) = s.median_qt(true, &[], &args);
+                    assert!(
+                        !stderr.contains("jitter-preload"),
+                        "the no-op library spoke: {stderr}"
+                    );
+                    noop.push(q);
+                }
+                _ => {
+                    let (q, stderr) = s.median_qt(true, &with, &args);
+                    assert!(
+                        stderr.contains("jitter-preload: rank 0: 2 of 2 ranks"),
+                        "{stderr}"
+                    );
+                    jitter.push(q);
+                }
+            }
+        }
     }
     assert!(!noop_dir.exists(), "the no-op library wrote statistics");
 
