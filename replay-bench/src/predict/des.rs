@@ -1694,13 +1694,23 @@ mod tests {
         // Indexed: one state for all ranks (dissemination; recursive doubling at 16), against
         // the walk, which simulates every rank; recursive doubling at 37 keeps every rank.
         let s = scattered_stream();
-        let p = Plan::new(&s, PlanOptions::ideal()).unwrap();
-        for (alg, ranks) in [
-            (Algorithm::Dissemination, 37),
-            (Algorithm::Dissemination, 16),
-            (Algorithm::RecursiveDoubling, 16),
-            (Algorithm::RecursiveDoubling, 37),
+        for (alg, ranks, scale, fraction, overhead) in [
+            (Algorithm::Dissemination, 37, 1.0, 1.0, 0),
+            (Algorithm::Dissemination, 16, 1.0, 1.0, 0),
+            (Algorithm::RecursiveDoubling, 16, 1.0, 1.0, 0),
+            (Algorithm::RecursiveDoubling, 37, 1.0, 1.0, 0),
+            // The general search (S ≠ 1), a fraction limit and dropped detours.
+            (Algorithm::Dissemination, 37, 2.5, 0.2, 100),
         ] {
+            let o = PlanOptions {
+                scale,
+                fraction,
+                overhead_ns: overhead,
+                min_sleep_ns: 400,
+                ..PlanOptions::ideal()
+            };
+            let p = Plan::new(&s, o).unwrap();
+            assert!(p.index().is_some());
             assert_eq!(
                 symmetric(alg, ranks),
                 alg == Algorithm::Dissemination || ranks == 16
@@ -1716,7 +1726,7 @@ mod tests {
                         .unwrap()
                 };
                 let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
-                assert_eq!(w, i, "{alg:?} {ranks} {mode}");
+                assert_eq!(w, i, "{alg:?} {ranks} {mode} S={scale}");
                 assert!(w.emulator.injected > 0);
             }
         }
