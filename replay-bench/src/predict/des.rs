@@ -1662,19 +1662,26 @@ mod tests {
         Stream::from_detours(0, 0, 9_100_000, &d).unwrap()
     }
 
+    /// The plan of `s` at scale S, fraction f and overhead O (sleeps under 400 ns merge),
+    /// which the index answers.
+    fn indexed_plan(s: &Stream, scale: f64, fraction: f64, overhead: u64) -> Arc<Plan> {
+        let o = PlanOptions {
+            scale,
+            fraction,
+            overhead_ns: overhead,
+            min_sleep_ns: 400,
+            ..PlanOptions::ideal()
+        };
+        let p = Plan::new(s, o).unwrap();
+        assert!(p.index().is_some());
+        p
+    }
+
     #[test]
     fn the_indexed_engine_gives_the_walk_s_outcome_in_every_sync_mode() {
         let s = scattered_stream();
         for (scale, fraction, overhead) in [(1.0, 1.0, 0), (1.0, 0.3, 50), (2.5, 0.2, 100)] {
-            let o = PlanOptions {
-                scale,
-                fraction,
-                overhead_ns: overhead,
-                min_sleep_ns: 400,
-                ..PlanOptions::ideal()
-            };
-            let p = Plan::new(&s, o).unwrap();
-            assert!(p.index().is_some());
+            let p = indexed_plan(&s, scale, fraction, overhead);
             for mode in ["none", "once", "phase", "every:3"] {
                 let mode: SyncMode = mode.parse().unwrap();
                 let c = cfg(7_000, 400, 500.0);
@@ -1702,15 +1709,7 @@ mod tests {
             // The general search (S ≠ 1), a fraction limit and dropped detours.
             (Algorithm::Dissemination, 37, 2.5, 0.2, 100),
         ] {
-            let o = PlanOptions {
-                scale,
-                fraction,
-                overhead_ns: overhead,
-                min_sleep_ns: 400,
-                ..PlanOptions::ideal()
-            };
-            let p = Plan::new(&s, o).unwrap();
-            assert!(p.index().is_some());
+            let p = indexed_plan(&s, scale, fraction, overhead);
             assert_eq!(
                 symmetric(alg, ranks),
                 alg == Algorithm::Dissemination || ranks == 16
