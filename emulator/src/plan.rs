@@ -941,6 +941,11 @@ impl Plan {
         }
         run_cum.push(rc);
         noise_cum.push(nc);
+        let per_group = || {
+            let mut v = Vec::with_capacity(n + 1);
+            v.push(0u64);
+            v
+        };
         let mut ix = PlanIndex {
             opts,
             period: d,
@@ -951,13 +956,14 @@ impl Plan {
             run_cum,
             noise_cum,
             rgroup: vec![0; n],
-            gfirst: Vec::new(),
-            ginj: vec![0],
-            ginj_ns: vec![0],
-            gdrop: vec![0],
-            gdrop_ns: vec![0],
-            inj: Vec::new(),
-            inj_group: Vec::new(),
+            // Sized for the most groups and injections (one per record): no growth copies.
+            gfirst: Vec::with_capacity(n + 1),
+            ginj: per_group(),
+            ginj_ns: per_group(),
+            gdrop: per_group(),
+            gdrop_ns: per_group(),
+            inj: Vec::with_capacity(n),
+            inj_group: Vec::with_capacity(n),
             tot_span: 0,
             fast: Vec::new(),
             key_first: Vec::new(),
