@@ -341,6 +341,20 @@ impl std::str::FromStr for PlatformChoice {
     }
 }
 
+/// Why the simulation walks every detour although the index was asked for, and how to get
+/// the index: timer errors (itimer drift) are drawn per injection, which no index holds.
+fn walk_note(spec: &PredictSpec) -> Option<String> {
+    let simulates = matches!(spec.model, Model::Des | Model::Both);
+    (simulates && spec.engine == des::Engine::Indexed && spec.des.drift_sd_ns > 0.0).then(|| {
+        format!(
+            "timer itimer (errors of sd {} drawn per injection): the simulation walks every \
+             detour, at a cost that grows with the trace's density; --timer abstime replays \
+             without timer errors on the index (cost independent of density)",
+            jitter_trace::units::format_ns(spec.des.drift_sd_ns)
+        )
+    })
+}
+
 /// Refuses a trace whose CPUs spent more than half their time in detours
 /// ([`jitter_trace::sanity::BUSY_NOISE_RATIO`]): it recorded other work, not the operating
 /// system's jitter, and its prediction would be that work's slowdown; `force` predicts anyway.
@@ -904,6 +918,9 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     }
     if root && estimate.seconds > budget::ANNOUNCE_S {
         eprintln!("{estimate}");
+        if let Some(note) = walk_note(&spec) {
+            eprintln!("note: {note}");
+        }
     }
     let total = rank_phases(traces.len(), &spec);
     let terminal = std::io::stderr().is_terminal();
@@ -1104,6 +1121,37 @@ mod tests {
             let e = PredictArgs::from_flags(&v).unwrap_err().to_string();
             assert!(e.contains(why), "{flags:?}: {e}");
         }
+    }
+
+    #[test]
+    fn the_walk_forced_by_timer_errors_is_said_with_how_to_get_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let s: jitter_trace::Spec = "poisson:rate=1000/s,dur=5us".parse().unwrap();
+        let t = jitter_trace::synth::synthesize(&s, 1, 1_000_000_000, 1).unwrap();
+        let path = dir.path().join("t.jtr");
+        jitter_trace::write_trace(&path, &t).unwrap();
+        let trace = path.display().to_string();
+        let spec = |extra: &[&str]| {
+            let mut flags = vec!["--trace", trace.as_str()];
+            flags.extend(extra);
+            prepare(&PredictArgs::from_flags(&flags).unwrap())
+                .unwrap()
+                .1
+        };
+        // The ideal platform's default timer is itimer: its drift forces the walk.
+        let n = walk_note(&spec(&[])).expect("itimer walks");
+        assert!(
+            n.contains("--timer abstime") && n.contains("20.00 us"),
+            "{n}"
+        );
+        assert!(walk_note(&spec(&["--timer", "abstime"])).is_none());
+        assert!(walk_note(&spec(&["--model", "order-stats"])).is_none());
+        // The walk asked for: nothing to say.
+        let walk = PredictSpec {
+            engine: des::Engine::Walk,
+            ..spec(&[])
+        };
+        assert!(walk_note(&walk).is_none());
     }
 
     #[test]
