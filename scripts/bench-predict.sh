@@ -12,6 +12,12 @@
 # 10^5 detours/s), 2048 ranks x 10^4 phases, offloaded and dissemination barrier, and says
 # whether their reports agree.
 #
+# `--density [REPEATS]` instead times the indexed engine at 2048 ranks x 10^4 phases (offloaded
+# barrier, sync none, --timer abstime, 2 threads) on 15 s traces of 10^3, 10^4, 3*10^4 and 10^5
+# detours/s, REPEATS runs each (default 3; loading and indexing included), beside one run of the
+# walk at 10^3 phases on the same trace: ns per rank-phase of each (the walk's over its own
+# phases, loading included) and their ratio, and the indexed run's peak memory.
+#
 # `--cachegrind BIN...` instead counts, for each given replay-bench binary (e.g. two builds to
 # compare), instructions and data-cache misses per rank-phase of the indexed engine on a dense
 # 6 s trace (10^5 detours/s), with valgrind's cachegrind and a 4 MiB last-level cache (so the
@@ -48,6 +54,42 @@ if [ "${1:-}" = "--cachegrind" ]; then
         read -r i1 d1 l1 < <(count "$bin" 220)
         awk -v b="$bin" -v i="$((i1 - i0))" -v d="$((d1 - d0))" -v l="$((l1 - l0))" \
             'BEGIN {n = 2048 * 200; printf "%-40s %14.1f %14.2f %14.2f\n", b, i / n, d / n, l / n}'
+    done
+    exit 0
+fi
+
+if [ "${1:-}" = "--density" ]; then
+    reps=${2:-3}
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    cargo build --release -q -p jitter-trace -p replay-bench
+    rb=target/release/replay-bench
+    echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+         "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    printf '%-10s %-24s %8s %-20s %10s %12s %8s\n' rate indexed_wall_s mib indexed_ns/rank-phase \
+        walk_wall_s walk_ns/r-p ratio
+    for rate in 1000 10000 30000 100000; do
+        echo "synthesising 15 s at $rate detours/s" >&2
+        target/release/jitter-trace synth \
+            "poisson:rate=$rate/s,dur=lognormal:1us:0.5+periodic:period=4ms,dur=uniform:2us:4us,jitter=20us" \
+            --duration 15s --streams 1 --seed 2 -o "$tmp/t.jtr" >/dev/null
+        run() { # engine phases -> "wall_s peak_kib"
+            { timeout 900 /usr/bin/time -f "%e %M" "$rb" predict --engine "$1" --timer abstime \
+                --model des --force --collective offloaded --trace "$tmp/t.jtr" --ranks 2048 \
+                --phases "$2" --sync none --threads 2 -o "$tmp/$1.json" >/dev/null; } 2>&1 | tail -1
+        }
+        walls=() kib=0
+        for rep in $(seq "$reps"); do
+            echo "  indexed run $rep" >&2
+            read -r w k < <(run indexed 10000)
+            walls+=("$w") kib=$k
+        done
+        echo "  walk, 10^3 phases" >&2
+        read -r ww _ < <(run walk 1000)
+        best=$(printf '%s\n' "${walls[@]}" | sort -n | head -1)
+        awk -v r="$rate" -v ws="${walls[*]}" -v k="$kib" -v b="$best" -v ww="$ww" 'BEGIN {
+            ni = b * 1e9 / (2048 * 10000); nw = ww * 1e9 / (2048 * 1000);
+            printf "%-10s %-24s %8d %-20.1f %10.2f %12.1f %8.1f\n", r, ws, k / 1024, ni, ww, nw, nw / ni }'
     done
     exit 0
 fi
