@@ -1520,6 +1520,9 @@ impl PlanIndex {
     }
 }
 
+/// Entries [`first_at_least`] reads one by one before its blocks (on an AMD Zen 4 VM, 4 and 8
+/// beat 1 by 5–9 % on dense traces; docs/BENCHMARKS.md).
+const FIRST_LINEAR: usize = 4;
 /// Entries per block of [`first_at_least`]'s search.
 const FIRST_BLOCK: usize = 8;
 /// Blocks [`first_at_least`] looks at before it gallops.
@@ -1543,8 +1546,9 @@ fn prefetch<T>(e: &T) {
 }
 
 /// First index `i ≥ lo` of `v` with `key(v[i]) ≥ t` (`key` non-decreasing), else `v.len()`,
-/// for answers expected near `lo` (a barrier's): `lo` itself, then blocks of 8 entries, each
-/// with one branch and a branch-free search inside, then galloping.
+/// for answers expected near `lo` (a barrier's): the first [`FIRST_LINEAR`] entries one by
+/// one, then blocks of 8 entries, each with one branch and a branch-free search inside, then
+/// galloping.
 #[inline]
 fn first_at_least(
     v: &[FastEntry],
@@ -1553,12 +1557,17 @@ fn first_at_least(
     key: impl Fn(&FastEntry) -> u64 + Copy,
 ) -> usize {
     const W: usize = FIRST_BLOCK;
-    match v.get(lo) {
-        Some(e) if key(e) >= t => return lo,
-        None => return v.len(),
-        _ => {}
+    // One by one first: most answers (a message's o, an idle wait) are among the next few, on
+    // the line already read; a block's last entry is often a line further.
+    for i in lo..lo + FIRST_LINEAR {
+        match v.get(i) {
+            Some(e) if key(e) >= t => return i,
+            None => return v.len(),
+            _ => {}
+        }
     }
-    let mut at = lo;
+    // Entry `at` is below t (the block search needs only its last entry at or above).
+    let mut at = lo + FIRST_LINEAR - 1;
     for _ in 0..FIRST_BLOCKS {
         let Some(block) = v.get(at..at + W) else {
             break;
