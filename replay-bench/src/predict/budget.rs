@@ -58,8 +58,10 @@ pub const MPI_NS_PER_PHASE: f64 = 50_000.0;
 pub const ORDER_STATS_NS_PER_RECORD: f64 = 2_000.0;
 /// Analytic tier: memory of its two distributions, per record of the stream, bytes.
 pub const ORDER_STATS_BYTES_PER_RECORD: u64 = 256;
-/// Parallel efficiency assumed for the worker threads (rayon over chunks of ranks).
-pub const THREAD_EFFICIENCY: f64 = 0.5;
+/// Parallel efficiency assumed for the worker threads (rayon over chunks of ranks): 2 threads
+/// ran 1.6–1.9 × one on the project VM (docs/BENCHMARKS.md, `### Cost against detour
+/// density`), with margin.
+pub const THREAD_EFFICIENCY: f64 = 0.75;
 /// Smallest chunk of ranks one worker thread takes (as in the simulation).
 pub const RANKS_PER_CHUNK: u64 = 256;
 /// Estimated time beyond which the job is announced on stderr, s.
