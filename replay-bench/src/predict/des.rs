@@ -837,8 +837,6 @@ impl ReplayEngine for IdxClocks<'_> {
             // One plan (the usual case): no search per question.
             Some(b) if b.len() == 2 => 0,
             Some(b) => b.partition_point(|&x| x <= g) - 1,
-            // One plan: no division per question.
-            None if self.ix.len() == 1 => 0,
             None => self.place.plan(self.lo + g as u64),
         }
     }
