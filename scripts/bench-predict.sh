@@ -27,6 +27,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The synthetic trace of every mode below: RATE detours/s of lognormal ~1 us plus a 250 Hz tick,
+# one stream, seed 2 (needs target/release/jitter-trace). Usage: dense_trace RATE SECONDS OUT
+dense_trace() {
+    target/release/jitter-trace synth \
+        "poisson:rate=$1/s,dur=lognormal:1us:0.5+periodic:period=4ms,dur=uniform:2us:4us,jitter=20us" \
+        --duration "$2s" --streams 1 --seed 2 -o "$3" >/dev/null
+}
+
 if [ "${1:-}" = "--cachegrind" ]; then
     shift
     [ $# -ge 1 ] || { echo "error: --cachegrind needs at least one replay-bench binary" >&2; exit 2; }
@@ -34,9 +42,7 @@ if [ "${1:-}" = "--cachegrind" ]; then
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     cargo build --release -q -p jitter-trace
-    target/release/jitter-trace synth \
-        'poisson:rate=100000/s,dur=lognormal:1us:0.5+periodic:period=4ms,dur=uniform:2us:4us,jitter=20us' \
-        --duration 6s --streams 1 --seed 2 -o "$tmp/dense6.jtr" >/dev/null
+    dense_trace 100000 6 "$tmp/dense6.jtr"
     count() { # binary phases -> "instructions D1-misses LL-misses"
         timeout 1800 valgrind --tool=cachegrind --cache-sim=yes --LL=4194304,16,64 \
             --cachegrind-out-file=/dev/null "$1" predict --engine indexed --timer abstime \
@@ -70,9 +76,7 @@ if [ "${1:-}" = "--density" ]; then
         walk_wall_s walk_ns/r-p ratio
     for rate in 1000 10000 30000 100000; do
         echo "synthesising 15 s at $rate detours/s" >&2
-        target/release/jitter-trace synth \
-            "poisson:rate=$rate/s,dur=lognormal:1us:0.5+periodic:period=4ms,dur=uniform:2us:4us,jitter=20us" \
-            --duration 15s --streams 1 --seed 2 -o "$tmp/t.jtr" >/dev/null
+        dense_trace "$rate" 15 "$tmp/t.jtr"
         run() { # engine phases -> "wall_s peak_kib"
             { timeout 900 /usr/bin/time -f "%e %M" "$rb" predict --engine "$1" --timer abstime \
                 --model des --force --collective offloaded --trace "$tmp/t.jtr" --ranks 2048 \
@@ -108,9 +112,7 @@ if [ "${1:-}" = "--ab" ]; then
     cargo build --release -q -p jitter-trace
     for d in 15 60; do
         echo "synthesising a ${d} s trace at 10^5 detours/s" >&2
-        target/release/jitter-trace synth \
-            'poisson:rate=100000/s,dur=lognormal:1us:0.5+periodic:period=4ms,dur=uniform:2us:4us,jitter=20us' \
-            --duration "${d}s" --streams 1 --seed 2 -o "$tmp/dense$d.jtr" >/dev/null
+        dense_trace 100000 "$d" "$tmp/dense$d.jtr"
     done
     echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
          "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"

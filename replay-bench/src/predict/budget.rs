@@ -434,6 +434,24 @@ mod tests {
         }
     }
 
+    /// `spec` for the indexed engine.
+    fn indexed(ranks: Vec<u64>, phases: u64) -> PredictSpec {
+        PredictSpec {
+            engine: crate::predict::Engine::Indexed,
+            ..spec(ranks, phases)
+        }
+    }
+
+    /// `s` with its collective run by `algorithm` (the offloaded loop's shape and costs).
+    fn with_collective(s: &PredictSpec, algorithm: Algorithm) -> PredictSpec {
+        let mut s = s.clone();
+        s.des.comm = CommModel {
+            algorithm,
+            ..CommModel::OFFLOADED
+        };
+        s
+    }
+
     fn limits() -> Limits {
         Limits {
             max_seconds: MAX_SECONDS,
@@ -537,10 +555,7 @@ mod tests {
     fn the_indexed_engine_is_estimated_by_its_searches_where_it_runs_fast() {
         let t = [input()];
         let walk = spec(vec![4096], 100);
-        let indexed = PredictSpec {
-            engine: crate::predict::Engine::Indexed,
-            ..walk.clone()
-        };
+        let indexed = indexed(vec![4096], 100);
         let (w, i) = (
             estimate(&t, &walk, 1, 0, 1),
             estimate(&t, &indexed, 1, 0, 1),
@@ -569,13 +584,8 @@ mod tests {
     #[test]
     fn the_indexed_engine_s_collective_events_cost_what_a_quiet_question_costs() {
         let t = [input()];
-        let mut offloaded = spec(vec![4096], 100);
-        offloaded.engine = crate::predict::Engine::Indexed;
-        let mut dissemination = offloaded.clone();
-        dissemination.des.comm = CommModel {
-            algorithm: Algorithm::Dissemination,
-            ..CommModel::OFFLOADED
-        };
+        let offloaded = indexed(vec![4096], 100);
+        let dissemination = with_collective(&offloaded, Algorithm::Dissemination);
         let (a, b) = (
             estimate(&t, &offloaded, 1, 0, 1),
             estimate(&t, &dissemination, 1, 0, 1),
@@ -594,8 +604,7 @@ mod tests {
     #[test]
     fn synced_ranks_of_one_plan_are_estimated_once() {
         let t = [input()];
-        let mut none = spec(vec![4096], 100);
-        none.engine = crate::predict::Engine::Indexed;
+        let none = indexed(vec![4096], 100);
         let mut phase = none.clone();
         phase.modes = vec![SyncMode::Phase];
         let (a, b) = (estimate(&t, &none, 1, 0, 1), estimate(&t, &phase, 1, 0, 1));
@@ -604,11 +613,7 @@ mod tests {
         assert!((per(&a) / 4096.0 - 2.0).abs() < 0.05, "{a}");
         assert!((per(&b) - (2.0 + RESYNC_EVENTS)).abs() < 0.05, "{b}");
         // So does a dissemination barrier on one plan.
-        let mut dissemination = phase.clone();
-        dissemination.des.comm = CommModel {
-            algorithm: Algorithm::Dissemination,
-            ..CommModel::OFFLOADED
-        };
+        let dissemination = with_collective(&phase, Algorithm::Dissemination);
         let per_collective = collective_events(&dissemination.des.comm, 4096);
         let d = estimate(&t, &dissemination, 1, 0, 1);
         assert!(
