@@ -11,7 +11,7 @@
 //! [`INDEXED_NS_PER_EVENT`], its ranks [`des::INDEXED_RANK_BYTES`] each, plus the index. Under
 //! MPI every process estimates its own share. An algorithmic collective adds three events per
 //! round and collective to every rank-phase ([`collective_events`]), at
-//! [`INDEXED_COLLECTIVE_NS_PER_EVENT`] in the indexed engine, and [`collective::BYTES_PER_RANK`]
+//! [`COLLECTIVE_NS_PER_EVENT`] in either engine, and [`collective::BYTES_PER_RANK`]
 //! per rank. The indexed engine with an offloaded collective simulates ranks that replay one
 //! plan from one start once (sync once, phase, every: one per plan), and so does a symmetric
 //! collective ([`collective::symmetric`]) on one plan. The estimate errs on the high side.
@@ -42,10 +42,11 @@ pub const RESYNC_EVENTS: f64 = 2.0;
 /// measured on the project VM at 2048–10⁶ ranks: 51 ns per rank-phase at d ≈ 10 (4.5
 /// events), 90–130 ns at d ≈ 100 (7.7 events), with margin.
 pub const INDEXED_NS_PER_EVENT: f64 = 30.0;
-/// Indexed engine: cost of one event of an algorithmic collective on one core, ns (most of
-/// them short questions answered from the rank's quiet time, without a search); measured ≈ 7
-/// ns on the project VM (dissemination, 2048 ranks, docs/BENCHMARKS.md), with margin.
-pub const INDEXED_COLLECTIVE_NS_PER_EVENT: f64 = 15.0;
+/// Cost of one event of an algorithmic collective on one core, ns, in either engine (most of
+/// them short questions answered from the rank's quiet time, without a search or a walk);
+/// measured on the project VM (dissemination, 2048 ranks, docs/BENCHMARKS.md): ≈ 7 ns in the
+/// indexed engine, 4–8 ns in the walk at 10³–10⁵ detours/s, with margin.
+pub const COLLECTIVE_NS_PER_EVENT: f64 = 15.0;
 /// Indexed engine: bytes of the compiled index per record of an indexed stream (cumulative
 /// arrays per record, group and injection, two laps of starts and keys), an upper bound.
 pub const INDEX_BYTES_PER_RECORD: u64 = 144;
@@ -295,11 +296,14 @@ pub fn estimate(
                     let own = 1.0 + (1.0 + density * phase_ns).log2() + resync;
                     (
                         own + coll,
-                        own * INDEXED_NS_PER_EVENT + coll * INDEXED_COLLECTIVE_NS_PER_EVENT,
+                        own * INDEXED_NS_PER_EVENT + coll * COLLECTIVE_NS_PER_EVENT,
                     )
                 } else {
-                    let e = 1.0 + density * phase_ns + resync + coll;
-                    (e, e * NS_PER_EVENT)
+                    let own = 1.0 + density * phase_ns + resync;
+                    (
+                        own + coll,
+                        own * NS_PER_EVENT + coll * COLLECTIVE_NS_PER_EVENT,
+                    )
                 };
                 let (lo, hi) = share(n, procs, me);
                 let local = hi - lo;
@@ -582,23 +586,25 @@ mod tests {
     }
 
     #[test]
-    fn the_indexed_engine_s_collective_events_cost_what_a_quiet_question_costs() {
+    fn a_collective_s_events_cost_what_a_quiet_question_costs_in_either_engine() {
         let t = [input()];
-        let offloaded = indexed(vec![4096], 100);
-        let dissemination = with_collective(&offloaded, Algorithm::Dissemination);
-        let (a, b) = (
-            estimate(&t, &offloaded, 1, 0, 1),
-            estimate(&t, &dissemination, 1, 0, 1),
-        );
-        // 12 rounds of 3 events for each of the two barriers of a phase.
-        let coll = 4096.0 * 100.0 * collective_events(&dissemination.des.comm, 4096);
-        assert_eq!(coll, 4096.0 * 100.0 * 72.0);
-        assert!(((b.events - a.events) / coll - 1.0).abs() < 1e-9, "{a} {b}");
-        let secs = coll * INDEXED_COLLECTIVE_NS_PER_EVENT * 1e-9;
-        assert!(
-            ((b.seconds - a.seconds) / secs - 1.0).abs() < 1e-9,
-            "{a} {b}"
-        );
+        for offloaded in [indexed(vec![4096], 100), spec(vec![4096], 100)] {
+            let dissemination = with_collective(&offloaded, Algorithm::Dissemination);
+            let (a, b) = (
+                estimate(&t, &offloaded, 1, 0, 1),
+                estimate(&t, &dissemination, 1, 0, 1),
+            );
+            // 12 rounds of 3 events for each of the two barriers of a phase.
+            let coll = 4096.0 * 100.0 * collective_events(&dissemination.des.comm, 4096);
+            assert_eq!(coll, 4096.0 * 100.0 * 72.0);
+            assert!(((b.events - a.events) / coll - 1.0).abs() < 1e-9, "{a} {b}");
+            let secs = coll * COLLECTIVE_NS_PER_EVENT * 1e-9;
+            assert!(
+                ((b.seconds - a.seconds) / secs - 1.0).abs() < 1e-9,
+                "{:?}: {a} {b}",
+                offloaded.engine
+            );
+        }
     }
 
     #[test]
