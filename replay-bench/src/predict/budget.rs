@@ -291,20 +291,16 @@ pub fn estimate(
                 );
                 let resync = RESYNC_EVENTS * resyncs_per_phase(mode);
                 let coll = collective_events(&cfg.comm, n);
-                // Events per rank-phase, and their cost in ns.
-                let (per_rank_phase, ns) = if indexed {
+                // Events per rank-phase, and their cost in ns: the rank's own (its searches,
+                // or the detours it walks), then its collective's.
+                let (own, own_ns) = if indexed {
                     let own = 1.0 + (1.0 + density * phase_ns).log2() + resync;
-                    (
-                        own + coll,
-                        own * INDEXED_NS_PER_EVENT + coll * COLLECTIVE_NS_PER_EVENT,
-                    )
+                    (own, INDEXED_NS_PER_EVENT)
                 } else {
-                    let own = 1.0 + density * phase_ns + resync;
-                    (
-                        own + coll,
-                        own * NS_PER_EVENT + coll * COLLECTIVE_NS_PER_EVENT,
-                    )
+                    (1.0 + density * phase_ns + resync, NS_PER_EVENT)
                 };
+                let per_rank_phase = own + coll;
+                let ns = own * own_ns + coll * COLLECTIVE_NS_PER_EVENT;
                 let (lo, hi) = share(n, procs, me);
                 let local = hi - lo;
                 // The indexed offloaded loop simulates one state per plan and start offset:
