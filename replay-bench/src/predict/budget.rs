@@ -216,8 +216,7 @@ pub fn estimate(
     // is higher).
     let fast = |t: &TraceInput| {
         let o = t.plans.first().map(|p| *p.options());
-        spec.engine == des::Engine::Indexed
-            && cfg.drift_sd_ns == 0.0
+        des::index_allowed(spec.engine, cfg)
             && o.is_some_and(|o| o.scale == 1.0 && o.overhead_by_gap.points().is_empty())
     };
     let run_des = matches!(spec.model, Model::Des | Model::Both);

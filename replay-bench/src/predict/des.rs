@@ -297,9 +297,15 @@ struct IdxRank {
     copies: u64,
 }
 
+/// Whether `engine` with `cfg` may answer from the index: the indexed engine without timer
+/// errors (drawn per injection, which no index holds); the plans must also have one.
+pub fn index_allowed(engine: Engine, cfg: &DesConfig) -> bool {
+    engine == Engine::Indexed && cfg.drift_sd_ns == 0.0
+}
+
 /// True when `engine` can run `plans` with `cfg` exactly: the indexes, else `None`.
 pub fn indexes(plans: &[Arc<Plan>], cfg: &DesConfig, engine: Engine) -> Option<Vec<PlanIndex>> {
-    if engine != Engine::Indexed || cfg.drift_sd_ns > 0.0 {
+    if !index_allowed(engine, cfg) {
         return None;
     }
     Placement::new(cfg.ranks_per_node, plans.len()).ok()?;

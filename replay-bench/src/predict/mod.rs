@@ -345,7 +345,10 @@ impl std::str::FromStr for PlatformChoice {
 /// the index: timer errors (itimer drift) are drawn per injection, which no index holds.
 fn walk_note(spec: &PredictSpec) -> Option<String> {
     let simulates = matches!(spec.model, Model::Des | Model::Both);
-    (simulates && spec.engine == des::Engine::Indexed && spec.des.drift_sd_ns > 0.0).then(|| {
+    // The index asked for, and refused for the timer errors alone.
+    let refused =
+        spec.engine == des::Engine::Indexed && !des::index_allowed(spec.engine, &spec.des);
+    (simulates && refused).then(|| {
         format!(
             "timer itimer (errors of sd {} drawn per injection): the simulation walks every \
              detour, at a cost that grows with the trace's density; --timer abstime replays \
