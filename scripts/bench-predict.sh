@@ -18,6 +18,12 @@
 # walk at 10^3 phases on the same trace: ns per rank-phase of each (the walk's over its own
 # phases, loading included) and their ratio, and the indexed run's peak memory.
 #
+# `--sizes [REPEATS]` instead asks whether the index's size sets the cost at 10^5 detours/s:
+# 2048 ranks x up to 10^4 phases (offloaded barrier, sync none, --timer abstime, 2 threads) on
+# traces of 2, 8 and 15 s (a short trace ends the run early: ms per phase, loading included),
+# then 65 536 ranks x 300 phases on a 0.4 s trace (an index that fits in cache) against the
+# 15 s one, REPEATS runs each (default 2), alternated.
+#
 # `--cachegrind BIN...` instead counts, for each given replay-bench binary (e.g. two builds to
 # compare), instructions and data-cache misses per rank-phase of the indexed engine on a dense
 # 6 s trace (10^5 detours/s), with valgrind's cachegrind and a 4 MiB last-level cache (so the
@@ -94,6 +100,46 @@ if [ "${1:-}" = "--density" ]; then
         awk -v r="$rate" -v ws="${walls[*]}" -v k="$kib" -v b="$best" -v ww="$ww" 'BEGIN {
             ni = b * 1e9 / (2048 * 10000); nw = ww * 1e9 / (2048 * 1000);
             printf "%-10s %-24s %8d %-20.1f %10.2f %12.1f %8.1f\n", r, ws, k / 1024, ni, ww, nw, nw / ni }'
+    done
+    exit 0
+fi
+
+if [ "${1:-}" = "--sizes" ]; then
+    reps=${2:-2}
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    cargo build --release -q -p jitter-trace -p replay-bench
+    rb=target/release/replay-bench
+    for d in 0.4 2 8 15; do
+        echo "synthesising ${d} s at 10^5 detours/s" >&2
+        dense_trace 100000 "$d" "$tmp/t$d.jtr"
+    done
+    echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+         "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    run() { # trace_seconds ranks phases -> "wall_s peak_kib phases_run"
+        local out
+        out=$({ timeout 900 /usr/bin/time -f "%e %M" "$rb" predict --timer abstime --model des \
+            --force --collective offloaded --trace "$tmp/t$1.jtr" --ranks "$2" --phases "$3" \
+            --sync none --threads 2 -o "$tmp/r.json" >/dev/null; } 2>&1)
+        # A rank that reaches f = 1 stops the run: "… after P of N phases".
+        local ran
+        ran=$(sed -n 's/.*after \([0-9]*\) of [0-9]* phases.*/\1/p' <<<"$out" | head -1)
+        echo "$(tail -1 <<<"$out") ${ran:-$3}"
+    }
+    printf '%-8s %-8s %-8s %8s %10s %12s\n' trace_s ranks phases wall_s peak_mib ms/phase
+    for rep in $(seq "$reps"); do
+        for d in 2 8 15; do
+            read -r w k p < <(run "$d" 2048 10000)
+            awk -v d="$d" -v w="$w" -v k="$k" -v p="$p" \
+                'BEGIN { printf "%-8s %-8s %-8s %8.2f %10d %12.3f\n", d, 2048, p, w, k / 1024, w * 1e3 / p }'
+        done
+    done
+    for rep in $(seq "$reps"); do
+        for d in 0.4 15; do
+            read -r w k p < <(run "$d" 65536 300)
+            awk -v d="$d" -v w="$w" -v k="$k" -v p="$p" \
+                'BEGIN { printf "%-8s %-8s %-8s %8.2f %10d %12.3f\n", d, 65536, p, w, k / 1024, w * 1e3 / p }'
+        done
     done
     exit 0
 fi
