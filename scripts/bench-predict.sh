@@ -24,6 +24,14 @@
 # then 65 536 ranks x 300 phases on a 0.4 s trace (an index that fits in cache) against the
 # 15 s one, REPEATS runs each (default 2), alternated.
 #
+# `--scaling [PROCS] [REPEATS]` instead runs 10^6 ranks x 200 phases of a 60 s trace at 10^4
+# detours/s in one process with T threads and under `mpirun -np P` (P, T in PROCS, default
+# "1 2"; REPEATS rounds, default 2), checks that every report is the same, and times 10^6 x
+# 10^3, the dissemination barrier at 10^6 ranks, and 2048 x 10^4 at 10^5/s on two cores
+# (issue 14's strong-scaling figure; MPIRUN names the launcher).
+#
+# JB_BIN_DIR=DIR in any mode takes jitter-trace and replay-bench from DIR instead of building.
+#
 # `--cachegrind BIN...` instead counts, for each given replay-bench binary (e.g. two builds to
 # compare), instructions and data-cache misses per rank-phase of the indexed engine on a dense
 # 6 s trace (10^5 detours/s), with valgrind's cachegrind and a 4 MiB last-level cache (so the
@@ -33,21 +41,46 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The binaries every mode runs: built here, or, with JB_BIN_DIR set, taken from that folder
+# (a machine without a Rust toolchain, e.g. a lent many-core box). Sets $jt and $rb.
+binaries() {
+    if [ -n "${JB_BIN_DIR:-}" ]; then
+        jt=$JB_BIN_DIR/jitter-trace rb=$JB_BIN_DIR/replay-bench
+        for b in "$jt" "$rb"; do
+            [ -x "$b" ] || { echo "error: $b is missing (JB_BIN_DIR=$JB_BIN_DIR)" >&2; exit 1; }
+        done
+    else
+        cargo build --release -q -p jitter-trace -p replay-bench
+        jt=target/release/jitter-trace rb=target/release/replay-bench
+    fi
+}
+
 # The synthetic trace of every mode below: RATE detours/s of lognormal ~1 us plus a 250 Hz tick,
-# one stream, seed 2 (needs target/release/jitter-trace). Usage: dense_trace RATE SECONDS OUT
+# one stream, seed 2 (needs binaries' $jt). Usage: dense_trace RATE SECONDS OUT
 dense_trace() {
-    target/release/jitter-trace synth \
+    "$jt" synth \
         "poisson:rate=$1/s,dur=lognormal:1us:0.5+periodic:period=4ms,dur=uniform:2us:4us,jitter=20us" \
         --duration "$2s" --streams 1 --seed 2 -o "$3" >/dev/null
+}
+
+# A scratch folder for the mode's traces and reports, removed on exit (sets $tmp).
+scratch() {
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+}
+
+# The line that heads a mode's table: time, CPU, cores and load.
+machine() {
+    echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+         "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 if [ "${1:-}" = "--cachegrind" ]; then
     shift
     [ $# -ge 1 ] || { echo "error: --cachegrind needs at least one replay-bench binary" >&2; exit 2; }
     command -v valgrind >/dev/null || { echo "error: valgrind is not installed (apt-get install -y valgrind)" >&2; exit 1; }
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    cargo build --release -q -p jitter-trace
+    scratch
+    binaries
     dense_trace 100000 6 "$tmp/dense6.jtr"
     count() { # binary phases -> "instructions D1-misses LL-misses"
         timeout 1800 valgrind --tool=cachegrind --cache-sim=yes --LL=4194304,16,64 \
@@ -72,12 +105,9 @@ fi
 
 if [ "${1:-}" = "--density" ]; then
     reps=${2:-3}
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    cargo build --release -q -p jitter-trace -p replay-bench
-    rb=target/release/replay-bench
-    echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
-         "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    scratch
+    binaries
+    machine
     printf '%-10s %-24s %8s %-20s %10s %12s %8s\n' rate indexed_wall_s mib indexed_ns/rank-phase \
         walk_wall_s walk_ns/r-p ratio
     for rate in 1000 10000 30000 100000; do
@@ -106,16 +136,13 @@ fi
 
 if [ "${1:-}" = "--sizes" ]; then
     reps=${2:-2}
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    cargo build --release -q -p jitter-trace -p replay-bench
-    rb=target/release/replay-bench
+    scratch
+    binaries
     for d in 0.4 2 8 15; do
         echo "synthesising ${d} s at 10^5 detours/s" >&2
         dense_trace 100000 "$d" "$tmp/t$d.jtr"
     done
-    echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
-         "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    machine
     run() { # trace_seconds ranks phases -> "wall_s peak_kib phases_run"
         local out
         out=$({ timeout 900 /usr/bin/time -f "%e %M" "$rb" predict --timer abstime --model des \
@@ -144,6 +171,67 @@ if [ "${1:-}" = "--sizes" ]; then
     exit 0
 fi
 
+if [ "${1:-}" = "--scaling" ]; then
+    # Strong scaling of one job, 10^6 ranks x 200 phases of real10k (60 s, 4 streams, 10^4/s),
+    # offloaded barrier, sync none, --timer abstime: one process with T threads on cores
+    # 0..T-1, then `mpirun -np P --threads 1` bound to cores; wall, peak per process, and
+    # whether each report equals the first's. Then 10^6 x 10^3 (the issue's goal) once at the
+    # largest count, dissemination 10^6 x 20 at 1 and at the largest count (s per phase), and
+    # 2048 x 10^4 on a 15 s trace of 10^5 detours/s held to two cores (taskset -c 0,1).
+    procs=${2:-"1 2"} reps=${3:-2}
+    top=${procs##* }
+    [ "$top" -le "$(nproc)" ] || { echo "error: $top processes > $(nproc) cores" >&2; exit 2; }
+    scratch
+    binaries
+    mpirun=("${MPIRUN:-mpirun}" --bind-to core)
+    [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+    echo "synthesising real10k (60 s, 4 streams) and a 15 s trace at 10^5 detours/s" >&2
+    "$jt" synth 'periodic:period=4ms,dur=uniform:2us:4us,jitter=20us+poisson:rate=10000/s,dur=lognormal:2us:0.5+poisson:rate=2/s,dur=exp:200us' \
+        --duration 60s --streams 4 --seed 1 -o "$tmp/real10k.jtr" >/dev/null
+    dense_trace 100000 15 "$tmp/dense15.jtr"
+    machine
+    job=(predict --engine indexed --timer abstime --model des --force --collective offloaded
+         --sync none --trace "$tmp/real10k.jtr" --ranks 1000000)
+    same() { # report -> equal/differ against the first report of its kind ($1.first)
+        [ -f "$1.first" ] || { cp "$1" "$1.first"; echo first; return; }
+        cmp -s <(grep -v '"created_unix_s"' "$1.first") <(grep -v '"created_unix_s"' "$1") \
+            && echo equal || echo differ
+    }
+    timed() { # label out-stem command... -> one row: label wall_s peak_mib_per_process report
+        local label=$1 stem=$2 t
+        shift 2
+        echo "$label" >&2
+        t=$( { timeout 600 /usr/bin/time -f "%e %M" "$@" -o "$tmp/$stem.json" >/dev/null; } 2>&1 | tail -1)
+        read -r w k <<<"$t"
+        printf '%-34s %8s %10s %s\n' "$label" "$w" "$((k / 1024))" "$(same "$tmp/$stem.json")"
+    }
+    printf '%-34s %8s %10s %s\n' case wall_s peak_mib report
+    for rep in $(seq "$reps"); do
+        for p in $procs; do
+            timed "10^6x200 1 process, $p threads" s200 taskset -c "0-$((p - 1))" "$rb" "${job[@]}" \
+                --phases 200 --threads "$p"
+        done
+        for p in $procs; do
+            timed "10^6x200 mpirun -np $p, 1 thread" s200 "${mpirun[@]}" -np "$p" "$rb" "${job[@]}" \
+                --phases 200 --threads 1
+        done
+    done
+    timed "10^6x1000 mpirun -np $top" s1000 "${mpirun[@]}" -np "$top" "$rb" "${job[@]}" \
+        --phases 1000 --threads 1
+    dis=(predict --engine indexed --timer abstime --model des --force --collective dissemination
+         --sync none --trace "$tmp/real10k.jtr" --ranks 1000000 --phases 20)
+    timed "dissem. 10^6x20 1 process, 1 thread" dis taskset -c 0 "$rb" "${dis[@]}" --threads 1
+    timed "dissem. 10^6x20 1 process, $top thr." dis taskset -c "0-$((top - 1))" "$rb" "${dis[@]}" \
+        --threads "$top"
+    timed "dissem. 10^6x20 mpirun -np $top" dis "${mpirun[@]}" -np "$top" "$rb" "${dis[@]}" --threads 1
+    for rep in $(seq 3); do
+        timed "dense15 2048x10^4, 2 cores" dense taskset -c 0,1 "$rb" predict --engine indexed \
+            --timer abstime --model des --force --collective offloaded --sync none \
+            --trace "$tmp/dense15.jtr" --ranks 2048 --phases 10000 --threads 2
+    done
+    exit 0
+fi
+
 if [ "${1:-}" = "--ab" ]; then
     # Two replay-bench builds alternated on the same dense traces (10^5 detours/s, 15 s and
     # 60 s), 2048 ranks x 10^4 phases, 2 threads, offloaded and the default (dissemination)
@@ -153,15 +241,13 @@ if [ "${1:-}" = "--ab" ]; then
     [ $# -ge 2 ] || { echo "usage: scripts/bench-predict.sh --ab OLD_BIN NEW_BIN [REPEATS]" >&2; exit 2; }
     old=$1 new=$2 reps=${3:-3}
     command -v jq >/dev/null || { echo "error: jq is not installed (apt-get install -y jq)" >&2; exit 1; }
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    cargo build --release -q -p jitter-trace
+    scratch
+    binaries
     for d in 15 60; do
         echo "synthesising a ${d} s trace at 10^5 detours/s" >&2
         dense_trace 100000 "$d" "$tmp/dense$d.jtr"
     done
-    echo "# $(date -u +%FT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
-         "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    machine
     printf '%-8s %-14s %-16s %-6s %-4s %8s %8s %s\n' trace collective sync build rep wall_s \
         user_s reports
     for case in dense15:offloaded:none dense60:offloaded:none dense15:dissemination:none \
