@@ -1,8 +1,9 @@
 //! The few collectives the benchmark needs, behind a trait so the phase loop runs under MPI and,
 //! in unit tests, as a single process. Only portable MPI-1/MPI-3 calls are used (barrier, bcast,
-//! reduce, allreduce, gather, split by shared memory), so OpenMPI and MPICH both work.
+//! reduce, allreduce, gather, alltoallv, split by shared memory), so OpenMPI and MPICH both work.
 
 use mpi::collective::SystemOperation;
+use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
@@ -27,6 +28,18 @@ pub trait Collective {
     fn broadcast_u64(&self, value: &mut u64);
     /// Every rank's fixed-size record, in rank order, on rank 0 (empty elsewhere).
     fn gather_records(&self, record: &[u8; RECORD_BYTES]) -> Vec<Vec<u8>>;
+    /// Personalised all-to-all (`MPI_Alltoallv`): `send_counts[p]` values from
+    /// `send[send_displs[p]..]` go to rank p, and rank p's values for this rank land in
+    /// `recv[recv_displs[p]..]`, `recv_counts[p]` of them.
+    fn exchange(
+        &self,
+        send: &[u64],
+        send_counts: &[i32],
+        send_displs: &[i32],
+        recv: &mut [u64],
+        recv_counts: &[i32],
+        recv_displs: &[i32],
+    );
 }
 
 /// A single process: every collective is the identity.
@@ -47,6 +60,18 @@ impl Collective for Solo {
     fn broadcast_u64(&self, _: &mut u64) {}
     fn gather_records(&self, record: &[u8; RECORD_BYTES]) -> Vec<Vec<u8>> {
         vec![trim(record)]
+    }
+    fn exchange(
+        &self,
+        send: &[u64],
+        sc: &[i32],
+        sd: &[i32],
+        recv: &mut [u64],
+        _: &[i32],
+        rd: &[i32],
+    ) {
+        let (n, from, to) = (sc[0] as usize, sd[0] as usize, rd[0] as usize);
+        recv[to..to + n].copy_from_slice(&send[from..from + n]);
     }
 }
 
@@ -137,6 +162,19 @@ impl Collective for Mpi {
             root.gather_into(&record[..]);
             Vec::new()
         }
+    }
+    fn exchange(
+        &self,
+        send: &[u64],
+        sc: &[i32],
+        sd: &[i32],
+        recv: &mut [u64],
+        rc: &[i32],
+        rd: &[i32],
+    ) {
+        let send = Partition::new(send, sc, sd);
+        let mut recv = PartitionMut::new(recv, rc, rd);
+        self.comm.all_to_all_varcount_into(&send, &mut recv);
     }
 }
 

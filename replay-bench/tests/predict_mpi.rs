@@ -139,3 +139,43 @@ fn a_node_trace_set_split_over_two_processes_equals_the_single_process_one() {
     assert!(a.results.iter().all(|r| r.trace == "nodes(3)"));
     assert_same_rows(&a, &b);
 }
+
+#[test]
+fn every_collective_algorithm_split_over_two_processes_equals_the_single_process_one() {
+    // The send ends of each round travel to the processes of their receivers: shifts that wrap
+    // around (dissemination), pairs and folds (recursive doubling at 3 and 1001 ranks, not
+    // powers of two), trees (binomial), with a share boundary inside a node group.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jtr");
+    let spec = "periodic:period=4ms,dur=uniform:2us:40us,jitter=20us+poisson:rate=3000/s,dur=lognormal:5us:0.8";
+    let t = jitter_trace::synth::synthesize(&spec.parse().unwrap(), 2, 5_000_000_000, 3).unwrap();
+    jitter_trace::write_trace(&trace, &t).unwrap();
+    for (collective, shape) in [
+        ("dissemination", "barrier-compute-barrier"),
+        ("recursive-doubling", "compute-allreduce"),
+        ("binomial-tree", "compute-barrier"),
+    ] {
+        let flags = [
+            "--trace",
+            &trace.display().to_string(),
+            "--ranks-per-node",
+            "2",
+            "--ranks",
+            "3,64,1001",
+            "--sync",
+            "none,phase",
+            "--phases",
+            "100",
+            "--collective",
+            collective,
+            "--loop-shape",
+            shape,
+            "--seed",
+            "5",
+        ]
+        .map(String::from);
+        let (a, b) = solo_and_split(dir.path(), &flags);
+        assert_eq!(a.results.len(), 6, "{collective}");
+        assert_same_rows(&a, &b);
+    }
+}

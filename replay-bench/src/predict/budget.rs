@@ -12,7 +12,7 @@
 //! MPI every process estimates its own share. An algorithmic collective adds three events per
 //! round and collective to every rank-phase ([`collective_events`]), at
 //! [`COLLECTIVE_NS_PER_EVENT`] in either engine, and [`collective::BYTES_PER_RANK`]
-//! per rank. The indexed engine with an offloaded collective simulates ranks that replay one
+//! per rank ([`collective::MPI_BYTES_PER_RANK`] more under MPI). The indexed engine with an offloaded collective simulates ranks that replay one
 //! plan from one start once (sync once, phase, every: one per plan), and so does a symmetric
 //! collective ([`collective::symmetric`]) on one plan. The estimate errs on the high side.
 
@@ -347,10 +347,10 @@ pub fn estimate(
         des::RANK_STATE_BYTES as u64
     };
     let per_rank = per_rank
-        + if cfg.comm.algorithm == Algorithm::Offloaded {
-            0
-        } else {
-            collective::BYTES_PER_RANK as u64
+        + match (cfg.comm.algorithm, procs) {
+            (Algorithm::Offloaded, _) => 0,
+            (_, 1) => collective::BYTES_PER_RANK as u64,
+            _ => (collective::BYTES_PER_RANK + collective::MPI_BYTES_PER_RANK) as u64,
         };
     let ranks_bytes = most.checked_mul(per_rank);
     let bytes = (|| {

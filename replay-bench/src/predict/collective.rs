@@ -261,46 +261,163 @@ fn rounds(alg: Algorithm, n: u64) -> Vec<Round> {
     }
 }
 
-/// Scratch for [`run`]: the send ends of a round, by global rank, and the buffer that
-/// exchanges them between processes. Allocated once per simulation.
+/// Scratch for [`run`]: the send ends of a round of this process's ranks, their quiet times
+/// and, under MPI, the routes of the send ends to their receivers' processes. Allocated once
+/// per simulation.
 #[derive(Debug, Default)]
 pub struct Scratch {
+    /// Send ends by local rank (by global rank in one process, where they coincide).
     sent: Vec<u64>,
-    wire: Vec<f64>,
     /// Each rank's [`Clocks::quiet_until`] since its last question (0: ask it).
     quiet: Vec<u64>,
+    /// With more than one process: the exchange of send ends.
+    routes: Option<Routes>,
+}
+
+/// The exchange of a round's send ends between processes: each process sends every one of
+/// its senders' ends, as a (receiver, end) pair, to the process holding the receiver
+/// (`MPI_Alltoallv`), so a process handles O(its ranks) per round, not O(all ranks).
+#[derive(Debug, Default)]
+struct Routes {
+    /// First global rank of each process, then the rank count: process p holds
+    /// `bounds[p]..bounds[p + 1]` (`des::share`).
+    bounds: Vec<u64>,
+    send: Vec<u64>,
+    recv: Vec<u64>,
+    send_counts: Vec<i32>,
+    send_displs: Vec<i32>,
+    recv_counts: Vec<i32>,
+    recv_displs: Vec<i32>,
+    /// The source's send end of each local receiver, by local rank.
+    arrived: Vec<u64>,
+}
+
+/// A vector of `len` zeros, or an error naming `what` when the memory is not there.
+fn zeros<T: Clone + Default>(len: usize, what: &str) -> anyhow::Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| anyhow::anyhow!("cannot allocate the collective's {len} {what}"))?;
+    v.resize(len, T::default());
+    Ok(v)
 }
 
 impl Scratch {
-    /// Scratch for `n` ranks of which this process simulates `local`.
-    pub fn new(n: u64, procs: usize) -> anyhow::Result<Self> {
-        let n = usize::try_from(n).map_err(|_| anyhow::anyhow!("{n} ranks do not fit"))?;
-        let mut sent = Vec::new();
-        sent.try_reserve_exact(n)
-            .map_err(|_| anyhow::anyhow!("cannot allocate the collective's {n} send times"))?;
-        sent.resize(n, 0);
-        let mut wire = Vec::new();
-        if procs > 1 {
-            wire.try_reserve_exact(n)
-                .map_err(|_| anyhow::anyhow!("cannot allocate the collective's {n} send times"))?;
-            wire.resize(n, 0.0);
+    /// Scratch for this process's ranks `lo..hi` of `n`, split over `procs` processes.
+    pub fn new(n: u64, lo: u64, hi: u64, procs: usize) -> anyhow::Result<Self> {
+        let local =
+            usize::try_from(hi - lo).map_err(|_| anyhow::anyhow!("{n} ranks do not fit"))?;
+        let routes = if procs > 1 {
+            if 2 * (hi - lo) > i32::MAX as u64 {
+                anyhow::bail!(
+                    "{} simulated ranks in one process exceed what one MPI message carries \
+                     ({} pairs): run more processes",
+                    hi - lo,
+                    i32::MAX / 2
+                );
+            }
+            let procs64 = procs as u64;
+            Some(Routes {
+                bounds: (0..=procs64)
+                    .map(|p| super::des::share(n, procs64, p).0)
+                    .collect(),
+                send: zeros(2 * local, "outgoing send ends")?,
+                recv: zeros(2 * local, "incoming send ends")?,
+                send_counts: vec![0; procs],
+                send_displs: vec![0; procs],
+                recv_counts: vec![0; procs],
+                recv_displs: vec![0; procs],
+                arrived: zeros(local, "arrived send ends")?,
+            })
+        } else {
+            None
+        };
+        Ok(Scratch {
+            sent: zeros(local, "send times")?,
+            quiet: zeros(local, "quiet times")?,
+            routes,
+        })
+    }
+}
+
+impl Routes {
+    /// The process holding global rank `g`, starting from the last answer (`at`): neighbouring
+    /// ranks mostly have neighbouring partners.
+    #[inline]
+    fn owner(&self, at: &mut usize, g: u64) -> usize {
+        if !(self.bounds[*at] <= g && g < self.bounds[*at + 1]) {
+            *at = self.bounds.partition_point(|&b| b <= g) - 1;
         }
-        let mut quiet = Vec::new();
-        quiet
-            .try_reserve_exact(n)
-            .map_err(|_| anyhow::anyhow!("cannot allocate the collective's {n} quiet times"))?;
-        quiet.resize(n, 0);
-        Ok(Scratch { sent, wire, quiet })
+        *at
+    }
+
+    /// Sends the ends in `sent` (local ranks from `lo`) of `round`'s senders to their
+    /// receivers' processes and fills `arrived` with the ends this process's receivers wait for.
+    fn exchange(&mut self, comm: &dyn Collective, round: Round, n: u64, lo: u64, sent: &[u64]) {
+        let (mut at, mut to_at) = (0, 0);
+        self.send_counts.fill(0);
+        self.recv_counts.fill(0);
+        for g in lo..lo + sent.len() as u64 {
+            if let Some(dst) = round.to(g, n) {
+                let p = self.owner(&mut to_at, dst);
+                self.send_counts[p] += 2;
+            }
+            if let Some(src) = round.from(g, n) {
+                let p = self.owner(&mut at, src);
+                self.recv_counts[p] += 2;
+            }
+        }
+        let prefix = |counts: &[i32], displs: &mut [i32]| {
+            let mut sum = 0;
+            for (d, &c) in displs.iter_mut().zip(counts) {
+                *d = sum;
+                sum += c;
+            }
+            sum as usize
+        };
+        prefix(&self.send_counts, &mut self.send_displs);
+        let incoming = prefix(&self.recv_counts, &mut self.recv_displs);
+        // send_counts becomes each destination's fill cursor, then is restored.
+        for (c, &d) in self.send_counts.iter_mut().zip(&self.send_displs) {
+            *c = d;
+        }
+        for (i, &end) in sent.iter().enumerate() {
+            let g = lo + i as u64;
+            if let Some(dst) = round.to(g, n) {
+                let p = self.owner(&mut to_at, dst);
+                let k = self.send_counts[p] as usize;
+                self.send[k] = dst;
+                self.send[k + 1] = end;
+                self.send_counts[p] += 2;
+            }
+        }
+        for (c, &d) in self.send_counts.iter_mut().zip(&self.send_displs) {
+            *c -= d;
+        }
+        comm.exchange(
+            &self.send,
+            &self.send_counts,
+            &self.send_displs,
+            &mut self.recv,
+            &self.recv_counts,
+            &self.recv_displs,
+        );
+        for pair in self.recv[..incoming].chunks_exact(2) {
+            self.arrived[(pair[0] - lo) as usize] = pair[1];
+        }
     }
 }
 
 /// Bytes per simulated rank an algorithmic collective adds: the loop's clock and phase start
-/// per rank, the send ends, the quiet times and, under MPI, the send ends' exchange buffer.
-pub const BYTES_PER_RANK: usize = 40;
+/// per rank, the send ends and the quiet times; under MPI ([`MPI_BYTES_PER_RANK`] more) the
+/// outgoing and incoming (receiver, end) pairs and the arrived ends.
+pub const BYTES_PER_RANK: usize = 32;
+
+/// Bytes per simulated rank the exchange between processes adds to [`BYTES_PER_RANK`].
+pub const MPI_BYTES_PER_RANK: usize = 40;
 
 /// Runs one collective of `alg` over `n` ranks: this process holds ranks `lo..lo + states.len()`
 /// whose times (when each enters the collective) are `t`; on return `t` holds when each leaves.
-/// Send ends are exchanged between processes after every round's sends (`comm`).
+/// Send ends go to their receivers' processes after every round's sends (`comm`).
 #[allow(clippy::too_many_arguments)]
 pub fn run<C: Clocks>(
     comm: &dyn Collective,
@@ -315,9 +432,8 @@ pub fn run<C: Clocks>(
 ) {
     let chunk = (states.len() / (rayon::current_num_threads().max(1) * 8)).max(1024);
     let Costs { o, l } = costs;
-    let hi = lo + states.len() as u64;
     // The states changed since the last collective (compute, resync): ask each rank again.
-    scratch.quiet[lo as usize..hi as usize].fill(0);
+    scratch.quiet.fill(0);
     // A question answered from the rank's quiet time (most of a collective's, which are short),
     // else asked, and the quiet time after it kept.
     let work = |s: &mut C::Rank, g: usize, start: u64, q: &mut u64| {
@@ -340,7 +456,7 @@ pub fn run<C: Clocks>(
         if n > 1 && comm.size() == 1 && clocks.copies_of(one) == n && symmetric(alg, n) {
             // One state for all n ranks: every partner sends when this one does, so its
             // message arrives l after this one's send ends.
-            let q = &mut scratch.quiet[lo as usize];
+            let q = &mut scratch.quiet[0];
             for _ in rounds(alg, n) {
                 let sent = work(one, 0, *t1, q);
                 let ready = idle(one, 0, sent + l, q);
@@ -350,8 +466,8 @@ pub fn run<C: Clocks>(
         }
     }
     for round in rounds(alg, n) {
-        let sent_local = &mut scratch.sent[lo as usize..hi as usize];
-        let quiet = &mut scratch.quiet[lo as usize..hi as usize];
+        let sent_local = &mut scratch.sent[..];
+        let quiet = &mut scratch.quiet[..];
         // The senders.
         states
             .par_chunks_mut(chunk)
@@ -370,22 +486,14 @@ pub fn run<C: Clocks>(
                     }
                 }
             });
-        if comm.size() > 1 {
-            // Times stay well below 2^53 ns: the f64 maximum is exact; others' entries are 0.
-            scratch.wire.iter_mut().for_each(|w| *w = 0.0);
-            for (w, &s) in scratch.wire[lo as usize..hi as usize]
-                .iter_mut()
-                .zip(scratch.sent[lo as usize..hi as usize].iter())
-            {
-                *w = s as f64;
-            }
-            comm.all_max(&mut scratch.wire);
-            for (s, &w) in scratch.sent.iter_mut().zip(&scratch.wire) {
-                *s = w as u64;
-            }
+        if let Some(routes) = scratch.routes.as_mut() {
+            routes.exchange(comm, round, n, lo, &scratch.sent);
         }
-        let sent = &scratch.sent[..];
-        let quiet = &mut scratch.quiet[lo as usize..hi as usize];
+        let (sent, arrived) = match &scratch.routes {
+            Some(r) => (&[][..], &r.arrived[..]),
+            None => (&scratch.sent[..], &[][..]),
+        };
+        let quiet = &mut scratch.quiet[..];
         // The receivers.
         states
             .par_chunks_mut(chunk)
@@ -398,7 +506,13 @@ pub fn run<C: Clocks>(
                     let g = g0 + i as u64;
                     if let Some(src) = round.from(g, n) {
                         let local = (g - lo) as usize;
-                        let arrival = sent[src as usize] + l;
+                        // One process: the source's end by its rank; else as it arrived.
+                        let end = if arrived.is_empty() {
+                            sent[src as usize]
+                        } else {
+                            arrived[local]
+                        };
+                        let arrival = end + l;
                         let ready = idle(s, local, (*tt).max(arrival), qt);
                         *tt = work(s, local, ready, qt);
                     }
@@ -481,7 +595,7 @@ mod tests {
 
     fn go(alg: Algorithm, o: u64, l: u64, ranks: &mut [RefRank], t: &mut [u64]) {
         let n = ranks.len() as u64;
-        let mut sc = Scratch::new(n, 1).unwrap();
+        let mut sc = Scratch::new(n, 0, n, 1).unwrap();
         run(&Solo, &Ref, alg, Costs { o, l }, n, 0, ranks, t, &mut sc);
     }
 
@@ -632,27 +746,163 @@ mod tests {
             detours in proptest::collection::vec(
                 proptest::collection::vec((1u64..300, 1u64..200), 0..20), 40),
         ) {
-            let ranks: Vec<RefRank> = (0..n)
-                .map(|g| {
-                    let mut at = 0;
-                    let detours = detours[g].iter().map(|&(gap, span)| {
-                        at += gap;
-                        let d = (at, span);
-                        at += span;
-                        d
-                    });
-                    RefRank { detours: detours.collect(), ..RefRank::default() }
-                })
-                .collect();
+            let ranks = ref_ranks(&detours[..n]);
             let t0: Vec<u64> = entries[..n].to_vec();
             let (mut a, mut b) = (ranks.clone(), ranks);
             let (mut ta, mut tb) = (t0.clone(), t0);
-            let (mut sa, mut sb) = (Scratch::new(n as u64, 1).unwrap(), Scratch::new(n as u64, 1).unwrap());
+            let (mut sa, mut sb) = (
+                Scratch::new(n as u64, 0, n as u64, 1).unwrap(),
+                Scratch::new(n as u64, 0, n as u64, 1).unwrap(),
+            );
             for _ in 0..2 {
                 run(&Solo, &Ref, alg, Costs { o, l }, n as u64, 0, &mut a, &mut ta, &mut sa);
                 run(&Solo, &QuietRef, alg, Costs { o, l }, n as u64, 0, &mut b, &mut tb, &mut sb);
                 proptest::prop_assert_eq!(&ta, &tb);
             }
+        }
+
+        /// The ranks split over processes (threads here, exchanging as MPI would) leave every
+        /// collective when one process holding them all lets them leave: every algorithm, 2 to
+        /// 5 processes (some with no rank when they outnumber the ranks), twice in a row.
+        #[test]
+        fn a_split_over_processes_changes_no_exit(
+            n in 1usize..40,
+            procs in 2usize..6,
+            alg in proptest::sample::select(vec![
+                Algorithm::Dissemination, Algorithm::RecursiveDoubling, Algorithm::BinomialTree,
+            ]),
+            o in 0u64..50,
+            l in 0u64..100,
+            entries in proptest::collection::vec(0u64..2_000, 40),
+            detours in proptest::collection::vec(
+                proptest::collection::vec((1u64..300, 1u64..200), 0..20), 40),
+        ) {
+            let ranks = ref_ranks(&detours[..n]);
+            let mut t_solo = entries[..n].to_vec();
+            let mut solo = ranks.clone();
+            let nn = n as u64;
+            let mut sc = Scratch::new(nn, 0, nn, 1).unwrap();
+            let mailbox = Mailbox::new(procs);
+            let split: Vec<u64> = std::thread::scope(|scope| {
+                let workers: Vec<_> = (0..procs)
+                    .map(|me| {
+                        let (lo, hi) = crate::predict::des::share(nn, procs as u64, me as u64);
+                        let mut mine = ranks[lo as usize..hi as usize].to_vec();
+                        let mut t = entries[lo as usize..hi as usize].to_vec();
+                        let comm = Threads { me, mailbox: &mailbox };
+                        scope.spawn(move || {
+                            let mut sc = Scratch::new(nn, lo, hi, procs).unwrap();
+                            for _ in 0..2 {
+                                run(&comm, &QuietRef, alg, Costs { o, l }, nn, lo, &mut mine, &mut t, &mut sc);
+                            }
+                            t
+                        })
+                    })
+                    .collect();
+                workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+            });
+            for _ in 0..2 {
+                run(&Solo, &QuietRef, alg, Costs { o, l }, nn, 0, &mut solo, &mut t_solo, &mut sc);
+            }
+            proptest::prop_assert_eq!(t_solo, split);
+        }
+    }
+
+    /// Reference ranks with the given detours, each a list of (gap before it, span).
+    fn ref_ranks(detours: &[Vec<(u64, u64)>]) -> Vec<RefRank> {
+        detours
+            .iter()
+            .map(|list| {
+                let mut at = 0;
+                let detours = list.iter().map(|&(gap, span)| {
+                    at += gap;
+                    let d = (at, span);
+                    at += span;
+                    d
+                });
+                RefRank {
+                    detours: detours.collect(),
+                    ..RefRank::default()
+                }
+            })
+            .collect()
+    }
+
+    /// The messages in flight of an all-to-all between threads: `slots[from][to]`.
+    struct Mailbox {
+        slots: Vec<Vec<std::sync::Mutex<Vec<u64>>>>,
+        barrier: std::sync::Barrier,
+    }
+
+    impl Mailbox {
+        fn new(procs: usize) -> Self {
+            let row = || {
+                (0..procs)
+                    .map(|_| std::sync::Mutex::new(Vec::new()))
+                    .collect()
+            };
+            Mailbox {
+                slots: (0..procs).map(|_| row()).collect(),
+                barrier: std::sync::Barrier::new(procs),
+            }
+        }
+    }
+
+    /// One thread as one process of a split simulation: only [`Collective::exchange`], the one
+    /// call [`run`] makes, is answered.
+    struct Threads<'a> {
+        me: usize,
+        mailbox: &'a Mailbox,
+    }
+
+    impl Collective for Threads<'_> {
+        fn rank(&self) -> usize {
+            self.me
+        }
+        fn size(&self) -> usize {
+            self.mailbox.slots.len()
+        }
+        fn barrier(&self) {
+            self.mailbox.barrier.wait();
+        }
+        fn all_max(&self, _: &mut [f64]) {
+            unreachable!("collective::run exchanges send ends only")
+        }
+        fn all_sum(&self, _: &mut [f64]) {
+            unreachable!("collective::run exchanges send ends only")
+        }
+        fn sum_to_root(&self, _: &mut [f64]) {
+            unreachable!("collective::run exchanges send ends only")
+        }
+        fn broadcast_u64(&self, _: &mut u64) {
+            unreachable!("collective::run exchanges send ends only")
+        }
+        fn gather_records(&self, _: &[u8; crate::comm::RECORD_BYTES]) -> Vec<Vec<u8>> {
+            unreachable!("collective::run exchanges send ends only")
+        }
+        fn exchange(
+            &self,
+            send: &[u64],
+            sc: &[i32],
+            sd: &[i32],
+            recv: &mut [u64],
+            rc: &[i32],
+            rd: &[i32],
+        ) {
+            let row = &self.mailbox.slots[self.me];
+            for (to, slot) in row.iter().enumerate() {
+                let (at, len) = (sd[to] as usize, sc[to] as usize);
+                *slot.lock().unwrap() = send[at..at + len].to_vec();
+            }
+            self.barrier();
+            for (from, row) in self.mailbox.slots.iter().enumerate() {
+                let got = row[self.me].lock().unwrap();
+                // What the sender sent is what this process expected from it.
+                assert_eq!(got.len(), rc[from] as usize, "from {from} to {}", self.me);
+                let at = rd[from] as usize;
+                recv[at..at + got.len()].copy_from_slice(&got);
+            }
+            self.barrier();
         }
     }
 }

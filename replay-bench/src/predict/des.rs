@@ -1164,7 +1164,7 @@ fn algorithmic_loop<E: ReplayEngine>(
         anyhow::Ok(v)
     };
     let (mut t, mut start) = (alloc("clocks")?, alloc("phase starts")?);
-    let mut scratch = Scratch::new(n, comm.size())?;
+    let mut scratch = Scratch::new(n, lo, lo + len as u64, comm.size())?;
     let alg = model.algorithm;
     let chunk = (len / (rayon::current_num_threads().max(1) * 8)).max(1024);
     let mut run = LoopRun {
