@@ -1188,9 +1188,15 @@ impl PlanIndex {
     /// the bucket's line is there).
     #[inline]
     fn prefetch_entries(&self, lo: usize, t: u64) {
-        if let Some(&b) = self.key_first.get((t >> self.key_shift) as usize) {
-            if let Some(e) = self.fast.get((b as usize).max(lo)) {
-                prefetch(e);
+        let j = (t >> self.key_shift) as usize;
+        if let Some(b) = self.key_first.get(j..j + 2) {
+            // The bucket's first entry and the next bucket's, where an answer past every entry
+            // of the bucket lies (the search reads between them).
+            let from = (b[0] as usize).max(lo);
+            for k in [from, (b[1] as usize).max(from)] {
+                if let Some(e) = self.fast.get(k) {
+                    prefetch(e);
+                }
             }
         }
     }
@@ -1773,8 +1779,16 @@ impl IndexedReplay {
             // that one is due before the barrier, the end of the block from there.
             if stage == 1 {
                 prefetch(&v[i0]);
-                if let Some(e) = v.get(i0 + FIRST_BLOCK - 1) {
-                    prefetch(e);
+                // The first block's middle and its last entry, which `first_at_least` reads
+                // first when the answer is not among the next FIRST_LINEAR.
+                let first_block = i0 + FIRST_LINEAR - 1;
+                for k in [
+                    first_block + FIRST_BLOCK / 2 - 1,
+                    first_block + FIRST_BLOCK - 1,
+                ] {
+                    if let Some(e) = v.get(k) {
+                        prefetch(e);
+                    }
                 }
             }
             return;
