@@ -17,7 +17,7 @@ use super::model::{
     TimerCalibration, MIN_MATCHED_PERCENT, OVERHEAD_RATES_HZ, SWEEP_NS,
 };
 use crate::cache::{unix_now_s, MachineKey};
-use crate::injector::{self, mono_ns, Emulator, EmulatorError, InjectorConfig, SIGNAL};
+use crate::injector::{self, mono_ns, Emulator, EmulatorError, Handle, InjectorConfig, SIGNAL};
 use crate::plan::{Plan, TimerKind};
 use crate::setup::ReplaySetup;
 
@@ -39,6 +39,58 @@ pub fn probe_detours(
         ControlFlow::Continue(())
     });
     (detours, stats)
+}
+
+/// Runs the probe loop for `duration_ns` while `handle`'s injector runs in this thread and
+/// returns the detours in which a handler may have run: each detour during which the
+/// injector's count moved, and the one after it (a handler entered between a detour's end and
+/// the look at the count lands in the next detour). Others are not kept, so a stretch of
+/// machine noise dense enough to fill any buffer (seen on a VM: 10⁶ detours of ≈ 250 ns a
+/// second for 50–100 ms) cannot push the injections' detours out. At most 2 per injection.
+fn injection_detours(
+    handle: &Handle,
+    clock: &Clock,
+    threshold: u64,
+    duration_ns: u64,
+    injections: usize,
+) -> Vec<(u64, u64)> {
+    let mut detours: Vec<(u64, u64)> = Vec::with_capacity(2 * injections + 64);
+    let stop = AtomicBool::new(false);
+    let deadline = read_counter() + clock.ns_to_ticks(duration_ns);
+    let mut filter = HandlerDetours::new(handle.injected_span_ns());
+    probe::run(threshold, deadline, &stop, |a, b| {
+        if filter.keep(handle.injected_span_ns()) && detours.len() < detours.capacity() {
+            detours.push((a, b));
+        }
+        ControlFlow::Continue(())
+    });
+    detours
+}
+
+/// Which probe detours may hold a handler, from the injector's count read after each: one
+/// during which the count moved, and the one after it.
+#[derive(Debug, Clone, Copy)]
+struct HandlerDetours {
+    seen: u64,
+    keep_next: bool,
+}
+
+impl HandlerDetours {
+    /// A filter that starts from the count `seen`.
+    fn new(seen: u64) -> Self {
+        HandlerDetours {
+            seen,
+            keep_next: false,
+        }
+    }
+
+    /// Whether to keep the detour after which the count is `count`.
+    fn keep(&mut self, count: u64) -> bool {
+        let moved = count != self.seen;
+        let keep = moved || self.keep_next;
+        (self.seen, self.keep_next) = (count, moved);
+        keep
+    }
 }
 
 /// The probe threshold used by calibration and fidelity runs: the collector's default rule.
@@ -87,7 +139,7 @@ pub fn measure_injection(
         clock: *clock,
     };
     let handle = Emulator::start_logged(plan.cursor(0), cfg, count as usize + 16)?;
-    let (detours, _) = probe_detours(clock, threshold, duration_ns, 4 * count as usize + 100_000);
+    let detours = injection_detours(&handle, clock, threshold, duration_ns, count as usize);
     let (_, log) = handle.stop_logged()?;
     let m = match_single(&log, &detours);
     let logged = log.len() as u64;
@@ -393,6 +445,19 @@ impl Calibration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_detour_is_kept_when_the_injector_count_moved_during_it_and_the_one_after() {
+        // Counts read after each of ten detours: handlers in detours 2, 5 and 6 (two in a
+        // row), none elsewhere; each handler's detour and the next one are kept, no other.
+        let counts = [7u64, 7, 8, 8, 8, 9, 10, 10, 10, 10];
+        let mut f = HandlerDetours::new(7);
+        let kept: Vec<bool> = counts.iter().map(|&c| f.keep(c)).collect();
+        let want = [
+            false, false, true, true, false, true, true, true, false, false,
+        ];
+        assert_eq!(kept, want);
+    }
 
     #[test]
     fn the_longest_burst_bounds_every_back_to_back_measurement() {
