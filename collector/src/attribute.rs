@@ -181,22 +181,45 @@ pub fn segments(
     }
 }
 
+/// Where a probe's full ring dropped detours (records' ns): the detours there are not in the
+/// trace, so a moment there cannot be checked against them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dropped {
+    /// (first start, last end) of each run of dropped detours, in time order.
+    pub spans: Vec<(u64, u64)>,
+    /// From here on drops were not located (their list was full).
+    pub untracked_from: Option<u64>,
+}
+
+impl Dropped {
+    /// Whether `t` lies in a stretch with dropped detours, give or take `slack_ns`.
+    fn covers(&self, t: u64, slack_ns: u64) -> bool {
+        if self.untracked_from.is_some_and(|u| t + slack_ns >= u) {
+            return true;
+        }
+        let i = self.spans.partition_point(|&(a, _)| a <= t + slack_ns);
+        i > 0 && self.spans[i - 1].1 + slack_ns >= t
+    }
+}
+
 /// The check of the shared time base: every moment the timeline leaves the probe's own time
 /// (an interrupt or fault begins while the probe runs) inside `[begin, end)` must fall inside a
-/// detour, give or take `slack_ns`. Returns (moments checked, moments outside every detour).
+/// detour, give or take `slack_ns`; moments where the ring dropped detours (`dropped`) are not
+/// checked. Returns (moments checked, moments outside every detour).
 pub fn misaligned(
     records: &[Record],
     timeline: &Timeline,
     begin: u64,
     end: u64,
     slack_ns: u64,
+    dropped: &Dropped,
 ) -> (u64, u64) {
     let (mut checked, mut outside) = (0, 0);
     for w in timeline.segments.windows(2) {
         let t = w[1].start;
         // The probe's own time: no source, or schedule() around a switch.
         let own = |g: &Segment| g.label.is_none() || g.anchor.is_some();
-        if !own(&w[0]) || own(&w[1]) || t < begin || t >= end {
+        if !own(&w[0]) || own(&w[1]) || t < begin || t >= end || dropped.covers(t, slack_ns) {
             continue;
         }
         checked += 1;
@@ -457,12 +480,25 @@ mod tests {
         // Detours at 95..160 and 990..1060; the interrupt at 5000 has none; the one at 100 is
         // the first event (nothing is known before it: not checked).
         let recs = [rec(95, 65), rec(990, 70)];
-        assert_eq!(misaligned(&recs, &tl, 0, 10_000, 0), (2, 1));
-        assert_eq!(misaligned(&recs, &tl, 0, 4_000, 0), (1, 0));
+        let none = Dropped::default();
+        assert_eq!(misaligned(&recs, &tl, 0, 10_000, 0, &none), (2, 1));
+        assert_eq!(misaligned(&recs, &tl, 0, 4_000, 0, &none), (1, 0));
         // A detour ending 5 ns before the entry at 1000: outside without slack, inside with 10.
         let recs = [rec(900, 95)];
-        assert_eq!(misaligned(&recs, &tl, 0, 2_000, 0), (1, 1));
-        assert_eq!(misaligned(&recs, &tl, 0, 2_000, 10), (1, 0));
+        assert_eq!(misaligned(&recs, &tl, 0, 2_000, 0, &none), (1, 1));
+        assert_eq!(misaligned(&recs, &tl, 0, 2_000, 10, &none), (1, 0));
+        // Where the ring dropped detours (here 4 900 … 5 020, or untracked from 4 000), the
+        // entry at 5 000 cannot be checked; a span ending before it changes nothing.
+        let recs = [rec(95, 65), rec(990, 70)];
+        let span = |spans: Vec<(u64, u64)>, untracked_from| Dropped {
+            spans,
+            untracked_from,
+        };
+        let at = |d: &Dropped| misaligned(&recs, &tl, 0, 10_000, 0, d);
+        assert_eq!(at(&span(vec![(4_900, 5_020)], None)), (1, 0));
+        assert_eq!(at(&span(vec![(200, 300), (4_000, 4_999)], None)), (2, 1));
+        assert_eq!(at(&span(vec![], Some(4_000))), (1, 0));
+        assert_eq!(at(&span(vec![], Some(6_000))), (2, 1));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::environment::{self, IrqSnapshot, Machine};
 use crate::error::{refuse, CollectError, Context, Result};
 use crate::ftq::{self, FtqConverter, Quantum};
 use crate::probe::{self, LoopStats};
-use crate::ring::{ring, RingConsumer, RingProducer};
+use crate::ring::{ring, LostSpans, RingConsumer, RingProducer};
 use crate::table::{CpuRow, RowFacts};
 use crate::tracefs::{self, Instance, TraceClock};
 use crate::watchdog::Watchdog;
@@ -228,6 +228,8 @@ struct ProbeOutcome {
     stats: LoopStats,
     lost: u64,
     lost_ticks: u64,
+    /// Where the full ring dropped detours (counter ticks).
+    lost_spans: LostSpans,
     invol_ctx: u64,
     ran: bool,
 }
@@ -275,6 +277,7 @@ fn probe_thread(
         stats: LoopStats::default(),
         lost: 0,
         lost_ticks: 0,
+        lost_spans: LostSpans::default(),
         invol_ctx: 0,
         ran: false,
     };
@@ -323,6 +326,7 @@ fn probe_thread(
     outcome.invol_ctx = invol_switches().saturating_sub(ctx0);
     outcome.lost = producer.lost();
     outcome.lost_ticks = producer.lost_ticks();
+    outcome.lost_spans = producer.take_lost_spans();
     outcome.ran = true;
     outcome
 }
@@ -1219,6 +1223,7 @@ impl Drained<'_> {
             writer,
             writer_cpu_ns,
             kept_in,
+            outcomes,
             ..
         } = self;
         let Session {
@@ -1251,6 +1256,7 @@ impl Drained<'_> {
         }
         let (attribution_file, attribution) = match instance {
             Some(inst) => {
+                let lost: Vec<LostSpans> = outcomes.into_iter().map(|o| o.lost_spans).collect();
                 let (path, report) = attribute_trace(
                     inst,
                     output,
@@ -1258,6 +1264,7 @@ impl Drained<'_> {
                     started.origin,
                     &started.header,
                     &steal,
+                    &lost,
                     &mut warnings,
                 )
                 .with_context(|| {
@@ -1433,7 +1440,9 @@ impl Drained<'_> {
 
 /// Reads the instance's buffers (then removes it), attributes the detours of the finished
 /// trace, writes `<trace>.attr.json` (with each CPU's `steal` over the run) and returns its
-/// per-source report.
+/// per-source report. `lost` holds, per stream, where its ring dropped detours (ticks): the
+/// time-base check skips those stretches.
+#[allow(clippy::too_many_arguments)]
 fn attribute_trace(
     inst: Instance,
     output: &Path,
@@ -1441,6 +1450,7 @@ fn attribute_trace(
     origin: u64,
     header: &Header,
     steal: &BTreeMap<u32, Steal>,
+    lost_spans: &[LostSpans],
     warnings: &mut Vec<String>,
 ) -> Result<(PathBuf, attribution::Report)> {
     let cpus: Vec<u32> = header.stream_cpus.clone();
@@ -1468,7 +1478,17 @@ fn attribute_trace(
         TraceClock::X86Tsc => 1_000,
         TraceClock::Mono => 2_000,
     };
-    for (stream, (raw, lost)) in trace.streams.iter().zip(per_cpu) {
+    let tick_ns = |t: u64| clock.ticks_to_ns(t.saturating_sub(origin));
+    for (i, (stream, (raw, lost))) in trace.streams.iter().zip(per_cpu).enumerate() {
+        // Where the ring dropped detours, in the records' ns: no entry there can be checked.
+        let dropped = lost_spans.get(i).map(|l| attribute::Dropped {
+            spans: l
+                .spans
+                .iter()
+                .map(|&[a, b]| (tick_ns(a), tick_ns(b)))
+                .collect(),
+            untracked_from: l.untracked_from.map(tick_ns),
+        });
         let probe_name = format!("probe-{}", stream.cpu);
         let first_comm = raw.first().map_or(probe_name.clone(), |e| e.comm.clone());
         let timeline = attribute::to_timeline(&raw, to_ns);
@@ -1486,6 +1506,7 @@ fn attribute_trace(
             stream.begin_ns,
             stream.end_ns,
             slack_ns,
+            &dropped.unwrap_or_default(),
         );
         if outside * 100 > checked && outside > 10 {
             warnings.push(format!(
