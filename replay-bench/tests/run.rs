@@ -463,11 +463,17 @@ fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
     }
     let e1 = rows[0].results[0].emulator;
     let e4 = rows[1].results[0].emulator;
-    assert!(e1.dropped > 0 && e1.injected > 0, "S = 1: {e1:?}");
-    assert!(rows[0]
-        .warnings
-        .iter()
-        .any(|w| w.contains("shorter than the overhead")));
+    // The drops a replay reports are those before injections it executed (a resync discards
+    // the plan's look-ahead, drops included): with the work loop calibrated at another vCPU
+    // speed, phases of 0.26 q executed so few of the long detours that none was reported
+    // (seen on 2026-11-26).
+    if speed_stable(&rows[0], "short detours dropped at S = 1") {
+        assert!(e1.dropped > 0 && e1.injected > 0, "S = 1: {e1:?}");
+        assert!(rows[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("shorter than the overhead")));
+    }
     // At S = 4 only a resync point inside a detour's last O/4 leaves a rest too short to
     // inject: 11 detours per 10 ms give 11·O/4 ≈ 30 µs per 10 ms, 0.3 % of 300 resyncs ≈ 1
     // expected (P(> 10) < 1e-7). Each such rest is at most O.
@@ -717,7 +723,8 @@ fn node_traces_give_each_node_group_its_own_trace(dir: &Path) {
             assert_eq!(paths, [a.to_str().unwrap(), b.to_str().unwrap()]);
         }
         sd.push(row.sd_qt_pct);
-        quiet &= quiet_enough(&rep, "node traces' order");
+        quiet &=
+            quiet_enough(&rep, "node traces' order") && speed_stable(&rep, "node traces' order");
     }
     assert!(
         !quiet || (sd[0] > sd[1] && sd[1] > sd[2]),
