@@ -735,17 +735,7 @@ mod tests {
         /// entry times and costs, twice in a row (the second collective starts from the state
         /// the first left).
         #[test]
-        fn quiet_times_change_no_exit(
-            n in 1usize..40,
-            alg in proptest::sample::select(vec![
-                Algorithm::Dissemination, Algorithm::RecursiveDoubling, Algorithm::BinomialTree,
-            ]),
-            o in 0u64..50,
-            l in 0u64..100,
-            entries in proptest::collection::vec(0u64..2_000, 40),
-            detours in proptest::collection::vec(
-                proptest::collection::vec((1u64..300, 1u64..200), 0..20), 40),
-        ) {
+        fn quiet_times_change_no_exit((n, alg, o, l, entries, detours) in case()) {
             let ranks = ref_ranks(&detours[..n]);
             let t0: Vec<u64> = entries[..n].to_vec();
             let (mut a, mut b) = (ranks.clone(), ranks);
@@ -766,16 +756,8 @@ mod tests {
         /// 5 processes (some with no rank when they outnumber the ranks), twice in a row.
         #[test]
         fn a_split_over_processes_changes_no_exit(
-            n in 1usize..40,
+            (n, alg, o, l, entries, detours) in case(),
             procs in 2usize..6,
-            alg in proptest::sample::select(vec![
-                Algorithm::Dissemination, Algorithm::RecursiveDoubling, Algorithm::BinomialTree,
-            ]),
-            o in 0u64..50,
-            l in 0u64..100,
-            entries in proptest::collection::vec(0u64..2_000, 40),
-            detours in proptest::collection::vec(
-                proptest::collection::vec((1u64..300, 1u64..200), 0..20), 40),
         ) {
             let ranks = ref_ranks(&detours[..n]);
             let mut t_solo = entries[..n].to_vec();
@@ -806,6 +788,26 @@ mod tests {
             }
             proptest::prop_assert_eq!(t_solo, split);
         }
+    }
+
+    /// A random collective: rank count n, algorithm, o, l, 40 entry times and 40 ranks'
+    /// detours (gap before each, span); the first n of each are used.
+    #[allow(clippy::type_complexity)]
+    fn case() -> impl proptest::strategy::Strategy<
+        Value = (usize, Algorithm, u64, u64, Vec<u64>, Vec<Vec<(u64, u64)>>),
+    > {
+        (
+            1usize..40,
+            proptest::sample::select(vec![
+                Algorithm::Dissemination,
+                Algorithm::RecursiveDoubling,
+                Algorithm::BinomialTree,
+            ]),
+            0u64..50,
+            0u64..100,
+            proptest::collection::vec(0u64..2_000, 40),
+            proptest::collection::vec(proptest::collection::vec((1u64..300, 1u64..200), 0..20), 40),
+        )
     }
 
     /// Reference ranks with the given detours, each a list of (gap before it, span).
