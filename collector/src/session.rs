@@ -1472,13 +1472,14 @@ fn attribute_trace(
         events,
         ..Attribution::default()
     };
-    let to_ns = |t: u64| clock.ticks_to_ns(to_ticks.ticks(t).saturating_sub(origin));
+    // Counter ticks (and trace-clock stamps through them) as the records' ns.
+    let tick_ns = |t: u64| clock.ticks_to_ns(t.saturating_sub(origin));
+    let to_ns = |t: u64| tick_ns(to_ticks.ticks(t));
     // The mono clock is printed to the µs (truncated): one more µs of slack.
     let slack_ns = match trace_clock {
         TraceClock::X86Tsc => 1_000,
         TraceClock::Mono => 2_000,
     };
-    let tick_ns = |t: u64| clock.ticks_to_ns(t.saturating_sub(origin));
     for (i, (stream, (raw, lost))) in trace.streams.iter().zip(per_cpu).enumerate() {
         // Where the ring dropped detours, in the records' ns: no entry there can be checked.
         let dropped = lost_spans.get(i).map(|l| attribute::Dropped {

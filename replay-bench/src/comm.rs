@@ -28,18 +28,44 @@ pub trait Collective {
     fn broadcast_u64(&self, value: &mut u64);
     /// Every rank's fixed-size record, in rank order, on rank 0 (empty elsewhere).
     fn gather_records(&self, record: &[u8; RECORD_BYTES]) -> Vec<Vec<u8>>;
-    /// Personalised all-to-all (`MPI_Alltoallv`): `send_counts[p]` values from
-    /// `send[send_displs[p]..]` go to rank p, and rank p's values for this rank land in
-    /// `recv[recv_displs[p]..]`, `recv_counts[p]` of them.
-    fn exchange(
-        &self,
-        send: &[u64],
-        send_counts: &[i32],
-        send_displs: &[i32],
-        recv: &mut [u64],
-        recv_counts: &[i32],
-        recv_displs: &[i32],
-    );
+    /// Personalised all-to-all (`MPI_Alltoallv`): rank p's part of `send` (`to`) goes to rank
+    /// p, and rank p's values for this rank land in its part of `recv` (`from`).
+    fn exchange(&self, send: &[u64], to: &Parts, recv: &mut [u64], from: &Parts);
+}
+
+/// How the buffer of an all-to-all is split by rank: `counts[p]` values from `displs[p]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Parts {
+    /// Values for (or from) each rank.
+    pub counts: Vec<i32>,
+    /// Where each rank's values start.
+    pub displs: Vec<i32>,
+}
+
+impl Parts {
+    /// No values for any of `ranks` ranks.
+    pub fn new(ranks: usize) -> Self {
+        Parts {
+            counts: vec![0; ranks],
+            displs: vec![0; ranks],
+        }
+    }
+
+    /// Lays the parts out one after the other in rank order; returns the total count.
+    pub fn lay_out(&mut self) -> usize {
+        let mut sum = 0;
+        for (d, &c) in self.displs.iter_mut().zip(&self.counts) {
+            *d = sum;
+            sum += c;
+        }
+        sum as usize
+    }
+
+    /// Rank `p`'s part of `buf`.
+    pub fn of<'a>(&self, buf: &'a [u64], p: usize) -> &'a [u64] {
+        let at = self.displs[p] as usize;
+        &buf[at..at + self.counts[p] as usize]
+    }
 }
 
 /// A single process: every collective is the identity.
@@ -61,17 +87,10 @@ impl Collective for Solo {
     fn gather_records(&self, record: &[u8; RECORD_BYTES]) -> Vec<Vec<u8>> {
         vec![trim(record)]
     }
-    fn exchange(
-        &self,
-        send: &[u64],
-        sc: &[i32],
-        sd: &[i32],
-        recv: &mut [u64],
-        _: &[i32],
-        rd: &[i32],
-    ) {
-        let (n, from, to) = (sc[0] as usize, sd[0] as usize, rd[0] as usize);
-        recv[to..to + n].copy_from_slice(&send[from..from + n]);
+    fn exchange(&self, send: &[u64], to: &Parts, recv: &mut [u64], from: &Parts) {
+        let mine = to.of(send, 0);
+        let at = from.displs[0] as usize;
+        recv[at..at + mine.len()].copy_from_slice(mine);
     }
 }
 
@@ -163,17 +182,9 @@ impl Collective for Mpi {
             Vec::new()
         }
     }
-    fn exchange(
-        &self,
-        send: &[u64],
-        sc: &[i32],
-        sd: &[i32],
-        recv: &mut [u64],
-        rc: &[i32],
-        rd: &[i32],
-    ) {
-        let send = Partition::new(send, sc, sd);
-        let mut recv = PartitionMut::new(recv, rc, rd);
+    fn exchange(&self, send: &[u64], to: &Parts, recv: &mut [u64], from: &Parts) {
+        let send = Partition::new(send, &to.counts[..], &to.displs[..]);
+        let mut recv = PartitionMut::new(recv, &from.counts[..], &from.displs[..]);
         self.comm.all_to_all_varcount_into(&send, &mut recv);
     }
 }
@@ -230,6 +241,32 @@ pub fn agree<T, C: Collective + ?Sized>(comm: &C, outcome: anyhow::Result<T>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_lie_one_after_the_other_in_rank_order() {
+        let mut p = Parts::new(3);
+        p.counts = vec![2, 0, 4];
+        assert_eq!(p.lay_out(), 6);
+        assert_eq!(p.displs, vec![0, 2, 2]);
+        let buf = [10, 11, 20, 21, 22, 23];
+        assert_eq!(p.of(&buf, 0), &[10, 11]);
+        assert!(p.of(&buf, 1).is_empty());
+        assert_eq!(p.of(&buf, 2), &[20, 21, 22, 23]);
+        let mut got = [0u64; 6];
+        Solo.exchange(
+            &buf,
+            &Parts {
+                counts: vec![6],
+                displs: vec![0],
+            },
+            &mut got,
+            &Parts {
+                counts: vec![6],
+                displs: vec![0],
+            },
+        );
+        assert_eq!(got, buf);
+    }
 
     #[test]
     fn records_pad_and_trim() {

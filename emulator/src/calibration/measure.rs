@@ -29,11 +29,23 @@ pub fn probe_detours(
     duration_ns: u64,
     capacity: usize,
 ) -> (Vec<(u64, u64)>, probe::LoopStats) {
+    probe_detours_where(clock, threshold, duration_ns, capacity, |_, _| true)
+}
+
+/// [`probe_detours`] keeping only the detours `(start, end)` that `keep` accepts, asked as
+/// each one ends.
+fn probe_detours_where(
+    clock: &Clock,
+    threshold: u64,
+    duration_ns: u64,
+    capacity: usize,
+    mut keep: impl FnMut(u64, u64) -> bool,
+) -> (Vec<(u64, u64)>, probe::LoopStats) {
     let mut detours: Vec<(u64, u64)> = Vec::with_capacity(capacity);
     let stop = AtomicBool::new(false);
     let deadline = read_counter() + clock.ns_to_ticks(duration_ns);
     let stats = probe::run(threshold, deadline, &stop, |a, b| {
-        if detours.len() < detours.capacity() {
+        if keep(a, b) && detours.len() < detours.capacity() {
             detours.push((a, b));
         }
         ControlFlow::Continue(())
@@ -42,11 +54,10 @@ pub fn probe_detours(
 }
 
 /// Runs the probe loop for `duration_ns` while `handle`'s injector runs in this thread and
-/// returns the detours in which a handler may have run: each detour during which the
-/// injector's count moved, and the one after it (a handler entered between a detour's end and
-/// the look at the count lands in the next detour). Others are not kept, so a stretch of
-/// machine noise dense enough to fill any buffer (seen on a VM: 10⁶ detours of ≈ 250 ns a
-/// second for 50–100 ms) cannot push the injections' detours out. At most 2 per injection.
+/// returns the detours in which a handler may have run ([`HandlerDetours`]). Others are not
+/// kept, so a stretch of machine noise dense enough to fill any buffer (seen on a VM: 10⁶
+/// detours of ≈ 250 ns a second for 50–100 ms) cannot push the injections' detours out. At
+/// most 2 per injection.
 fn injection_detours(
     handle: &Handle,
     clock: &Clock,
@@ -54,21 +65,14 @@ fn injection_detours(
     duration_ns: u64,
     injections: usize,
 ) -> Vec<(u64, u64)> {
-    let mut detours: Vec<(u64, u64)> = Vec::with_capacity(2 * injections + 64);
-    let stop = AtomicBool::new(false);
-    let deadline = read_counter() + clock.ns_to_ticks(duration_ns);
     let mut filter = HandlerDetours::new(handle.injected_span_ns());
-    probe::run(threshold, deadline, &stop, |a, b| {
-        if filter.keep(handle.injected_span_ns()) && detours.len() < detours.capacity() {
-            detours.push((a, b));
-        }
-        ControlFlow::Continue(())
-    });
-    detours
+    let keep = |_, _| filter.keep(handle.injected_span_ns());
+    probe_detours_where(clock, threshold, duration_ns, 2 * injections + 64, keep).0
 }
 
 /// Which probe detours may hold a handler, from the injector's count read after each: one
-/// during which the count moved, and the one after it.
+/// during which the count moved, and the one after it (a handler entered between a detour's
+/// end and the look at the count lands in the next detour).
 #[derive(Debug, Clone, Copy)]
 struct HandlerDetours {
     seen: u64,

@@ -21,7 +21,7 @@
 use jitter_trace::units::format_ns;
 use rayon::prelude::*;
 
-use crate::comm::Collective;
+use crate::comm::{Collective, Parts};
 
 /// How a collective is carried out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -284,10 +284,9 @@ struct Routes {
     bounds: Vec<u64>,
     send: Vec<u64>,
     recv: Vec<u64>,
-    send_counts: Vec<i32>,
-    send_displs: Vec<i32>,
-    recv_counts: Vec<i32>,
-    recv_displs: Vec<i32>,
+    /// The outgoing pairs by destination process, and the incoming ones by source.
+    to: Parts,
+    from: Parts,
     /// The source's send end of each local receiver, by local rank.
     arrived: Vec<u64>,
 }
@@ -322,10 +321,8 @@ impl Scratch {
                     .collect(),
                 send: zeros(2 * local, "outgoing send ends")?,
                 recv: zeros(2 * local, "incoming send ends")?,
-                send_counts: vec![0; procs],
-                send_displs: vec![0; procs],
-                recv_counts: vec![0; procs],
-                recv_displs: vec![0; procs],
+                to: Parts::new(procs),
+                from: Parts::new(procs),
                 arrived: zeros(local, "arrived send ends")?,
             })
         } else {
@@ -354,53 +351,38 @@ impl Routes {
     /// receivers' processes and fills `arrived` with the ends this process's receivers wait for.
     fn exchange(&mut self, comm: &dyn Collective, round: Round, n: u64, lo: u64, sent: &[u64]) {
         let (mut at, mut to_at) = (0, 0);
-        self.send_counts.fill(0);
-        self.recv_counts.fill(0);
+        self.to.counts.fill(0);
+        self.from.counts.fill(0);
         for g in lo..lo + sent.len() as u64 {
             if let Some(dst) = round.to(g, n) {
                 let p = self.owner(&mut to_at, dst);
-                self.send_counts[p] += 2;
+                self.to.counts[p] += 2;
             }
             if let Some(src) = round.from(g, n) {
                 let p = self.owner(&mut at, src);
-                self.recv_counts[p] += 2;
+                self.from.counts[p] += 2;
             }
         }
-        let prefix = |counts: &[i32], displs: &mut [i32]| {
-            let mut sum = 0;
-            for (d, &c) in displs.iter_mut().zip(counts) {
-                *d = sum;
-                sum += c;
-            }
-            sum as usize
-        };
-        prefix(&self.send_counts, &mut self.send_displs);
-        let incoming = prefix(&self.recv_counts, &mut self.recv_displs);
-        // send_counts becomes each destination's fill cursor, then is restored.
-        for (c, &d) in self.send_counts.iter_mut().zip(&self.send_displs) {
+        self.to.lay_out();
+        let incoming = self.from.lay_out();
+        // The outgoing counts become each destination's fill cursor, then are restored.
+        for (c, &d) in self.to.counts.iter_mut().zip(&self.to.displs) {
             *c = d;
         }
         for (i, &end) in sent.iter().enumerate() {
             let g = lo + i as u64;
             if let Some(dst) = round.to(g, n) {
                 let p = self.owner(&mut to_at, dst);
-                let k = self.send_counts[p] as usize;
+                let k = self.to.counts[p] as usize;
                 self.send[k] = dst;
                 self.send[k + 1] = end;
-                self.send_counts[p] += 2;
+                self.to.counts[p] += 2;
             }
         }
-        for (c, &d) in self.send_counts.iter_mut().zip(&self.send_displs) {
+        for (c, &d) in self.to.counts.iter_mut().zip(&self.to.displs) {
             *c -= d;
         }
-        comm.exchange(
-            &self.send,
-            &self.send_counts,
-            &self.send_displs,
-            &mut self.recv,
-            &self.recv_counts,
-            &self.recv_displs,
-        );
+        comm.exchange(&self.send, &self.to, &mut self.recv, &self.from);
         for pair in self.recv[..incoming].chunks_exact(2) {
             self.arrived[(pair[0] - lo) as usize] = pair[1];
         }
@@ -882,26 +864,22 @@ mod tests {
         fn gather_records(&self, _: &[u8; crate::comm::RECORD_BYTES]) -> Vec<Vec<u8>> {
             unreachable!("collective::run exchanges send ends only")
         }
-        fn exchange(
-            &self,
-            send: &[u64],
-            sc: &[i32],
-            sd: &[i32],
-            recv: &mut [u64],
-            rc: &[i32],
-            rd: &[i32],
-        ) {
+        fn exchange(&self, send: &[u64], to: &Parts, recv: &mut [u64], from: &Parts) {
             let row = &self.mailbox.slots[self.me];
-            for (to, slot) in row.iter().enumerate() {
-                let (at, len) = (sd[to] as usize, sc[to] as usize);
-                *slot.lock().unwrap() = send[at..at + len].to_vec();
+            for (q, slot) in row.iter().enumerate() {
+                *slot.lock().unwrap() = to.of(send, q).to_vec();
             }
             self.barrier();
-            for (from, row) in self.mailbox.slots.iter().enumerate() {
+            for (q, row) in self.mailbox.slots.iter().enumerate() {
                 let got = row[self.me].lock().unwrap();
                 // What the sender sent is what this process expected from it.
-                assert_eq!(got.len(), rc[from] as usize, "from {from} to {}", self.me);
-                let at = rd[from] as usize;
+                assert_eq!(
+                    got.len(),
+                    from.counts[q] as usize,
+                    "from {q} to {}",
+                    self.me
+                );
+                let at = from.displs[q] as usize;
                 recv[at..at + got.len()].copy_from_slice(&got);
             }
             self.barrier();
