@@ -300,11 +300,8 @@ impl ProcessCalibration {
         // L and M: absolute sleeps while the victim spins (the CPU is busy when a detour is due).
         let (lm, _) = beside_victim(clock, cpu, threshold, 600_000_000, || {
             let lateness = Spread::of(&sleep_lateness(s.interval_ns, s.lateness_samples));
-            let sweep = lateness_sweep(&lateness, |interval_ns| {
-                Ok::<_, std::convert::Infallible>(Spread::of(&sleep_lateness(
-                    interval_ns,
-                    s.sweep_samples,
-                )))
+            let sweep = lateness_sweep(&lateness, s.sweep_samples, |interval_ns, n| {
+                Ok::<_, std::convert::Infallible>(sleep_lateness(interval_ns, n))
             });
             (lateness, sweep)
         })?;

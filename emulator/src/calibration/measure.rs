@@ -14,7 +14,7 @@ use jitter_trace::{Detour, Stream};
 
 use super::model::{
     lateness_sweep, match_single, min_sleep, rate_points, Calibration, RatePoint, Spread,
-    TimerCalibration, MIN_MATCHED_PERCENT, OVERHEAD_RATES_HZ, SWEEP_NS,
+    TimerCalibration, MIN_MATCHED_PERCENT, OVERHEAD_RATES_HZ, SWEEP_NS, SWEEP_ROUNDS,
 };
 use crate::cache::{unix_now_s, MachineKey};
 use crate::injector::{self, mono_ns, Emulator, EmulatorError, Handle, InjectorConfig, SIGNAL};
@@ -301,7 +301,8 @@ fn sweep_rates(s: &Settings) -> Vec<u64> {
 /// the L run, the whole M sweep, one O-by-rate round at its slowest rate).
 pub fn longest_burst(s: &Settings) -> std::time::Duration {
     let lateness = s.interval_ns * s.lateness_samples as u64;
-    let sweep: u64 = SWEEP_NS.iter().map(|&i| i * s.sweep_samples as u64).sum();
+    let per_interval = (s.sweep_samples.div_ceil(SWEEP_ROUNDS) * SWEEP_ROUNDS) as u64;
+    let sweep: u64 = SWEEP_NS.iter().map(|&i| i * per_interval).sum();
     let per_round = s.overhead_rate_samples.div_ceil(ROUNDS);
     let round = sweep_rates(s)
         .iter()
@@ -315,7 +316,7 @@ pub fn longest_burst(s: &Settings) -> std::time::Duration {
 
 /// Measurement steps of one timer's calibration (for the progress bar).
 fn timer_steps(s: &Settings) -> u64 {
-    3 + ROUNDS * sweep_rates(s).len() as u64 + SWEEP_NS.len() as u64
+    3 + ROUNDS * sweep_rates(s).len() as u64 + (SWEEP_ROUNDS * SWEEP_NS.len()) as u64
 }
 
 /// O at the sweep's rates, measured in interleaved rounds (each round visits every rate, in an
@@ -387,11 +388,12 @@ impl TimerCalibration {
         progress.inc(1);
         let lateness = Spread::of(&measure_lateness(timer, s.interval_ns, s.lateness_samples)?);
         progress.inc(1);
-        let (sweep, tolerance_ns) = lateness_sweep(&lateness, |interval_ns| {
-            let l = measure_lateness(timer, interval_ns, s.sweep_samples);
-            progress.inc(1);
-            l.map(|v| Spread::of(&v))
-        })?;
+        let (sweep, tolerance_ns) =
+            lateness_sweep(&lateness, s.sweep_samples, |interval_ns, n| {
+                let l = measure_lateness(timer, interval_ns, n);
+                progress.inc(1);
+                l
+            })?;
         Ok(TimerCalibration {
             timer,
             overhead,

@@ -102,25 +102,44 @@ pub fn min_sleep(points: &[SweepPoint], reference_ns: u64) -> u64 {
     m
 }
 
-/// The M sweep: lateness at each of `SWEEP_NS` (from `measure`) against the `reference`
-/// interval's lateness. An interval is honoured when its median wake-up is no later than the
+/// Rounds the M sweep is measured in. Each round visits every interval of `SWEEP_NS` (in an
+/// order rotated per round) with its share of the samples, so that a stretch of machine noise
+/// lasting part of the sweep (50–100 ms seen on a VM) falls on a few samples of each interval,
+/// not on all of one interval's, which it would wrongly mark not honoured.
+pub const SWEEP_ROUNDS: usize = 8;
+
+/// The M sweep: lateness at each of `SWEEP_NS`, `samples` wake-ups each (`measure(interval,
+/// n)` gives n of them, ns), in [`SWEEP_ROUNDS`] rounds, against the `reference` interval's
+/// lateness. An interval is honoured when its median wake-up is no later than the
 /// reference's, within the larger of 2 µs and the reference's own p10–p90 half-width (waking
 /// less late is fine); returns the points and that tolerance, ns.
 pub fn lateness_sweep<E>(
     reference: &Spread,
-    mut measure: impl FnMut(u64) -> Result<Spread, E>,
+    samples: usize,
+    mut measure: impl FnMut(u64, usize) -> Result<Vec<f64>, E>,
 ) -> Result<(Vec<SweepPoint>, f64), E> {
     let tolerance_ns = (0.5 * (reference.p90_ns - reference.p10_ns)).max(2_000.0);
-    let mut sweep = Vec::with_capacity(SWEEP_NS.len());
-    for &interval_ns in &SWEEP_NS {
-        let l = measure(interval_ns)?;
-        sweep.push(SweepPoint {
-            interval_ns,
-            lateness_median_ns: l.median_ns,
-            lateness_p90_ns: l.p90_ns,
-            honoured: l.median_ns - reference.median_ns <= tolerance_ns,
-        });
+    let per_round = samples.div_ceil(SWEEP_ROUNDS);
+    let mut got: Vec<Vec<f64>> = vec![Vec::with_capacity(per_round * SWEEP_ROUNDS); SWEEP_NS.len()];
+    for round in 0..SWEEP_ROUNDS {
+        for k in 0..SWEEP_NS.len() {
+            let i = (k + round) % SWEEP_NS.len();
+            got[i].extend(measure(SWEEP_NS[i], per_round)?);
+        }
     }
+    let sweep = SWEEP_NS
+        .iter()
+        .zip(&got)
+        .map(|(&interval_ns, v)| {
+            let l = Spread::of(v);
+            SweepPoint {
+                interval_ns,
+                lateness_median_ns: l.median_ns,
+                lateness_p90_ns: l.p90_ns,
+                honoured: l.median_ns - reference.median_ns <= tolerance_ns,
+            }
+        })
+        .collect();
     Ok((sweep, tolerance_ns))
 }
 
@@ -337,7 +356,35 @@ impl Calibration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::setup::ReplaySetup;
+
+    #[test]
+    fn a_stretch_of_noise_during_the_sweep_spoils_no_interval() {
+        // Every wake-up 3 µs late, except during three consecutive measurements (a stretch of
+        // machine noise): 500 µs. Spread over the rounds, they are a few samples of three
+        // intervals; measured in one block per interval they would be all of three.
+        let reference = Spread::of(&[3_000.0; 100]);
+        let total = SWEEP_ROUNDS * SWEEP_NS.len();
+        let stretch = total / 2..total / 2 + 3;
+        let mut calls = 0usize;
+        let mut per_interval = std::collections::BTreeMap::new();
+        let (sweep, _) = lateness_sweep(&reference, 200, |interval, n| {
+            calls += 1;
+            *per_interval.entry(interval).or_insert(0) += n;
+            let late = if stretch.contains(&calls) {
+                500_000.0
+            } else {
+                3_000.0
+            };
+            Ok::<_, ()>(vec![late; n])
+        })
+        .unwrap();
+        assert_eq!(calls, total);
+        assert!(per_interval.values().all(|&n| n == 200), "{per_interval:?}");
+        assert!(sweep.iter().all(|p| p.honoured), "{sweep:?}");
+        assert_eq!(min_sleep(&sweep, 200_000), SWEEP_NS[0]);
+    }
 
     #[test]
     fn injections_match_the_detour_that_contains_their_entry() {
