@@ -32,31 +32,52 @@ pub struct WorkRate {
 }
 
 impl WorkRate {
-    /// Measures the cost of one iteration: batches of at least `window_ns` are timed `repeats`
-    /// times and the fastest batch is kept, so a detour during calibration does not inflate it
-    /// (short windows and many repeats make an undisturbed batch likely on a noisy machine).
-    pub fn measure(clock: &Clock, window_ns: u64, repeats: u32) -> WorkRate {
-        // Grow the batch until it lasts ~window_ns.
-        let mut n: u64 = 1_000;
+    /// Measures the cost of one iteration: the fastest of batches of about `window_ns`, timed
+    /// back to back for at least `span_ns` (and 50 batches).
+    ///
+    /// The fastest batch is the undisturbed cost: a detour inflates only the batches it hits. The
+    /// span must outlast the platform's longest slow stretch (a VM's vCPU ran the loop 3–15×
+    /// slower for up to 142 ms at a time, 2026-11-26): 10 ms of batches inside one gave phases
+    /// of 0.25 q.
+    pub fn measure(clock: &Clock, window_ns: u64, span_ns: u64) -> WorkRate {
         let mut x = 1u64;
-        loop {
+        let rate = Self::fastest(window_ns, span_ns, |n| {
             let t0 = read_counter_ordered();
             x = do_work(n, x);
-            let dt = clock.ticks_to_ns(read_counter_ordered().wrapping_sub(t0));
-            if dt >= window_ns || n >= 1 << 40 {
+            clock.ticks_to_ns_f64(read_counter_ordered().wrapping_sub(t0))
+        });
+        black_box(x);
+        rate
+    }
+
+    /// The fastest ns per iteration of batches timed by `time(n)` (ns for n iterations): the
+    /// batch grows until it lasts `window_ns`, then batches run until `span_ns` have passed.
+    fn fastest(window_ns: u64, span_ns: u64, mut time: impl FnMut(u64) -> f64) -> WorkRate {
+        const MIN_BATCHES: u32 = 50;
+        // Grow the batch until it lasts ~window_ns.
+        let mut n: u64 = 1_000;
+        let mut spent = 0.0;
+        loop {
+            let dt = time(n);
+            spent += dt;
+            if dt >= window_ns as f64 || n >= 1 << 40 {
                 break;
             }
-            let grow = window_ns.checked_div(dt).map_or(16, |g| g.clamp(2, 16));
+            let grow = if dt >= 1.0 {
+                (window_ns as f64 / dt).clamp(2.0, 16.0) as u64
+            } else {
+                16
+            };
             n = n.saturating_mul(grow);
         }
         let mut best = f64::INFINITY;
-        for _ in 0..repeats.max(1) {
-            let t0 = read_counter_ordered();
-            x = do_work(n, x);
-            let dt = clock.ticks_to_ns_f64(read_counter_ordered().wrapping_sub(t0));
+        let mut batches = 0u32;
+        while batches < MIN_BATCHES || spent < span_ns as f64 {
+            let dt = time(n);
+            spent += dt;
+            batches += 1;
             best = best.min(dt / n as f64);
         }
-        black_box(x);
         WorkRate {
             ns_per_iteration: best.max(1e-3),
         }
@@ -80,6 +101,24 @@ mod tests {
         assert_eq!(do_work(2, 7), x2);
         assert_eq!(do_work(0, 7), 7);
         assert!(do_work(1000, 7) < LCG_P);
+    }
+
+    /// A simulated core at 2 ns per iteration that runs 4× slower for its first 150 ms.
+    fn slow_then_fast(now: &mut f64, n: u64) -> f64 {
+        let per = if *now < 150e6 { 8.0 } else { 2.0 };
+        *now += per * n as f64;
+        per * n as f64
+    }
+
+    #[test]
+    fn a_slow_stretch_shorter_than_the_span_does_not_set_the_rate() {
+        let mut now = 0.0;
+        let rate = WorkRate::fastest(200_000, 400_000_000, |n| slow_then_fast(&mut now, n));
+        assert_eq!(rate.ns_per_iteration, 2.0);
+        // 50 batches of 200 µs (the span before 2026-11-26) see only the slow core.
+        now = 0.0;
+        let short = WorkRate::fastest(200_000, 0, |n| slow_then_fast(&mut now, n));
+        assert_eq!(short.ns_per_iteration, 8.0);
     }
 
     #[test]

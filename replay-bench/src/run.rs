@@ -153,6 +153,8 @@ fn parse_precision(s: &str) -> Result<f64, String> {
 
 /// Default time budget of `--precision`, ns (10 min).
 const DEFAULT_MAX_TIME_NS: u64 = 600_000_000_000;
+/// How long each rank times its work loop (ns): longer than the slow stretches of a noisy vCPU.
+const WORK_CALIBRATION_SPAN_NS: u64 = 400_000_000;
 
 impl RunArgs {
     /// True when the run replays jitter (`--trace` or `--node-traces`).
@@ -475,7 +477,7 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
         clock,
         cost,
         noise: noise::measure(&clock, args.noise_probe),
-        rate: WorkRate::measure(&clock, 200_000, 50),
+        rate: WorkRate::measure(&clock, 200_000, WORK_CALIBRATION_SPAN_NS),
     };
     // Iteration count: the slowest rank's cost per iteration (MPI max), so that without jitter
     // MaxQT ≈ q on the slowest core and `--baseline quanta` stays meaningful on a mixed machine.
@@ -848,6 +850,9 @@ fn build_report(
         ));
     }
     let (reference, slowdowns) = slowdowns(outcome, measured_baseline.as_ref(), m.reference);
+    if let Some(w) = faster_than_calibrated(args, &reference) {
+        report.warnings.push(w);
+    }
     if let Some(p) = &outcome.paired {
         if p.pairs.len() < 2 {
             report.warnings.push(format!(
@@ -884,6 +889,19 @@ fn build_report(
         );
     }
     Ok((report, base))
+}
+
+/// A warning when the measured no-jitter phases lasted under 0.9 q: the cores ran faster than
+/// when the work loop was timed (a vCPU whose speed changed), so times are not q-based, while
+/// the slowdowns, which compare like with like, stand.
+fn faster_than_calibrated(args: &RunArgs, reference: &Reference) -> Option<String> {
+    let ratio = reference.avg_max_qt_ns / args.quanta as f64;
+    (matches!(args.baseline, Baseline::Measured) && ratio < 0.9).then(|| {
+        format!(
+            "no-jitter phases lasted {ratio:.2} × q: the cores ran faster than when the work loop \
+             was timed (a vCPU whose speed changed); times are not in units of q, slowdowns stand"
+        )
+    })
 }
 
 /// The reference and the slowdowns (eq. 2, eq. 3) with their intervals: from the block pairs
@@ -1003,6 +1021,31 @@ mod tests {
         assert_eq!(duration_flag("0s"), Ok(0));
         assert_eq!(duration_flag("0"), Ok(0));
         assert!(duration_flag("2d").is_err());
+    }
+
+    #[test]
+    fn phases_under_0_9_q_without_jitter_are_reported() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let args = |extra: &[&str]| {
+            let argv = ["run", "--quanta", "1ms"].iter().chain(extra).copied();
+            Cmd::try_parse_from(argv).unwrap().run
+        };
+        let at = |q: f64| Reference {
+            avg_max_qt_ns: q * 1e6,
+            avg_max_qtbt_ns: q * 1e6,
+        };
+        let w = faster_than_calibrated(&args(&[]), &at(0.26)).unwrap();
+        assert!(w.contains("0.26 × q"), "{w}");
+        assert_eq!(faster_than_calibrated(&args(&[]), &at(0.95)), None);
+        assert_eq!(faster_than_calibrated(&args(&[]), &at(1.3)), None);
+        // `--baseline quanta` is q by definition: nothing measured to judge.
+        let given = args(&["--baseline", "quanta"]);
+        assert_eq!(faster_than_calibrated(&given, &at(0.26)), None);
     }
 
     #[test]
