@@ -2019,6 +2019,9 @@ impl IndexedReplay {
 mod tests {
     use super::*;
 
+    use jitter_trace::Detour;
+    use proptest::prelude::*;
+
     #[test]
     fn only_whole_huge_pages_inside_an_allocation_are_advised() {
         const H: usize = HUGE_PAGE;
@@ -2072,10 +2075,9 @@ mod tests {
             huge_kb >= 2048,
             "no huge page backs a 16 MiB index array ({huge_kb} kB)"
         );
+        // The vector lived, written, while its mappings were read.
         assert_eq!(v.iter().sum::<u64>(), n as u64);
     }
-    use jitter_trace::Detour;
-    use proptest::prelude::*;
 
     fn stream(end: u64, detours: &[(u64, u64)]) -> Stream {
         let d: Vec<Detour> = detours
