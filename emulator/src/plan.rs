@@ -930,31 +930,98 @@ impl Plan {
             rs.push(s + add);
             re.push(e + add);
         }
-        let mut run_cum = large_vec(n + 1);
-        let mut noise_cum = large_vec(n + 1);
-        let (mut rc, mut nc) = (0u64, 0u64);
-        for k in 0..n {
-            run_cum.push(rc);
-            noise_cum.push(nc);
-            rc += re[k] - rs[k];
-            nc += opts.scaled(re[k] - rs[k]);
-        }
-        run_cum.push(rc);
-        noise_cum.push(nc);
-        let per_group = || {
-            let mut v = large_vec(n + 1);
-            v.push(0u64);
-            v
-        };
+        // The cumulative runs on one worker while this one forms the groups (they read only
+        // `rs` and `re`): loading a dense trace is a large part of a short prediction.
+        let ((run_cum, noise_cum), groups) = rayon::join(
+            || {
+                let mut run_cum = large_vec(n + 1);
+                let mut noise_cum = large_vec(n + 1);
+                let (mut rc, mut nc) = (0u64, 0u64);
+                for k in 0..n {
+                    run_cum.push(rc);
+                    noise_cum.push(nc);
+                    rc += re[k] - rs[k];
+                    nc += opts.scaled(re[k] - rs[k]);
+                }
+                run_cum.push(rc);
+                noise_cum.push(nc);
+                (run_cum, noise_cum)
+            },
+            || Groups::of(opts, &rs, &re, d),
+        );
+        let g = groups?;
         let mut ix = PlanIndex {
             opts,
             period: d,
             limit_ns: (d as f64 * opts.fraction).round() as u64,
             u0: rs[0],
-            rs: Vec::new(),
-            re: Vec::new(),
+            rs,
+            re,
             run_cum,
             noise_cum,
+            rgroup: g.rgroup,
+            gfirst: g.gfirst,
+            ginj: g.ginj,
+            ginj_ns: g.ginj_ns,
+            gdrop: g.gdrop,
+            gdrop_ns: g.gdrop_ns,
+            inj: g.inj,
+            inj_group: g.inj_group,
+            tot_span: g.tot_span,
+            fast: Vec::new(),
+            key_first: Vec::new(),
+            key_shift: 0,
+        };
+        if opts.scale == 1.0 {
+            // a ≥ cs: at S = 1 a span is its group's run, and the runs before a lie in [u0, a).
+            // Two laps (a segment spans at most two), the second shifted by D and Σ span.
+            let (m, tot, inj) = (ix.inj.len(), ix.tot_span, &ix.inj[..]);
+            let fast = large_vec_filled(2 * m, |first, part| {
+                for (k, f) in (first..).zip(part) {
+                    let (e, lap) = if k < m {
+                        (&inj[k], 0)
+                    } else {
+                        (&inj[k - m], 1)
+                    };
+                    let a = e.a + lap * d;
+                    f.write(FastEntry {
+                        a,
+                        key: a - (e.cs + lap * tot),
+                    });
+                }
+            });
+            ix.fast = fast;
+            ix.bucket_keys()?;
+        }
+        Some(ix)
+    }
+}
+
+/// The merged groups of a plan's records, rotated to begin after a sleep (`rs`, `re`), with
+/// their injections: the part of a [`PlanIndex`] formed in one pass over the records.
+struct Groups {
+    rgroup: Vec<u32>,
+    gfirst: Vec<u32>,
+    ginj: Vec<u64>,
+    ginj_ns: Vec<u64>,
+    gdrop: Vec<u64>,
+    gdrop_ns: Vec<u64>,
+    inj: Vec<IndexEntry>,
+    inj_group: Vec<u32>,
+    tot_span: u64,
+}
+
+impl Groups {
+    /// Forms the groups as the cursor merges them; `None` where the index cannot answer as the
+    /// cursor does (see [`PlanIndex`]).
+    fn of(opts: PlanOptions, rs: &[u64], re: &[u64], d: u64) -> Option<Groups> {
+        let n = rs.len();
+        let per_group = || {
+            let mut v = large_vec(n + 1);
+            v.push(0u64);
+            v
+        };
+        let mut ix = Groups {
             rgroup: {
                 let mut v = large_vec(n);
                 v.resize(n, 0);
@@ -969,16 +1036,13 @@ impl Plan {
             inj: large_vec(n),
             inj_group: large_vec(n),
             tot_span: 0,
-            fast: Vec::new(),
-            key_first: Vec::new(),
-            key_shift: 0,
         };
         let mut k = 0usize;
         let mut prev_end: Option<u64> = None;
         while k < n {
             let mut src = RotSource {
-                rs: &rs,
-                re: &re,
+                rs,
+                re,
                 period: d,
                 k: k + 1,
                 peeked: None,
@@ -1031,19 +1095,6 @@ impl Plan {
         ix.gfirst.push(n as u32);
         if ix.inj.is_empty() {
             return None;
-        }
-        ix.rs = rs;
-        ix.re = re;
-        if opts.scale == 1.0 {
-            // a ≥ cs: at S = 1 a span is its group's run, and the runs before a lie in [u0, a).
-            // Two laps (a segment spans at most two), the second shifted by D and Σ span.
-            let lap2 = |e: &IndexEntry| (e.a + d, e.a + d - (e.cs + ix.tot_span));
-            let entry = |(a, key)| FastEntry { a, key };
-            ix.fast = large_vec(2 * ix.inj.len());
-            ix.fast
-                .extend(ix.inj.iter().map(|e| entry((e.a, e.a - e.cs))));
-            ix.fast.extend(ix.inj.iter().map(|e| entry(lap2(e))));
-            ix.bucket_keys()?;
         }
         Some(ix)
     }
@@ -1145,15 +1196,7 @@ impl PlanIndex {
         let step = (l.key - f.key) / v.len() as u64;
         self.key_shift = 64 - step.leading_zeros();
         let buckets = (l.key >> self.key_shift) as usize + 2;
-        let mut first = large_vec(buckets);
-        let mut i = 0usize;
-        for j in 0..buckets as u64 {
-            let lo = j << self.key_shift;
-            while i < v.len() && v[i].key < lo {
-                i += 1;
-            }
-            first.push(i as u32);
-        }
+        let first = bucket_firsts(v, self.key_shift, buckets);
         self.key_first = first;
         Some(())
     }
@@ -1537,6 +1580,44 @@ const FIRST_LINEAR: usize = 4;
 const FIRST_BLOCK: usize = 8;
 /// Blocks [`first_at_least`] looks at before it gallops.
 const FIRST_BLOCKS: usize = 4;
+
+/// For each of `buckets` buckets of key width 2^`shift`, the first entry of `v` (keys
+/// non-decreasing) whose key is at least the bucket's start (`v.len()` past the last key).
+fn bucket_firsts(v: &[FastEntry], shift: u32, buckets: usize) -> Vec<u32> {
+    large_vec_filled(buckets, |j0, part| {
+        // The chunk's first bucket begins at the first entry with a key at least its start.
+        let mut i = v.partition_point(|e| e.key < (j0 as u64) << shift);
+        for (j, f) in (j0 as u64..).zip(part) {
+            let lo = j << shift;
+            while i < v.len() && v[i].key < lo {
+                i += 1;
+            }
+            f.write(i as u32);
+        }
+    })
+}
+
+/// A [`large_vec`] of `n` elements written in chunks side by side on the worker threads
+/// (`fill(first, chunk)` writes every element of `chunk`, elements `first..`), each thread
+/// taking the page faults of its own chunks.
+fn large_vec_filled<T: Send>(
+    n: usize,
+    fill: impl Fn(usize, &mut [std::mem::MaybeUninit<T>]) + Sync,
+) -> Vec<T> {
+    use rayon::prelude::*;
+    let mut v = large_vec(n);
+    // Chunks of whole huge pages, a few per thread at most.
+    let chunk =
+        (n / (4 * rayon::current_num_threads())).max(HUGE_PAGE / std::mem::size_of::<T>().max(1));
+    v.spare_capacity_mut()[..n]
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(c, part)| fill(c * chunk, part));
+    // SAFETY: the vector has capacity for `n` elements (`large_vec(n)`), and `fill` wrote
+    // every element of each chunk of the first `n`, which cover them all.
+    unsafe { v.set_len(n) };
+    v
+}
 
 /// An empty vector with room for `n` elements, whose pages the kernel may back with huge pages
 /// (2 MiB): an index's arrays reach hundreds of MB on a dense trace, and with 4 KiB pages the
@@ -2077,6 +2158,81 @@ mod tests {
         );
         // The vector lived, written, while its mappings were read.
         assert_eq!(v.iter().sum::<u64>(), n as u64);
+    }
+
+    #[test]
+    fn a_vector_filled_side_by_side_holds_every_element_in_order() {
+        // Five chunks and a part (a chunk is at least a huge page of u64).
+        let n = 5 * HUGE_PAGE / 8 + 123;
+        let v: Vec<u64> = large_vec_filled(n, |first, part| {
+            for (k, x) in (first..).zip(part) {
+                x.write(3 * k as u64);
+            }
+        });
+        assert_eq!(v.len(), n);
+        assert!(v.iter().enumerate().all(|(k, &x)| x == 3 * k as u64));
+    }
+
+    #[test]
+    fn a_large_index_is_built_as_one_pass_over_it_would_build_it() {
+        // 400 000 detours: the sums, the fast entries and their buckets span several chunks.
+        let n = 400_000u64;
+        let detours: Vec<(u64, u64)> = (0..n)
+            .map(|i| (i * 10_000 + (i * 7919) % 5000, 200 + (i * 31) % 1800))
+            .collect();
+        let ix = Plan::new(&stream(n * 10_000, &detours), opts())
+            .unwrap()
+            .index()
+            .unwrap();
+        let (mut rc, mut nc) = (0, 0);
+        for k in 0..n as usize {
+            assert_eq!(
+                (ix.run_cum[k], ix.noise_cum[k]),
+                (rc, nc),
+                "sums before {k}"
+            );
+            rc += ix.re[k] - ix.rs[k];
+            nc += ix.opts.scaled(ix.re[k] - ix.rs[k]);
+        }
+        assert_eq!((ix.run_cum[n as usize], rc), (ix.noise_cum[n as usize], nc));
+        let m = ix.inj.len();
+        assert_eq!(ix.fast.len(), 2 * m);
+        for (k, f) in ix.fast.iter().enumerate() {
+            let (e, lap) = if k < m {
+                (&ix.inj[k], 0)
+            } else {
+                (&ix.inj[k - m], 1)
+            };
+            assert_eq!(f.a, e.a + lap * ix.period, "entry {k}");
+            assert_eq!(f.cs(), e.cs + lap * ix.tot_span, "entry {k}");
+        }
+        assert!(ix.key_first.len() > 2);
+        for (j, &first) in ix.key_first.iter().enumerate() {
+            let lo = (j as u64) << ix.key_shift;
+            let expected = ix.fast.partition_point(|e| e.key < lo);
+            assert_eq!(first as usize, expected, "bucket {j}");
+        }
+    }
+
+    #[test]
+    fn buckets_filled_in_chunks_each_name_their_first_key() {
+        // 2^21 buckets of width 8 over keys that advance by 0..=15 (empty buckets, buckets of
+        // several entries, equal keys): four chunks of a huge page's worth of u32.
+        let mut key = 0u64;
+        let v: Vec<FastEntry> = (0..1u64 << 21)
+            .map(|i| {
+                key += (i * 7919) % 16;
+                FastEntry { a: key, key }
+            })
+            .collect();
+        let buckets = (key >> 3) as usize + 2;
+        assert!(buckets > 3 * HUGE_PAGE / 4);
+        let first = bucket_firsts(&v, 3, buckets);
+        assert_eq!(first.len(), buckets);
+        for (j, &f) in first.iter().enumerate() {
+            let expected = v.partition_point(|e| e.key < (j as u64) << 3);
+            assert_eq!(f as usize, expected, "bucket {j}");
+        }
     }
 
     fn stream(end: u64, detours: &[(u64, u64)]) -> Stream {

@@ -309,7 +309,8 @@ pub fn indexes(plans: &[Arc<Plan>], cfg: &DesConfig, engine: Engine) -> Option<V
         return None;
     }
     Placement::new(cfg.ranks_per_node, plans.len()).ok()?;
-    plans.iter().map(|p| p.index()).collect()
+    // One plan per stream: indexed side by side.
+    plans.par_iter().map(|p| p.index()).collect()
 }
 
 /// Simulates `ranks` ranks for `cfg.phases` phases under `mode`; `plans` holds k =

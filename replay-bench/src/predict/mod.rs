@@ -21,6 +21,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use jitter_emulator::cli::ReplayArgs;
 use jitter_emulator::{Plan, PlanOptions, SyncMode, TimerKind};
 use jitter_trace::Trace;
+use rayon::prelude::*;
 
 use crate::metrics::slowdown_pct;
 use crate::report::{Config, PredictDetails, RankCost, Report, ReportKind, ResultRow, TraceInfo};
@@ -205,6 +206,7 @@ impl TraceInput {
             trace.streams.len()
         );
         let plans = (0..ranks_per_node as usize)
+            .into_par_iter()
             .map(|s| {
                 Plan::from_trace(trace, s, options)
                     .map_err(|e| anyhow::anyhow!("trace {path}: {e}"))
@@ -436,17 +438,24 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
     let load = |path: &PathBuf, label: &str| -> anyhow::Result<TraceInput> {
         let loaded = jitter_trace::read_trace(path)
             .with_context(|| format!("cannot read trace {}", path.display()))?;
-        for w in loaded.warnings() {
+        // The sanity checks beside the plans, on another worker.
+        let (warnings, input) = rayon::join(
+            || loaded.warnings(),
+            || {
+                TraceInput::new(
+                    &loaded.trace,
+                    &path.display().to_string(),
+                    label,
+                    platform.options(),
+                    args.ranks_per_node,
+                )
+            },
+        );
+        for w in warnings {
             eprintln!("warning: {}: {w}", path.display());
         }
         refuse_busy(&loaded.trace, path, args.force)?;
-        TraceInput::new(
-            &loaded.trace,
-            &path.display().to_string(),
-            label,
-            platform.options(),
-            args.ranks_per_node,
-        )
+        input
     };
     let mut traces: Vec<TraceInput> = Vec::new();
     for path in &args.traces {
@@ -878,8 +887,6 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
         None => &crate::comm::Solo,
     };
     let root = comm.rank() == 0;
-    let (traces, mut spec) = prepare(&args)?;
-    spec.engine = engine;
     anyhow::ensure!(args.threads != Some(0), "--threads must be at least 1");
     let threads = args
         .threads
@@ -888,7 +895,8 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     // thread as its worker 0: the phase loop's parallel passes then start on a worker, so the
     // other workers steal from it instead of this thread handing each pass to the pool and
     // sleeping until it is done (a context switch per pass, 2 per phase), and MPI calls stay on
-    // this thread. Fails harmlessly when the pool already exists (a second call).
+    // this thread. Built before the traces are read, which uses it too. Fails harmlessly when
+    // the pool already exists (a second call).
     let _ = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .use_current_thread()
@@ -898,6 +906,8 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
         "cannot set {threads} worker threads: the pool already has {}",
         rayon::current_num_threads()
     );
+    let (traces, mut spec) = prepare(&args)?;
+    spec.engine = engine;
     // Estimate before anything large is allocated; every process checks its own share and all
     // agree, so that none is left waiting in a collective.
     let on_host = mpi_comm
