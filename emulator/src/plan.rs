@@ -1906,6 +1906,7 @@ impl IndexedReplay {
                 // first when the answer is not among the next FIRST_LINEAR.
                 let first_block = i0 + FIRST_LINEAR - 1;
                 for k in [
+                    first_block,
                     first_block + FIRST_BLOCK / 2 - 1,
                     first_block + FIRST_BLOCK - 1,
                 ] {
@@ -1917,6 +1918,13 @@ impl IndexedReplay {
             return;
         }
         let t = (start + q + self.p).saturating_sub(self.r0 + v[i0].cs());
+        if stage == 0 {
+            // The barrier search before the compute reads the next FIRST_LINEAR entries first,
+            // one line or two.
+            if let Some(e) = v.get(i0 + FIRST_LINEAR - 1) {
+                prefetch(e);
+            }
+        }
         if ix.near(v[i0].key, t) {
             // Answered near the next entry (see `compute_fast`).
             return;

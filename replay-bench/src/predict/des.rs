@@ -617,6 +617,11 @@ trait ReplayEngine: Clocks {
     fn locate(&self, g: usize) -> usize;
     /// Where state `g` sits, given where state `g − 1` sat (`at`).
     fn step(&self, at: usize, g: usize) -> usize;
+    /// Where every state `g0..g1` sits, when they all sit at one place (`None`: not known).
+    #[inline]
+    fn uniform(&self, _g0: usize, _g1: usize) -> Option<usize> {
+        None
+    }
     /// When the rank's replay reaches the fraction f (the stop rule).
     fn limit_at(r: &Self::Rank) -> u64;
     /// Simulated ranks this state stands for (identical replays: same plan, same start, the
@@ -859,6 +864,13 @@ impl ReplayEngine for IdxClocks<'_> {
             None => self.place.plan(self.lo + g as u64),
         }
     }
+    #[inline]
+    fn uniform(&self, g0: usize, g1: usize) -> Option<usize> {
+        // Sorted by plan: a range within one plan's.
+        let b = self.bounds.as_ref()?;
+        let at = self.locate(g0);
+        (g1 <= b[at + 1]).then_some(at)
+    }
     fn limit_at(r: &IdxRank) -> u64 {
         r.limit_at
     }
@@ -987,7 +999,25 @@ fn visit_chunk<E: ReplayEngine, H: Fn(usize, &E::Rank) -> (u64, u64)>(
     sts: &mut [E::Rank],
     g0: usize,
     hint: Option<&H>,
+    body: impl FnMut(&mut E::Rank, usize),
+) {
+    // Where every state of the chunk sits at one place (one plan), no step per state: the
+    // loop compiled for that case apart.
+    match e.uniform(g0, g0 + sts.len()) {
+        Some(at) => visit_states(e, sts, g0, hint, body, |_, _| at),
+        None => visit_states(e, sts, g0, hint, body, |at, g| e.step(at, g)),
+    }
+}
+
+/// [`visit_chunk`] with where each state sits found by `step(at, g)`, as
+/// [`ReplayEngine::step`].
+fn visit_states<E: ReplayEngine, H: Fn(usize, &E::Rank) -> (u64, u64)>(
+    e: &E,
+    sts: &mut [E::Rank],
+    g0: usize,
+    hint: Option<&H>,
     mut body: impl FnMut(&mut E::Rank, usize),
+    step: impl Fn(usize, usize) -> usize,
 ) {
     /// A state ahead and where it sits, for one stage.
     struct Ahead {
@@ -1003,7 +1033,7 @@ fn visit_chunk<E: ReplayEngine, H: Fn(usize, &E::Rank) -> (u64, u64)>(
     });
     let ask = |j: usize, a: &mut Ahead, sts: &[E::Rank]| {
         if let (Some(hint), Some(s)) = (hint, sts.get(j)) {
-            a.at = e.step(a.at, g0 + j);
+            a.at = step(a.at, g0 + j);
             let (start, work) = hint(j, s);
             e.prefetch(s, a.at, start, work, a.stage);
         }
@@ -1021,7 +1051,7 @@ fn visit_chunk<E: ReplayEngine, H: Fn(usize, &E::Rank) -> (u64, u64)>(
                 ask(i + a.by, a, sts);
             }
         }
-        at = e.step(at, g0 + i);
+        at = step(at, g0 + i);
         body(&mut sts[i], at);
     }
 }
