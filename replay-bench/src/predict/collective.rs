@@ -412,7 +412,7 @@ pub fn run<C: Clocks>(
     t: &mut [u64],
     scratch: &mut Scratch,
 ) {
-    let chunk = (states.len() / (rayon::current_num_threads().max(1) * 8)).max(1024);
+    let chunk = super::des::chunk_of(states.len());
     let Costs { o, l } = costs;
     // The states changed since the last collective (compute, resync): ask each rank again.
     scratch.quiet.fill(0);

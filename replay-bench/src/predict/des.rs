@@ -280,6 +280,17 @@ pub enum Engine {
     Indexed,
 }
 
+/// The fewest states a parallel pass hands one worker at a time: fewer cost more in hand-over
+/// than they save.
+pub const MIN_CHUNK: usize = 1024;
+
+/// States per chunk of a parallel pass over `states` states: several chunks per worker, so that
+/// a worker slowed by other work on the machine does not hold the pass, and at least
+/// [`MIN_CHUNK`].
+pub fn chunk_of(states: usize) -> usize {
+    (states / (rayon::current_num_threads().max(1) * 8)).max(MIN_CHUNK)
+}
+
 /// Bytes the indexed simulation holds per simulated rank.
 pub const INDEXED_RANK_BYTES: usize = std::mem::size_of::<IdxRank>();
 
@@ -1074,10 +1085,7 @@ where
     E::Rank: PhaseStart,
 {
     let q = ph.q;
-    let threads = rayon::current_num_threads().max(1);
-    // Several chunks per thread, so that a thread slowed by other work on the machine does not
-    // hold the phase.
-    let chunk = (states.len() / (threads * 8)).max(1024);
+    let chunk = chunk_of(states.len());
     let mut points = lines.points_buffer();
 
     for p in 0..=cfg.phases {
@@ -1197,7 +1205,7 @@ fn algorithmic_loop<E: ReplayEngine>(
     let (mut t, mut start) = (alloc("clocks")?, alloc("phase starts")?);
     let mut scratch = Scratch::new(n, lo, lo + len as u64, comm.size())?;
     let alg = model.algorithm;
-    let chunk = (len / (rayon::current_num_threads().max(1) * 8)).max(1024);
+    let chunk = chunk_of(len);
     let mut run = LoopRun {
         averages: PhaseAverages::default(),
         stopped_by_fraction: false,
