@@ -833,15 +833,7 @@ pub struct PlanIndex {
     re: Vec<u64>,
     run_cum: Vec<u64>,
     noise_cum: Vec<u64>,
-    rgroup: Vec<u32>,
-    gfirst: Vec<u32>,
-    ginj: Vec<u64>,
-    ginj_ns: Vec<u64>,
-    gdrop: Vec<u64>,
-    gdrop_ns: Vec<u64>,
-    inj: Vec<IndexEntry>,
-    inj_group: Vec<u32>,
-    tot_span: u64,
+    groups: Groups,
     /// At S = 1 (empty otherwise): every injection of two laps, its start beside its key, so
     /// that one cache line serves the barrier search and the compute search that follows it.
     fast: Vec<FastEntry>,
@@ -949,7 +941,7 @@ impl Plan {
             },
             || Groups::of(opts, &rs, &re, d),
         );
-        let g = groups?;
+        let groups = groups?;
         let mut ix = PlanIndex {
             opts,
             period: d,
@@ -959,15 +951,7 @@ impl Plan {
             re,
             run_cum,
             noise_cum,
-            rgroup: g.rgroup,
-            gfirst: g.gfirst,
-            ginj: g.ginj,
-            ginj_ns: g.ginj_ns,
-            gdrop: g.gdrop,
-            gdrop_ns: g.gdrop_ns,
-            inj: g.inj,
-            inj_group: g.inj_group,
-            tot_span: g.tot_span,
+            groups,
             fast: Vec::new(),
             key_first: Vec::new(),
             key_shift: 0,
@@ -975,7 +959,7 @@ impl Plan {
         if opts.scale == 1.0 {
             // a ≥ cs: at S = 1 a span is its group's run, and the runs before a lie in [u0, a).
             // Two laps (a segment spans at most two), the second shifted by D and Σ span.
-            let (m, tot, inj) = (ix.inj.len(), ix.tot_span, &ix.inj[..]);
+            let (m, tot, inj) = (ix.groups.inj.len(), ix.groups.tot_span, &ix.groups.inj[..]);
             let fast = large_vec_filled(2 * m, |first, part| {
                 for (k, f) in (first..).zip(part) {
                     let (e, lap) = if k < m {
@@ -999,6 +983,7 @@ impl Plan {
 
 /// The merged groups of a plan's records, rotated to begin after a sleep (`rs`, `re`), with
 /// their injections: the part of a [`PlanIndex`] formed in one pass over the records.
+#[derive(Debug)]
 struct Groups {
     rgroup: Vec<u32>,
     gfirst: Vec<u32>,
@@ -1021,7 +1006,7 @@ impl Groups {
             v.push(0u64);
             v
         };
-        let mut ix = Groups {
+        let mut gs = Groups {
             rgroup: {
                 let mut v = large_vec(n);
                 v.resize(n, 0);
@@ -1048,13 +1033,13 @@ impl Groups {
                 peeked: None,
             };
             let g = merge_group(&opts, (rs[k], re[k]), u64::MAX, &mut src)?;
-            let gi = ix.gfirst.len();
+            let gi = gs.gfirst.len();
             let det = g.detours as usize;
             if k + det > n {
                 return None;
             }
-            ix.gfirst.push(k as u32);
-            ix.rgroup[k..k + det].fill(gi as u32);
+            gs.gfirst.push(k as u32);
+            gs.rgroup[k..k + det].fill(gi as u32);
             if opts.scale != 1.0 {
                 if let Some(e) = prev_end {
                     if ((rs[k] - e) as f64) * opts.scale < 3.0 {
@@ -1065,25 +1050,25 @@ impl Groups {
             prev_end = Some(g.end);
             let span = opts.scaled(g.run);
             let (mut i, mut ins, mut dr, mut drns) =
-                (ix.ginj[gi], ix.ginj_ns[gi], ix.gdrop[gi], ix.gdrop_ns[gi]);
+                (gs.ginj[gi], gs.ginj_ns[gi], gs.gdrop[gi], gs.gdrop_ns[gi]);
             if span <= opts.overhead_ns {
                 dr += g.detours as u64;
                 drns += span;
             } else {
-                ix.inj.push(IndexEntry {
+                gs.inj.push(IndexEntry {
                     a: rs[k],
                     b: g.end,
-                    cs: ix.tot_span,
+                    cs: gs.tot_span,
                 });
-                ix.inj_group.push(gi as u32);
-                ix.tot_span += span;
+                gs.inj_group.push(gi as u32);
+                gs.tot_span += span;
                 i += 1;
                 ins += span;
             }
-            ix.ginj.push(i);
-            ix.ginj_ns.push(ins);
-            ix.gdrop.push(dr);
-            ix.gdrop_ns.push(drns);
+            gs.ginj.push(i);
+            gs.ginj_ns.push(ins);
+            gs.gdrop.push(dr);
+            gs.gdrop_ns.push(drns);
             k += det;
         }
         if opts.scale != 1.0 {
@@ -1092,11 +1077,11 @@ impl Groups {
                 return None;
             }
         }
-        ix.gfirst.push(n as u32);
-        if ix.inj.is_empty() {
+        gs.gfirst.push(n as u32);
+        if gs.inj.is_empty() {
             return None;
         }
-        Some(ix)
+        Some(gs)
     }
 }
 
@@ -1174,10 +1159,10 @@ impl PlanIndex {
     /// Bytes the index holds.
     pub fn bytes(&self) -> usize {
         let n = self.rs.len();
-        let g = self.gfirst.len();
+        let g = self.groups.gfirst.len();
         n * (8 * 4 + 4)
             + g * (4 + 8 * 4)
-            + self.inj.len() * (24 + 4)
+            + self.groups.inj.len() * (24 + 4)
             + self.fast.len() * std::mem::size_of::<FastEntry>()
             + self.key_first.len() * 4
     }
@@ -1251,11 +1236,11 @@ impl PlanIndex {
     /// End of the group of unrolled injection `i` (`u64::MAX` beyond two laps).
     #[inline]
     fn b_u(&self, i: u64) -> u64 {
-        let m = self.inj.len() as u64;
+        let m = self.groups.inj.len() as u64;
         if i < m {
-            self.inj[i as usize].b
+            self.groups.inj[i as usize].b
         } else if i < 2 * m {
-            self.inj[(i - m) as usize].b + self.period
+            self.groups.inj[(i - m) as usize].b + self.period
         } else {
             u64::MAX
         }
@@ -1268,7 +1253,7 @@ impl PlanIndex {
 
     #[inline]
     fn groups(&self) -> u64 {
-        (self.gfirst.len() - 1) as u64
+        (self.groups.gfirst.len() - 1) as u64
     }
 
     #[inline]
@@ -1296,30 +1281,30 @@ impl PlanIndex {
 
     fn group_of(&self, k: u64) -> u64 {
         let (i, lap) = Self::split(k, self.n());
-        u64::from(self.rgroup[i]) + lap * self.groups()
+        u64::from(self.groups.rgroup[i]) + lap * self.groups()
     }
 
     fn gfirst_u(&self, g: u64) -> u64 {
         let (i, lap) = Self::split(g, self.groups());
-        u64::from(self.gfirst[i]) + lap * self.n()
+        u64::from(self.groups.gfirst[i]) + lap * self.n()
     }
 
     fn gcum(&self, v: &[u64], g: u64) -> u64 {
         let (i, lap) = Self::split(g, self.groups());
-        v[i] + lap * v[self.gfirst.len() - 1]
+        v[i] + lap * v[self.groups.gfirst.len() - 1]
     }
 
     #[inline]
     fn inj_u(&self, i: u64) -> IndexEntry {
-        let m = self.inj.len() as u64;
+        let m = self.groups.inj.len() as u64;
         if i < m {
-            self.inj[i as usize]
+            self.groups.inj[i as usize]
         } else if i < 2 * m {
-            let e = self.inj[(i - m) as usize];
+            let e = self.groups.inj[(i - m) as usize];
             IndexEntry {
                 a: e.a + self.period,
                 b: e.b + self.period,
-                cs: e.cs + self.tot_span,
+                cs: e.cs + self.groups.tot_span,
             }
         } else {
             // Beyond two laps (no segment reaches it): never consumed.
@@ -1333,21 +1318,21 @@ impl PlanIndex {
 
     #[inline]
     fn cs_u(&self, i: u64) -> u64 {
-        let m = self.inj.len() as u64;
+        let m = self.groups.inj.len() as u64;
         if i < m {
-            self.inj[i as usize].cs
+            self.groups.inj[i as usize].cs
         } else if i < 2 * m {
-            self.inj[(i - m) as usize].cs + self.tot_span
+            self.groups.inj[(i - m) as usize].cs + self.groups.tot_span
         } else {
             let (j, lap) = Self::split(i, m);
-            self.inj[j].cs + lap * self.tot_span
+            self.groups.inj[j].cs + lap * self.groups.tot_span
         }
     }
 
     fn inj_group_u(&self, i: u64) -> u64 {
-        let m = self.inj.len() as u64;
+        let m = self.groups.inj.len() as u64;
         let (j, lap) = Self::split(i, m);
-        u64::from(self.inj_group[j]) + lap * self.groups()
+        u64::from(self.groups.inj_group[j]) + lap * self.groups()
     }
 
     /// The group of records `k..=last` (unrolled) started at `a` (≥ their first start), its
@@ -1429,7 +1414,7 @@ impl PlanIndex {
             p: seg.p,
             r0: now,
             consumed_before,
-            i_first: self.gcum(&self.ginj, seg.g_mid),
+            i_first: self.gcum(&self.groups.ginj, seg.g_mid),
             next: 0,
             head_a: 0,
             head_span: 0,
@@ -1507,7 +1492,7 @@ impl PlanIndex {
         let g_end = lo;
         let mut b = Bound {
             h,
-            mid_end: self.gcum(&self.ginj, g_end),
+            mid_end: self.gcum(&self.groups.ginj, g_end),
             full_end: g_end,
             tail: None,
             head,
@@ -1519,7 +1504,7 @@ impl PlanIndex {
             if self.rec(last).1 > limit {
                 let a = self.rec(k0).0;
                 let g = self.clipped(k0, a, last, limit);
-                b.mid_end = self.gcum(&self.ginj, gl);
+                b.mid_end = self.gcum(&self.groups.ginj, gl);
                 b.full_end = gl;
                 b.tail = Some((a, g, over(g)));
             }
@@ -1537,7 +1522,11 @@ impl PlanIndex {
         let (f0, f1) = (self.gfirst_u(g0), self.gfirst_u(g1));
         let detours = f1 - f0;
         let d = |v: &[u64]| self.gcum(v, g1) - self.gcum(v, g0);
-        let (injections, injected_ns, dropped) = (d(&self.ginj), d(&self.ginj_ns), d(&self.gdrop));
+        let (injections, injected_ns, dropped) = (
+            d(&self.groups.ginj),
+            d(&self.groups.ginj_ns),
+            d(&self.groups.gdrop),
+        );
         PlanStats {
             detours,
             injections,
@@ -1545,7 +1534,7 @@ impl PlanIndex {
             injected_ns,
             busy_ns: injected_ns - injections * self.opts.overhead_ns,
             dropped,
-            dropped_ns: d(&self.gdrop_ns),
+            dropped_ns: d(&self.groups.gdrop_ns),
             merged: detours - (g1 - g0),
             noise_ns: self.noise_cum_u(f1) - self.noise_cum_u(f0),
         }
@@ -2203,16 +2192,16 @@ mod tests {
             nc += ix.opts.scaled(ix.re[k] - ix.rs[k]);
         }
         assert_eq!((ix.run_cum[n as usize], rc), (ix.noise_cum[n as usize], nc));
-        let m = ix.inj.len();
+        let m = ix.groups.inj.len();
         assert_eq!(ix.fast.len(), 2 * m);
         for (k, f) in ix.fast.iter().enumerate() {
             let (e, lap) = if k < m {
-                (&ix.inj[k], 0)
+                (&ix.groups.inj[k], 0)
             } else {
-                (&ix.inj[k - m], 1)
+                (&ix.groups.inj[k - m], 1)
             };
             assert_eq!(f.a, e.a + lap * ix.period, "entry {k}");
-            assert_eq!(f.cs(), e.cs + lap * ix.tot_span, "entry {k}");
+            assert_eq!(f.cs(), e.cs + lap * ix.groups.tot_span, "entry {k}");
         }
         assert!(ix.key_first.len() > 2);
         for (j, &first) in ix.key_first.iter().enumerate() {
