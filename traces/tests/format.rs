@@ -196,6 +196,33 @@ fn flipped_byte_names_the_chunk_and_keeps_earlier_records() {
     l.trace.validate().unwrap();
 }
 
+/// A chunk in the middle that cannot be decoded ends the trace there: the good chunks after it
+/// are dropped, by the whole-file reader and the streaming one alike.
+#[test]
+fn an_undecodable_chunk_in_the_middle_keeps_only_the_chunks_before_it() {
+    let t = sample();
+    let bytes = write_chunked(&t, 10);
+    let offsets = chunk_offsets(&bytes);
+    let mut bad = bytes.clone();
+    bad[offsets[3]] = 7;
+    jitter_trace::format::reseal_checksums(&mut bad);
+    let l = read_from(Cursor::new(&bad)).unwrap();
+    match &l.completeness {
+        Completeness::Damaged { records, error } => {
+            assert_eq!(*records, 30);
+            let msg = error.to_string();
+            assert!(msg.contains("chunk 3") && msg.contains("kind 7"), "{msg}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(l.trace.record_count(), 30);
+    // The streaming reader stops at the same chunk.
+    let mut r = jitter_trace::TraceReader::new(Cursor::new(&bad)).unwrap();
+    let read: Vec<_> = std::iter::from_fn(|| r.next_chunk().transpose()).collect();
+    assert_eq!(read.len(), 4);
+    assert!(read[..3].iter().all(Result::is_ok) && read[3].is_err());
+}
+
 #[test]
 fn garbage_empty_and_wrong_version_are_errors() {
     let e = read_from(Cursor::new(b"hello, this is not a trace at all")).unwrap_err();
