@@ -136,7 +136,8 @@ pub struct PredictArgs {
     /// Seed of offsets, resync points and timer errors.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Worker threads (default: all cores, at most one per 1024 ranks a process simulates).
+    /// Worker threads (default: all cores; where a process simulates over 1024 ranks, at most one
+    /// per 1024).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Write the report (JSON); with `--model both` the analytic one goes to `<stem>.order-stats.json`.
@@ -869,14 +870,17 @@ pub fn order_stats_path(output: &Path) -> PathBuf {
     output.with_file_name(format!("{stem}.order-stats.json"))
 }
 
-/// Worker threads without `--threads`: every core, but no more than the chunks of the largest
-/// rank count a process simulates (`ranks` over `procs` processes): more would only wake and
-/// sleep at every pass (2048 ranks on a 16-core machine: 16 threads 2.0-2.3 s, 2 threads
-/// 1.7-1.9 s).
+/// Worker threads without `--threads`: every core, but where the largest rank count a process
+/// simulates (`ranks` over `procs` processes) makes several chunks, no more than those: more
+/// would only wake and sleep at every pass (2048 ranks on a 16-core machine: 16 threads
+/// 2.0-2.3 s, 2 threads 1.7-1.9 s). A pass of one chunk runs on this thread and wakes no
+/// worker, so there the idle workers cost nothing and loading the traces uses them all.
 fn default_threads(ranks: u64, procs: u64, cores: usize) -> usize {
     let own = ranks.div_ceil(procs.max(1));
-    let chunks = own.div_ceil(des::MIN_CHUNK as u64).max(1);
-    cores.min(usize::try_from(chunks).unwrap_or(usize::MAX))
+    match own.div_ceil(des::MIN_CHUNK as u64) {
+        0 | 1 => cores,
+        chunks => cores.min(usize::try_from(chunks).unwrap_or(usize::MAX)),
+    }
 }
 
 /// `replay-bench predict`: prints the SD table, writes the report(s) and the plot.
@@ -1086,9 +1090,11 @@ mod tests {
         // 2048 ranks: two chunks of 1024 states, whatever the cores.
         assert_eq!(default_threads(2048, 1, 16), 2);
         assert_eq!(default_threads(2049, 1, 16), 3);
-        assert_eq!(default_threads(100, 1, 16), 1);
+        // One chunk: no pass wakes a worker; loading uses every core.
+        assert_eq!(default_threads(100, 1, 16), 16);
+        assert_eq!(default_threads(1024, 1, 16), 16);
         // Split over processes: each process's share counts.
-        assert_eq!(default_threads(2048, 2, 16), 1);
+        assert_eq!(default_threads(4096, 2, 16), 2);
         assert_eq!(default_threads(1 << 20, 2, 16), 16);
         // Never more than the cores.
         assert_eq!(default_threads(1 << 20, 1, 2), 2);
