@@ -960,7 +960,7 @@ impl Plan {
             // a ≥ cs: at S = 1 a span is its group's run, and the runs before a lie in [u0, a).
             // Two laps (a segment spans at most two), the second shifted by D and Σ span.
             let (m, tot, inj) = (ix.groups.inj.len(), ix.groups.tot_span, &ix.groups.inj[..]);
-            let fast = large_vec_filled(2 * m, |first, part| {
+            ix.fast = large_vec_filled(2 * m, |first, part| {
                 for (k, f) in (first..).zip(part) {
                     let (e, lap) = if k < m {
                         (&inj[k], 0)
@@ -974,7 +974,6 @@ impl Plan {
                     });
                 }
             });
-            ix.fast = fast;
             ix.bucket_keys()?;
         }
         Some(ix)
@@ -1181,8 +1180,7 @@ impl PlanIndex {
         let step = (l.key - f.key) / v.len() as u64;
         self.key_shift = 64 - step.leading_zeros();
         let buckets = (l.key >> self.key_shift) as usize + 2;
-        let first = bucket_firsts(v, self.key_shift, buckets);
-        self.key_first = first;
+        self.key_first = bucket_firsts(v, self.key_shift, buckets);
         Some(())
     }
 
@@ -1252,7 +1250,7 @@ impl PlanIndex {
     }
 
     #[inline]
-    fn groups(&self) -> u64 {
+    fn group_count(&self) -> u64 {
         (self.groups.gfirst.len() - 1) as u64
     }
 
@@ -1281,16 +1279,16 @@ impl PlanIndex {
 
     fn group_of(&self, k: u64) -> u64 {
         let (i, lap) = Self::split(k, self.n());
-        u64::from(self.groups.rgroup[i]) + lap * self.groups()
+        u64::from(self.groups.rgroup[i]) + lap * self.group_count()
     }
 
     fn gfirst_u(&self, g: u64) -> u64 {
-        let (i, lap) = Self::split(g, self.groups());
+        let (i, lap) = Self::split(g, self.group_count());
         u64::from(self.groups.gfirst[i]) + lap * self.n()
     }
 
     fn gcum(&self, v: &[u64], g: u64) -> u64 {
-        let (i, lap) = Self::split(g, self.groups());
+        let (i, lap) = Self::split(g, self.group_count());
         v[i] + lap * v[self.groups.gfirst.len() - 1]
     }
 
@@ -1332,7 +1330,7 @@ impl PlanIndex {
     fn inj_group_u(&self, i: u64) -> u64 {
         let m = self.groups.inj.len() as u64;
         let (j, lap) = Self::split(i, m);
-        u64::from(self.groups.inj_group[j]) + lap * self.groups()
+        u64::from(self.groups.inj_group[j]) + lap * self.group_count()
     }
 
     /// The group of records `k..=last` (unrolled) started at `a` (≥ their first start), its
@@ -1480,7 +1478,7 @@ impl PlanIndex {
         }
         let h = u64::from(r.flags & HEAD_INJ != 0);
         // First group (unrolled, within two laps) starting at or after the limit.
-        let (mut lo, mut hi) = (seg.g_mid, 2 * self.groups() + 1);
+        let (mut lo, mut hi) = (seg.g_mid, 2 * self.group_count() + 1);
         while lo < hi {
             let m = lo + (hi - lo) / 2;
             if self.rec(self.gfirst_u(m)).0 < limit {
@@ -1595,7 +1593,7 @@ fn large_vec_filled<T: Send>(
 ) -> Vec<T> {
     use rayon::prelude::*;
     let mut v = large_vec(n);
-    // Chunks of whole huge pages, a few per thread at most.
+    // A few chunks per thread, each at least a huge page's worth of elements.
     let chunk =
         (n / (4 * rayon::current_num_threads())).max(HUGE_PAGE / std::mem::size_of::<T>().max(1));
     v.spare_capacity_mut()[..n]
@@ -1877,9 +1875,10 @@ impl IndexedReplay {
     /// [`IndexedReplay::compute_fast`]`(ix, start, q)` reads first: called some ranks ahead of
     /// the search, the cache misses of several ranks overlap instead of queueing. A compute
     /// search reads its threshold's bucket, then the entries it names: `stage` 0 asks for the
-    /// bucket, stage 1 (later, when the bucket's line is there) for the entries. `q` = 0: the
-    /// line of the next entry, which a barrier search reads first. Changes nothing; reads the
-    /// rank's next entry, which its last search has just read.
+    /// bucket and for the line after the next entry (which the barrier search before the compute
+    /// reads next), stage 1 (later, when the bucket's line is there) for the entries. `q` = 0:
+    /// the lines of the next entries, which a barrier search reads first. Changes nothing; reads
+    /// the rank's next entry, which its last search has just read.
     #[inline]
     pub fn prefetch_compute(&self, ix: &PlanIndex, start: u64, q: u64, stage: u8) {
         let Some(i0) = self.fast_start(ix) else {
@@ -2172,7 +2171,8 @@ mod tests {
 
     #[test]
     fn a_large_index_is_built_as_one_pass_over_it_would_build_it() {
-        // 400 000 detours: the sums, the fast entries and their buckets span several chunks.
+        // 400 000 detours: the sums are formed beside the groups, and the fast entries span
+        // several chunks of `large_vec_filled` (the buckets' chunks have their own test).
         let n = 400_000u64;
         let detours: Vec<(u64, u64)> = (0..n)
             .map(|i| (i * 10_000 + (i * 7919) % 5000, 200 + (i * 31) % 1800))
@@ -2191,9 +2191,10 @@ mod tests {
             rc += ix.re[k] - ix.rs[k];
             nc += ix.opts.scaled(ix.re[k] - ix.rs[k]);
         }
-        assert_eq!((ix.run_cum[n as usize], rc), (ix.noise_cum[n as usize], nc));
+        assert_eq!((ix.run_cum[n as usize], ix.noise_cum[n as usize]), (rc, nc));
         let m = ix.groups.inj.len();
         assert_eq!(ix.fast.len(), 2 * m);
+        assert!(ix.fast.len() * std::mem::size_of::<FastEntry>() > 2 * HUGE_PAGE);
         for (k, f) in ix.fast.iter().enumerate() {
             let (e, lap) = if k < m {
                 (&ix.groups.inj[k], 0)
