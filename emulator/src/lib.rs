@@ -20,7 +20,7 @@ pub use injector::{
 };
 pub use plan::{
     Cursor, IndexedReplay, Injection, OverheadByGap, Plan, PlanError, PlanIndex, PlanOptions,
-    PlanStats, SegmentStart, TimerKind,
+    PlanStats, PrefetchTicket, SegmentStart, TimerKind,
 };
 pub use setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale};
 pub use sync::{SyncMode, SyncSchedule};

@@ -863,6 +863,25 @@ impl FastEntry {
     }
 }
 
+/// What the second stage of a compute search's prefetch asks for
+/// ([`PlanIndex::prefetch_entries`]), as the first ([`IndexedReplay::prefetch_compute`]) found
+/// it: the bucket of the search's threshold and the entry it starts from; the default asks
+/// for nothing (a search near the rank's next entry, or no fast path).
+#[derive(Debug, Clone, Copy)]
+pub struct PrefetchTicket {
+    bucket: usize,
+    lo: usize,
+}
+
+impl Default for PrefetchTicket {
+    fn default() -> Self {
+        PrefetchTicket {
+            bucket: usize::MAX,
+            lo: 0,
+        }
+    }
+}
+
 struct RotSource<'a> {
     rs: &'a [u64],
     re: &'a [u64],
@@ -1206,23 +1225,27 @@ impl PlanIndex {
         t.saturating_sub(key) < (FIRST_BLOCK as u64) << self.key_shift
     }
 
-    /// Starts loading the bucket of compute threshold `t` (stage 1 of a search's prefetch).
+    /// Starts loading the bucket of compute threshold `t` (the first stage of a search's
+    /// prefetch): the ticket of the second, which reads it (the search starts at `lo`).
     #[inline]
-    fn prefetch_bucket(&self, t: u64) {
-        if let Some(b) = self.key_first.get((t >> self.key_shift) as usize) {
+    fn prefetch_bucket(&self, lo: usize, t: u64) -> PrefetchTicket {
+        let bucket = (t >> self.key_shift) as usize;
+        if let Some(b) = self.key_first.get(bucket) {
             prefetch(b);
         }
+        PrefetchTicket { bucket, lo }
     }
 
-    /// Starts loading the entries that the search for `t` from `lo` reads first (stage 2, once
-    /// the bucket's line is there).
+    /// Starts loading the entries that a compute search reads first, as `ticket` names them
+    /// (the second stage of its prefetch, once the bucket's line is there; nothing for an empty
+    /// ticket).
     #[inline]
-    fn prefetch_entries(&self, lo: usize, t: u64) {
-        let j = (t >> self.key_shift) as usize;
-        if let Some(b) = self.key_first.get(j..j + 2) {
+    pub fn prefetch_entries(&self, ticket: PrefetchTicket) {
+        let j = ticket.bucket;
+        if let Some(b) = self.key_first.get(j..j.wrapping_add(2)) {
             // The bucket's first entry and the next bucket's, where an answer past every entry
             // of the bucket lies (the search reads between them).
-            let from = (b[0] as usize).max(lo);
+            let from = (b[0] as usize).max(ticket.lo);
             for k in [from, (b[1] as usize).max(from)] {
                 if let Some(e) = self.fast.get(k) {
                     prefetch(e);
@@ -1874,53 +1897,52 @@ impl IndexedReplay {
     /// Asks the memory system, without waiting, for the index lines that
     /// [`IndexedReplay::compute_fast`]`(ix, start, q)` reads first: called some ranks ahead of
     /// the search, the cache misses of several ranks overlap instead of queueing. A compute
-    /// search reads its threshold's bucket, then the entries it names: `stage` 0 asks for the
-    /// bucket and for the line after the next entry (which the barrier search before the compute
-    /// reads next), stage 1 (later, when the bucket's line is there) for the entries. `q` = 0:
-    /// the lines of the next entries, which a barrier search reads first. Changes nothing; reads
-    /// the rank's next entry, which its last search has just read.
+    /// search reads its threshold's bucket, then the entries it names: this first stage asks
+    /// for the bucket (and for the line after the next entry, which the barrier search before
+    /// the compute reads next); [`PlanIndex::prefetch_entries`] with the returned ticket, later,
+    /// when the bucket's line is there, for the entries. Changes nothing; reads the rank's next
+    /// entry, which its last search has just read.
     #[inline]
-    pub fn prefetch_compute(&self, ix: &PlanIndex, start: u64, q: u64, stage: u8) {
+    pub fn prefetch_compute(&self, ix: &PlanIndex, start: u64, q: u64) -> PrefetchTicket {
+        let Some(i0) = self.fast_start(ix) else {
+            return PrefetchTicket::default();
+        };
+        let v = &ix.fast[..];
+        let t = (start + q + self.p).saturating_sub(self.r0 + v[i0].cs());
+        // The barrier search before the compute reads the next FIRST_LINEAR entries first, one
+        // line or two.
+        if let Some(e) = v.get(i0 + FIRST_LINEAR - 1) {
+            prefetch(e);
+        }
+        if ix.near(v[i0].key, t) {
+            // Answered near the next entry (see `compute_fast`).
+            return PrefetchTicket::default();
+        }
+        ix.prefetch_bucket(i0, t)
+    }
+
+    /// Asks, without waiting, for the index lines that a barrier search
+    /// ([`IndexedReplay::leave_barrier_fast`]) reads first: its answer is near the rank's next
+    /// entry; it reads the next entry and, when that one is due before the barrier, the first
+    /// block from there. Changes nothing.
+    #[inline]
+    pub fn prefetch_barrier(&self, ix: &PlanIndex) {
         let Some(i0) = self.fast_start(ix) else {
             return;
         };
         let v = &ix.fast[..];
-        if q == 0 {
-            // A barrier search: its answer is near the next entry; it reads the next entry and, when
-            // that one is due before the barrier, the end of the block from there.
-            if stage == 1 {
-                prefetch(&v[i0]);
-                // The first block's middle and its last entry, which `first_at_least` reads
-                // first when the answer is not among the next FIRST_LINEAR.
-                let first_block = i0 + FIRST_LINEAR - 1;
-                for k in [
-                    first_block,
-                    first_block + FIRST_BLOCK / 2 - 1,
-                    first_block + FIRST_BLOCK - 1,
-                ] {
-                    if let Some(e) = v.get(k) {
-                        prefetch(e);
-                    }
-                }
-            }
-            return;
-        }
-        let t = (start + q + self.p).saturating_sub(self.r0 + v[i0].cs());
-        if stage == 0 {
-            // The barrier search before the compute reads the next FIRST_LINEAR entries first,
-            // one line or two.
-            if let Some(e) = v.get(i0 + FIRST_LINEAR - 1) {
+        prefetch(&v[i0]);
+        // The first block's middle and its last entry, which `first_at_least` reads first when
+        // the answer is not among the next FIRST_LINEAR.
+        let first_block = i0 + FIRST_LINEAR - 1;
+        for k in [
+            first_block,
+            first_block + FIRST_BLOCK / 2 - 1,
+            first_block + FIRST_BLOCK - 1,
+        ] {
+            if let Some(e) = v.get(k) {
                 prefetch(e);
             }
-        }
-        if ix.near(v[i0].key, t) {
-            // Answered near the next entry (see `compute_fast`).
-            return;
-        }
-        if stage == 0 {
-            ix.prefetch_bucket(t);
-        } else {
-            ix.prefetch_entries(i0, t);
         }
     }
 

@@ -20,8 +20,8 @@
 use std::sync::Arc;
 
 use jitter_emulator::{
-    Cursor, IndexedReplay, Plan, PlanIndex, PlanOptions, PlanStats, SegmentStart, SyncMode,
-    SyncSchedule,
+    Cursor, IndexedReplay, Plan, PlanIndex, PlanOptions, PlanStats, PrefetchTicket, SegmentStart,
+    SyncMode, SyncSchedule,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -671,12 +671,26 @@ trait ReplayEngine: Clocks {
     fn committed(&self) -> PlanStats;
     /// What the rank's current segment injected and its share of the stream replayed by `now`.
     fn totals_of(&self, r: &Self::Rank, at: usize, now: u64) -> (PlanStats, f64);
-    /// Starts loading what `compute(r, at, None, start, work)` will read (work 0: what a
-    /// barrier search at `start` reads, near the rank's next entry), without waiting (a hint,
-    /// some ranks ahead; no effect on any answer): `stage` 0 what the search reads first,
-    /// stage 1, asked later, what that tells it to read next.
+    /// Starts loading what `compute(r, at, None, start, work)` reads first, without waiting
+    /// (a hint, some ranks ahead; no effect on any answer): the ticket of what that tells it
+    /// to read next, for [`ReplayEngine::prefetch_entries`], asked later.
     #[inline]
-    fn prefetch(&self, _r: &Self::Rank, _at: usize, _start: u64, _work: u64, _stage: u8) {}
+    fn prefetch_compute(
+        &self,
+        _r: &Self::Rank,
+        _at: usize,
+        _start: u64,
+        _work: u64,
+    ) -> PrefetchTicket {
+        PrefetchTicket::default()
+    }
+    /// Starts loading what a ticket of [`ReplayEngine::prefetch_compute`] names (the second
+    /// stage).
+    #[inline]
+    fn prefetch_entries(&self, _at: usize, _ticket: PrefetchTicket) {}
+    /// Starts loading what a barrier search of the rank reads first (near its next entry).
+    #[inline]
+    fn prefetch_barrier(&self, _r: &Self::Rank, _at: usize) {}
     /// [`Clocks::quiet_until`] of the rank (0: not known).
     #[inline]
     fn quiet(&self, _r: &Self::Rank, _at: usize) -> u64 {
@@ -852,6 +866,36 @@ impl IdxClocks<'_> {
     }
 }
 
+impl IdxClocks<'_> {
+    /// [`ReplayEngine::leave`] where the fast path does not answer: kept out of the loop, whose
+    /// registers its inlining would cost on every question.
+    #[cold]
+    #[inline(never)]
+    fn leave_slow(&self, r: &mut IdxRank, si: usize, b: u64) -> u64 {
+        let seg = self.seg(si, r);
+        r.rep.leave_barrier(&self.ix[si], &seg, b)
+    }
+
+    /// [`ReplayEngine::compute`] where the fast path does not answer (see
+    /// [`IdxClocks::leave_slow`]).
+    #[cold]
+    #[inline(never)]
+    fn compute_slow(
+        &self,
+        r: &mut IdxRank,
+        si: usize,
+        new: Option<&Vec<SegmentStart>>,
+        start: u64,
+        work: u64,
+    ) -> u64 {
+        let seg = match new {
+            Some(v) => v[si],
+            None => self.seg(si, r),
+        };
+        r.rep.compute(&self.ix[si], &seg, start, work)
+    }
+}
+
 impl ReplayEngine for IdxClocks<'_> {
     type Segments = Vec<SegmentStart>;
     #[inline]
@@ -891,13 +935,9 @@ impl ReplayEngine for IdxClocks<'_> {
     }
     #[inline]
     fn leave(&self, r: &mut IdxRank, si: usize, b: u64) -> u64 {
-        let x = &self.ix[si];
-        match r.rep.leave_barrier_fast(x, b) {
+        match r.rep.leave_barrier_fast(&self.ix[si], b) {
             Some(e) => e,
-            None => {
-                let seg = self.seg(si, r);
-                r.rep.leave_barrier(x, &seg, b)
-            }
+            None => self.leave_slow(r, si, b),
         }
     }
     #[inline]
@@ -909,16 +949,9 @@ impl ReplayEngine for IdxClocks<'_> {
         start: u64,
         work: u64,
     ) -> u64 {
-        let x = &self.ix[si];
-        match r.rep.compute_fast(x, start, work) {
+        match r.rep.compute_fast(&self.ix[si], start, work) {
             Some(e) => e,
-            None => {
-                let seg = match new {
-                    Some(v) => v[si],
-                    None => self.seg(si, r),
-                };
-                r.rep.compute(x, &seg, start, work)
-            }
+            None => self.compute_slow(r, si, new, start, work),
         }
     }
     fn segments(&self, points: &[u64]) -> Vec<SegmentStart> {
@@ -952,8 +985,16 @@ impl ReplayEngine for IdxClocks<'_> {
         (r.rep.stats(x, &self.seg(si, r)), r.rep.progress_at(x, now))
     }
     #[inline]
-    fn prefetch(&self, r: &IdxRank, si: usize, start: u64, work: u64, stage: u8) {
-        r.rep.prefetch_compute(&self.ix[si], start, work, stage);
+    fn prefetch_compute(&self, r: &IdxRank, si: usize, start: u64, work: u64) -> PrefetchTicket {
+        r.rep.prefetch_compute(&self.ix[si], start, work)
+    }
+    #[inline]
+    fn prefetch_entries(&self, si: usize, ticket: PrefetchTicket) {
+        self.ix[si].prefetch_entries(ticket);
+    }
+    #[inline]
+    fn prefetch_barrier(&self, r: &IdxRank, si: usize) {
+        r.rep.prefetch_barrier(&self.ix[si]);
     }
     #[inline]
     fn quiet(&self, r: &IdxRank, si: usize) -> u64 {
@@ -994,29 +1035,41 @@ impl ReplayEngine for Quiet {
     }
 }
 
-/// How many states ahead of its search the offloaded loop prefetches a rank's index lines
-/// (stage 1; stage 0 twice as far): enough that several ranks' misses are in flight at once,
-/// few enough that the core still tracks them all (on an AMD Zen 4 VM, 4 beat 1–3 and 5–32 on
-/// a dense trace; 8 took ≈ 15 % longer, no prefetch 2×).
+/// How many states ahead of its search a pass prefetches a rank's index lines (a compute
+/// search's second stage; its first stage twice as far): enough that several ranks' misses are
+/// in flight at once, few enough that the core still tracks them all (on an AMD Zen 4 VM, 4
+/// beat 1–3 and 5–32 on a dense trace; 8 took ≈ 15 % longer, no prefetch 2×).
 const PREFETCH_AHEAD: usize = 4;
 
+/// What a pass's searches read, asked for some states ahead of them.
+enum Ahead<'a, H> {
+    /// Nothing (a pass whose searches start where no state says yet).
+    Nothing,
+    /// Barrier searches, near each rank's next entry.
+    Barrier,
+    /// Compute searches: `H(j, state)` is the start and work of the chunk's state j.
+    Compute(&'a H),
+}
+
+/// The [`Ahead`] of a pass without compute searches.
+type NoHint<R> = fn(usize, &R) -> (u64, u64);
+
 /// Visits the states of one chunk (its first state is `g0`) in order, each with where it sits
-/// (`body(state, at)`), after asking the engine to prefetch, for the states [`PREFETCH_AHEAD`]
-/// and twice that ahead, the two stages of what their coming search reads (`hint(j, state)`:
-/// the search's start and work of the chunk's state j; `None`: no prefetch), so that the cache
-/// misses of several ranks' searches overlap.
+/// (`body(state, at)`), after asking the engine to prefetch what the searches of the states
+/// [`PREFETCH_AHEAD`] ahead (and, for a compute search's first stage, twice that) read, so
+/// that the cache misses of several ranks' searches overlap.
 fn visit_chunk<E: ReplayEngine, H: Fn(usize, &E::Rank) -> (u64, u64)>(
     e: &E,
     sts: &mut [E::Rank],
     g0: usize,
-    hint: Option<&H>,
+    ahead: Ahead<'_, H>,
     body: impl FnMut(&mut E::Rank, usize),
 ) {
     // Where every state of the chunk sits at one place (one plan), no step per state: the
     // loop compiled for that case apart.
     match e.uniform(g0, g0 + sts.len()) {
-        Some(at) => visit_states(e, sts, g0, hint, body, |_, _| at),
-        None => visit_states(e, sts, g0, hint, body, |at, g| e.step(at, g)),
+        Some(at) => visit_states(e, sts, g0, ahead, body, |_, _| at),
+        None => visit_states(e, sts, g0, ahead, body, |at, g| e.step(at, g)),
     }
 }
 
@@ -1026,44 +1079,66 @@ fn visit_states<E: ReplayEngine, H: Fn(usize, &E::Rank) -> (u64, u64)>(
     e: &E,
     sts: &mut [E::Rank],
     g0: usize,
-    hint: Option<&H>,
+    ahead: Ahead<'_, H>,
     mut body: impl FnMut(&mut E::Rank, usize),
     step: impl Fn(usize, usize) -> usize,
 ) {
-    /// A state ahead and where it sits, for one stage.
-    struct Ahead {
-        at: usize,
-        stage: u8,
-        by: usize,
-    }
+    const A: usize = PREFETCH_AHEAD;
+    let n = sts.len();
     let mut at = e.locate(g0);
-    let mut ahead = [0u8, 1].map(|stage| Ahead {
-        at,
-        stage,
-        by: PREFETCH_AHEAD << (1 - stage),
-    });
-    let ask = |j: usize, a: &mut Ahead, sts: &[E::Rank]| {
-        if let (Some(hint), Some(s)) = (hint, sts.get(j)) {
-            a.at = step(a.at, g0 + j);
-            let (start, work) = hint(j, s);
-            e.prefetch(s, a.at, start, work, a.stage);
-        }
-    };
-    if hint.is_some() {
-        for a in &mut ahead {
-            for j in 0..a.by {
-                ask(j, a, sts);
+    // Where the states being asked for sit: `near` A ahead, `far` 2A ahead.
+    let (mut near, mut far) = (at, at);
+    match ahead {
+        Ahead::Nothing => {
+            for (i, s) in sts.iter_mut().enumerate() {
+                at = step(at, g0 + i);
+                body(s, at);
             }
         }
-    }
-    for i in 0..sts.len() {
-        if hint.is_some() {
-            for a in &mut ahead {
-                ask(i + a.by, a, sts);
+        Ahead::Barrier => {
+            for (j, s) in sts.iter().enumerate().take(A) {
+                near = step(near, g0 + j);
+                e.prefetch_barrier(s, near);
+            }
+            for i in 0..n {
+                if let Some(s) = sts.get(i + A) {
+                    near = step(near, g0 + i + A);
+                    e.prefetch_barrier(s, near);
+                }
+                at = step(at, g0 + i);
+                body(&mut sts[i], at);
             }
         }
-        at = step(at, g0 + i);
-        body(&mut sts[i], at);
+        Ahead::Compute(hint) => {
+            // The tickets of states i..i + 2A (state j's in slot j mod 2A): written by the
+            // first stage 2A ahead, read by the second A ahead.
+            let mut tickets = [PrefetchTicket::default(); 2 * A];
+            let first = |j: usize, far: &mut usize, sts: &[E::Rank], t: &mut [PrefetchTicket]| {
+                if let Some(s) = sts.get(j) {
+                    *far = step(*far, g0 + j);
+                    let (start, work) = hint(j, s);
+                    t[j % (2 * A)] = e.prefetch_compute(s, *far, start, work);
+                }
+            };
+            let second = |j: usize, near: &mut usize, t: &[PrefetchTicket]| {
+                if j < n {
+                    *near = step(*near, g0 + j);
+                    e.prefetch_entries(*near, t[j % (2 * A)]);
+                }
+            };
+            for j in 0..2 * A {
+                first(j, &mut far, sts, &mut tickets);
+            }
+            for j in 0..A {
+                second(j, &mut near, &tickets);
+            }
+            for i in 0..n {
+                first(i + 2 * A, &mut far, sts, &mut tickets);
+                second(i + A, &mut near, &tickets);
+                at = step(at, g0 + i);
+                body(&mut sts[i], at);
+            }
+        }
     }
 }
 
@@ -1100,8 +1175,8 @@ where
                 .map(|(c, sts)| {
                     let mut acc = Pass::default();
                     // The barrier search: its answer is near the rank's next entry.
-                    let hint = |_: usize, _: &E::Rank| (b, 0);
-                    visit_chunk(e, sts, c * chunk, Some(&hint), |s, at| {
+                    let ahead = Ahead::<NoHint<E::Rank>>::Barrier;
+                    visit_chunk(e, sts, c * chunk, ahead, |s, at| {
                         let exit = e.leave(s, at, b);
                         acc.max_qtb_prev = acc.max_qtb_prev.max(exit - s.start_ns());
                         acc.over_limit |= exit >= E::limit_at(s);
@@ -1129,8 +1204,11 @@ where
                 // Where the phase does not resync, a rank starts about at `top`, or at its
                 // last exit.
                 let hint = |_: usize, s: &E::Rank| (top.unwrap_or(s.start_ns()), q);
-                let hint = new_ref.is_none().then_some(&hint);
-                visit_chunk(e, sts, c * chunk, hint, |s, at| {
+                let ahead = match new_ref {
+                    None => Ahead::Compute(&hint),
+                    Some(_) => Ahead::Nothing,
+                };
+                visit_chunk(e, sts, c * chunk, ahead, |s, at| {
                     let start = match top {
                         Some(t) => e.leave(s, at, t),
                         None => s.start_ns(),
@@ -1230,7 +1308,7 @@ fn algorithmic_loop<E: ReplayEngine>(
                 let mut acc = Pass::default();
                 let hint = |j: usize, _: &E::Rank| (ss[j], q);
                 let mut i = 0;
-                visit_chunk(e, sts, c * chunk, Some(&hint), |s, at| {
+                visit_chunk(e, sts, c * chunk, Ahead::Compute(&hint), |s, at| {
                     let s0 = ss[i];
                     ts[i] = e.compute(s, at, None, s0, q);
                     acc.max_qt = acc.max_qt.max(ts[i] - s0);
