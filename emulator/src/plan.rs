@@ -1215,6 +1215,16 @@ impl PlanIndex {
         };
         let from = (b[0] as usize).max(lo);
         let to = (b[1] as usize).max(from);
+        // A bucket holds one or two entries on average: count those below `t` among the
+        // first few without a branch (every entry from the next bucket's first on has a key
+        // above `t`, so the count stops at the answer), where a search's branches on the
+        // bucket's varying size are mispredicted.
+        if let Some(first) = v.get(from..from + BUCKET_LINEAR) {
+            let below = first.iter().fold(0, |c, e| c + usize::from(e.key < t));
+            if below < BUCKET_LINEAR {
+                return from + below;
+            }
+        }
         from + v[from..to].partition_point(|e| e.key < t)
     }
 
@@ -1586,6 +1596,8 @@ impl PlanIndex {
 /// Entries [`first_at_least`] reads one by one before its blocks (on an AMD Zen 4 VM, 4 and 8
 /// beat 1 by 5–9 % on dense traces; docs/BENCHMARKS.md).
 const FIRST_LINEAR: usize = 4;
+/// Entries of a bucket that [`PlanIndex::first_key_at_least`] counts before it searches.
+const BUCKET_LINEAR: usize = 4;
 /// Entries per block of [`first_at_least`]'s search.
 const FIRST_BLOCK: usize = 8;
 /// Blocks [`first_at_least`] looks at before it gallops.
@@ -1698,11 +1710,21 @@ fn first_at_least(
     const W: usize = FIRST_BLOCK;
     // One by one first: most answers (a message's o, an idle wait) are among the next few, on
     // the line already read; a block's last entry is often a line further.
-    for i in lo..lo + FIRST_LINEAR {
-        match v.get(i) {
-            Some(e) if key(e) >= t => return i,
-            None => return v.len(),
-            _ => {}
+    match v.get(lo..lo + FIRST_LINEAR) {
+        Some(first) => {
+            let below = first.iter().fold(0, |c, e| c + usize::from(key(e) < t));
+            if below < FIRST_LINEAR {
+                return lo + below;
+            }
+        }
+        None => {
+            for i in lo..lo + FIRST_LINEAR {
+                match v.get(i) {
+                    Some(e) if key(e) >= t => return i,
+                    None => return v.len(),
+                    _ => {}
+                }
+            }
         }
     }
     // Entry `at` is below t (the block search needs only its last entry at or above).
@@ -1971,16 +1993,17 @@ impl IndexedReplay {
         if i >= v.len() {
             return None;
         }
-        let (mut out, mut built) = (b, i as u64 + 1);
-        if i > i0 {
-            // The last injection due before b: still running at b, it holds the rank.
-            let j = i - 1;
-            let span = v[i].cs() - v[j].cs();
-            let end = self.r0 + (v[j].a - self.p) + span;
-            if end > b {
-                (out, built) = (end, i as u64);
-            }
-        }
+        // The last injection due before b (where one is, i > i0): still running at b, it holds
+        // the rank. Without a branch (whether it does varies from rank to rank): where none is
+        // due before b, j = i and `end` is not used.
+        let j = i.max(i0 + 1) - 1;
+        let end = self.r0 + (v[j].a - self.p) + (v[i].cs() - v[j].cs());
+        let held = (i > i0) & (end > b);
+        let (out, built) = if held {
+            (end, i as u64)
+        } else {
+            (b, i as u64 + 1)
+        };
         if !self.before_limit(ix, built) {
             return None;
         }
@@ -2252,6 +2275,55 @@ mod tests {
         for (j, &f) in first.iter().enumerate() {
             let expected = v.partition_point(|e| e.key < (j as u64) << 3);
             assert_eq!(f as usize, expected, "bucket {j}");
+        }
+    }
+
+    #[test]
+    fn searches_in_crowded_buckets_and_near_the_end_find_the_first_key_at_least() {
+        // Bursts of 12 detours 2 ns apart every 10 µs: each burst's keys share a bucket, more
+        // than the entries a bucket search counts before it bisects; the searches near the
+        // end of the entries have fewer entries left than they count.
+        let d: Vec<(u64, u64)> = (0..50u64)
+            .flat_map(|b| (0..12u64).map(move |k| (1 + b * 10_000 + 2 * k, 1)))
+            .collect();
+        let plan = Plan::new(&stream(500_000, &d), opts()).unwrap();
+        let ix = plan.index().expect("an index at S = 1");
+        let v = &ix.fast;
+        let crowded = ix.key_first.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+        assert!(crowded as usize > BUCKET_LINEAR, "{crowded}");
+        let mut ts: Vec<u64> = v.iter().flat_map(|e| [e.key, e.a]).collect();
+        ts.extend(
+            ts.clone()
+                .iter()
+                .flat_map(|&t| [t.saturating_sub(1), t + 1]),
+        );
+        for t in ts {
+            let by_key: fn(&FastEntry) -> u64 = |e| e.key;
+            let by_start: fn(&FastEntry) -> u64 = |e| e.a;
+            for (key, what) in [(by_key, "key"), (by_start, "a")] {
+                let first = v.partition_point(|e| key(e) < t);
+                for lo in [
+                    0,
+                    first.saturating_sub(5),
+                    first.saturating_sub(1),
+                    first,
+                    v.len() - 2,
+                ] {
+                    let expected = first.max(lo);
+                    assert_eq!(
+                        first_at_least(v, lo, t, key),
+                        expected,
+                        "{what} ≥ {t} from {lo}"
+                    );
+                    if what == "key" {
+                        assert_eq!(
+                            ix.first_key_at_least(lo, t),
+                            expected,
+                            "key ≥ {t} from {lo}"
+                        );
+                    }
+                }
+            }
         }
     }
 
