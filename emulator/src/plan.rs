@@ -1593,8 +1593,9 @@ impl PlanIndex {
     }
 }
 
-/// Entries [`first_at_least`] reads one by one before its blocks (on an AMD Zen 4 VM, 4 and 8
-/// beat 1 by 5–9 % on dense traces; docs/BENCHMARKS.md).
+/// Entries [`first_at_least`] counts before its blocks (read one by one, on an AMD Zen 4 VM 4
+/// and 8 beat 1 by 5–9 % on dense traces; counted without a branch, 4 beat 8 on an Intel VM;
+/// docs/BENCHMARKS.md).
 const FIRST_LINEAR: usize = 4;
 /// Entries of a bucket that [`PlanIndex::first_key_at_least`] counts before it searches.
 const BUCKET_LINEAR: usize = 4;
@@ -1697,9 +1698,9 @@ fn prefetch<T>(e: &T) {
 }
 
 /// First index `i ≥ lo` of `v` with `key(v[i]) ≥ t` (`key` non-decreasing), else `v.len()`,
-/// for answers expected near `lo` (a barrier's): the first [`FIRST_LINEAR`] entries one by
-/// one, then blocks of 8 entries, each with one branch and a branch-free search inside, then
-/// galloping.
+/// for answers expected near `lo` (a barrier's): the first [`FIRST_LINEAR`] entries counted
+/// without a branch, then blocks of 8 entries, each with one branch and a branch-free search
+/// inside, then galloping.
 #[inline]
 fn first_at_least(
     v: &[FastEntry],
@@ -1708,8 +1709,10 @@ fn first_at_least(
     key: impl Fn(&FastEntry) -> u64 + Copy,
 ) -> usize {
     const W: usize = FIRST_BLOCK;
-    // One by one first: most answers (a message's o, an idle wait) are among the next few, on
-    // the line already read; a block's last entry is often a line further.
+    // The next few first: most answers (a message's o, an idle wait) are among them, on the
+    // line already read; a block's last entry is often a line further. The keys are
+    // non-decreasing, so those below t are a prefix: counted without a branch (where the answer
+    // lies varies from rank to rank, and a branch on it is mispredicted).
     match v.get(lo..lo + FIRST_LINEAR) {
         Some(first) => {
             let below = first.iter().fold(0, |c, e| c + usize::from(key(e) < t));
