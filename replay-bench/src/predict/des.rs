@@ -864,9 +864,7 @@ impl IdxClocks<'_> {
             None => r.rep.segment(&self.ix[si]),
         }
     }
-}
 
-impl IdxClocks<'_> {
     /// [`ReplayEngine::leave`] where the fast path does not answer: kept out of the loop, whose
     /// registers its inlining would cost on every question.
     #[cold]
