@@ -2841,6 +2841,52 @@ mod tests {
     }
 
     #[test]
+    fn questions_past_the_lap_end_are_answered_fast_in_the_second_lap_as_the_walk() {
+        // A detour of 100–399 ns every 1000 ns over 200 µs; the replay starts 5 µs before the
+        // lap's end and computes 3 µs windows with barriers between them, well into its second
+        // lap (the fast entries' second half).
+        let d: Vec<(u64, u64)> = (0..200u64)
+            .map(|k| (k * 1000 + 1, 100 + (k * 37) % 300))
+            .collect();
+        let plan = Plan::new(&stream(200_000, &d), opts()).unwrap();
+        let ix = plan.index().expect("an index at S = 1");
+        let m = ix.groups.inj.len();
+        let offset = ix.u0 + ix.period_ns() - 5_000;
+        let mut w = Walk {
+            c: plan.cursor(offset),
+            pending: None,
+            busy_until: 0,
+        };
+        let seg = ix.segment_start(offset);
+        let mut r = ix.replay(&seg);
+        let second_lap = |r: &IndexedReplay| matches!(r.fast_start(&ix), Some(i) if i >= m);
+        let (mut start, mut computed, mut left, mut held) = (0u64, 0u32, 0u32, 0u32);
+        for _ in 0..30 {
+            let e1 = w.compute(start, 3_000);
+            let mut f = r;
+            if let Some(e) = f.compute_fast(&ix, start, 3_000) {
+                assert_eq!(e, e1);
+                computed += u32::from(second_lap(&r));
+            }
+            assert_eq!(r.compute(&ix, &seg, start, 3_000), e1);
+            let b = e1 + 700;
+            let x1 = w.leave(b);
+            let mut f = r;
+            if let Some(x) = f.leave_barrier_fast(&ix, b) {
+                assert_eq!(x, x1);
+                left += u32::from(second_lap(&r));
+                held += u32::from(x > b);
+            }
+            assert_eq!(r.leave_barrier(&ix, &seg, b), x1);
+            start = x1;
+        }
+        // Past the lap's end the questions are answered fast, some barriers held by a detour
+        // running at them.
+        assert!(computed >= 25, "{computed} computed fast in the second lap");
+        assert!(left >= 25 && held > 0, "{left} barriers fast, {held} held");
+    }
+
+    #[test]
     fn the_index_refuses_what_it_cannot_answer_exactly() {
         let s = stream(1000, &[(100, 10), (110, 20), (900, 5)]);
         let curve = OverheadByGap::new(&[(10, 1), (100, 2)]).unwrap();
