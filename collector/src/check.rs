@@ -390,11 +390,20 @@ fn collect_verdict(
             ));
         }
     }
-    Ok(format!(
+    let mut line = format!(
         "to collect (detours from {} up; loop period {})",
         us(observation.threshold_ns),
         us(t_min_ns)
-    ))
+    );
+    // Fit, but what a collection would warn of afterwards (short stalls of the loop, other work
+    // on the CPU) is worth knowing before it.
+    for w in [observation.short_stalls(), observation.busy()]
+        .into_iter()
+        .flatten()
+    {
+        line.push_str(&format!(", but {w}"));
+    }
+    Ok(line)
 }
 
 #[cfg(test)]
@@ -409,7 +418,7 @@ mod tests {
     }
 
     #[test]
-    fn a_wrong_frequency_or_an_unsteady_tsc_is_not_fit_to_collect() {
+    fn a_wrong_frequency_or_an_unsteady_tsc_is_not_fit_to_collect_and_stalls_are_named() {
         let clock = Clock::from_khz(2_600_000, crate::clock::FrequencySource::Given).unwrap();
         // The report names the source as it did with Debug, lower-cased.
         assert_eq!(clock.source.to_string(), "given");
@@ -442,5 +451,27 @@ mod tests {
                 .unwrap_err()
                 .contains("iterations")
         );
+        let fit = collect_verdict(&quiet, steady, None, &clock, 10.0).unwrap();
+        assert!(!fit.contains("but"), "{fit}");
+        // A very noisy CPU (CI on this VM, 2026-11-26): 1.1 % of the iterations were detours at
+        // 10 loop periods, short stalls: fit to collect, and said so.
+        let stalls = Observation {
+            detours: 367_512,
+            iterations: Some(33_400_000),
+            noise_ns: 125_900_000,
+            threshold_ns: 207.1,
+            resolution_ns: Some(1.0),
+            loop_ns: Some(20.7),
+            ..quiet
+        };
+        let w = collect_verdict(&stalls, steady, None, &clock, 20.7).unwrap();
+        assert!(w.contains("but CPU 0") && w.contains("short stalls"), "{w}");
+        // Over half of the time in detours: other work shared the CPU.
+        let busy = Observation {
+            noise_ns: 600_000_000,
+            ..quiet
+        };
+        let w = collect_verdict(&busy, steady, None, &clock, 10.0).unwrap();
+        assert!(w.contains("other work ran on this CPU"), "{w}");
     }
 }
