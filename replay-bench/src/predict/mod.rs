@@ -883,6 +883,14 @@ fn default_threads(ranks: u64, procs: u64, cores: usize) -> usize {
     }
 }
 
+/// Cores one process uses by default: those its affinity allows (`allowed`), but no more than
+/// its share of the host's `online` CPUs among the `on_host` processes of the job there. Under
+/// `mpirun` without binding every process is allowed every core, and all of them taking all
+/// would oversubscribe the host; bound to a core or a socket, the affinity is the smaller.
+fn cores_of_process(allowed: usize, online: usize, on_host: usize) -> usize {
+    allowed.min(online / on_host.max(1)).max(1)
+}
+
 /// `replay-bench predict`: prints the SD table, writes the report(s) and the plot.
 pub fn main(args: PredictArgs) -> anyhow::Result<()> {
     main_with(args, Engine::default())
@@ -902,11 +910,16 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     };
     let root = comm.rank() == 0;
     anyhow::ensure!(args.threads != Some(0), "--threads must be at least 1");
+    let on_host = mpi_comm
+        .as_ref()
+        .map_or(1, crate::comm::Mpi::ranks_on_this_host);
     let threads = args.threads.unwrap_or_else(|| {
+        let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let online = jitter_collect::cpuset::online_cpus().map_or(allowed, |c| c.len());
         default_threads(
             args.ranks.0.iter().max().copied().unwrap_or(1),
             comm.size() as u64,
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores_of_process(allowed, online, on_host),
         )
     });
     // The global pool (the communicator cannot move into another pool's threads), with this
@@ -928,9 +941,6 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     spec.engine = engine;
     // Estimate before anything large is allocated; every process checks its own share and all
     // agree, so that none is left waiting in a collective.
-    let on_host = mpi_comm
-        .as_ref()
-        .map_or(1, crate::comm::Mpi::ranks_on_this_host);
     let estimate = budget::estimate(
         &traces,
         &spec,
@@ -1098,6 +1108,20 @@ mod tests {
         assert_eq!(default_threads(1 << 20, 2, 16), 16);
         // Never more than the cores.
         assert_eq!(default_threads(1 << 20, 1, 2), 2);
+    }
+
+    #[test]
+    fn a_process_takes_its_share_of_the_host_unless_its_affinity_is_smaller() {
+        // Alone: every core it may use.
+        assert_eq!(cores_of_process(16, 16, 1), 16);
+        assert_eq!(cores_of_process(4, 16, 1), 4);
+        // mpirun without binding, 4 processes on a 16-core host: a quarter each.
+        assert_eq!(cores_of_process(16, 16, 4), 4);
+        // Bound to a socket of 8 cores, 2 processes on the host: the socket.
+        assert_eq!(cores_of_process(8, 16, 2), 8);
+        // Bound to a core, or more processes than cores: one.
+        assert_eq!(cores_of_process(1, 16, 16), 1);
+        assert_eq!(cores_of_process(16, 2, 4), 1);
     }
 
     #[test]
