@@ -1216,11 +1216,11 @@ impl PlanIndex {
         let from = (b[0] as usize).max(lo);
         let to = (b[1] as usize).max(from);
         // A bucket holds one or two entries on average: count those below `t` among the
-        // first few without a branch (every entry from the next bucket's first on has a key
-        // above `t`, so the count stops at the answer), where a search's branches on the
-        // bucket's varying size are mispredicted.
+        // first few (every entry from the next bucket's first on has a key above `t`, so the
+        // count stops at the answer), where a search's branches on the bucket's varying size
+        // are mispredicted.
         if let Some(first) = v.get(from..from + BUCKET_LINEAR) {
-            let below = first.iter().fold(0, |c, e| c + usize::from(e.key < t));
+            let below = count_below(first, t, |e| e.key);
             if below < BUCKET_LINEAR {
                 return from + below;
             }
@@ -1709,26 +1709,14 @@ fn first_at_least(
     key: impl Fn(&FastEntry) -> u64 + Copy,
 ) -> usize {
     const W: usize = FIRST_BLOCK;
-    // The next few first: most answers (a message's o, an idle wait) are among them, on the
-    // line already read; a block's last entry is often a line further. The keys are
-    // non-decreasing, so those below t are a prefix: counted without a branch (where the answer
-    // lies varies from rank to rank, and a branch on it is mispredicted).
-    match v.get(lo..lo + FIRST_LINEAR) {
-        Some(first) => {
-            let below = first.iter().fold(0, |c, e| c + usize::from(key(e) < t));
-            if below < FIRST_LINEAR {
-                return lo + below;
-            }
-        }
-        None => {
-            for i in lo..lo + FIRST_LINEAR {
-                match v.get(i) {
-                    Some(e) if key(e) >= t => return i,
-                    None => return v.len(),
-                    _ => {}
-                }
-            }
-        }
+    // The next few first, counted: most answers (a message's o, an idle wait) are among them,
+    // on the line already read; a block's last entry is often a line further.
+    let Some(first) = v.get(lo..lo + FIRST_LINEAR) else {
+        return first_at_least_near_end(v, lo, t, key);
+    };
+    let below = count_below(first, t, key);
+    if below < FIRST_LINEAR {
+        return lo + below;
     }
     // Entry `at` is below t (the block search needs only its last entry at or above).
     let mut at = lo + FIRST_LINEAR - 1;
@@ -1745,6 +1733,28 @@ fn first_at_least(
         at += W;
     }
     gallop(at as u64, v.len() as u64, |i| key(&v[i as usize]) >= t) as usize
+}
+
+/// [`first_at_least`] where fewer than [`FIRST_LINEAR`] entries are left from `lo`: where the
+/// first at or above `t` sits among them, else the end (rare: kept out of the searches' code).
+#[cold]
+#[inline(never)]
+fn first_at_least_near_end(
+    v: &[FastEntry],
+    lo: usize,
+    t: u64,
+    key: impl Fn(&FastEntry) -> u64,
+) -> usize {
+    let from = lo.min(v.len());
+    from + count_below(&v[from..], t, key)
+}
+
+/// How many entries of `w` (`key` non-decreasing) have a key below `t`, counted without a
+/// branch: those below are a prefix, so the count is where the first at or above `t` sits
+/// (where the answer lies varies from rank to rank, and a branch on it is mispredicted).
+#[inline]
+fn count_below(w: &[FastEntry], t: u64, key: impl Fn(&FastEntry) -> u64) -> usize {
+    w.iter().fold(0, |c, e| c + usize::from(key(e) < t))
 }
 
 /// Smallest `v` in `[l, r]` with `pred(v)` (monotone), given `pred(r)` or `r` the end.

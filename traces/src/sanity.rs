@@ -124,37 +124,37 @@ impl Observation {
     /// are over [`MAX_ITERATION_SHARE`] of its iterations: short stalls of the loop are
     /// counted, real but not the operating system's.
     pub fn short_stalls(&self) -> Option<String> {
-        if !self.threshold_clears_loop() {
-            return None;
-        }
-        if let Some(share) = self.iteration_share().filter(|&s| s > MAX_ITERATION_SHARE) {
-            return Some(format!(
-                "CPU {}: {:.1} % of the probe loop's iterations were detours ({:.3e}/s at \
-                 threshold {:.1} ns, {:.0} loop periods of {:.1} ns): these are short stalls of \
-                 the loop (cache misses, a busy SMT sibling, fast VM exits) on a very noisy CPU; \
-                 collect with a larger threshold (--threshold-ns) if they are not the jitter you \
-                 mean to replay",
-                self.cpu,
-                share * 100.0,
-                self.rate_per_s(),
-                self.threshold_ns,
-                self.threshold_ns / self.loop_ns.unwrap_or(1.0),
-                self.loop_ns.unwrap_or(0.0)
-            ));
-        }
-        self.piled_at_threshold().then(|| {
-            format!(
-                "CPU {}: {:.3e} detours/s, half of them within {:.1} ns of the threshold {:.1} ns \
-                 (the loop's period is {:.1} ns): these are short stalls of the loop (cache \
-                 misses, a busy SMT sibling, fast VM exits); collect with a larger threshold \
-                 (--threshold-ns) if they are not the jitter you mean to replay",
-                self.cpu,
-                self.rate_per_s(),
-                self.near_ns(),
-                self.threshold_ns,
-                self.loop_ns.unwrap_or(0.0)
-            )
-        })
+        let loop_ns = self.loop_ns.filter(|_| self.threshold_clears_loop())?;
+        let (what, noisy) = match self.iteration_share().filter(|&s| s > MAX_ITERATION_SHARE) {
+            Some(share) => (
+                format!(
+                    "{:.1} % of the probe loop's iterations were detours ({:.3e}/s at threshold \
+                     {:.1} ns, {:.0} loop periods of {loop_ns:.1} ns)",
+                    share * 100.0,
+                    self.rate_per_s(),
+                    self.threshold_ns,
+                    self.threshold_ns / loop_ns
+                ),
+                " on a very noisy CPU",
+            ),
+            None if self.piled_at_threshold() => (
+                format!(
+                    "{:.3e} detours/s, half of them within {:.1} ns of the threshold {:.1} ns \
+                     (the loop's period is {loop_ns:.1} ns)",
+                    self.rate_per_s(),
+                    self.near_ns(),
+                    self.threshold_ns
+                ),
+                "",
+            ),
+            None => return None,
+        };
+        Some(format!(
+            "CPU {}: {what}: these are short stalls of the loop (cache misses, a busy SMT sibling, \
+             fast VM exits){noisy}; collect with a larger threshold (--threshold-ns) if they are \
+             not the jitter you mean to replay",
+            self.cpu
+        ))
     }
 
     /// Detours per probe loop iteration, where the iterations are known.

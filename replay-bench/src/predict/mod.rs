@@ -136,8 +136,8 @@ pub struct PredictArgs {
     /// Seed of offsets, resync points and timer errors.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Worker threads (default: all cores; where a process simulates over 1024 ranks, at most one
-    /// per 1024).
+    /// Worker threads (default: the cores this process may use, at most its share of the host's
+    /// among the job's processes there; where it simulates over 1024 ranks, at most one per 1024).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Write the report (JSON); with `--model both` the analytic one goes to `<stem>.order-stats.json`.
