@@ -473,21 +473,26 @@ impl Plan {
 /// shorter than M, around the timeline of length `period_ns`), saturating just above
 /// [`MAX_DETOUR_NS`].
 fn longest_injection_ns(records: &[Record], period_ns: u64, opts: &PlanOptions) -> u64 {
-    let n = records.len();
     let (mut longest, mut chain) = (0u64, 0u64);
-    for i in 0..2 * n {
-        let r = &records[i % n];
-        chain = chain.saturating_add(opts.scaled(r.run_ns));
-        longest = longest.max(chain);
-        if longest > MAX_DETOUR_NS {
-            break;
-        }
-        let gap = match records.get(i % n + 1) {
-            Some(next) => next.start_ns - r.end_ns(),
-            None => (records[0].start_ns + period_ns).saturating_sub(r.end_ns()),
-        };
-        if opts.scaled(gap) >= opts.min_sleep_ns {
-            chain = 0;
+    // Around the timeline into a second lap, until the chain breaks there: from that break on,
+    // the second lap's chains are the first's (a break depends only on its record's gap).
+    'laps: for lap in 0..2 {
+        for (i, r) in records.iter().enumerate() {
+            chain = chain.saturating_add(opts.scaled(r.run_ns));
+            longest = longest.max(chain);
+            if longest > MAX_DETOUR_NS {
+                break 'laps;
+            }
+            let gap = match records.get(i + 1) {
+                Some(next) => next.start_ns - r.end_ns(),
+                None => (records[0].start_ns + period_ns).saturating_sub(r.end_ns()),
+            };
+            if opts.scaled(gap) >= opts.min_sleep_ns {
+                if lap == 1 {
+                    break 'laps;
+                }
+                chain = 0;
+            }
         }
     }
     // A replay covers at most one pass (f ≤ 1), so no injection exceeds all its run-times.
@@ -882,26 +887,30 @@ impl Default for PrefetchTicket {
     }
 }
 
+/// The rotated records from record `i` on, around the timeline (record `i` of the next lap is
+/// `lap_ns` = D later).
 struct RotSource<'a> {
     rs: &'a [u64],
     re: &'a [u64],
     period: u64,
-    k: usize,
+    i: usize,
+    lap_ns: u64,
     peeked: Option<(u64, u64)>,
 }
 
 impl DetourSource for RotSource<'_> {
+    #[inline]
     fn next_raw(&mut self) -> Option<(u64, u64)> {
         if let Some(p) = self.peeked.take() {
             return Some(p);
         }
-        let n = self.rs.len();
-        let (i, lap) = (self.k % n, (self.k / n) as u64);
-        self.k += 1;
-        Some((
-            self.rs[i] + lap * self.period,
-            self.re[i] + lap * self.period,
-        ))
+        if self.i == self.rs.len() {
+            self.i = 0;
+            self.lap_ns += self.period;
+        }
+        let i = self.i;
+        self.i += 1;
+        Some((self.rs[i] + self.lap_ns, self.re[i] + self.lap_ns))
     }
     fn put_back(&mut self, d: (u64, u64)) {
         self.peeked = Some(d);
@@ -934,9 +943,8 @@ impl Plan {
         };
         let j0 = (0..n).find(|&j| opts.scaled(gap_before(j)) >= opts.min_sleep_ns)?;
         let (mut rs, mut re) = (large_vec(n), large_vec(n));
-        for k in 0..n {
-            let o = (j0 + k) % n;
-            let add = if o < j0 { d } else { 0 };
+        // Records j0.. of this lap, then ..j0 of the next.
+        for (o, add) in (j0..n).map(|o| (o, 0)).chain((0..j0).map(|o| (o, d))) {
             let (s, e) = rel(o);
             rs.push(s + add);
             re.push(e + add);
@@ -1047,7 +1055,8 @@ impl Groups {
                 rs,
                 re,
                 period: d,
-                k: k + 1,
+                i: k + 1,
+                lap_ns: 0,
                 peeked: None,
             };
             let g = merge_group(&opts, (rs[k], re[k]), u64::MAX, &mut src)?;
@@ -2656,6 +2665,38 @@ mod tests {
     }
 
     proptest! {
+        /// The bound on one injection is the longest chain of merged detours around the
+        /// timeline (the largest sum from any record over the records that follow it across
+        /// sleeps shorter than M, wrapping past the end, at most one pass), at least up to just
+        /// above [`MAX_DETOUR_NS`].
+        #[test]
+        fn the_longest_injection_is_the_longest_merged_chain_around_the_timeline(
+            s in arb_stream(),
+            scale in prop::sample::select(vec![1.0, 0.5, 3.0, 2e6]),
+            min_sleep in 0u64..6_000,
+        ) {
+            let o = PlanOptions { scale, min_sleep_ns: min_sleep, ..PlanOptions::ideal() };
+            let (r, d) = (&s.records, s.end_ns - s.begin_ns);
+            let n = r.len();
+            let gap_after = |k: usize| match r.get(k + 1) {
+                Some(next) => next.start_ns - r[k].end_ns(),
+                None => (r[0].start_ns + d).saturating_sub(r[k].end_ns()),
+            };
+            let mut want = 0u64;
+            for j in 0..n {
+                let mut chain = 0u64;
+                for k in (j..j + n).map(|k| k % n) {
+                    chain = chain.saturating_add(o.scaled(r[k].run_ns));
+                    want = want.max(chain);
+                    if o.scaled(gap_after(k)) >= o.min_sleep_ns {
+                        break;
+                    }
+                }
+            }
+            let cap = |x: u64| x.min(MAX_DETOUR_NS + 1);
+            prop_assert_eq!(cap(longest_injection_ns(r, d, &o)), cap(want));
+        }
+
         #[test]
         fn injections_are_ordered_non_overlapping_and_add_up(
             s in arb_stream(),

@@ -13,6 +13,7 @@
 //! Every chunk decodes on its own, so a reader keeps every chunk before the first damaged one.
 //! Sleep-times are not stored: they follow from the next start (or the stream's window end).
 
+use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -350,6 +351,22 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 
 #[inline]
 fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    // One or two bytes (values below 16384 ns: most gaps and run-times) without the loop.
+    if let Some(&[b0, b1]) = buf.get(*pos..*pos + 2) {
+        if b0 < 0x80 {
+            *pos += 1;
+            return Some(u64::from(b0));
+        }
+        if b1 < 0x80 {
+            *pos += 2;
+            return Some(u64::from(b0 & 0x7f) | u64::from(b1) << 7);
+        }
+    }
+    get_varint_long(buf, pos)
+}
+
+/// [`get_varint`] of any length, byte by byte.
+fn get_varint_long(buf: &[u8], pos: &mut usize) -> Option<u64> {
     let mut v = 0u64;
     let mut shift = 0u32;
     loop {
@@ -445,6 +462,17 @@ impl<R: Read> TraceReader<R> {
 
     /// Reads the next chunk; `Ok(None)` at a clean end of file (with or without an end chunk).
     pub fn next_chunk(&mut self) -> Result<Option<Chunk>, TraceError> {
+        let Some(c) = self.next_sealed()? else {
+            return Ok(None);
+        };
+        let out = self.open_sealed(&c);
+        // The buffer serves the next chunk: reading streams in constant memory.
+        self.buf = c.bytes;
+        out.map(Some)
+    }
+
+    /// Reads the next chunk's bytes and checks its checksum, without decoding them.
+    fn next_sealed(&mut self) -> Result<Option<Sealed>, TraceError> {
         if self.finished {
             return Ok(None);
         }
@@ -475,9 +503,10 @@ impl<R: Read> TraceReader<R> {
                 "length {len} is over the {MAX_CHUNK_BYTES}-byte limit"
             )));
         }
-        self.buf.clear();
-        self.buf.push(kind);
-        let n = read_up_to(&mut self.input, &mut self.buf, len)
+        let mut bytes = std::mem::take(&mut self.buf);
+        bytes.clear();
+        bytes.push(kind);
+        let n = read_up_to(&mut self.input, &mut bytes, len)
             .map_err(|e| TraceError::io("cannot read trace", e))?;
         if n < len as usize {
             self.finished = true;
@@ -485,31 +514,59 @@ impl<R: Read> TraceReader<R> {
                 "the file ends inside the chunk ({n} of {len} bytes)"
             )));
         }
-        if crc32fast::hash(&self.buf) != crc {
+        if crc32fast::hash(&bytes) != crc {
             self.finished = true;
             return Err(damaged("checksum mismatch".into()));
         }
         self.offset += 9 + u64::from(len);
         self.chunk_index += 1;
-        let chunk = match kind {
-            KIND_RECORDS => {
-                decode_records(&self.buf[1..], self.header.stream_cpus.len()).map_err(|r| {
-                    self.finished = true;
-                    damaged(r)
-                })?
-            }
-            KIND_END => {
-                self.finished = true;
-                let e: Epilogue = rmp_serde::from_slice(&self.buf[1..])
-                    .map_err(|e| damaged(format!("cannot decode end chunk: {e}")))?;
-                Chunk::End(e)
-            }
-            other => {
-                self.finished = true;
-                return Err(damaged(format!("unknown chunk kind {other}")));
-            }
+        if kind != KIND_RECORDS {
+            // Nothing follows an end chunk (or one of an unknown kind, which is damage).
+            self.finished = true;
+        }
+        Ok(Some(Sealed {
+            index: idx,
+            offset: at,
+            bytes,
+        }))
+    }
+
+    /// Decodes a chunk [`TraceReader::next_sealed`] read; a damaged one ends the reading.
+    fn open_sealed(&mut self, c: &Sealed) -> Result<Chunk, TraceError> {
+        let out = c.open(self.header.stream_cpus.len());
+        if out.is_err() {
+            self.finished = true;
+        }
+        out
+    }
+}
+
+/// A chunk's bytes (its kind first), read and checksummed but not decoded, with where it
+/// sits in the file.
+#[derive(Debug)]
+struct Sealed {
+    index: u64,
+    offset: u64,
+    bytes: Vec<u8>,
+}
+
+impl Sealed {
+    /// Decodes the chunk of a trace of `streams` streams.
+    fn open(&self, streams: usize) -> Result<Chunk, TraceError> {
+        let damaged = |reason: String| TraceError::Chunk {
+            chunk: self.index,
+            offset: self.offset,
+            reason,
         };
-        Ok(Some(chunk))
+        match self.bytes[0] {
+            KIND_RECORDS => decode_records(&self.bytes[1..], streams).map_err(damaged),
+            KIND_END => {
+                let e: Epilogue = rmp_serde::from_slice(&self.bytes[1..])
+                    .map_err(|e| damaged(format!("cannot decode end chunk: {e}")))?;
+                Ok(Chunk::End(e))
+            }
+            other => Err(damaged(format!("unknown chunk kind {other}"))),
+        }
     }
 }
 
@@ -621,36 +678,66 @@ pub fn read_from<R: Read>(input: R) -> Result<Loaded, TraceError> {
     let mut reader = TraceReader::new(input)?;
     let header = reader.header().clone();
     let n = header.stream_cpus.len();
-    let mut detours: Vec<Vec<Detour>> = vec![Vec::new(); n];
+    // Each stream's detours as the chunks hold them (joined once, into its records).
+    let mut detours: Vec<Vec<Vec<Detour>>> = vec![Vec::new(); n];
     let mut total = 0u64;
     let mut epilogue = None;
     let mut damage = None;
-    loop {
-        match reader.next_chunk() {
-            Ok(Some(Chunk::Records { stream, detours: d })) => {
-                let s = &mut detours[stream as usize];
-                if let (Some(last), Some(first)) = (s.last(), d.first()) {
-                    if first.start_ns <= last.start_ns || first.start_ns < last.end_ns() {
-                        damage = Some(TraceError::Chunk {
-                            chunk: reader.chunk_index - 1,
-                            offset: 0,
-                            reason: format!("stream {stream} goes back in time"),
-                        });
-                        break;
+    // Chunks are read in order and decoded side by side, a few at a time (a dense trace's
+    // decoding is a large part of loading it); the first damaged one ends the reading as when
+    // they are decoded one by one.
+    let batch = 2 * rayon::current_num_threads();
+    let mut sealed = Vec::with_capacity(batch);
+    'read: loop {
+        sealed.clear();
+        let mut read_error = None;
+        while sealed.len() < batch {
+            match reader.next_sealed() {
+                Ok(Some(c)) => sealed.push(c),
+                Ok(None) => break,
+                Err(e) => {
+                    read_error = Some(e);
+                    break;
+                }
+            }
+        }
+        if sealed.is_empty() && read_error.is_none() {
+            break;
+        }
+        let opened: Vec<Result<Chunk, TraceError>> = sealed.par_iter().map(|c| c.open(n)).collect();
+        for (c, chunk) in sealed.iter().zip(opened) {
+            match chunk {
+                Ok(Chunk::Records { stream, detours: d }) => {
+                    let s = &mut detours[stream as usize];
+                    let last = s.last().and_then(|v: &Vec<Detour>| v.last());
+                    if let (Some(last), Some(first)) = (last, d.first()) {
+                        if first.start_ns <= last.start_ns || first.start_ns < last.end_ns() {
+                            damage = Some(TraceError::Chunk {
+                                chunk: c.index,
+                                offset: 0,
+                                reason: format!("stream {stream} goes back in time"),
+                            });
+                            break 'read;
+                        }
+                    }
+                    total += d.len() as u64;
+                    if !d.is_empty() {
+                        s.push(d);
                     }
                 }
-                total += d.len() as u64;
-                s.extend_from_slice(&d);
+                Ok(Chunk::End(e)) => {
+                    epilogue = Some(e);
+                    break 'read;
+                }
+                Err(e) => {
+                    damage = Some(e);
+                    break 'read;
+                }
             }
-            Ok(Some(Chunk::End(e))) => {
-                epilogue = Some(e);
-                break;
-            }
-            Ok(None) => break,
-            Err(e) => {
-                damage = Some(e);
-                break;
-            }
+        }
+        if let Some(e) = read_error {
+            damage = Some(e);
+            break;
         }
     }
     let mut trace = Trace {
@@ -681,16 +768,18 @@ pub fn read_from<R: Read>(input: R) -> Result<Loaded, TraceError> {
     };
     for (i, d) in detours.into_iter().enumerate() {
         let summary = epilogue.as_ref().and_then(|e| e.streams.get(i));
-        let last_end = d.last().map_or(0, Detour::end_ns);
+        let last_end = d.last().and_then(|v| v.last()).map_or(0, Detour::end_ns);
         let (begin, end) = match summary {
             Some(s) if matches!(completeness, Completeness::Complete) => {
-                let first_start = d.first().map_or(s.begin_ns, |f| f.start_ns);
+                let first_start =
+                    (d.first().and_then(|v| v.first())).map_or(s.begin_ns, |f| f.start_ns);
                 let begin = s.begin_ns.min(first_start);
                 (begin, s.end_ns.max(last_end).max(begin))
             }
             _ => (0, last_end),
         };
-        let mut s = Stream::from_detours(cpus[i], begin, end, &d)?;
+        let runs: Vec<&[Detour]> = d.iter().map(Vec::as_slice).collect();
+        let mut s = Stream::from_detour_runs(cpus[i], begin, end, &runs)?;
         if let Some(sum) = summary {
             s.counters = sum.counters.clone();
         }
@@ -743,4 +832,56 @@ pub fn write_trace(path: &Path, trace: &Trace) -> Result<(), TraceError> {
     trace.validate()?;
     crate::output::write_output(path, |w| write_to(w, trace).map(|_| ()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every length of varint, alone and at the very end of a buffer (where the two-byte read
+    /// has one byte left), reads back as written, and leaves the position after it.
+    #[test]
+    fn varints_of_every_length_read_back_at_the_end_of_the_buffer_too() {
+        let mut values = vec![0, 1, 127, 128, 255, 16_383, 16_384, 2_097_151, 2_097_152];
+        values.extend(
+            (7..64)
+                .step_by(7)
+                .flat_map(|b| [(1u64 << b) - 1, 1u64 << b]),
+        );
+        values.extend([u64::MAX - 1, u64::MAX]);
+        for &v in &values {
+            let mut buf = Vec::new();
+            put_varint(&mut buf, v);
+            let mut pos = 0;
+            assert_eq!(get_varint(&buf, &mut pos), Some(v), "{v}");
+            assert_eq!(pos, buf.len(), "{v}");
+            // After another value, and followed by one.
+            let mut two = vec![0x05];
+            put_varint(&mut two, v);
+            two.push(0x7f);
+            let mut pos = 1;
+            assert_eq!(get_varint(&two, &mut pos), Some(v), "{v}");
+            assert_eq!(pos, two.len() - 1, "{v}");
+            // Cut short by a byte: no value.
+            let mut pos = 0;
+            assert_eq!(get_varint(&buf[..buf.len() - 1], &mut pos), None, "{v}");
+        }
+    }
+
+    /// Encodings longer than 64 bits are refused, not wrapped.
+    #[test]
+    fn varints_over_64_bits_are_refused() {
+        let mut pos = 0;
+        assert_eq!(
+            get_varint(
+                &[0xff; 9].iter().chain(&[0x02]).copied().collect::<Vec<_>>(),
+                &mut pos
+            ),
+            None
+        );
+        let mut pos = 0;
+        assert_eq!(get_varint(&[0x80; 11], &mut pos), None);
+        let mut pos = 0;
+        assert_eq!(get_varint(&[], &mut pos), None);
+    }
 }

@@ -90,9 +90,20 @@ impl Stream {
         end_ns: u64,
         detours: &[Detour],
     ) -> Result<Self, TraceError> {
-        let mut records = Vec::with_capacity(detours.len());
-        for (i, d) in detours.iter().enumerate() {
-            let next = detours.get(i + 1).map_or(end_ns, |n| n.start_ns);
+        Stream::from_detour_runs(cpu, begin_ns, end_ns, std::slice::from_ref(&detours))
+    }
+
+    /// [`Stream::from_detours`] over the concatenation of `runs` (consecutive runs of detours,
+    /// as a trace file's chunks hold them), without copying them into one first.
+    pub fn from_detour_runs(
+        cpu: u32,
+        begin_ns: u64,
+        end_ns: u64,
+        runs: &[&[Detour]],
+    ) -> Result<Self, TraceError> {
+        let mut records = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
+        let mut prev: Option<&Detour> = None;
+        let mut push = |d: &Detour, next: u64, i: usize| {
             let sleep_ns = next
                 .checked_sub(d.end_ns())
                 .ok_or_else(|| TraceError::Invalid {
@@ -109,15 +120,25 @@ impl Stream {
                 run_ns: d.run_ns,
                 sleep_ns,
             });
+            Ok(())
+        };
+        for (i, d) in runs.iter().flat_map(|r| r.iter()).enumerate() {
+            if let Some(p) = prev {
+                push(p, d.start_ns, i - 1)?;
+            }
+            prev = Some(d);
         }
-        let s = Stream {
+        if let Some(p) = prev {
+            let last = runs.iter().map(|r| r.len()).sum::<usize>() - 1;
+            push(p, end_ns, last)?;
+        }
+        Ok(Stream {
             cpu,
             begin_ns,
             end_ns,
             records,
             counters: BTreeMap::new(),
-        };
-        Ok(s)
+        })
     }
 
     /// Length of the observation window, ns.
