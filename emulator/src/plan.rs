@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use jitter_trace::memory::{large_vec, large_vec_filled};
 use jitter_trace::{Record, Stream, Trace};
 
 /// How the injector arms its timer, which decides how timer lateness is compensated.
@@ -394,7 +395,8 @@ impl Plan {
                 MAX_DETOUR_NS / 1_000_000_000
             )));
         }
-        let mut records = stream.records.clone();
+        let mut records = large_vec(stream.records.len());
+        records.extend_from_slice(&stream.records);
         // Sleeps are re-derived from the window so the last one reaches the common end.
         let n = records.len();
         records[n - 1].sleep_ns = end_ns - records[n - 1].end_ns();
@@ -953,17 +955,23 @@ impl Plan {
         // `rs` and `re`): loading a dense trace is a large part of a short prediction.
         let ((run_cum, noise_cum), groups) = rayon::join(
             || {
+                // At S = 1 the scaled sums are the sums (`noise_cum` stays empty).
+                let scaled = opts.scale != 1.0;
                 let mut run_cum = large_vec(n + 1);
-                let mut noise_cum = large_vec(n + 1);
+                let mut noise_cum = if scaled { large_vec(n + 1) } else { Vec::new() };
                 let (mut rc, mut nc) = (0u64, 0u64);
                 for k in 0..n {
                     run_cum.push(rc);
-                    noise_cum.push(nc);
                     rc += re[k] - rs[k];
-                    nc += opts.scaled(re[k] - rs[k]);
+                    if scaled {
+                        noise_cum.push(nc);
+                        nc += opts.scaled(re[k] - rs[k]);
+                    }
                 }
                 run_cum.push(rc);
-                noise_cum.push(nc);
+                if scaled {
+                    noise_cum.push(nc);
+                }
                 (run_cum, noise_cum)
             },
             || Groups::of(opts, &rs, &re, d),
@@ -1187,7 +1195,8 @@ impl PlanIndex {
     pub fn bytes(&self) -> usize {
         let n = self.rs.len();
         let g = self.groups.gfirst.len();
-        n * (8 * 4 + 4)
+        n * (8 * 3 + 4)
+            + self.noise_cum.len() * 8
             + g * (4 + 8 * 4)
             + self.groups.inj.len() * (24 + 4)
             + self.fast.len() * std::mem::size_of::<FastEntry>()
@@ -1316,7 +1325,18 @@ impl PlanIndex {
 
     fn noise_cum_u(&self, k: u64) -> u64 {
         let (i, lap) = Self::split(k, self.n());
-        self.noise_cum[i] + lap * self.noise_cum[self.rs.len()]
+        let v = self.noise_cum();
+        v[i] + lap * v[self.rs.len()]
+    }
+
+    /// Σ S·run of the records before each record (one more: the lap's): the plain sums at
+    /// S = 1.
+    fn noise_cum(&self) -> &[u64] {
+        if self.noise_cum.is_empty() {
+            &self.run_cum
+        } else {
+            &self.noise_cum
+        }
     }
 
     fn group_of(&self, k: u64) -> u64 {
@@ -1627,66 +1647,6 @@ fn bucket_firsts(v: &[FastEntry], shift: u32, buckets: usize) -> Vec<u32> {
             f.write(i as u32);
         }
     })
-}
-
-/// A [`large_vec`] of `n` elements written in chunks side by side on the worker threads
-/// (`fill(first, chunk)` writes every element of `chunk`, elements `first..`), each thread
-/// taking the page faults of its own chunks.
-fn large_vec_filled<T: Send>(
-    n: usize,
-    fill: impl Fn(usize, &mut [std::mem::MaybeUninit<T>]) + Sync,
-) -> Vec<T> {
-    use rayon::prelude::*;
-    let mut v = large_vec(n);
-    // A few chunks per thread, each at least a huge page's worth of elements.
-    let chunk =
-        (n / (4 * rayon::current_num_threads())).max(HUGE_PAGE / std::mem::size_of::<T>().max(1));
-    v.spare_capacity_mut()[..n]
-        .par_chunks_mut(chunk)
-        .enumerate()
-        .for_each(|(c, part)| fill(c * chunk, part));
-    // SAFETY: the vector has capacity for `n` elements (`large_vec(n)`), and `fill` wrote
-    // every element of each chunk of the first `n`, which cover them all.
-    unsafe { v.set_len(n) };
-    v
-}
-
-/// An empty vector with room for `n` elements, whose pages the kernel may back with huge pages
-/// (2 MiB): an index's arrays reach hundreds of MB on a dense trace, and with 4 KiB pages the
-/// kernel takes a fault and zeroes a page for every 4 KiB first written (half the loading time
-/// of 2048 ranks on a 15 s trace at 10^5 detours/s was system time on a 2-vCPU VM).
-fn large_vec<T>(n: usize) -> Vec<T> {
-    let v: Vec<T> = Vec::with_capacity(n);
-    #[cfg(target_os = "linux")]
-    advise_huge_pages(v.as_ptr().cast(), v.capacity() * std::mem::size_of::<T>());
-    v
-}
-
-/// Size of a huge page on x86-64 and aarch64 with 4 KiB base pages.
-const HUGE_PAGE: usize = 2 << 20;
-
-/// The whole huge pages inside `[ptr, ptr + bytes)`: their start and length, if any.
-fn huge_pages_within(ptr: usize, bytes: usize) -> Option<(usize, usize)> {
-    let begin = ptr.checked_next_multiple_of(HUGE_PAGE)?;
-    let end = ptr.saturating_add(bytes) & !(HUGE_PAGE - 1);
-    (end > begin).then(|| (begin, end - begin))
-}
-
-/// Asks the kernel to back the whole huge pages inside `[ptr, ptr + bytes)`, an allocation of
-/// this process not yet written, with huge pages where its transparent huge page setting is
-/// `madvise` (ignored where not allowed: only a hint).
-#[cfg(target_os = "linux")]
-fn advise_huge_pages(ptr: *const u8, bytes: usize) {
-    let Some((begin, len)) = huge_pages_within(ptr as usize, bytes) else {
-        return;
-    };
-    if let Some(at) = std::ptr::NonNull::new(begin as *mut std::ffi::c_void) {
-        // SAFETY: the range lies inside one live allocation owned by the caller's vector and is
-        // page-aligned; MADV_HUGEPAGE changes only how the kernel backs its pages, no content
-        // and no mapping; an error (a kernel without THP) leaves the range as it was.
-        let _ =
-            unsafe { nix::sys::mman::madvise(at, len, nix::sys::mman::MmapAdvise::MADV_HUGEPAGE) };
-    }
 }
 
 /// Starts loading the cache line of `e` without waiting for it (a hint: it never faults and
@@ -2163,65 +2123,9 @@ impl IndexedReplay {
 mod tests {
     use super::*;
 
+    use jitter_trace::memory::HUGE_PAGE;
     use jitter_trace::Detour;
     use proptest::prelude::*;
-
-    #[test]
-    fn only_whole_huge_pages_inside_an_allocation_are_advised() {
-        const H: usize = HUGE_PAGE;
-        assert_eq!(huge_pages_within(H + 16, 3 * H), Some((2 * H, 2 * H)));
-        assert_eq!(huge_pages_within(2 * H, 2 * H), Some((2 * H, 2 * H)));
-        assert_eq!(huge_pages_within(H + 16, H), None);
-        assert_eq!(huge_pages_within(16, 0), None);
-        assert_eq!(huge_pages_within(usize::MAX - 8, H), None);
-    }
-
-    /// Where the kernel allows it (`madvise` or `always`), a large index array is backed by
-    /// huge pages once written (/proc/self/smaps of its mapping).
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_large_vector_gets_huge_pages_where_the_kernel_allows_them() {
-        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-            .unwrap_or_default();
-        if !(mode.contains("[madvise]") || mode.contains("[always]")) {
-            eprintln!("NOT CHECKED: transparent huge pages are {mode:?} here");
-            return;
-        }
-        let n = 8 * HUGE_PAGE / 8;
-        let mut v: Vec<u64> = large_vec(n);
-        v.resize(n, 1);
-        let (at, end) = (v.as_ptr() as usize, v.as_ptr() as usize + 8 * n);
-        // The advice splits the vector's mapping: sum over every mapping that overlaps it.
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut huge_kb = 0u64;
-        let mut overlaps = false;
-        for line in smaps.lines() {
-            let range = line.split_whitespace().next().unwrap_or("");
-            if let Some((lo, hi)) = range.split_once('-') {
-                if let (Ok(lo), Ok(hi)) =
-                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
-                {
-                    overlaps = lo < end && at < hi;
-                    continue;
-                }
-            }
-            if let (true, Some(kb)) = (overlaps, line.strip_prefix("AnonHugePages:")) {
-                huge_kb += kb
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .unwrap();
-            }
-        }
-        // 7 of its 8 huge pages lie whole inside it; a fragmented machine may refuse some.
-        assert!(
-            huge_kb >= 2048,
-            "no huge page backs a 16 MiB index array ({huge_kb} kB)"
-        );
-        // The vector lived, written, while its mappings were read.
-        assert_eq!(v.iter().sum::<u64>(), n as u64);
-    }
 
     #[test]
     fn a_vector_filled_side_by_side_holds_every_element_in_order() {
@@ -2251,14 +2155,17 @@ mod tests {
         let (mut rc, mut nc) = (0, 0);
         for k in 0..n as usize {
             assert_eq!(
-                (ix.run_cum[k], ix.noise_cum[k]),
+                (ix.run_cum[k], ix.noise_cum()[k]),
                 (rc, nc),
                 "sums before {k}"
             );
             rc += ix.re[k] - ix.rs[k];
             nc += ix.opts.scaled(ix.re[k] - ix.rs[k]);
         }
-        assert_eq!((ix.run_cum[n as usize], ix.noise_cum[n as usize]), (rc, nc));
+        assert_eq!(
+            (ix.run_cum[n as usize], ix.noise_cum()[n as usize]),
+            (rc, nc)
+        );
         let m = ix.groups.inj.len();
         assert_eq!(ix.fast.len(), 2 * m);
         assert!(ix.fast.len() * std::mem::size_of::<FastEntry>() > 2 * HUGE_PAGE);

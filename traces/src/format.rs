@@ -603,7 +603,7 @@ fn decode_records(p: &[u8], streams: usize) -> Result<Chunk, String> {
     if count > MAX_CHUNK_RECORDS as u64 || count > (bin_len / 2) as u64 {
         return Err(format!("record count {count} does not fit the chunk"));
     }
-    let mut detours = Vec::with_capacity(count as usize);
+    let mut detours = crate::memory::large_vec(count as usize);
     let mut pos = 0usize;
     let mut prev_end = base;
     let mut prev_start = None;

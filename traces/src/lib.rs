@@ -7,6 +7,7 @@ pub mod compare;
 pub mod error;
 pub mod format;
 pub mod interop;
+pub mod memory;
 pub mod model;
 pub mod nodes;
 pub mod output;

@@ -101,7 +101,7 @@ impl Stream {
         end_ns: u64,
         runs: &[&[Detour]],
     ) -> Result<Self, TraceError> {
-        let mut records = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
+        let mut records = crate::memory::large_vec(runs.iter().map(|r| r.len()).sum());
         let mut prev: Option<&Detour> = None;
         let mut push = |d: &Detour, next: u64, i: usize| {
             let sleep_ns = next
