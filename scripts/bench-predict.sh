@@ -10,7 +10,8 @@
 #
 # `--ab OLD NEW [REPEATS]` instead alternates two builds on dense traces (15 s and 60 s at
 # 10^5 detours/s), 2048 ranks x 10^4 phases, offloaded and dissemination barrier, and says
-# whether their reports agree.
+# whether their reports agree; its first case, 2048 ranks x 1 phase, times loading alone
+# (reading the trace, its plan and index).
 #
 # `--density [REPEATS]` instead times the indexed engine at 2048 ranks x 10^4 phases (offloaded
 # barrier, sync none, --timer abstime, 2 threads) on 15 s traces of 10^3, 10^4, 3*10^4 and 10^5
@@ -248,11 +249,13 @@ if [ "${1:-}" = "--ab" ]; then
         dense_trace 100000 "$d" "$tmp/dense$d.jtr"
     done
     machine
-    printf '%-8s %-14s %-16s %-6s %-4s %8s %8s %s\n' trace collective sync build rep wall_s \
-        user_s reports
-    for case in dense15:offloaded:none dense60:offloaded:none dense15:dissemination:none \
-                dense15:offloaded:none,once,phase dense15:dissemination:none,once,phase; do
-        IFS=: read -r trace coll sync <<<"$case"
+    printf '%-8s %-14s %-16s %-6s %-6s %-4s %8s %8s %s\n' trace collective sync phases build \
+        rep wall_s user_s reports
+    for case in dense15:offloaded:none:1 dense15:offloaded:none dense60:offloaded:none \
+                dense15:dissemination:none dense15:offloaded:none,once,phase \
+                dense15:dissemination:none,once,phase; do
+        IFS=: read -r trace coll sync phases <<<"$case"
+        phases=${phases:-10000}
         for rep in $(seq "$reps"); do
             for which in old new; do
                 bin=$old
@@ -260,7 +263,7 @@ if [ "${1:-}" = "--ab" ]; then
                 echo "$case $which $rep" >&2
                 t=$( { timeout 600 /usr/bin/time -f "%e %U" "$bin" predict --engine indexed \
                     --timer abstime --model des --force --trace "$tmp/$trace.jtr" \
-                    --ranks 2048 --phases 10000 --sync "$sync" --threads 2 \
+                    --ranks 2048 --phases "$phases" --sync "$sync" --threads 2 \
                     --collective "$coll" -o "$tmp/$which.json" >/dev/null; } 2>&1 | tail -1)
                 same=-
                 if [ "$which" = new ]; then
@@ -268,8 +271,8 @@ if [ "${1:-}" = "--ab" ]; then
                     cmp -s <(jq -S 'del(.created_unix_s)' "$tmp/old.json") \
                         <(jq -S 'del(.created_unix_s)' "$tmp/new.json") && same=equal
                 fi
-                printf '%-8s %-14s %-16s %-6s %-4s %8s %8s %s\n' "$trace" "$coll" "$sync" \
-                    "$which" "$rep" $t "$same"
+                printf '%-8s %-14s %-16s %-6s %-6s %-4s %8s %8s %s\n' "$trace" "$coll" "$sync" \
+                    "$phases" "$which" "$rep" $t "$same"
             done
         done
     done
