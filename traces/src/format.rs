@@ -685,8 +685,15 @@ pub fn read_from<R: Read>(input: R) -> Result<Loaded, TraceError> {
     let mut damage = None;
     // Chunks are read in order and decoded side by side, a few at a time (a dense trace's
     // decoding is a large part of loading it); the first damaged one ends the reading as when
-    // they are decoded one by one.
-    let batch = 2 * rayon::current_num_threads();
+    // they are decoded one by one. Side by side only on a worker of a rayon pool, which the
+    // caller set up: a reader inside an application (the C API, an MPI rank of `run`) starts
+    // no threads.
+    let pooled = rayon::current_thread_index().is_some();
+    let batch = if pooled {
+        2 * rayon::current_num_threads()
+    } else {
+        1
+    };
     let mut sealed = Vec::with_capacity(batch);
     'read: loop {
         sealed.clear();
@@ -704,7 +711,11 @@ pub fn read_from<R: Read>(input: R) -> Result<Loaded, TraceError> {
         if sealed.is_empty() && read_error.is_none() {
             break;
         }
-        let opened: Vec<Result<Chunk, TraceError>> = sealed.par_iter().map(|c| c.open(n)).collect();
+        let opened: Vec<Result<Chunk, TraceError>> = if pooled {
+            sealed.par_iter().map(|c| c.open(n)).collect()
+        } else {
+            sealed.iter().map(|c| c.open(n)).collect()
+        };
         for (c, chunk) in sealed.iter().zip(opened) {
             match chunk {
                 Ok(Chunk::Records { stream, detours: d }) => {

@@ -2,7 +2,7 @@
 
 use std::io::Cursor;
 
-use jitter_trace::format::{read_from, write_to, Completeness, Epilogue, TraceWriter};
+use jitter_trace::format::{read_from, write_to, Completeness, Epilogue, Loaded, TraceWriter};
 use jitter_trace::{Detour, Stream, Trace, TraceError};
 use proptest::prelude::*;
 
@@ -55,6 +55,33 @@ fn write_chunked(trace: &Trace, chunk: usize) -> Vec<u8> {
     w.finish(Epilogue::of(trace)).unwrap()
 }
 
+/// Reads `bytes` chunk by chunk (outside any pool) and side by side (on the workers of pools
+/// of 2 and 3 threads, batches of 4 and 6 chunks); all must give the same trace and the same
+/// completeness, which is returned.
+fn read_both(bytes: &[u8]) -> Result<Loaded, TraceError> {
+    let alone = read_from(Cursor::new(bytes));
+    for threads in [2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let pooled = pool.install(|| read_from(Cursor::new(bytes)));
+        match (&alone, &pooled) {
+            (Ok(a), Ok(p)) => {
+                assert_eq!(a.trace.streams, p.trace.streams, "{threads} threads");
+                assert_eq!(
+                    format!("{:?}", a.completeness),
+                    format!("{:?}", p.completeness),
+                    "{threads} threads"
+                );
+            }
+            (Err(a), Err(p)) => assert_eq!(a.to_string(), p.to_string(), "{threads} threads"),
+            (a, p) => panic!("{threads} threads: {a:?} against {p:?}"),
+        }
+    }
+    alone
+}
+
 /// Byte offsets of every chunk (kind byte) in a file.
 fn chunk_offsets(bytes: &[u8]) -> Vec<usize> {
     let hlen = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
@@ -81,7 +108,7 @@ fn records_starting_together_are_damage() {
     bytes.extend_from_slice(&[0; 4]);
     bytes.extend_from_slice(&payload);
     jitter_trace::format::reseal_checksums(&mut bytes);
-    let l = read_from(Cursor::new(&bytes)).unwrap();
+    let l = read_both(&bytes).unwrap();
     match &l.completeness {
         Completeness::Damaged { records: 0, error } => {
             assert!(error.to_string().contains("same time"), "{error}")
@@ -102,11 +129,11 @@ proptest! {
         let t = build(&streams);
         t.validate().unwrap();
         let whole = write_to(Vec::new(), &t).unwrap();
-        let back = read_from(Cursor::new(&whole)).unwrap();
+        let back = read_both(&whole).unwrap();
         prop_assert!(matches!(back.completeness, Completeness::Complete));
         prop_assert_eq!(&back.trace.streams, &t.streams);
         let chunked = write_chunked(&t, chunk);
-        let back = read_from(Cursor::new(&chunked)).unwrap();
+        let back = read_both(&chunked).unwrap();
         prop_assert!(matches!(back.completeness, Completeness::Complete));
         prop_assert_eq!(&back.trace.streams, &t.streams);
     }
@@ -126,7 +153,7 @@ proptest! {
             if fix {
                 jitter_trace::format::reseal_checksums(&mut bytes);
             }
-            if let Ok(l) = read_from(Cursor::new(&bytes)) {
+            if let Ok(l) = read_both(&bytes) {
                 prop_assert!(l.trace.validate().is_ok(), "{:?}", l.trace.validate());
             }
         }
@@ -146,7 +173,7 @@ fn truncated_file_keeps_complete_chunks() {
     // 20 record chunks (10 per stream) and the end chunk; cut just before the end chunk.
     assert_eq!(offsets.len(), 21);
     let cut = &bytes[..offsets[20]];
-    let l = read_from(Cursor::new(cut)).unwrap();
+    let l = read_both(cut).unwrap();
     match l.completeness {
         Completeness::Truncated { records } => assert_eq!(records, 200),
         other => panic!("{other:?}"),
@@ -165,7 +192,7 @@ fn truncated_file_keeps_complete_chunks() {
     l.trace.validate().unwrap();
     // Cut in the middle of a record chunk: the chunks before it are kept.
     let cut = &bytes[..offsets[5] + 12];
-    let l = read_from(Cursor::new(cut)).unwrap();
+    let l = read_both(cut).unwrap();
     match &l.completeness {
         Completeness::Damaged { records, error } => {
             assert_eq!(*records, 50);
@@ -182,7 +209,7 @@ fn flipped_byte_names_the_chunk_and_keeps_earlier_records() {
     let offsets = chunk_offsets(&bytes);
     let mut bad = bytes.clone();
     bad[offsets[7] + 9 + 3] ^= 0x40;
-    let l = read_from(Cursor::new(&bad)).unwrap();
+    let l = read_both(&bad).unwrap();
     match &l.completeness {
         Completeness::Damaged { records, error } => {
             assert_eq!(*records, 70);
@@ -206,7 +233,7 @@ fn an_undecodable_chunk_in_the_middle_keeps_only_the_chunks_before_it() {
     let mut bad = bytes.clone();
     bad[offsets[3]] = 7;
     jitter_trace::format::reseal_checksums(&mut bad);
-    let l = read_from(Cursor::new(&bad)).unwrap();
+    let l = read_both(&bad).unwrap();
     match &l.completeness {
         Completeness::Damaged { records, error } => {
             assert_eq!(*records, 30);
@@ -231,7 +258,7 @@ fn garbage_empty_and_wrong_version_are_errors() {
     assert!(e.to_string().contains("empty"), "{e}");
     let mut bytes = write_to(Vec::new(), &sample()).unwrap();
     bytes[8] = 9;
-    let e = read_from(Cursor::new(&bytes)).unwrap_err();
+    let e = read_both(&bytes).unwrap_err();
     assert!(matches!(e, TraceError::Version { found: 9, .. }), "{e}");
     let e = read_from(Cursor::new(&bytes[..12])).unwrap_err();
     assert!(e.to_string().contains("header"), "{e}");
@@ -244,7 +271,7 @@ fn zero_record_trace_round_trips() {
         .push(Stream::from_detours(0, 5, 1_000, &[]).unwrap());
     t.sync_header();
     let bytes = write_to(Vec::new(), &t).unwrap();
-    let l = read_from(Cursor::new(&bytes)).unwrap();
+    let l = read_both(&bytes).unwrap();
     assert!(matches!(l.completeness, Completeness::Complete));
     assert_eq!(l.trace.streams, t.streams);
     assert_eq!(l.trace.record_count(), 0);
@@ -256,13 +283,13 @@ fn oversized_length_fields_are_refused_without_allocating() {
     // Header length of 4 GiB - 1.
     let mut bad = bytes.clone();
     bad[10..14].copy_from_slice(&u32::MAX.to_le_bytes());
-    let e = read_from(Cursor::new(&bad)).unwrap_err();
+    let e = read_both(&bad).unwrap_err();
     assert!(e.to_string().contains("over the"), "{e}");
     // Chunk length of 4 GiB - 1: the chunk is reported damaged, nothing is allocated.
     let mut bad = bytes.clone();
     let at = chunk_offsets(&bytes)[0];
     bad[at + 1..at + 5].copy_from_slice(&u32::MAX.to_le_bytes());
-    let l = read_from(Cursor::new(&bad)).unwrap();
+    let l = read_both(&bad).unwrap();
     match &l.completeness {
         Completeness::Damaged { records, error } => {
             assert_eq!(*records, 0);
@@ -270,4 +297,39 @@ fn oversized_length_fields_are_refused_without_allocating() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// A stream's chunk that starts before the one read before it ends is damage: the chunks before
+/// it are kept, read chunk by chunk or side by side.
+#[test]
+fn a_chunk_going_back_in_time_keeps_the_chunks_before_it() {
+    let t = sample();
+    let bytes = write_chunked(&t, 10);
+    let offsets = chunk_offsets(&bytes);
+    let chunk = |i: usize| &bytes[offsets[i]..offsets[i + 1]];
+    // Chunks alternate between the streams: put stream 0's second chunk (records 10..20)
+    // before its first.
+    let mut bad = bytes[..offsets[0]].to_vec();
+    for i in [2, 1, 0] {
+        bad.extend_from_slice(chunk(i));
+    }
+    bad.extend_from_slice(&bytes[offsets[3]..]);
+    let l = read_both(&bad).unwrap();
+    match &l.completeness {
+        Completeness::Damaged { records, error } => {
+            assert_eq!(*records, 20);
+            let msg = error.to_string();
+            assert!(
+                msg.contains("chunk 2") && msg.contains("back in time"),
+                "{msg}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        l.trace.streams[0].records[0].start_ns,
+        t.streams[0].records[10].start_ns
+    );
+    assert_eq!(l.trace.record_count(), 20);
+    l.trace.validate().unwrap();
 }
