@@ -36,8 +36,9 @@ pub const MAX_CHUNK_BYTES: u32 = 8 << 20;
 pub const MAX_CHUNK_RECORDS: usize = 1 << 18;
 /// Reading a file of `n` bytes makes no single allocation larger than
 /// `READ_ALLOC_PER_BYTE · n + READ_ALLOC_FIXED` bytes: a detour takes at least 2 bytes of the
-/// file and 16 in memory, in a vector that grows by doubling (a `Record` of 24 bytes is
-/// allocated exactly); buffers grow with the bytes read, never with a length the file claims.
+/// file, 16 in its chunk's vector and 24 as a `Record` (both allocated exactly, for the count a
+/// chunk holds, at most half its bytes); buffers grow with the bytes read, never with a length
+/// the file claims.
 pub const READ_ALLOC_PER_BYTE: usize = 16;
 /// The fixed part of the reader's allocation bound: the 64 KiB read buffer of `read_trace`, and
 /// at most 1 MiB that serde preallocates for a sequence whose length MessagePack announces.
