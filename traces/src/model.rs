@@ -101,7 +101,8 @@ impl Stream {
         end_ns: u64,
         runs: &[&[Detour]],
     ) -> Result<Self, TraceError> {
-        let mut records = crate::memory::large_vec(runs.iter().map(|r| r.len()).sum());
+        let n: usize = runs.iter().map(|r| r.len()).sum();
+        let mut records = crate::memory::large_vec(n);
         let mut prev: Option<&Detour> = None;
         let mut push = |d: &Detour, next: u64, i: usize| {
             let sleep_ns = next
@@ -129,8 +130,7 @@ impl Stream {
             prev = Some(d);
         }
         if let Some(p) = prev {
-            let last = runs.iter().map(|r| r.len()).sum::<usize>() - 1;
-            push(p, end_ns, last)?;
+            push(p, end_ns, n - 1)?;
         }
         Ok(Stream {
             cpu,
