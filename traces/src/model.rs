@@ -377,6 +377,26 @@ mod tests {
         assert!(err.to_string().contains("index 0"), "{err}");
     }
 
+    /// Runs of detours give the stream of their concatenation; an overlap across two runs, or
+    /// a last detour past the window's end, names the detour's index in the whole stream.
+    #[test]
+    fn detour_runs_make_the_stream_of_their_concatenation() {
+        let all = [d(10, 5), d(100, 20), d(200, 1), d(300, 7)];
+        let runs: [&[Detour]; 4] = [&all[..1], &[], &all[1..3], &all[3..]];
+        let joined = Stream::from_detour_runs(3, 0, 1000, &runs).unwrap();
+        assert_eq!(joined, Stream::from_detours(3, 0, 1000, &all).unwrap());
+        let err = Stream::from_detour_runs(0, 0, 1000, &[&[d(10, 5), d(100, 150)], &[d(200, 1)]])
+            .unwrap_err();
+        assert!(err.to_string().contains("index 1"), "{err}");
+        let err = Stream::from_detour_runs(0, 0, 250, &[&[d(10, 5)], &[d(200, 60)]]).unwrap_err();
+        assert!(err.to_string().contains("index 1"), "{err}");
+        let none: [&[Detour]; 2] = [&[], &[]];
+        assert!(Stream::from_detour_runs(0, 0, 9, &none)
+            .unwrap()
+            .records
+            .is_empty());
+    }
+
     #[test]
     fn validate_names_stream_and_index() {
         let mut s = Stream::from_detours(0, 0, 1000, &[d(10, 5), d(100, 20)]).unwrap();
