@@ -1191,16 +1191,26 @@ impl PlanIndex {
         self.period
     }
 
-    /// Bytes the index holds.
+    /// Bytes the index holds (the lengths of its arrays).
     pub fn bytes(&self) -> usize {
-        let n = self.rs.len();
-        let g = self.groups.gfirst.len();
-        n * (8 * 3 + 4)
-            + self.noise_cum.len() * 8
-            + g * (4 + 8 * 4)
-            + self.groups.inj.len() * (24 + 4)
-            + self.fast.len() * std::mem::size_of::<FastEntry>()
-            + self.key_first.len() * 4
+        fn b<T>(v: &[T]) -> usize {
+            std::mem::size_of_val(v)
+        }
+        let g = &self.groups;
+        b(&self.rs)
+            + b(&self.re)
+            + b(&self.run_cum)
+            + b(&self.noise_cum)
+            + b(&g.rgroup)
+            + b(&g.gfirst)
+            + b(&g.ginj)
+            + b(&g.ginj_ns)
+            + b(&g.gdrop)
+            + b(&g.gdrop_ns)
+            + b(&g.inj)
+            + b(&g.inj_group)
+            + b(&self.fast)
+            + b(&self.key_first)
     }
 
     /// Builds `key_first` over `fast` (its keys non-decreasing); `None` where `fast` has more

@@ -48,7 +48,8 @@ pub const INDEXED_NS_PER_EVENT: f64 = 30.0;
 /// indexed engine, 4–8 ns in the walk at 10³–10⁵ detours/s, with margin.
 pub const COLLECTIVE_NS_PER_EVENT: f64 = 15.0;
 /// Indexed engine: bytes of the compiled index per record of an indexed stream (cumulative
-/// arrays per record, group and injection, two laps of starts and keys), an upper bound.
+/// arrays per record, group and injection, two laps of starts and keys), an upper bound
+/// (≈ 129 bytes measured by `PlanIndex::bytes` on dense noise at S = 1, in its test).
 pub const INDEX_BYTES_PER_RECORD: u64 = 144;
 /// Indexed engine: time to compile the index once per trace, per record of an indexed stream,
 /// ns (measured ≈ 100 ns on the project VM).
@@ -431,6 +432,30 @@ mod tests {
             platform: Platform::ideal(),
             engine: crate::predict::Engine::Walk,
         }
+    }
+
+    /// The per-record bound the estimate counts holds for the arrays an index really holds, and
+    /// is not far above them: dense noise at S = 1, the largest index (a group and an injection
+    /// per record, and two laps of fast entries; at S ≠ 1 the scaled sums replace those).
+    #[test]
+    fn an_index_holds_no_more_than_the_bytes_per_record_the_estimate_counts() {
+        let t = synthesize(
+            &"poisson:rate=100000/s,dur=lognormal:1us:0.5"
+                .parse()
+                .unwrap(),
+            1,
+            200_000_000,
+            3,
+        )
+        .unwrap();
+        let plan = jitter_emulator::Plan::from_trace(&t, 0, PlanOptions::ideal()).unwrap();
+        let ix = plan.index().expect("an index of a dense trace");
+        let per_record = ix.bytes() as f64 / plan.records().len() as f64;
+        let bound = INDEX_BYTES_PER_RECORD as f64;
+        assert!(
+            per_record <= bound && per_record > 0.8 * bound,
+            "{per_record:.1} bytes per record against {bound}"
+        );
     }
 
     /// `spec` for the indexed engine.
