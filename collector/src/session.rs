@@ -1,5 +1,10 @@
 //! A collection session: one pinned probe per CPU started together, a writer streaming their
 //! detours to one `.jtr` trace on a common time base, and the summary table at the end.
+//!
+//! `collect_with_stop` runs in four steps, each a type: `Prepared` (outputs opened, guards and
+//! rings set up), `Running` (probes released, header written), `Drained` (probes and writer
+//! ended) and `Summary` (table, end chunk, commit, attribution). What a full ring dropped is
+//! counted and located (`ring::LostSpans`).
 
 use std::collections::BTreeMap;
 use std::fs::File;

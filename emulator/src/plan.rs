@@ -6,6 +6,18 @@
 //! for a stream window `[begin, end)` of length `D`, so replay wraps around the end of the stream.
 //! A replay segment starts at a timeline point `p` and replay time `r0`; a detour starting at `U`
 //! is due at `r0 + S · (U − p)`.
+//!
+//! Two ways to answer "where is this rank's replay at time t": the [`Cursor`] walks injection by
+//! injection (the injector, and the predictor's `--engine walk`); [`Plan::index`] compiles one
+//! lap of merged groups (cumulative spans and counts, built with the cursor's `merge_group`)
+//! into a [`PlanIndex`] that a per-rank [`IndexedReplay`] searches instead of walking. At S = 1
+//! the index keeps flat `(a, a − cs)` entries of two laps and a bucket table over `a − cs`, so a
+//! question is one threshold found near the rank's next entry (`first_at_least`, a branch-free
+//! `count_below`) or through its bucket (`first_key_at_least`); other cases take the general
+//! search. Its arrays are advised huge pages (`jitter_trace::memory::large_vec`) and filled in
+//! chunks on the caller's rayon pool (`large_vec_filled`). The predictor asks for the lines a
+//! search will read a few ranks ahead (`prefetch_compute` returns a [`PrefetchTicket`] that
+//! `prefetch_entries` reads; `prefetch_barrier`), a hint that never changes an answer.
 
 use std::sync::Arc;
 

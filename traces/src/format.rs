@@ -12,6 +12,10 @@
 //!
 //! Every chunk decodes on its own, so a reader keeps every chunk before the first damaged one.
 //! Sleep-times are not stored: they follow from the next start (or the stream's window end).
+//!
+//! [`read_trace`] reads the chunks in order and, when called on a worker of the caller's rayon
+//! pool, decodes a few side by side (one by one otherwise; it starts no threads), joining them
+//! into each stream's records; the first damaged chunk ends the read.
 
 use rayon::prelude::*;
 use std::collections::BTreeMap;

@@ -17,6 +17,12 @@
 //!
 //! Every round is two passes over the ranks (the senders, then the receivers), each touching a
 //! rank at most once: O(N) per round and O(N log N) per collective, rayon over chunks of ranks.
+//!
+//! A question whose window ends before the rank's next injection is due is answered from
+//! `Clocks::quiet_until` without asking the engine. When one plan, one process and every rank
+//! sending and receiving each round make all ranks alike (`symmetric`), they are one state.
+//! Under MPI each round's send ends go only to their receivers' processes, as (receiver, end)
+//! pairs in one `MPI_Alltoallv` (`Scratch`'s routes): O(own ranks) per process and round.
 
 use jitter_trace::units::format_ns;
 use rayon::prelude::*;

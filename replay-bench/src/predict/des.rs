@@ -16,6 +16,17 @@
 //! reused across phases; nothing is allocated per phase. Under MPI the ranks are split over the
 //! processes and the per-phase maxima and sums are reduced with the [`Collective`]; every
 //! virtual rank draws from its own seeded generator, so the split does not change the result.
+//!
+//! Engines (`Engine`): the walk (a `Cursor` per rank) and the indexed engine (an
+//! `IndexedReplay` over the trace's `PlanIndex`, compiled once per trace), the default where
+//! it applies (no timer errors); both behind the trait `ReplayEngine`, so that one phase loop,
+//! `offloaded`, and the algorithmic collectives serve both. Ranks that are exact copies (one
+//! plan, one start offset: `sorted_states`) are one state with a count; sums are multiplied by
+//! it, maxima are not. Passes hand out chunks of at least `MIN_CHUNK` states (`chunk_of`); a
+//! chunk of one plan's states runs a loop compiled with that plan fixed
+//! (`ReplayEngine::uniform`), which asks for the index lines of the ranks `PREFETCH_AHEAD`
+//! states ahead so that their cache misses overlap. `set_limit` finds ahead where each replay
+//! reaches the fraction f, and the phase it does is dropped when the phases close.
 
 use std::sync::Arc;
 

@@ -1,6 +1,14 @@
 //! `replay-bench predict`: the Parallel Benchmark in virtual time for any number of ranks,
 //! executing the same replay plan as the emulator (one plan, two clocks), and the analytic
 //! order-statistics model beside it.
+//!
+//! This module holds the flags (`PredictArgs`, `NodeTraceArgs`), the preparation of every
+//! trace's plans (`TraceInput`; a node-trace set is one more row, `TraceInput::node_set`) and
+//! the table of rows. The main thread is worker 0 of rayon's pool (`use_current_thread`, built
+//! before the traces are read), so parallel passes start on a worker and MPI calls stay on the
+//! main thread; without `--threads` the pool has no more workers than the largest rank count's
+//! chunks where it makes several, nor than the process's share of the host's CPUs
+//! (`cores_of_process`).
 
 pub mod background;
 pub mod budget;
