@@ -132,8 +132,14 @@ unsafe fn start(
     if let Err(e) = injector::check_signal_free() {
         return fail(emulator_code(&e), e.to_string());
     }
-    let trace = match jitter_trace::read_trace(Path::new(path)) {
+    // No salvage through the C API: a trace that lacks detours is refused.
+    let read = jitter_trace::read_trace(Path::new(path)).and_then(|l| {
+        l.accept(path, jitter_trace::Salvage::Refuse)?;
+        Ok(l)
+    });
+    let trace = match read {
         Ok(l) => l.trace,
+        Err(jitter_trace::TraceError::Incomplete(why)) => return fail(JB_ERR_TRACE, why),
         Err(e) => {
             return fail(
                 JB_ERR_TRACE,

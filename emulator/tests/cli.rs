@@ -58,3 +58,33 @@ fn inject_refuses_a_scale_or_minimum_sleep_that_would_spin_for_ever() {
     );
     assert_error(&o, "over the bound of 10 s");
 }
+
+/// A trace whose ring dropped detours is refused before calibrating or entering SCHED_FIFO,
+/// by `jitter-inject` and `jitter-emulate fidelity` alike (the one policy of
+/// `jitter_trace::integrity`), with `--salvage` named.
+#[test]
+fn inject_and_fidelity_refuse_a_lossy_trace_naming_salvage() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = "periodic:period=1ms,dur=20us".parse().unwrap();
+    let mut t = jitter_trace::synth::synthesize(&spec, 1, 1_000_000_000, 1).unwrap();
+    t.streams[0].counters.insert("lost_detours".into(), 500);
+    t.streams[0].counters.insert("lost_ns".into(), 10_000_000);
+    let p = dir.path().join("l.jtr");
+    jitter_trace::write_trace(&p, &t).unwrap();
+    let p = p.to_str().unwrap();
+    let line = format!(
+        "{p}: the collector's ring dropped 500 of 1500 detours (10.000 ms of noise) on CPU 0: \
+         1000 of 1500 detours kept there; refused (--salvage goes on with what was kept and \
+         prints the share kept)"
+    );
+    let o = run(
+        env!("CARGO_BIN_EXE_jitter-inject"),
+        &["--trace", p, "--cpu", "0"],
+    );
+    assert_error(&o, &line);
+    let o = run(
+        env!("CARGO_BIN_EXE_jitter-emulate"),
+        &["fidelity", "--trace", p],
+    );
+    assert_error(&o, &line);
+}
