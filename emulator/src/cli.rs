@@ -152,8 +152,18 @@ impl CalibrationArgs {
     /// when missing, stale or `--recalibrate`; about 20 s).
     pub fn load(&self, clock: &Clock) -> Result<Calibration> {
         match &self.calibration {
-            Some(p) => Calibration::load(p)?
-                .with_context(|| format!("calibration file {} does not exist", p.display())),
+            Some(p) => {
+                let c = Calibration::load(p)?
+                    .with_context(|| format!("calibration file {} does not exist", p.display()))?;
+                if let Some(why) = c.busy() {
+                    eprintln!(
+                        "warning: calibration file {} was taken on a busy machine: {why}; its \
+                         O, L and M include that work's time",
+                        p.display()
+                    );
+                }
+                Ok(c)
+            }
             None => Calibration::load_or_measure(clock, self.recalibrate)
                 .context("cannot calibrate the injector"),
         }

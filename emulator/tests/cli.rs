@@ -88,3 +88,33 @@ fn inject_and_fidelity_refuse_a_lossy_trace_naming_salvage() {
     );
     assert_error(&o, &line);
 }
+
+/// A corrupt calibration cache names the file, what is wrong and what to do, on one line.
+#[test]
+fn a_corrupt_calibration_cache_says_to_measure_again_with_refresh() {
+    use jitter_emulator::cache::file_name_part;
+    let dir = tempfile::tempdir().unwrap();
+    let (host, kernel) = jitter_emulator::calibration::host_and_kernel();
+    let cache = dir.path().join("jitterbench");
+    std::fs::create_dir_all(&cache).unwrap();
+    let file = cache.join(format!(
+        "calibration-{}-{}.json",
+        file_name_part(&host),
+        file_name_part(&kernel)
+    ));
+    std::fs::write(&file, "").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_jitter-emulate"))
+        .args(["--no-fifo", "calibrate"])
+        .env("XDG_CACHE_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_error(
+        &o,
+        &format!(
+            "calibration {} is unreadable (EOF while parsing a value at line 1 column 0): measure \
+             it again with `jitter-emulate calibrate --refresh` (`--recalibrate` in replay-bench \
+             run and jitter-inject), or delete the file",
+            file.display()
+        ),
+    );
+}
