@@ -680,10 +680,11 @@ impl Loaded {
     /// Every warning a user of this trace must see: what it lacks (damage, truncation, ring
     /// loss, as one line with the share kept), and numbers no machine has.
     pub fn warnings(&self) -> Vec<String> {
+        let windows_known = matches!(self.completeness, Completeness::Complete);
         self.integrity()
             .warning()
             .into_iter()
-            .chain(crate::sanity::warnings(&self.trace))
+            .chain(crate::sanity::warnings_of(&self.trace, windows_known))
             .collect()
     }
 }

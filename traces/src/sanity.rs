@@ -277,11 +277,23 @@ pub fn observe(trace: &Trace, stream: &Stream) -> Observation {
 
 /// One warning per stream of `trace` whose numbers no machine has, or whose CPU was busy.
 pub fn warnings(trace: &Trace) -> Vec<String> {
+    warnings_of(trace, true)
+}
+
+/// [`warnings`]; without `windows_known` (a damaged or truncated file: its streams' windows
+/// were in the lost end chunk) how long each probe observed is not judged.
+pub fn warnings_of(trace: &Trace, windows_known: bool) -> Vec<String> {
     trace
         .streams
         .iter()
         .flat_map(|s| {
-            let o = observe(trace, s);
+            let mut o = observe(trace, s);
+            if !windows_known {
+                // A window shorter than the rule's is what the defect left, not what the probe
+                // observed: the rule is not applied.
+                o.collection_ns = None;
+                o.duration_ns = o.duration_ns.max(MIN_OBSERVED_NS);
+            }
             [
                 o.implausibility()
                     .map(|w| format!("implausible collection: {w}")),
