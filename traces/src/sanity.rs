@@ -499,6 +499,24 @@ mod tests {
     }
 
     #[test]
+    fn a_collected_trace_s_short_stream_is_named_unless_its_windows_were_lost() {
+        let s: crate::Spec = "periodic:period=1ms,dur=10us".parse().unwrap();
+        // 500 µs of a collected trace (its header knows the loop period): too short.
+        let mut t = crate::synth::synthesize(&s, 1, 500_000, 1).unwrap();
+        t.header.tsc_khz = 1_000_000;
+        (t.header.environment).insert("counter_loop_ticks".into(), "10".into());
+        let w = warnings(&t);
+        assert!(
+            w.iter().any(|w| w.contains("the probe observed 500.00 us")),
+            "{w:?}"
+        );
+        // The same trace read from a damaged file: its window is what the damage left.
+        assert!(!warnings_of(&t, false)
+            .iter()
+            .any(|w| w.contains("the probe observed")));
+    }
+
+    #[test]
     fn a_stream_s_busy_verdict_needs_no_histogram_and_matches_the_observation_s() {
         for (spec, busy) in [
             ("periodic:period=10ms,dur=6ms", true),
