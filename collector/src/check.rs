@@ -299,6 +299,7 @@ pub fn run(cpu: Option<u32>, clock: Clock) -> Result<CheckReport> {
         threshold_ns: clock.ticks_to_ns_f64(threshold),
         resolution_ns: Some(clock.ticks_to_ns_f64(profile.resolution_ticks)),
         loop_ns: Some(clock.ticks_to_ns_f64(1) * profile.loop_ticks),
+        collection_ns: Some(probe_ns),
     };
     let lateness = timer_lateness(&clock);
     let (cost, matched) = sigalrm_cost(&clock, threshold)?;

@@ -83,7 +83,8 @@ pub struct Cli {
     #[arg(long, default_value_t = 1)]
     pub prio: i32,
     /// Allow a real-time policy on every CPU of the machine, and accept a collection that fails
-    /// the plausibility check (exit status 0; the trace is kept either way).
+    /// the plausibility check or whose ring dropped more detours than readers accept (exit
+    /// status 0; the trace is kept either way).
     #[arg(long)]
     pub force: bool,
     /// Trace file (default: jitter-<host>-<unix time>.jtr).
@@ -262,23 +263,60 @@ pub fn run(cli: Cli) -> Result<()> {
             print!("{}", jitter_trace::attribution::render(report));
         }
     }
-    if !summary.implausible.is_empty() {
-        let kept = format!("the trace {} is kept", summary.trace.display());
-        if cli.force {
-            for w in &summary.implausible {
-                eprintln!("warning: implausible collection: {w} ({kept}; --force given)");
-            }
-        } else {
-            for w in &summary.implausible[1..] {
-                eprintln!("error: implausible collection: {w}");
-            }
-            bail!(
-                "implausible collection: {} ({kept}; --force accepts it)",
-                summary.implausible[0]
-            );
+    let kept = format!("the trace {} is kept", summary.trace.display());
+    let mut errors: Vec<String> = (summary.implausible.iter())
+        .map(|w| format!("implausible collection: {w}"))
+        .collect();
+    let loss = ring_loss(&summary.rows);
+    match (loss.problem(), loss.acceptable()) {
+        (Some(p), true) => eprintln!(
+            "warning: {p} ({}; within the {} % readers accept)",
+            loss.kept_line().unwrap_or_default(),
+            jitter_trace::integrity::TOLERATED_LOSS_SHARE * 100.0
+        ),
+        (Some(p), false) => {
+            let drain = if cli.drain_ms == 0 {
+                "a --drain-ms above 0 (0 drains only at the end)".to_string()
+            } else {
+                format!("a shorter --drain-ms (now {})", cli.drain_ms)
+            };
+            errors.push(format!(
+                "{p}: readers refuse the trace without --salvage; collect with a bigger --ring \
+                 (now {}) or {drain}",
+                cli.ring
+            ))
         }
+        (None, _) => {}
     }
-    Ok(())
+    if errors.is_empty() {
+        return Ok(());
+    }
+    if cli.force {
+        for e in &errors {
+            eprintln!("warning: {e} ({kept}; --force given)");
+        }
+        return Ok(());
+    }
+    for e in &errors[1..] {
+        eprintln!("error: {e}");
+    }
+    bail!("{} ({kept}; --force accepts it)", errors[0])
+}
+
+/// What the collection's rings dropped, judged by the rule every reader of the trace applies
+/// ([`jitter_trace::integrity`]).
+fn ring_loss(rows: &[table::CpuRow]) -> jitter_trace::Integrity {
+    let streams = rows
+        .iter()
+        .map(|r| jitter_trace::integrity::StreamLoss {
+            cpu: r.cpu,
+            detours_kept: r.delta,
+            detours_lost: r.ovfl,
+            noise_kept_ns: r.sum_intr_ns.saturating_sub(r.ovfl_ns),
+            noise_lost_ns: r.ovfl_ns,
+        })
+        .collect();
+    jitter_trace::Integrity::of_streams(streams, None)
 }
 
 /// `--check`: measures and prints the machine's fitness to collect and to replay.

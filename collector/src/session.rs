@@ -1216,7 +1216,17 @@ impl Drained<'_> {
             StopReason::Duration
         };
         let (rows, summaries) = self.rows();
-        let implausible = self.judge(&rows);
+        // What the probes had to observe: the duration asked for when it ran out, else (a
+        // signal, a detour count) the longest any probe observed.
+        let collection_ns = match (stopped_by, config.duration) {
+            (StopReason::Duration, Some(d)) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            _ => rows
+                .iter()
+                .map(|r| (r.rt_s * 1e9) as u64)
+                .max()
+                .unwrap_or(0),
+        };
+        let implausible = self.judge(&rows, collection_ns);
         let notes = self.notes(&implausible, stopped_by)?;
         let steal = self
             .session
@@ -1406,7 +1416,7 @@ impl Drained<'_> {
 
     /// Why the rows cannot be right, one line per implausible CPU; short stalls and a busy
     /// machine become warnings.
-    fn judge(&mut self, rows: &[CpuRow]) -> Vec<String> {
+    fn judge(&mut self, rows: &[CpuRow], collection_ns: u64) -> Vec<String> {
         let (config, clock) = (self.session.config, &self.session.clock);
         let (threshold, profile) = (self.started.threshold, &self.started.profile);
         let observations: Vec<Observation> = rows
@@ -1423,6 +1433,7 @@ impl Drained<'_> {
                 threshold_ns: clock.ticks_to_ns_f64(threshold),
                 resolution_ns: Some(clock.ticks_to_ns_f64(profile.resolution_ticks)),
                 loop_ns: Some(row.loop_ns),
+                collection_ns: Some(collection_ns),
             })
             .collect();
         let implausible: Vec<String> = observations

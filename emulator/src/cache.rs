@@ -152,12 +152,27 @@ pub fn age(measured_unix_s: u64, now_unix_s: u64) -> String {
     }
 }
 
+/// The warning a calibration taken on a busy machine is written with, `why` its evidence.
+pub fn busy_warning(why: &str, path: &Path) -> String {
+    format!(
+        "the calibration was taken on a busy machine: {why}; its O, L and M include that work's \
+         time; it is kept in {} with that evidence and measured again when next needed (calibrate \
+         on a quiet machine: jitter-emulate calibrate --refresh)",
+        path.display()
+    )
+}
+
 /// Reads a cached JSON value; `Ok(None)` when the file does not exist, an error naming the file
-/// when it cannot be read or parsed.
+/// and what to do when it cannot be read or parsed.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<Option<T>> {
     match std::fs::read_to_string(path) {
         Ok(s) => serde_json::from_str(&s).map(Some).map_err(|e| {
-            anyhow::anyhow!("calibration cache {} is unreadable: {e}", path.display())
+            anyhow::anyhow!(
+                "calibration {} is unreadable ({e}): measure it again with `jitter-emulate \
+                 calibrate --refresh` (`--recalibrate` in replay-bench run and jitter-inject), or \
+                 delete the file",
+                path.display()
+            )
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(anyhow::anyhow!("cannot read {}: {e}", path.display())),
@@ -196,8 +211,22 @@ impl Calibration {
         write_json(self, path)
     }
 
+    /// Reuse `cached` on `now` unless missing, stale, `refresh`, or taken on a busy machine
+    /// (its O, L and M include other work's time: measured again, never silently reused).
+    pub fn decide(cached: Option<&Calibration>, now: &MachineKey, refresh: bool) -> Decision {
+        match decide(cached.map(Calibration::key).as_ref(), now, refresh) {
+            Decision::Reuse => match cached.and_then(Calibration::busy) {
+                Some(why) => Decision::Measure(format!(
+                    "the cached calibration was taken on a busy machine ({why})"
+                )),
+                None => Decision::Reuse,
+            },
+            measure => measure,
+        }
+    }
+
     /// The cached calibration for this host, kernel and CPU model, measured and cached if
-    /// missing, stale or `refresh` (saying why on stderr).
+    /// missing, stale, taken on a busy machine or `refresh` (saying why on stderr).
     pub fn load_or_measure(clock: &Clock, refresh: bool) -> anyhow::Result<Calibration> {
         let path = Calibration::cache_path();
         let now = MachineKey::current(None);
@@ -206,11 +235,7 @@ impl Calibration {
         } else {
             Calibration::load(&path)?
         };
-        match decide(
-            cached.as_ref().map(Calibration::key).as_ref(),
-            &now,
-            refresh,
-        ) {
+        match Calibration::decide(cached.as_ref(), &now, refresh) {
             Decision::Reuse => {
                 if let Some(c) = cached {
                     return Ok(c);
@@ -220,6 +245,9 @@ impl Calibration {
         }
         let c = Calibration::measure(clock, &Settings::default())?;
         c.save(&path)?;
+        if let Some(why) = c.busy() {
+            eprintln!("warning: {}", busy_warning(&why, &path));
+        }
         Ok(c)
     }
 }
@@ -306,6 +334,53 @@ mod tests {
     }
 
     #[test]
+    fn a_calibration_taken_on_a_busy_machine_is_measured_again_not_reused() {
+        let now = key();
+        let quiet = Calibration {
+            host: now.host.clone(),
+            kernel: now.kernel.clone(),
+            cpu_model: now.cpu_model.clone(),
+            load: Some(crate::calibration::load::MachineLoad {
+                others_busy_share: 0.1,
+                cpus: 2,
+                seconds: 20.0,
+                ..Default::default()
+            }),
+            ..Calibration::default()
+        };
+        let now = MachineKey { cpu: None, ..now };
+        assert_eq!(
+            Calibration::decide(Some(&quiet), &now, false),
+            Decision::Reuse
+        );
+        // Cached before the load was recorded: no evidence against it.
+        let old = Calibration {
+            load: None,
+            ..quiet.clone()
+        };
+        assert_eq!(
+            Calibration::decide(Some(&old), &now, false),
+            Decision::Reuse
+        );
+        let mut busy = quiet.clone();
+        busy.load.as_mut().unwrap().others_busy_share = 0.8;
+        match Calibration::decide(Some(&busy), &now, false) {
+            Decision::Measure(why) => assert!(
+                why.starts_with(
+                    "the cached calibration was taken on a busy machine (other work took 80 %"
+                ),
+                "{why}"
+            ),
+            Decision::Reuse => panic!("a busy machine's calibration was reused"),
+        }
+        // Round trip keeps the evidence.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("busy.json");
+        busy.save(&path).unwrap();
+        assert_eq!(Calibration::load(&path).unwrap().unwrap(), busy);
+    }
+
+    #[test]
     fn the_cache_round_trips_and_is_keyed_by_host_and_kernel() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x/cal.json");
@@ -320,7 +395,16 @@ mod tests {
         c.save(&path).unwrap();
         assert_eq!(Calibration::load(&path).unwrap().unwrap(), c);
         std::fs::write(&path, "{").unwrap();
-        assert!(Calibration::load(&path).is_err());
+        let e = format!("{:#}", Calibration::load(&path).unwrap_err());
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(
+            e.contains("is unreadable (EOF while parsing")
+                && e.ends_with(
+                    "measure it again with `jitter-emulate calibrate --refresh` \
+                     (`--recalibrate` in replay-bench run and jitter-inject), or delete the file"
+                ),
+            "{e}"
+        );
         let p = Calibration::cache_path();
         let (host, _) = crate::calibration::host_and_kernel();
         assert!(p.to_string_lossy().contains(&host), "{}", p.display());

@@ -132,8 +132,14 @@ unsafe fn start(
     if let Err(e) = injector::check_signal_free() {
         return fail(emulator_code(&e), e.to_string());
     }
-    let trace = match jitter_trace::read_trace(Path::new(path)) {
+    // No salvage through the C API: a trace that lacks detours is refused.
+    let read = jitter_trace::read_trace(Path::new(path)).and_then(|l| {
+        l.accept(path, jitter_trace::Salvage::Refuse)?;
+        Ok(l)
+    });
+    let trace = match read {
         Ok(l) => l.trace,
+        Err(jitter_trace::TraceError::Incomplete(why)) => return fail(JB_ERR_TRACE, why),
         Err(e) => {
             return fail(
                 JB_ERR_TRACE,
@@ -353,6 +359,24 @@ mod tests {
         );
         assert_eq!(jb_emulator_progress(), -1.0);
         assert_eq!(jb_emulator_stop(), JB_ERR_NOT_RUNNING);
+        // A trace whose ring dropped detours: refused (no salvage through the C API).
+        let mut lossy = t.clone();
+        lossy.streams[0].counters.insert("lost_detours".into(), 50);
+        lossy.streams[0]
+            .counters
+            .insert("lost_ns".into(), 1_000_000);
+        let lossy_path = dir.path().join("l.jtr");
+        jitter_trace::write_trace(&lossy_path, &lossy).unwrap();
+        let l = CString::new(lossy_path.to_str().unwrap()).unwrap();
+        assert_eq!(
+            start_c_with(l.as_ptr(), 0, 1.0, 1, 5_000, 0, 0),
+            JB_ERR_TRACE
+        );
+        assert!(
+            last_error().contains("the collector's ring dropped 50 of 150 detours"),
+            "{}",
+            last_error()
+        );
 
         assert_eq!(start_c_with(c.as_ptr(), 0, 1.0, 1, 5_000, 0, 0), JB_OK);
         assert_eq!(

@@ -16,6 +16,33 @@ use crate::process::ProcessCalibration;
 use crate::realtime::{Realtime, Watchdog};
 use crate::setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale};
 use jitter_trace::units::parse_positive_duration;
+use jitter_trace::Salvage;
+
+/// `--salvage`, the same in every replaying tool: whether to go on with a trace that lacks
+/// detours (ring loss, damage, truncation; [`jitter_trace::integrity`]).
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct SalvageArgs {
+    /// Go on with a trace that lacks detours (its ring dropped some, a chunk is damaged, the
+    /// file is truncated), printing the share kept, instead of refusing it.
+    #[arg(long)]
+    pub salvage: bool,
+}
+
+impl SalvageArgs {
+    /// The policy's choice.
+    pub fn choice(self) -> Salvage {
+        Salvage::from_flag(self.salvage)
+    }
+
+    /// The flag as given, to pass on to another tool's command line.
+    pub fn to_flags(self) -> Vec<String> {
+        if self.salvage {
+            vec!["--salvage".into()]
+        } else {
+            Vec::new()
+        }
+    }
+}
 
 /// O, L and M given on the command line in place of the calibrated ones (every tool that
 /// replays spells them alike).
@@ -125,8 +152,18 @@ impl CalibrationArgs {
     /// when missing, stale or `--recalibrate`; about 20 s).
     pub fn load(&self, clock: &Clock) -> Result<Calibration> {
         match &self.calibration {
-            Some(p) => Calibration::load(p)?
-                .with_context(|| format!("calibration file {} does not exist", p.display())),
+            Some(p) => {
+                let c = Calibration::load(p)?
+                    .with_context(|| format!("calibration file {} does not exist", p.display()))?;
+                if let Some(why) = c.busy() {
+                    eprintln!(
+                        "warning: calibration file {} was taken on a busy machine: {why}; its \
+                         O, L and M include that work's time",
+                        p.display()
+                    );
+                }
+                Ok(c)
+            }
             None => Calibration::load_or_measure(clock, self.recalibrate)
                 .context("cannot calibrate the injector"),
         }
@@ -179,6 +216,8 @@ struct FidelityArgs {
     /// Stream of the trace to replay.
     #[arg(long, default_value_t = 0)]
     stream: usize,
+    #[command(flatten)]
+    salvage: SalvageArgs,
     /// Scale factors S, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,3,6")]
     scale: Vec<Scale>,
@@ -216,6 +255,7 @@ impl From<FidelityArgs> for FidelityConfig {
         FidelityConfig {
             trace: a.trace,
             stream: a.stream,
+            salvage: a.salvage.choice(),
             scale: a.scale,
             timer: a.timer,
             duration: a.duration,
@@ -338,6 +378,8 @@ struct InjectCli {
     /// Measure O, L and M again even when the calibration cached for this CPU holds.
     #[arg(long)]
     recalibrate: bool,
+    #[command(flatten)]
+    salvage: SalvageArgs,
     /// SCHED_FIFO priority (2–99; the calibration's victim runs at 1).
     #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(i32).range(2..=99))]
     priority: i32,
@@ -353,8 +395,10 @@ pub fn inject_main() -> Result<()> {
     let a: InjectCli = jitter_trace::cli::parse();
     let loaded = jitter_trace::read_trace(&a.trace)
         .with_context(|| format!("cannot read {}", a.trace.display()))?;
+    let name = a.trace.display().to_string();
+    let integrity = loaded.accept(&name, a.salvage.choice())?;
     for w in loaded.warnings() {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {name}: {w}");
     }
     anyhow::ensure!(
         a.replay.timer.unwrap_or(TimerKind::Abstime) == TimerKind::Abstime,
@@ -439,6 +483,9 @@ pub fn inject_main() -> Result<()> {
     );
     let st = crate::process::replay(plan.cursor(a.offset_ns), &clock, duration_ns, &stop);
     drop(rt);
+    if let Some(kept) = integrity.kept_line() {
+        println!("{name}: {kept}");
+    }
     println!(
         "{} injections, {:.3} s busy in {:.3} s; wake-up lateness mean {:.1} µs, max {:.1} µs{}",
         st.injected,

@@ -63,6 +63,8 @@ pub struct FidelityConfig {
     pub trace: PathBuf,
     /// Stream of the trace to replay.
     pub stream: usize,
+    /// Whether to go on with a trace that lacks detours.
+    pub salvage: jitter_trace::Salvage,
     /// Scale factors S, one row each.
     pub scale: Vec<Scale>,
     /// Timers, one row each per scale.
@@ -460,8 +462,10 @@ pub fn print_report(r: &FidelityReport) {
 pub fn run_fidelity(a: &FidelityConfig) -> Result<()> {
     let loaded =
         read_trace(&a.trace).with_context(|| format!("cannot read {}", a.trace.display()))?;
+    let name = a.trace.display().to_string();
+    loaded.accept(&name, a.salvage)?;
     for w in loaded.warnings() {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {name}: {w}");
     }
     let mut trace = loaded.trace;
     if let Some(max) = a.drop_above {

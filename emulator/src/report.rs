@@ -22,6 +22,22 @@ impl fmt::Display for Calibration {
             self.counter_khz,
             age(self.measured_unix_s, unix_now_s())
         )?;
+        if let Some(l) = &self.load {
+            match l.busy() {
+                Some(why) => writeln!(
+                    f,
+                    "BUSY MACHINE while measuring: {why}: O, L and M include that work's time"
+                )?,
+                None => writeln!(
+                    f,
+                    "load while measuring: other work took {:.0} % of the CPU time left to it \
+                     (load average {:.2} on {} CPUs)",
+                    l.others_busy_share * 100.0,
+                    l.loadavg_1m,
+                    l.cpus
+                )?,
+            }
+        }
         let mut table = Table::new([
             "timer",
             "",

@@ -58,3 +58,63 @@ fn inject_refuses_a_scale_or_minimum_sleep_that_would_spin_for_ever() {
     );
     assert_error(&o, "over the bound of 10 s");
 }
+
+/// A trace whose ring dropped detours is refused before calibrating or entering SCHED_FIFO,
+/// by `jitter-inject` and `jitter-emulate fidelity` alike (the one policy of
+/// `jitter_trace::integrity`), with `--salvage` named.
+#[test]
+fn inject_and_fidelity_refuse_a_lossy_trace_naming_salvage() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = "periodic:period=1ms,dur=20us".parse().unwrap();
+    let mut t = jitter_trace::synth::synthesize(&spec, 1, 1_000_000_000, 1).unwrap();
+    t.streams[0].counters.insert("lost_detours".into(), 500);
+    t.streams[0].counters.insert("lost_ns".into(), 10_000_000);
+    let p = dir.path().join("l.jtr");
+    jitter_trace::write_trace(&p, &t).unwrap();
+    let p = p.to_str().unwrap();
+    let line = format!(
+        "{p}: the collector's ring dropped 500 of 1500 detours (10.000 ms of noise) on CPU 0: \
+         1000 of 1500 detours kept there; refused (--salvage goes on with what was kept and \
+         prints the share kept)"
+    );
+    let o = run(
+        env!("CARGO_BIN_EXE_jitter-inject"),
+        &["--trace", p, "--cpu", "0"],
+    );
+    assert_error(&o, &line);
+    let o = run(
+        env!("CARGO_BIN_EXE_jitter-emulate"),
+        &["fidelity", "--trace", p],
+    );
+    assert_error(&o, &line);
+}
+
+/// A corrupt calibration cache names the file, what is wrong and what to do, on one line.
+#[test]
+fn a_corrupt_calibration_cache_says_to_measure_again_with_refresh() {
+    use jitter_emulator::cache::file_name_part;
+    let dir = tempfile::tempdir().unwrap();
+    let (host, kernel) = jitter_emulator::calibration::host_and_kernel();
+    let cache = dir.path().join("jitterbench");
+    std::fs::create_dir_all(&cache).unwrap();
+    let file = cache.join(format!(
+        "calibration-{}-{}.json",
+        file_name_part(&host),
+        file_name_part(&kernel)
+    ));
+    std::fs::write(&file, "").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_jitter-emulate"))
+        .args(["--no-fifo", "calibrate"])
+        .env("XDG_CACHE_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_error(
+        &o,
+        &format!(
+            "calibration {} is unreadable (EOF while parsing a value at line 1 column 0): measure \
+             it again with `jitter-emulate calibrate --refresh` (`--recalibrate` in replay-bench \
+             run and jitter-inject), or delete the file",
+            file.display()
+        ),
+    );
+}

@@ -69,9 +69,26 @@ pub struct TraceInfo {
     /// (g mod n)-th; empty for a single trace (and in reports written before the field).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<TraceInfo>,
+    /// What the trace lacks (its ring dropped detours, a chunk is damaged, the file is
+    /// truncated) where it lacks anything: the share kept that every number here comes from
+    /// (`--salvage`, or a loss within the tolerance). Absent for a whole trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<jitter_trace::Integrity>,
 }
 
 impl TraceInfo {
+    /// `<label>: share kept: …`, for this trace and each node trace of a set that lacks
+    /// detours: printed beside every table of numbers computed from them.
+    pub fn kept_lines(&self) -> Vec<String> {
+        std::iter::once(self)
+            .chain(&self.nodes)
+            .filter_map(|t| {
+                let kept = t.integrity.as_ref()?.kept_line()?;
+                Some(format!("{}: {kept}", t.label))
+            })
+            .collect()
+    }
+
     /// The description of a node-trace set labelled `label`: its paths joined by commas, the
     /// fewest streams of any, noise ratio and detours/s averaged over the nodes, and the nodes.
     pub fn node_set(label: &str, nodes: Vec<TraceInfo>) -> TraceInfo {
@@ -88,6 +105,7 @@ impl TraceInfo {
             noise_ratio: mean(|t| t.noise_ratio),
             detours_per_s: mean(|t| t.detours_per_s),
             nodes,
+            integrity: None,
         }
     }
 }

@@ -11,10 +11,10 @@ use anyhow::{bail, Context};
 use clap::Args;
 
 use jitter_collect::clock::Clock;
-use jitter_emulator::cli::{CalibrationArgs, ReplayArgs};
+use jitter_emulator::cli::{CalibrationArgs, ReplayArgs, SalvageArgs};
 use jitter_emulator::{Fraction, Plan, ReplaySetup, SyncMode, SyncSchedule, TimerKind};
 use jitter_trace::stats::Stats;
-use jitter_trace::Trace;
+use jitter_trace::{Salvage, Trace};
 
 use crate::baseline::{self, Baseline, Reference};
 use crate::bench::{run_phases, Blocks, LoopOutcome, LoopSpec, NoJitter, Until};
@@ -68,6 +68,9 @@ pub struct RunArgs {
     /// Where this host's emulator calibration comes from.
     #[command(flatten)]
     pub calibration: CalibrationArgs,
+    /// Whether to go on with a trace that lacks detours.
+    #[command(flatten)]
+    pub salvage: SalvageArgs,
     /// Seed of the offsets and resync points (rank 0's is broadcast; default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -238,13 +241,13 @@ fn load_rank_trace(
     is_set: bool,
     label: Option<&str>,
     rank: usize,
-    k: u64,
+    (k, salvage): (u64, Salvage),
 ) -> anyhow::Result<LoadedTrace> {
     let place = Placement::new(k, set.len() * k as usize)?;
     let rank = rank as u64;
     let mine = place.trace(rank);
     if let ([path], false) = (set, is_set) {
-        let t = load_trace(path, label, k)?;
+        let t = load_trace(path, label, k, salvage)?;
         return Ok(LoadedTrace {
             stream: place.stream(rank),
             ..t
@@ -256,7 +259,7 @@ fn load_rank_trace(
         if rank != 0 && i != mine {
             continue;
         }
-        let t = load_trace(path, None, k)?;
+        let t = load_trace(path, None, k, salvage)?;
         infos.push(t.info.clone());
         warnings.extend(
             t.warnings
@@ -278,9 +281,17 @@ fn load_rank_trace(
     })
 }
 
-fn load_trace(path: &std::path::Path, label: Option<&str>, k: u64) -> anyhow::Result<LoadedTrace> {
+/// Reads one trace under the one policy on what it lacks ([`jitter_trace::integrity`]): refused
+/// unless `salvage`; what was kept goes into the warnings and the report's trace description.
+fn load_trace(
+    path: &std::path::Path,
+    label: Option<&str>,
+    k: u64,
+    salvage: Salvage,
+) -> anyhow::Result<LoadedTrace> {
     let loaded = jitter_trace::read_trace(path)
         .with_context(|| format!("cannot use trace {}", path.display()))?;
+    let integrity = loaded.accept(&path.display().to_string(), salvage)?;
     let warnings = loaded.warnings();
     let trace = loaded.trace;
     trace
@@ -306,6 +317,7 @@ fn load_trace(path: &std::path::Path, label: Option<&str>, k: u64) -> anyhow::Re
         noise_ratio: stats.noise_ratio,
         detours_per_s: stats.detours_per_s,
         nodes: Vec::new(),
+        integrity: (!integrity.is_whole()).then_some(integrity),
     };
     Ok(LoadedTrace {
         warnings,
@@ -425,6 +437,7 @@ fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
 fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
     let rank = comm.rank();
     let k = args.ranks_per_node;
+    let salvage = args.salvage.choice();
     let local = comm.ranks_on_this_host();
     let checked = (|| -> anyhow::Result<Option<LoadedTrace>> {
         let cpus = online_cpus();
@@ -443,7 +456,7 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
         match (&args.trace, args.nodes.node_traces.as_slice()) {
             (Some(path), _) => {
                 let one = std::slice::from_ref(path);
-                load_rank_trace(one, false, args.label.as_deref(), rank, k).map(Some)
+                load_rank_trace(one, false, args.label.as_deref(), rank, (k, salvage)).map(Some)
             }
             (None, []) => {
                 if args.sync != SyncMode::None {
@@ -451,7 +464,9 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
                 }
                 Ok(None)
             }
-            (None, set) => load_rank_trace(set, true, args.label.as_deref(), rank, k).map(Some),
+            (None, set) => {
+                load_rank_trace(set, true, args.label.as_deref(), rank, (k, salvage)).map(Some)
+            }
         }
     })();
     let trace = agree(comm, checked)?;

@@ -10,11 +10,12 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use jitter_emulator::calibration::Calibration;
+use jitter_emulator::cli::SalvageArgs;
 use jitter_emulator::TimerKind;
 use jitter_trace::stats::{injectability, scale_for_share, TraceStats};
 use jitter_trace::table::{Align, Table};
 use jitter_trace::units::format_ns;
-use jitter_trace::Trace;
+use jitter_trace::{Integrity, Trace};
 
 use crate::report::{Report, ResultRow};
 
@@ -30,6 +31,9 @@ pub struct StudyArgs {
     /// Rank count of the predicted headline.
     #[arg(long, default_value_t = 2048)]
     pub headline_ranks: u64,
+    /// Whether to go on with a trace that lacks detours.
+    #[command(flatten)]
+    pub salvage: SalvageArgs,
 }
 
 /// Options of `replay-bench choose-scale`.
@@ -53,6 +57,9 @@ pub struct ChooseScaleArgs {
     /// When --max does not reach --share, print --max (with a warning) instead of failing.
     #[arg(long)]
     pub allow_capped: bool,
+    /// Whether to go on with a trace that lacks detours.
+    #[command(flatten)]
+    pub salvage: SalvageArgs,
 }
 
 fn parse_timer(s: &str) -> Result<TimerKind, String> {
@@ -81,18 +88,17 @@ pub struct Headlines {
     pub lines: Vec<String>,
 }
 
-/// Loads a trace, refusing damaged files (a demo never salvages silently).
-fn load_trace(path: &Path) -> anyhow::Result<Trace> {
+/// Loads a trace under the one policy on what it lacks ([`jitter_trace::integrity`]): a trace
+/// whose ring dropped detours, or that is damaged or truncated, is refused unless `salvage`.
+fn load_trace(path: &Path, salvage: SalvageArgs) -> anyhow::Result<(Trace, Integrity)> {
     let loaded = jitter_trace::read_trace(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    if let jitter_trace::Completeness::Damaged { error, .. } = loaded.completeness {
-        bail!(
-            "{}: {}",
-            path.display(),
-            jitter_trace::error::chain_line(&error)
-        );
+    let name = path.display().to_string();
+    let integrity = loaded.accept(&name, salvage.choice())?;
+    if let Some(w) = integrity.warning() {
+        eprintln!("warning: {name}: {w}");
     }
-    Ok(loaded.trace)
+    Ok((loaded.trace, integrity))
 }
 
 /// `replay-bench choose-scale`: prints the smallest integer S that makes `share` of the detours
@@ -102,7 +108,7 @@ pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
     if args.max < 1 || args.max as f64 > top {
         bail!("--max must be in 1..={top}, got {}", args.max);
     }
-    let trace = load_trace(&args.trace)?;
+    let (trace, _) = load_trace(&args.trace, args.salvage)?;
     let cal = read_calibration(&args.calibration)?;
     let o = cal.timer(args.timer).overhead.median_ns.max(0.0);
     let choice = scale_for_share(&trace.streams, o, args.share)?;
@@ -300,7 +306,7 @@ fn results_table(out: &mut String, rows: &[&ResultRow], with_emulator: bool) {
 pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
     let dir = &args.dir;
     let trace_path = dir.join("trace.jtr");
-    let trace = load_trace(&trace_path)?;
+    let (trace, integrity) = load_trace(&trace_path, args.salvage)?;
     let stats = TraceStats::of_trace(&trace);
     // A run saved before the plausibility check (or by another version) is checked again: one
     // whose slowdown the trace cannot cause is left out of the tables, with the reason.
@@ -322,7 +328,11 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
         p if p.exists() => Some(read_calibration(&p)?),
         _ => None,
     };
-    let h = headlines(&stats, &runs, prediction.as_ref(), args.headline_ranks);
+    let mut h = headlines(&stats, &runs, prediction.as_ref(), args.headline_ranks);
+    if let Some(kept) = integrity.kept_line() {
+        h.lines
+            .insert(0, format!("trace.jtr lacks detours: {kept}"));
+    }
 
     let mut md = String::new();
     md.push_str("# jitterbench study\n\n");

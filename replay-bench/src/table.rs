@@ -6,7 +6,7 @@ use jitter_trace::table::{Align, Table};
 
 use crate::bench::LoopOutcome;
 use crate::metrics::PhaseAverages;
-use crate::report::{Report, ResultRow};
+use crate::report::{Report, ResultRow, TraceInfo};
 
 /// Formats ns as µs or ms with 4 significant-ish digits.
 pub fn fmt_ns(ns: f64) -> String {
@@ -67,6 +67,9 @@ pub fn render_run(
         c.timer,
         c.seed
     );
+    for line in c.trace.iter().flat_map(TraceInfo::kept_lines) {
+        let _ = writeln!(s, "{line}");
+    }
     let mut table = Table::new([
         "",
         "phases",

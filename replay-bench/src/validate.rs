@@ -21,7 +21,7 @@ use crate::plot::{self, StudyRow};
 use crate::predict::{self, PredictArgs, RankCounts};
 use crate::report::{Report, ReportKind, ResultRow};
 use crate::table::fmt_sd;
-use jitter_emulator::cli::ReplayArgs;
+use jitter_emulator::cli::{ReplayArgs, SalvageArgs};
 use jitter_emulator::SyncMode;
 
 /// A prediction this close to the measurement agrees even outside a narrow interval, pp.
@@ -45,6 +45,9 @@ pub struct ValidateArgs {
     /// S, f, the timer and O/L/M, the same for the runs and the prediction.
     #[command(flatten)]
     pub replay: ReplayArgs,
+    /// Whether the runs and the prediction go on with a trace that lacks detours.
+    #[command(flatten)]
+    pub salvage: SalvageArgs,
     /// Period of each real run (the paired design runs baseline and jitter blocks for it).
     #[arg(long, default_value = "5s", value_parser = parse_positive_duration)]
     pub period: Duration,
@@ -319,8 +322,10 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     let ranks = rank_counts(a.ranks.as_ref());
     let modes = a.sync.clone();
     anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
+    // Refused before the runs, as the runs and the prediction would refuse it.
     jitter_trace::read_trace(&a.trace)
-        .with_context(|| format!("cannot read trace {}", a.trace.display()))?;
+        .with_context(|| format!("cannot read trace {}", a.trace.display()))?
+        .accept(&a.trace.display().to_string(), a.salvage.choice())?;
     let stem = a
         .trace
         .file_stem()
@@ -361,6 +366,7 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
                 report.display().to_string(),
             ];
             args.extend(a.replay.to_flags());
+            args.extend(a.salvage.to_flags());
             launch(a, np, &args, &dir.join(format!("{name}.log")), limit)?;
             let r = load_run(&report, np)?;
             let noise = r
@@ -418,6 +424,7 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
         flags.extend(["--platform-noise".into(), p.display().to_string()]);
     }
     flags.extend(a.replay.to_flags());
+    flags.extend(a.salvage.to_flags());
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let args = PredictArgs::from_flags(&flags).map_err(|e| anyhow::anyhow!("{e}"))?;
     eprintln!("validate: predicting {} points", total);

@@ -48,6 +48,10 @@ pub enum TraceError {
         /// What is wrong.
         reason: String,
     },
+    /// A trace that lacks detours (ring loss, damage, truncation), refused without
+    /// `--salvage` (see [`crate::integrity`]).
+    #[error("{0}")]
+    Incomplete(String),
     /// A bad argument (scale, fraction, threshold, ...).
     #[error("{0}")]
     Argument(String),

@@ -26,6 +26,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
+use crate::integrity::{Integrity, Salvage};
 use crate::model::{Detour, Header, Record, Stream, Trace, Window};
 
 /// The eight bytes every `.jtr` file begins with.
@@ -668,12 +669,26 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    /// Every warning a user of this trace must see: damage, and numbers no machine has.
+    /// What the trace lacks: detours its rings dropped, damage, truncation.
+    pub fn integrity(&self) -> Integrity {
+        Integrity::of(&self.trace, &self.completeness)
+    }
+
+    /// The one policy of every reader ([`crate::integrity`]): `Ok` with what the trace lacks
+    /// (salvaged where `salvage` made the difference), or one line naming `name`, what is
+    /// missing and that `--salvage` goes on.
+    pub fn accept(&self, name: &str, salvage: Salvage) -> Result<Integrity, TraceError> {
+        self.integrity().check(name, salvage)
+    }
+
+    /// Every warning a user of this trace must see: what it lacks (damage, truncation, ring
+    /// loss, as one line with the share kept), and numbers no machine has.
     pub fn warnings(&self) -> Vec<String> {
-        self.completeness
+        let windows_known = matches!(self.completeness, Completeness::Complete);
+        self.integrity()
             .warning()
             .into_iter()
-            .chain(crate::sanity::warnings(&self.trace))
+            .chain(crate::sanity::warnings_of(&self.trace, windows_known))
             .collect()
     }
 }

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod compare;
 pub mod error;
 pub mod format;
+pub mod integrity;
 pub mod interop;
 pub mod memory;
 pub mod model;
@@ -28,6 +29,7 @@ pub use format::{
     read_trace, write_trace, Completeness, Epilogue, Loaded, StreamSummary, TraceReader,
     TraceWriter,
 };
+pub use integrity::{Integrity, Salvage};
 pub use interop::Format;
 pub use model::{Detour, Header, Record, Stream, Trace, Window};
 pub use stats::{Injectability, ScaleChoice, Stats, TraceStats};

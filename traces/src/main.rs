@@ -13,7 +13,7 @@ use jitter_trace::attribution::{
     within_runs, Attribution, Mode,
 };
 use jitter_trace::compare::compare;
-use jitter_trace::format::Completeness;
+use jitter_trace::integrity::{Integrity, Salvage, SALVAGED_NOTE};
 use jitter_trace::interop::{export, import, per_stream_path, Format};
 use jitter_trace::output::write_output_bytes;
 use jitter_trace::plot::{plot, source_bars_svg, source_density_svg, PlotKind, Series};
@@ -40,7 +40,8 @@ struct Input {
     /// Input format (default: from the file name).
     #[arg(long, value_name = "FORMAT")]
     from: Option<Format>,
-    /// Keep the records before a damaged chunk instead of failing.
+    /// Go on with a trace that lacks detours (its ring dropped some, a chunk is damaged, the
+    /// file is truncated), printing the share kept, instead of refusing it.
     #[arg(long)]
     salvage: bool,
 }
@@ -280,8 +281,33 @@ fn duration_arg(s: &str) -> Result<f64, String> {
     parse_duration_ns(s).map_err(|e| e.to_string())
 }
 
-/// Reads a trace, warning about truncation and refusing damage unless `salvage`.
+/// Reads a trace and applies the one policy on what it lacks (ring loss, damage, truncation:
+/// refused unless `--salvage`; what was kept named on stderr).
 fn load(paths: &[PathBuf], input: &Input) -> Result<Trace> {
+    let (trace, _) = load_checked(paths, input)?;
+    Ok(trace)
+}
+
+/// [`load`], with what the trace lacks; a salvaged defect is carried in the trace's notes, so
+/// that a trace written from it says so too.
+fn load_checked(paths: &[PathBuf], input: &Input) -> Result<(Trace, Integrity)> {
+    let first = paths.first().ok_or_else(|| anyhow!("no input file"))?;
+    let (mut trace, integrity) = import_unchecked(paths, input)?;
+    let name = first.display().to_string();
+    let integrity = integrity.check(&name, Salvage::from_flag(input.salvage))?;
+    if let Some(w) = integrity.warning() {
+        eprintln!("warning: {name}: {w}");
+    }
+    if integrity.salvaged {
+        if let Some(defect) = &integrity.defect {
+            trace.notes.insert(SALVAGED_NOTE.into(), defect.clone());
+        }
+    }
+    Ok((trace, integrity))
+}
+
+/// Reads a trace with what it lacks, applying no policy (`nodes` marks such a node unusable).
+fn import_unchecked(paths: &[PathBuf], input: &Input) -> Result<(Trace, Integrity)> {
     let first = paths.first().ok_or_else(|| anyhow!("no input file"))?;
     let format = Format::resolve(input.from, first)?;
     let imported = import(paths, format).map_err(|e| {
@@ -293,26 +319,8 @@ fn load(paths: &[PathBuf], input: &Input) -> Result<Trace> {
             anyhow!("{name}: {msg}")
         }
     })?;
-    match &imported.completeness {
-        Completeness::Complete => {}
-        Completeness::Truncated { .. } => {
-            if let Some(w) = imported.completeness.warning() {
-                eprintln!("warning: {}: {w}", first.display());
-            }
-        }
-        Completeness::Damaged { records, error } => {
-            if !input.salvage {
-                bail!(
-                    "{}: {error} ({records} records before it are readable with --salvage)",
-                    first.display()
-                );
-            }
-            if let Some(w) = imported.completeness.warning() {
-                eprintln!("warning: {}: {w}", first.display());
-            }
-        }
-    }
-    Ok(imported.trace)
+    let integrity = Integrity::of(&imported.trace, &imported.completeness);
+    Ok((imported.trace, integrity))
 }
 
 /// Writes the trace and returns the files written (one per stream for multi-stream LogGOPSim).
@@ -403,7 +411,7 @@ impl StatsArgs {
             scale,
             share,
         } = self;
-        let trace = load(&inputs, &input)?;
+        let (trace, integrity) = load_checked(&inputs, &input)?;
         let stats = TraceStats::of_trace(&trace);
         let mut inject = Vec::new();
         let mut choice = None;
@@ -420,9 +428,13 @@ impl StatsArgs {
         if json {
             return print_json(&json!({
                 "stats": stats,
+                "integrity": integrity,
                 "injectability": inject,
                 "scale_for_share": choice,
             }));
+        }
+        if let Some(kept) = integrity.kept_line() {
+            println!("# {kept}");
         }
         print!("{}", stats.table());
         if let Some(o) = overhead {
@@ -706,12 +718,20 @@ impl NodesArgs {
             if progress {
                 eprint!("\rreading {}/{} {}\x1b[K", i + 1, traces.len(), p.display());
             }
-            let t = load(std::slice::from_ref(p), &input)?;
-            nodes.push(jitter_trace::nodes::NodeSummary::of_trace(
-                &t,
-                &p.display().to_string(),
-                top,
-            ));
+            let (t, integrity) = import_unchecked(std::slice::from_ref(p), &input)?;
+            let name = p.display().to_string();
+            let mut node = jitter_trace::nodes::NodeSummary::of_trace(&t, &name, top);
+            let problem = integrity.problem();
+            match integrity.check(&name, Salvage::from_flag(input.salvage)) {
+                Ok(i) => {
+                    if let Some(w) = i.warning() {
+                        eprintln!("warning: {name}: {w}");
+                    }
+                    node.kept = i.kept_line();
+                }
+                Err(_) => node.lacks = problem,
+            }
+            nodes.push(node);
         }
         if progress {
             eprintln!();

@@ -11,8 +11,9 @@
 //! modified z-score). Fewer than [`MIN_OTHERS`] other nodes give no verdict. When the other
 //! nodes agree exactly (MAD 0) any difference is infinitely far from them and is flagged.
 //! A trace without detours, or whose streams observed less than [`MIN_OBSERVED_SHARE`] of its
-//! collection's duration (its probe hardly ran), is `unusable`: listed last, named, and left out of every other node's
-//! comparison.
+//! collection's duration (its probe hardly ran), or that lacks detours (its ring dropped some,
+//! a chunk is damaged, the file is truncated: [`crate::integrity`], unless salvaged), is
+//! `unusable`: listed last, named, and left out of every other node's comparison.
 
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +55,13 @@ pub struct NodeSummary {
     pub top_ns: Vec<u64>,
     /// Duration of the collection (the header's, else the longest stream's), ns.
     pub collection_ns: u64,
+    /// What the trace lacks (ring loss, damage, truncation) where that makes it unusable (not
+    /// salvaged): its numbers describe only part of what the probe saw.
+    #[serde(default)]
+    pub lacks: Option<String>,
+    /// The share kept, where the trace lacks something but was taken (tolerated or salvaged).
+    #[serde(default)]
+    pub kept: Option<String>,
 }
 
 impl NodeSummary {
@@ -85,6 +93,8 @@ impl NodeSummary {
                     .max()
                     .unwrap_or(0),
             ),
+            lacks: None,
+            kept: None,
         }
     }
 
@@ -92,6 +102,12 @@ impl NodeSummary {
     /// real CPU goes a whole collection without one; the probe hardly ran), or its streams
     /// observed less than [`MIN_OBSERVED_SHARE`] of the collection on average.
     pub fn unusable(&self) -> Option<String> {
+        if let Some(lacks) = &self.lacks {
+            return Some(format!(
+                "{lacks}: its numbers describe part of what the probe saw (--salvage ranks it \
+                 with what was kept)"
+            ));
+        }
         let per_stream = self.stats.duration_ns as f64 / self.streams.max(1) as f64;
         let observed = crate::units::format_ns(per_stream);
         if self.stats.count == 0 {
@@ -293,15 +309,17 @@ impl NodeTable {
             } else {
                 "  OUTLIER"
             };
+            // An unusable node's numbers are not what its probe saw: none is shown.
+            let shown = |v: String| if r.unusable.is_some() { "-".into() } else { v };
             table.row([
                 r.rank.to_string(),
                 r.summary.node.clone(),
                 r.summary.streams.to_string(),
-                format!("{:.4}", s.noise_ratio * 100.0),
-                format!("{:.1}", s.detours_per_s),
-                us(s.p99_ns),
-                us(s.p99_9_ns),
-                us(s.max_ns),
+                shown(format!("{:.4}", s.noise_ratio * 100.0)),
+                shown(format!("{:.1}", s.detours_per_s)),
+                shown(us(s.p99_ns)),
+                shown(us(s.p99_9_ns)),
+                shown(us(s.max_ns)),
                 z(&r.noise),
                 z(&r.max),
                 format!("{}{flag}", top.join(" ")),
@@ -331,6 +349,11 @@ impl NodeTable {
                     "unusable: {} ({}): {why}\n",
                     r.summary.node, r.summary.file
                 ));
+            } else if let Some(kept) = &r.summary.kept {
+                out.push_str(&format!(
+                    "partial: {} ({}): {kept}\n",
+                    r.summary.node, r.summary.file
+                ));
             }
         }
         out
@@ -357,6 +380,8 @@ mod tests {
             },
             top_ns: vec![max_ns],
             collection_ns: 1_000_000_000,
+            lacks: None,
+            kept: None,
         }
     }
 

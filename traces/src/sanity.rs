@@ -27,6 +27,16 @@ pub const NEAR_THRESHOLD_STEPS: f64 = 2.0;
 /// sibling, fast VM exits), not the loop itself.
 pub const LOOP_PERIODS_CLEAR: f64 = 4.0;
 
+/// A collected stream that observed less than this (ns) saw nothing to speak of: one period of
+/// the fastest periodic source an OS has, the timer tick at HZ = 1000, is 1 ms, so a shorter
+/// window cannot hold one cycle of any periodic source, and its rate and noise ratio estimate
+/// nothing.
+pub const MIN_OBSERVED_NS: u64 = 1_000_000;
+
+/// A stream that observed less than this share of its collection's duration hardly had the
+/// CPU (its probe did not run for most of the collection); `nodes` uses the same share.
+pub const MIN_OBSERVED_SHARE: f64 = 0.1;
+
 /// What one CPU's probe saw, as far as plausibility goes.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Observation {
@@ -46,8 +56,10 @@ pub struct Observation {
     pub threshold_ns: f64,
     /// Counter resolution, ns, where known.
     pub resolution_ns: Option<f64>,
-    /// The probe loop's undisturbed period, ns, where known.
+    /// The probe loop's undisturbed period, ns, where known (only collected streams know it).
     pub loop_ns: Option<f64>,
+    /// Duration of the whole collection (requested, or the trace's), ns, where known.
+    pub collection_ns: Option<u64>,
 }
 
 impl Observation {
@@ -84,6 +96,9 @@ impl Observation {
 
     /// One line saying why these numbers cannot be right, or `None` when they can.
     pub fn implausibility(&self) -> Option<String> {
+        if let Some(why) = self.observed_too_little() {
+            return Some(why);
+        }
         let rate = self.rate_per_s();
         let cpu = self.cpu;
         let threshold = self.threshold_ns;
@@ -118,6 +133,37 @@ impl Observation {
             ));
         }
         None
+    }
+
+    /// A collected stream whose probe observed less than [`MIN_OBSERVED_NS`], or less than
+    /// [`MIN_OBSERVED_SHARE`] of its collection: it ran for nanoseconds, or never got the CPU.
+    /// (Synthetic and imported streams, whose loop period is unknown, are what they say.)
+    fn observed_too_little(&self) -> Option<String> {
+        self.loop_ns?;
+        let observed = crate::units::format_ns(self.duration_ns as f64);
+        let of = self.collection_ns.filter(|&c| c > 0);
+        let fix = "collect for longer (e.g. -d 10s) on a CPU the probe can have (see \
+                   jitter-collect --check)";
+        if self.duration_ns < MIN_OBSERVED_NS {
+            let of = of.map_or(String::new(), |c| {
+                format!(" of a {} collection", crate::units::format_ns(c as f64))
+            });
+            return Some(format!(
+                "CPU {}: the probe observed {observed}{of}, less than the {} one timer tick \
+                 lasts: the trace says nothing about this CPU's jitter; {fix}",
+                self.cpu,
+                crate::units::format_ns(MIN_OBSERVED_NS as f64)
+            ));
+        }
+        let c = of?;
+        ((self.duration_ns as f64) < MIN_OBSERVED_SHARE * c as f64).then(|| {
+            format!(
+                "CPU {}: the probe observed {observed} of a {} collection: it hardly had the \
+                 CPU, so the trace says nothing about this CPU's jitter; {fix}",
+                self.cpu,
+                crate::units::format_ns(c as f64)
+            )
+        })
     }
 
     /// A warning when detours pile up just above a threshold the loop's period cannot reach, or
@@ -225,16 +271,29 @@ pub fn observe(trace: &Trace, stream: &Stream) -> Observation {
         threshold_ns: trace.header.threshold_ns,
         resolution_ns: resolution_ns(trace),
         loop_ns: loop_ns(trace),
+        collection_ns: Some(trace.header.duration_ns),
     }
 }
 
 /// One warning per stream of `trace` whose numbers no machine has, or whose CPU was busy.
 pub fn warnings(trace: &Trace) -> Vec<String> {
+    warnings_of(trace, true)
+}
+
+/// [`warnings`]; without `windows_known` (a damaged or truncated file: its streams' windows
+/// were in the lost end chunk) how long each probe observed is not judged.
+pub fn warnings_of(trace: &Trace, windows_known: bool) -> Vec<String> {
     trace
         .streams
         .iter()
         .flat_map(|s| {
-            let o = observe(trace, s);
+            let mut o = observe(trace, s);
+            if !windows_known {
+                // A window shorter than the rule's is what the defect left, not what the probe
+                // observed: the rule is not applied.
+                o.collection_ns = None;
+                o.duration_ns = o.duration_ns.max(MIN_OBSERVED_NS);
+            }
             [
                 o.implausibility()
                     .map(|w| format!("implausible collection: {w}")),
@@ -262,6 +321,7 @@ mod tests {
             threshold_ns: 101.3,
             resolution_ns: Some(10.0),
             loop_ns: Some(10.1),
+            collection_ns: Some(2_000_000_000),
         }
     }
 
@@ -384,6 +444,76 @@ mod tests {
         assert_eq!(busy.implausibility(), None);
         assert!(busy.busy().unwrap().contains("60.0 % of the time"));
         assert_eq!(real().busy(), None);
+    }
+
+    #[test]
+    fn a_probe_that_observed_almost_nothing_is_named_with_its_fix() {
+        // `-d 1ns`: the probe observed 40 ns and saw nothing.
+        let ns = Observation {
+            detours: 0,
+            iterations: Some(3),
+            duration_ns: 40,
+            noise_ns: 0,
+            median_ns: 0,
+            collection_ns: Some(1),
+            ..real()
+        };
+        assert_eq!(
+            ns.implausibility().unwrap(),
+            "CPU 1: the probe observed 40 ns of a 1 ns collection, less than the 1.00 ms one \
+             timer tick lasts: the trace says nothing about this CPU's jitter; collect for \
+             longer (e.g. -d 10s) on a CPU the probe can have (see jitter-collect --check)"
+        );
+        // A probe that had the CPU for 50 ms of a 1 s collection (5 %): it hardly ran.
+        let starved = Observation {
+            duration_ns: 50_000_000,
+            collection_ns: Some(1_000_000_000),
+            ..real()
+        };
+        assert!(starved
+            .implausibility()
+            .unwrap()
+            .starts_with("CPU 1: the probe observed 50.00 ms of a 1.000 s collection: it hardly"));
+        // 10 % and 1 ms are enough; a synthetic or imported stream (no loop period) is what
+        // it says, however short.
+        for ok in [
+            Observation {
+                detours: 10,
+                duration_ns: 100_000_000,
+                collection_ns: Some(1_000_000_000),
+                ..real()
+            },
+            Observation {
+                detours: 10,
+                duration_ns: MIN_OBSERVED_NS,
+                collection_ns: None,
+                ..real()
+            },
+            Observation {
+                loop_ns: None,
+                ..ns
+            },
+        ] {
+            assert_eq!(ok.implausibility(), None, "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn a_collected_trace_s_short_stream_is_named_unless_its_windows_were_lost() {
+        let s: crate::Spec = "periodic:period=1ms,dur=10us".parse().unwrap();
+        // 500 µs of a collected trace (its header knows the loop period): too short.
+        let mut t = crate::synth::synthesize(&s, 1, 500_000, 1).unwrap();
+        t.header.tsc_khz = 1_000_000;
+        (t.header.environment).insert("counter_loop_ticks".into(), "10".into());
+        let w = warnings(&t);
+        assert!(
+            w.iter().any(|w| w.contains("the probe observed 500.00 us")),
+            "{w:?}"
+        );
+        // The same trace read from a damaged file: its window is what the damage left.
+        assert!(!warnings_of(&t, false)
+            .iter()
+            .any(|w| w.contains("the probe observed")));
     }
 
     #[test]

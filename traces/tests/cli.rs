@@ -191,7 +191,7 @@ fn bad_input_gives_one_error_line_and_exit_2() {
 }
 
 #[test]
-fn truncated_warns_damaged_fails_unless_salvaged() {
+fn truncated_and_damaged_fail_unless_salvaged() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let good = synth(d, "a.jtr");
@@ -206,7 +206,10 @@ fn truncated_warns_damaged_fails_unless_salvaged() {
     }
     let last = *offsets.last().unwrap();
     std::fs::write(d.join("trunc.jtr"), &bytes[..last]).unwrap();
-    let o = run(d, &["stats", "trunc.jtr"]);
+    // Truncated: the end chunk's windows and loss counters are gone, refused like damage
+    // (integrity.rs holds the exact lines).
+    assert_error(&run(d, &["stats", "trunc.jtr"]), "truncated after");
+    let o = run(d, &["stats", "trunc.jtr", "--salvage"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let e = stderr(&o);
     assert_eq!(e.lines().count(), 1, "{e}");

@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 
 use jitter_emulator::{Scale, SyncMode, TimerKind};
+use jitter_trace::Salvage;
 
 /// Every variable the library reads, in the order of the table in `docs/USAGE.md`.
-pub const VARIABLES: [&str; 7] = [
+pub const VARIABLES: [&str; 8] = [
     "JITTER_TRACE",
     "JITTER_SCALE",
     "JITTER_SYNC",
@@ -14,6 +15,7 @@ pub const VARIABLES: [&str; 7] = [
     "JITTER_SEED",
     "JITTER_TIMER",
     "JITTER_STATS_DIR",
+    "JITTER_SALVAGE",
 ];
 
 /// Statistics directory when `JITTER_STATS_DIR` is unset (relative to the working directory).
@@ -40,6 +42,9 @@ pub struct Config {
     pub timer: TimerKind,
     /// `JITTER_STATS_DIR`: where the per-rank files and the summary go.
     pub stats_dir: PathBuf,
+    /// `JITTER_SALVAGE`: `1` goes on with a trace that lacks detours (ring loss, damage,
+    /// truncation), `0` or unset refuses it (`--salvage` of the other tools).
+    pub salvage: Salvage,
 }
 
 fn bad(var: &str, value: &str, want: &str) -> String {
@@ -88,6 +93,11 @@ impl Config {
                 .parse::<TimerKind>()
                 .map_err(|e| format!("JITTER_TIMER='{v}': {e}"))?,
         };
+        let salvage = match set("JITTER_SALVAGE").as_deref().map(str::trim) {
+            None | Some("0") => Salvage::Refuse,
+            Some("1") => Salvage::Keep,
+            Some(v) => return Err(bad("JITTER_SALVAGE", v, "give 1 (go on) or 0 (refuse)")),
+        };
         let stats_dir =
             set("JITTER_STATS_DIR").map_or_else(|| DEFAULT_STATS_DIR.into(), PathBuf::from);
         Ok(Some(Config {
@@ -98,6 +108,7 @@ impl Config {
             seed,
             timer,
             stats_dir,
+            salvage,
         }))
     }
 }
@@ -247,8 +258,12 @@ mod tests {
             (Scale::ONE, SyncMode::Phase, None, DEFAULT_SEED)
         );
         assert_eq!(
-            (c.timer, c.stats_dir),
-            (TimerKind::Abstime, PathBuf::from(DEFAULT_STATS_DIR))
+            (c.timer, c.stats_dir, c.salvage),
+            (
+                TimerKind::Abstime,
+                PathBuf::from(DEFAULT_STATS_DIR),
+                Salvage::Refuse
+            )
         );
         let c = Config::from_vars(env(&[
             ("JITTER_TRACE", "t.jtr"),
@@ -258,9 +273,11 @@ mod tests {
             ("JITTER_SEED", "17"),
             ("JITTER_TIMER", "itimer"),
             ("JITTER_STATS_DIR", "/tmp/s"),
+            ("JITTER_SALVAGE", "1"),
         ]))
         .unwrap()
         .unwrap();
+        assert_eq!(c.salvage, Salvage::Keep);
         assert_eq!(
             (c.scale, c.sync, c.ranks_per_node, c.seed),
             (Scale::new(2.5).unwrap(), SyncMode::Every(4), Some(8), 17)
@@ -284,6 +301,7 @@ mod tests {
             ("JITTER_RANKS_PER_NODE", "two"),
             ("JITTER_SEED", "-3"),
             ("JITTER_TIMER", "hpet"),
+            ("JITTER_SALVAGE", "yes"),
         ] {
             let e = Config::from_vars(env(&[("JITTER_TRACE", "t.jtr"), (var, value)])).unwrap_err();
             assert!(e.contains(var) && e.contains(value), "{var}={value}: {e}");

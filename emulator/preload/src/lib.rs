@@ -56,6 +56,7 @@ use jitter_emulator::{
     Emulator, Handle, InjectorConfig, Overrides, Plan, PlanOptions, ReplaySetup, SyncSchedule,
 };
 use jitter_trace::error::chain_line;
+use jitter_trace::Integrity;
 
 use config::{Config, Layout};
 use stats::{RankStats, Summary};
@@ -154,6 +155,8 @@ struct Run {
     opts: PlanOptions,
     barriers: AtomicU64,
     resyncs: AtomicU64,
+    /// What the trace lacks, where it lacks anything (tolerated or salvaged).
+    integrity: Option<Integrity>,
 }
 
 static RUN: OnceLock<Run> = OnceLock::new();
@@ -198,6 +201,10 @@ fn prepare() -> Result<Option<Prepared>, String> {
             chain_line(&e)
         )
     })?;
+    // Every rank refuses alike (each reads the same file), before MPI starts.
+    let integrity = loaded
+        .accept(&format!("JITTER_TRACE={shown}"), config.salvage)
+        .map_err(|e| chain_line(&e).replace("--salvage goes on", "JITTER_SALVAGE=1 goes on"))?;
     if layout.rank == 0 {
         for w in loaded.warnings() {
             warn(&format!("{shown}: {w}"));
@@ -237,6 +244,7 @@ fn prepare() -> Result<Option<Prepared>, String> {
         opts,
         barriers: AtomicU64::new(0),
         resyncs: AtomicU64::new(0),
+        integrity: (!integrity.is_whole()).then_some(integrity),
     };
     Ok(Some(Prepared { run, plan, clock }))
 }
@@ -344,6 +352,7 @@ impl Run {
             lateness_ns: self.opts.lateness_ns,
             min_sleep_ns: self.opts.min_sleep_ns,
             ranks: self.layout.size,
+            integrity: self.integrity.clone(),
             ..Summary::default()
         }
         .add_up(&ranks, missing);

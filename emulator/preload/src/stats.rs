@@ -79,6 +79,10 @@ pub struct Summary {
     pub noise_share: f64,
     /// Ranks whose replay reached the end of the trace before `MPI_Finalize`.
     pub exhausted: Vec<u64>,
+    /// What the trace lacks (ring loss, damage, truncation) where it lacks anything: the share
+    /// of it the replay was built from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<jitter_trace::Integrity>,
 }
 
 /// `dir/rank-<rank>.json`.
@@ -173,6 +177,9 @@ impl Summary {
             self.merged,
             dir.display()
         );
+        if let Some(kept) = self.integrity.as_ref().and_then(|i| i.kept_line()) {
+            s += &format!("; trace {kept}");
+        }
         if !self.missing.is_empty() {
             s += &format!("; no file from ranks {:?}", self.missing);
         }

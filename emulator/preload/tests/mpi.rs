@@ -97,6 +97,19 @@ impl Setup {
         }
     }
 
+    /// The periodic trace with its ring said to have dropped half as many detours again
+    /// (10 000 of 30 000, 1.5 s of noise): refused without `JITTER_SALVAGE=1`.
+    fn lossy_trace(&self) -> PathBuf {
+        let mut t = jitter_trace::read_trace(&self.trace).unwrap().trace;
+        t.streams[0].counters.insert("lost_detours".into(), 10_000);
+        t.streams[0]
+            .counters
+            .insert("lost_ns".into(), 10_000 * DETOUR_NS);
+        let p = self.dir.path().join("lossy.jtr");
+        jitter_trace::write_trace(&p, &t).unwrap();
+        p
+    }
+
     /// Runs the program under `mpirun -np 2`; `preload` sets LD_PRELOAD, `vars` the JITTER_*.
     fn mpirun(&self, preload: bool, vars: &[(&str, &str)], args: &[String]) -> Output {
         self.mpirun_as(false, preload, vars, args)
@@ -348,10 +361,28 @@ fn a_bad_setting_ends_every_rank_at_mpi_init_with_a_message() {
     }
     let s = Setup::new();
     let args = ["1000".to_string(), "3".to_string(), "0".to_string()];
+    let lossy = s.lossy_trace();
+    let lossy_line = format!(
+        "JITTER_TRACE={}: the collector's ring dropped 10000 of 30000 detours (1500.000 ms of \
+         noise) on CPU 0: 20000 of 30000 detours kept there; refused (JITTER_SALVAGE=1 goes on \
+         with what was kept and prints the share kept)",
+        lossy.display()
+    );
     for (vars, needle) in [
         (
             vec![("JITTER_TRACE", "/nonexistent/trace.jtr")],
             "JITTER_TRACE=/nonexistent/trace.jtr",
+        ),
+        (
+            vec![("JITTER_TRACE", lossy.to_str().unwrap())],
+            lossy_line.as_str(),
+        ),
+        (
+            vec![
+                ("JITTER_TRACE", s.trace.to_str().unwrap()),
+                ("JITTER_SALVAGE", "yes"),
+            ],
+            "JITTER_SALVAGE='yes' is not valid: give 1 (go on) or 0 (refuse)",
         ),
         (
             vec![
@@ -384,6 +415,37 @@ fn a_bad_setting_ends_every_rank_at_mpi_init_with_a_message() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// `JITTER_SALVAGE=1` replays a lossy trace and says the share kept in rank 0's summary line
+/// and `summary.json`.
+#[test]
+fn a_lossy_trace_is_replayed_with_jitter_salvage_and_its_share_kept_reported() {
+    if !have("mpicc") || !have("mpirun") {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+        return;
+    }
+    let s = Setup::new();
+    let lossy = s.lossy_trace();
+    let stats = s.dir.path().join("stats");
+    let vars = [
+        ("JITTER_TRACE", lossy.to_str().unwrap()),
+        ("JITTER_SALVAGE", "1"),
+        ("JITTER_STATS_DIR", stats.to_str().unwrap()),
+    ];
+    let args = ["1000".to_string(), "3".to_string(), "0".to_string()];
+    let out = s.mpirun(true, &vars, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "trace share kept: 20000 of 30000 detours (66.67 %), 66.67 % of the noise time"
+        ),
+        "{stderr}"
+    );
+    let summary: serde_json::Value = read(&stats.join("summary.json"));
+    assert_eq!(summary["integrity"]["detours_lost"], 10_000);
+    assert_eq!(summary["integrity"]["salvaged"], true);
 }
 
 #[test]

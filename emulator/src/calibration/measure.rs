@@ -418,6 +418,7 @@ impl Calibration {
     pub fn measure(clock: &Clock, s: &Settings) -> Result<Self, EmulatorError> {
         let threshold = default_threshold();
         let key = MachineKey::current(None);
+        let load = super::load::LoadProbe::start();
         let progress = ProgressBar::new(2 * timer_steps(s));
         if progress.is_hidden() {
             eprintln!("calibrating the emulator on this machine (about 20 s)");
@@ -444,6 +445,7 @@ impl Calibration {
             rate_hz: s.rate_hz,
             itimer,
             abstime,
+            load: load.and_then(super::load::LoadProbe::finish),
         })
     }
 }

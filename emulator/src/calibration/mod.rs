@@ -5,8 +5,11 @@
 //! `crate::report`.
 //!
 //! - [`model`]: what a calibration holds and how it compensates a replay (pure);
-//! - [`measure`]: how it is measured (signals, timers, the probe loop).
+//! - [`measure`]: how it is measured (signals, timers, the probe loop);
+//! - [`load`]: the machine's load while it was measured (a busy machine's calibration is
+//!   flagged and not reused).
 
+pub mod load;
 pub mod measure;
 pub mod model;
 

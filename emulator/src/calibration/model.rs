@@ -248,6 +248,17 @@ pub struct Calibration {
     pub itimer: TimerCalibration,
     /// `timer_create(CLOCK_MONOTONIC)` with absolute deadlines.
     pub abstime: TimerCalibration,
+    /// The machine's load while it was measured (absent in calibrations cached before it was
+    /// recorded, and where `/proc/stat` is not readable).
+    #[serde(default)]
+    pub load: Option<super::load::MachineLoad>,
+}
+
+impl Calibration {
+    /// Why this calibration includes other work's time (taken on a busy machine), or `None`.
+    pub fn busy(&self) -> Option<String> {
+        self.load.as_ref().and_then(super::load::MachineLoad::busy)
+    }
 }
 
 /// The weighted least-squares non-increasing fit of `values` (pool adjacent violators).

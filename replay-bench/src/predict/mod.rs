@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use jitter_emulator::cli::ReplayArgs;
+use jitter_emulator::cli::{ReplayArgs, SalvageArgs};
 use jitter_emulator::{Plan, PlanOptions, SyncMode, TimerKind};
 use jitter_trace::Trace;
 use rayon::prelude::*;
@@ -158,6 +158,9 @@ pub struct PredictArgs {
     /// trace's CPUs were busy with other work for more than half of the time.
     #[arg(long)]
     pub force: bool,
+    /// Whether to go on with a trace that lacks detours.
+    #[command(flatten)]
+    pub salvage: SalvageArgs,
 }
 
 impl PredictArgs {
@@ -232,6 +235,7 @@ impl TraceInput {
                 noise_ratio: trace.noise_ratio(),
                 detours_per_s: trace.detours_per_s(),
                 nodes: Vec::new(),
+                integrity: None,
             },
             plans,
             background: None,
@@ -447,6 +451,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
     let load = |path: &PathBuf, label: &str| -> anyhow::Result<TraceInput> {
         let loaded = jitter_trace::read_trace(path)
             .with_context(|| format!("cannot read trace {}", path.display()))?;
+        let integrity = loaded.accept(&path.display().to_string(), args.salvage.choice())?;
         // The sanity checks beside the plans, on another worker.
         let (warnings, input) = rayon::join(
             || loaded.warnings(),
@@ -464,7 +469,9 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
             eprintln!("warning: {}: {w}", path.display());
         }
         refuse_busy(&loaded.trace, path, args.force)?;
-        input
+        let mut input = input?;
+        input.info.integrity = (!integrity.is_whole()).then_some(integrity);
+        Ok(input)
     };
     let mut traces: Vec<TraceInput> = Vec::new();
     for path in &args.traces {
@@ -490,6 +497,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         background::check_setup(&platform.options(), platform.lateness_sd_ns > 0.0)?;
         let loaded = jitter_trace::read_trace(path)
             .with_context(|| format!("cannot read platform-noise trace {}", path.display()))?;
+        loaded.accept(&path.display().to_string(), args.salvage.choice())?;
         for w in loaded.warnings() {
             eprintln!("warning: {}: {w}", path.display());
         }
@@ -1000,6 +1008,11 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     println!("{}", spec.des.comm.describe(spec.des.barrier.stage_ns));
     let rows = study_rows(&p);
     print!("{}", crate::plot::render_table(&rows));
+    for t in &traces {
+        for line in t.info.kept_lines() {
+            println!("{line}");
+        }
+    }
     for r in [&p.des, &p.order_stats].into_iter().flatten() {
         for w in &r.warnings {
             eprintln!("warning: {w}");
