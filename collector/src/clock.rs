@@ -319,6 +319,7 @@ fn check_given(given: u64, measured: u64, uncertainty: f64) -> Result<(), ClockE
 }
 
 /// A counter reading and a CLOCK_MONOTONIC_RAW reading taken as close together as possible.
+#[cfg(test)]
 fn paired_reading() -> (u64, u64) {
     let (c, t, _) = paired_reading_with_width();
     (c, t)

@@ -56,8 +56,9 @@ pub struct RunArgs {
     /// Run exactly this many measured phases instead of a period.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub phases: Option<u64>,
-    /// Warm-up phases, run first and excluded from the averages.
-    #[arg(long, default_value_t = 20)]
+    /// Warm-up phases, run first and excluded from the averages (at most 10^6, as many as
+    /// --block-phases allows: beyond that a warm-up is a run of its own).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub warmup: u64,
     /// Synchronisation of the replays: none, once, phase or every:K.
     #[arg(long, default_value = "none")]
@@ -306,6 +307,7 @@ fn load_trace(path: &std::path::Path, label: Option<&str>, k: u64) -> anyhow::Re
         noise_ratio: stats.noise_ratio,
         detours_per_s: stats.detours_per_s,
         nodes: Vec::new(),
+        digest: Some(jitter_trace::digest::content_digest(&trace)),
     };
     Ok(LoadedTrace {
         warnings,
@@ -427,6 +429,9 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
     let k = args.ranks_per_node;
     let local = comm.ranks_on_this_host();
     let checked = (|| -> anyhow::Result<Option<LoadedTrace>> {
+        if rank == 0 {
+            check_outputs(args)?;
+        }
         let cpus = online_cpus();
         if local > cpus && !args.allow_oversubscribe {
             bail!(
@@ -518,6 +523,19 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
         plan,
         design: design_of(args)?,
     })
+}
+
+/// The files rank 0 writes at the end, checked (by `jitter_trace::output`'s rules) before
+/// anything is measured: a run never ends in an output it cannot save.
+fn check_outputs(args: &RunArgs) -> anyhow::Result<()> {
+    use jitter_trace::output::check_output;
+    if let Some(p) = &args.output {
+        check_output(p, "-o", "a JSON report", &["json"])?;
+    }
+    if let Some(p) = &args.phases_csv {
+        check_output(p, "--phases-csv", "a CSV table", &["csv"])?;
+    }
+    Ok(())
 }
 
 /// This host's emulator cost for `timer`: one rank per host reads the calibration (file or
