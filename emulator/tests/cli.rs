@@ -58,3 +58,21 @@ fn inject_refuses_a_scale_or_minimum_sleep_that_would_spin_for_ever() {
     );
     assert_error(&o, "over the bound of 10 s");
 }
+
+#[test]
+fn fidelity_checks_its_outputs_before_reading_or_measuring() {
+    let bin = env!("CARGO_BIN_EXE_jitter-emulate");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    // The trace does not exist: the output's error comes first.
+    let o = run(bin, &["fidelity", "--trace", "missing.jtr", "--json", &d]);
+    assert_error(
+        &o,
+        &format!("--json {d} is a directory, not an output file"),
+    );
+    let file = dir.path().join("f.json");
+    std::fs::write(&file, "{}").unwrap();
+    let f = file.display().to_string();
+    let o = run(bin, &["fidelity", "--trace", "missing.jtr", "--save", &f]);
+    assert_error(&o, &format!("--save {f} is not a folder"));
+}

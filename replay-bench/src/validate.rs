@@ -336,7 +336,7 @@ fn check_outputs(a: &ValidateArgs) -> anyhow::Result<()> {
 pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     let ranks = rank_counts(a.ranks.as_ref());
     let modes = a.sync.clone();
-    anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
+    crate::predict::check_sync_modes(&modes)?;
     check_outputs(a)?;
     jitter_trace::read_trace(&a.trace)
         .with_context(|| format!("cannot read trace {}", a.trace.display()))?;

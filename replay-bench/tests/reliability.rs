@@ -233,6 +233,22 @@ fn predict_checks_its_outputs_and_threads_before_reading_a_trace() {
             "error: --threads 0: give 1 to ".into(),
         ),
     ];
+    // A mode listed twice would be two identical rows (checked once the outputs are).
+    let t = trace(d);
+    let o = run(&[
+        "predict",
+        "--trace",
+        t.to_str().unwrap(),
+        "--ranks",
+        "4",
+        "--sync",
+        "none,none",
+    ]);
+    let e = assert_error(&o, "");
+    assert_eq!(
+        e.trim_end(),
+        "error: --sync lists none twice: list every mode once"
+    );
     for (extra, want) in cases {
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let e = assert_error(&with(&extra), "");

@@ -328,6 +328,17 @@ pub fn parse_ranks(text: &str) -> anyhow::Result<Vec<u64>> {
     Ok(v)
 }
 
+/// A list of sync modes (`--sync` of `predict` and `validate`): at least one, each once (a
+/// mode listed twice would be two identical rows of every table).
+pub fn check_sync_modes(modes: &[SyncMode]) -> anyhow::Result<()> {
+    anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
+    let twice = (1..modes.len()).find_map(|i| modes[..i].contains(&modes[i]).then_some(modes[i]));
+    if let Some(m) = twice {
+        anyhow::bail!("--sync lists {m} twice: list every mode once");
+    }
+    Ok(())
+}
+
 /// Rank counts to predict, strictly increasing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankCounts(pub Vec<u64>);
@@ -400,7 +411,7 @@ fn refuse_busy(trace: &Trace, path: &Path, force: bool) -> anyhow::Result<()> {
 pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSpec)> {
     let ranks = args.ranks.0.clone();
     let modes = args.sync.clone();
-    anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
+    check_sync_modes(&modes)?;
     anyhow::ensure!(args.phases >= 1, "--phases must be at least 1");
     let quanta = args.quanta;
     let requested_timer = args.replay.timer;
@@ -1154,6 +1165,19 @@ mod tests {
         assert_eq!(default_threads(1 << 20, 2, 16), 16);
         // Never more than the cores.
         assert_eq!(default_threads(1 << 20, 1, 2), 2);
+    }
+
+    #[test]
+    fn a_sync_mode_listed_twice_is_refused() {
+        let m = |s: &str| s.parse::<SyncMode>().unwrap();
+        check_sync_modes(&[m("none"), m("phase")]).unwrap();
+        assert_eq!(
+            check_sync_modes(&[m("none"), m("phase"), m("none")])
+                .unwrap_err()
+                .to_string(),
+            "--sync lists none twice: list every mode once"
+        );
+        assert!(check_sync_modes(&[]).is_err());
     }
 
     #[test]
