@@ -315,8 +315,11 @@ fn results_table(out: &mut String, rows: &[&ResultRow], with_emulator: bool) {
 pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
     let dir = &args.dir;
     // Both outputs checked before anything is read.
-    let report_path = args.report.clone().unwrap_or_else(|| dir.join("report.md"));
-    check_output(&report_path, "--report", "a Markdown report", &["md"])?;
+    let (report_path, flag) = match &args.report {
+        Some(p) => (p.clone(), "--report"),
+        None => (dir.join("report.md"), "--dir"),
+    };
+    check_output(&report_path, flag, "a Markdown report", &["md"])?;
     check_output(
         &dir.join("headlines.json"),
         "--dir",

@@ -368,6 +368,25 @@ fn compare_and_plot_study_refuse_reports_of_different_traces_or_quanta() {
         "",
     );
     assert!(e.contains("is a directory, not an output file"), "{e}");
+    // study: its report and headlines are checked before the folder is read.
+    let shown = d.display();
+    let e = assert_error(&run(&["study", "--dir", &format!("{shown}/none")]), "");
+    assert_eq!(
+        e.trim_end(),
+        format!(
+            "error: --dir {shown}/none/report.md: folder {shown}/none does not exist (create it \
+             first)"
+        )
+    );
+    let e = assert_error(
+        &run(&["study", "--dir", &shown.to_string(), "--report", "r.csv"]),
+        "",
+    );
+    assert_eq!(
+        e.trim_end(),
+        "error: --report r.csv: this writes a Markdown report, but the name ends in .csv; name \
+         it .md"
+    );
 }
 
 #[test]
