@@ -182,6 +182,11 @@ impl Cli {
                 PathBuf::from(format!("jitter-{host}-{t}.jtr"))
             }
         };
+        // The trace is a .jtr whatever its name: a name that says otherwise is refused.
+        jitter_trace::output::check_extension(&output, "-o", "a .jtr trace", &["jtr"])?;
+        if let Some(p) = &self.ftq_csv {
+            jitter_trace::output::check_extension(p, "--ftq-csv", "a CSV series", &["csv"])?;
+        }
         Ok(Config {
             cpus,
             duration,
@@ -328,7 +333,12 @@ fn check(cli: &Cli, config: &Config) -> Result<()> {
             eprintln!("warning: {w}");
         }
     }
-    let cpu = config.cpus.as_ref().and_then(|c| c.ids().first().copied());
+    // The CPU is checked like a collection's (it exists, is online, is allowed) before the
+    // measurement pins a thread to it.
+    let cpu = match &config.cpus {
+        Some(c) => crate::cpuset::select(Some(c))?.ids().first().copied(),
+        None => None,
+    };
     let report = crate::check::run(cpu, clock)?;
     if cli.json {
         let text = serde_json::to_string_pretty(&report).context("cannot encode JSON")?;
@@ -356,5 +366,25 @@ mod tests {
         assert!(cli.config().is_err());
         let cli = Cli::parse_from(["jc", "--threshold-ns", "-5"]);
         assert!(cli.config().unwrap_err().to_string().contains("positive"));
+    }
+
+    #[test]
+    fn an_output_named_for_another_format_is_refused() {
+        let cli = Cli::parse_from(["jc", "-d", "1", "-o", "x.csv"]);
+        assert_eq!(
+            cli.config().unwrap_err().to_string(),
+            "-o x.csv: this writes a .jtr trace, but the name ends in .csv; name it .jtr"
+        );
+        let cli = Cli::parse_from(["jc", "-d", "1", "-o", "x.jtr", "--ftq-csv", "f.json"]);
+        assert!(cli
+            .config()
+            .unwrap_err()
+            .to_string()
+            .starts_with("--ftq-csv f.json"));
+        for ok in ["x.jtr", "/dev/null", "x.trace"] {
+            Cli::parse_from(["jc", "-d", "1", "-o", ok])
+                .config()
+                .unwrap();
+        }
     }
 }

@@ -109,7 +109,29 @@ pub enum ClockError {
     /// Calibration was asked for less than the minimum window.
     #[error("calibration window {0:?} is shorter than 200 ms")]
     ShortWindow(Duration),
+    /// A given frequency disagrees with a measurement against CLOCK_MONOTONIC_RAW.
+    #[error(
+        "counter frequency {given} kHz disagrees with {measured} kHz measured against \
+         CLOCK_MONOTONIC_RAW by {diff_pct:.2} % (more than the {tol_pct:.2} % allowed): every \
+         time would be off by that much; give the measured frequency or leave --khz out"
+    )]
+    GivenDisagrees {
+        /// The frequency given, kHz.
+        given: u64,
+        /// The frequency measured, kHz.
+        measured: u64,
+        /// Their difference, % of the measured one.
+        diff_pct: f64,
+        /// The largest difference accepted, %.
+        tol_pct: f64,
+    },
 }
+
+/// The smallest disagreement between a given counter frequency and the 200 ms measurement
+/// that [`Clock::choose`] refuses, as a share: 0.5 %, the rule the kernel's `tsc_freq_khz`
+/// is held to, unless the measurement's own uncertainty (its two endpoints' reading widths
+/// over the ticks between them, plus 1 ns of CLOCK_MONOTONIC_RAW per endpoint) is larger.
+pub const GIVEN_FREQUENCY_TOLERANCE: f64 = 0.005;
 
 /// What the kernel says about the TSC (from `/proc/cpuinfo` flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -188,16 +210,20 @@ impl Clock {
         if CounterSource::current() == CounterSource::MonotonicRaw {
             return Clock::from_khz(1_000_000, FrequencySource::Nanoseconds);
         }
-        if window < Duration::from_millis(200) {
-            return Err(ClockError::ShortWindow(window));
-        }
-        let (c0, t0) = paired_reading();
-        std::thread::sleep(window);
-        let (c1, t1) = paired_reading();
-        let dt = t1.saturating_sub(t0).max(1) as u128;
-        let dc = c1.saturating_sub(c0) as u128;
-        let khz = ((dc * 1_000_000 + dt / 2) / dt) as u64;
+        let (khz, _) = measure(window)?;
         Clock::from_khz(khz, FrequencySource::Calibrated)
+    }
+
+    /// A given frequency (`--khz`), checked against a 200 ms measurement: refused when they
+    /// differ by more than [`GIVEN_FREQUENCY_TOLERANCE`] or the measurement's uncertainty.
+    fn given(khz: u64) -> Result<Self, ClockError> {
+        let clock = Clock::from_khz(khz, FrequencySource::Given)?;
+        if CounterSource::current() == CounterSource::MonotonicRaw {
+            // The counter is the clock it would be checked against: ns, 1 000 000 kHz.
+            return check_given(khz, 1_000_000, 0.0).map(|()| clock);
+        }
+        let (measured, uncertainty) = measure(Duration::from_millis(200))?;
+        check_given(khz, measured, uncertainty).map(|()| clock)
     }
 
     /// The counter's frequency on this machine, the one rule every tool uses: `given` if any,
@@ -205,7 +231,7 @@ impl Clock {
     /// else the measurement (with a warning saying how far they disagree).
     pub fn choose(given: Option<u64>) -> Result<(Self, Option<String>), ClockError> {
         if let Some(k) = given {
-            return Ok((Clock::from_khz(k, FrequencySource::Given)?, None));
+            return Ok((Clock::given(k)?, None));
         }
         let measured = Clock::calibrate(Duration::from_millis(200))?;
         let Some(k) = kernel_tsc_khz() else {
@@ -259,8 +285,49 @@ impl Clock {
     }
 }
 
+/// Measures the counter frequency against CLOCK_MONOTONIC_RAW over at least `window`:
+/// the frequency (kHz, rounded) and its relative uncertainty (the two readings' widths in
+/// ticks over the ticks between them, plus 1 ns per endpoint over the ns between them).
+fn measure(window: Duration) -> Result<(u64, f64), ClockError> {
+    if window < Duration::from_millis(200) {
+        return Err(ClockError::ShortWindow(window));
+    }
+    let (c0, t0, w0) = paired_reading_with_width();
+    std::thread::sleep(window);
+    let (c1, t1, w1) = paired_reading_with_width();
+    let dt = t1.saturating_sub(t0).max(1) as u128;
+    let dc = c1.saturating_sub(c0).max(1) as u128;
+    let khz = ((dc * 1_000_000 + dt / 2) / dt) as u64;
+    let uncertainty = (w0 + w1) as f64 / dc as f64 + 2.0 / dt as f64;
+    Ok((khz, uncertainty))
+}
+
+/// Refuses a `given` frequency that differs from the `measured` one (relative `uncertainty`)
+/// by more than [`GIVEN_FREQUENCY_TOLERANCE`] or that uncertainty, whichever is larger.
+fn check_given(given: u64, measured: u64, uncertainty: f64) -> Result<(), ClockError> {
+    let diff = (given as f64 - measured as f64).abs() / measured.max(1) as f64;
+    let tol = GIVEN_FREQUENCY_TOLERANCE.max(uncertainty);
+    if diff > tol {
+        return Err(ClockError::GivenDisagrees {
+            given,
+            measured,
+            diff_pct: diff * 100.0,
+            tol_pct: tol * 100.0,
+        });
+    }
+    Ok(())
+}
+
 /// A counter reading and a CLOCK_MONOTONIC_RAW reading taken as close together as possible.
+#[cfg(test)]
 fn paired_reading() -> (u64, u64) {
+    let (c, t, _) = paired_reading_with_width();
+    (c, t)
+}
+
+/// [`paired_reading`] with the width (ticks) of the narrowest of its tries, which bounds
+/// how far the counter reading may be from the instant of the clock's.
+fn paired_reading_with_width() -> (u64, u64, u64) {
     let mut best = (u64::MAX, 0u64, 0u64);
     for _ in 0..16 {
         let a = read_counter_ordered();
@@ -271,7 +338,7 @@ fn paired_reading() -> (u64, u64) {
             best = (width, a + width / 2, t);
         }
     }
-    (best.1, best.2)
+    (best.1, best.2, best.0)
 }
 
 /// Busy-waits until the counter reaches `deadline` (ticks).
@@ -331,5 +398,35 @@ mod tests {
             assert!((c.khz() as f64 - k as f64).abs() / (k as f64) < 0.001);
         }
         assert!(Clock::calibrate(Duration::from_millis(10)).is_err());
+    }
+
+    #[test]
+    fn a_given_frequency_is_checked_against_a_measurement() {
+        let (measured, uncertainty) = measure(Duration::from_millis(200)).unwrap();
+        // Its own uncertainty is far below the tolerance on any counter worth collecting with.
+        assert!(
+            uncertainty < GIVEN_FREQUENCY_TOLERANCE / 10.0,
+            "{uncertainty}"
+        );
+        let (c, _) = Clock::choose(Some(measured)).unwrap();
+        assert_eq!((c.khz(), c.source), (measured, FrequencySource::Given));
+        // The bound itself: 0.4 % off passes, 0.6 % off is refused.
+        check_given(1_004_000, 1_000_000, 1e-6).unwrap();
+        let e = check_given(1_006_000, 1_000_000, 1e-6)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "counter frequency 1006000 kHz disagrees with 1000000 kHz measured against \
+             CLOCK_MONOTONIC_RAW by 0.60 % (more than the 0.50 % allowed): every time would \
+             be off by that much; give the measured frequency or leave --khz out"
+        );
+        // A wide measurement widens the bound.
+        check_given(1_006_000, 1_000_000, 0.01).unwrap();
+        // The issue's case: 1 GHz on a counter of any other frequency.
+        if measured.abs_diff(1_000_000) > 10_000 {
+            let e = Clock::choose(Some(1_000_000)).unwrap_err();
+            assert!(matches!(e, ClockError::GivenDisagrees { .. }), "{e}");
+        }
     }
 }

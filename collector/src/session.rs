@@ -451,6 +451,13 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
     Prepared::prepare(config, stop)?.start()?.drain()?.finish()
 }
 
+/// The largest ring per CPU, entries: 1 GiB of 16-byte entries, all touched before the
+/// probes start (the default 2^16 holds over 6 s of a 10 kHz noise source between drains).
+pub const MAX_RING: usize = 1 << 26;
+
+/// The most back-to-back reads that profile the counter: 2^28, seconds at tens of ns each.
+pub const MAX_PROFILE_READS: usize = 1 << 28;
+
 /// Refuses a configuration no collection can run with.
 fn check(config: &Config) -> Result<()> {
     if config.duration.is_some_and(|d| d.is_zero()) {
@@ -474,11 +481,20 @@ fn check(config: &Config) -> Result<()> {
     if let Threshold::Factor(0) = config.threshold {
         refuse!("the threshold factor must be at least 1");
     }
-    if config.ring_capacity < 2 {
-        refuse!("the ring must hold at least 2 entries");
+    if !(2..=MAX_RING).contains(&config.ring_capacity) {
+        refuse!(
+            "--ring {}: give 2 to {MAX_RING} entries per CPU (16 bytes each, touched before \
+             the probes start; the largest is 1 GiB per CPU)",
+            config.ring_capacity
+        );
     }
-    if config.t_min_reads == 0 {
-        refuse!("t_min needs at least one read");
+    if !(1..=MAX_PROFILE_READS).contains(&config.t_min_reads) {
+        refuse!(
+            "--t-min-reads {}: give 1 to {MAX_PROFILE_READS} (the largest takes seconds; the \
+             default {} already fills the profile's histogram)",
+            config.t_min_reads,
+            crate::counter::PROFILE_READS
+        );
     }
     Ok(())
 }
@@ -1578,7 +1594,28 @@ mod tests {
         };
         let e = collect(&config).unwrap_err();
         assert!(matches!(e, CollectError::Refused(_)), "{e:?}");
-        assert_eq!(e.line(), "the ring must hold at least 2 entries");
+        assert_eq!(
+            e.line(),
+            "--ring 1: give 2 to 67108864 entries per CPU (16 bytes each, touched before the \
+             probes start; the largest is 1 GiB per CPU)"
+        );
+        for config in [
+            Config {
+                ring_capacity: MAX_RING + 1,
+                ..Config::default()
+            },
+            Config {
+                t_min_reads: MAX_PROFILE_READS + 1,
+                ..Config::default()
+            },
+            Config {
+                t_min_reads: 0,
+                ..Config::default()
+            },
+        ] {
+            let e = collect(&config).unwrap_err();
+            assert!(matches!(e, CollectError::Refused(_)), "{e:?}");
+        }
     }
 
     #[test]

@@ -464,6 +464,51 @@ fn bad_input_gives_one_clear_error_line() {
     assert!(Path::new(&full).exists());
 }
 
+#[test]
+fn a_wrong_frequency_cpu_or_output_name_is_refused_before_collecting() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.jtr");
+    let o = out.to_str().unwrap();
+    let csv = dir.path().join("x.csv");
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["--check", "--cpus", "4095"],
+            "error: CPU 4095 does not exist (this machine has CPUs ".into(),
+        ),
+        (
+            vec!["-d", "1", "-o", csv.to_str().unwrap()],
+            format!(
+                "error: -o {}: this writes a .jtr trace, but the name ends in .csv; name it .jtr",
+                csv.display()
+            ),
+        ),
+        (
+            vec!["-d", "1", "--ring", "1", "-o", o],
+            "error: --ring 1: give 2 to 67108864 entries per CPU".into(),
+        ),
+    ];
+    for (args, want) in cases {
+        let (code, line) = one_error_line(&args, None);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(line.starts_with(&want), "{args:?}: {line}");
+    }
+    // 1 GHz given to a counter of another frequency (the case: a 0.8 s run reported
+    // as 2 s); refused before anything is collected.
+    let measured = jitter_collect::clock::Clock::calibrate(std::time::Duration::from_millis(200))
+        .unwrap()
+        .khz();
+    if measured.abs_diff(1_000_000) > 10_000 {
+        let (code, line) = one_error_line(&["--khz", "1000000", "-d", "1", "-o", o], None);
+        assert_ne!(code, 0);
+        assert!(
+            line.starts_with("error: --khz: counter frequency 1000000 kHz disagrees with "),
+            "{line}"
+        );
+    }
+    assert!(!out.exists() && !csv.exists());
+}
+
 /// A setup error removes only what this run created: a link (or file) that was there before
 /// stays, a fresh output does not linger.
 #[test]

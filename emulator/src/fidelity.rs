@@ -460,6 +460,13 @@ pub fn print_report(r: &FidelityReport) {
 
 /// `jitter-emulate fidelity`.
 pub fn run_fidelity(a: &FidelityConfig) -> Result<()> {
+    // The outputs, checked before a minute of measurement (jitter_trace::output's rules).
+    if let Some(p) = &a.json {
+        jitter_trace::output::check_output(p, "--json", "a JSON table", &["json"])?;
+    }
+    if let Some(d) = a.save.as_ref().filter(|d| d.exists() && !d.is_dir()) {
+        bail!("--save {} is not a folder", d.display());
+    }
     let loaded =
         read_trace(&a.trace).with_context(|| format!("cannot read {}", a.trace.display()))?;
     let name = a.trace.display().to_string();

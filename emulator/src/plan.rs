@@ -226,7 +226,8 @@ pub enum PlanError {
     /// Every detour is shorter than the overhead.
     #[error(
         "overhead {overhead_ns} ns is at least every scaled detour (longest {longest_ns} ns): \
-         nothing would be injected; raise --scale"
+         nothing would be injected; raise the scale factor S (--scale, or JITTER_SCALE for \
+         libjitter_preload.so)"
     )]
     NothingInjectable {
         /// Overhead O.
@@ -2548,6 +2549,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("nothing would be injected"), "{e}");
+        // The advice names the knob of every tool, the preload library's included.
+        assert!(
+            e.to_string()
+                .ends_with("(--scale, or JITTER_SCALE for libjitter_preload.so)"),
+            "{e}"
+        );
         assert!(Plan::new(&stream(1000, &[]), opts()).is_err());
         let t = Trace {
             streams: vec![s],

@@ -118,3 +118,21 @@ fn a_corrupt_calibration_cache_says_to_measure_again_with_refresh() {
         ),
     );
 }
+
+#[test]
+fn fidelity_checks_its_outputs_before_reading_or_measuring() {
+    let bin = env!("CARGO_BIN_EXE_jitter-emulate");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    // The trace does not exist: the output's error comes first.
+    let o = run(bin, &["fidelity", "--trace", "missing.jtr", "--json", &d]);
+    assert_error(
+        &o,
+        &format!("--json {d} is a directory, not an output file"),
+    );
+    let file = dir.path().join("f.json");
+    std::fs::write(&file, "{}").unwrap();
+    let f = file.display().to_string();
+    let o = run(bin, &["fidelity", "--trace", "missing.jtr", "--save", &f]);
+    assert_error(&o, &format!("--save {f} is not a folder"));
+}

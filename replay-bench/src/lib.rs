@@ -5,6 +5,7 @@ pub mod baseline;
 pub mod bench;
 pub mod comm;
 pub mod kernel;
+pub mod matching;
 pub mod metrics;
 pub mod noise;
 pub mod plot;

@@ -30,7 +30,8 @@ struct Cli {
 enum Command {
     /// Run the benchmark under MPI (`mpirun -np N replay-bench run …` or `srun …`).
     Run(Box<RunArgs>),
-    /// Print the results of two reports side by side, matched by trace, ranks and sync.
+    /// Print the results of two reports side by side, matched by trace, ranks and sync; refused
+    /// unless they replayed the same trace (by content) with the same quanta, scale and design.
     Compare(CompareArgs),
     /// Collect reports of a scaling study into one table and an SVG plot of SD vs ranks.
     PlotStudy(plot::PlotStudyArgs),
@@ -58,6 +59,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(a) => {
             let ra = Report::load(&a.a)?;
             let rb = Report::load(&a.b)?;
+            let (na, nb) = (a.a.display().to_string(), a.b.display().to_string());
+            for note in replay_bench::matching::check_compare(&ra, &rb, &na, &nb)? {
+                eprintln!("warning: {note}");
+            }
             print!(
                 "{}",
                 table::render_compare(

@@ -51,11 +51,17 @@ pub struct StudyRow {
 }
 
 /// Loads every row of every report, sorted by (trace, sync, kind, ranks).
+/// Reports that share a series must have measured the same thing (`matching::check_series`);
+/// those matched by trace name only (written before digests) are said on standard error.
 pub fn load_rows(paths: &[PathBuf]) -> anyhow::Result<Vec<StudyRow>> {
     let reports = paths
         .iter()
         .map(|p| Report::load(p))
         .collect::<anyhow::Result<Vec<Report>>>()?;
+    let named: Vec<(&Path, &Report)> = paths.iter().map(PathBuf::as_path).zip(&reports).collect();
+    for note in crate::matching::check_series(&named)? {
+        eprintln!("warning: {note}");
+    }
     Ok(rows(&reports))
 }
 
@@ -320,6 +326,9 @@ where
 
 /// Runs `replay-bench plot-study`.
 pub fn main(args: PlotStudyArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.svg {
+        jitter_trace::output::check_output(p, "--svg", "an SVG image", &["svg"])?;
+    }
     let rows = load_rows(&args.reports)?;
     print!("{}", render_table(&rows));
     if let Some(svg) = &args.svg {

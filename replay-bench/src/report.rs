@@ -74,6 +74,11 @@ pub struct TraceInfo {
     /// (`--salvage`, or a loss within the tolerance). Absent for a whole trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integrity: Option<jitter_trace::Integrity>,
+    /// The trace's content digest (`jitter_trace::digest::content_digest`; for a set, of its
+    /// nodes' digests in order): reports match on it, not on the file name. Absent in reports
+    /// written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 impl TraceInfo {
@@ -104,10 +109,18 @@ impl TraceInfo {
             streams: nodes.iter().map(|t| t.streams).min().unwrap_or(0),
             noise_ratio: mean(|t| t.noise_ratio),
             detours_per_s: mean(|t| t.detours_per_s),
+            digest: set_digest(&nodes),
             nodes,
             integrity: None,
         }
     }
+}
+
+/// The digest of a node-trace set: its nodes' digests in order, joined by `+` (absent when a
+/// node's is).
+fn set_digest(nodes: &[TraceInfo]) -> Option<String> {
+    let parts: Option<Vec<&str>> = nodes.iter().map(|t| t.digest.as_deref()).collect();
+    parts.map(|p| p.join("+"))
 }
 
 /// The configuration of a run or prediction.
@@ -264,6 +277,10 @@ pub struct PredictDetails {
     /// The platform-noise trace the traces were replayed on top of (`--platform-noise`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform_noise: Option<String>,
+    /// The content digest of each trace of `traces`, in the same order (see
+    /// [`TraceInfo::digest`]); empty in reports written before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace_digests: Vec<String>,
 }
 
 /// The emulator's own cost on one rank or the platform assumed by a prediction.

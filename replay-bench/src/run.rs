@@ -56,8 +56,9 @@ pub struct RunArgs {
     /// Run exactly this many measured phases instead of a period.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub phases: Option<u64>,
-    /// Warm-up phases, run first and excluded from the averages.
-    #[arg(long, default_value_t = 20)]
+    /// Warm-up phases, run first and excluded from the averages (at most 10^6, as many as
+    /// --block-phases allows: beyond that a warm-up is a run of its own).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub warmup: u64,
     /// Synchronisation of the replays: none, once, phase or every:K.
     #[arg(long, default_value = "none")]
@@ -166,6 +167,30 @@ impl RunArgs {
     }
 }
 
+/// Refuses a phase count whose run would outlast the one-day limit of every duration option
+/// (a `--period` cannot exceed it; `--phases` and `--warmup` are counts): (warm-up + phases) ×
+/// q × S is the least time the run takes, every phase lasting at least its scaled quanta.
+fn check_length(args: &RunArgs) -> anyhow::Result<()> {
+    let scale = args
+        .replay
+        .setup_over(&ReplaySetup::ideal(TimerKind::Abstime))
+        .scale
+        .get();
+    let phases = args.warmup.saturating_add(args.phases.unwrap_or(0));
+    let least_ns = phases as f64 * args.quanta as f64 * scale;
+    if least_ns > MAX_DURATION_NS {
+        bail!(
+            "{} warm-up and {} measured phases of q = {} at S = {scale} last at least {}, \
+             over the limit of 1d: fewer phases or a shorter --quanta",
+            args.warmup,
+            args.phases.unwrap_or(0),
+            jitter_trace::units::format_ns(args.quanta as f64),
+            jitter_trace::units::format_ns(least_ns)
+        );
+    }
+    Ok(())
+}
+
 /// The design a run uses, or why its options do not fit together.
 fn design_of(args: &RunArgs) -> anyhow::Result<Design> {
     let default = if args.has_trace() && args.virtual_ranks == 1 {
@@ -177,7 +202,8 @@ fn design_of(args: &RunArgs) -> anyhow::Result<Design> {
     if design == Design::Paired {
         if args.baseline != Baseline::Measured {
             bail!(
-                "--baseline {} needs --design sequential: the paired design measures its                  baseline in blocks interleaved with the jitter",
+                "--baseline {} needs --design sequential: the paired design measures its \
+                 baseline in blocks interleaved with the jitter",
                 args.baseline
             );
         }
@@ -318,6 +344,7 @@ fn load_trace(
         detours_per_s: stats.detours_per_s,
         nodes: Vec::new(),
         integrity: (!integrity.is_whole()).then_some(integrity),
+        digest: Some(jitter_trace::digest::content_digest(&trace)),
     };
     Ok(LoadedTrace {
         warnings,
@@ -440,6 +467,9 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
     let salvage = args.salvage.choice();
     let local = comm.ranks_on_this_host();
     let checked = (|| -> anyhow::Result<Option<LoadedTrace>> {
+        if rank == 0 {
+            check_outputs(args)?;
+        }
         let cpus = online_cpus();
         if local > cpus && !args.allow_oversubscribe {
             bail!(
@@ -450,6 +480,7 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
             );
         }
         design_of(args)?;
+        check_length(args)?;
         if let Baseline::File(p) = &args.baseline {
             baseline::from_report(p, comm.size() as u64, args.quanta)?;
         }
@@ -533,6 +564,19 @@ fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
         plan,
         design: design_of(args)?,
     })
+}
+
+/// The files rank 0 writes at the end, checked (by `jitter_trace::output`'s rules) before
+/// anything is measured: a run never ends in an output it cannot save.
+fn check_outputs(args: &RunArgs) -> anyhow::Result<()> {
+    use jitter_trace::output::check_output;
+    if let Some(p) = &args.output {
+        check_output(p, "-o", "a JSON report", &["json"])?;
+    }
+    if let Some(p) = &args.phases_csv {
+        check_output(p, "--phases-csv", "a CSV table", &["csv"])?;
+    }
+    Ok(())
 }
 
 /// This host's emulator cost for `timer`: one rank per host reads the calibration (file or
@@ -1036,6 +1080,30 @@ mod tests {
         assert_eq!(duration_flag("0s"), Ok(0));
         assert_eq!(duration_flag("0"), Ok(0));
         assert!(duration_flag("2d").is_err());
+    }
+
+    #[test]
+    fn a_phase_count_that_would_run_beyond_a_day_is_refused() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let args = |extra: &[&str]| {
+            let argv = ["run"].iter().chain(extra).copied();
+            Cmd::try_parse_from(argv).unwrap().run
+        };
+        check_length(&args(&["--phases", "86000000"])).unwrap();
+        let e = check_length(&args(&["--phases", "86400000"])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "20 warm-up and 86400000 measured phases of q = 1.00 ms at S = 1 last at least \
+             86400.020 s, over the limit of 1d: fewer phases or a shorter --quanta"
+        );
+        // The scale counts: 1 000 000 phases of 1 ms at S = 100 last 27.8 h.
+        assert!(check_length(&args(&["--phases", "1000000", "--scale", "100"])).is_err());
+        assert!(check_length(&args(&["--phases", "1000000"])).is_ok());
     }
 
     #[test]

@@ -18,6 +18,7 @@ use jitter_trace::units::format_ns;
 use jitter_trace::{Integrity, Trace};
 
 use crate::report::{Report, ResultRow};
+use jitter_trace::output::check_output;
 
 /// Options of `replay-bench study`.
 #[derive(Debug, Clone, Args)]
@@ -119,13 +120,27 @@ pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
     let s = match need {
         Some(s) => s,
         None => {
-            let why = match choice {
-                Some(c) => format!("S = {} is needed", c.integer),
-                None => "no scale reaches it (too many zero run-times)".into(),
+            // Raising --max helps only where the scale needed is one a replay accepts.
+            let (why, raise) = match choice {
+                Some(c) if c.integer as f64 <= top => (
+                    format!("S = {} is needed", c.integer),
+                    format!("raise --max to {}, ", c.integer),
+                ),
+                Some(c) => (
+                    format!(
+                        "S = {} is needed, beyond the largest scale a replay accepts ({top})",
+                        c.integer
+                    ),
+                    String::new(),
+                ),
+                None => (
+                    "no scale reaches it (too many zero run-times)".into(),
+                    String::new(),
+                ),
             };
             let msg = format!(
                 "--max {} does not make {:.1} % of the detours injectable with O = {}: {why}; \
-                 raise --max, lower --share, or pass --allow-capped to use S = {} anyway",
+                 {raise}lower --share, or pass --allow-capped to use S = {} anyway",
                 args.max,
                 args.share * 100.0,
                 format_ns(o),
@@ -305,6 +320,18 @@ fn results_table(out: &mut String, rows: &[&ResultRow], with_emulator: bool) {
 /// `replay-bench study`: writes report.md and headlines.json into the folder and prints the headlines.
 pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
     let dir = &args.dir;
+    // Both outputs checked before anything is read.
+    let (report_path, flag) = match &args.report {
+        Some(p) => (p.clone(), "--report"),
+        None => (dir.join("report.md"), "--dir"),
+    };
+    check_output(&report_path, flag, "a Markdown report", &["md"])?;
+    check_output(
+        &dir.join("headlines.json"),
+        "--dir",
+        "the headlines (JSON)",
+        &["json"],
+    )?;
     let trace_path = dir.join("trace.jtr");
     let (trace, integrity) = load_trace(&trace_path, args.salvage)?;
     let stats = TraceStats::of_trace(&trace);

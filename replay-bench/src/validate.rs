@@ -317,11 +317,30 @@ fn load_run(path: &Path, np: u64) -> anyhow::Result<Report> {
     Report::load(path)
 }
 
+/// The table, the plot and the folder of the runs, checked before the first run (which may
+/// be an hour before the table is written).
+fn check_outputs(a: &ValidateArgs) -> anyhow::Result<()> {
+    use jitter_trace::output::check_output;
+    if let Some(p) = &a.output {
+        check_output(p, "-o", "a JSON table", &["json"])?;
+    }
+    if let Some(p) = &a.plot {
+        check_output(p, "--plot", "an SVG image", &["svg"])?;
+    }
+    if let Some(d) = &a.dir {
+        if d.exists() && !d.is_dir() {
+            anyhow::bail!("--dir {} is not a folder", d.display());
+        }
+    }
+    Ok(())
+}
+
 /// `replay-bench validate`.
 pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     let ranks = rank_counts(a.ranks.as_ref());
     let modes = a.sync.clone();
-    anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
+    crate::predict::check_sync_modes(&modes)?;
+    check_outputs(a)?;
     // Refused before the runs, as the runs and the prediction would refuse it.
     jitter_trace::read_trace(&a.trace)
         .with_context(|| format!("cannot read trace {}", a.trace.display()))?

@@ -133,3 +133,37 @@ fn one_rank_killed_ends_the_run_on_every_rank_within_seconds() {
     assert!(took < Duration::from_secs(15), "took {took:?}");
     assert!(!alive(ranks[0]), "rank {} outlived mpirun", ranks[0]);
 }
+
+#[test]
+fn an_output_that_cannot_be_written_stops_every_rank_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.jtr");
+    let spec = "periodic:period=1ms,dur=20us".parse().unwrap();
+    let t = jitter_trace::synth::synthesize(&spec, 2, 2_000_000_000, 1).unwrap();
+    jitter_trace::write_trace(&good, &t).unwrap();
+    let g = good.to_str().unwrap().to_string();
+    let d = dir.path().display().to_string();
+    let csv = format!("{d}/no/p.csv");
+    // A 60 s run: refused at once, on both ranks, before the calibration and the probe.
+    for (flag, path, want) in [
+        (
+            "-o",
+            d.clone(),
+            format!("error: -o {d} is a directory, not an output file"),
+        ),
+        (
+            "--phases-csv",
+            csv.clone(),
+            format!("error: --phases-csv {csv}: folder {d}/no does not exist (create it first)"),
+        ),
+    ] {
+        let args = [
+            "-np", "2", BIN, "run", "--trace", &g, "--period", "60s", flag, &path,
+        ];
+        let (code, err, took) = finish(launch(&args), Duration::from_secs(60), flag);
+        assert!(code.is_some_and(|c| c != 0), "exit {code:?}: {err}");
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+        assert_eq!(errors, vec![want.as_str()], "{err}");
+        assert!(took < Duration::from_secs(15), "took {took:?}");
+    }
+}

@@ -4,6 +4,7 @@
 pub mod attribution;
 pub mod cli;
 pub mod compare;
+pub mod digest;
 pub mod error;
 pub mod format;
 pub mod integrity;

@@ -15,7 +15,7 @@ use jitter_trace::attribution::{
 use jitter_trace::compare::compare;
 use jitter_trace::integrity::{Integrity, Salvage, SALVAGED_NOTE};
 use jitter_trace::interop::{export, import, per_stream_path, Format};
-use jitter_trace::output::write_output_bytes;
+use jitter_trace::output::{check_output, check_writable, write_output_bytes};
 use jitter_trace::plot::{plot, source_bars_svg, source_density_svg, PlotKind, Series};
 use jitter_trace::stats::{injectability, scale_for_share, TraceStats};
 use jitter_trace::synth::{synthesize, Spec};
@@ -323,9 +323,32 @@ fn import_unchecked(paths: &[PathBuf], input: &Input) -> Result<(Trace, Integrit
     Ok((imported.trace, integrity))
 }
 
+impl Output {
+    /// The output's format (`Format::for_output`: the name's extension, `--to` only where it
+    /// agrees) and its path checked writable, before any input is read.
+    fn check(&self) -> Result<Format> {
+        let format = Format::for_output(self.to, &self.output)?;
+        let probe = if format == Format::LogGopSim {
+            per_stream_path(&self.output, 0)
+        } else {
+            self.output.clone()
+        };
+        check_writable(&probe, "-o")?;
+        Ok(format)
+    }
+}
+
+/// Checks an optional SVG output before any work (see `output::check_output`).
+fn check_svg(path: Option<&PathBuf>, flag: &str) -> Result<()> {
+    if let Some(p) = path {
+        check_output(p, flag, "an SVG image", &["svg"])?;
+    }
+    Ok(())
+}
+
 /// Writes the trace and returns the files written (one per stream for multi-stream LogGOPSim).
 fn save(trace: &Trace, output: &Output) -> Result<Vec<PathBuf>> {
-    let format = Format::resolve(output.to, &output.output)?;
+    let format = Format::for_output(output.to, &output.output)?;
     export(trace, &output.output, format).with_context(|| output.output.display().to_string())?;
     Ok(if format == Format::LogGopSim && trace.streams.len() > 1 {
         trace
@@ -474,6 +497,7 @@ impl CompareArgs {
             input,
             plot: svg,
         } = self;
+        check_svg(svg.as_ref(), "--plot")?;
         let ta = load(std::slice::from_ref(&a), &input)?;
         let tb = load(std::slice::from_ref(&b), &input)?;
         for (t, p) in [(&ta, &a), (&tb, &b)] {
@@ -531,6 +555,7 @@ impl SynthArgs {
             seed,
             output,
         } = self;
+        output.check()?;
         let spec: Spec = spec.parse()?;
         if duration < 1.0 || duration >= u64::MAX as f64 {
             bail!("duration must be at least 1 ns");
@@ -549,6 +574,7 @@ impl ConvertArgs {
             input,
             output,
         } = self;
+        output.check()?;
         let trace = load(&inputs, &input)?;
         let written = save(&trace, &output)?;
         report_written(json, &trace, &written, json!({}))
@@ -568,6 +594,7 @@ impl SliceArgs {
             drop_below,
             output,
         } = self;
+        output.check()?;
         let mut t = load(std::slice::from_ref(&trace), &input)?;
         let mut dropped = 0;
         if !cpus.is_empty() {
@@ -608,6 +635,7 @@ impl ScaleArgs {
             input,
             output,
         } = self;
+        output.check()?;
         let t = load(std::slice::from_ref(&trace), &input)?;
         let t = transform::scale(&t, factor)?;
         let written = save(&t, &output)?;
@@ -624,6 +652,7 @@ impl MergeArgs {
             input,
             output,
         } = self;
+        output.check()?;
         let t = load(std::slice::from_ref(&trace), &input)?;
         let (t, merged) = transform::merge_short_sleeps(&t, min_sleep.round() as u64)?;
         let written = save(&t, &output)?;
@@ -642,6 +671,11 @@ impl AttributionArgs {
             bars_svg,
             density_svg,
         } = self;
+        if let Some(p) = &csv {
+            check_output(p, "--csv", "a CSV table", &["csv"])?;
+        }
+        check_svg(bars_svg.as_ref(), "--bars-svg")?;
+        check_svg(density_svg.as_ref(), "--density-svg")?;
         let mut a = load_attribution(&trace)?;
         if let Some(b) = &bucket {
             let (lo, hi) = b
@@ -712,6 +746,7 @@ impl NodesArgs {
         if !(z.is_finite() && z > 0.0) {
             bail!("--z must be a positive number, got {z}");
         }
+        check_svg(svg.as_ref(), "--plot")?;
         let mut nodes = Vec::with_capacity(traces.len());
         let progress = traces.len() > 4 && std::io::stderr().is_terminal();
         for (i, p) in traces.iter().enumerate() {
@@ -761,6 +796,7 @@ impl PlotArgs {
             title,
             output,
         } = self;
+        check_svg(Some(&output), "-o")?;
         let loaded: Vec<Trace> = traces
             .iter()
             .map(|p| load(std::slice::from_ref(p), &input))

@@ -166,6 +166,120 @@ where
     }
 }
 
+/// Checks, before any work, that [`write_output`] (or [`StreamingOutput`]) could write `path`
+/// now, under the same rules: a directory, a dangling link, a missing parent folder, a parent
+/// that is not a folder, or a folder where no file can be created is refused with one line. A
+/// regular file or a new path is probed by creating (and removing) the temporary file the
+/// write would use beside it; a device is opened for writing (a FIFO without a reader yet
+/// passes). Commands call it while preparing, so that a long run never ends in an output it
+/// cannot save. `what` names the flag in the error (e.g. `-o`, `--plot`).
+pub fn check_writable(path: &Path, what: &str) -> Result<(), TraceError> {
+    let shown = path.display();
+    let refuse =
+        |e: TraceError| TraceError::Argument(format!("{what} {}", crate::error::chain_line(&e)));
+    check_folder(path, what)?;
+    let target = match resolve(path).map_err(refuse)? {
+        Target::Other => {
+            use std::os::unix::fs::OpenOptionsExt;
+            return match OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+            {
+                Ok(_) => Ok(()),
+                // A FIFO nobody reads yet: the write blocks until a reader comes, as asked.
+                Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(()),
+                Err(e) => Err(refuse(TraceError::io(format!("cannot open {shown}"), e))),
+            };
+        }
+        Target::Absent(p) | Target::Regular(p, _) => p,
+    };
+    let (tmp, _file) = temp_beside(&target).map_err(|e| {
+        TraceError::Argument(format!(
+            "{what} {shown}: cannot write there ({})",
+            crate::error::chain_line(&e)
+        ))
+    })?;
+    let _ = fs::remove_file(&tmp);
+    Ok(())
+}
+
+/// Refuses an output whose folder does not exist or is not a folder.
+fn check_folder(path: &Path, what: &str) -> Result<(), TraceError> {
+    let shown = path.display();
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(TraceError::Argument(format!(
+            "{what} {shown}: {} is not a folder",
+            dir.display()
+        ))),
+        Err(e) if e.kind() == ErrorKind::NotFound => Err(TraceError::Argument(format!(
+            "{what} {shown}: folder {} does not exist (create it first)",
+            dir.display()
+        ))),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Err(TraceError::Argument(format!(
+            "{what} {shown}: a part of {} is not a folder",
+            dir.display()
+        ))),
+        Err(e) => Err(TraceError::Argument(format!(
+            "{what} {}",
+            crate::error::chain_line(&TraceError::io(
+                format!("cannot inspect {}", dir.display()),
+                e
+            ))
+        ))),
+    }
+}
+
+/// File name extensions jitterbench knows as naming a format; an output whose name ends in
+/// one of them must be that format (see [`check_extension`]).
+const KNOWN_EXTENSIONS: &[&str] = &[
+    "jtr", "csv", "jsonl", "ndjson", "json", "svg", "png", "pdf", "md", "lgs", "noise", "txt",
+];
+
+/// Refuses an output name whose extension names another format than the one written
+/// (`-o report.csv` for a JSON report, `-o trace.csv` for the collector's `.jtr`): the file
+/// would hold one format under another's name. `format` names what is written, `exts` its
+/// extensions; a name without an extension or with one jitterbench does not know (a device,
+/// `trace.bin`) is accepted.
+pub fn check_extension(
+    path: &Path,
+    what: &str,
+    format: &str,
+    exts: &[&str],
+) -> Result<(), TraceError> {
+    let Some(ext) = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+    else {
+        return Ok(());
+    };
+    if exts.contains(&ext.as_str()) || !KNOWN_EXTENSIONS.contains(&ext.as_str()) {
+        return Ok(());
+    }
+    Err(TraceError::Argument(format!(
+        "{what} {}: this writes {format}, but the name ends in .{ext}; name it .{}",
+        path.display(),
+        exts.first().copied().unwrap_or("?")
+    )))
+}
+
+/// [`check_extension`] then [`check_writable`]: every check of an output before the work.
+pub fn check_output(
+    path: &Path,
+    what: &str,
+    format: &str,
+    exts: &[&str],
+) -> Result<(), TraceError> {
+    check_extension(path, what, format, exts)?;
+    check_writable(path, what)
+}
+
 /// Where a [`StreamingOutput`]'s bytes go until it is complete.
 #[derive(Debug)]
 enum Stage {
@@ -544,5 +658,67 @@ mod tests {
         assert!(!d.path().join("nowhere").exists());
         let e = write_output_bytes(d.path(), b"x").unwrap_err().to_string();
         assert!(e.contains("is a directory"), "{e}");
+    }
+
+    #[test]
+    fn check_writable_refuses_what_write_output_would_and_leaves_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let ok = d.path().join("new.json");
+        check_writable(&ok, "-o").unwrap();
+        fs::write(d.path().join("old.json"), "old").unwrap();
+        check_writable(&d.path().join("old.json"), "-o").unwrap();
+        check_writable(Path::new("/dev/null"), "-o").unwrap();
+        assert_eq!(entries(d.path()), vec!["old.json"]);
+        let e = check_writable(d.path(), "-o").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "-o {} is a directory, not an output file",
+                d.path().display()
+            )
+        );
+        let missing = d.path().join("no/such/dir/r.json");
+        let e = check_writable(&missing, "--plot").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "--plot {}: folder {} does not exist (create it first)",
+                missing.display(),
+                d.path().join("no/such/dir").display()
+            )
+        );
+        let under_file = d.path().join("old.json/r.json");
+        let e = check_writable(&under_file, "-o").unwrap_err().to_string();
+        assert!(e.ends_with("old.json is not a folder"), "{e}");
+        let link = d.path().join("dangling");
+        symlink(d.path().join("nowhere"), &link).unwrap();
+        let e = check_writable(&link, "-o").unwrap_err().to_string();
+        assert!(
+            e.starts_with("-o ") && e.contains("which does not exist"),
+            "{e}"
+        );
+        // A file system where nothing can be created (root bypasses permission bits; /proc
+        // refuses even root).
+        let e = check_writable(Path::new("/proc/jitterbench-out.json"), "-o").unwrap_err();
+        assert!(e.to_string().contains("cannot write there"), "{e}");
+        assert!(!d.path().join("nowhere").exists());
+        assert_eq!(entries(d.path()), vec!["dangling", "old.json"]);
+    }
+
+    #[test]
+    fn an_extension_that_names_another_format_is_refused() {
+        let json = |p: &str| check_extension(Path::new(p), "-o", "a JSON report", &["json"]);
+        json("r.json").unwrap();
+        json("r.JSON").unwrap();
+        json("/dev/null").unwrap();
+        json("r.report").unwrap();
+        let e = json("r.csv").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "-o r.csv: this writes a JSON report, but the name ends in .csv; name it .json"
+        );
+        let svg = |p: &str| check_extension(Path::new(p), "--plot", "an SVG image", &["svg"]);
+        svg("p.svg").unwrap();
+        assert!(svg("p.png").is_err());
     }
 }

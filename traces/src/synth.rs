@@ -240,11 +240,27 @@ impl FromStr for Source {
                         "`{s}`: jitter must be under half the period"
                     )));
                 }
+                let dur: RunDist = need("dur")?.parse()?;
+                let dur_jitter_ns = opt_ns("dur_jitter")?;
+                // The run-time a detour has at least as often as not: the fixed one, a uniform's
+                // upper end, an exponential's mean, a log-normal's median.
+                let typical = match dur {
+                    RunDist::Fixed(v) => v,
+                    RunDist::Uniform { hi, .. } => hi,
+                    RunDist::Exp { mean } => mean,
+                    RunDist::LogNormal { median, .. } => median,
+                };
+                if typical + dur_jitter_ns >= period_ns {
+                    return Err(TraceError::Argument(format!(
+                        "`{s}`: dur (with dur_jitter) must be shorter than the period, or the \
+                         detours cover the whole stream"
+                    )));
+                }
                 Ok(Source::Periodic {
                     period_ns,
-                    dur: need("dur")?.parse()?,
+                    dur,
                     jitter_ns,
-                    dur_jitter_ns: opt_ns("dur_jitter")?,
+                    dur_jitter_ns,
                     phase_ns: opt_ns("phase")?,
                 })
             }
@@ -505,6 +521,27 @@ mod tests {
         assert_ne!(a.streams[0].records, c.streams[0].records);
         assert_ne!(a.streams[0].records, a.streams[1].records);
         assert!(a.header.labels["synthetic"].starts_with("poisson:"));
+    }
+
+    #[test]
+    fn a_periodic_detour_as_long_as_its_period_is_refused() {
+        for spec in [
+            "periodic:period=1ms,dur=2ms",
+            "periodic:period=1ms,dur=1ms",
+            "periodic:period=1ms,dur=600us,dur_jitter=400us",
+            "periodic:period=1ms,dur=uniform:1us:1ms",
+            "periodic:period=1ms,dur=exp:1ms",
+        ] {
+            let e = spec.parse::<Spec>().unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "`{spec}`: dur (with dur_jitter) must be shorter than the period, or the \
+                     detours cover the whole stream"
+                )
+            );
+        }
+        "periodic:period=1ms,dur=999us".parse::<Spec>().unwrap();
     }
 
     #[test]

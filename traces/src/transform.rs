@@ -47,6 +47,7 @@ pub fn scale(trace: &Trace, scale: f64) -> Result<Trace, TraceError> {
         Ok(v as u64)
     };
     let mut out = trace.clone();
+    let mut merged = 0u64;
     for (o, s) in out.streams.iter_mut().zip(&trace.streams) {
         let b = s.begin_ns;
         let mut ds: Vec<Detour> = Vec::with_capacity(s.records.len());
@@ -57,6 +58,7 @@ pub fn scale(trace: &Trace, scale: f64) -> Result<Trace, TraceError> {
                 Some(last) if start <= last.start_ns || start < last.end_ns() => {
                     let e = last.end_ns().max(end);
                     last.run_ns = e - last.start_ns;
+                    merged += 1;
                 }
                 _ => ds.push(Detour {
                     start_ns: start,
@@ -66,6 +68,15 @@ pub fn scale(trace: &Trace, scale: f64) -> Result<Trace, TraceError> {
         }
         let end = at(b, s.end_ns)?.max(ds.last().map_or(b, Detour::end_ns));
         *o = rebuild(s, b, end, &ds)?;
+    }
+    if merged > 0 {
+        // A scaled trace holds the same detours, longer or shorter: one whose sleeps round to
+        // nothing (below a trace's 1 ns resolution) would be another trace.
+        return Err(TraceError::Argument(format!(
+            "scale {scale} would merge {merged} of {} detours into their neighbours (the \
+             sleeps between them become shorter than 1 ns); use a larger factor",
+            trace.record_count()
+        )));
     }
     out.header.duration_ns = (trace.header.duration_ns as f64 * scale).round() as u64;
     out.self_windows.clear();
@@ -113,6 +124,19 @@ pub fn slice_time(trace: &Trace, from_ns: u64, to_ns: u64) -> Result<Trace, Trac
     let origin = trace.streams.iter().map(|s| s.begin_ns).min().unwrap_or(0);
     let a = origin.saturating_add(from_ns);
     let b = origin.saturating_add(to_ns);
+    let last = trace
+        .streams
+        .iter()
+        .map(|s| s.end_ns)
+        .max()
+        .unwrap_or(origin);
+    if a >= last {
+        return Err(TraceError::Argument(format!(
+            "slice start {from_ns} ns is at or after the trace's end ({} ns from its start): \
+             the slice would hold nothing",
+            last - origin
+        )));
+    }
     let mut out = trace.clone();
     for (o, s) in out.streams.iter_mut().zip(&trace.streams) {
         *o = cut(s, a.max(s.begin_ns), b.min(s.end_ns))?;
@@ -172,6 +196,12 @@ pub fn select_streams(trace: &Trace, cpus: &[u32]) -> Result<Trace, TraceError> 
                 })
         })
         .collect::<Result<_, _>>()?;
+    let twice = (1..cpus.len()).find_map(|i| cpus[..i].contains(&cpus[i]).then_some(cpus[i]));
+    if let Some(c) = twice {
+        return Err(TraceError::Argument(format!(
+            "CPU {c} is listed twice: each stream is kept once (list every CPU once)"
+        )));
+    }
     let list: Vec<String> = cpus.iter().map(u32::to_string).collect();
     finish(out, format!("cpus={}", list.join(",")))
 }
@@ -236,10 +266,21 @@ mod tests {
     }
 
     #[test]
-    fn scale_down_merges_collisions() {
+    fn a_scale_that_merges_detours_is_refused() {
         let t = trace(&[(10, 1), (12, 1), (100, 20)], 1000);
-        let s = scale(&t, 0.1).unwrap();
-        assert_eq!(pairs(&s), vec![(1, 0), (10, 2)]);
+        let e = scale(&t, 0.1).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "scale 0.1 would merge 1 of 3 detours into their neighbours (the sleeps between \
+             them become shorter than 1 ns); use a larger factor"
+        );
+        let e = scale(&t, 1e-12).unwrap_err().to_string();
+        assert!(
+            e.starts_with("scale 0.000000000001 would merge 2 of 3"),
+            "{e}"
+        );
+        let s = scale(&t, 0.5).unwrap();
+        assert_eq!(pairs(&s), vec![(5, 1), (6, 1), (50, 10)]);
     }
 
     #[test]
@@ -263,6 +304,13 @@ mod tests {
         assert_eq!(pairs(&f), vec![(10, 5)]);
         assert!(slice_fraction(&t, 0.5, 0.5).is_err());
         assert!(slice_time(&t, 5, 5).is_err());
+        let e = slice_time(&t, 1000, 2000).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "slice start 1000 ns is at or after the trace's end (1000 ns from its start): the \
+             slice would hold nothing"
+        );
+        assert_eq!(pairs(&slice_time(&t, 999, 2000).unwrap()), vec![]);
     }
 
     #[test]
@@ -277,5 +325,10 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("CPU 3"));
+        let e = select_streams(&t, &[0, 0]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "CPU 0 is listed twice: each stream is kept once (list every CPU once)"
+        );
     }
 }

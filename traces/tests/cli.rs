@@ -569,3 +569,104 @@ fn diff_and_modes_and_charts_of_attributed_runs() {
     );
     assert_error(&run(d, &["diff", "a.jtr", "none.jtr"]), "none.jtr");
 }
+
+#[test]
+fn outputs_are_checked_before_any_input_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("sub")).unwrap();
+    // The input does not exist: the output's error comes first, so nothing was read.
+    let cases: [(&[&str], String); 6] = [
+        (
+            &["convert", "missing.jtr", "--to", "jtr", "-o", "sub"],
+            "error: -o sub is a directory, not an output file".into(),
+        ),
+        (
+            &["slice", "missing.jtr", "-o", "no/such/o.jtr"],
+            "error: -o no/such/o.jtr: folder no/such does not exist (create it first)".into(),
+        ),
+        (
+            &["convert", "missing.jtr", "-o", "x.csv", "--to", "jtr"],
+            "error: x.csv is named as CSV but --to .jtr was given: name the file for its \
+             format or drop --to"
+                .into(),
+        ),
+        (
+            &["plot", "missing.jtr", "-o", "p.png"],
+            "error: -o p.png: this writes an SVG image, but the name ends in .png; name it .svg"
+                .into(),
+        ),
+        (
+            &[
+                "compare",
+                "missing.jtr",
+                "missing.jtr",
+                "--plot",
+                "no/c.svg",
+            ],
+            "error: --plot no/c.svg: folder no does not exist (create it first)".into(),
+        ),
+        (
+            &["nodes", "missing.jtr", "--plot", "sub"],
+            "error: --plot sub is a directory, not an output file".into(),
+        ),
+    ];
+    for (args, want) in cases {
+        let o = run(d, args);
+        assert_error(&o, &want);
+        assert_eq!(stderr(&o).trim_end(), want, "{args:?}");
+    }
+    let mut left: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, vec!["sub"]);
+}
+
+#[test]
+fn transforms_refuse_results_that_are_not_the_trace_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synth(d, "t.jtr");
+    let o = run(d, &["slice", "t.jtr", "--cpus", "0,0", "-o", "o.jtr"]);
+    assert_error(
+        &o,
+        "error: CPU 0 is listed twice: each stream is kept once (list every CPU once)",
+    );
+    let o = run(d, &["slice", "t.jtr", "--start", "5s", "-o", "o.jtr"]);
+    assert_error(
+        &o,
+        "error: slice start 5000000000 ns is at or after the trace's end (2000000000 ns from \
+         its start): the slice would hold nothing",
+    );
+    let o = run(d, &["scale", "t.jtr", "1e-12", "-o", "o.jtr"]);
+    assert_error(&o, "error: scale 0.000000000001 would merge ");
+    assert!(stderr(&o).contains("use a larger factor"), "{}", stderr(&o));
+    let o = run(
+        d,
+        &[
+            "synth",
+            "periodic:period=1ms,dur=2ms",
+            "--duration",
+            "1s",
+            "-o",
+            "o.jtr",
+        ],
+    );
+    assert_error(
+        &o,
+        "error: `periodic:period=1ms,dur=2ms`: dur (with dur_jitter) must be shorter than the \
+         period, or the detours cover the whole stream",
+    );
+    assert!(!d.join("o.jtr").exists());
+    // The format follows the name: `-o x.csv` writes CSV.
+    let o = run(d, &["convert", "t.jtr", "-o", "x.csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(d.join("x.csv")).unwrap();
+    assert!(
+        text.is_ascii() && text.contains(','),
+        "{}",
+        &text[..80.min(text.len())]
+    );
+}

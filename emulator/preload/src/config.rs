@@ -52,12 +52,21 @@ fn bad(var: &str, value: &str, want: &str) -> String {
 }
 
 impl Config {
-    /// Reads the variables through `get`; `Ok(None)` when `JITTER_TRACE` is unset or empty (the
-    /// library is then a transparent no-op), `Err` naming the variable for a bad value.
+    /// Reads the variables through `get`; `Ok(None)` when `JITTER_TRACE` is unset (the library
+    /// is then a transparent no-op), `Err` naming the variable for a bad value or an empty
+    /// `JITTER_TRACE`.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Option<Config>, String> {
-        let Some(trace) = get("JITTER_TRACE").filter(|t| !t.is_empty()) else {
+        let Some(trace) = get("JITTER_TRACE") else {
             return Ok(None);
         };
+        if trace.trim().is_empty() {
+            // Set but empty is a script's unset variable, not a wish for no emulation.
+            return Err(
+                "JITTER_TRACE is set but empty: give the .jtr file to replay, or unset \
+                        it to run without the emulator"
+                    .to_string(),
+            );
+        }
         let set = |var: &str| get(var).filter(|v| !v.trim().is_empty());
         let scale = match set("JITTER_SCALE") {
             None => Scale::ONE,
@@ -243,12 +252,16 @@ mod tests {
     }
 
     #[test]
-    fn an_unset_or_empty_trace_is_a_no_op_and_defaults_fill_the_rest() {
+    fn an_unset_trace_is_a_no_op_an_empty_one_an_error_and_defaults_fill_the_rest() {
         assert_eq!(Config::from_vars(env(&[])).unwrap(), None);
-        assert_eq!(
-            Config::from_vars(env(&[("JITTER_TRACE", ""), ("JITTER_SCALE", "x")])).unwrap(),
-            None
-        );
+        for empty in ["", "  "] {
+            assert_eq!(
+                Config::from_vars(env(&[("JITTER_TRACE", empty), ("JITTER_SCALE", "2")]))
+                    .unwrap_err(),
+                "JITTER_TRACE is set but empty: give the .jtr file to replay, or unset it to \
+                 run without the emulator"
+            );
+        }
         let c = Config::from_vars(env(&[("JITTER_TRACE", "t.jtr")]))
             .unwrap()
             .unwrap();

@@ -391,6 +391,12 @@ fn a_bad_setting_ends_every_rank_at_mpi_init_with_a_message() {
             ],
             "JITTER_SYNC='sometimes'",
         ),
+        (
+            // Set but empty (a script's unset variable): an error, not a silent no-op.
+            vec![("JITTER_TRACE", "")],
+            "JITTER_TRACE is set but empty: give the .jtr file to replay, or unset it to run \
+             without the emulator",
+        ),
     ] {
         // Every rank on its own (mpirun told not to end the others when one fails): the
         // message, status 1, quickly.

@@ -164,6 +164,22 @@ pub struct PredictArgs {
 }
 
 impl PredictArgs {
+    /// The report(s) and the plot this prediction writes, checked (by `jitter_trace::output`'s
+    /// rules) before anything is read or simulated.
+    pub fn check_outputs(&self) -> anyhow::Result<()> {
+        use jitter_trace::output::check_output;
+        if let Some(p) = &self.output {
+            check_output(p, "-o", "a JSON report", &["json"])?;
+            if matches!(self.model, Model::Both) {
+                check_output(&order_stats_path(p), "-o", "a JSON report", &["json"])?;
+            }
+        }
+        if let Some(p) = &self.plot {
+            check_output(p, "--plot", "an SVG image", &["svg"])?;
+        }
+        Ok(())
+    }
+
     /// `predict`'s options from its flags (as after `replay-bench predict`), defaults filled in
     /// by the one definition above.
     pub fn from_flags(flags: &[&str]) -> Result<PredictArgs, clap::Error> {
@@ -236,6 +252,7 @@ impl TraceInput {
                 detours_per_s: trace.detours_per_s(),
                 nodes: Vec::new(),
                 integrity: None,
+                digest: Some(jitter_trace::digest::content_digest(trace)),
             },
             plans,
             background: None,
@@ -323,6 +340,17 @@ pub fn parse_ranks(text: &str) -> anyhow::Result<Vec<u64>> {
     Ok(v)
 }
 
+/// A list of sync modes (`--sync` of `predict` and `validate`): at least one, each once (a
+/// mode listed twice would be two identical rows of every table).
+pub fn check_sync_modes(modes: &[SyncMode]) -> anyhow::Result<()> {
+    anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
+    let twice = (1..modes.len()).find_map(|i| modes[..i].contains(&modes[i]).then_some(modes[i]));
+    if let Some(m) = twice {
+        anyhow::bail!("--sync lists {m} twice: list every mode once");
+    }
+    Ok(())
+}
+
 /// Rank counts to predict, strictly increasing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankCounts(pub Vec<u64>);
@@ -395,7 +423,7 @@ fn refuse_busy(trace: &Trace, path: &Path, force: bool) -> anyhow::Result<()> {
 pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSpec)> {
     let ranks = args.ranks.0.clone();
     let modes = args.sync.clone();
-    anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
+    check_sync_modes(&modes)?;
     anyhow::ensure!(args.phases >= 1, "--phases must be at least 1");
     let quanta = args.quanta;
     let requested_timer = args.replay.timer;
@@ -556,6 +584,9 @@ fn config(traces: &[TraceInput], spec: &PredictSpec) -> Config {
             platform_noise: (traces.iter())
                 .find_map(|t| t.background.as_ref())
                 .map(|b| b.label.clone()),
+            trace_digests: (traces.iter())
+                .map(|t| t.info.digest.clone().unwrap_or_default())
+                .collect(),
         }),
     }
 }
@@ -899,6 +930,18 @@ fn default_threads(ranks: u64, procs: u64, cores: usize) -> usize {
     }
 }
 
+/// Refuses `--threads` outside 1 ..= the host's online CPUs: more workers than CPUs can only
+/// take turns on them (no speed, a stack and a context switch each; `--threads 100000` spent
+/// the whole 30 s limit starting threads), and the default never exceeds them either.
+fn check_threads(threads: usize, online: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (1..=online).contains(&threads),
+        "--threads {threads}: give 1 to {online} (this host's online CPUs; more workers than \
+         CPUs only take turns)"
+    );
+    Ok(())
+}
+
 /// Cores one process uses by default: those its affinity allows (`allowed`), but no more than
 /// its share of the host's `online` CPUs among the `on_host` processes of the job there. Under
 /// `mpirun` without binding every process is allowed every core, and all of them taking all
@@ -925,7 +968,21 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
         None => &crate::comm::Solo,
     };
     let root = comm.rank() == 0;
-    anyhow::ensure!(args.threads != Some(0), "--threads must be at least 1");
+    // Rank 0 writes: it checks its outputs, and every process learns the outcome before
+    // anything collective.
+    let online = jitter_collect::cpuset::online_cpus().map_or_else(
+        |_| std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |c| c.len(),
+    );
+    let outputs = if root { args.check_outputs() } else { Ok(()) };
+    let checked = outputs.and_then(|()| args.threads.map_or(Ok(()), |t| check_threads(t, online)));
+    if let Err(e) = crate::comm::agree(comm, checked) {
+        if root {
+            return Err(e);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        return Err(crate::OtherRankFailed.into());
+    }
     let on_host = mpi_comm
         .as_ref()
         .map_or(1, crate::comm::Mpi::ranks_on_this_host);
@@ -1129,6 +1186,34 @@ mod tests {
         assert_eq!(default_threads(1 << 20, 2, 16), 16);
         // Never more than the cores.
         assert_eq!(default_threads(1 << 20, 1, 2), 2);
+    }
+
+    #[test]
+    fn a_sync_mode_listed_twice_is_refused() {
+        let m = |s: &str| s.parse::<SyncMode>().unwrap();
+        check_sync_modes(&[m("none"), m("phase")]).unwrap();
+        assert_eq!(
+            check_sync_modes(&[m("none"), m("phase"), m("none")])
+                .unwrap_err()
+                .to_string(),
+            "--sync lists none twice: list every mode once"
+        );
+        assert!(check_sync_modes(&[]).is_err());
+    }
+
+    #[test]
+    fn a_given_thread_count_is_bounded_by_the_online_cpus() {
+        check_threads(1, 2).unwrap();
+        check_threads(2, 2).unwrap();
+        for bad in [0, 3, 100_000] {
+            assert_eq!(
+                check_threads(bad, 2).unwrap_err().to_string(),
+                format!(
+                    "--threads {bad}: give 1 to 2 (this host's online CPUs; more workers than \
+                     CPUs only take turns)"
+                )
+            );
+        }
     }
 
     #[test]

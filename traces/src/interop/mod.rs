@@ -78,6 +78,25 @@ impl Format {
         })
     }
 
+    /// Format of an output `path`: the one rule of every `jitter-trace` writer. The format
+    /// follows the name's extension; `given` (`--to`) decides for a name without a known one
+    /// (a device, `trace.bin`) and must agree with a known one: `-o x.csv --to jtr` is refused
+    /// rather than writing a `.jtr` under a CSV name. A numeric extension (sysjitter's `.<n>`)
+    /// does not contradict `--to`.
+    pub fn for_output(given: Option<Format>, path: &Path) -> Result<Format, TraceError> {
+        let named = Format::from_path(path).filter(|f| *f != Format::Sysjitter);
+        match (given, named) {
+            (Some(g), Some(n)) if g != n => Err(TraceError::Argument(format!(
+                "{} is named as {} but --to {} was given: name the file for its format \
+                 or drop --to",
+                path.display(),
+                n.codec().name(),
+                g.codec().name()
+            ))),
+            _ => Format::resolve(given, path),
+        }
+    }
+
     /// The codec that reads and/or writes this format: the one place a format becomes its
     /// implementation.
     pub fn codec(self) -> &'static dyn Codec {
