@@ -1,10 +1,12 @@
 //! `jitter-trace`: the trace model and `.jtr` format of jitterbench, with statistics, comparison,
 //! transforms, synthesis, import/export and plots.
 
+pub mod advice;
 pub mod attribution;
 pub mod cli;
 pub mod compare;
 pub mod error;
+pub mod filter;
 pub mod format;
 pub mod interop;
 pub mod memory;
