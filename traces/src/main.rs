@@ -84,6 +84,44 @@ enum Command {
     Nodes(NodesArgs),
     /// Draw run-time densities, CDFs or time series of one or more traces into an SVG.
     Plot(PlotArgs),
+    /// Tuning advice per source of an attributed trace, from the node's recorded configuration.
+    Advice(AdviceArgs),
+    /// Keep or drop the detour time of named sources of an attributed trace (net times);
+    /// writes the trace and its attribution sidecar.
+    Filter(FilterArgs),
+}
+
+/// `jitter-trace advice`.
+#[derive(Debug, Args)]
+struct AdviceArgs {
+    /// The attributed trace (its sidecar `<trace>.attr.json` beside it).
+    trace: PathBuf,
+    /// Sources with less of the noise time get no hint (fraction).
+    #[arg(long, default_value_t = 0.01)]
+    min_share: f64,
+}
+
+/// `jitter-trace filter`.
+#[derive(Debug, Args)]
+struct FilterArgs {
+    /// The attributed trace (its sidecar `<trace>.attr.json` beside it).
+    trace: PathBuf,
+    /// Drop these sources' time: labels (`timer`, `task:x`), kinds (`task`) or
+    /// `category:NAME`, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        conflicts_with = "keep",
+        required_unless_present = "keep"
+    )]
+    drop: Vec<jitter_trace::filter::Selector>,
+    /// Keep only these sources' time (same names as --drop).
+    #[arg(long, value_delimiter = ',')]
+    keep: Vec<jitter_trace::filter::Selector>,
+    #[command(flatten)]
+    input: Input,
+    #[command(flatten)]
+    output: Output,
 }
 
 /// `jitter-trace stats`.
@@ -249,6 +287,12 @@ struct NodesArgs {
     /// |z| above which a node is flagged.
     #[arg(long, default_value_t = jitter_trace::nodes::OUTLIER_Z)]
     z: f64,
+    /// Smallest difference in noise from the others' median that is flagged, percentage points.
+    #[arg(long, default_value_t = jitter_trace::nodes::MIN_NOISE_PP * 100.0)]
+    min_noise_pp: f64,
+    /// Smallest difference in the longest detour from the others' median that is flagged.
+    #[arg(long, default_value = "1ms", value_parser = duration_arg)]
+    min_max: f64,
     /// Longest detours listed per node.
     #[arg(long, default_value_t = jitter_trace::nodes::DEFAULT_TOP)]
     top: usize,
@@ -694,12 +738,22 @@ impl NodesArgs {
             traces,
             input,
             z,
+            min_noise_pp,
+            min_max,
             top,
             plot: svg,
         } = self;
         if !(z.is_finite() && z > 0.0) {
             bail!("--z must be a positive number, got {z}");
         }
+        if !(min_noise_pp.is_finite() && (0.0..=100.0).contains(&min_noise_pp)) {
+            bail!("--min-noise-pp must be in 0..=100, got {min_noise_pp}");
+        }
+        let criteria = jitter_trace::nodes::Criteria {
+            z_cut: z,
+            min_noise: min_noise_pp / 100.0,
+            min_max_ns: min_max,
+        };
         let mut nodes = Vec::with_capacity(traces.len());
         let progress = traces.len() > 4 && std::io::stderr().is_terminal();
         for (i, p) in traces.iter().enumerate() {
@@ -716,7 +770,7 @@ impl NodesArgs {
         if progress {
             eprintln!();
         }
-        let table = jitter_trace::nodes::rank(nodes, z);
+        let table = jitter_trace::nodes::rank_with(nodes, criteria);
         if let Some(p) = &svg {
             jitter_trace::plot::nodes_svg(&table.rows, "detour run-times per node", p)?;
         }
@@ -765,6 +819,65 @@ impl PlotArgs {
     }
 }
 
+impl AdviceArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        use jitter_trace::advice::{advise, render as render_advice, NodeConfig};
+        if !(self.min_share.is_finite() && (0.0..1.0).contains(&self.min_share)) {
+            bail!("--min-share must be in [0, 1), got {}", self.min_share);
+        }
+        let a = load_attribution(&self.trace)?;
+        let header = jitter_trace::TraceReader::open(&self.trace)?
+            .header()
+            .clone();
+        let hints = advise(
+            &report_in(&a, Mode::Frequency),
+            &NodeConfig::of_header(&header),
+            self.min_share,
+        );
+        if json {
+            print_json(&serde_json::to_value(&hints)?)
+        } else {
+            print!("{}", render_advice(&hints));
+            Ok(())
+        }
+    }
+}
+
+impl FilterArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        use jitter_trace::filter::{filter, SourceFilter};
+        let FilterArgs {
+            trace,
+            drop,
+            keep,
+            input,
+            output,
+        } = self;
+        let t = load(std::slice::from_ref(&trace), &input)?;
+        let a = load_attribution(&trace)?;
+        let f = if keep.is_empty() {
+            SourceFilter::drop(drop)
+        } else {
+            SourceFilter::keep(keep)
+        };
+        let filtered = filter(&t, &a, &f)?;
+        let written = save(&filtered.trace, &output)?;
+        if Format::resolve(output.to, &output.output)? == Format::Jtr {
+            filtered.attribution.write(&sidecar_path(&output.output))?;
+        }
+        let extra = json!({
+            "filter": f.describe(),
+            "removed_ns": filtered.removed_ns,
+            "emptied": filtered.emptied,
+            "below_threshold": filtered.below_threshold,
+            "shortened": filtered.shortened,
+        });
+        report_written(json, &filtered.trace, &written, extra)
+    }
+}
+
 /// Runs the chosen subcommand.
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
@@ -780,6 +893,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Diff(c) => c.run(json),
         Command::Nodes(c) => c.run(json),
         Command::Plot(c) => c.run(json),
+        Command::Filter(c) => c.run(json),
+        Command::Advice(c) => c.run(json),
     }
 }
 
