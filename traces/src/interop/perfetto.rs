@@ -80,7 +80,7 @@ pub fn trace_events(
     }
     let us = |ns: u64| (ns.saturating_sub(t0)) as f64 / 1e3;
     let mut events = vec![json!({
-        "ph": "M", "name": "process_name", "pid": 1, "tid": 0,
+        "ph": "M", "name": "process_name", "pid": 1, "tid": 0, "ts": 0,
         "args": {"name": format!("jitterbench {}", trace.header.host)},
     })];
     let mut items: Vec<Item> = Vec::new();
@@ -90,7 +90,7 @@ pub fn trace_events(
             .transpose()?
             .flatten();
         events.push(json!({
-            "ph": "M", "name": "thread_name", "pid": 1, "tid": s.cpu,
+            "ph": "M", "name": "thread_name", "pid": 1, "tid": s.cpu, "ts": 0,
             "args": {"name": format!("CPU {}", s.cpu)},
         }));
         let mut bins: BTreeMap<u64, u64> = BTreeMap::new();
