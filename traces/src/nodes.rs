@@ -19,6 +19,9 @@
 //! [`MIN_OTHERS`] other nodes give no verdict; the table says how many nodes each verdict rests
 //! on. When the other nodes agree exactly (MAD 0) a difference that matters is flagged.
 //!
+//! The longest detour is judged upwards only: one shorter than the others' is no fault of the
+//! node (with few nodes it only says that some of the others stalled).
+//!
 //! **A rare stall is not a noisy node.** When only the longest detour stands out (the node's
 //! second-longest is within the others' maxima by the same rule), the node is reported as
 //! having one rare stall, with its length, and not flagged.
@@ -385,7 +388,10 @@ pub fn rank_with(mut nodes: Vec<NodeSummary>, criteria: Criteria) -> NodeTable {
             if noisy {
                 flag("noise ratio", &noise);
             }
-            if long && (max.value < max.others_median || repeated) {
+            // A longest detour shorter than the others' is no fault of this node (with few
+            // nodes it only says that some others stalled): the max is judged upwards only.
+            let long = long && max.value > max.others_median;
+            if long && repeated {
                 flag("max", &max);
             } else if long {
                 stall = Some(stall_line(&summary, &max));
@@ -802,6 +808,25 @@ mod tests {
         assert!(t.rows.iter().all(|r| r.outlier.is_empty()), "{t:?}");
         assert_eq!(t.rows.iter().filter(|r| r.stall.is_some()).count(), 2);
         assert!(t.render().contains("no outliers"));
+        // Half of four nodes stalling for 950 ms flags neither the two others (shorter maxima
+        // are no fault) nor, each being a single stall, the stalled ones.
+        let four = vec![
+            quiet("a", 1.5, false, 50),
+            quiet("b", 1.6, false, 51),
+            synth_node(
+                "s1",
+                "poisson:rate=1000/s,dur=exp:15us+periodic:period=20s,dur=950ms,phase=5s",
+                52,
+            ),
+            synth_node(
+                "s2",
+                "poisson:rate=1000/s,dur=exp:15us+periodic:period=20s,dur=950ms,phase=2s",
+                53,
+            ),
+        ];
+        let t4 = rank(four, OUTLIER_Z);
+        assert!(t4.rows.iter().all(|r| r.outlier.is_empty()), "{t4:?}");
+        assert_eq!(t4.rows.iter().filter(|r| r.stall.is_some()).count(), 2);
         nodes.push(synth_node(
             "stalls",
             "poisson:rate=1000/s,dur=exp:15us+periodic:period=2s,dur=5ms",
