@@ -224,9 +224,11 @@ fn predict_variants(
     seeds: &[u64],
     args: &PredictArgs,
 ) -> anyhow::Result<Vec<(u64, String)>> {
-    // A variant left without detours replays nothing: its SD is 0 by definition (no plan can
-    // be made of it).
-    let empty = |v: &Variant| v.trace.streams.iter().any(|s| s.records.is_empty());
+    // A variant left without detours on every replayed stream replays nothing: its SD is 0 by
+    // definition (no plan can be made of it); one left without detours on some of them is
+    // refused by TraceInput::new, named.
+    let k = usize::try_from(args.ranks_per_node).unwrap_or(usize::MAX);
+    let empty = |v: &Variant| (v.trace.streams.iter().take(k)).all(|s| s.records.is_empty());
     let inputs = (variants.iter())
         .filter(|v| !empty(v))
         .map(|v| {
@@ -237,6 +239,7 @@ fn predict_variants(
                 spec.platform.options(),
                 args.ranks_per_node,
             )
+            .with_context(|| format!("variant `{}`", v.row.label))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     // The predictor's budget before anything runs: every variant, every draw.
