@@ -126,6 +126,8 @@ pub struct WhatIf {
     pub interaction_pp: Vec<Interval>,
     /// What the table leaves out or assumes.
     pub notes: Vec<String>,
+    /// `predict`'s report of every variant (its rows labelled by the variant), one per seed.
+    pub reports: Vec<crate::report::Report>,
 }
 
 /// One question: its filtered trace and what its row says about it.
@@ -223,7 +225,7 @@ fn predict_variants(
     spec: &PredictSpec,
     seeds: &[u64],
     args: &PredictArgs,
-) -> anyhow::Result<Vec<(u64, String)>> {
+) -> anyhow::Result<(Vec<(u64, String)>, Vec<crate::report::Report>)> {
     // A variant left without detours on every replayed stream replays nothing: its SD is 0 by
     // definition (no plan can be made of it); one left without detours on some of them is
     // refused by TraceInput::new, named.
@@ -246,6 +248,7 @@ fn predict_variants(
     let mut estimate = super::budget::estimate(&inputs, spec, 1, 0, rayon::current_num_threads());
     estimate.seconds *= seeds.len() as f64;
     super::budget::admit(&estimate, &super::budget::Limits::here(1), args.force)?;
+    let mut reports = Vec::with_capacity(seeds.len());
     // sd[variant][point][draw]
     let mut sd: Vec<BTreeMap<(u64, String), Vec<f64>>> = vec![BTreeMap::new(); variants.len()];
     for &seed in seeds {
@@ -261,6 +264,7 @@ fn predict_variants(
         let p = predict(&inputs, &s, &ProgressBar::hidden())?;
         super::check_plausible(&p)?;
         let report = p.des.or(p.order_stats).context("no model ran")?;
+        reports.push(report.clone());
         for r in &report.results {
             let i = (variants.iter().position(|v| v.row.label == r.trace))
                 .with_context(|| format!("a row of unknown trace `{}`", r.trace))?;
@@ -284,7 +288,7 @@ fn predict_variants(
             v.row.saving_pp.push(Interval::of(&saving));
         }
     }
-    Ok(points)
+    Ok((points, reports))
 }
 
 /// The what-if table of the one attributed trace of `args`.
@@ -313,7 +317,7 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
     let mut vs = variants(&trace, &a, args.min_share, &mut notes)?;
     let seeds: Vec<u64> = (0..args.draws).map(|d| p.seed.wrapping_add(d)).collect();
     let shown = path.display().to_string();
-    let points = predict_variants(&mut vs, &shown, &spec, &seeds, p)?;
+    let (points, reports) = predict_variants(&mut vs, &shown, &spec, &seeds, p)?;
     let rows: Vec<VariantRow> = vs.into_iter().map(|v| v.row).collect();
     let interaction_pp = interaction(&rows, points.len());
     notes.push(
@@ -329,6 +333,7 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
         rows,
         interaction_pp,
         notes,
+        reports,
     })
 }
 
@@ -632,8 +637,23 @@ mod tests {
         let none = row("no kernel sources");
         assert_eq!(none.noise_ratio, 0.0);
         assert!(none.sd_pct.iter().all(|s| s.mean.abs() < 0.5), "{none:?}");
+        // The interaction is what the two savings leave of removing both.
+        for (k, i) in w.interaction_pp.iter().enumerate() {
+            let each = without.saving_pp[k].mean + row("without timer").saving_pp[k].mean;
+            assert!(
+                (i.mean - (none.saving_pp[k].mean - each)).abs() < 1e-9,
+                "{i:?}"
+            );
+        }
         let text = w.render();
         assert!(text.contains("interaction (no kernel sources − Σ each kernel source removed)"));
+        assert_eq!(w.reports.len(), 2);
+        let rows = w.reports[0].results.len();
+        assert_eq!(
+            rows,
+            (w.rows.len() - 1) * w.points.len(),
+            "every variant but the empty one"
+        );
         let csv = w.csv().unwrap();
         assert_eq!(csv.lines().count(), 1 + w.rows.len() * w.points.len());
     }
