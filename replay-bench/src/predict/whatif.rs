@@ -114,7 +114,7 @@ pub struct WhatIf {
     /// The trace.
     pub trace: String,
     /// The (ranks, sync) points, in column order.
-    pub points: Vec<(u64, String)>,
+    pub points: Vec<Point>,
     /// Seeds predicted over.
     pub seeds: Vec<u64>,
     /// Share of the noise time some kernel event explains.
@@ -129,6 +129,9 @@ pub struct WhatIf {
     /// `predict`'s report of every variant (its rows labelled by the variant), one per seed.
     pub reports: Vec<crate::report::Report>,
 }
+
+/// A (ranks, sync mode) point of the table.
+pub type Point = (u64, String);
 
 /// One question: its filtered trace and what its row says about it.
 struct Variant {
@@ -225,7 +228,7 @@ fn predict_variants(
     spec: &PredictSpec,
     seeds: &[u64],
     args: &PredictArgs,
-) -> anyhow::Result<(Vec<(u64, String)>, Vec<crate::report::Report>)> {
+) -> anyhow::Result<(Vec<Point>, Vec<crate::report::Report>)> {
     // A variant left without detours on every replayed stream replays nothing: its SD is 0 by
     // definition (no plan can be made of it); one left without detours on some of them is
     // refused by TraceInput::new, named.
@@ -273,7 +276,7 @@ fn predict_variants(
         }
     }
     anyhow::ensure!(!empty(&variants[0]), "a stream of the trace has no detours");
-    let points: Vec<(u64, String)> = spec
+    let points: Vec<Point> = spec
         .ranks
         .iter()
         .flat_map(|&n| spec.modes.iter().map(move |m| (n, m.to_string())))
