@@ -43,6 +43,9 @@ enum Command {
     ChooseScale(replay_bench::study::ChooseScaleArgs),
     /// Real runs at 1 … cores processes and every sync mode beside the prediction: one table.
     Validate(Box<replay_bench::validate::ValidateArgs>),
+    /// What each kernel source of an attributed trace costs at scale: predict's table for the
+    /// trace without each source, with only it, and with every kernel source removed.
+    Whatif(Box<replay_bench::predict::whatif::WhatIfArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -79,6 +82,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Study(a) => replay_bench::study::study(&a),
         Command::ChooseScale(a) => replay_bench::study::choose_scale(&a),
         Command::Validate(a) => replay_bench::validate::main(&a),
+        Command::Whatif(a) => replay_bench::predict::whatif::main(*a),
     }
 }
 

@@ -1,11 +1,13 @@
 //! `jitter-trace`: the trace model and `.jtr` format of jitterbench, with statistics, comparison,
 //! transforms, synthesis, import/export and plots.
 
+pub mod advice;
 pub mod attribution;
 pub mod cli;
 pub mod compare;
 pub mod digest;
 pub mod error;
+pub mod filter;
 pub mod format;
 pub mod integrity;
 pub mod interop;

@@ -85,6 +85,65 @@ enum Command {
     Nodes(NodesArgs),
     /// Draw run-time densities, CDFs or time series of one or more traces into an SVG.
     Plot(PlotArgs),
+    /// Export a collection (with its attribution when present) as Chrome/Perfetto trace-event
+    /// JSON: a track per CPU, a slice per detour, noise % per 100 ms as a counter.
+    Perfetto(PerfettoArgs),
+    /// Tuning advice per source of an attributed trace, from the node's recorded configuration.
+    Advice(AdviceArgs),
+    /// Keep or drop the detour time of named sources of an attributed trace (net times);
+    /// writes the trace and its attribution sidecar.
+    Filter(FilterArgs),
+}
+
+/// `jitter-trace perfetto`.
+#[derive(Debug, Args)]
+struct PerfettoArgs {
+    /// The trace (its attribution `<trace>.attr.json` is used when present).
+    trace: PathBuf,
+    #[command(flatten)]
+    input: Input,
+    /// Keep only this stretch, `FROM..TO` from the trace's start (e.g. 10s..20s).
+    #[arg(long, value_name = "FROM..TO")]
+    window: Option<String>,
+    /// Most detours drawn as slices (the longest); the rest are in the counters only.
+    #[arg(long, default_value_t = jitter_trace::interop::perfetto::DEFAULT_MAX_SLICES)]
+    max_slices: usize,
+    /// Output JSON file.
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+/// `jitter-trace advice`.
+#[derive(Debug, Args)]
+struct AdviceArgs {
+    /// The attributed trace (its sidecar `<trace>.attr.json` beside it).
+    trace: PathBuf,
+    /// Sources with less of the noise time get no hint (fraction).
+    #[arg(long, default_value_t = 0.01)]
+    min_share: f64,
+}
+
+/// `jitter-trace filter`.
+#[derive(Debug, Args)]
+struct FilterArgs {
+    /// The attributed trace (its sidecar `<trace>.attr.json` beside it).
+    trace: PathBuf,
+    /// Drop these sources' time: labels (`timer`, `task:x`), kinds (`task`) or
+    /// `category:NAME`, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        conflicts_with = "keep",
+        required_unless_present = "keep"
+    )]
+    drop: Vec<jitter_trace::filter::Selector>,
+    /// Keep only these sources' time (same names as --drop).
+    #[arg(long, value_delimiter = ',')]
+    keep: Vec<jitter_trace::filter::Selector>,
+    #[command(flatten)]
+    input: Input,
+    #[command(flatten)]
+    output: Output,
 }
 
 /// `jitter-trace stats`.
@@ -250,6 +309,12 @@ struct NodesArgs {
     /// |z| above which a node is flagged.
     #[arg(long, default_value_t = jitter_trace::nodes::OUTLIER_Z)]
     z: f64,
+    /// Smallest difference in noise from the others' median that is flagged, percentage points.
+    #[arg(long, default_value_t = jitter_trace::nodes::MIN_NOISE_PP * 100.0)]
+    min_noise_pp: f64,
+    /// Smallest difference in the longest detour from the others' median that is flagged.
+    #[arg(long, default_value = "1ms", value_parser = duration_arg)]
+    min_max: f64,
     /// Longest detours listed per node.
     #[arg(long, default_value_t = jitter_trace::nodes::DEFAULT_TOP)]
     top: usize,
@@ -740,6 +805,8 @@ impl NodesArgs {
             traces,
             input,
             z,
+            min_noise_pp,
+            min_max,
             top,
             plot: svg,
         } = self;
@@ -747,6 +814,14 @@ impl NodesArgs {
             bail!("--z must be a positive number, got {z}");
         }
         check_svg(svg.as_ref(), "--plot")?;
+        if !(min_noise_pp.is_finite() && (0.0..=100.0).contains(&min_noise_pp)) {
+            bail!("--min-noise-pp must be in 0..=100, got {min_noise_pp}");
+        }
+        let criteria = jitter_trace::nodes::Criteria {
+            z_cut: z,
+            min_noise: min_noise_pp / 100.0,
+            min_max_ns: min_max,
+        };
         let mut nodes = Vec::with_capacity(traces.len());
         let progress = traces.len() > 4 && std::io::stderr().is_terminal();
         for (i, p) in traces.iter().enumerate() {
@@ -771,7 +846,7 @@ impl NodesArgs {
         if progress {
             eprintln!();
         }
-        let table = jitter_trace::nodes::rank(nodes, z);
+        let table = jitter_trace::nodes::rank_with(nodes, criteria);
         if let Some(p) = &svg {
             jitter_trace::plot::nodes_svg(&table.rows, "detour run-times per node", p)?;
         }
@@ -821,6 +896,123 @@ impl PlotArgs {
     }
 }
 
+impl PerfettoArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        use jitter_trace::interop::perfetto::{trace_events, Export};
+        let t = load(std::slice::from_ref(&self.trace), &self.input)?;
+        let a = if sidecar_path(&self.trace).exists() {
+            Some(load_attribution(&self.trace)?)
+        } else {
+            None
+        };
+        let window = match &self.window {
+            None => None,
+            Some(w) => {
+                let (a, b) = (w.split_once(".."))
+                    .ok_or_else(|| anyhow!("--window must be FROM..TO, e.g. 10s..20s"))?;
+                let (a, b) = (parse_duration_ns(a)?, parse_duration_ns(b)?);
+                if !(a >= 0.0 && b > a) {
+                    bail!("--window {w}: the end must come after the start");
+                }
+                Some((a.round() as u64, b.round() as u64))
+            }
+        };
+        if self.max_slices == 0 {
+            bail!("--max-slices must be at least 1");
+        }
+        let e = Export {
+            window,
+            max_slices: self.max_slices,
+        };
+        let (doc, omitted) = trace_events(&t, a.as_ref(), &e)?;
+        write_output_bytes(&self.output, &serde_json::to_vec(&doc)?)?;
+        if json {
+            return print_json(&json!({
+                "output": self.output.display().to_string(),
+                "attributed": a.is_some(),
+                "omitted": omitted,
+            }));
+        }
+        println!(
+            "wrote {} ({} of {} detours as slices{}; {} attribution)",
+            self.output.display(),
+            omitted.slices,
+            omitted.detours,
+            if omitted.counter_only > 0 {
+                format!(
+                    ", {} shorter ones ({:.3} ms) in the counters only",
+                    omitted.counter_only,
+                    omitted.counter_only_ns as f64 / 1e6
+                )
+            } else {
+                String::new()
+            },
+            if a.is_some() { "with" } else { "without" }
+        );
+        Ok(())
+    }
+}
+
+impl AdviceArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        use jitter_trace::advice::{advise, render as render_advice, NodeConfig};
+        if !(self.min_share.is_finite() && (0.0..1.0).contains(&self.min_share)) {
+            bail!("--min-share must be in [0, 1), got {}", self.min_share);
+        }
+        let a = load_attribution(&self.trace)?;
+        let header = jitter_trace::TraceReader::open(&self.trace)?
+            .header()
+            .clone();
+        let hints = advise(
+            &report_in(&a, Mode::Frequency),
+            &NodeConfig::of_header(&header),
+            self.min_share,
+        );
+        if json {
+            print_json(&serde_json::to_value(&hints)?)
+        } else {
+            print!("{}", render_advice(&hints));
+            Ok(())
+        }
+    }
+}
+
+impl FilterArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    fn run(self, json: bool) -> Result<()> {
+        use jitter_trace::filter::{filter, SourceFilter};
+        let FilterArgs {
+            trace,
+            drop,
+            keep,
+            input,
+            output,
+        } = self;
+        let t = load(std::slice::from_ref(&trace), &input)?;
+        let a = load_attribution(&trace)?;
+        let f = if keep.is_empty() {
+            SourceFilter::drop(drop)
+        } else {
+            SourceFilter::keep(keep)
+        };
+        let filtered = filter(&t, &a, &f)?;
+        let written = save(&filtered.trace, &output)?;
+        if Format::resolve(output.to, &output.output)? == Format::Jtr {
+            filtered.attribution.write(&sidecar_path(&output.output))?;
+        }
+        let extra = json!({
+            "filter": f.describe(),
+            "removed_ns": filtered.removed_ns,
+            "emptied": filtered.emptied,
+            "below_threshold": filtered.below_threshold,
+            "shortened": filtered.shortened,
+        });
+        report_written(json, &filtered.trace, &written, extra)
+    }
+}
+
 /// Runs the chosen subcommand.
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
@@ -836,6 +1028,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Diff(c) => c.run(json),
         Command::Nodes(c) => c.run(json),
         Command::Plot(c) => c.run(json),
+        Command::Filter(c) => c.run(json),
+        Command::Advice(c) => c.run(json),
+        Command::Perfetto(c) => c.run(json),
     }
 }
 

@@ -3,13 +3,29 @@
 //! ranked noisiest first, with the nodes that stand out from the others flagged.
 //!
 //! **Outliers.** A node's robust z-score on a quantity x is (ln x − median of the *other*
-//! nodes' ln x) / (1.4826 · MAD of the other nodes' ln x): leaving the node out keeps one noisy
-//! node from widening the spread it is judged against, the logarithm because noise ratios and
-//! maxima vary by factors, not by amounts; 1.4826 · MAD estimates the standard deviation of
-//! normal data. It is computed on the noise ratio and on the longest detour; a node is flagged
-//! when either |z| exceeds [`OUTLIER_Z`] (3.5, the cut Iglewicz and Hoaglin recommend for the
-//! modified z-score). Fewer than [`MIN_OTHERS`] other nodes give no verdict. When the other
-//! nodes agree exactly (MAD 0) any difference is infinitely far from them and is flagged.
+//! nodes' ln x) / s, leaving the node out so that one noisy node does not widen the spread it
+//! is judged against, on the logarithm because noise ratios and maxima vary by factors. With
+//! few nodes the MAD of the others is itself a guess (three values can agree by chance), so
+//! s = b_n · 1.4826 · MAD · √(1 + 1/n) over the n others: 1.4826 · MAD estimates the standard
+//! deviation of normal data, b_n is Croux and Rousseeuw's (1992) small-sample consistency
+//! factor of the MAD (1.495 for n = 3, n/(n − 0.8) above 9; checked by simulation in the
+//! tests), and √(1 + 1/n) makes it the spread of a *new* value around an estimated median (a
+//! prediction, not a confidence interval). On the noise ratio s is at least the node's own
+//! measurement resolution: the relative standard error of its noise time, √Σrun²/Σrun (detours
+//! arriving as a compound Poisson process), joined with the others' median one. A z beyond
+//! [`OUTLIER_Z`] (3.5, Iglewicz and Hoaglin's cut) is not enough: the difference must also
+//! matter, at least [`MIN_NOISE_PP`] percentage points of noise or [`MIN_MAX_NS`] in the longest
+//! detour (`Criteria`), else a node 0.5 pp above its peers would be chased. Fewer than
+//! [`MIN_OTHERS`] other nodes give no verdict; the table says how many nodes each verdict rests
+//! on. When the other nodes agree exactly (MAD 0) a difference that matters is flagged.
+//!
+//! The longest detour is judged upwards only: one shorter than the others' is no fault of the
+//! node (with few nodes it only says that some of the others stalled).
+//!
+//! **A rare stall is not a noisy node.** When only the longest detour stands out (the node's
+//! second-longest is within the others' maxima by the same rule), the node is reported as
+//! having one rare stall, with its length, and not flagged.
+//!
 //! A trace without detours, or whose streams observed less than [`MIN_OBSERVED_SHARE`] of its
 //! collection's duration (its probe hardly ran), or that lacks detours (its ring dropped some,
 //! a chunk is damaged, the file is truncated: [`crate::integrity`], unless salvaged), is
@@ -38,6 +54,48 @@ pub const MIN_OBSERVED_SHARE: f64 = 0.1;
 /// Longest detours listed per node by default.
 pub const DEFAULT_TOP: usize = 5;
 
+/// Smallest difference in noise ratio from the others' median that makes an outlier, as a
+/// fraction (0.01 = 1 percentage point): the issue's quiet nodes of one VM spread over
+/// 1.46–1.95 %, a daemon of 9 ms × 700 µs adds 7.8 pp.
+pub const MIN_NOISE_PP: f64 = 0.01;
+
+/// Smallest difference in the longest detour from the others' median maximum that makes an
+/// outlier, ns (1 ms: one scheduler tick at HZ = 1000, the longest detour a quiet CPU of this
+/// VM shows more than once a minute).
+pub const MIN_MAX_NS: f64 = 1e6;
+
+/// What makes an outlier: the z cut and the smallest differences that matter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Criteria {
+    /// |z| above which a node may be flagged.
+    pub z_cut: f64,
+    /// Smallest |noise ratio − others' median| flagged, as a fraction.
+    pub min_noise: f64,
+    /// Smallest |max − others' median max| flagged, ns.
+    pub min_max_ns: f64,
+}
+
+impl Default for Criteria {
+    fn default() -> Self {
+        Criteria {
+            z_cut: OUTLIER_Z,
+            min_noise: MIN_NOISE_PP,
+            min_max_ns: MIN_MAX_NS,
+        }
+    }
+}
+
+/// Croux and Rousseeuw's (1992) small-sample factor b_n that makes 1.4826 · MAD of n normal
+/// values an unbiased estimate of their standard deviation.
+pub fn mad_small_sample_factor(n: usize) -> f64 {
+    const B: [f64; 8] = [1.196, 1.495, 1.363, 1.206, 1.200, 1.140, 1.129, 1.107];
+    match n {
+        0 | 1 => f64::NAN,
+        2..=9 => B[n - 2],
+        _ => n as f64 / (n as f64 - 0.8),
+    }
+}
+
 /// What one node's trace says, reduced to what the comparison needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeSummary {
@@ -62,6 +120,14 @@ pub struct NodeSummary {
     /// The share kept, where the trace lacks something but was taken (tolerated or salvaged).
     #[serde(default)]
     pub kept: Option<String>,
+    /// The second-longest detour, ns (0 with fewer than two): tells a rare stall from a node
+    /// whose long detours repeat.
+    #[serde(default)]
+    pub runner_up_ns: u64,
+    /// Relative standard error of the node's noise time, √Σrun² / Σrun (compound Poisson):
+    /// the resolution of its noise ratio; 0 without detours.
+    #[serde(default)]
+    pub noise_rel_se: f64,
 }
 
 impl NodeSummary {
@@ -72,12 +138,19 @@ impl NodeSummary {
             .iter()
             .flat_map(|s| s.records.iter().map(|r| r.run_ns))
             .collect();
-        let keep = top.min(runs.len());
+        let (sum, sum_sq) = runs.iter().fold((0.0, 0.0), |(a, b), &r| {
+            let r = r as f64;
+            (a + r, b + r * r)
+        });
+        let noise_rel_se = if sum > 0.0 { sum_sq.sqrt() / sum } else { 0.0 };
+        let keep = top.max(2).min(runs.len());
         if keep > 0 {
             runs.select_nth_unstable_by(keep - 1, |a, b| b.cmp(a));
         }
         runs.truncate(keep);
         runs.sort_unstable_by(|a, b| b.cmp(a));
+        let runner_up_ns = runs.get(1).copied().unwrap_or(0);
+        runs.truncate(top);
         NodeSummary {
             node: String::new(),
             file: file.to_string(),
@@ -95,6 +168,8 @@ impl NodeSummary {
             ),
             lacks: None,
             kept: None,
+            runner_up_ns,
+            noise_rel_se,
         }
     }
 
@@ -135,6 +210,9 @@ pub struct Score {
     pub others_median: f64,
     /// Robust z-score of ln(value) against the other nodes; `None` with too few others.
     pub z: Option<f64>,
+    /// Other (usable) nodes the score rests on.
+    #[serde(default)]
+    pub others: usize,
 }
 
 /// One ranked node.
@@ -153,6 +231,10 @@ pub struct NodeRow {
     /// Why the node's trace says nothing (no observation time); `None` when it is usable.
     #[serde(default)]
     pub unusable: Option<String>,
+    /// A single long detour that stands out while the rest of the node does not: a rare stall,
+    /// not a noisy node; `None` otherwise.
+    #[serde(default)]
+    pub stall: Option<String>,
 }
 
 /// All nodes of a collection, ranked.
@@ -164,19 +246,33 @@ pub struct NodeTable {
     pub rows: Vec<NodeRow>,
     /// Said when the table can give no verdict (too few nodes).
     pub note: Option<String>,
+    /// The whole rule: z cut and the smallest differences that matter.
+    #[serde(default)]
+    pub criteria: Criteria,
+    /// Usable nodes the verdicts rest on (each node is judged against the others of them).
+    #[serde(default)]
+    pub usable: usize,
 }
 
-/// Robust z-score of `x` against `others` (raw values, compared on their logarithm); `None` with
-/// fewer than [`MIN_OTHERS`] others. `floor` replaces zeros before the logarithm.
+/// Robust z-score of `x` against `others` (raw values, compared on their logarithm) with the
+/// small-sample spread of the module docs; `None` with fewer than [`MIN_OTHERS`] others.
+/// `floor` replaces zeros before the logarithm.
 pub fn robust_z(x: f64, others: &[f64], floor: f64) -> Option<f64> {
-    if others.len() < MIN_OTHERS {
+    robust_z_resolved(x, others, floor, 0.0)
+}
+
+/// [`robust_z`] whose spread is at least `resolution` (a standard error on the log scale).
+pub fn robust_z_resolved(x: f64, others: &[f64], floor: f64, resolution: f64) -> Option<f64> {
+    let n = others.len();
+    if n < MIN_OTHERS {
         return None;
     }
     let ln = |v: f64| v.max(floor).ln();
     let mut l: Vec<f64> = others.iter().map(|&v| ln(v)).collect();
     let m = median(&mut l);
     let mut dev: Vec<f64> = l.iter().map(|v| (v - m).abs()).collect();
-    let scale = MAD_TO_SD * median(&mut dev);
+    let spread = (mad_small_sample_factor(n) * MAD_TO_SD * median(&mut dev)).max(resolution);
+    let scale = spread * (1.0 + 1.0 / n as f64).sqrt();
     let d = ln(x) - m;
     Some(if scale > 0.0 {
         d / scale
@@ -197,8 +293,53 @@ fn log_floor(v: &[f64]) -> f64 {
         / 2.0
 }
 
-/// Names the nodes, scores each against the others and ranks them noisiest first.
-pub fn rank(mut nodes: Vec<NodeSummary>, z_cut: f64) -> NodeTable {
+/// One quantity of all nodes, and how to judge it.
+struct Quantity<'a> {
+    values: &'a [f64],
+    /// Each node's resolution on the log scale (0: none known).
+    resolution: &'a [f64],
+    floor: f64,
+    min_effect: f64,
+}
+
+impl Quantity<'_> {
+    /// Node `i`'s value `x` against the usable others: its score and whether it stands out
+    /// (|z| beyond the cut and a difference that matters).
+    fn judge(&self, i: usize, x: f64, usable: &[bool], z_cut: f64) -> (Score, bool) {
+        let pick = |v: &[f64]| -> Vec<f64> {
+            (v.iter().enumerate())
+                .filter(|&(j, _)| j != i && usable[j])
+                .map(|(_, &v)| v)
+                .collect()
+        };
+        let mut others = pick(self.values);
+        let mut res = pick(self.resolution);
+        let res_others = if res.is_empty() {
+            0.0
+        } else {
+            median(&mut res)
+        };
+        let resolution = self.resolution[i].hypot(res_others);
+        let z = robust_z_resolved(x, &others, self.floor, resolution).filter(|_| usable[i]);
+        let others_median = if others.is_empty() {
+            f64::NAN
+        } else {
+            median(&mut others)
+        };
+        let beyond =
+            z.is_some_and(|z| z.abs() > z_cut) && (x - others_median).abs() >= self.min_effect;
+        let score = Score {
+            value: x,
+            others_median,
+            z,
+            others: others.len(),
+        };
+        (score, beyond)
+    }
+}
+
+/// Names the nodes after their hosts, or their file stems where hosts are missing or repeated.
+fn name_nodes(nodes: &mut [NodeSummary]) {
     for i in 0..nodes.len() {
         let host = nodes[i].host.clone();
         let repeated = nodes.iter().filter(|n| n.host == host).count() > 1;
@@ -210,50 +351,75 @@ pub fn rank(mut nodes: Vec<NodeSummary>, z_cut: f64) -> NodeTable {
             host
         };
     }
+}
+
+/// Names the nodes, scores each against the others and ranks them noisiest first, with the
+/// default [`Criteria`] at this z cut.
+pub fn rank(nodes: Vec<NodeSummary>, z_cut: f64) -> NodeTable {
+    rank_with(
+        nodes,
+        Criteria {
+            z_cut,
+            ..Criteria::default()
+        },
+    )
+}
+
+/// [`rank`] with the whole rule given.
+pub fn rank_with(mut nodes: Vec<NodeSummary>, criteria: Criteria) -> NodeTable {
+    name_nodes(&mut nodes);
+    let z_cut = criteria.z_cut;
     let unusable: Vec<Option<String>> = nodes.iter().map(NodeSummary::unusable).collect();
     let usable: Vec<bool> = unusable.iter().map(Option::is_none).collect();
     let noise: Vec<f64> = nodes.iter().map(|n| n.stats.noise_ratio).collect();
     let max: Vec<f64> = nodes.iter().map(|n| n.stats.max_ns as f64).collect();
-    let (noise_floor, max_floor) = (log_floor(&noise), log_floor(&max));
-    let score = |all: &[f64], i: usize, floor: f64| {
-        let mut others: Vec<f64> = all
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| j != i && usable[j])
-            .map(|(_, &v)| v)
-            .collect();
-        let z = robust_z(all[i], &others, floor).filter(|_| usable[i]);
-        Score {
-            value: all[i],
-            others_median: if others.is_empty() {
-                f64::NAN
-            } else {
-                median(&mut others)
-            },
-            z,
-        }
+    let noise_se: Vec<f64> = nodes.iter().map(|n| n.noise_rel_se).collect();
+    let zeros = vec![0.0; nodes.len()];
+    let noise_q = Quantity {
+        values: &noise,
+        resolution: &noise_se,
+        floor: log_floor(&noise),
+        min_effect: criteria.min_noise,
+    };
+    let max_q = Quantity {
+        values: &max,
+        resolution: &zeros,
+        floor: log_floor(&max),
+        min_effect: criteria.min_max_ns,
     };
     let mut rows: Vec<NodeRow> = nodes
         .into_iter()
         .enumerate()
         .map(|(i, summary)| {
-            let noise = score(&noise, i, noise_floor);
-            let max = score(&max, i, max_floor);
+            let (noise, noisy) = noise_q.judge(i, noise[i], &usable, z_cut);
+            let (max, long) = max_q.judge(i, max[i], &usable, z_cut);
+            let repeated = (max_q.judge(i, summary.runner_up_ns as f64, &usable, z_cut)).1;
             let mut outlier = Vec::new();
-            for (what, s) in [("noise ratio", &noise), ("max", &max)] {
-                if let Some(z) = s.z.filter(|z| z.abs() > z_cut) {
-                    let way = if z > 0.0 { "above" } else { "below" };
-                    outlier.push(format!("{what} {way} the others (z {z:+.1})"));
-                }
+            let mut stall = None;
+            let mut flag = |what: &str, s: &Score| {
+                let z = s.z.unwrap_or(0.0);
+                let way = if z > 0.0 { "above" } else { "below" };
+                outlier.push(format!("{what} {way} the others (z {z:+.1})"));
+            };
+            if noisy {
+                flag("noise ratio", &noise);
             }
-            let unusable = unusable[i].clone();
+            // A longest detour shorter than the others' is no fault of this node (with few
+            // nodes it only says that some others stalled): the max is judged upwards only.
+            let long = long && max.value > max.others_median;
+            if long && repeated {
+                flag("max", &max);
+            } else if long {
+                stall = Some(stall_line(&summary, &max));
+            }
             NodeRow {
                 rank: 0,
                 summary,
                 noise,
                 max,
                 outlier,
-                unusable,
+                unusable: unusable[i].clone(),
+                stall,
             }
         })
         .collect();
@@ -276,7 +442,26 @@ pub fn rank(mut nodes: Vec<NodeSummary>, z_cut: f64) -> NodeTable {
             MIN_OTHERS + 1
         )
     });
-    NodeTable { z_cut, rows, note }
+    NodeTable {
+        z_cut,
+        rows,
+        note,
+        criteria,
+        usable: n_usable,
+    }
+}
+
+/// What a rare stall is said as: its length, the next longest detour, the others' maxima.
+fn stall_line(summary: &NodeSummary, max: &Score) -> String {
+    let ms = |ns: f64| format!("{:.2} ms", ns / 1e6);
+    format!(
+        "one rare stall of {} (z {:+.1}); its next longest detour, {}, is within the others' \
+         maxima (median {}): a single event, not a noisy node",
+        ms(max.value),
+        max.z.unwrap_or(0.0),
+        ms(summary.runner_up_ns as f64),
+        ms(max.others_median)
+    )
 }
 
 impl NodeTable {
@@ -304,10 +489,12 @@ impl NodeTable {
             let top: Vec<String> = r.summary.top_ns.iter().map(|&t| us(t)).collect();
             let flag = if r.unusable.is_some() {
                 "  UNUSABLE"
-            } else if r.outlier.is_empty() {
-                ""
-            } else {
+            } else if !r.outlier.is_empty() {
                 "  OUTLIER"
+            } else if r.stall.is_some() {
+                "  STALL"
+            } else {
+                ""
             };
             // An unusable node's numbers are not what its probe saw: none is shown.
             let shown = |v: String| if r.unusable.is_some() { "-".into() } else { v };
@@ -327,13 +514,23 @@ impl NodeTable {
         }
         let mut out = table.render();
         let flagged: Vec<&NodeRow> = self.rows.iter().filter(|r| !r.outlier.is_empty()).collect();
+        let c = &self.criteria;
         if let Some(n) = &self.note {
             out.push_str(&format!("note: {n}\n"));
-        } else if flagged.is_empty() {
+        } else {
             out.push_str(&format!(
-                "no outliers (|z| <= {} on ln noise ratio and ln max against the other nodes)\n",
-                self.z_cut
+                "verdicts rest on {} usable nodes, each judged against the {} others: |z| > {} \
+                 (small-sample spread) and a difference of at least {} pp of noise or {:.2} ms \
+                 in the max\n",
+                self.usable,
+                self.usable.saturating_sub(1),
+                c.z_cut,
+                c.min_noise * 100.0,
+                c.min_max_ns / 1e6
             ));
+            if flagged.is_empty() {
+                out.push_str("no outliers\n");
+            }
         }
         for r in flagged {
             out.push_str(&format!(
@@ -342,6 +539,14 @@ impl NodeTable {
                 r.summary.file,
                 r.outlier.join("; ")
             ));
+        }
+        for r in &self.rows {
+            if let Some(why) = &r.stall {
+                out.push_str(&format!(
+                    "stall: {} ({}): {why}\n",
+                    r.summary.node, r.summary.file
+                ));
+            }
         }
         for r in &self.rows {
             if let Some(why) = &r.unusable {
@@ -382,14 +587,21 @@ mod tests {
             collection_ns: 1_000_000_000,
             lacks: None,
             kept: None,
+            runner_up_ns: max_ns,
+            noise_rel_se: 0.0,
         }
     }
 
     #[test]
     fn robust_z_against_the_others_in_closed_form() {
-        // ln of others: 0, ln 2, ln 4 → median ln 2, MAD ln 2; x = 8: (ln 8 − ln 2)/(1.4826 ln 2).
+        // ln of others: 0, ln 2, ln 4 → median ln 2, MAD ln 2; x = 8:
+        // (ln 8 − ln 2) / (b_3 · 1.4826 · ln 2 · √(1 + 1/3)), b_3 = 1.495.
         let z = robust_z(8.0, &[1.0, 2.0, 4.0], 1e-12).unwrap();
-        assert!((z - 2.0 / MAD_TO_SD).abs() < 1e-12, "{z}");
+        let want = 2.0 / (1.495 * MAD_TO_SD * (4.0f64 / 3.0).sqrt());
+        assert!((z - want).abs() < 1e-12, "{z}");
+        // A resolution wider than the spread replaces it.
+        let z = robust_z_resolved(8.0, &[1.0, 2.0, 4.0], 1e-12, 2.0).unwrap();
+        assert!((z - 2.0f64.ln() * 2.0 / (2.0 * (4.0f64 / 3.0).sqrt())).abs() < 1e-12);
         assert_eq!(robust_z(8.0, &[1.0, 2.0], 1e-12), None);
         assert_eq!(robust_z(2.0, &[2.0, 2.0, 2.0], 1e-12), Some(0.0));
         assert_eq!(robust_z(3.0, &[2.0, 2.0, 2.0], 1e-12), Some(f64::INFINITY));
@@ -420,9 +632,9 @@ mod tests {
     #[test]
     fn a_long_max_alone_is_flagged_and_a_quiet_node_is_named_below() {
         let mut nodes: Vec<NodeSummary> = (0..5)
-            .map(|i| node("x.jtr", "", 0.01 + 0.0002 * i as f64, 40_000 + 1_000 * i))
+            .map(|i| node("x.jtr", "", 0.02 + 0.0002 * i as f64, 40_000 + 1_000 * i))
             .collect();
-        nodes.push(node("spike.jtr", "", 0.0101, 4_000_000));
+        nodes.push(node("spike.jtr", "", 0.0201, 4_000_000));
         nodes.push(node("quiet.jtr", "", 0.0001, 41_000));
         let t = rank(nodes, OUTLIER_Z);
         let spike = t.rows.iter().find(|r| r.summary.node == "spike").unwrap();
@@ -510,5 +722,148 @@ mod tests {
         assert!(n.top_ns.windows(2).all(|w| w[0] >= w[1]));
         assert_eq!(n.top_ns[0], n.stats.max_ns);
         assert_eq!(n.stats, Stats::of_streams(&t.streams));
+    }
+    /// b_n · 1.4826 · MAD of n normal values estimates σ without bias: the mean over many
+    /// samples is 1 within four standard errors of that mean plus the table's 1.5 % precision
+    /// (and 1.4826 · MAD alone, at n = 3, is more than 25 % low, which the check catches).
+    #[test]
+    fn the_small_sample_factor_makes_the_mad_unbiased() {
+        use rand::SeedableRng;
+        use rand_distr::{Distribution, StandardNormal};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for n in [3usize, 4, 5, 9, 12] {
+            let reps = 40_000;
+            let mut acc = crate::summary::Moments::default();
+            for _ in 0..reps {
+                let mut v: Vec<f64> = (0..n).map(|_| StandardNormal.sample(&mut rng)).collect();
+                let m = median(&mut v);
+                let mut dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+                acc.add(mad_small_sample_factor(n) * MAD_TO_SD * median(&mut dev));
+            }
+            let se = acc.sd() / (reps as f64).sqrt();
+            // The published factors are simulations given to 1 % (at n = 9 this check
+            // measures 1.009); the uncorrected MAD is 25–33 % low at n = 3.
+            let tol = 4.0 * se + 0.015;
+            assert!(
+                (acc.mean() - 1.0).abs() < tol,
+                "n {n}: {} ± {se}",
+                acc.mean()
+            );
+            if n == 3 {
+                assert!(acc.mean() / mad_small_sample_factor(3) < 0.75);
+            }
+        }
+    }
+
+    /// One node of `spec` (10 s, one CPU) summarised as `jitter-trace nodes` does.
+    fn synth_node(name: &str, spec: &str, seed: u64) -> NodeSummary {
+        let s: Spec = spec.parse().unwrap();
+        let mut t = synthesize(&s, 1, 10_000_000_000, seed).unwrap();
+        t.header.host = name.into();
+        NodeSummary::of_trace(&t, &format!("{name}.jtr"), DEFAULT_TOP)
+    }
+
+    /// Quiet node of this noise (%) from 1000 exponential detours/s; `stall`: one more detour
+    /// of 7 ms at 5 s.
+    fn quiet(name: &str, pct: f64, stall: bool, seed: u64) -> NodeSummary {
+        let mut spec = format!("poisson:rate=1000/s,dur=exp:{:.0}ns", pct * 1e4);
+        if stall {
+            spec.push_str("+periodic:period=20s,dur=7ms,phase=5s");
+        }
+        synth_node(name, &spec, seed)
+    }
+
+    /// The issue's four nodes of one VM: three quiet at 1.46–1.95 % (one with a single 7 ms
+    /// stall) and one with a daemon (9.4 %): only the daemon's node is an outlier, the stall
+    /// is named as one, and the quiet node 0.5 pp above its peers, whose z alone would flag
+    /// it, is not.
+    #[test]
+    fn of_four_vm_nodes_only_the_daemons_is_flagged_and_the_stall_is_named() {
+        let noisy = synth_node(
+            "noisy",
+            "poisson:rate=1000/s,dur=exp:16us+periodic:period=9ms,dur=700us",
+            3,
+        );
+        let nodes = vec![
+            quiet("q146", 1.46, false, 0),
+            quiet("q160", 1.60, true, 1),
+            quiet("q195", 1.95, false, 2),
+            noisy,
+        ];
+        let t = rank(nodes, OUTLIER_Z);
+        let row = |n: &str| t.rows.iter().find(|r| r.summary.node == n).unwrap();
+        assert!((row("noisy").noise.value - 0.094).abs() < 0.003);
+        assert_eq!(row("noisy").outlier.len(), 1, "{t:?}");
+        assert!(row("noisy").outlier[0].starts_with("noise ratio above"));
+        for q in ["q146", "q160", "q195"] {
+            assert!(row(q).outlier.is_empty(), "{q}: {:?}", row(q).outlier);
+        }
+        let stall = row("q160").stall.as_deref().unwrap();
+        assert!(stall.starts_with("one rare stall of 7.00 ms"), "{stall}");
+        assert!(row("q146").stall.is_none() && row("noisy").stall.is_none());
+        // Without the effect size the quiet node at 1.95 % would be flagged: among three
+        // quiet nodes and itself its z is past the cut.
+        let quiet4 = vec![
+            quiet("a", 1.46, false, 10),
+            quiet("b", 1.50, false, 11),
+            quiet("c", 1.55, false, 12),
+            quiet("d", 1.95, false, 13),
+        ];
+        let t4 = rank(quiet4, OUTLIER_Z);
+        let d = t4.rows.iter().find(|r| r.summary.node == "d").unwrap();
+        assert!(d.noise.z.unwrap() > OUTLIER_Z, "{:?}", d.noise);
+        assert!(t4.rows.iter().all(|r| r.outlier.is_empty()), "{t4:?}");
+        let text = t.render();
+        assert!(text.contains("verdicts rest on 4 usable nodes, each judged against the 3"));
+        assert_eq!(text.matches("OUTLIER").count(), 1, "{text}");
+        assert!(
+            text.contains("stall: q160 (q160.jtr): one rare stall"),
+            "{text}"
+        );
+    }
+
+    /// Ten quiet nodes spread like the VM's (1.40–2.00 %), two of them with a single 7 ms
+    /// stall: none is flagged; a node whose long detours repeat is.
+    #[test]
+    fn ten_quiet_nodes_flag_none_and_repeated_long_detours_do() {
+        let mut nodes: Vec<NodeSummary> = (0..10)
+            .map(|i| quiet(&format!("q{i}"), 1.40 + 0.06 * i as f64, i % 5 == 2, 20 + i))
+            .collect();
+        let t = rank(nodes.clone(), OUTLIER_Z);
+        assert!(t.rows.iter().all(|r| r.outlier.is_empty()), "{t:?}");
+        assert_eq!(t.rows.iter().filter(|r| r.stall.is_some()).count(), 2);
+        assert!(t.render().contains("no outliers"));
+        // Half of four nodes stalling for 950 ms flags neither the two others (shorter maxima
+        // are no fault) nor, each being a single stall, the stalled ones.
+        let four = vec![
+            quiet("a", 1.5, false, 50),
+            quiet("b", 1.6, false, 51),
+            synth_node(
+                "s1",
+                "poisson:rate=1000/s,dur=exp:15us+periodic:period=20s,dur=950ms,phase=5s",
+                52,
+            ),
+            synth_node(
+                "s2",
+                "poisson:rate=1000/s,dur=exp:15us+periodic:period=20s,dur=950ms,phase=2s",
+                53,
+            ),
+        ];
+        let t4 = rank(four, OUTLIER_Z);
+        assert!(t4.rows.iter().all(|r| r.outlier.is_empty()), "{t4:?}");
+        assert_eq!(t4.rows.iter().filter(|r| r.stall.is_some()).count(), 2);
+        nodes.push(synth_node(
+            "stalls",
+            "poisson:rate=1000/s,dur=exp:15us+periodic:period=2s,dur=5ms",
+            40,
+        ));
+        let t = rank(nodes, OUTLIER_Z);
+        let r = t.rows.iter().find(|r| r.summary.node == "stalls").unwrap();
+        assert!(
+            r.outlier.iter().any(|o| o.starts_with("max above")),
+            "{r:?}"
+        );
+        assert!(r.stall.is_none());
+        assert_eq!(t.rows.iter().filter(|r| !r.outlier.is_empty()).count(), 1);
     }
 }

@@ -17,6 +17,8 @@ pub mod des;
 pub mod order_stats;
 pub mod placement;
 pub mod platform;
+pub mod whatif;
+pub mod whatif_chart;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

@@ -20,6 +20,7 @@ mod csv;
 mod jsonl;
 mod jtr;
 mod loggopsim;
+pub mod perfetto;
 mod sysjitter;
 
 use std::fs::File;

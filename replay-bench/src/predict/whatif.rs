@@ -1,0 +1,678 @@
+//! What-if predictions (`replay-bench whatif`): what each kernel source of an attributed trace
+//! costs at scale. The trace is filtered by source (`jitter_trace::filter`, net times) into one
+//! variant per question — the trace as collected, without each source, with only that source,
+//! and with every kernel source removed (only the unattributed rest left: what tuning the node
+//! could reach at best) — and every variant is predicted by [`super::predict`], the engines
+//! and report of `replay-bench predict`, with the same platform, rank counts, sync modes and
+//! seeds. Nothing here predicts on its own.
+//!
+//! A prediction is deterministic given its seed, and which stretch of a heavy-tailed trace the
+//! offsets land on moves it, so each question is asked over `--draws` seeds (seed, seed + 1,
+//! …) and every number is the mean over draws with its 95 % t-interval; a saving is the
+//! paired difference (collected − variant) per draw, so the offsets common to both cancel.
+//! The per-source savings need not add up to the saving of removing them all: two sources in
+//! one detour, or two long detours in one phase, share the phase's maximum. The table states
+//! that interaction (all removed − Σ each removed) per rank count and sync mode.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::ProgressBar;
+use serde::Serialize;
+
+use jitter_trace::attribution::{report_in, sidecar_path, Attribution, Mode, UNATTRIBUTED};
+use jitter_trace::filter::{filter, Selector, SourceFilter};
+use jitter_trace::summary::mean_ci95;
+use jitter_trace::table::{Align, Table};
+use jitter_trace::Trace;
+
+use super::{predict, prepare, PredictArgs, PredictSpec, TraceInput};
+
+/// Options of `replay-bench whatif`.
+#[derive(Debug, Clone, Args)]
+pub struct WhatIfArgs {
+    /// `predict`'s options (one attributed `--trace`; `-o` writes the what-if JSON, `--plot`
+    /// the bar chart of the savings at the largest rank count).
+    #[command(flatten)]
+    pub predict: PredictArgs,
+    /// Seeds (offset draws) each question is predicted over: seed, seed + 1, …
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub draws: u64,
+    /// Sources with at least this share of the noise time get rows of their own.
+    #[arg(long, default_value_t = 0.01)]
+    pub min_share: f64,
+    /// Also write the table as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+/// A number over the draws: mean and the half-width of its 95 % t-interval (NaN for one draw).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Interval {
+    /// Mean over the draws.
+    pub mean: f64,
+    /// Half-width of the 95 % t-interval of the mean.
+    pub ci95: f64,
+}
+
+impl Interval {
+    fn of(v: &[f64]) -> Interval {
+        let (mean, ci95) = mean_ci95(v);
+        Interval { mean, ci95 }
+    }
+
+    fn text(&self) -> String {
+        if self.ci95.is_finite() {
+            format!("{:.2}±{:.2}", self.mean, self.ci95)
+        } else {
+            format!("{:.2}", self.mean)
+        }
+    }
+}
+
+/// What a variant asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Question {
+    /// The trace as collected.
+    Collected,
+    /// The trace without one source.
+    Without,
+    /// The trace with that source only.
+    Only,
+    /// Every kernel source removed (only the unattributed rest).
+    WithoutKernel,
+}
+
+/// One variant's row: its predicted SD (eq. 2, AvgMaxQTBT) and the saving against the trace as
+/// collected, per (ranks, sync) point, in percent / percentage points.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VariantRow {
+    /// The variant's label (the trace label of its prediction rows).
+    pub label: String,
+    /// What it asks.
+    pub question: Question,
+    /// The source it removes or keeps.
+    pub source: Option<String>,
+    /// That source's share of the noise time (frequency mode, net times).
+    pub share: Option<f64>,
+    /// That source's period, ns, when its occurrences have one.
+    pub period_ns: Option<u64>,
+    /// Noise ratio of the variant's trace.
+    pub noise_ratio: f64,
+    /// Predicted SD per point.
+    pub sd_pct: Vec<Interval>,
+    /// SD as collected − SD of the variant, paired per draw, per point.
+    pub saving_pp: Vec<Interval>,
+}
+
+/// The what-if table of one trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WhatIf {
+    /// The trace.
+    pub trace: String,
+    /// The (ranks, sync) points, in column order.
+    pub points: Vec<Point>,
+    /// Seeds predicted over.
+    pub seeds: Vec<u64>,
+    /// Share of the noise time some kernel event explains.
+    pub explained: f64,
+    /// The rows: as collected, all kernel sources removed, then per source without / only.
+    pub rows: Vec<VariantRow>,
+    /// Saving of all kernel sources removed − Σ savings of each kernel source with a row,
+    /// per point (negative: the sources overlap, removing one alone saves less than its part).
+    pub interaction_pp: Vec<Interval>,
+    /// What the table leaves out or assumes.
+    pub notes: Vec<String>,
+    /// `predict`'s report of every variant (its rows labelled by the variant), one per seed.
+    pub reports: Vec<crate::report::Report>,
+}
+
+/// A (ranks, sync mode) point of the table.
+pub type Point = (u64, String);
+
+/// One question: its filtered trace and what its row says about it.
+struct Variant {
+    row: VariantRow,
+    trace: Trace,
+}
+
+/// Reads the trace's attribution sidecar and checks that it is this collection's.
+fn load_attribution(path: &Path, trace: &Trace) -> anyhow::Result<Attribution> {
+    let sidecar = sidecar_path(path);
+    anyhow::ensure!(
+        sidecar.exists(),
+        "{} has no attribution ({} is missing): collect with jitter-collect --attribute",
+        path.display(),
+        sidecar.display()
+    );
+    let a = Attribution::read(&sidecar)?;
+    anyhow::ensure!(
+        a.collection_start_unix_ns == trace.header.collection_start_unix_ns,
+        "{} belongs to another collection than {}",
+        sidecar.display(),
+        path.display()
+    );
+    Ok(a)
+}
+
+/// The variants of `trace`: as collected, without every kernel source, and per source with a
+/// share of at least `min_share` without it and with it only.
+fn variants(
+    trace: &Trace,
+    a: &Attribution,
+    min_share: f64,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Vec<Variant>> {
+    let report = report_in(a, Mode::Frequency);
+    let row =
+        |label: &str, question, source: Option<&jitter_trace::attribution::SourceRow>| VariantRow {
+            label: label.to_string(),
+            question,
+            source: source.map(|s| s.source.clone()),
+            share: source.map(|s| s.share),
+            period_ns: source.and_then(|s| s.period_ns),
+            noise_ratio: 0.0,
+            sd_pct: Vec::new(),
+            saving_pp: Vec::new(),
+        };
+    let mut out = vec![Variant {
+        row: row("collected", Question::Collected, None),
+        trace: trace.clone(),
+    }];
+    let unattributed = vec![Selector::Source(UNATTRIBUTED.into())];
+    let kernel = filter(trace, a, &SourceFilter::keep(unattributed))?;
+    out.push(Variant {
+        row: row("no kernel sources", Question::WithoutKernel, None),
+        trace: kernel.trace,
+    });
+    let (mut small, mut small_share) = (0, 0.0);
+    for s in &report.rows {
+        if s.share < min_share {
+            small += 1;
+            small_share += s.share;
+            continue;
+        }
+        let one = vec![Selector::Source(s.source.clone())];
+        let without = filter(trace, a, &SourceFilter::drop(one.clone()))?;
+        let only = filter(trace, a, &SourceFilter::keep(one))?;
+        out.push(Variant {
+            row: row(&format!("without {}", s.source), Question::Without, Some(s)),
+            trace: without.trace,
+        });
+        out.push(Variant {
+            row: row(&format!("only {}", s.source), Question::Only, Some(s)),
+            trace: only.trace,
+        });
+    }
+    if small > 0 {
+        notes.push(format!(
+            "{small} source(s) under {:.1} % of the noise time each ({:.2} % together) have no \
+             row of their own; they stay in every variant but their own",
+            min_share * 100.0,
+            small_share * 100.0
+        ));
+    }
+    for v in &mut out {
+        v.row.noise_ratio = v.trace.noise_ratio();
+    }
+    Ok(out)
+}
+
+/// Predicts every variant over the draws and fills in their rows.
+fn predict_variants(
+    variants: &mut [Variant],
+    path: &str,
+    spec: &PredictSpec,
+    seeds: &[u64],
+    args: &PredictArgs,
+) -> anyhow::Result<(Vec<Point>, Vec<crate::report::Report>)> {
+    // A variant left without detours on every replayed stream replays nothing: its SD is 0 by
+    // definition (no plan can be made of it); one left without detours on some of them is
+    // refused by TraceInput::new, named.
+    let k = usize::try_from(args.ranks_per_node).unwrap_or(usize::MAX);
+    let empty = |v: &Variant| (v.trace.streams.iter().take(k)).all(|s| s.records.is_empty());
+    let inputs = (variants.iter())
+        .filter(|v| !empty(v))
+        .map(|v| {
+            TraceInput::new(
+                &v.trace,
+                path,
+                &v.row.label,
+                spec.platform.options(),
+                args.ranks_per_node,
+            )
+            .with_context(|| format!("variant `{}`", v.row.label))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // The predictor's budget before anything runs: every variant, every draw.
+    let mut estimate = super::budget::estimate(&inputs, spec, 1, 0, rayon::current_num_threads());
+    estimate.seconds *= seeds.len() as f64;
+    super::budget::admit(&estimate, &super::budget::Limits::here(1), args.force)?;
+    let mut reports = Vec::with_capacity(seeds.len());
+    // sd[variant][point][draw]
+    let mut sd: Vec<BTreeMap<(u64, String), Vec<f64>>> = vec![BTreeMap::new(); variants.len()];
+    for &seed in seeds {
+        for (i, _) in variants.iter().enumerate().filter(|(_, v)| empty(v)) {
+            for &n in &spec.ranks {
+                for m in &spec.modes {
+                    sd[i].entry((n, m.to_string())).or_default().push(0.0);
+                }
+            }
+        }
+        let mut s = spec.clone();
+        s.des.seed = seed;
+        let p = predict(&inputs, &s, &ProgressBar::hidden())?;
+        super::check_plausible(&p)?;
+        let report = p.des.or(p.order_stats).context("no model ran")?;
+        reports.push(report.clone());
+        for r in &report.results {
+            let i = (variants.iter().position(|v| v.row.label == r.trace))
+                .with_context(|| format!("a row of unknown trace `{}`", r.trace))?;
+            let key = (r.ranks, r.sync.clone());
+            sd[i].entry(key).or_default().push(r.sd_qtbt_pct);
+        }
+    }
+    anyhow::ensure!(!empty(&variants[0]), "a stream of the trace has no detours");
+    let points: Vec<Point> = spec
+        .ranks
+        .iter()
+        .flat_map(|&n| spec.modes.iter().map(move |m| (n, m.to_string())))
+        .filter(|k| sd[0].contains_key(k))
+        .collect();
+    for (i, v) in variants.iter_mut().enumerate() {
+        for k in &points {
+            let mine = sd[i].get(k).cloned().unwrap_or_default();
+            let base = &sd[0][k];
+            let saving: Vec<f64> = base.iter().zip(&mine).map(|(b, m)| b - m).collect();
+            v.row.sd_pct.push(Interval::of(&mine));
+            v.row.saving_pp.push(Interval::of(&saving));
+        }
+    }
+    Ok((points, reports))
+}
+
+/// The what-if table of the one attributed trace of `args`.
+pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
+    let p = &args.predict;
+    anyhow::ensure!(
+        p.traces.len() == 1 && p.nodes.node_traces.is_empty(),
+        "whatif takes one attributed --trace (no --node-traces)"
+    );
+    anyhow::ensure!(
+        p.platform_noise.is_none(),
+        "whatif does not take --platform-noise (predict the variants with predict for that)"
+    );
+    anyhow::ensure!(
+        args.min_share.is_finite() && (0.0..1.0).contains(&args.min_share),
+        "--min-share must be in [0, 1), got {}",
+        args.min_share
+    );
+    let path = &p.traces[0];
+    let (_, spec) = prepare(p)?;
+    let trace = jitter_trace::read_trace(path)
+        .with_context(|| format!("cannot read trace {}", path.display()))?
+        .trace;
+    let a = load_attribution(path, &trace)?;
+    let mut notes = Vec::new();
+    let mut vs = variants(&trace, &a, args.min_share, &mut notes)?;
+    let seeds: Vec<u64> = (0..args.draws).map(|d| p.seed.wrapping_add(d)).collect();
+    let shown = path.display().to_string();
+    let (points, reports) = predict_variants(&mut vs, &shown, &spec, &seeds, p)?;
+    let rows: Vec<VariantRow> = vs.into_iter().map(|v| v.row).collect();
+    let interaction_pp = interaction(&rows, points.len());
+    notes.push(
+        "SD: eq. (2) (AvgMaxQTBT), mean over the draws ± half-width of its 95 % t-interval; \
+         saving: SD as collected − SD of the variant, paired per draw"
+            .into(),
+    );
+    Ok(WhatIf {
+        trace: shown,
+        points,
+        seeds,
+        explained: report_in(&a, Mode::Frequency).explained,
+        rows,
+        interaction_pp,
+        notes,
+        reports,
+    })
+}
+
+/// Saving of all kernel sources removed − Σ the savings of each kernel source with a row,
+/// per point, from the draws' means (the interval: the root sum of squares of the parts').
+fn interaction(rows: &[VariantRow], points: usize) -> Vec<Interval> {
+    let all = rows.iter().find(|r| r.question == Question::WithoutKernel);
+    let each: Vec<&VariantRow> = (rows.iter())
+        .filter(|r| r.question == Question::Without && r.source.as_deref() != Some(UNATTRIBUTED))
+        .collect();
+    (0..points)
+        .map(|k| {
+            let Some(all) = all else {
+                return Interval {
+                    mean: f64::NAN,
+                    ci95: f64::NAN,
+                };
+            };
+            let parts =
+                std::iter::once(&all.saving_pp[k]).chain(each.iter().map(|r| &r.saving_pp[k]));
+            let ci95 = parts.map(|i| i.ci95 * i.ci95).sum::<f64>().sqrt();
+            let sum: f64 = each.iter().map(|r| r.saving_pp[k].mean).sum();
+            Interval {
+                mean: all.saving_pp[k].mean - sum,
+                ci95,
+            }
+        })
+        .collect()
+}
+
+impl WhatIf {
+    /// The table as text: one row per variant, SD and saving per point, then the interaction.
+    pub fn render(&self) -> String {
+        let mut head = vec![
+            "variant".to_string(),
+            "share(%)".into(),
+            "period".into(),
+            "noise(%)".into(),
+        ];
+        for (n, m) in &self.points {
+            head.push(format!("SD {n} {m} (%)"));
+            head.push(format!("saving {n} {m} (pp)"));
+        }
+        let mut t = Table::new(head).align(0, Align::Left);
+        for r in &self.rows {
+            let mut cells = vec![
+                r.label.clone(),
+                r.share.map_or("-".into(), |s| format!("{:.1}", s * 100.0)),
+                (r.period_ns).map_or("-".into(), |p| jitter_trace::units::format_ns(p as f64)),
+                format!("{:.3}", r.noise_ratio * 100.0),
+            ];
+            for (sd, sv) in r.sd_pct.iter().zip(&r.saving_pp) {
+                cells.push(sd.text());
+                cells.push(if r.question == Question::Collected {
+                    "-".into()
+                } else {
+                    sv.text()
+                });
+            }
+            t.row(cells);
+        }
+        let mut out = format!(
+            "what if: {} ({:.1} % of the noise time attributed; seeds {:?})\n",
+            self.trace,
+            self.explained * 100.0,
+            self.seeds
+        );
+        out.push_str(&t.render());
+        let inter: Vec<String> = (self.points.iter().zip(&self.interaction_pp))
+            .map(|((n, m), i)| format!("{n} {m}: {} pp", i.text()))
+            .collect();
+        out.push_str(&format!(
+            "interaction (no kernel sources − Σ each kernel source removed): {}\n",
+            inter.join("; ")
+        ));
+        for n in &self.notes {
+            out.push_str(&format!("note: {n}\n"));
+        }
+        out
+    }
+
+    /// The table as CSV: one line per variant and point.
+    pub fn csv(&self) -> anyhow::Result<String> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record([
+            "variant",
+            "question",
+            "source",
+            "share",
+            "period_ns",
+            "noise_ratio",
+            "ranks",
+            "sync",
+            "sd_pct",
+            "sd_ci95_pct",
+            "saving_pp",
+            "saving_ci95_pp",
+        ])?;
+        for r in &self.rows {
+            for (k, (n, m)) in self.points.iter().enumerate() {
+                let opt = |v: Option<String>| v.unwrap_or_default();
+                w.write_record([
+                    r.label.clone(),
+                    format!("{:?}", r.question).to_lowercase(),
+                    opt(r.source.clone()),
+                    opt(r.share.map(|s| s.to_string())),
+                    opt(r.period_ns.map(|p| p.to_string())),
+                    r.noise_ratio.to_string(),
+                    n.to_string(),
+                    m.clone(),
+                    r.sd_pct[k].mean.to_string(),
+                    r.sd_pct[k].ci95.to_string(),
+                    r.saving_pp[k].mean.to_string(),
+                    r.saving_pp[k].ci95.to_string(),
+                ])?;
+            }
+        }
+        Ok(String::from_utf8(w.into_inner()?)?)
+    }
+}
+
+/// `replay-bench whatif`: prints the table, writes the JSON (`-o`), CSV and chart.
+pub fn main(args: WhatIfArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        crate::launcher_rank().is_none(),
+        "whatif runs in one process (not under mpirun)"
+    );
+    if let Some(t) = args.predict.threads {
+        anyhow::ensure!(t >= 1, "--threads must be at least 1");
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build_global();
+    }
+    let w = what_if(&args)?;
+    print!("{}", w.render());
+    if let Some(p) = &args.predict.output {
+        let bytes = serde_json::to_vec_pretty(&w)?;
+        jitter_trace::output::write_output_bytes(p, &bytes)?;
+    }
+    if let Some(p) = &args.csv {
+        jitter_trace::output::write_output_bytes(p, w.csv()?.as_bytes())?;
+    }
+    if let Some(p) = &args.predict.plot {
+        super::whatif_chart::savings_svg(&w, p)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jitter_trace::attribution::{AttributedDetour, CpuAttribution, Part};
+    use jitter_trace::{Detour, Stream};
+
+    /// One CPU, 4 s: a daemon (`task:d`, every 9 ms for 170 µs, from 1 ms) and the tick
+    /// (`timer`, every 4 ms for 6 µs, from 3 ms; never touching the daemon). `which` picks
+    /// the sources written into the trace; the attribution names each detour's one source.
+    fn write(dir: &Path, name: &str, which: &[&str]) -> PathBuf {
+        let end = 4_000_000_000u64;
+        let daemon: Vec<(u64, u64, &str)> = (0..)
+            .map(|i| 1_000_000 + 9_000_000 * i)
+            .take_while(|&s| s < end - 1_000_000)
+            .map(|s| (s, 170_000, "task:d"))
+            .collect();
+        let ticks = (0..)
+            .map(|i| 3_000_000 + 4_000_000 * i)
+            .take_while(|&s| s < end - 1_000_000)
+            .filter(|s| {
+                !daemon
+                    .iter()
+                    .any(|&(a, r, _)| *s + 6_000 >= a && *s <= a + r)
+            })
+            .map(|s| (s, 6_000, "timer"));
+        let mut d: Vec<(u64, u64, &str)> = (daemon.iter().copied().chain(ticks))
+            .filter(|x| which.contains(&x.2))
+            .collect();
+        d.sort_unstable();
+        let detours: Vec<Detour> = d
+            .iter()
+            .map(|&(start_ns, run_ns, _)| Detour { start_ns, run_ns })
+            .collect();
+        let mut trace = Trace {
+            streams: vec![Stream::from_detours(0, 0, end, &detours).unwrap()],
+            ..Trace::default()
+        };
+        trace.header.collection_start_unix_ns = 42;
+        trace.sync_header();
+        let path = dir.join(name);
+        jitter_trace::write_trace(&path, &trace).unwrap();
+        let cpu = CpuAttribution {
+            cpu: 0,
+            end_ns: end,
+            detours: (d.iter())
+                .map(|&(start_ns, run_ns, s)| AttributedDetour {
+                    start_ns,
+                    run_ns,
+                    source: s.into(),
+                    combination: s.into(),
+                    explained_ns: run_ns,
+                    parts: vec![Part {
+                        source: s.into(),
+                        start_ns,
+                        ns: run_ns,
+                    }],
+                })
+                .collect(),
+            ..CpuAttribution::default()
+        };
+        let a = Attribution {
+            version: jitter_trace::attribution::ATTRIBUTION_VERSION,
+            collection_start_unix_ns: 42,
+            cpus: vec![cpu],
+            ..Attribution::default()
+        };
+        a.write(&sidecar_path(&path)).unwrap();
+        path
+    }
+
+    fn flags(path: &Path) -> PredictArgs {
+        let p = path.to_str().unwrap();
+        PredictArgs::from_flags(&[
+            "--trace",
+            p,
+            "--ranks",
+            "16,256",
+            "--sync",
+            "none,once",
+            "--phases",
+            "400",
+            "--quanta",
+            "1ms",
+            "--seed",
+            "5",
+        ])
+        .unwrap()
+    }
+
+    /// The prediction of the trace without the daemon is the prediction of a collection that
+    /// never had it (the same detours: equal to the last digit, seed by seed), likewise with
+    /// the daemon only; the savings are the paired differences and the table says how they
+    /// add up.
+    #[test]
+    fn a_source_removed_predicts_as_a_trace_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let both = write(dir.path(), "both.jtr", &["task:d", "timer"]);
+        let tick = write(dir.path(), "tick.jtr", &["timer"]);
+        let daemon = write(dir.path(), "daemon.jtr", &["task:d"]);
+        let args = WhatIfArgs {
+            predict: flags(&both),
+            draws: 2,
+            min_share: 0.01,
+            csv: None,
+        };
+        let w = what_if(&args).unwrap();
+        let row = |l: &str| w.rows.iter().find(|r| r.label == l).unwrap();
+        let direct = |path: &Path| -> Vec<f64> {
+            let (traces, spec) = prepare(&flags(path)).unwrap();
+            let mut by_point = vec![Vec::new(); w.points.len()];
+            for seed in [5, 6] {
+                let mut s = spec.clone();
+                s.des.seed = seed;
+                let p = predict(&traces, &s, &ProgressBar::hidden()).unwrap();
+                for r in p.des.unwrap().results {
+                    let k = w
+                        .points
+                        .iter()
+                        .position(|q| q.0 == r.ranks && q.1 == r.sync)
+                        .unwrap();
+                    by_point[k].push(r.sd_qtbt_pct);
+                }
+            }
+            by_point.iter().map(|v| Interval::of(v).mean).collect()
+        };
+        let close = |a: &[Interval], b: &[f64]| {
+            a.iter()
+                .zip(b)
+                .all(|(x, y)| (x.mean - y).abs() < 1e-9 * y.abs().max(1.0))
+        };
+        let without = row("without task:d");
+        assert!(close(&without.sd_pct, &direct(&tick)), "{w:?}");
+        assert!(close(&row("only task:d").sd_pct, &direct(&daemon)), "{w:?}");
+        assert!(close(&row("collected").sd_pct, &direct(&both)));
+        let share = without.share.unwrap();
+        assert!(
+            (share - 170.0 / 9.0 / (170.0 / 9.0 + 6.0 / 4.0)).abs() < 0.01,
+            "{share}"
+        );
+        assert_eq!(
+            without.period_ns.map(|p| (p as f64 / 1e6).round()),
+            Some(9.0)
+        );
+        for (k, s) in without.saving_pp.iter().enumerate() {
+            let want = row("collected").sd_pct[k].mean - without.sd_pct[k].mean;
+            assert!((s.mean - want).abs() < 1e-9, "{s:?} {want}");
+            assert!(
+                s.mean > 1.0,
+                "the daemon costs more than 1 pp at every point: {s:?}"
+            );
+        }
+        // No unattributed time: removing every kernel source removes all noise.
+        let none = row("no kernel sources");
+        assert_eq!(none.noise_ratio, 0.0);
+        assert!(none.sd_pct.iter().all(|s| s.mean.abs() < 0.5), "{none:?}");
+        // The interaction is what the two savings leave of removing both.
+        for (k, i) in w.interaction_pp.iter().enumerate() {
+            let each = without.saving_pp[k].mean + row("without timer").saving_pp[k].mean;
+            assert!(
+                (i.mean - (none.saving_pp[k].mean - each)).abs() < 1e-9,
+                "{i:?}"
+            );
+        }
+        let text = w.render();
+        assert!(text.contains("interaction (no kernel sources − Σ each kernel source removed)"));
+        assert_eq!(w.reports.len(), 2);
+        let rows = w.reports[0].results.len();
+        assert_eq!(
+            rows,
+            (w.rows.len() - 1) * w.points.len(),
+            "every variant but the empty one"
+        );
+        let csv = w.csv().unwrap();
+        assert_eq!(csv.lines().count(), 1 + w.rows.len() * w.points.len());
+    }
+
+    #[test]
+    fn a_trace_without_attribution_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let both = write(dir.path(), "both.jtr", &["timer"]);
+        std::fs::remove_file(sidecar_path(&both)).unwrap();
+        let args = WhatIfArgs {
+            predict: flags(&both),
+            draws: 1,
+            min_share: 0.01,
+            csv: None,
+        };
+        let e = what_if(&args).unwrap_err().to_string();
+        assert!(e.contains("has no attribution"), "{e}");
+    }
+}

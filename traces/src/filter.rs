@@ -1,0 +1,469 @@
+//! Traces filtered by source: keep or drop the detour time of named sources or categories of
+//! an attributed trace (`jitter-trace filter`, and the what-if predictions of `replay-bench`).
+//!
+//! Times are net, as the kernel's own accounting has them: dropping `timer` from a detour of
+//! `timer+sched+task:x` shortens it by the timer's net share (its time with nested sources
+//! subtracted), the detour keeping its start. A detour left with nothing is gone, its time
+//! joining the sleeps around it; one left shorter than the trace's detour threshold is gone
+//! too, since the probe would not have seen it (both counted). The filtered trace's header says
+//! what was removed (labels [`LABEL_FILTER`], [`LABEL_REMOVED_NS`]), and its attribution keeps
+//! the sources left in each detour, so that it can be filtered, tabled or exported again.
+//!
+//! A selector is a source label (`timer`, `task:jitter-collect`, `unattributed`), a kind
+//! (`task` matches every `task:…`, `softirq` every `softirq:…`) or `category:NAME` with a
+//! category of [`Category`] (`periodic`, `page_fault`, `scheduling`, `preemption`, `io`, `ipi`,
+//! `unattributed`).
+
+use std::str::FromStr;
+
+use crate::attribution::{
+    AttributedDetour, Attribution, Category, CpuAttribution, Part, UNATTRIBUTED,
+};
+use crate::error::TraceError;
+use crate::model::{Detour, Stream, Trace};
+
+/// Header label naming the filter applied (e.g. `drop timer,category:io`).
+pub const LABEL_FILTER: &str = "filter";
+/// Header label with the detour time the filter removed, ns over all streams.
+pub const LABEL_REMOVED_NS: &str = "filter_removed_ns";
+
+/// One name a filter matches sources by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// A source label, or a kind when it has no `:` (`task` matches `task:x`).
+    Source(String),
+    /// Every source of a category.
+    Category(Category),
+}
+
+impl FromStr for Selector {
+    type Err = TraceError;
+
+    fn from_str(s: &str) -> Result<Self, TraceError> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(TraceError::Argument("an empty source name".into()));
+        }
+        match s.strip_prefix("category:") {
+            Some(c) => category_named(c).map(Selector::Category),
+            None => Ok(Selector::Source(s.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Selector::Source(s) => f.write_str(s),
+            Selector::Category(c) => write!(f, "category:{}", category_key(*c)),
+        }
+    }
+}
+
+/// The categories by the names a selector gives them.
+const CATEGORIES: [(&str, Category); 7] = [
+    ("periodic", Category::Periodic),
+    ("page_fault", Category::PageFault),
+    ("scheduling", Category::Scheduling),
+    ("preemption", Category::Preemption),
+    ("io", Category::Io),
+    ("ipi", Category::Ipi),
+    ("unattributed", Category::Unattributed),
+];
+
+fn category_named(name: &str) -> Result<Category, TraceError> {
+    let key = name.to_ascii_lowercase().replace([' ', '/'], "_");
+    let key = if key == "i_o" { "io".to_string() } else { key };
+    (CATEGORIES.iter().find(|(n, _)| *n == key).map(|(_, c)| *c)).ok_or_else(|| {
+        let names: Vec<&str> = CATEGORIES.iter().map(|(n, _)| *n).collect();
+        TraceError::Argument(format!(
+            "unknown category `{name}` (use one of {})",
+            names.join(", ")
+        ))
+    })
+}
+
+fn category_key(c: Category) -> &'static str {
+    (CATEGORIES.iter().find(|(_, k)| *k == c)).map_or("unattributed", |(n, _)| n)
+}
+
+impl Selector {
+    /// Whether the source `label` is selected.
+    pub fn matches(&self, label: &str) -> bool {
+        match self {
+            Selector::Category(c) => Category::of(label) == *c,
+            Selector::Source(s) if s.contains(':') => label == s,
+            Selector::Source(s) => label == s || label.split_once(':').is_some_and(|(k, _)| k == s),
+        }
+    }
+}
+
+/// Which detour time a filter keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFilter {
+    /// The sources named.
+    pub selectors: Vec<Selector>,
+    /// `true`: keep only the named sources' time; `false`: drop it.
+    pub keep: bool,
+}
+
+impl SourceFilter {
+    /// Drops the named sources.
+    pub fn drop(selectors: Vec<Selector>) -> Self {
+        SourceFilter {
+            selectors,
+            keep: false,
+        }
+    }
+
+    /// Keeps only the named sources.
+    pub fn keep(selectors: Vec<Selector>) -> Self {
+        SourceFilter {
+            selectors,
+            keep: true,
+        }
+    }
+
+    /// Whether the time of source `label` stays.
+    pub fn keeps(&self, label: &str) -> bool {
+        self.selectors.iter().any(|s| s.matches(label)) == self.keep
+    }
+
+    /// The filter as the header's label says it, e.g. `drop timer,category:io`.
+    pub fn describe(&self) -> String {
+        let names: Vec<String> = self.selectors.iter().map(|s| s.to_string()).collect();
+        let verb = if self.keep { "keep" } else { "drop" };
+        format!("{verb} {}", names.join(","))
+    }
+}
+
+/// A filtered trace, its attribution, and what the filter took away.
+#[derive(Debug, Clone)]
+pub struct Filtered {
+    /// The trace with the filtered detours.
+    pub trace: Trace,
+    /// Its attribution (the sources left in each detour).
+    pub attribution: Attribution,
+    /// Detour time removed, ns over all streams (including the detours below the threshold).
+    pub removed_ns: u64,
+    /// Detours that lost all their time.
+    pub emptied: u64,
+    /// Detours left shorter than the trace's threshold, dropped.
+    pub below_threshold: u64,
+    /// Detours that lost part of their time and stay.
+    pub shortened: u64,
+}
+
+/// Filters `trace` by the sources of its attribution `a` (which must be the trace's: one CPU
+/// entry per stream, one detour per record, same starts and run-times).
+pub fn filter(trace: &Trace, a: &Attribution, f: &SourceFilter) -> Result<Filtered, TraceError> {
+    if f.selectors.is_empty() {
+        return Err(TraceError::Argument(
+            "name at least one source to filter".into(),
+        ));
+    }
+    let threshold = trace.header.threshold_ns.max(0.0).ceil() as u64;
+    let mut out = Filtered {
+        trace: without_streams(trace),
+        attribution: without_cpus(a),
+        removed_ns: 0,
+        emptied: 0,
+        below_threshold: 0,
+        shortened: 0,
+    };
+    for (i, s) in trace.streams.iter().enumerate() {
+        let ca = (a.cpus.iter().find(|c| c.cpu == s.cpu)).ok_or_else(|| {
+            TraceError::Argument(format!(
+                "the attribution has no entry for CPU {} (stream {i})",
+                s.cpu
+            ))
+        })?;
+        if ca.detours.len() != s.records.len() {
+            return Err(TraceError::Argument(format!(
+                "the attribution of CPU {} holds {} detours, the trace {}: not this trace's",
+                s.cpu,
+                ca.detours.len(),
+                s.records.len()
+            )));
+        }
+        let mut detours = Vec::with_capacity(s.records.len());
+        let mut kept = Vec::with_capacity(s.records.len());
+        for (j, (r, d)) in s.records.iter().zip(&ca.detours).enumerate() {
+            if (r.start_ns, r.run_ns) != (d.start_ns, d.run_ns) {
+                return Err(TraceError::Argument(format!(
+                    "detour {j} of CPU {} starts at {} ns for {} ns in the trace and at {} ns \
+                     for {} ns in the attribution: not this trace's",
+                    s.cpu, r.start_ns, r.run_ns, d.start_ns, d.run_ns
+                )));
+            }
+            let parts: Vec<Part> = (d.parts.iter())
+                .filter(|p| f.keeps(&p.source))
+                .cloned()
+                .collect();
+            let explained: u64 = parts.iter().map(|p| p.ns).sum();
+            let rest = if f.keeps(UNATTRIBUTED) {
+                d.unattributed_ns()
+            } else {
+                0
+            };
+            let run_ns = (explained + rest).min(d.run_ns);
+            out.removed_ns += d.run_ns - run_ns;
+            if run_ns == 0 || run_ns < threshold {
+                out.emptied += u64::from(run_ns == 0);
+                out.below_threshold += u64::from(run_ns > 0);
+                out.removed_ns += run_ns;
+                continue;
+            }
+            out.shortened += u64::from(run_ns < d.run_ns);
+            detours.push(Detour {
+                start_ns: d.start_ns,
+                run_ns,
+            });
+            kept.push(attributed(d.start_ns, run_ns, parts));
+        }
+        let mut stream = Stream::from_detours(s.cpu, s.begin_ns, s.end_ns, &detours)?;
+        stream.counters = s.counters.clone();
+        out.trace.streams.push(stream);
+        let mut cpu = without_detours(ca);
+        cpu.detours = kept;
+        out.attribution.cpus.push(cpu);
+    }
+    out.trace.sync_header();
+    let labels = &mut out.trace.header.labels;
+    let before = labels.get(LABEL_FILTER).cloned();
+    let described = f.describe();
+    labels.insert(
+        LABEL_FILTER.into(),
+        before.map_or(described.clone(), |b| format!("{b}; {described}")),
+    );
+    let removed_before: u64 = (labels.get(LABEL_REMOVED_NS))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    labels.insert(
+        LABEL_REMOVED_NS.into(),
+        (removed_before + out.removed_ns).to_string(),
+    );
+    Ok(out)
+}
+
+/// The trace without its streams (header, self windows, notes).
+fn without_streams(t: &Trace) -> Trace {
+    Trace {
+        header: t.header.clone(),
+        streams: Vec::new(),
+        self_windows: t.self_windows.clone(),
+        notes: t.notes.clone(),
+    }
+}
+
+/// The attribution without its CPUs.
+fn without_cpus(a: &Attribution) -> Attribution {
+    Attribution {
+        version: a.version,
+        collection_start_unix_ns: a.collection_start_unix_ns,
+        trace_clock: a.trace_clock.clone(),
+        events: a.events.clone(),
+        cpus: Vec::new(),
+        notes: a.notes.clone(),
+    }
+}
+
+/// One CPU's attribution without its detours.
+fn without_detours(c: &CpuAttribution) -> CpuAttribution {
+    CpuAttribution {
+        cpu: c.cpu,
+        begin_ns: c.begin_ns,
+        end_ns: c.end_ns,
+        events: c.events,
+        events_lost: c.events_lost,
+        entries_checked: c.entries_checked,
+        entries_outside: c.entries_outside,
+        steal: c.steal,
+        detours: Vec::new(),
+    }
+}
+
+/// A detour of `run_ns` with the sources `parts` left in it, its dominant source and
+/// combination made as the collector makes them (the first of the largest; order of
+/// appearance; `unattributed` when none).
+fn attributed(start_ns: u64, run_ns: u64, parts: Vec<Part>) -> AttributedDetour {
+    let dominant = (parts.iter()).fold(None::<&Part>, |best, p| match best {
+        Some(b) if b.ns >= p.ns => Some(b),
+        _ => Some(p),
+    });
+    let combination = if parts.is_empty() {
+        UNATTRIBUTED.to_string()
+    } else {
+        let names: Vec<&str> = parts.iter().map(|p| p.source.as_str()).collect();
+        names.join("+")
+    };
+    AttributedDetour {
+        start_ns,
+        run_ns,
+        source: dominant.map_or_else(|| UNATTRIBUTED.to_string(), |p| p.source.clone()),
+        combination,
+        explained_ns: parts.iter().map(|p| p.ns).sum::<u64>().min(run_ns),
+        parts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Header;
+
+    fn part(source: &str, start_ns: u64, ns: u64) -> Part {
+        Part {
+            source: source.into(),
+            start_ns,
+            ns,
+        }
+    }
+
+    /// CPU 3, window 0..10 000 ns, threshold 50 ns: a detour at 100 of 1 000 ns =
+    /// timer 300 + sched 200 + task:x 400 (+ 100 unattributed); one at 5 000 of 600 ns, all
+    /// timer; one at 8 000 of 120 ns, timer 90 + 30 unattributed.
+    fn sample() -> (Trace, Attribution) {
+        let parts = [
+            vec![
+                part("timer", 100, 300),
+                part("sched", 400, 200),
+                part("task:x", 600, 400),
+            ],
+            vec![part("timer", 5_000, 600)],
+            vec![part("timer", 8_000, 90)],
+        ];
+        let runs = [(100, 1_000), (5_000, 600), (8_000, 120)];
+        let detours: Vec<Detour> = (runs.iter())
+            .map(|&(start_ns, run_ns)| Detour { start_ns, run_ns })
+            .collect();
+        let mut trace = Trace {
+            header: Header {
+                threshold_ns: 50.0,
+                ..Header::default()
+            },
+            streams: vec![Stream::from_detours(3, 0, 10_000, &detours).unwrap()],
+            ..Trace::default()
+        };
+        trace.sync_header();
+        let cpu = CpuAttribution {
+            cpu: 3,
+            end_ns: 10_000,
+            detours: (runs.iter().zip(parts))
+                .map(|(&(s, r), p)| attributed(s, r, p))
+                .collect(),
+            ..CpuAttribution::default()
+        };
+        let a = Attribution {
+            cpus: vec![cpu],
+            ..Attribution::default()
+        };
+        (trace, a)
+    }
+
+    fn sel(names: &[&str]) -> Vec<Selector> {
+        names.iter().map(|n| n.parse().unwrap()).collect()
+    }
+
+    /// Dropping the timer shortens the mixed detour by the timer's net 300 ns (start kept,
+    /// sleeps rederived), empties the all-timer one, and leaves the third 30 ns long, under the
+    /// 50 ns threshold: dropped and counted. The header and the attribution say what is left.
+    #[test]
+    fn dropping_a_source_removes_its_net_time_and_nothing_else() {
+        let (t, a) = sample();
+        let f = filter(&t, &a, &SourceFilter::drop(sel(&["timer"]))).unwrap();
+        let s = &f.trace.streams[0];
+        assert_eq!(s.records.len(), 1);
+        assert_eq!((s.records[0].start_ns, s.records[0].run_ns), (100, 700));
+        assert_eq!(s.records[0].sleep_ns, 10_000 - 800);
+        f.trace.validate().unwrap();
+        assert_eq!((f.emptied, f.below_threshold, f.shortened), (1, 1, 1));
+        assert_eq!(f.removed_ns, t.streams[0].noise_ns() - s.noise_ns());
+        assert_eq!(f.removed_ns, 300 + 600 + 120);
+        let labels = &f.trace.header.labels;
+        assert_eq!(labels[LABEL_FILTER], "drop timer");
+        assert_eq!(labels[LABEL_REMOVED_NS], "1020");
+        let d = &f.attribution.cpus[0].detours[0];
+        assert_eq!(d.combination, "sched+task:x");
+        assert_eq!((d.source.as_str(), d.explained_ns), ("task:x", 600));
+        assert_eq!(d.unattributed_ns(), 100);
+        // A second filter adds to the labels.
+        let g = filter(
+            &f.trace,
+            &f.attribution,
+            &SourceFilter::drop(sel(&["task"])),
+        )
+        .unwrap();
+        assert_eq!(g.trace.header.labels[LABEL_FILTER], "drop timer; drop task");
+        assert_eq!(g.trace.header.labels[LABEL_REMOVED_NS], "1420");
+        assert_eq!(g.trace.streams[0].records[0].run_ns, 300);
+    }
+
+    /// Keeping a category keeps only its sources' net time (the unattributed rest goes too,
+    /// unless named).
+    #[test]
+    fn keeping_a_category_keeps_only_its_time() {
+        let (t, a) = sample();
+        let f = filter(&t, &a, &SourceFilter::keep(sel(&["category:preemption"]))).unwrap();
+        let runs: Vec<u64> = f.trace.streams[0]
+            .records
+            .iter()
+            .map(|r| r.run_ns)
+            .collect();
+        assert_eq!(runs, vec![400]);
+        let f = filter(
+            &t,
+            &a,
+            &SourceFilter::keep(sel(&["category:periodic", "unattributed"])),
+        )
+        .unwrap();
+        let runs: Vec<u64> = f.trace.streams[0]
+            .records
+            .iter()
+            .map(|r| r.run_ns)
+            .collect();
+        assert_eq!(runs, vec![400, 600, 120]);
+        assert_eq!(f.attribution.cpus[0].detours[0].combination, "timer");
+        // Dropping everything leaves a valid trace without detours.
+        let all = sel(&["timer", "sched", "task", "unattributed"]);
+        let f = filter(&t, &a, &SourceFilter::drop(all)).unwrap();
+        assert!(f.trace.streams[0].records.is_empty());
+        assert_eq!(f.removed_ns, t.streams[0].noise_ns());
+    }
+
+    #[test]
+    fn selectors_match_labels_kinds_and_categories() {
+        let s = |x: &str| x.parse::<Selector>().unwrap();
+        assert!(s("task").matches("task:kworker/0:1"));
+        assert!(!s("task").matches("taskx"));
+        assert!(s("task:x").matches("task:x") && !s("task:x").matches("task:y"));
+        assert!(s("softirq").matches("softirq:RCU"));
+        assert!(s("category:io").matches("irq:virtio0"));
+        assert!(s("category:I/O").matches("softirq:NET_RX"));
+        assert!(s("category:periodic").matches("softirq:TIMER"));
+        assert!(!s("category:periodic").matches("softirq:RCU"));
+        assert!(s("unattributed").matches(UNATTRIBUTED));
+        assert_eq!(s("category:page_fault").to_string(), "category:page_fault");
+        let e = "category:nope".parse::<Selector>().unwrap_err().to_string();
+        assert!(e.contains("unknown category `nope`"), "{e}");
+        assert!("".parse::<Selector>().is_err());
+    }
+
+    #[test]
+    fn another_traces_attribution_is_refused() {
+        let (t, mut a) = sample();
+        assert!(filter(&t, &a, &SourceFilter::drop(vec![])).is_err());
+        a.cpus[0].detours[1].run_ns += 1;
+        let e = filter(&t, &a, &SourceFilter::drop(sel(&["timer"]))).unwrap_err();
+        assert!(e.to_string().contains("detour 1 of CPU 3"), "{e}");
+        a.cpus[0].detours.pop();
+        let e = filter(&t, &a, &SourceFilter::drop(sel(&["timer"]))).unwrap_err();
+        assert!(
+            e.to_string().contains("holds 2 detours, the trace 3"),
+            "{e}"
+        );
+        a.cpus[0].cpu = 4;
+        let e = filter(&t, &a, &SourceFilter::drop(sel(&["timer"]))).unwrap_err();
+        assert!(e.to_string().contains("no entry for CPU 3"), "{e}");
+    }
+}
