@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 use jitter_trace::attribution::{
-    csv as attribution_csv, diff, render, render_diff, report_in, samples, sidecar_path,
+    csv as attribution_csv, diff, render, render_diff, report_with_periods, samples, sidecar_path,
     within_runs, Attribution, Mode,
 };
 use jitter_trace::compare::compare;
@@ -641,7 +641,7 @@ impl AttributionArgs {
             }
             a = within_runs(&a, lo.round() as u64, hi.round() as u64);
         }
-        let mut report = report_in(&a, mode);
+        let mut report = report_with_periods(&a, mode);
         if bucket.is_some() {
             // Steal is counted for the whole run: nothing to compare a bucket's detours with.
             report.steal.clear();
@@ -675,8 +675,8 @@ impl DiffArgs {
     fn run(self, json: bool) -> Result<()> {
         let DiffArgs { base, new, mode } = self;
         let d = diff(
-            &report_in(&load_attribution(&base)?, mode),
-            &report_in(&load_attribution(&new)?, mode),
+            &report_with_periods(&load_attribution(&base)?, mode),
+            &report_with_periods(&load_attribution(&new)?, mode),
         );
         if json {
             print_json(&serde_json::to_value(&d)?)
