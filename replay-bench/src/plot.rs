@@ -281,31 +281,36 @@ fn draw_series(series: &Lines, metric: Metric, title: &str, path: &Path) -> anyh
             .map_err(|e| err(&e))?;
         draw_data(&mut chart, series, y_desc, f64::NEG_INFINITY).map_err(|e| err(&e))?;
     }
+    draw_legend(&legend_area, series, log_y).map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    drop((plot_area, legend_area, root));
+    jitter_trace::output::write_output_bytes(path, svg.as_bytes())?;
+    Ok(())
+}
+
+/// The legend right of the data: each series' mark and name, then notes on its bars and bands.
+fn draw_legend<DB: DrawingBackend>(
+    legend_area: &DrawingArea<DB, plotters::coord::Shift>,
+    series: &Lines,
+    log_y: bool,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     for (i, ((group, by), c)) in series.keys().zip(colours(series)).enumerate() {
         let color = Palette99::pick(c).to_rgba();
         let y = 50 + 22 * i as i32;
         let width = if measured(by) { 1 } else { 3 };
-        legend_area
-            .draw(&PathElement::new(
-                vec![(10, y), (34, y)],
-                color.stroke_width(width),
-            ))
-            .map_err(|e| err(&e))?;
+        legend_area.draw(&PathElement::new(
+            vec![(10, y), (34, y)],
+            color.stroke_width(width),
+        ))?;
         if measured(by) {
-            legend_area
-                .draw(&Circle::new((22, y), 4, color.filled()))
-                .map_err(|e| err(&e))?;
-            legend_area
-                .draw(&PathElement::new(vec![(22, y - 8), (22, y + 8)], color))
-                .map_err(|e| err(&e))?;
+            legend_area.draw(&Circle::new((22, y), 4, color.filled()))?;
+            legend_area.draw(&PathElement::new(vec![(22, y - 8), (22, y + 8)], color))?;
         }
-        legend_area
-            .draw(&Text::new(
-                format!("{group} ({by})"),
-                (40, y - 7),
-                ("sans-serif", 14),
-            ))
-            .map_err(|e| err(&e))?;
+        legend_area.draw(&Text::new(
+            format!("{group} ({by})"),
+            (40, y - 7),
+            ("sans-serif", 14),
+        ))?;
     }
     let below = 50 + 22 * series.len() as i32;
     // The notes on interval bars and bands only when some point has one.
@@ -328,17 +333,12 @@ fn draw_series(series: &Lines, metric: Metric, title: &str, path: &Path) -> anyh
         }
     }
     for (k, line) in notes.into_iter().enumerate() {
-        legend_area
-            .draw(&Text::new(
-                line.to_string(),
-                (10, below + 6 + 18 * k as i32),
-                ("sans-serif", 13),
-            ))
-            .map_err(|e| err(&e))?;
+        legend_area.draw(&Text::new(
+            line.to_string(),
+            (10, below + 6 + 18 * k as i32),
+            ("sans-serif", 13),
+        ))?;
     }
-    root.present().map_err(|e| err(&e))?;
-    drop((plot_area, legend_area, root));
-    jitter_trace::output::write_output_bytes(path, svg.as_bytes())?;
     Ok(())
 }
 
