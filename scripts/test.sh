@@ -10,6 +10,18 @@ jb_setup
 # Every step has a time limit (scripts/setup.sh `jb_step`; JB_STEP_TIMEOUT_SCALE=2 doubles all).
 jb_say "building the workspace and its tests"
 jb_step build 1800 cargo build --workspace --all-targets --quiet
+# What is loaded into a user's MPI job or runs on a production node links no plotting and no FFT
+# (jitter-trace's `plot` and `periodogram` features stay off there), and the library builds so.
+jb_say "lean libraries: jitter-trace without its default features; preload and collector without plotters and rustfft"
+jb_step "build: jitter-trace --no-default-features" 900 \
+    cargo build -p jitter-trace --no-default-features --lib --quiet
+for crate in jitter-preload jitter-collect; do
+    linked=$(jb_step "cargo tree: $crate" 120 cargo tree -p "$crate" -e normal --prefix none) \
+        || jb_fail $? "cargo tree -p $crate failed"
+    if grep -E '^(plotters|rustfft) ' <<<"$linked"; then
+        jb_fail 1 "$crate links plotting or FFT crates (see above)"
+    fi
+done
 
 # Pure tests run in parallel; crates whose tests read time or spin on CPUs run one test at a
 # time (2 cores: timing-sensitive tests must never share the machine with each other).

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use jitter_collect::cpuset;
-use jitter_trace::attribution::{sidecar_path, Attribution};
+use jitter_trace::attribution::{sidecar_path, Attribution, Mode};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -105,7 +105,17 @@ fn a_periodic_real_time_daemon_is_attributed_to_its_task_with_its_period_and_len
         .iter()
         .find(|r| r["source"] == "task:daemon")
         .unwrap_or_else(|| panic!("no task:daemon row in {rows:#?}"));
-    let period = row["period_ns"].as_u64().unwrap();
+    // The collector links no FFT: the period comes from the sidecar, as `jitter-trace
+    // attribution` shows it.
+    assert!(row["periods"].is_null(), "{row:#?}");
+    let a = Attribution::read(&sidecar_path(&out)).unwrap();
+    let with_periods = jitter_trace::attribution::report_with_periods(&a, Mode::Frequency);
+    let period = with_periods
+        .rows
+        .iter()
+        .find(|r| r.source == "task:daemon")
+        .and_then(|r| r.period_ns)
+        .expect("a period of task:daemon");
     let median = row["median_ns"].as_u64().unwrap();
     let count = row["count"].as_u64().unwrap();
     eprintln!(
@@ -136,7 +146,6 @@ fn a_periodic_real_time_daemon_is_attributed_to_its_task_with_its_period_and_len
     );
     // The detours whose dominant source is the daemon are its spin plus its wake-up (measured
     // by the daemon) plus the switch back, as in collect.rs: 300 µs + lateness ± 30 µs.
-    let a = Attribution::read(&sidecar_path(&out)).unwrap();
     let mut runs: Vec<u64> = a.cpus[0]
         .detours
         .iter()
@@ -210,16 +219,25 @@ fn two_daemons_10ms_and_10_5ms_are_two_sources_with_their_periods_and_their_comb
     );
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = summary["attribution"]["rows"].as_array().expect("a report");
-    // (b) Two sources, each with its own period. The periodogram resolves half a bin of a 3 s
+    // The collector links no FFT: its rows leave the periods to `jitter-trace attribution`.
+    assert!(
+        rows.iter().all(|r| r["periods"].is_null()),
+        "periods analysed by the collector: {rows:#?}"
+    );
+    // (b) Two sources, each with its own period, in the sidecar's report with its periods (as
+    // `jitter-trace attribution` shows it). The periodogram resolves half a bin of a 3 s
     // window (p²/6 s = 18 µs at 10.5 ms) plus the 100 µs impulse bins: within 1 %, so the
     // two periods (5 % apart) cannot be confused.
+    let sidecar = Attribution::read(&sidecar_path(&out)).unwrap();
+    let report = jitter_trace::attribution::report_with_periods(&sidecar, Mode::Frequency);
     for (name, period) in [("task:d1", 10_000_000u64), ("task:d2", 10_500_000)] {
-        let row = rows
+        let row = report
+            .rows
             .iter()
-            .find(|r| r["source"] == name)
-            .unwrap_or_else(|| panic!("no {name} row in {rows:#?}"));
-        let got = row["period_ns"].as_u64();
-        eprintln!("{name}: {} occurrences, period {got:?} ns", row["count"]);
+            .find(|r| r.source == name)
+            .unwrap_or_else(|| panic!("no {name} row in {:#?}", report.rows));
+        let got = row.period_ns;
+        eprintln!("{name}: {} occurrences, period {got:?} ns", row.count);
         assert!(
             got.is_some_and(|p| p.abs_diff(period) <= period / 100),
             "{name}: period {got:?} ns, expected {period} ns ± 1 %"
@@ -227,8 +245,7 @@ fn two_daemons_10ms_and_10_5ms_are_two_sources_with_their_periods_and_their_comb
     }
     // (c) Their phases drift 0.5 ms per 10 ms: about every 210 ms one wakes while the other
     // spins (±300 µs, some 14 times in 3 s), and the probe sees one detour holding both.
-    let a = Attribution::read(&sidecar_path(&out)).unwrap();
-    let both: Vec<&str> = a.cpus[0]
+    let both: Vec<&str> = sidecar.cpus[0]
         .detours
         .iter()
         .map(|d| d.combination.as_str())

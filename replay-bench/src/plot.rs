@@ -1,15 +1,22 @@
 //! Slowdown against ranks, the one table and the one SVG plot of it, one line per trace, sync
 //! mode and producer (like Figs. 5 and 6): `replay-bench plot-study` draws many reports (one
 //! scaling study), `predict` its prediction, `validate` its runs beside their predictions.
+//!
+//! Measured points carry their 95 % interval as a bar; a prediction with a spread over offset
+//! draws carries it as a band ([`spread`] is the one place that reads it from a row). Tick
+//! labels are plain numbers (`jitter_trace::plot::axis_number`), the y label area fits them
+//! and the axis title, and the legend sits right of the data.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use jitter_trace::plot::{axis_number, label_area_for, ticks};
 use jitter_trace::table::Table;
 use plotters::coord::combinators::LogCoord;
-use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::ranged1d::{Ranged as _, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::report::{Report, ReportKind, ResultRow};
@@ -135,26 +142,67 @@ pub fn axis_pct(y: f64) -> String {
     if !y.is_finite() {
         return String::new();
     }
-    if y == 0.0 {
-        return "0 %".into();
-    }
-    let digits = (2 - y.abs().log10().floor() as i32).clamp(0, 6) as usize;
-    let text = format!("{y:.digits$}");
-    let text = if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    };
-    format!("{text} %")
+    format!("{} %", axis_number(y))
 }
 
-/// One plotted series: its points (ranks, SD %, 95 % half-width if measured).
-type Series = Vec<(f64, f64, Option<f64>)>;
+/// One plotted point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Point {
+    /// Ranks.
+    x: f64,
+    /// SD, %.
+    y: f64,
+    /// Half-width of the measured 95 % interval, percentage points.
+    ci: Option<f64>,
+    /// The prediction's spread over offset draws (low, high), %.
+    band: Option<(f64, f64)>,
+}
+
+impl Point {
+    /// The lowest and highest value the point draws (its bar or band included).
+    fn span(&self) -> (f64, f64) {
+        let h = self.ci.unwrap_or(0.0);
+        let (bl, bh) = self.band.unwrap_or((self.y, self.y));
+        ((self.y - h).min(bl), (self.y + h).max(bh))
+    }
+}
+
+/// One plotted series: its points.
+type Series = Vec<Point>;
+
+/// Every series, by (trace and sync, producer): one colour per trace and sync, so that a
+/// measurement and its prediction share it; measured series are dots with interval bars on a
+/// thin line, predictions a thick line (with their band where they have a spread).
+type Lines = BTreeMap<(String, &'static str), Series>;
+
+/// The colour index of each series: its (trace, sync) group's rank among the groups.
+fn colours(lines: &Lines) -> Vec<usize> {
+    let mut groups: Vec<&str> = lines.keys().map(|k| k.0.as_str()).collect();
+    groups.dedup();
+    lines
+        .keys()
+        .map(|k| groups.iter().position(|g| *g == k.0).unwrap_or(0))
+        .collect()
+}
+
+/// Whether a series is measured (a run) rather than predicted.
+fn measured(by: &str) -> bool {
+    by == kind_name(ReportKind::Run)
+}
+
+/// The spread over offset draws of a prediction row's `metric` (low, high, %), drawn as a band
+/// around the prediction's line: the one place that reads it from a row. Reports carry no
+/// such field yet (issue 30 adds the spread over offset draws to predict rows); until they
+/// do, no row has a band, and the chart draws what exists: each measured row's 95 % interval.
+fn spread(row: &ResultRow, metric: Metric) -> Option<(f64, f64)> {
+    let _ = (row, metric);
+    None
+}
 
 /// Draws SD against ranks (log axis), one series per (trace, sync, producer); measured points
 /// carry their 95 % interval as a bar; the legend sits right of the data.
 pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyhow::Result<()> {
-    let mut series: BTreeMap<String, Series> = BTreeMap::new();
+    let mut series = Lines::new();
     for r in rows {
         let (sd, ci) = match metric {
             Metric::Qtbt => (r.row.sd_qtbt_pct, r.row.sd_qtbt_ci95_pct),
@@ -163,26 +211,36 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
         if !sd.is_finite() || r.row.ranks == 0 {
             continue;
         }
-        let name = format!(
-            "{} {} ({})",
+        let group = format!(
+            "{} {}",
             if r.row.trace.is_empty() {
                 "no jitter"
             } else {
                 &r.row.trace
             },
             r.row.sync,
-            kind_name(r.kind)
         );
         let ci = ci.filter(|h| h.is_finite() && *h >= 0.0);
+        let band = spread(&r.row, metric).filter(|(l, h)| l.is_finite() && h.is_finite());
         series
-            .entry(name)
+            .entry((group, kind_name(r.kind)))
             .or_default()
-            .push((r.row.ranks as f64, sd, ci));
+            .push(Point {
+                x: r.row.ranks as f64,
+                y: sd,
+                ci,
+                band,
+            });
     }
+    draw_series(&series, metric, title, path)
+}
+
+/// Draws the named series (see [`draw`]).
+fn draw_series(series: &Lines, metric: Metric, title: &str, path: &Path) -> anyhow::Result<()> {
     anyhow::ensure!(!series.is_empty(), "no plottable rows in the reports");
-    let xs = series.values().flatten().map(|p| p.0);
-    let lo = series.values().flatten().map(|p| p.1 - p.2.unwrap_or(0.0));
-    let hi = series.values().flatten().map(|p| p.1 + p.2.unwrap_or(0.0));
+    let xs = series.values().flatten().map(|p| p.x);
+    let lo = series.values().flatten().map(|p| p.span().0);
+    let hi = series.values().flatten().map(|p| p.span().1);
     let x_max = xs.clone().fold(1.0f64, f64::max) * 1.5;
     let x_min = xs.fold(f64::INFINITY, f64::min).max(1.0) / 1.5;
     let y_max = hi.fold(0.0f64, f64::max);
@@ -190,7 +248,7 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
     // A log y axis when every point is positive and they span more than a decade (small
     // slowdowns beside large ones stay readable; a bar reaching 0 or below is cut at the
     // axis' bottom); linear otherwise.
-    let log_y = y_lo_pos(&series).is_some_and(|lo| y_max / lo > 10.0);
+    let log_y = y_lo_pos(series).is_some_and(|lo| y_max / lo > 10.0);
     let mut svg = String::new();
     let root = SVGBackend::with_string(&mut svg, (1100, 560)).into_drawing_area();
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("cannot draw {}: {e}", path.display());
@@ -206,79 +264,109 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
     builder
         .caption(title, ("sans-serif", 22))
         .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70);
+        .x_label_area_size(jitter_trace::plot::X_LABEL_AREA);
     let x_range = (x_min..x_max).log_scale();
+    // The y label area fits the widest tick label plotters will put there.
+    let y_area = |ticks: Vec<f64>| label_area_for(ticks, axis_pct);
     if log_y {
-        let lo = y_lo_pos(&series).unwrap_or(1e-3);
+        let lo = y_lo_pos(series).unwrap_or(1e-3);
+        let y_range = (lo / 1.5..y_max * 1.5).log_scale();
+        let n = ticks(lo / 1.5, y_max * 1.5);
+        builder.y_label_area_size(y_area(LogCoord::from(y_range.clone()).key_points(n)));
         let mut chart = builder
-            .build_cartesian_2d(x_range, (lo / 1.5..y_max * 1.5).log_scale())
+            .build_cartesian_2d(x_range, y_range)
             .map_err(|e| err(&e))?;
-        draw_data(&mut chart, &series, y_desc, lo / 1.5).map_err(|e| err(&e))?;
+        draw_data(&mut chart, series, y_desc, lo / 1.5).map_err(|e| err(&e))?;
     } else {
         let pad = ((y_max - y_min) * 0.1).max(0.5);
+        let y_range = (y_min - pad)..(y_max + pad);
+        let n = ticks(y_range.start, y_range.end);
+        builder.y_label_area_size(y_area(RangedCoordf64::from(y_range.clone()).key_points(n)));
         let mut chart = builder
-            .build_cartesian_2d(x_range, (y_min - pad)..(y_max + pad))
+            .build_cartesian_2d(x_range, y_range)
             .map_err(|e| err(&e))?;
-        draw_data(&mut chart, &series, y_desc, f64::NEG_INFINITY).map_err(|e| err(&e))?;
+        draw_data(&mut chart, series, y_desc, f64::NEG_INFINITY).map_err(|e| err(&e))?;
     }
-    for (i, name) in series.keys().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let y = 50 + 22 * i as i32;
-        legend_area
-            .draw(&PathElement::new(
-                vec![(10, y), (34, y)],
-                color.stroke_width(2),
-            ))
-            .map_err(|e| err(&e))?;
-        legend_area
-            .draw(&Text::new(name.clone(), (40, y - 7), ("sans-serif", 14)))
-            .map_err(|e| err(&e))?;
-    }
-    let below = 50 + 22 * series.len() as i32;
-    // The notes on interval bars only when some point has one (a prediction has none).
-    let bars = series.values().flatten().any(|p| p.2.is_some());
-    let mut notes = vec!["series at one count set slightly apart"];
-    if bars {
-        notes.insert(0, "bars: measured 95 % interval");
-        if log_y {
-            notes.push("bars reaching 0 are cut at the axis");
-        }
-    }
-    for (k, line) in notes.into_iter().enumerate() {
-        legend_area
-            .draw(&Text::new(
-                line.to_string(),
-                (10, below + 6 + 18 * k as i32),
-                ("sans-serif", 13),
-            ))
-            .map_err(|e| err(&e))?;
-    }
+    draw_legend(&legend_area, series, log_y).map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     drop((plot_area, legend_area, root));
     jitter_trace::output::write_output_bytes(path, svg.as_bytes())?;
     Ok(())
 }
 
+/// The legend right of the data: each series' mark and name, then notes on its bars and bands.
+fn draw_legend<DB: DrawingBackend>(
+    legend_area: &DrawingArea<DB, plotters::coord::Shift>,
+    series: &Lines,
+    log_y: bool,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    for (i, ((group, by), c)) in series.keys().zip(colours(series)).enumerate() {
+        let color = Palette99::pick(c).to_rgba();
+        let y = 50 + 22 * i as i32;
+        let width = if measured(by) { 1 } else { 3 };
+        legend_area.draw(&PathElement::new(
+            vec![(10, y), (34, y)],
+            color.stroke_width(width),
+        ))?;
+        if measured(by) {
+            legend_area.draw(&Circle::new((22, y), 4, color.filled()))?;
+            legend_area.draw(&PathElement::new(vec![(22, y - 8), (22, y + 8)], color))?;
+        }
+        legend_area.draw(&Text::new(
+            format!("{group} ({by})"),
+            (40, y - 7),
+            ("sans-serif", 14),
+        ))?;
+    }
+    let below = 50 + 22 * series.len() as i32;
+    // The notes on interval bars and bands only when some point has one.
+    let bars = series.values().flatten().any(|p| p.ci.is_some());
+    let bands = series.values().flatten().any(|p| p.band.is_some());
+    let mut notes = Vec::new();
+    if bars {
+        notes.push("bars: measured 95 % interval");
+    }
+    if bands {
+        notes.push("band: prediction's spread over offset draws");
+    }
+    notes.push("series at one count set slightly apart");
+    if log_y {
+        match (bars, bands) {
+            (true, true) => notes.push("bars and bands reaching 0 are cut at the axis"),
+            (true, false) => notes.push("bars reaching 0 are cut at the axis"),
+            (false, true) => notes.push("bands reaching 0 are cut at the axis"),
+            (false, false) => {}
+        }
+    }
+    for (k, line) in notes.into_iter().enumerate() {
+        legend_area.draw(&Text::new(
+            line.to_string(),
+            (10, below + 6 + 18 * k as i32),
+            ("sans-serif", 13),
+        ))?;
+    }
+    Ok(())
+}
+
 /// When every point is positive: the smallest positive point or bar end (the bottom of a log
 /// axis; bars reaching below it are cut there).
-fn y_lo_pos(series: &BTreeMap<String, Series>) -> Option<f64> {
+fn y_lo_pos(series: &Lines) -> Option<f64> {
     let pts = || series.values().flatten();
-    if pts().any(|p| p.1 <= 0.0) {
+    if pts().any(|p| p.y <= 0.0) {
         return None;
     }
     let lo = pts()
-        .flat_map(|p| [p.1, p.1 - p.2.unwrap_or(0.0)])
+        .flat_map(|p| [p.y, p.span().0])
         .filter(|&y| y > 0.0)
         .fold(f64::INFINITY, f64::min);
     lo.is_finite().then_some(lo)
 }
 
-/// The mesh, and each series' line, points and interval bars (cut at `y_floor`), on a log-x
-/// chart with any y axis.
+/// The mesh, and each series' band, line, points and interval bars (cut at `y_floor`), on a
+/// log-x chart with any y axis.
 fn draw_data<DB, Y>(
     chart: &mut ChartContext<'_, DB, Cartesian2d<LogCoord<f64>, Y>>,
-    series: &BTreeMap<String, Series>,
+    series: &Lines,
     y_desc: &str,
     y_floor: f64,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
@@ -286,31 +374,59 @@ where
     DB: DrawingBackend,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
+    let (x, y) = (chart.x_range(), chart.y_range());
     chart
         .configure_mesh()
+        .x_labels(ticks(x.start, x.end))
+        .y_labels(ticks(y.start, y.end))
         .x_desc("processes (log scale)")
         .y_desc(y_desc)
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_label_formatter(&|x| axis_number(*x))
         .y_label_formatter(&|y| axis_pct(*y))
         .draw()?;
     let n = series.len();
-    for (i, pts) in series.values().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+    for (i, (((_, by), pts), c)) in series.iter().zip(colours(series)).enumerate() {
+        let color = Palette99::pick(c).to_rgba();
         // Series side by side at one process count (±1.5 % of x per series) so that their bars
         // do not hide each other.
         let dodge = 1.015f64.powf(i as f64 - (n as f64 - 1.0) / 2.0);
-        let pts: Series = pts.iter().map(|&(x, y, h)| (x * dodge, y, h)).collect();
+        let pts: Series = pts
+            .iter()
+            .map(|p| Point {
+                x: p.x * dodge,
+                ..*p
+            })
+            .collect();
+        // The band: the spread's low ends left to right, then its high ends back, filled.
+        let band: Vec<(f64, f64, f64)> = pts
+            .iter()
+            .filter_map(|p| p.band.map(|(l, h)| (p.x, l.max(y_floor), h)))
+            .collect();
+        if band.len() >= 2 {
+            let outline: Vec<(f64, f64)> = band
+                .iter()
+                .map(|b| (b.0, b.1))
+                .chain(band.iter().rev().map(|b| (b.0, b.2)))
+                .collect();
+            chart.draw_series([Polygon::new(outline, color.mix(0.18).filled())])?;
+        }
+        // A band of one point: a wide bar.
+        for &(x, l, h) in band.iter().filter(|_| band.len() == 1) {
+            let r = Rectangle::new([(x / 1.06, l), (x * 1.06, h)], color.mix(0.18).filled());
+            chart.draw_series([r])?;
+        }
+        let (width, radius) = if measured(by) { (1, 4) } else { (3, 3) };
         chart.draw_series(LineSeries::new(
-            pts.iter().map(|p| (p.0, p.1)),
-            color.stroke_width(2),
+            pts.iter().map(|p| (p.x, p.y)),
+            color.stroke_width(width),
         ))?;
         chart.draw_series(
             pts.iter()
-                .map(|p| Circle::new((p.0, p.1), 4, color.filled())),
+                .map(|p| Circle::new((p.x, p.y), radius, color.filled())),
         )?;
         // Interval bars: the vertical span and short caps (a few percent of x: log axis).
-        for &(x, y, h) in &pts {
-            let Some(h) = h else { continue };
+        for &Point { x, y, ci, .. } in &pts {
+            let Some(h) = ci else { continue };
             let style = color.stroke_width(1);
             let low = (y - h).max(y_floor);
             let bar = [
@@ -444,6 +560,69 @@ mod tests {
     }
 
     #[test]
+    fn a_prediction_with_a_spread_is_a_band_and_a_measurement_keeps_its_bars() {
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("band.svg");
+        let pt = |x: f64, y: f64, ci, band| Point { x, y, ci, band };
+        let mut lines = Lines::new();
+        lines.insert(
+            ("t none".into(), "des"),
+            vec![
+                pt(1.0, 2.0, None, Some((1.0, 3.5))),
+                pt(16.0, 8.0, None, Some((5.0, 12.0))),
+                pt(256.0, 20.0, None, Some((14.0, 30.0))),
+            ],
+        );
+        lines.insert(
+            ("t none".into(), "run"),
+            vec![pt(1.0, 2.5, Some(0.5), None), pt(2.0, 4.0, Some(1.0), None)],
+        );
+        draw_series(&lines, Metric::Qt, "Slowdown vs processes", &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("band: prediction&apos;s spread over offset draws"));
+        assert!(text.contains("bars: measured 95 % interval"));
+        // One filled band (six corners) in the series' colour, a measurement and its
+        // prediction in one colour.
+        let polygons: Vec<&str> = text.split("<polygon").skip(1).collect();
+        assert_eq!(polygons.len(), 1, "{text}");
+        let corners = polygons[0].split(" points=\"").nth(1).unwrap();
+        let corners = &corners[..corners.find('"').unwrap()];
+        assert_eq!(corners.split_whitespace().count(), 6, "{corners}");
+        assert_eq!(colours(&lines), [0, 0]);
+        // The band widens the y range: its bottom (1 %) is on the axis (the points and bars
+        // alone reach down to 2 %, the axis to 2 / 1.5 %), and the log axis labels each decade
+        // once.
+        let labels: Vec<&str> = text.lines().filter(|l| !l.starts_with('<')).collect();
+        assert!(labels.contains(&"1 %"), "{labels:?}");
+        assert_eq!(
+            labels.iter().filter(|l| **l == "10 %").count(),
+            1,
+            "{labels:?}"
+        );
+        assert!(
+            labels
+                .iter()
+                .all(|l| !l.contains("e-") && !l.contains("e+")),
+            "{labels:?}"
+        );
+        // Without rows with a spread (today's reports), no band and no note on it.
+        let svg2 = dir.path().join("none.svg");
+        let rows = [StudyRow {
+            kind: ReportKind::PredictDes,
+            row: ResultRow {
+                trace: "t".into(),
+                ranks: 4,
+                sync: "none".into(),
+                sd_qt_pct: 3.0,
+                ..ResultRow::default()
+            },
+        }];
+        draw(&rows, Metric::Qt, "t", &svg2).unwrap();
+        let text = std::fs::read_to_string(&svg2).unwrap();
+        assert!(!text.contains("<polygon") && !text.contains("band:"));
+    }
+
+    #[test]
     fn axis_labels_are_for_people() {
         assert_eq!(axis_pct(9.999999999e-5), "0.0001 %");
         assert_eq!(axis_pct(0.0001), "0.0001 %");
@@ -452,5 +631,7 @@ mod tests {
         assert_eq!(axis_pct(-0.25), "-0.25 %");
         assert_eq!(axis_pct(250.0), "250 %");
         assert_eq!(axis_pct(0.0), "0 %");
+        assert_eq!(axis_pct(1e-9), "0.000000001 %");
+        assert_eq!(axis_pct(1e9), "1000000000 %");
     }
 }

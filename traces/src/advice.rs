@@ -387,7 +387,7 @@ mod tests {
                 total_ns: (share * 1e6) as u64,
                 share,
                 period_ns: None,
-                periods: Vec::new(),
+                periods: None,
                 median_gap_ns: None,
             })
             .collect();

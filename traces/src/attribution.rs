@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
-use crate::periodogram::{periods, Occurrences, Period};
+use crate::periodogram::Period;
+#[cfg(feature = "periodogram")]
+use crate::periodogram::{periods, Occurrences};
 use crate::steal::{self, Steal};
 use crate::table::{Align, Table};
 
@@ -261,10 +263,12 @@ pub struct SourceRow {
     /// Share of all detour time.
     pub share: f64,
     /// The dominant period from the periodogram of the occurrence times, ns (`None` when no
-    /// period is significant; see [`crate::periodogram`]).
+    /// period is significant or the periods were not analysed; see [`crate::periodogram`]).
     pub period_ns: Option<u64>,
-    /// Every significant period (harmonics grouped), strongest first.
-    pub periods: Vec<Period>,
+    /// Every significant period (harmonics grouped), strongest first; `None`: not analysed
+    /// ([`report_in`] leaves them to `add_periods`, which the `periodogram` feature offers:
+    /// the collector shows its table without them, `jitter-trace attribution` with them).
+    pub periods: Option<Vec<Period>>,
     /// Median time between consecutive occurrences on one CPU, ns (`None` under 2).
     pub median_gap_ns: Option<u64>,
 }
@@ -352,11 +356,6 @@ pub fn report_in(a: &Attribution, mode: Mode) -> Report {
             }
         }
     }
-    let windows: BTreeMap<u32, (u64, u64)> = a
-        .cpus
-        .iter()
-        .map(|c| (c.cpu, (c.begin_ns, c.end_ns)))
-        .collect();
     let secs = window_ns as f64 / 1e9;
     let mut rows: Vec<SourceRow> = by
         .into_iter()
@@ -370,19 +369,6 @@ pub fn report_in(a: &Attribution, mode: Mode) -> Report {
                 .flat_map(|s| s.windows(2).map(|w| w[1].saturating_sub(w[0])))
                 .collect();
             gaps.sort_unstable();
-            let occurrences: Vec<Occurrences> = acc
-                .starts
-                .iter()
-                .map(|(cpu, t)| {
-                    let (begin_ns, end_ns) = windows.get(cpu).copied().unwrap_or_default();
-                    Occurrences {
-                        begin_ns,
-                        end_ns,
-                        times_ns: t,
-                    }
-                })
-                .collect();
-            let periods = periods(&occurrences);
             SourceRow {
                 category: match mode {
                     Mode::Frequency => Category::of(&source),
@@ -402,8 +388,8 @@ pub fn report_in(a: &Attribution, mode: Mode) -> Report {
                 } else {
                     0.0
                 },
-                period_ns: periods.first().map(|p| p.period_ns.round() as u64),
-                periods,
+                period_ns: None,
+                periods: None,
                 median_gap_ns: gaps.get(gaps.len() / 2).copied(),
             }
         })
@@ -453,6 +439,52 @@ pub fn report_in(a: &Attribution, mode: Mode) -> Report {
     }
 }
 
+/// Fills the periods of every row of `report` (built by [`report_in`] from `a` in the
+/// report's mode): the periodogram of each source's occurrence times on each CPU.
+#[cfg(feature = "periodogram")]
+pub fn add_periods(report: &mut Report, a: &Attribution) {
+    let mut starts: BTreeMap<&str, BTreeMap<u32, Vec<u64>>> = BTreeMap::new();
+    for c in &a.cpus {
+        for d in &c.detours {
+            for (source, start, _) in report.mode.shares(d) {
+                let by_cpu = starts.entry(source).or_default();
+                by_cpu.entry(c.cpu).or_default().push(start);
+            }
+        }
+    }
+    let windows: BTreeMap<u32, (u64, u64)> = a
+        .cpus
+        .iter()
+        .map(|c| (c.cpu, (c.begin_ns, c.end_ns)))
+        .collect();
+    for row in &mut report.rows {
+        let occurrences: Vec<Occurrences> = starts
+            .get(row.source.as_str())
+            .into_iter()
+            .flatten()
+            .map(|(cpu, t)| {
+                let (begin_ns, end_ns) = windows.get(cpu).copied().unwrap_or_default();
+                Occurrences {
+                    begin_ns,
+                    end_ns,
+                    times_ns: t,
+                }
+            })
+            .collect();
+        let found = periods(&occurrences);
+        row.period_ns = found.first().map(|p| p.period_ns.round() as u64);
+        row.periods = Some(found);
+    }
+}
+
+/// [`report_in`] with the periods of every source ([`add_periods`]).
+#[cfg(feature = "periodogram")]
+pub fn report_with_periods(a: &Attribution, mode: Mode) -> Report {
+    let mut r = report_in(a, mode);
+    add_periods(&mut r, a);
+    r
+}
+
 fn us(ns: f64) -> String {
     format!("{:.2}", ns / 1e3)
 }
@@ -483,7 +515,7 @@ pub fn render(r: &Report) -> String {
             "# time domain: each combination of sources is a row, with its detours' run-times"
         );
     }
-    let header = [
+    let mut header = vec![
         "source",
         "category",
         "count",
@@ -494,11 +526,15 @@ pub fn render(r: &Report) -> String {
         "max_us",
         "total_us",
         "share%",
-        "period_ms",
     ];
+    // The period column only where the periods were analysed (`add_periods`).
+    let analysed = r.rows.iter().any(|row| row.periods.is_some());
+    if analysed {
+        header.push("period_ms");
+    }
     let mut table = Table::new(header).left(2);
     for row in &r.rows {
-        table.row([
+        let mut cells = vec![
             row.source.clone(),
             row.category.name().to_string(),
             row.count.to_string(),
@@ -509,18 +545,27 @@ pub fn render(r: &Report) -> String {
             us(row.max_ns as f64),
             us(row.total_ns as f64),
             format!("{:.2}", row.share * 100.0),
-            if row.periods.is_empty() {
-                "-".into()
-            } else {
-                row.periods
-                    .iter()
+        ];
+        match &row.periods {
+            Some(p) if p.is_empty() => cells.push("-".into()),
+            Some(p) => cells.push(
+                p.iter()
                     .map(|p| format!("{:.3}", p.period_ns / 1e6))
                     .collect::<Vec<_>>()
-                    .join(",")
-            },
-        ]);
+                    .join(","),
+            ),
+            None => {}
+        }
+        table.row(cells);
     }
     out.push_str(&table.render());
+    if !analysed && !r.rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "# periods of each source: jitter-trace attribution <trace> (the periodogram is \
+             not computed here)"
+        );
+    }
     if !r.combinations.is_empty() {
         let _ = writeln!(out, "# combinations with the most detour time:");
         let mut table =
@@ -581,6 +626,7 @@ pub fn csv(r: &Report) -> String {
         let periods: Vec<String> = row
             .periods
             .iter()
+            .flatten()
             .map(|p| format!("{:.0}", p.period_ns))
             .collect();
         [
@@ -932,9 +978,24 @@ mod tests {
         );
         assert_eq!(t.median_ns, 2_000);
         assert!((t.rate_per_s - 4.0).abs() < 1e-12);
-        // Gaps 4, 4, 11 ms: the median is 4 ms; four occurrences are too few for a period.
+        // Gaps 4, 4, 11 ms: the median is 4 ms; the periods are not analysed by `report`.
         assert_eq!(t.median_gap_ns, Some(4_000_000));
-        assert_eq!(t.period_ns, None);
+        assert_eq!((t.period_ns, &t.periods), (None, &None));
+        // Four occurrences are too few for a period: analysed, none found.
+        #[cfg(feature = "periodogram")]
+        {
+            let p = report_with_periods(&a, Mode::Frequency);
+            assert_eq!(
+                (p.rows[1].period_ns, &p.rows[1].periods),
+                (None, &Some(vec![]))
+            );
+            let text = render(&p);
+            assert!(
+                text.lines().nth(1).unwrap().ends_with("period_ms"),
+                "{text}"
+            );
+            assert!(!text.contains("is not computed here"), "{text}");
+        }
         let u = &r.rows[2];
         assert_eq!((u.count, u.total_ns), (3, 500 + 500 + 2_000));
         assert_eq!(r.rows[0].median_gap_ns, None);
@@ -949,6 +1010,12 @@ mod tests {
         assert_eq!(r.combinations[1].median_ns, 2_000);
         let text = render(&r);
         assert!(text.contains("99.0 % explained"), "{text}");
+        // Without the periodogram: no period column, and a line saying where the periods are.
+        assert!(text.lines().nth(1).unwrap().ends_with("share%"), "{text}");
+        assert!(
+            text.contains("# periods of each source: jitter-trace attribution <trace>"),
+            "{text}"
+        );
         assert!(text
             .lines()
             .nth(2)
@@ -1007,9 +1074,10 @@ mod tests {
         assert!((got - p).abs() <= p * p / 4e9, "{row:?}");
     }
 
+    #[cfg(feature = "periodogram")]
     #[test]
     fn rows_carry_the_periodogram_period_of_each_source() {
-        let r = report(&periodic_attribution());
+        let r = report_with_periods(&periodic_attribution(), Mode::Frequency);
         let row = |s: &str| r.rows.iter().find(|r| r.source == s).unwrap();
         assert_within_half_bin(row("task:d1"), 10e6);
         // The timer: every 4 ms, plus every 30 ms with the daemon; the 4 ms family dominates.
@@ -1020,10 +1088,11 @@ mod tests {
         assert!(d1.ends_with("10.000"), "{text}");
     }
 
+    #[cfg(feature = "periodogram")]
     #[test]
     fn time_mode_makes_each_combination_a_source_with_whole_run_times() {
         let a = periodic_attribution();
-        let r = report_in(&a, Mode::Time);
+        let r = report_with_periods(&a, Mode::Time);
         assert_eq!(r.mode, Mode::Time);
         let names: Vec<&str> = r.rows.iter().map(|r| r.source.as_str()).collect();
         assert_eq!(names, ["task:d1", "timer+task:d1", "timer"]);
@@ -1045,9 +1114,11 @@ mod tests {
         assert!("space".parse::<Mode>().is_err());
     }
 
+    #[cfg(feature = "periodogram")]
     #[test]
     fn diff_names_new_vanished_and_changed_sources_by_its_criterion() {
         let base = periodic_attribution();
+        let report = |a: &Attribution| report_with_periods(a, Mode::Frequency);
         let same = diff(&report(&base), &report(&base));
         assert!(same.sources.iter().all(|s| s.change == Change::Same));
         assert!(render_diff(&same).contains("# 3 sources within the criterion"));

@@ -1,5 +1,11 @@
 //! `jitter-trace`: the trace model and `.jtr` format of jitterbench, with statistics, comparison,
 //! transforms, synthesis, import/export and plots.
+//!
+//! Features (both default): `plot` (the SVG charts of `plot`, through plotters) and
+//! `periodogram` (the periods of attributed sources, `periodogram::periods` and
+//! `attribution::add_periods`, through rustfft). The collector, the emulator and the preload
+//! library build without them: a library loaded into a user's MPI job or a production node
+//! neither draws nor transforms.
 
 pub mod advice;
 pub mod attribution;
@@ -16,6 +22,7 @@ pub mod model;
 pub mod nodes;
 pub mod output;
 pub mod periodogram;
+#[cfg(feature = "plot")]
 pub mod plot;
 pub mod sanity;
 pub mod stats;

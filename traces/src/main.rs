@@ -9,14 +9,16 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 use jitter_trace::attribution::{
-    csv as attribution_csv, diff, render, render_diff, report_in, samples, sidecar_path,
+    csv as attribution_csv, diff, render, render_diff, report_with_periods, samples, sidecar_path,
     within_runs, Attribution, Mode,
 };
 use jitter_trace::compare::compare;
 use jitter_trace::integrity::{Integrity, Salvage, SALVAGED_NOTE};
 use jitter_trace::interop::{export, import, per_stream_path, Format};
 use jitter_trace::output::{check_output, check_writable, write_output_bytes};
-use jitter_trace::plot::{plot, source_bars_svg, source_density_svg, PlotKind, Series};
+use jitter_trace::plot::{
+    plot, series_names, source_bars_svg, source_density_svg, PlotKind, Series,
+};
 use jitter_trace::stats::{injectability, scale_for_share, TraceStats};
 use jitter_trace::synth::{synthesize, Spec};
 use jitter_trace::transform;
@@ -334,7 +336,7 @@ struct PlotArgs {
     /// density, cdf or timeseries.
     #[arg(long, default_value = "density")]
     kind: PlotKind,
-    /// Title of the plot.
+    /// Title of the plot (default: the kind in words, e.g. "Time series of detour run-times").
     #[arg(long)]
     title: Option<String>,
     /// Output SVG.
@@ -572,18 +574,18 @@ impl CompareArgs {
         }
         let c = compare(&ta, &tb);
         if let Some(p) = &svg {
-            let (la, lb) = (a.display().to_string(), b.display().to_string());
+            let names = series_names(&[(&a, &ta.header), (&b, &tb.header)]);
             let series = [
                 Series {
-                    label: &la,
+                    label: &names[0],
                     streams: &ta.streams,
                 },
                 Series {
-                    label: &lb,
+                    label: &names[1],
                     streams: &tb.streams,
                 },
             ];
-            plot(PlotKind::Density, &series, "run-time density", p)?;
+            plot(PlotKind::Density, &series, PlotKind::Density.title(), p)?;
         }
         if json {
             return print_json(&serde_json::to_value(&c)?);
@@ -752,7 +754,7 @@ impl AttributionArgs {
             }
             a = within_runs(&a, lo.round() as u64, hi.round() as u64);
         }
-        let mut report = report_in(&a, mode);
+        let mut report = report_with_periods(&a, mode);
         if bucket.is_some() {
             // Steal is counted for the whole run: nothing to compare a bucket's detours with.
             report.steal.clear();
@@ -762,13 +764,15 @@ impl AttributionArgs {
         }
         if bars_svg.is_some() || density_svg.is_some() {
             let by_source = samples(&a, mode);
-            let name = trace.display();
+            let name = trace.file_stem().map_or(trace.display().to_string(), |s| {
+                s.to_string_lossy().into_owned()
+            });
             if let Some(p) = &bars_svg {
-                let title = format!("noise time per detour run-time, by source: {name}");
+                let title = format!("Noise time per detour run-time, by source: {name}");
                 source_bars_svg(&by_source, &title, p)?;
             }
             if let Some(p) = &density_svg {
-                let title = format!("time per detour, by source: {name}");
+                let title = format!("Time per detour, by source: {name}");
                 source_density_svg(&by_source, &title, p)?;
             }
         }
@@ -786,8 +790,8 @@ impl DiffArgs {
     fn run(self, json: bool) -> Result<()> {
         let DiffArgs { base, new, mode } = self;
         let d = diff(
-            &report_in(&load_attribution(&base)?, mode),
-            &report_in(&load_attribution(&new)?, mode),
+            &report_with_periods(&load_attribution(&base)?, mode),
+            &report_with_periods(&load_attribution(&new)?, mode),
         );
         if json {
             print_json(&serde_json::to_value(&d)?)
@@ -848,7 +852,7 @@ impl NodesArgs {
         }
         let table = jitter_trace::nodes::rank_with(nodes, criteria);
         if let Some(p) = &svg {
-            jitter_trace::plot::nodes_svg(&table.rows, "detour run-times per node", p)?;
+            jitter_trace::plot::nodes_svg(&table.rows, "Detour run-times per node", p)?;
         }
         if json {
             return print_json(&serde_json::to_value(&table)?);
@@ -876,7 +880,12 @@ impl PlotArgs {
             .iter()
             .map(|p| load(std::slice::from_ref(p), &input))
             .collect::<Result<_>>()?;
-        let labels: Vec<String> = traces.iter().map(|p| p.display().to_string()).collect();
+        let items: Vec<(&std::path::Path, &jitter_trace::Header)> = traces
+            .iter()
+            .map(PathBuf::as_path)
+            .zip(loaded.iter().map(|t| &t.header))
+            .collect();
+        let labels = series_names(&items);
         let series: Vec<Series> = loaded
             .iter()
             .zip(&labels)
@@ -885,7 +894,7 @@ impl PlotArgs {
                 streams: &t.streams,
             })
             .collect();
-        let title = title.unwrap_or_else(|| format!("{kind:?}"));
+        let title = title.unwrap_or_else(|| kind.title().to_string());
         plot(kind, &series, &title, &output)?;
         if json {
             print_json(&json!({ "output": output.display().to_string() }))
@@ -966,7 +975,7 @@ impl AdviceArgs {
             .header()
             .clone();
         let hints = advise(
-            &report_in(&a, Mode::Frequency),
+            &jitter_trace::attribution::report_in(&a, Mode::Frequency),
             &NodeConfig::of_header(&header),
             self.min_share,
         );

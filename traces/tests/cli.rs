@@ -532,7 +532,11 @@ fn diff_and_modes_and_charts_of_attributed_runs() {
     assert!(o.status.success(), "{}", stderr(&o));
     for f in ["bars.svg", "density.svg"] {
         let svg = std::fs::read_to_string(d.join(f)).unwrap();
-        assert!(svg.contains("task:d1") && svg.contains("b.jtr"), "{f}");
+        // The title names the trace by its stem, not its file name or path.
+        assert!(
+            svg.contains("task:d1") && svg.contains("by source: b\n") && !svg.contains("b.jtr"),
+            "{f}"
+        );
     }
     // Who fills the 300-400 µs bucket, as CSV too.
     let o = run(

@@ -4,7 +4,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{chart_on, legend, run_range_us, svg_file, Chart, Series, MAX_POINTS, SIZE};
+use super::{
+    chart_on, mesh, run_range_us, svg_with_legend, y_label_area, Chart, Mark, Series, MAX_POINTS,
+};
 use crate::error::TraceError;
 use crate::model::Stream;
 
@@ -46,16 +48,18 @@ fn cdf_points(streams: &[Stream]) -> Vec<(f64, f64)> {
 /// Empirical CDF of run-times of each series.
 fn cdf_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
     let (x0, x1) = run_range_us(series);
-    svg_file(path, SIZE, |root, e| {
-        let mut chart = chart_on(root, title, 40, 60)
+    let y_area = y_label_area(plotters::coord::types::RangedCoordf64::from(0.0..1.0));
+    let labels: Vec<String> = series.iter().map(|s| s.label.to_string()).collect();
+    svg_with_legend(path, &labels, Mark::Line, |root, e| {
+        let mut chart = chart_on(root, title, y_area)
             .build_cartesian_2d((x0..x1).log_scale(), 0.0..1.0)
             .map_err(e)?;
-        chart
-            .configure_mesh()
-            .x_desc("detour run-time (us)")
-            .y_desc("fraction of detours <= run-time")
-            .draw()
-            .map_err(e)?;
+        mesh(
+            &mut chart,
+            "detour run-time (µs)",
+            "share of detours ≤ run-time",
+            &e,
+        )?;
         for (i, s) in series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             chart
@@ -63,11 +67,8 @@ fn cdf_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError
                     cdf_points(s.streams),
                     color.stroke_width(2),
                 ))
-                .map_err(e)?
-                .label(s.label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+                .map_err(e)?;
         }
-        legend(&mut chart, &e)?;
         Ok(())
     })
 }

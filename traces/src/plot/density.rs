@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
+use plotters::coord::combinators::LogCoord;
 use plotters::prelude::*;
 
-use super::{chart_on, legend, svg_file, Chart, Series, SIZE};
+use super::{chart_on, mesh, svg_with_legend, y_label_area, Chart, Mark, Series};
 use crate::compare::{density, log_runs, Grid, GRID_POINTS};
 use crate::error::TraceError;
 
@@ -24,26 +25,25 @@ fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceE
     let (curves, grid) = density_curves(&xs, |_| 1.0);
     let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-7;
-    svg_file(path, SIZE, |root, e| {
-        let mut chart = chart_on(root, title, 40, 70)
+    let y_area = y_label_area(LogCoord::from((floor..peak * 2.0).log_scale()));
+    let labels: Vec<String> = series.iter().map(|s| s.label.to_string()).collect();
+    svg_with_legend(path, &labels, Mark::Line, |root, e| {
+        let mut chart = chart_on(root, title, y_area)
             .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
             .map_err(e)?;
-        chart
-            .configure_mesh()
-            .x_desc("detour run-time (us)")
-            .y_desc("probability per grid cell")
-            .draw()
-            .map_err(e)?;
-        for (i, (c, s)) in curves.iter().zip(series).enumerate() {
+        mesh(
+            &mut chart,
+            "detour run-time (µs)",
+            "probability per grid cell",
+            &e,
+        )?;
+        for (i, c) in curves.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();
             chart
                 .draw_series(LineSeries::new(pts, color.stroke_width(2)))
-                .map_err(e)?
-                .label(s.label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+                .map_err(e)?;
         }
-        legend(&mut chart, &e)?;
         Ok(())
     })
 }

@@ -4,7 +4,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::{chart_on, svg_file, SIZE};
+use plotters::coord::combinators::LogCoord;
+
+use super::{axis_number, chart_on, svg_file, ticks, y_label_area, SIZE};
 use crate::error::TraceError;
 use crate::nodes::NodeRow;
 
@@ -26,7 +28,16 @@ pub fn nodes_svg(rows: &[NodeRow], title: &str, path: &Path) -> Result<(), Trace
     let n = rows.len();
     let width = SIZE.0.max(120 + 40 * n as u32);
     svg_file(path, (width, SIZE.1), |root, e| {
-        let names: Vec<&str> = rows.iter().map(|r| r.summary.node.as_str()).collect();
+        // The file stem names a node on the axis (`runs/node07.jtr` → `node07`); the table
+        // beside the chart keeps the path.
+        let names: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let p = Path::new(&r.summary.node);
+                p.file_stem()
+                    .map_or(r.summary.node.clone(), |s| s.to_string_lossy().into_owned())
+            })
+            .collect();
         let label = |x: &f64| {
             let i = x.round();
             if (x - i).abs() < 1e-6 && i >= 0.0 {
@@ -37,16 +48,19 @@ pub fn nodes_svg(rows: &[NodeRow], title: &str, path: &Path) -> Result<(), Trace
                 String::new()
             }
         };
-        let mut chart = chart_on(root, title, 60, 70)
+        let y_area = y_label_area(LogCoord::from((lo / 1.5..hi * 1.5).log_scale()));
+        let mut chart = chart_on(root, title, y_area)
             .build_cartesian_2d(-0.5..n as f64 - 0.5, (lo / 1.5..hi * 1.5).log_scale())
             .map_err(e)?;
         chart
             .configure_mesh()
             .x_labels(n + 1)
             .x_label_formatter(&label)
+            .y_labels(ticks(lo / 1.5, hi * 1.5))
+            .y_label_formatter(&|v| axis_number(*v))
             .disable_x_mesh()
             .x_desc("node (noisiest first); red: outlier")
-            .y_desc("detour run-time (us): p20-p80 box, median, min-p99.9, x max")
+            .y_desc("detour run-time (µs): box p20–p80, median, whiskers min–p99.9, × max")
             .draw()
             .map_err(e)?;
         for (i, r) in rows.iter().enumerate() {

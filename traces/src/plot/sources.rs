@@ -4,10 +4,12 @@
 
 use std::path::Path;
 
+use plotters::coord::combinators::LogCoord;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::density::{density_curves, peak_and_span};
-use super::{chart_on, svg_file, DrawErr, SIZE};
+use super::{chart_on, mesh, svg_with_legend, y_label_area, Mark};
 use crate::attribution::SourceSamples;
 use crate::error::TraceError;
 
@@ -16,9 +18,6 @@ pub const MAX_SOURCES: usize = 8;
 
 /// Run-time buckets per decade in the stacked bar chart.
 const BUCKETS_PER_DECADE: f64 = 5.0;
-
-/// Width of the legend panel right of the attribution charts, px.
-const LEGEND_WIDTH: u32 = 260;
 
 /// The first [`MAX_SOURCES`] − 1 sources and, when there are more, the rest pooled as `other`.
 fn top_sources(sources: &[SourceSamples]) -> Vec<(String, Vec<(u64, u64)>)> {
@@ -41,46 +40,6 @@ fn top_sources(sources: &[SourceSamples]) -> Vec<(String, Vec<(u64, u64)>)> {
         rest,
     ));
     out
-}
-
-/// Draws the legend (a colour swatch and a label per source) into its own panel, outside the
-/// data.
-fn legend_panel<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
-    labels: &[String],
-    e: &impl Fn(DrawingAreaErrorKind<DB::ErrorType>) -> TraceError,
-) -> Result<(), TraceError> {
-    for (i, label) in labels.iter().enumerate() {
-        let y = 60 + 22 * i as i32;
-        let color = Palette99::pick(i).to_rgba();
-        area.draw(&Rectangle::new([(8, y), (24, y + 14)], color.filled()))
-            .map_err(e)?;
-        let text: String = if label.chars().count() > 34 {
-            label.chars().take(33).chain(['…']).collect()
-        } else {
-            label.clone()
-        };
-        area.draw(&Text::new(text, (30, y), ("sans-serif", 13)))
-            .map_err(e)?;
-    }
-    Ok(())
-}
-
-/// Draws an SVG of the data area (`draw`, with its error mapping) and a legend panel of
-/// `labels` right of it, and writes it to `path`.
-fn svg_with_legend(
-    path: &Path,
-    labels: &[String],
-    draw: impl FnOnce(
-        &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-        DrawErr,
-    ) -> Result<(), TraceError>,
-) -> Result<(), TraceError> {
-    svg_file(path, (SIZE.0 + LEGEND_WIDTH, SIZE.1), |root, e| {
-        let (left, right) = root.split_horizontally(SIZE.0);
-        draw(&left, e)?;
-        legend_panel(&right, labels, &e)
-    })
 }
 
 /// Stacked bars of noise time per detour run-time bucket (log-spaced, µs), one colour per
@@ -117,16 +76,17 @@ pub fn source_bars_svg(
         .fold(0.0f64, f64::max)
         .max(1e-9);
     let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
-    svg_with_legend(path, &labels, |left, e| {
-        let mut chart = chart_on(left, title, 40, 70)
+    let y_area = y_label_area(RangedCoordf64::from(0.0..peak * 1.05));
+    svg_with_legend(path, &labels, Mark::Swatch, |left, e| {
+        let mut chart = chart_on(left, title, y_area)
             .build_cartesian_2d((edge(first)..edge(last + 1)).log_scale(), 0.0..peak * 1.05)
             .map_err(e)?;
-        chart
-            .configure_mesh()
-            .x_desc("detour run-time (us)")
-            .y_desc("noise time in the bucket (ms)")
-            .draw()
-            .map_err(e)?;
+        mesh(
+            &mut chart,
+            "detour run-time (µs)",
+            "noise time in the bucket (ms)",
+            &e,
+        )?;
         let mut base = vec![0.0f64; buckets];
         for (i, m) in ms.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
@@ -173,17 +133,17 @@ pub fn source_density_svg(
     let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-5;
     let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
-    svg_with_legend(path, &labels, |left, e| {
-        let mut chart = chart_on(left, title, 40, 70)
+    let y_area = y_label_area(LogCoord::from((floor..peak * 2.0).log_scale()));
+    svg_with_legend(path, &labels, Mark::Line, |left, e| {
+        let mut chart = chart_on(left, title, y_area)
             .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
             .map_err(e)?;
-        chart
-            .configure_mesh()
-            .x_desc("time of the source in one detour (us)")
-            .y_desc("share of occurrences per grid cell")
-            .y_label_formatter(&|v| format!("{v:.0e}"))
-            .draw()
-            .map_err(e)?;
+        mesh(
+            &mut chart,
+            "time of the source in one detour (µs)",
+            "share of occurrences per grid cell",
+            &e,
+        )?;
         for (i, c) in curves.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();

@@ -2,9 +2,12 @@
 
 use std::path::Path;
 
+use plotters::coord::combinators::LogCoord;
 use plotters::prelude::*;
 
-use super::{chart_on, legend, run_range_us, svg_file, Chart, Series, MAX_POINTS, SIZE};
+use super::{
+    chart_on, mesh, run_range_us, svg_with_legend, y_label_area, Chart, Mark, Series, MAX_POINTS,
+};
 use crate::error::TraceError;
 use crate::model::Stream;
 
@@ -58,26 +61,25 @@ fn timeseries_svg(series: &[Series], title: &str, path: &Path) -> Result<(), Tra
         .max()
         .unwrap_or(0)
         .max(origin + 1);
-    svg_file(path, SIZE, |root, e| {
-        let mut chart = chart_on(root, title, 40, 60)
+    let y_area = y_label_area(LogCoord::from((y0..y1).log_scale()));
+    let labels: Vec<String> = series.iter().map(|s| s.label.to_string()).collect();
+    svg_with_legend(path, &labels, Mark::Dot, |root, e| {
+        let mut chart = chart_on(root, title, y_area)
             .build_cartesian_2d(0.0..(end - origin) as f64 / 1e9, (y0..y1).log_scale())
             .map_err(e)?;
-        chart
-            .configure_mesh()
-            .x_desc("detour start (s)")
-            .y_desc("detour run-time (us)")
-            .draw()
-            .map_err(e)?;
+        mesh(
+            &mut chart,
+            "detour start (s from the trace's start)",
+            "detour run-time (µs)",
+            &e,
+        )?;
         for (i, s) in series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             let pts = timeseries_points(s.streams, origin, end - origin);
             chart
                 .draw_series(pts.into_iter().map(|p| Circle::new(p, 2, color.filled())))
-                .map_err(e)?
-                .label(s.label)
-                .legend(move |(x, y)| Circle::new((x + 10, y), 3, color.filled()));
+                .map_err(e)?;
         }
-        legend(&mut chart, &e)?;
         Ok(())
     })
 }
