@@ -48,10 +48,10 @@ next() { step=$((step + 1)); jb_say "[$step/$steps] $*"; }
 
 if [ "$quick" = 1 ]; then
     : "${duration:=5}"
-    period=0.2s; phases=300; ranks=16..4096; probe=0.3s; max_scale=10
+    period=0.2s; budget=0.3s; phases=300; ranks=16..4096; probe=0.3s; max_scale=10
 else
     : "${duration:=20}"
-    period=0.5s; phases=500; ranks=16..65536; probe=1s; max_scale=20
+    period=0.5s; budget=1s; phases=500; ranks=16..65536; probe=1s; max_scale=20
 fi
 case "$duration" in ''|*[!0-9]*|0) echo "error: --duration must be a whole number of seconds > 0" >&2; exit 2 ;; esac
 if [ -n "$trace" ] && [ ! -r "$trace" ]; then
@@ -110,13 +110,17 @@ jb_step calibration 180 "$bin/jitter-emulate" calibrate --json >"$out/calibratio
 jb_step "calibration (text)" 180 "$bin/jitter-emulate" calibrate | tee "$out/calibration.txt"
 scale=$(jb_step "choose the scale factor" 120 "$bin/replay-bench" choose-scale \
     --trace "$out/trace.jtr" --calibration "$out/calibration.json" --share 0.77 --max "$max_scale" --allow-capped)
-# One replay: start-up, noise probe and the scaled period twice (the paired design interleaves
-# as much baseline as jitter), three times over, plus a minute.
-replay_limit=$(awk -v p="${period%s}" -v s="$scale" -v n="${probe%s}" \
+# One replay: start-up, noise probe and the scaled time budget twice (the paired design
+# interleaves as much baseline as jitter), three times over, plus a minute.
+replay_limit=$(awk -v p="${budget%s}" -v s="$scale" -v n="${probe%s}" \
     'BEGIN { v = 60 + 3 * (2 * p * s + n); printf "%d\n", (v == int(v)) ? v : int(v) + 1 }')
 jb_say "scale factor S = $scale (smallest S that makes 77 % of the detours injectable, at most 20)"
 
 next "replaying under mpirun: np = 1 … $np_max, sync none, once, phase (S = $scale)"
+# Each replay runs block pairs until its intervals are narrow enough for a verdict (narrower
+# than half the slowdown) or its budget of $budget of jitter (× S) runs out, then the predictor
+# replays the very stretches of the trace that run replayed (its windows) on the run's own
+# calibrated injector: the report compares like with like.
 for np in $(seq 1 "$np_max"); do
     # A no-jitter run per np for the report's platform table; the replays measure their own
     # baseline in blocks interleaved with the jitter (the paired design, with a 95 % interval).
@@ -130,22 +134,28 @@ for np in $(seq 1 "$np_max"); do
         jb_say "np $np: sync $sync"
         jb_step "replay at np $np, sync $sync" "$replay_limit" \
             "${mpirun_cmd[@]}" -np "$np" "$bin/replay-bench" run --trace "$out/trace.jtr" --label trace \
-            --ranks-per-node 1 --sync "$sync" --quanta 1ms --period "$period" --scale "$scale" \
-            --calibration "$out/calibration.json" \
+            --ranks-per-node 1 --sync "$sync" --quanta 1ms --until-verdict --max-time "$budget" \
+            --scale "$scale" --calibration "$out/calibration.json" \
             --noise-probe "$probe" --seed 1 -o "$out/run-np$np-$sync.json" >>"$log" 2>&1 \
             || jb_fail $? "replay at np $np, sync $sync failed; see $log"
+        jb_step "prediction of the windows of np $np, sync $sync" 600 "$bin/replay-bench" predict \
+            --windows-of "$out/run-np$np-$sync.json" --trace "$out/trace.jtr" \
+            -o "$out/window-run-np$np-$sync.json" >>"$log" 2>&1 \
+            || jb_fail $? "prediction of the windows of np $np, sync $sync failed; see $log"
     done
 done
 
 next "predicting ranks $ranks for sync none, once, phase"
 # The timer the replays use (abstime: no drift between injections), which the indexed predictor
 # answers without walking detours; itimer's drawn drift needs the walk (about 15x slower here).
+# Three offset draws: the range says how much the stretch of trace replayed moves the answer.
 jb_step predict 600 "$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "$ranks" \
     --sync none,once,phase --quanta 1ms --phases "$phases" --model des --seed 1 --timer abstime \
-    -o "$out/predict.json" --plot "$out/sd-vs-ranks.svg" | tee "$out/predict.txt"
+    --draws 3 -o "$out/predict.json" --plot "$out/sd-vs-ranks.svg" | tee "$out/predict.txt"
+# The whole trace at the replayed np, over five offset draws, beside each run's own windows.
 jb_step "predict at the replayed np" 600 "$bin/replay-bench" predict --trace "$out/trace.jtr" \
-    --ranks "$(seq -s, 1 "$np_max")" --sync none,once,phase --quanta 1ms --phases "$phases" \
-    --model des --seed 1 --platform "$out/calibration.json" --timer abstime --scale "$scale" \
+    --ranks "$(seq -s, 1 "$np_max")" --sync none,once,phase --quanta 1ms --whole-trace \
+    --draws 5 --model des --seed 1 --platform "$out/calibration.json" --timer abstime --scale "$scale" \
     -o "$out/predict-here.json" >>"$log" 2>&1 || jb_fail $? "prediction at np 1 … $np_max failed; see $log"
 
 next "writing $out/report.md"

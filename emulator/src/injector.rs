@@ -660,6 +660,12 @@ impl Handle {
         resume_running();
     }
 
+    /// Where the replay stands now (see [`ReplayPosition`]); read under the control state, so
+    /// never from a signal handler.
+    pub fn position(&self) -> ReplayPosition {
+        position_running().unwrap_or_default()
+    }
+
     /// Σ span of the injections executed since the start, ns (an atomic read: no lock, no
     /// system call).
     pub fn injected_span_ns(&self) -> u64 {
@@ -709,6 +715,36 @@ pub(crate) fn resync_running(offset_ns: u64) -> bool {
         inner.arm_pending(now);
     });
     true
+}
+
+/// Where a running replay stands: the stretch of its timeline it replays and what it injected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReplayPosition {
+    /// Timeline point (trace ns from the window start) reached now, had the replay run on from
+    /// its last start or resync (a paused injector's resume point).
+    pub point_now_ns: u64,
+    /// Timeline point of the last start, resync or resume.
+    pub segment_point_ns: u64,
+    /// Injections executed so far.
+    pub injected: u64,
+    /// Their planned spans, ns (scaled).
+    pub injected_ns: u64,
+}
+
+/// `Handle::position` for whoever runs the emulator; `None` if none runs.
+pub(crate) fn position_running() -> Option<ReplayPosition> {
+    if STATE.load(Ordering::Acquire) == OFF {
+        return None;
+    }
+    Some(with_control(|inner| {
+        let now = mono_ns() - inner.origin_ns;
+        ReplayPosition {
+            point_now_ns: inner.cursor.point_at(now),
+            segment_point_ns: inner.cursor.segment_point(),
+            injected: inner.injected,
+            injected_ns: inner.injected_ns,
+        }
+    }))
 }
 
 /// `Handle::pause` for whoever runs the emulator; false if none runs.

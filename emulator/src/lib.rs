@@ -16,7 +16,7 @@ pub mod sync;
 
 pub use calibration::{Calibration, Spread};
 pub use injector::{
-    Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection,
+    Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection, ReplayPosition,
 };
 pub use plan::{
     Cursor, IndexedReplay, Injection, OverheadByGap, Plan, PlanError, PlanIndex, PlanOptions,

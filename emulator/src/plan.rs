@@ -625,6 +625,12 @@ impl Cursor {
         (self.seg_trace0 + ran % self.plan.period_ns) % self.plan.period_ns
     }
 
+    /// Timeline point (trace ns from the window start) of the last start or resync: where the
+    /// stretch being replayed now began.
+    pub fn segment_point(&self) -> u64 {
+        self.seg_trace0
+    }
+
     /// Jumps to timeline point `offset_ns` at replay time `now_ns`: the next injection is the
     /// rest of the detour in progress there, if any, else the next detour after the gap.
     pub fn resync(&mut self, offset_ns: u64, now_ns: u64) {

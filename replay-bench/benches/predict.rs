@@ -41,6 +41,7 @@ fn cfg(phases: u64) -> DesConfig {
         comm: CommModel::OFFLOADED,
         drift_sd_ns: 20_000.0,
         seed: 1,
+        window: None,
     }
 }
 

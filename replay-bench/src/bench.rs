@@ -24,6 +24,13 @@ pub enum Until {
         /// Time budget, ns.
         max_ns: u64,
     },
+    /// Paired design only: until both slowdowns' 95 % half-widths are below half of the
+    /// slowdowns themselves (a comparison can then reach a verdict), from [`MIN_PAIRS`] pairs
+    /// on, or `max_ns` elapsed (wall, scaled).
+    Verdict {
+        /// Time budget, ns.
+        max_ns: u64,
+    },
 }
 
 /// Fewest block pairs a precision target is judged on (a t-interval from 2 is too wild).
@@ -110,6 +117,15 @@ impl PairedOutcome {
             .collect()
     }
 
+    /// True when both slowdowns' 95 % half-widths are below half of the slowdowns (never
+    /// before two pairs).
+    pub fn decisive(&self) -> bool {
+        [self.qtbt_pairs(), self.qt_pairs()].iter().all(|pairs| {
+            let sd = paired_slowdown(pairs);
+            sd.ci95_pct.is_finite() && sd.ci95_pct < sd.pct.abs() / 2.0
+        })
+    }
+
     /// The larger of the two slowdowns' 95 % half-widths (NaN before two pairs).
     pub fn half_width_pct(&self) -> f64 {
         let a = paired_slowdown(&self.qtbt_pairs()).ci95_pct;
@@ -162,6 +178,11 @@ pub trait PhaseHook {
     /// Paired design: called on every rank before `before_phase` with whether this phase runs
     /// with jitter (false: the emulator pauses).
     fn set_jitter(&mut self, _on: bool) {}
+    /// Called on every rank before `before_phase` when `phase` opens a measured stretch of
+    /// jitter (the first measured phase of the sequential design, the first phase of each jitter
+    /// block of the paired design): where the replay starts it is what a prediction of the same
+    /// stretches replays (`ReplayedWindows` in the report).
+    fn open_window(&mut self, _phase: u64) {}
 }
 
 /// No emulator: the benchmark without jitter.
@@ -294,6 +315,13 @@ where
         if spec.blocks.is_some() {
             hook.set_jitter(jitter);
         }
+        let opens = match spec.blocks {
+            Some(b) => !warm && jitter && m % b.phases.max(1) == 0,
+            None => !warm && m == 0,
+        };
+        if opens {
+            hook.open_window(phase);
+        }
         // A resync that lands inside a detour injects the rest of it at once, inside the hook:
         // that time belongs to the phase (as in the predictor, where a rank resynced into a
         // detour computes only after it), so the window opens that much before the hook
@@ -342,7 +370,7 @@ where
             match spec.until {
                 Until::Elapsed(ns) => (whole && elapsed >= ns).then_some(StopReason::Period),
                 Until::Phases(n) => (whole && measured >= n).then_some(StopReason::Phases),
-                Until::Precision { max_ns, .. } => {
+                Until::Precision { max_ns, .. } | Until::Verdict { max_ns } => {
                     if precise {
                         Some(StopReason::Precision)
                     } else {
@@ -410,9 +438,15 @@ where
                             jit_qtbt_ns: b.avg_max_qtbt_ns(),
                         });
                         pair_buf.clear();
-                        if let Until::Precision { half_width_pct, .. } = spec.until {
-                            precise =
-                                p.pairs.len() >= MIN_PAIRS && p.half_width_pct() <= half_width_pct;
+                        match spec.until {
+                            Until::Precision { half_width_pct, .. } => {
+                                precise = p.pairs.len() >= MIN_PAIRS
+                                    && p.half_width_pct() <= half_width_pct;
+                            }
+                            Until::Verdict { .. } => {
+                                precise = p.pairs.len() >= MIN_PAIRS && p.decisive();
+                            }
+                            _ => {}
                         }
                     }
                 }

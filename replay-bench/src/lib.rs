@@ -4,6 +4,7 @@
 pub mod baseline;
 pub mod bench;
 pub mod comm;
+pub mod comparison;
 pub mod kernel;
 pub mod matching;
 pub mod metrics;
@@ -16,6 +17,8 @@ pub mod run;
 pub mod study;
 pub mod table;
 pub mod validate;
+pub mod verdict;
+pub mod windows;
 
 pub use jitter_trace::cli::error_line;
 

@@ -112,6 +112,26 @@ impl ReplayTotals {
     }
 }
 
+/// Where one rank's replay opened a measured stretch of jitter ([`PhaseHook::open_window`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WindowMark {
+    /// Phase index (warm-up included) of the window's first phase.
+    pub phase: u64,
+    /// Timeline point the replay started the window at, trace ns: where it resumed or resynced,
+    /// else where it stood when the window opened.
+    pub point_ns: u64,
+    /// Injections executed before the window (the rest of a detour a resync lands in belongs
+    /// to the window).
+    pub injected_before: u64,
+    /// Their span, ns (scaled).
+    pub injected_ns_before: u64,
+    /// When the window opened and closed (the emulator's monotonic clock, ns; closed 0 while
+    /// open): its length in replay time, S × the trace time it covered.
+    pub opened_ns: u64,
+    /// See `opened_ns`.
+    pub closed_ns: u64,
+}
+
 /// A running emulator with its sync schedule: the benchmark's [`PhaseHook`].
 #[derive(Debug)]
 pub struct Replay {
@@ -123,6 +143,11 @@ pub struct Replay {
     /// paused now.
     jitter: bool,
     paused: bool,
+    /// The window `open_window` announced for the coming phase: the position before it and
+    /// the time.
+    opening: Option<(jitter_emulator::ReplayPosition, u64)>,
+    /// Every window opened so far.
+    windows: Vec<WindowMark>,
 }
 
 impl Replay {
@@ -148,12 +173,27 @@ impl Replay {
             resyncs: 0,
             jitter: true,
             paused: false,
+            opening: None,
+            windows: Vec::new(),
         })
     }
 
     /// Resyncs performed so far.
     pub fn resyncs(&self) -> u64 {
         self.resyncs
+    }
+
+    /// The measured stretches of jitter opened so far, in order; the last one closes now.
+    pub fn windows(&mut self) -> &[WindowMark] {
+        self.close_window();
+        &self.windows
+    }
+
+    /// Closes the window in progress, if any, now.
+    fn close_window(&mut self) {
+        if let Some(w) = self.windows.last_mut().filter(|w| w.closed_ns == 0) {
+            w.closed_ns = jitter_emulator::injector::mono_ns();
+        }
     }
 
     /// Stops the injector and returns its totals.
@@ -255,24 +295,52 @@ impl PhaseHook for Replay {
     /// it resyncs where the schedule says (`phase`, `every:K`) or else resumes at the point the
     /// timeline reached meanwhile (`none`, `once`: each node keeps its offset).
     fn before_phase(&mut self, phase: u64) {
+        let opening = self.opening.take();
         if !self.jitter {
             if !self.paused {
                 self.handle.pause();
                 self.paused = true;
+                self.close_window();
             }
             return;
         }
-        if let Some(offset) = self.schedule.resync_offset(phase, self.timeline_ns) {
+        let moved = if let Some(offset) = self.schedule.resync_offset(phase, self.timeline_ns) {
             self.handle.resync(offset);
             self.resyncs += 1;
+            true
         } else if self.paused {
             self.handle.resume();
-        }
+            true
+        } else {
+            false
+        };
         self.paused = false;
+        if let Some((before, opened)) = opening {
+            // A resync or resume starts the window at its point; a replay running on starts it
+            // where it stood when the window opened.
+            let point_ns = if moved {
+                self.handle.position().segment_point_ns
+            } else {
+                before.point_now_ns
+            };
+            self.close_window();
+            self.windows.push(WindowMark {
+                phase,
+                point_ns,
+                injected_before: before.injected,
+                injected_ns_before: before.injected_ns,
+                opened_ns: opened,
+                closed_ns: 0,
+            });
+        }
     }
 
     fn set_jitter(&mut self, on: bool) {
         self.jitter = on;
+    }
+
+    fn open_window(&mut self, _phase: u64) {
+        self.opening = Some((self.handle.position(), jitter_emulator::injector::mono_ns()));
     }
 
     fn injected_span_ns(&self) -> u64 {

@@ -202,6 +202,38 @@ pub struct RunDetails {
     /// The most the trace can slow one phase down (absent without a trace or a bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_bound: Option<TraceBound>,
+    /// The stretches of the trace the measured jitter phases replayed (absent without a trace,
+    /// with virtual ranks, or from older reports): `predict --windows-of` replays the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows: Option<ReplayedWindows>,
+}
+
+/// The stretches of its trace a run's measured jitter phases replayed: one window per jitter
+/// block of a complete pair (paired design) or one for all measured phases (sequential).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ReplayedWindows {
+    /// Measured phases in each window.
+    pub phases_per_window: u64,
+    /// The windows, in order.
+    pub windows: Vec<ReplayedWindow>,
+}
+
+/// One window of [`ReplayedWindows`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ReplayedWindow {
+    /// Phase index of its first phase, warm-up included (the sync schedule's phase).
+    pub phase: u64,
+    /// Timeline point (trace ns from the window start of the trace) each rank's replay started
+    /// at, by rank.
+    pub points_ns: Vec<u64>,
+    /// Injections executed in the window, summed over ranks.
+    pub injected: u64,
+    /// Their span, ns (scaled, as replayed), summed over ranks.
+    pub injected_ns: u64,
+    /// The window's length on each rank, summed over ranks, ns (scaled: S × the trace time the
+    /// ranks covered).
+    #[serde(default)]
+    pub span_ns: u64,
 }
 
 /// The most the trace can add to one phase of a run (scaled ns, the largest over ranks).
@@ -247,6 +279,10 @@ pub struct PairedDetails {
     /// The larger 95 % half-width of the two slowdowns reached, percentage points.
     #[serde(deserialize_with = "nan_if_null")]
     pub precision_reached_pct: f64,
+    /// `--until-verdict`: the pairs ran until both intervals were narrower than half their
+    /// slowdowns (or the time budget ran out).
+    #[serde(default)]
+    pub until_verdict: bool,
 }
 
 /// The model a prediction ran.
@@ -281,6 +317,81 @@ pub struct PredictDetails {
     /// [`TraceInfo::digest`]); empty in reports written before it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace_digests: Vec<String>,
+    /// The run whose windows were predicted (`--windows-of`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub windows_of: Option<WindowsOf>,
+    /// What drives the predictions at the largest rank count (`--drivers`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drivers: Vec<Drivers>,
+}
+
+/// One size class of detours of one prediction (`predict --drivers`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SizeClass {
+    /// Detours of at least this length, ns.
+    pub threshold_ns: u64,
+    /// How many the replayed streams hold.
+    pub detours: u64,
+    /// Their share of all detours.
+    pub detour_share: f64,
+    /// Their share of the noise time.
+    pub noise_share: f64,
+    /// Share of the predicted SD eq. (2) they cause: 1 − SD without them / SD.
+    pub sd_share: f64,
+}
+
+/// The drivers of one predicted point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Drivers {
+    /// Trace label.
+    pub trace: String,
+    /// Ranks.
+    pub ranks: u64,
+    /// Sync mode.
+    pub sync: String,
+    /// The predicted SD eq. (2), percent.
+    pub sd_qtbt_pct: f64,
+    /// Largest share of its stream a rank replayed.
+    pub coverage: f64,
+    /// The classes present in the trace, shortest threshold first.
+    pub classes: Vec<SizeClass>,
+}
+
+/// A prediction of the stretches of a trace one real run replayed (`predict --windows-of`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowsOf {
+    /// The run's report.
+    pub run: String,
+    /// Its windows.
+    pub windows: u64,
+    /// Phases per window.
+    pub phases_per_window: u64,
+    /// The injections of both.
+    pub injection: InjectionCheck,
+}
+
+/// The injections of a run's windows against those of their prediction, with the tolerance
+/// that says how far apart they may be (`predict::window::injection_check`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct InjectionCheck {
+    /// Injections the run executed in its windows (all ranks).
+    pub run_injected: u64,
+    /// Injections the prediction executed in them.
+    pub predicted_injected: u64,
+    /// Largest difference of counts that agrees.
+    pub tolerance: f64,
+    /// The run's injected time, ns (scaled).
+    pub run_injected_ns: u64,
+    /// The prediction's, ns (scaled).
+    pub predicted_injected_ns: u64,
+    /// Largest difference of time that agrees, ns (scaled).
+    pub tolerance_ns: f64,
+    /// Trace time the run's windows covered, summed over ranks, ns.
+    pub run_covered_ns: f64,
+    /// Trace time the prediction's covered, summed over ranks, ns.
+    pub predicted_covered_ns: f64,
+    /// Both within their tolerance.
+    pub agrees: bool,
 }
 
 /// The emulator's own cost on one rank or the platform assumed by a prediction.
@@ -378,6 +489,22 @@ pub struct ResultRow {
     /// whole-run time such as LogGOPSim's measures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period_ns: Option<[f64; 2]>,
+    /// A prediction over several offset draws: the range of the draws' slowdowns (the row's
+    /// own slowdowns pool every draw's phases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draws: Option<DrawSpread>,
+}
+
+/// The slowdowns of one prediction over independent draws of the offsets and resync points
+/// (seeds `seed`, `seed + 1`, …): how much the stretch of trace replayed moves the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct DrawSpread {
+    /// Draws.
+    pub draws: u64,
+    /// Lowest and highest SD eq. (2) of one draw, percent.
+    pub sd_qtbt_range_pct: [f64; 2],
+    /// Lowest and highest SD eq. (3) of one draw, percent.
+    pub sd_qt_range_pct: [f64; 2],
 }
 
 /// A whole report.

@@ -26,8 +26,8 @@ use crate::noise::{self, PlatformNoise};
 use crate::predict::placement::{self, NodeTraceArgs, Placement};
 use crate::replay::{EmulatorCost, Replay, ReplayTotals, VirtualReplay};
 use crate::report::{
-    BaselineDetails, Config, EmulatorTotals, PairedDetails, RankCost, Report, ReportKind,
-    ResultRow, RunDetails, TraceBound, TraceInfo,
+    BaselineDetails, Config, EmulatorTotals, PairedDetails, RankCost, ReplayedWindows, Report,
+    ReportKind, ResultRow, RunDetails, TraceBound, TraceInfo,
 };
 use crate::table;
 
@@ -86,8 +86,13 @@ pub struct RunArgs {
     /// (percentage points, e.g. `0.5pp`), instead of a period.
     #[arg(long, value_name = "PP", value_parser = parse_precision)]
     pub precision: Option<f64>,
-    /// Time budget of `--precision` (unscaled; default 10min): stops and reports the precision
-    /// reached.
+    /// Paired design: run block pairs until both slowdowns' 95 % intervals are narrower than
+    /// half of the slowdowns (so that a comparison with a prediction can reach a verdict),
+    /// instead of a period; `--max-time` bounds it.
+    #[arg(long, conflicts_with_all = ["precision", "phases"])]
+    pub until_verdict: bool,
+    /// Time budget of `--precision` or `--until-verdict` (unscaled; default 10min): stops and
+    /// reports the precision reached.
     #[arg(long, value_parser = positive_duration_flag)]
     pub max_time: Option<u64>,
     /// No-jitter reference of the sequential design: `measured` (run it first), `quanta`
@@ -216,11 +221,14 @@ fn design_of(args: &RunArgs) -> anyhow::Result<Design> {
         if args.precision.is_some() && args.phases.is_some() {
             bail!("--precision and --phases are two stop rules: give one");
         }
-    } else if args.precision.is_some() {
-        bail!("--precision needs --design paired (the interval comes from block pairs)");
+    } else if args.precision.is_some() || args.until_verdict {
+        bail!(
+            "--precision and --until-verdict need --design paired (the interval comes from \
+             block pairs)"
+        );
     }
-    if args.max_time.is_some() && args.precision.is_none() {
-        bail!("--max-time is the time budget of --precision: give both");
+    if args.max_time.is_some() && args.precision.is_none() && !args.until_verdict {
+        bail!("--max-time is the time budget of --precision or --until-verdict: give one");
     }
     Ok(design)
 }
@@ -429,6 +437,8 @@ struct Measured {
     measured_baseline: Option<LoopOutcome>,
     outcome: LoopOutcome,
     totals: ReplayTotals,
+    /// This rank's measured stretches of jitter.
+    windows: Vec<crate::windows::RankWindow>,
     /// The largest excess the trace can add to one phase and the window it was taken over
     /// (scaled ns, max over ranks).
     bound: [f64; 2],
@@ -439,12 +449,13 @@ struct Gathered {
     calibration: Vec<RankCost>,
     emulator: EmulatorTotals,
     platform_noise_max_ns: f64,
+    windows: Option<ReplayedWindows>,
 }
 
 fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
     let prepared = prepare(comm, args)?;
     let measured = measure(comm, args, &prepared)?;
-    let Some(gathered) = gather(comm, &prepared, &measured)? else {
+    let Some(gathered) = gather(comm, args, &prepared, &measured)? else {
         return Ok(());
     };
     let (report, base) = build_report(comm, args, &prepared, &measured, gathered)?;
@@ -631,12 +642,14 @@ fn measure(comm: &Mpi, args: &RunArgs, p: &Prepared) -> anyhow::Result<Measured>
     // The paired design gives its baseline blocks as much as its jitter blocks: `--phases N`
     // and `--period T` are the jitter's share, as the sequential design's run is.
     let share = if paired { 2 } else { 1 };
+    let max_ns = (args.max_time.unwrap_or(DEFAULT_MAX_TIME_NS) as f64 * scale).round() as u64;
     let until = |period_ns: u64| match (args.phases, args.precision) {
         (Some(n), _) => Until::Phases(n.saturating_mul(share)),
         (None, Some(hw)) => Until::Precision {
             half_width_pct: hw,
-            max_ns: (args.max_time.unwrap_or(DEFAULT_MAX_TIME_NS) as f64 * scale).round() as u64,
+            max_ns,
         },
+        (None, None) if args.until_verdict && paired => Until::Verdict { max_ns },
         (None, None) => Until::Elapsed((period_ns as f64 * scale).round() as u64 * share),
     };
     let clock = &p.setup.clock;
@@ -674,6 +687,7 @@ fn measure(comm: &Mpi, args: &RunArgs, p: &Prepared) -> anyhow::Result<Measured>
 
     // 5. The run, with the emulator when there is a trace.
     let keep = args.phases_csv.is_some() && rank == 0;
+    let mut windows = Vec::new();
     let (outcome, totals) = match &p.plan {
         None => (
             run_phases(
@@ -701,7 +715,14 @@ fn measure(comm: &Mpi, args: &RunArgs, p: &Prepared) -> anyhow::Result<Measured>
                 let started = Replay::start(plan, node, p.schedule, clock);
                 let mut replay = agree(comm, started)?;
                 let out = run_phases(comm, clock, &spec, &mut replay);
+                let marks = replay.windows().to_vec();
+                let end_ns = jitter_emulator::injector::mono_ns();
                 let totals = agree(comm, replay.stop())?;
+                windows = crate::windows::with_injections(
+                    &marks,
+                    (totals.injected, totals.injected_ns),
+                    end_ns,
+                );
                 (out, totals)
             }
         }
@@ -730,12 +751,18 @@ fn measure(comm: &Mpi, args: &RunArgs, p: &Prepared) -> anyhow::Result<Measured>
         measured_baseline,
         outcome,
         totals,
+        windows,
         bound,
     })
 }
 
 /// Step 6: gathers calibrations and sums emulator totals on rank 0 (`None` on other ranks).
-fn gather(comm: &Mpi, p: &Prepared, m: &Measured) -> anyhow::Result<Option<Gathered>> {
+fn gather(
+    comm: &Mpi,
+    args: &RunArgs,
+    p: &Prepared,
+    m: &Measured,
+) -> anyhow::Result<Option<Gathered>> {
     let setup = &p.setup;
     let cal = RankCost {
         rank: comm.rank() as i64,
@@ -755,6 +782,20 @@ fn gather(comm: &Mpi, p: &Prepared, m: &Measured) -> anyhow::Result<Option<Gathe
     comm.sum_to_root(&mut sums);
     let mut maxes = [m.totals.progress, setup.noise.max_ns as f64];
     comm.all_max(&mut maxes);
+    // The windows whose phases were measured (rank 0 holds the outcome): one per complete
+    // pair's jitter block, or one for the sequential design's measured phases.
+    let (kept, per_window) = match &m.outcome.paired {
+        Some(pr) => (pr.pairs.len(), args.block_phases),
+        None => (
+            usize::from(m.outcome.averages.phases > 0),
+            m.outcome.averages.phases,
+        ),
+    };
+    let windows = if p.plan.is_some() && args.virtual_ranks == 1 {
+        crate::windows::gather(comm, &m.windows, kept, per_window)
+    } else {
+        None
+    };
     if comm.rank() != 0 {
         return Ok(None);
     }
@@ -767,6 +808,7 @@ fn gather(comm: &Mpi, p: &Prepared, m: &Measured) -> anyhow::Result<Option<Gathe
         calibration,
         emulator: ReplayTotals::from_sums(&sums, maxes[0]).to_report(),
         platform_noise_max_ns: maxes[1],
+        windows,
     }))
 }
 /// The configuration of a run with what it measured beside its results, and the baseline's
@@ -811,9 +853,9 @@ fn run_config(
             block_phases: args.block_phases,
             pairs: pr.pairs.len() as u64,
             precision_target_pct: args.precision,
-            max_time_ns: args
-                .precision
-                .map(|_| args.max_time.unwrap_or(DEFAULT_MAX_TIME_NS)),
+            max_time_ns: (args.precision.is_some() || args.until_verdict)
+                .then(|| args.max_time.unwrap_or(DEFAULT_MAX_TIME_NS)),
+            until_verdict: args.until_verdict,
             precision_reached_pct: pr.half_width_pct(),
         }),
         virtual_ranks_per_process: (args.virtual_ranks > 1).then_some(args.virtual_ranks),
@@ -821,6 +863,7 @@ fn run_config(
             excess_ns: m.bound[0],
             window_ns: m.bound[1],
         }),
+        windows: g.windows.clone(),
     };
     let config = Config {
         trace: p.trace.as_ref().map(|t| t.info.clone()),
@@ -921,11 +964,19 @@ fn build_report(
             ));
         }
         if outcome.stopped_by == crate::bench::StopReason::MaxTime {
-            report.warnings.push(format!(
-                "--max-time ran out before the precision {} pp: reached ± {:.3} pp",
-                args.precision.unwrap_or(f64::NAN),
-                p.half_width_pct()
-            ));
+            report.warnings.push(match args.precision {
+                Some(hw) => format!(
+                    "--max-time ran out before the precision {hw} pp: reached ± {:.3} pp",
+                    p.half_width_pct()
+                ),
+                None => format!(
+                    "--max-time ran out before the intervals were narrower than half their \
+                     slowdowns (reached ± {:.3} pp): a comparison with a prediction may get no \
+                     verdict; a longer --max-time, or a machine with less noise of its own, \
+                     narrows them",
+                    p.half_width_pct()
+                ),
+            });
         }
     }
     report.results.push(result_row(
@@ -1053,6 +1104,7 @@ fn result_row(
         lost_rel: a.lost_rel(),
         emulator,
         period_ns: None,
+        draws: None,
     }
 }
 

@@ -317,6 +317,51 @@ fn results_table(out: &mut String, rows: &[&ResultRow], with_emulator: bool) {
     out.push_str(&table.markdown());
 }
 
+/// The measured rows beside the prediction of the same stretches of their trace (the demo's
+/// `window-<run>.json`, from `predict --windows-of`) and the whole-trace prediction at the
+/// replayed ranks (`here`, with its range over offset draws): one table, like with like.
+fn beside(dir: &Path, runs: &[(String, Report)], here: Option<&Report>) -> anyhow::Result<String> {
+    let mut md = String::from(
+        "\n## Prediction beside measurement: the same stretches of the trace\n\n\
+         Each measured row is judged against the prediction of the windows of the trace that run \
+         replayed (its offsets, resyncs and blocks; `predict --windows-of`), on the run's own \
+         calibrated injector; `same detours` says whether both injected the same detours within \
+         the stated tolerance. Beside it, the prediction over the whole trace (its phases pooled \
+         over offset draws, the range of the draws in brackets): what a stretch of trace the \
+         length of the run could have given.\n\n",
+    );
+    let mut rows = Vec::new();
+    for (name, r) in runs {
+        let Some(m) = r.results.first() else { continue };
+        let window = dir.join(format!("window-{name}"));
+        let same = if window.exists() {
+            Some(Report::load(&window)?)
+        } else {
+            None
+        };
+        let check = same
+            .as_ref()
+            .and_then(|p| p.config.predict.as_ref()?.windows_of.as_ref())
+            .map(|w| w.injection);
+        let same_row = same.as_ref().and_then(|p| p.results.first());
+        let whole =
+            here.and_then(|p| (p.results.iter()).find(|x| x.ranks == m.ranks && x.sync == m.sync));
+        rows.extend(crate::comparison::compare(crate::comparison::Inputs {
+            measured: m,
+            platform_pct: crate::predict::window::platform_noise_pct(r),
+            same_windows: same_row.zip(check.as_ref()),
+            whole,
+        }));
+    }
+    md.push_str(&crate::comparison::render(&rows, true));
+    md.push_str(
+        "\nThe measured SD also contains the replay machine's own noise (`platform`); the \
+         predictions do not, so a prediction within 1 pp plus that noise agrees. A row whose \
+         interval is wider than its effect gets no verdict: a longer run (`--period`) narrows it.\n",
+    );
+    Ok(md)
+}
+
 /// `replay-bench study`: writes report.md and headlines.json into the folder and prints the headlines.
 pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
     let dir = &args.dir;
@@ -452,26 +497,8 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
         results_table(&mut md, &rows, false);
         md.push_str("\n![SD vs ranks](sd-vs-ranks.svg)\n");
     }
-    if let Some(p) = &here {
-        md.push_str("\n## Prediction beside measurement (this machine's calibrated injector)\n\n");
-        let mut table = Table::new(["ranks", "sync", "measured SD eq. 2", "predicted SD eq. 2"])
-            .align(1, Align::Left);
-        for (_, r) in &runs {
-            for m in &r.results {
-                let pred = p
-                    .results
-                    .iter()
-                    .find(|x| x.ranks == m.ranks && x.sync == m.sync);
-                table.row([
-                    m.ranks.to_string(),
-                    m.sync.clone(),
-                    pct(m.sd_qtbt_pct),
-                    pred.map_or("n/a".into(), |x| pct(x.sd_qtbt_pct)),
-                ]);
-            }
-        }
-        md.push_str(&table.markdown());
-        md.push_str("\nThe measured SD also contains the replay machine's own noise (see the platform-noise warnings above); the prediction does not.\n");
+    if !runs.is_empty() {
+        md.push_str(&beside(dir, &runs, here.as_ref())?);
     }
     md.push_str("\n## Files\n\n");
     let mut files: Vec<String> = std::fs::read_dir(dir)?

@@ -36,6 +36,7 @@ fn cfg(quanta_ns: u64, phases: u64, stage_ns: f64, drift_sd_ns: f64, seed: u64) 
         comm: CommModel::OFFLOADED,
         drift_sd_ns,
         seed,
+        window: None,
     }
 }
 
@@ -165,7 +166,17 @@ fn simulation_and_order_statistics_agree_on_a_realistic_trace() {
     for n in [16u64, 64, 256, 1024, 4096] {
         let seeds = 4u64;
         let sds: Vec<f64> = (0..seeds)
-            .map(|s| sd_qt(&run(&pl, n, SyncMode::None, &DesConfig { seed: s, ..c })))
+            .map(|s| {
+                sd_qt(&run(
+                    &pl,
+                    n,
+                    SyncMode::None,
+                    &DesConfig {
+                        seed: s,
+                        ..c.clone()
+                    },
+                ))
+            })
             .collect();
         let (des, se) = mean_se(&sds);
         let os = order_stats_row("r", &a, n, SyncMode::None, &c, 1.0)
@@ -282,7 +293,17 @@ fn simulation_and_order_statistics_from_16_to_65536_ranks() {
     while n <= 65_536 {
         let seeds = 4u64;
         let outs: Vec<DesOutcome> = (0..seeds)
-            .map(|s| run(&pl, n, SyncMode::None, &DesConfig { seed: s, ..c }))
+            .map(|s| {
+                run(
+                    &pl,
+                    n,
+                    SyncMode::None,
+                    &DesConfig {
+                        seed: s,
+                        ..c.clone()
+                    },
+                )
+            })
             .collect();
         let (des, se) = mean_se(&outs.iter().map(sd_qt).collect::<Vec<_>>());
         let lat = c.barrier.latency_ns(n);

@@ -227,6 +227,23 @@ pub fn drop_below(trace: &Trace, threshold_ns: u64) -> Result<(Trace, u64), Trac
     Ok((t, dropped))
 }
 
+/// Removes detours of `threshold_ns` and longer; their time becomes sleep (what a prediction
+/// without them answers: how much of a slowdown they cause). Returns how many went.
+pub fn drop_at_least(trace: &Trace, threshold_ns: u64) -> Result<(Trace, u64), TraceError> {
+    let mut out = trace.clone();
+    let mut dropped = 0u64;
+    for (o, s) in out.streams.iter_mut().zip(&trace.streams) {
+        let ds: Vec<Detour> = (s.records.iter())
+            .filter(|r| r.run_ns < threshold_ns)
+            .map(|r| r.detour())
+            .collect();
+        dropped += (s.records.len() - ds.len()) as u64;
+        *o = rebuild(s, s.begin_ns, s.end_ns, &ds)?;
+    }
+    let t = finish(out, format!("drop>={threshold_ns}ns"))?;
+    Ok((t, dropped))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,5 +347,17 @@ mod tests {
             e,
             "CPU 0 is listed twice: each stream is kept once (list every CPU once)"
         );
+    }
+
+    #[test]
+    fn dropping_long_detours_keeps_the_short_ones_and_the_length() {
+        let t = trace(&[(10, 5), (100, 50), (200, 7), (300, 500)], 1_000);
+        let (d, n) = drop_at_least(&t, 50).unwrap();
+        assert_eq!(n, 2);
+        let runs: Vec<u64> = d.streams[0].records.iter().map(|r| r.run_ns).collect();
+        assert_eq!(runs, vec![5, 7]);
+        assert_eq!(d.streams[0].duration_ns(), t.streams[0].duration_ns());
+        assert_eq!(d.streams[0].noise_ns(), 12);
+        assert_eq!(d.header.labels["transform"], "drop>=50ns");
     }
 }

@@ -428,9 +428,11 @@ mod tests {
                 comm: CommModel::OFFLOADED,
                 drift_sd_ns: 0.0,
                 seed: 1,
+                window: None,
             },
             platform: Platform::ideal(),
             engine: crate::predict::Engine::Walk,
+            draws: 1,
         }
     }
 

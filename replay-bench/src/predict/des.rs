@@ -39,7 +39,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use super::collective::{self, symmetric, Algorithm, Clocks, CommModel, Costs, LoopShape, Scratch};
-use super::placement::{Placement, Timelines};
+use super::placement::{Placement, RunWindow, Timelines};
 use crate::comm::{Collective, Solo};
 use crate::metrics::{PhaseAverages, PhaseSample};
 use crate::report::EmulatorTotals;
@@ -68,7 +68,7 @@ pub fn ceil_log2(n: u64) -> u32 {
 }
 
 /// Everything a simulation needs besides the plans, the rank count and the sync mode.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DesConfig {
     /// Work quanta q per phase, ns (unscaled).
     pub quanta_ns: u64,
@@ -87,6 +87,9 @@ pub struct DesConfig {
     pub drift_sd_ns: f64,
     /// Seed of the sync schedule and of the timer errors.
     pub seed: u64,
+    /// A real run's window to start from instead of the schedule's offsets (`None`: the
+    /// schedule's): a prediction of the stretches the run replayed (`predict --windows-of`).
+    pub window: Option<Arc<RunWindow>>,
 }
 
 /// What one simulation measured.
@@ -408,7 +411,8 @@ fn simulate_walk(
     on_phase: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<DesOutcome> {
     let periods: Vec<u64> = plans.iter().map(|p| p.period_ns()).collect();
-    let lines = Timelines::new(cfg.ranks_per_node, &periods)?;
+    let lines =
+        Timelines::new(cfg.ranks_per_node, &periods)?.at_window(cfg.window.clone(), ranks)?;
     let place = lines.placement;
     let opts = *plans[0].options();
     let scale = opts.scale;
@@ -1501,7 +1505,8 @@ fn simulate_indexed(
     on_phase: &(dyn Fn(u64) + Sync),
 ) -> anyhow::Result<DesOutcome> {
     let periods: Vec<u64> = ix.iter().map(|x| x.period_ns()).collect();
-    let lines = Timelines::new(cfg.ranks_per_node, &periods)?;
+    let lines =
+        Timelines::new(cfg.ranks_per_node, &periods)?.at_window(cfg.window.clone(), ranks)?;
     let place = lines.placement;
     let opts = *ix[0].options();
     let schedule = SyncSchedule {
@@ -1541,7 +1546,7 @@ fn simulate_indexed(
         // a common start (every mode but none) and an algorithm in which every rank sends and
         // receives each round, all ranks stay copies of one another: one state stands for all.
         let mut states: Vec<IdxRank> = Vec::new();
-        if ix.len() == 1 && mode != SyncMode::None && procs == 1 && symmetric(alg, ranks) {
+        if ix.len() == 1 && lines.common_start(mode) && procs == 1 && symmetric(alg, ranks) {
             let mut st = new_rank(
                 &ix[0],
                 &ix[0].segment_start(lines.start_offset(&schedule, 0)),
@@ -1626,6 +1631,7 @@ mod tests {
             comm: CommModel::OFFLOADED,
             drift_sd_ns: 0.0,
             seed: 1,
+            window: None,
         }
     }
 

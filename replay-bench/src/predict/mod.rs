@@ -14,11 +14,13 @@ pub mod background;
 pub mod budget;
 pub mod collective;
 pub mod des;
+pub mod drivers;
 pub mod order_stats;
 pub mod placement;
 pub mod platform;
 pub mod whatif;
 pub mod whatif_chart;
+pub mod window;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -34,7 +36,9 @@ use jitter_trace::Trace;
 use rayon::prelude::*;
 
 use crate::metrics::slowdown_pct;
-use crate::report::{Config, PredictDetails, RankCost, Report, ReportKind, ResultRow, TraceInfo};
+use crate::report::{
+    Config, DrawSpread, PredictDetails, RankCost, Report, ReportKind, ResultRow, TraceInfo,
+};
 
 pub use collective::{Algorithm, CommModel, LoopShape};
 pub use des::{
@@ -163,6 +167,31 @@ pub struct PredictArgs {
     /// Whether to go on with a trace that lacks detours.
     #[command(flatten)]
     pub salvage: SalvageArgs,
+    /// Predict the stretches of the trace that a real run replayed (its report, `run -o`): the
+    /// run's ranks, sync mode, seed, quanta, S and platform, each measured window from the run's
+    /// start points; prints the measurement beside this prediction with its verdict, and checks
+    /// that both injected the same detours.
+    #[arg(
+        long,
+        value_name = "RUN_JSON",
+        conflicts_with_all = ["ranks", "sync", "quanta", "phases", "whole_trace", "seed", "ranks_per_node", "model", "platform", "platform_noise", "node_traces", "draws"]
+    )]
+    pub windows_of: Option<PathBuf>,
+    /// Simulate as many phases as it takes one rank to replay its whole trace once (trace
+    /// length ÷ q; the fraction rule stops it where the noise makes it sooner) instead of
+    /// --phases.
+    #[arg(long, conflicts_with = "phases")]
+    pub whole_trace: bool,
+    /// Say what drives each prediction at the largest rank count: the share of its slowdown
+    /// due to the detours of each size class (≥ 10 µs, 100 µs, 1 ms, 10 ms), from the same
+    /// prediction without them.
+    #[arg(long, conflicts_with_all = ["node_traces", "platform_noise"])]
+    pub drivers: bool,
+    /// Offset draws: simulate each point this many times (seeds seed, seed + 1, …), pool their
+    /// phases and report the range of the draws' slowdowns (how much the stretch of trace
+    /// replayed moves the answer).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub draws: u64,
 }
 
 impl PredictArgs {
@@ -292,6 +321,8 @@ pub struct PredictSpec {
     pub platform: Platform,
     /// How the simulation walks the plans.
     pub engine: Engine,
+    /// Offset draws per point (seeds `des.seed`, `des.seed + 1`, …), pooled.
+    pub draws: u64,
 }
 
 /// The reports of one prediction (one per model run).
@@ -537,21 +568,32 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
             .map(|t| t.with_background(&bg))
             .collect::<anyhow::Result<_>>()?;
     }
+    let phases = if args.whole_trace {
+        let longest = (traces.iter().flat_map(|t| &t.plans))
+            .map(|p| p.period_ns())
+            .max()
+            .unwrap_or(0);
+        longest.div_ceil(quanta.max(1)).max(1)
+    } else {
+        args.phases
+    };
     let spec = PredictSpec {
         ranks,
         modes,
         model: args.model,
         des: DesConfig {
             quanta_ns: quanta,
-            phases: args.phases,
+            phases,
             ranks_per_node: args.ranks_per_node,
             barrier: BarrierModel { stage_ns: stage },
             comm,
             drift_sd_ns: platform.lateness_sd_ns,
             seed: args.seed,
+            window: None,
         },
         platform,
         engine: Engine::default(),
+        draws: args.draws,
     };
     Ok((traces, spec))
 }
@@ -589,6 +631,8 @@ fn config(traces: &[TraceInput], spec: &PredictSpec) -> Config {
             trace_digests: (traces.iter())
                 .map(|t| t.info.digest.clone().unwrap_or_default())
                 .collect(),
+            windows_of: None,
+            drivers: Vec::new(),
         }),
     }
 }
@@ -628,6 +672,7 @@ pub fn des_row(trace: &str, ranks: u64, mode: SyncMode, o: &DesOutcome) -> Resul
         lost_rel: o.averages.lost_rel(),
         emulator: o.emulator,
         period_ns: Some([o.mean_period_ns, o.baseline_period_ns]),
+        draws: None,
     }
 }
 
@@ -726,6 +771,7 @@ pub fn order_stats_row_mix(
         lost_rel: (max_qt - mean_qt) / (q + mean_qt),
         emulator: Default::default(),
         period_ns: None,
+        draws: None,
     })
 }
 
@@ -811,50 +857,48 @@ pub fn predict_on(
             }
             for &mode in &spec.modes {
                 for &n in &spec.ranks {
-                    let mut out = des::simulate_with(
-                        comm,
-                        &t.plans,
-                        ix.as_deref(),
-                        n,
-                        mode,
-                        &spec.des,
-                        &|_| progress.inc(n),
-                    )?;
-                    if let (Some(b), Some(bix)) = (&t.background, &bg_ix) {
-                        // The baseline: the platform's noise alone, the same ranks and offsets,
-                        // over the same stretch of the timeline: its phases are shorter, and the
-                        // platform's noise is not the same everywhere (a burst just past the
-                        // baseline's end would count for the trace), so it runs on for as many
-                        // more phases as the trace's own stretch takes.
-                        let base = |phases: u64| {
-                            let cfg = DesConfig { phases, ..spec.des };
-                            des::simulate_with(
-                                comm,
-                                &b.plans,
-                                bix.as_deref(),
-                                n,
-                                mode,
-                                &cfg,
-                                &|_| {},
-                            )
+                    let mut pooled = None;
+                    let mut spread = DrawSpread {
+                        draws: spec.draws.max(1),
+                        sd_qtbt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
+                        sd_qt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
+                    };
+                    for d in 0..spec.draws.max(1) {
+                        let cfg = DesConfig {
+                            seed: spec.des.seed.wrapping_add(d),
+                            ..spec.des.clone()
                         };
-                        let mut b0 = base(spec.des.phases)?;
-                        let span = out.mean_period_ns * out.averages.phases as f64;
-                        let more = (span / b0.mean_period_ns.max(1.0)).ceil() as u64;
-                        if more > b0.averages.phases && !b0.stopped_by_fraction {
-                            b0 = base(more)?;
-                        }
-                        out.over_background(&b0, &b.lap);
+                        let point = Point {
+                            comm,
+                            input: t,
+                            ix: ix.as_deref(),
+                            bg_ix: bg_ix.as_ref().map(|b| b.as_deref()),
+                            ranks: n,
+                            mode,
+                            progress,
+                        };
+                        let out = point.simulate(&cfg)?;
+                        let row = des_row(&t.label, n, mode, &out);
+                        let widen = |r: &mut [f64; 2], x: f64| *r = [r[0].min(x), r[1].max(x)];
+                        widen(&mut spread.sd_qtbt_range_pct, row.sd_qtbt_pct);
+                        widen(&mut spread.sd_qt_range_pct, row.sd_qt_pct);
+                        window::pool(&mut pooled, out);
                     }
+                    let out = pooled.context("no draw")?;
+                    let draws = spec.draws.max(1);
                     if out.stopped_by_fraction {
-                        progress.inc((spec.des.phases - out.averages.phases).saturating_mul(n));
+                        progress.inc(
+                            (spec.des.phases * draws)
+                                .saturating_sub(out.averages.phases)
+                                .saturating_mul(n),
+                        );
                         r.warnings.push(format!(
                             "{} at {n} ranks, sync {mode}: a rank replayed f = {} of its stream \
                              after {} of {} phases; the run stopped there",
                             t.label,
                             spec.platform.options().fraction,
                             out.averages.phases,
-                            spec.des.phases
+                            spec.des.phases * draws
                         ));
                     }
                     anyhow::ensure!(
@@ -868,7 +912,9 @@ pub fn predict_on(
                             t.label, out.emulator.dropped, out.emulator.dropped_ns
                         ));
                     }
-                    r.results.push(des_row(&t.label, n, mode, &out));
+                    let mut row = des_row(&t.label, n, mode, &out);
+                    row.draws = (draws > 1).then_some(spread);
+                    r.results.push(row);
                 }
             }
         }
@@ -877,6 +923,50 @@ pub fn predict_on(
         des,
         order_stats: os,
     })
+}
+
+/// One simulated point (a trace, a rank count and a mode) of [`predict_on`].
+struct Point<'a> {
+    comm: &'a dyn crate::comm::Collective,
+    input: &'a TraceInput,
+    ix: Option<&'a [jitter_emulator::PlanIndex]>,
+    bg_ix: Option<Option<&'a [jitter_emulator::PlanIndex]>>,
+    ranks: u64,
+    mode: SyncMode,
+    progress: &'a ProgressBar,
+}
+
+impl Point<'_> {
+    /// Simulates the point with `cfg` (its seed: one draw), over the platform's noise when
+    /// the input has one.
+    fn simulate(&self, cfg: &DesConfig) -> anyhow::Result<DesOutcome> {
+        let (comm, t, n, mode) = (self.comm, self.input, self.ranks, self.mode);
+        let progress = self.progress;
+        let mut out =
+            des::simulate_with(comm, &t.plans, self.ix, n, mode, cfg, &|_| progress.inc(n))?;
+        if let (Some(b), Some(bix)) = (&t.background, &self.bg_ix) {
+            // The baseline: the platform's noise alone, the same ranks and offsets,
+            // over the same stretch of the timeline: its phases are shorter, and the
+            // platform's noise is not the same everywhere (a burst just past the
+            // baseline's end would count for the trace), so it runs on for as many
+            // more phases as the trace's own stretch takes.
+            let base = |phases: u64| {
+                let cfg = DesConfig {
+                    phases,
+                    ..cfg.clone()
+                };
+                des::simulate_with(comm, &b.plans, *bix, n, mode, &cfg, &|_| {})
+            };
+            let mut b0 = base(cfg.phases)?;
+            let span = out.mean_period_ns * out.averages.phases as f64;
+            let more = (span / b0.mean_period_ns.max(1.0)).ceil() as u64;
+            if more > b0.averages.phases && !b0.stopped_by_fraction {
+                b0 = base(more)?;
+            }
+            out.over_background(&b0, &b.lap);
+        }
+        Ok(out)
+    }
 }
 
 /// Most negative slowdown a prediction may show, percent: noise only slows a run down, and the
@@ -1012,6 +1102,13 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
         "cannot set {threads} worker threads: the pool already has {}",
         rayon::current_num_threads()
     );
+    if args.windows_of.is_some() {
+        anyhow::ensure!(
+            mpi_comm.is_none(),
+            "--windows-of predicts the few ranks of one run: run it without an MPI launcher"
+        );
+        return window::main(&args, engine);
+    }
     let (traces, mut spec) = prepare(&args)?;
     spec.engine = engine;
     // Estimate before anything large is allocated; every process checks its own share and all
@@ -1064,6 +1161,16 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     check_plausible(&p)?;
+    let mut p = p;
+    if args.drivers {
+        let found = drivers_of(&args, &traces, &spec)?;
+        for d in &found {
+            println!("drivers: {}", d.line());
+        }
+        if let Some(det) = p.des.as_mut().and_then(|r| r.config.predict.as_mut()) {
+            det.drivers = found;
+        }
+    }
     println!("{}", spec.des.comm.describe(spec.des.barrier.stage_ns));
     let rows = study_rows(&p);
     print!("{}", crate::plot::render_table(&rows));
@@ -1099,6 +1206,25 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// [`drivers::drivers`] of every trace and mode at the largest rank count.
+fn drivers_of(
+    args: &PredictArgs,
+    traces: &[TraceInput],
+    spec: &PredictSpec,
+) -> anyhow::Result<Vec<drivers::Drivers>> {
+    let n = spec.ranks.iter().copied().max().unwrap_or(1);
+    let mut out = Vec::new();
+    for (path, input) in args.traces.iter().zip(traces) {
+        let trace = jitter_trace::read_trace(path)
+            .with_context(|| format!("cannot read trace {}", path.display()))?
+            .trace;
+        for &mode in &spec.modes {
+            out.push(drivers::drivers(&trace, input, spec, n, mode)?);
+        }
+    }
+    Ok(out)
+}
+
 /// The simulation's work in rank-phases (what the progress counts; 0 for the analytic tier).
 pub fn rank_phases(traces: usize, spec: &PredictSpec) -> u64 {
     if matches!(spec.model, Model::OrderStats) {
@@ -1107,7 +1233,7 @@ pub fn rank_phases(traces: usize, spec: &PredictSpec) -> u64 {
     let per_mode = spec.ranks.iter().fold(0u64, |a, &n| {
         a.saturating_add(n.saturating_mul(spec.des.phases))
     });
-    per_mode.saturating_mul(traces as u64 * spec.modes.len() as u64)
+    per_mode.saturating_mul(traces as u64 * spec.modes.len() as u64 * spec.draws.max(1))
 }
 
 /// How often a non-terminal stderr gets a line of progress.
@@ -1457,9 +1583,11 @@ mod tests {
                 comm: CommModel::OFFLOADED,
                 drift_sd_ns: 0.0,
                 seed: 1,
+                window: None,
             },
             platform: Platform::ideal(),
             engine: Engine::default(),
+            draws: 1,
         };
         assert_eq!(rank_phases(3, &spec), 3 * 2 * 48 * 100);
         spec.ranks = vec![u64::MAX / 2];

@@ -3,6 +3,7 @@
 //! One node trace (n = 1) is the single-trace layout: rank r replays stream r mod k.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
 use jitter_emulator::SyncSchedule;
@@ -99,6 +100,17 @@ impl Placement {
     }
 }
 
+/// Where the nodes of a real run started one measured stretch of jitter (a window of
+/// `ReplayedWindows`): a prediction of the same stretch starts there instead of at the sync
+/// schedule's offsets, and resyncs as the run's schedule did from the run's phase `phase` on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunWindow {
+    /// The run's phase index (warm-up included) of the window's first phase.
+    pub phase: u64,
+    /// Timeline point of each node, trace ns.
+    pub points_ns: Vec<u64>,
+}
+
 /// A placement with the timeline length of each node trace (each has its own window): the
 /// start and resync points every engine draws.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +119,8 @@ pub struct Timelines {
     pub placement: Placement,
     /// Period of each node trace's timeline, trace ns.
     periods: Vec<u64>,
+    /// A run's window to replay instead of the schedule's start (`None`: the schedule's).
+    window: Option<Arc<RunWindow>>,
 }
 
 impl Timelines {
@@ -115,7 +129,34 @@ impl Timelines {
     pub fn new(k: u64, plan_periods: &[u64]) -> anyhow::Result<Self> {
         let placement = Placement::new(k, plan_periods.len())?;
         let periods = plan_periods.iter().step_by(k as usize).copied().collect();
-        Ok(Timelines { placement, periods })
+        Ok(Timelines {
+            placement,
+            periods,
+            window: None,
+        })
+    }
+
+    /// These timelines started at a run's `window` (for `ranks` ranks: one point per node).
+    pub fn at_window(mut self, window: Option<Arc<RunWindow>>, ranks: u64) -> anyhow::Result<Self> {
+        if let Some(w) = &window {
+            let nodes = ranks.div_ceil(self.placement.k);
+            anyhow::ensure!(
+                w.points_ns.len() as u64 >= nodes,
+                "the run's window holds the start points of {} nodes, {ranks} ranks need {nodes}",
+                w.points_ns.len()
+            );
+        }
+        self.window = window;
+        Ok(self)
+    }
+
+    /// True when every rank starts at one point (the schedule's mode is not `none`, or a run's
+    /// window whose nodes all started at one point).
+    pub fn common_start(&self, mode: jitter_emulator::SyncMode) -> bool {
+        match &self.window {
+            None => mode != jitter_emulator::SyncMode::None,
+            Some(w) => w.points_ns.windows(2).all(|p| p[0] == p[1]),
+        }
     }
 
     /// Period of the timeline plan `plan` runs on, trace ns.
@@ -128,12 +169,22 @@ impl Timelines {
     #[inline]
     pub fn start_offset(&self, schedule: &SyncSchedule, rank: u64) -> u64 {
         let t = self.placement.trace(rank);
-        schedule.start_offset(self.placement.node(rank), self.periods[t])
+        let node = self.placement.node(rank);
+        match &self.window {
+            Some(w) => w.points_ns[node as usize] % self.periods[t].max(1),
+            None => schedule.start_offset(node, self.periods[t]),
+        }
     }
 
     /// The resync point of each node trace at the start of `phase` into `out` (one per node
     /// trace); false when the phase does not resync.
     pub fn resync_points(&self, schedule: &SyncSchedule, phase: u64, out: &mut [u64]) -> bool {
+        // A run's window starts at its own points; its later phases are the run's phases.
+        let phase = match &self.window {
+            Some(_) if phase == 0 => return false,
+            Some(w) => w.phase + phase,
+            None => phase,
+        };
         for (o, &p) in out.iter_mut().zip(&self.periods) {
             match schedule.resync_offset(phase, p) {
                 Some(x) => *o = x,
