@@ -191,12 +191,15 @@ fn measured(by: &str) -> bool {
 }
 
 /// The spread over offset draws of a prediction row's `metric` (low, high, %), drawn as a band
-/// around the prediction's line: the one place that reads it from a row. Reports carry no
-/// such field yet (issue 30 adds the spread over offset draws to predict rows); until they
-/// do, no row has a band, and the chart draws what exists: each measured row's 95 % interval.
+/// around the prediction's line: the one place that reads it from a row — the range of the
+/// slowdowns over offset draws (`predict --draws`); a prediction of one draw has no band.
 fn spread(row: &ResultRow, metric: Metric) -> Option<(f64, f64)> {
-    let _ = (row, metric);
-    None
+    let d = row.draws?;
+    let [lo, hi] = match metric {
+        Metric::Qtbt => d.sd_qtbt_range_pct,
+        Metric::Qt => d.sd_qt_range_pct,
+    };
+    (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
 }
 
 /// Draws SD against ranks (log axis), one series per (trace, sync, producer); measured points

@@ -1,31 +1,28 @@
 //! `replay-bench validate`: the prediction checked against measurement in one command. Real
 //! replays (`mpirun -np k replay-bench run`, the paired design) at each process count this
 //! machine holds and each sync mode, then the predictor on the same trace and settings with the
-//! runs' own platform (their calibration, `predict --platform RUN.json`) and barrier
-//! (`--calibrate-from`), and one table: measured SD ± its 95 % interval, predicted SD, the
-//! difference, and whether the prediction lies inside the interval or within 1 pp.
+//! runs' own platform (their calibration) and barrier (`--calibrate-from`), and one table
+//! (`comparison`): measured SD ± its 95 % interval beside the prediction of the very windows of
+//! the trace that run replayed (`predict::window`), the verdict (`verdict`: inside the interval,
+//! or within 1 pp plus the platform's noise; none where the interval is wider than the effect),
+//! whether both injected the same detours, and the whole-trace prediction with its range over
+//! offset draws (on the platform's recorded noise, `--platform-probe`).
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use serde::{Deserialize, Serialize};
 
-use jitter_trace::table::{Align, Table};
 use jitter_trace::units::parse_positive_duration;
 
+use crate::comparison;
 use crate::plot::{self, StudyRow};
 use crate::predict::{self, PredictArgs, RankCounts};
 use crate::report::{Report, ReportKind, ResultRow};
-use crate::table::fmt_sd;
 use jitter_emulator::cli::{ReplayArgs, SalvageArgs};
 use jitter_emulator::SyncMode;
-
-/// A prediction this close to the measurement agrees even outside a narrow interval, pp.
-pub const AGREE_PP: f64 = 1.0;
 
 /// Options of `replay-bench validate`.
 #[derive(Debug, Clone, Args)]
@@ -72,120 +69,12 @@ pub struct ValidateArgs {
     /// predicts on a noise-free machine.
     #[arg(long, default_value = "10s", value_parser = crate::run::duration_flag)]
     pub platform_probe: u64,
+    /// Offset draws of the whole-trace prediction shown beside each run (its range).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub draws: u64,
     /// MPI launcher (`mpirun`, `mpiexec`).
     #[arg(long, default_value = "mpirun")]
     pub mpirun: String,
-}
-
-/// One measured point beside its prediction, for one SD equation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Check {
-    /// Processes.
-    pub ranks: u64,
-    /// Sync mode.
-    pub sync: String,
-    /// `eq.2` (AvgMaxQTBT) or `eq.3` (AvgMaxQT).
-    pub metric: String,
-    /// Measured SD, percent.
-    pub measured_pct: f64,
-    /// Half-width of its 95 % interval, pp (None: the run had none).
-    pub ci95_pp: Option<f64>,
-    /// Predicted SD, percent.
-    pub predicted_pct: f64,
-    /// Predicted − measured, pp.
-    pub diff_pp: f64,
-    /// The prediction lies inside the measured interval.
-    pub inside: bool,
-    /// Inside the interval or within [`AGREE_PP`].
-    pub agrees: bool,
-    /// The platform's own noise during the run (its probe, the largest ratio over ranks),
-    /// percent: what the machine adds to the measurement and the prediction does not model.
-    pub platform_noise_pct: f64,
-}
-
-/// The checks of one measured row against its predicted row (eq. 2 and eq. 3); the run's
-/// platform noise ratio (0–1) goes along.
-pub fn checks(measured: &ResultRow, predicted: &ResultRow, platform_noise: f64) -> [Check; 2] {
-    let one = |metric: &str, m: f64, ci: Option<f64>, p: f64| {
-        let diff_pp = p - m;
-        let inside = ci.is_some_and(|h| diff_pp.abs() <= h);
-        Check {
-            ranks: measured.ranks,
-            sync: measured.sync.clone(),
-            metric: metric.into(),
-            measured_pct: m,
-            ci95_pp: ci,
-            predicted_pct: p,
-            diff_pp,
-            inside,
-            agrees: inside || diff_pp.abs() <= AGREE_PP,
-            platform_noise_pct: platform_noise * 100.0,
-        }
-    };
-    [
-        one(
-            "eq.2",
-            measured.sd_qtbt_pct,
-            measured.sd_qtbt_ci95_pct,
-            predicted.sd_qtbt_pct,
-        ),
-        one(
-            "eq.3",
-            measured.sd_qt_pct,
-            measured.sd_qt_ci95_pct,
-            predicted.sd_qt_pct,
-        ),
-    ]
-}
-
-/// The table as text: one line per check and a closing count, which says whether the
-/// prediction modelled the platform's noise (`background`: its trace) or not.
-pub fn render(checks: &[Check], background: Option<&str>) -> String {
-    let mut table = Table::new([
-        "ranks",
-        "sync",
-        "SD",
-        "measured (95 %)",
-        "predicted",
-        "diff",
-        "platform",
-        "agrees",
-    ])
-    .align(1, Align::Left)
-    .align(2, Align::Left)
-    .align(7, Align::Left);
-    for c in checks {
-        let verdict = if c.inside {
-            "yes (inside)"
-        } else if c.agrees {
-            "yes (≤ 1 pp)"
-        } else {
-            "NO"
-        };
-        table.row([
-            c.ranks.to_string(),
-            c.sync.clone(),
-            c.metric.clone(),
-            fmt_sd(c.measured_pct, c.ci95_pp),
-            format!("{:.2} %", c.predicted_pct),
-            format!("{:+.2} pp", c.diff_pp),
-            format!("{:.2} %", c.platform_noise_pct),
-            verdict.to_string(),
-        ]);
-    }
-    let mut s = table.render();
-    let n = checks.iter().filter(|c| c.agrees).count();
-    let platform = match background {
-        Some(file) => format!("in the prediction as {file}, recorded before the runs"),
-        None => "not in the prediction".into(),
-    };
-    let _ = writeln!(
-        s,
-        "{n} of {} predictions inside the measured 95 % interval or within {AGREE_PP} pp \
-         (platform: the machine's own noise during the run, {platform})",
-        checks.len()
-    );
-    s
 }
 
 /// The process counts: `text` (`1,2` or `1..4`) or 1 … the CPUs this process may use.
@@ -442,6 +331,7 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     if let Some(p) = &background {
         flags.extend(["--platform-noise".into(), p.display().to_string()]);
     }
+    flags.extend(["--draws".into(), a.draws.to_string()]);
     flags.extend(a.replay.to_flags());
     flags.extend(a.salvage.to_flags());
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
@@ -452,14 +342,23 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     let des = prediction
         .des
         .context("the prediction produced no simulation report")?;
+    // Each run against the prediction of the very windows of the trace it replayed (on its
+    // own platform; the machine's noise is not modelled there, the verdict allows for it), the
+    // whole-trace prediction over offset draws beside it.
+    let mut base = args.clone();
+    base.platform_noise = None;
+    base.draws = 1;
     let mut all = Vec::with_capacity(2 * total);
-    for (_, m, noise) in &measured {
-        let p = des
-            .results
-            .iter()
-            .find(|p| p.ranks == m.ranks && p.sync == m.sync)
-            .with_context(|| format!("no prediction for {} ranks, sync {}", m.ranks, m.sync))?;
-        all.extend(checks(m, p, *noise));
+    for (path, m, noise) in &measured {
+        let whole = (des.results.iter()).find(|p| p.ranks == m.ranks && p.sync == m.sync);
+        let same = predict::window::predict_run(path, &a.trace, &base, predict::Engine::default())
+            .with_context(|| format!("the prediction of the windows of {}", path.display()))?;
+        all.extend(comparison::compare(comparison::Inputs {
+            measured: m,
+            platform_pct: noise * 100.0,
+            same_windows: Some((&same.row, &same.check)),
+            whole,
+        }));
     }
     let file = a
         .trace
@@ -475,7 +374,17 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     let bg_name = (background.as_ref())
         .and_then(|p| p.file_name())
         .map(|f| f.to_string_lossy().into_owned());
-    print!("{}", render(&all, bg_name.as_deref()));
+    print!("{}", comparison::render(&all, false));
+    println!(
+        "platform: the machine's own noise during each run; {}",
+        match &bg_name {
+            Some(f) => format!(
+                "in the whole-trace prediction as {f}, recorded before the runs; not in the \
+                 prediction of the same windows"
+            ),
+            None => "in no prediction".into(),
+        }
+    );
     if let Some(svg) = &a.plot {
         let rows: Vec<StudyRow> = measured
             .iter()
@@ -502,40 +411,6 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn row(qt: f64, qt_ci: Option<f64>, qtbt: f64, qtbt_ci: Option<f64>) -> ResultRow {
-        ResultRow {
-            ranks: 2,
-            sync: "phase".into(),
-            sd_qt_pct: qt,
-            sd_qt_ci95_pct: qt_ci,
-            sd_qtbt_pct: qtbt,
-            sd_qtbt_ci95_pct: qtbt_ci,
-            ..ResultRow::default()
-        }
-    }
-
-    #[test]
-    fn a_prediction_agrees_inside_the_interval_or_within_one_point() {
-        let m = row(3.0, Some(0.5), 3.0, Some(0.2));
-        // eq.3: 0.4 pp off inside ± 0.5; eq.2: 0.4 pp off outside ± 0.2 but within 1 pp.
-        let [e2, e3] = checks(&m, &row(3.4, None, 3.4, None), 0.0);
-        assert!(e3.inside && e3.agrees, "{e3:?}");
-        assert!(!e2.inside && e2.agrees, "{e2:?}");
-        assert!((e2.diff_pp - 0.4).abs() < 1e-12);
-        // 1.5 pp off with ± 0.5: disagrees; ± 2: inside.
-        let [_, e3] = checks(&m, &row(1.5, None, 0.0, None), 0.0);
-        assert!(!e3.agrees && e3.diff_pp < 0.0);
-        let [_, e3] = checks(
-            &row(3.0, Some(2.0), 0.0, None),
-            &row(1.5, None, 0.0, None),
-            0.0,
-        );
-        assert!(e3.inside);
-        // No interval: only the 1 pp rule.
-        let [_, e3] = checks(&row(3.0, None, 0.0, None), &row(3.9, None, 0.0, None), 0.0);
-        assert!(!e3.inside && e3.agrees);
-    }
 
     #[test]
     fn a_run_without_phases_is_refused_with_its_stop_reason() {
@@ -564,21 +439,7 @@ mod tests {
     }
 
     #[test]
-    fn the_table_has_a_line_per_check_and_counts_the_agreements() {
-        let m = row(3.0, Some(0.5), 3.0, Some(0.2));
-        let all: Vec<Check> = checks(&m, &row(3.4, None, 5.0, None), 0.012).into();
-        let t = render(&all, None);
-        let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 4, "{t}");
-        assert!(lines[0].contains("measured (95 %)") && lines[0].contains("predicted"));
-        assert!(lines[1].contains("eq.2") && lines[1].ends_with("NO"), "{t}");
-        assert!(lines[2].contains("3.00 % ± 0.50") && lines[2].ends_with("yes (inside)"));
-        assert_eq!(
-            lines[3],
-            "1 of 2 predictions inside the measured 95 % interval or within 1 pp (platform: \
-             the machine's own noise during the run, not in the prediction)"
-        );
-        assert!(lines[1].contains("   1.20 %  NO"), "{t}");
+    fn process_counts_are_given_or_this_machines() {
         assert_eq!(rank_counts(Some(&"1,2".parse().unwrap())), vec![1, 2]);
         assert_eq!(rank_counts(None)[0], 1);
     }

@@ -1215,11 +1215,11 @@ fn drivers_of(
     let n = spec.ranks.iter().copied().max().unwrap_or(1);
     let mut out = Vec::new();
     for (path, input) in args.traces.iter().zip(traces) {
-        let trace = jitter_trace::read_trace(path)
-            .with_context(|| format!("cannot read trace {}", path.display()))?
-            .trace;
+        let loaded = jitter_trace::read_trace(path)
+            .with_context(|| format!("cannot read trace {}", path.display()))?;
+        loaded.accept(&path.display().to_string(), args.salvage.choice())?;
         for &mode in &spec.modes {
-            out.push(drivers::drivers(&trace, input, spec, n, mode)?);
+            out.push(drivers::drivers(&loaded.trace, input, spec, n, mode)?);
         }
     }
     Ok(out)

@@ -22,7 +22,9 @@ use clap::Args;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use jitter_trace::attribution::{report_in, sidecar_path, Attribution, Mode, UNATTRIBUTED};
+use jitter_trace::attribution::{
+    report_in, report_with_periods, sidecar_path, Attribution, Mode, UNATTRIBUTED,
+};
 use jitter_trace::filter::{filter, Selector, SourceFilter};
 use jitter_trace::summary::mean_ci95;
 use jitter_trace::table::{Align, Table};
@@ -166,7 +168,7 @@ fn variants(
     min_share: f64,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Vec<Variant>> {
-    let report = report_in(a, Mode::Frequency);
+    let report = report_with_periods(a, Mode::Frequency);
     let row =
         |label: &str, question, source: Option<&jitter_trace::attribution::SourceRow>| VariantRow {
             label: label.to_string(),

@@ -106,13 +106,27 @@ impl RunWindows {
     /// Refuses a trace other than the one the run replayed: its streams, and the noise and
     /// rate of the streams the run replayed (the first `ranks_per_node`), as the run's report
     /// describes them.
-    pub fn check_trace(&self, path: &Path) -> anyhow::Result<()> {
+    pub fn check_trace(&self, path: &Path, salvage: jitter_trace::Salvage) -> anyhow::Result<()> {
         let Some(ran) = &self.run.config.trace else {
             anyhow::bail!("{} replayed no trace", self.path.display());
         };
-        let trace = jitter_trace::read_trace(path)
-            .with_context(|| format!("cannot read trace {}", path.display()))?
-            .trace;
+        let loaded = jitter_trace::read_trace(path)
+            .with_context(|| format!("cannot read trace {}", path.display()))?;
+        loaded.accept(&path.display().to_string(), salvage)?;
+        let trace = loaded.trace;
+        // By content where the run's report holds its digest.
+        if let Some(d) = &ran.digest {
+            let here = jitter_trace::digest::content_digest(&trace);
+            anyhow::ensure!(
+                *d == here,
+                "{} replayed {} (content digest {d}), not {} ({here}): a prediction of its \
+                 windows needs its trace",
+                self.path.display(),
+                ran.path,
+                path.display()
+            );
+            return Ok(());
+        }
         let k = self
             .run
             .config
@@ -304,7 +318,7 @@ pub fn predict_run(
     let w = RunWindows::load(run)?;
     let mut a = w.args(base)?;
     a.traces = vec![trace.to_path_buf()];
-    w.check_trace(trace)?;
+    w.check_trace(trace, base.salvage.choice())?;
     let (traces, mut spec) = super::prepare(&a)?;
     spec.engine = engine;
     let t = &traces[0];
