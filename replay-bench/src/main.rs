@@ -30,6 +30,8 @@ struct Cli {
 enum Command {
     /// Run the benchmark under MPI (`mpirun -np N replay-bench run …` or `srun …`).
     Run(Box<RunArgs>),
+    /// Time an unmodified MPI program with and without the trace, pair by pair, with an interval.
+    App(Box<replay_bench::app::AppArgs>),
     /// Print the results of two reports side by side, matched by trace, ranks and sync.
     Compare(CompareArgs),
     /// Collect reports of a scaling study into one table and an SVG plot of SD vs ranks.
@@ -55,6 +57,7 @@ struct CompareArgs {
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(a) => run::main(*a),
+        Command::App(a) => replay_bench::app::main(&a),
         Command::Compare(a) => {
             let ra = Report::load(&a.a)?;
             let rb = Report::load(&a.b)?;
