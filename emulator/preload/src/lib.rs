@@ -204,7 +204,8 @@ fn prepare() -> Result<Option<Prepared>, String> {
         }
     }
     let trace = loaded.trace;
-    let (node, stream) = layout.assignment(config.ranks_per_node, trace.streams.len())?;
+    let slot = layout.assignment(config.ranks_per_node, trace.streams.len())?;
+    let (node, stream) = (slot.timeline, slot.stream);
     std::fs::create_dir_all(&config.stats_dir).map_err(|e| {
         format!(
             "JITTER_STATS_DIR={}: cannot create it: {e}",

@@ -19,7 +19,8 @@ pub struct RankStats {
     pub job: String,
     /// Host name.
     pub host: String,
-    /// Node number of the sync schedule (ranks of one node share the start offset).
+    /// Timeline of the sync schedule (`jitter_emulator::placement::slot`): the node's number for
+    /// the first s ranks of a node (they share its start offset), one of its own for a copy.
     pub node: u64,
     /// Stream of the trace replayed.
     pub stream: usize,
