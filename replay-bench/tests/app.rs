@@ -378,14 +378,20 @@ fn an_mpi_program_under_a_periodic_trace_is_slowed_by_d_over_p_minus_d_within_it
             (e.slowdown_pct - want).abs() <= tol,
             "{e:?} vs {want} ± {tol}"
         );
+        // The interval excludes zero: a library that injected nothing would get no verdict.
+        assert_eq!(e.verdict, Verdict::Slower, "{e:?}");
     } else {
+        // A busy machine widens the interval (10 pp was seen at p = 0.27): the report must
+        // then either still exclude zero or refuse, asking for more pairs than it had.
         println!("closed form not checked: platform noise {p:.3} > {OWN_CPU} (a busy machine)");
         assert!(
             r.warnings.iter().any(|w| w.contains("platform noise")),
             "{:?}",
             r.warnings
         );
+        assert!(
+            e.verdict == Verdict::Slower || e.pairs_needed.is_some_and(|n| n > 8),
+            "{e:?}"
+        );
     }
-    // The interval excludes zero: a library that injected nothing would get no verdict.
-    assert_eq!(e.verdict, Verdict::Slower, "{e:?}");
 }

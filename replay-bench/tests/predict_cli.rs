@@ -267,7 +267,7 @@ fn more_ranks_per_node_than_streams_replay_copies_on_offsets_of_their_own() {
     let predict = |k: &str| {
         let out = dir.path().join(format!("r{k}.json"));
         let a = parse(
-            &[path.clone()],
+            std::slice::from_ref(&path),
             &["--ranks", "1,64", "--ranks-per-node", k, "--model", "des"],
         )
         .unwrap();

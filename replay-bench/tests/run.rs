@@ -790,6 +790,7 @@ fn replay_bench_run_under_mpi() {
     let dir = tempfile::tempdir().unwrap();
     let t0 = Instant::now();
     bad_input_fails_fast_on_every_rank(dir.path());
+    a_one_stream_trace_on_two_ranks_per_node_replays_copies(dir.path());
     no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir.path());
     periodic_noise_matches_the_closed_forms(dir.path());
     a_resync_into_a_detour_costs_the_phase_its_rest(dir.path());
@@ -797,7 +798,6 @@ fn replay_bench_run_under_mpi() {
     compare_sets_reports_side_by_side(dir.path());
     virtual_ranks_take_the_maximum_over_barrier_free_windows(dir.path());
     node_traces_give_each_node_group_its_own_trace(dir.path());
-    a_one_stream_trace_on_two_ranks_per_node_replays_copies(dir.path());
     eprintln!(
         "replay-bench run tests took {:.1} s",
         t0.elapsed().as_secs_f64()

@@ -77,7 +77,9 @@ pub struct Effect {
 pub fn judge(pairs: &[(f64, f64)]) -> Effect {
     let sd = paired_slowdown(pairs);
     let n = pairs.len() as u64;
-    let verdict = if !(sd.ci95_pct < sd.pct.abs()) {
+    // An interval that is NaN (fewer than two pairs) or as wide as the effect: no verdict.
+    let narrow = sd.ci95_pct.is_finite() && sd.ci95_pct < sd.pct.abs();
+    let verdict = if !narrow {
         Verdict::Inconclusive
     } else if sd.pct > 0.0 {
         Verdict::Slower
@@ -152,7 +154,7 @@ mod tests {
     }
 
     #[test]
-    fn an_interval_just_wider_than_the_effect_asks_for_at_least_one_more_pair() {
+    fn two_pairs_ask_for_the_closed_form_count_and_arms_are_summarised() {
         // d = 1, 3: d̄ = 2, s_d = √2, half-width 12.706 · √2 / √2 = 12.706 > 2 pp on ā = 100;
         // n = (12.706 · √2 / 2)² = 80.7 → 81.
         let e = judge(&[(100.0, 101.0), (100.0, 103.0)]);
