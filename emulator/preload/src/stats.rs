@@ -24,6 +24,10 @@ pub struct RankStats {
     pub node: u64,
     /// Stream of the trace replayed.
     pub stream: usize,
+    /// Copy of the trace on its node (`jitter_emulator::placement`): 0 for the first s ranks
+    /// of a node, c ≥ 1 for ranks beyond the trace's s streams (their own timeline).
+    #[serde(default)]
+    pub copy: u64,
     /// Start offset on the trace's timeline, trace ns.
     pub offset_ns: u64,
     /// `MPI_Barrier` calls seen (phases ended).
@@ -80,6 +84,10 @@ pub struct Summary {
     pub noise_share: f64,
     /// Ranks whose replay reached the end of the trace before `MPI_Finalize`.
     pub exhausted: Vec<u64>,
+    /// Ranks that replay a copy of the trace's streams on a timeline of their own (more ranks
+    /// on a node than the trace has streams: the placement rule).
+    #[serde(default)]
+    pub copies: u64,
 }
 
 /// `dir/rank-<rank>.json`.
@@ -143,6 +151,7 @@ impl Summary {
             if r.progress >= 1.0 {
                 self.exhausted.push(r.rank);
             }
+            self.copies += u64::from(r.copy > 0);
         }
         let shares: Vec<f64> = ranks
             .iter()
@@ -177,6 +186,13 @@ impl Summary {
         if !self.missing.is_empty() {
             s += &format!("; no file from ranks {:?}", self.missing);
         }
+        if self.copies > 0 {
+            s += &format!(
+                "; {} ranks replay copies of the trace's streams on offsets of their own (more \
+                 ranks on a node than streams: docs/METHOD.md, placement)",
+                self.copies
+            );
+        }
         if !self.exhausted.is_empty() {
             s += &format!(
                 "; the trace ran out before MPI_Finalize on ranks {:?} (no noise after that: use a \
@@ -198,6 +214,7 @@ mod tests {
             job: job.into(),
             host: "h".into(),
             node: 0,
+            copy: 0,
             stream: 0,
             offset_ns: 0,
             barriers: 3,

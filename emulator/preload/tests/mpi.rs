@@ -427,7 +427,16 @@ fn two_ranks_of_one_host_on_a_one_stream_trace_replay_it_from_their_own_offsets(
             };
             let slot = jitter_emulator::placement::slot(node, r.rank, 1);
             assert_eq!((r.stream, r.node), (slot.stream, slot.timeline), "{r:?}");
+            assert_eq!(r.copy, r.rank, "{r:?}");
         }
+        // Rank 0's summary counts the copy and its line says so.
+        let summary: Summary = read(&jitter_preload::stats::summary_path(&dir));
+        assert_eq!(summary.copies, 1, "{summary:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("1 ranks replay copies of the trace's streams"),
+            "{stderr}"
+        );
         assert_ne!(ranks[1].node, ranks[0].node, "{ranks:?}");
         let same = ranks[0].offset_ns == ranks[1].offset_ns;
         assert_eq!(same, sync == "once", "{sync} {k:?}: {ranks:?}");
