@@ -563,14 +563,32 @@ fn injected_sigalrms_never_break_mpi_collectives_or_file_io() {
             "rank {} did not finish its replay",
             r.rank
         );
-        assert_eq!(i.plan.detours, per_rank, "rank {}", r.rank);
+        // A start offset inside a detour splits it in two (its rest first, its head at the
+        // lap's end): one more injection, the same injected time. Rank 1 is a copy on its own
+        // offset (the placement rule), so either may happen.
+        let laps = per_rank..=per_rank + 1;
+        assert!(
+            laps.contains(&i.plan.detours),
+            "rank {}: {:?}",
+            r.rank,
+            i.plan
+        );
+        assert_eq!(
+            i.plan.injected_ns,
+            per_rank * STRESS_DETOUR_NS,
+            "rank {}",
+            r.rank
+        );
         assert_eq!((i.dropped, i.merged), (0, 0), "rank {}", r.rank);
         assert_eq!(i.injected, i.plan.injections, "rank {}", r.rank);
-        assert_eq!(i.injected, per_rank, "rank {}", r.rank);
+        assert!(laps.contains(&i.injected), "rank {}", r.rank);
     }
     let summary: Summary = read(&jitter_preload::stats::summary_path(&stats_dir));
     assert_eq!((summary.reported, summary.injected), (2, injected));
-    assert_eq!(injected, 2 * per_rank);
+    assert!(
+        (2 * per_rank..=2 * per_rank + 2).contains(&injected),
+        "{injected}"
+    );
     println!(
         "{injected} SIGALRMs injected in {took:.1} s ({:.0}/s over both ranks)",
         injected as f64 / took
