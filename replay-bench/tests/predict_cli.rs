@@ -129,6 +129,20 @@ fn bad_input_gives_one_clear_error() {
             vec!["--platform-noise", &platform_noise, "--timer", "abstime"],
             "--platform-noise is modelled by the simulation only",
         ),
+        (
+            &one,
+            vec![
+                "--platform-noise",
+                &platform_noise,
+                "--timer",
+                "abstime",
+                "--model",
+                "des",
+                "--ranks-per-node",
+                "3",
+            ],
+            "--platform-noise needs a trace of at least --ranks-per-node 3 streams",
+        ),
         (&one, vec!["--scale", "0"], "scale must be"),
         (
             &one,

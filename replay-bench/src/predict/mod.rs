@@ -494,6 +494,17 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
             eprintln!("warning: {}: {w}", path.display());
         }
         let bg = background::Background::new(&loaded.trace, &stem(path))?;
+        // The platform's streams are laid out as further node traces of k streams each: a
+        // trace of fewer streams than k (replayed in copies) has no such layout yet.
+        for t in &traces {
+            anyhow::ensure!(
+                t.plans.len() as u64 >= args.ranks_per_node,
+                "--platform-noise needs a trace of at least --ranks-per-node {} streams; {} has {}",
+                args.ranks_per_node,
+                t.label,
+                t.plans.len()
+            );
+        }
         traces = traces
             .into_iter()
             .map(|t| t.with_background(&bg))
