@@ -263,7 +263,7 @@ fn load_rank_trace(
         let t = load_trace(path, None, k)?;
         if (t.info.streams as u64) < k {
             bail!(
-                "node trace {} has {} stream(s), fewer than --ranks-per-node {k}: every trace of \
+                "node trace {} has {} streams, fewer than --ranks-per-node {k}: every trace of \
                  a set needs k",
                 path.display(),
                 t.info.streams
