@@ -7,6 +7,7 @@ pub mod capi;
 pub mod cli;
 pub mod fidelity;
 pub mod injector;
+pub mod placement;
 pub mod plan;
 pub mod process;
 pub mod realtime;

@@ -1,6 +1,7 @@
 //! `replay-bench`: the MPI Parallel Benchmark with the JitterEmulator inside, and its
 //! virtual-time predictor. Both write the same report schema.
 
+pub mod app;
 pub mod baseline;
 pub mod bench;
 pub mod comm;

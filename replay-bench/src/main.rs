@@ -30,6 +30,8 @@ struct Cli {
 enum Command {
     /// Run the benchmark under MPI (`mpirun -np N replay-bench run …` or `srun …`).
     Run(Box<RunArgs>),
+    /// Time an unmodified MPI program with and without the trace, pair by pair, with an interval.
+    App(Box<replay_bench::app::AppArgs>),
     /// Print the results of two reports side by side, matched by trace, ranks and sync; refused
     /// unless they replayed the same trace (by content) with the same quanta, scale and design.
     Compare(CompareArgs),
@@ -59,6 +61,7 @@ struct CompareArgs {
 fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(a) => run::main(*a),
+        Command::App(a) => replay_bench::app::main(&a),
         Command::Compare(a) => {
             let ra = Report::load(&a.a)?;
             let rb = Report::load(&a.b)?;

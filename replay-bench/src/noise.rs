@@ -8,7 +8,7 @@ use jitter_collect::clock::{read_counter, Clock};
 use jitter_collect::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 
 /// What the probe saw on this rank.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PlatformNoise {
     /// Σ detour time / probe time.
     pub noise_ratio: f64,

@@ -260,6 +260,8 @@ struct LoadedTrace {
     trace: Trace,
     /// The stream of it this rank replays.
     stream: usize,
+    /// Its timeline in the sync schedule (`jitter_emulator::placement::slot`).
+    timeline: u64,
     /// Its file, for errors.
     file: String,
     info: TraceInfo,
@@ -282,8 +284,10 @@ fn load_rank_trace(
     let mine = place.trace(rank);
     if let ([path], false) = (set, is_set) {
         let t = load_trace(path, label, k, salvage)?;
+        let slot = jitter_emulator::placement::slot(rank / k, rank % k, t.info.streams as u64);
         return Ok(LoadedTrace {
-            stream: place.stream(rank),
+            stream: slot.stream,
+            timeline: slot.timeline,
             ..t
         });
     }
@@ -294,6 +298,14 @@ fn load_rank_trace(
             continue;
         }
         let t = load_trace(path, None, k, salvage)?;
+        if (t.info.streams as u64) < k {
+            bail!(
+                "node trace {} has {} streams, fewer than --ranks-per-node {k}: every trace of \
+                 a set needs k",
+                path.display(),
+                t.info.streams
+            );
+        }
         infos.push(t.info.clone());
         warnings.extend(
             t.warnings
@@ -310,6 +322,7 @@ fn load_rank_trace(
         trace: own.trace,
         file: own.file,
         stream: place.stream(rank),
+        timeline: place.timeline(rank),
         info: TraceInfo::node_set(&label, infos),
         warnings,
     })
@@ -331,14 +344,11 @@ fn load_trace(
     trace
         .validate()
         .with_context(|| format!("trace {} is invalid", path.display()))?;
-    if (trace.streams.len() as u64) < k {
-        bail!(
-            "trace {} has {} stream(s), fewer than --ranks-per-node {k}",
-            path.display(),
-            trace.streams.len()
-        );
+    if trace.streams.is_empty() {
+        bail!("trace {} has no streams", path.display());
     }
-    let stats = Stats::of_streams(&trace.streams[..k as usize]);
+    // The streams the ranks of a node replay (all of them when k exceeds them: copies).
+    let stats = Stats::of_streams(&trace.streams[..trace.streams.len().min(k as usize)]);
     let info = TraceInfo {
         path: path.display().to_string(),
         label: label.map(str::to_string).unwrap_or_else(|| {
@@ -358,6 +368,7 @@ fn load_trace(
         warnings,
         trace,
         stream: 0,
+        timeline: 0,
         file: path.display().to_string(),
         info,
     })
@@ -711,7 +722,7 @@ fn measure(comm: &Mpi, args: &RunArgs, p: &Prepared) -> anyhow::Result<Measured>
                 let totals = agree(comm, replay.stop())?;
                 (out, totals)
             } else {
-                let node = rank as u64 / args.ranks_per_node;
+                let node = p.trace.as_ref().map_or(0, |t| t.timeline);
                 let started = Replay::start(plan, node, p.schedule, clock);
                 let mut replay = agree(comm, started)?;
                 let out = run_phases(comm, clock, &spec, &mut replay);
@@ -916,6 +927,10 @@ fn build_report(
     report.calibration = g.calibration;
     if let Some(t) = &trace {
         report.warnings.extend(t.warnings.iter().cloned());
+        report.warnings.extend(jitter_emulator::placement::note(
+            args.ranks_per_node,
+            t.info.streams as u64,
+        ));
         for c in &report.calibration {
             // Each rank against the trace it replays (its node group's of a set).
             let replayed = match t.info.nodes.as_slice() {

@@ -117,7 +117,6 @@ fn bad_input_gives_one_clear_error() {
             "unknown sync mode 'often'",
         ),
         (&one, vec!["--quanta", "1 fortnight"], "--quanta"),
-        (&one, vec!["--ranks-per-node", "3"], "has 2 streams"),
         (&missing, vec![], "cannot read trace"),
         (&busy, vec![], "--force predicts anyway"),
         (
@@ -129,6 +128,20 @@ fn bad_input_gives_one_clear_error() {
             &one,
             vec!["--platform-noise", &platform_noise, "--timer", "abstime"],
             "--platform-noise is modelled by the simulation only",
+        ),
+        (
+            &one,
+            vec![
+                "--platform-noise",
+                &platform_noise,
+                "--timer",
+                "abstime",
+                "--model",
+                "des",
+                "--ranks-per-node",
+                "3",
+            ],
+            "--platform-noise needs a trace of at least --ranks-per-node 3 streams",
         ),
         (&one, vec!["--scale", "0"], "scale must be"),
         (
@@ -246,4 +259,62 @@ fn a_node_trace_set_is_one_more_row_and_names_its_traces() {
     assert!(!e.contains('\n'), "one line: {e}");
     // Neither --trace nor --node-traces: refused by the parser.
     assert!(parse(&[], &[]).is_err());
+}
+
+#[test]
+fn more_ranks_per_node_than_streams_replay_copies_on_offsets_of_their_own() {
+    // One stream, 64 ranks per node (issue 32): the placement rule gives every rank beyond the
+    // first its own timeline, so under sync none 64 ranks meet periodic noise (P = 10 ms,
+    // d = 200 µs, q = 1 ms) at 64 independent points and the slowest of them is far slower
+    // than one rank; aligned copies (one offset for the node) would give one rank's SD
+    // exactly. Under sync phase every rank is at one point: 64 ranks are one rank.
+    let dir = tempfile::tempdir().unwrap();
+    let t = jitter_trace::synth::synthesize(
+        &"periodic:period=10ms,dur=200us".parse().unwrap(),
+        1,
+        5_000_000_000,
+        3,
+    )
+    .unwrap();
+    let path = dir.path().join("one.jtr");
+    jitter_trace::write_trace(&path, &t).unwrap();
+    let predict = |k: &str| {
+        let out = dir.path().join(format!("r{k}.json"));
+        let a = parse(
+            std::slice::from_ref(&path),
+            &["--ranks", "1,64", "--ranks-per-node", k, "--model", "des"],
+        )
+        .unwrap();
+        main(PredictArgs {
+            output: Some(out.clone()),
+            ..a
+        })
+        .unwrap();
+        Report::load(&out).unwrap()
+    };
+    let (r, each) = (predict("64"), predict("1"));
+    let sd = |r: &Report, m: &str, n: u64| {
+        r.results
+            .iter()
+            .find(|x| x.sync == m && x.ranks == n)
+            .unwrap()
+            .sd_qt_pct
+    };
+    assert!(
+        sd(&r, "none", 64) > 3.0 * sd(&r, "none", 1),
+        "{:?}",
+        r.results
+    );
+    assert!(sd(&r, "none", 1) > 0.0);
+    // Under phase the copies change nothing: the same as one rank per node, to the last bit.
+    for n in [1, 64] {
+        assert_eq!(sd(&r, "phase", n), sd(&each, "phase", n));
+    }
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("64 ranks per node on 1 stream(s)")),
+        "{:?}",
+        r.warnings
+    );
 }

@@ -534,11 +534,6 @@ fn bad_input_fails_fast_on_every_rank(dir: &Path) {
             vec!["--trace", garbage.to_str().unwrap()],
             "not a .jtr trace",
         ),
-        (
-            2,
-            vec!["--trace", one.to_str().unwrap(), "--ranks-per-node", "2"],
-            "fewer than --ranks-per-node 2",
-        ),
         // Rank 0 checks every node trace, also those only other ranks replay.
         (
             1,
@@ -755,12 +750,47 @@ fn compare_sets_reports_side_by_side(dir: &Path) {
     assert_eq!(bad.status.code(), Some(1));
 }
 
+/// More ranks per node than streams (the placement rule, `jitter_emulator::placement`): both
+/// ranks of a node replay stream 0 of a one-stream trace, rank 1 on a timeline of its own, and
+/// the report says so (refused before).
+fn a_one_stream_trace_on_two_ranks_per_node_replays_copies(dir: &Path) {
+    let one = dir.join("copies.jtr");
+    write_trace(&one, "periodic:period=10ms,dur=200us", 1, 30);
+    let out = dir.join("copies.json");
+    ok(
+        2,
+        &[
+            "--trace",
+            one.to_str().unwrap(),
+            "--ranks-per-node",
+            "2",
+            "--sync",
+            "none",
+            "--period",
+            "2s",
+            "--noise-probe",
+            "0s",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    let r = Report::load(&out).unwrap();
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("2 ranks per node on 1 stream(s)")),
+        "{:?}",
+        r.warnings
+    );
+}
+
 #[test]
 fn replay_bench_run_under_mpi() {
     mpirun();
     let dir = tempfile::tempdir().unwrap();
     let t0 = Instant::now();
     bad_input_fails_fast_on_every_rank(dir.path());
+    a_one_stream_trace_on_two_ranks_per_node_replays_copies(dir.path());
     no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir.path());
     periodic_noise_matches_the_closed_forms(dir.path());
     a_resync_into_a_detour_costs_the_phase_its_rest(dir.path());

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use jitter_emulator::placement::{self, Slot};
 use jitter_emulator::{Scale, SyncMode, TimerKind};
 use jitter_trace::Salvage;
 
@@ -203,29 +204,21 @@ impl Layout {
         first_number(&get, &RANK_VARS).ok().flatten()
     }
 
-    /// (node, stream) this rank replays from a trace of `streams` streams. With k =
-    /// `ranks_per_node`, the benchmark's rule: stream r mod k, node r / k (k ≤ streams). Without
-    /// it, the launcher's: the host is the node (all its ranks share the offset) and the local
-    /// rank picks the stream, modulo the streams the trace has.
-    pub fn assignment(
-        &self,
-        ranks_per_node: Option<u64>,
-        streams: usize,
-    ) -> Result<(u64, usize), String> {
+    /// Where this rank replays (`jitter_emulator::placement::slot`, the rule of `run` and
+    /// `predict`). With k = `ranks_per_node`: node r / k, local rank r mod k. Without it, the
+    /// launcher's layout: the host is the node and the local rank is the launcher's. Local rank
+    /// j replays stream j mod s; ranks beyond the trace's s streams on a node replay copies on
+    /// timelines of their own.
+    pub fn assignment(&self, ranks_per_node: Option<u64>, streams: usize) -> Result<Slot, String> {
         let streams = streams as u64;
         if streams == 0 {
             return Err("the trace has no streams".into());
         }
-        match ranks_per_node {
-            Some(k) if k > streams => Err(format!(
-                "JITTER_RANKS_PER_NODE={k} needs {k} streams, the trace has {streams}"
-            )),
-            Some(k) => Ok((self.rank / k, (self.rank % k) as usize)),
-            None => Ok((
-                host_node_id(&self.host),
-                (self.local_rank.unwrap_or(0) % streams) as usize,
-            )),
-        }
+        let (node, local) = match ranks_per_node {
+            Some(k) => (self.rank / k, self.rank % k),
+            None => (host_node_id(&self.host), self.local_rank.unwrap_or(0)),
+        };
+        Ok(placement::slot(node, local, streams))
     }
 }
 
@@ -354,7 +347,7 @@ mod tests {
     }
 
     #[test]
-    fn streams_and_nodes_follow_the_benchmark_rule_or_the_host() {
+    fn streams_and_nodes_follow_the_placement_rule_with_k_or_the_host() {
         let at = |rank, local| Layout {
             rank,
             size: 8,
@@ -362,16 +355,32 @@ mod tests {
             host: "h".into(),
             job: String::new(),
         };
-        // k given: rank r replays stream r mod k and belongs to node r / k.
-        assert_eq!(at(5, Some(1)).assignment(Some(4), 4).unwrap(), (1, 1));
-        assert!(at(0, None)
-            .assignment(Some(4), 2)
-            .unwrap_err()
-            .contains("2"));
-        // Not given: one node per host, the local rank (mod streams) picks the stream.
-        let (n0, s0) = at(4, Some(0)).assignment(None, 2).unwrap();
-        let (n1, s1) = at(7, Some(3)).assignment(None, 2).unwrap();
-        assert_eq!((n0 == n1, s0, s1), (true, 0, 1));
+        // k given: node r / k, local rank r mod k, the shared rule.
+        assert_eq!(
+            at(5, Some(1)).assignment(Some(4), 4).unwrap(),
+            placement::slot(1, 1, 4)
+        );
+        let s = at(5, Some(1)).assignment(Some(4), 4).unwrap();
+        assert_eq!((s.timeline, s.stream, s.copy), (1, 1, 0));
+        // k above the streams: ranks 0 and 1 of node 0 both replay stream 0 of a one-stream
+        // trace, on different timelines (no longer an error).
+        let (a, b) = (
+            at(0, None).assignment(Some(2), 1).unwrap(),
+            at(1, None).assignment(Some(2), 1).unwrap(),
+        );
+        assert_eq!((a.stream, b.stream, a.timeline), (0, 0, 0));
+        assert_ne!(a.timeline, b.timeline);
+        // Not given: the host is the node, the local rank picks the stream and the copy.
+        let l0 = at(4, Some(0)).assignment(None, 2).unwrap();
+        let l3 = at(7, Some(3)).assignment(None, 2).unwrap();
+        let l1 = at(5, Some(1)).assignment(None, 2).unwrap();
+        assert_eq!((l0.stream, l1.stream, l3.stream), (0, 1, 1));
+        assert_eq!(
+            (l0.timeline, l1.timeline),
+            (host_node_id("h"), host_node_id("h"))
+        );
+        assert_eq!(l3, placement::slot(host_node_id("h"), 3, 2));
+        assert_ne!(l3.timeline, l1.timeline);
         assert_ne!(host_node_id("a"), host_node_id("b"));
         assert!(host_node_id("a") >= 1 << 63);
         assert!(at(0, None).assignment(None, 0).is_err());

@@ -149,6 +149,7 @@ struct Run {
     layout: Layout,
     node: u64,
     stream: usize,
+    copy: u64,
     offset_ns: u64,
     period_ns: u64,
     schedule: SyncSchedule,
@@ -211,7 +212,8 @@ fn prepare() -> Result<Option<Prepared>, String> {
         }
     }
     let trace = loaded.trace;
-    let (node, stream) = layout.assignment(config.ranks_per_node, trace.streams.len())?;
+    let slot = layout.assignment(config.ranks_per_node, trace.streams.len())?;
+    let (node, stream) = (slot.timeline, slot.stream);
     std::fs::create_dir_all(&config.stats_dir).map_err(|e| {
         format!(
             "JITTER_STATS_DIR={}: cannot create it: {e}",
@@ -239,6 +241,7 @@ fn prepare() -> Result<Option<Prepared>, String> {
         layout,
         node,
         stream,
+        copy: slot.copy,
         period_ns,
         schedule,
         opts,
@@ -326,6 +329,7 @@ impl Run {
             host: self.layout.host.clone(),
             node: self.node,
             stream: self.stream,
+            copy: self.copy,
             offset_ns: self.offset_ns,
             barriers: self.barriers.load(Ordering::Relaxed),
             resyncs: self.resyncs.load(Ordering::Relaxed),

@@ -19,10 +19,15 @@ pub struct RankStats {
     pub job: String,
     /// Host name.
     pub host: String,
-    /// Node number of the sync schedule (ranks of one node share the start offset).
+    /// Timeline of the sync schedule (`jitter_emulator::placement::slot`): the node's number for
+    /// the first s ranks of a node (they share its start offset), one of its own for a copy.
     pub node: u64,
     /// Stream of the trace replayed.
     pub stream: usize,
+    /// Copy of the trace on its node (`jitter_emulator::placement`): 0 for the first s ranks
+    /// of a node, c ≥ 1 for ranks beyond the trace's s streams (their own timeline).
+    #[serde(default)]
+    pub copy: u64,
     /// Start offset on the trace's timeline, trace ns.
     pub offset_ns: u64,
     /// `MPI_Barrier` calls seen (phases ended).
@@ -83,6 +88,10 @@ pub struct Summary {
     /// of it the replay was built from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integrity: Option<jitter_trace::Integrity>,
+    /// Ranks that replay a copy of the trace's streams on a timeline of their own (more ranks
+    /// on a node than the trace has streams: the placement rule).
+    #[serde(default)]
+    pub copies: u64,
 }
 
 /// `dir/rank-<rank>.json`.
@@ -146,6 +155,7 @@ impl Summary {
             if r.progress >= 1.0 {
                 self.exhausted.push(r.rank);
             }
+            self.copies += u64::from(r.copy > 0);
         }
         let shares: Vec<f64> = ranks
             .iter()
@@ -183,6 +193,13 @@ impl Summary {
         if !self.missing.is_empty() {
             s += &format!("; no file from ranks {:?}", self.missing);
         }
+        if self.copies > 0 {
+            s += &format!(
+                "; {} ranks replay copies of the trace's streams on offsets of their own (more \
+                 ranks on a node than streams: docs/METHOD.md, placement)",
+                self.copies
+            );
+        }
         if !self.exhausted.is_empty() {
             s += &format!(
                 "; the trace ran out before MPI_Finalize on ranks {:?} (no noise after that: use a \
@@ -204,6 +221,7 @@ mod tests {
             job: job.into(),
             host: "h".into(),
             node: 0,
+            copy: 0,
             stream: 0,
             offset_ns: 0,
             barriers: 3,

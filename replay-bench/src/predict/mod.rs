@@ -250,7 +250,8 @@ pub struct BackgroundPlans {
 }
 
 impl TraceInput {
-    /// Prepares streams `0..ranks_per_node` of `trace` with `options`.
+    /// Prepares streams `0..ranks_per_node` of `trace` with `options` (all its streams when it
+    /// has fewer: the ranks beyond them replay copies, `jitter_emulator::placement`).
     pub fn new(
         trace: &Trace,
         path: &str,
@@ -259,12 +260,8 @@ impl TraceInput {
         ranks_per_node: u64,
     ) -> anyhow::Result<Self> {
         anyhow::ensure!(ranks_per_node >= 1, "--ranks-per-node must be at least 1");
-        anyhow::ensure!(
-            trace.streams.len() as u64 >= ranks_per_node,
-            "trace {path} has {} streams, {ranks_per_node} ranks per node need as many",
-            trace.streams.len()
-        );
-        let plans = (0..ranks_per_node as usize)
+        anyhow::ensure!(!trace.streams.is_empty(), "trace {path} has no streams");
+        let plans = (0..trace.streams.len().min(ranks_per_node as usize))
             .into_par_iter()
             .map(|s| {
                 Plan::from_trace(trace, s, options)
@@ -548,6 +545,17 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         let nodes = (args.nodes.node_traces.iter())
             .map(|p| load(p, &stem(p)))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        // A set's node traces each hold k streams (copies are for a single trace).
+        for (t, path) in nodes.iter().zip(&args.nodes.node_traces) {
+            anyhow::ensure!(
+                t.plans.len() as u64 == args.ranks_per_node,
+                "node trace {} has {} streams, fewer than --ranks-per-node {}: every trace of \
+                 a set needs k",
+                path.display(),
+                t.plans.len(),
+                args.ranks_per_node
+            );
+        }
         traces.push(TraceInput::node_set(nodes)?);
     }
     if let Some(path) = &args.platform_noise {
@@ -563,6 +571,17 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
             eprintln!("warning: {}: {w}", path.display());
         }
         let bg = background::Background::new(&loaded.trace, &stem(path))?;
+        // The platform's streams are laid out as further node traces of k streams each: a
+        // trace of fewer streams than k (replayed in copies) has no such layout yet.
+        for t in &traces {
+            anyhow::ensure!(
+                t.plans.len() as u64 >= args.ranks_per_node,
+                "--platform-noise needs a trace of at least --ranks-per-node {} streams; {} has {}",
+                args.ranks_per_node,
+                t.label,
+                t.plans.len()
+            );
+        }
         traces = traces
             .into_iter()
             .map(|t| t.with_background(&bg))
@@ -848,6 +867,11 @@ pub fn predict_on(
             let ix = des::indexes(&t.plans, &spec.des, spec.engine);
             let bg_ix =
                 (t.background.as_ref()).map(|b| des::indexes(&b.plans, &spec.des, spec.engine));
+            if let Some(note) =
+                jitter_emulator::placement::note(spec.des.ranks_per_node, t.info.streams as u64)
+            {
+                r.warnings.push(format!("{}: {note}", t.label));
+            }
             if let Some(b) = t.background.as_ref().filter(|b| b.lap.dropped > 0) {
                 r.warnings.push(format!(
                     "{}: one lap of its plans drops {} detours ({} ns; S·run ≤ O) before the \

@@ -1,6 +1,9 @@
 //! Where each rank runs and what it replays: ranks in node groups of k (ranks g·k … g·k+k−1
-//! form node group g), node group g replays node trace g mod n, rank r stream r mod k of it.
-//! One node trace (n = 1) is the single-trace layout: rank r replays stream r mod k.
+//! form node group g), node group g replays node trace g mod n, its local rank j = r mod k
+//! stream j mod s of it (s: the streams of each node trace used, k or fewer) on the timeline
+//! `jitter_emulator::placement::slot` gives (the rule of the preload library and `run`: ranks
+//! beyond the first s of a node replay copies on timelines of their own). One node trace
+//! (n = 1) is the single-trace layout.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,27 +27,36 @@ pub fn set_label(n: usize) -> String {
     format!("nodes({n})")
 }
 
-/// The rank → (node trace, stream) mapping of k ranks per node over n node traces.
+/// The rank → (node trace, stream, timeline) mapping of k ranks per node over n node traces
+/// of s streams each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Placement {
     k: u64,
     n: u64,
+    /// Streams (plans) per node trace: k, or fewer for a single trace of fewer streams.
+    s: u64,
 }
 
 impl Placement {
-    /// `k` ranks per node over `plans` plans, k per node trace (trace t's at t·k … t·k+k−1).
+    /// `k` ranks per node over `plans` plans: k per node trace (trace t's at t·k … t·k+k−1),
+    /// or, with fewer plans than k, one trace of that many streams (its copies: the
+    /// placement rule).
     pub fn new(k: u64, plans: usize) -> anyhow::Result<Self> {
         anyhow::ensure!(k > 0, "ranks per node must be at least 1");
         let plans = plans as u64;
-        anyhow::ensure!(
-            plans >= k,
-            "{k} ranks per node need {k} streams, the trace has {plans}"
-        );
+        anyhow::ensure!(plans > 0, "no stream to replay");
+        if plans < k {
+            return Ok(Placement { k, n: 1, s: plans });
+        }
         anyhow::ensure!(
             plans % k == 0,
             "{plans} plans are not whole node traces of {k} streams each"
         );
-        Ok(Placement { k, n: plans / k })
+        Ok(Placement {
+            k,
+            n: plans / k,
+            s: k,
+        })
     }
 
     /// Ranks per node k.
@@ -69,26 +81,39 @@ impl Placement {
         ((rank / self.k) % self.n) as usize
     }
 
-    /// Stream of its node trace that `rank` replays: rank mod k.
+    /// Stream of its node trace that `rank` replays: (rank mod k) mod s.
     #[inline]
     pub fn stream(self, rank: u64) -> usize {
-        (rank % self.k) as usize
+        ((rank % self.k) % self.s) as usize
     }
 
-    /// Plan index of `rank`: `((rank / k) mod n) · k + rank mod k` (0 without a division where
-    /// there is one plan, the usual case, asked once per question of a collective).
+    /// Streams used of each node trace, s.
+    pub fn streams(self) -> u64 {
+        self.s
+    }
+
+    /// Timeline of `rank` in the sync schedule: its node group's for the first s ranks of
+    /// the group, one of its own for each further copy (`jitter_emulator::placement::slot`).
+    #[inline]
+    pub fn timeline(self, rank: u64) -> u64 {
+        jitter_emulator::placement::slot(self.node(rank), rank % self.k, self.s).timeline
+    }
+
+    /// Plan index of `rank`: `((rank / k) mod n) · s + (rank mod k) mod s` (0 without a
+    /// division where there is one plan, the usual case, asked once per question of a
+    /// collective).
     #[inline]
     pub fn plan(self, rank: u64) -> usize {
-        if self.k == 1 && self.n == 1 {
+        if self.s == 1 && self.n == 1 {
             return 0;
         }
-        self.trace(rank) * self.k as usize + self.stream(rank)
+        self.trace(rank) * self.s as usize + self.stream(rank)
     }
 
     /// Node trace of plan `plan`.
     #[inline]
     pub fn trace_of_plan(self, plan: usize) -> usize {
-        plan / self.k as usize
+        plan / self.s as usize
     }
 
     /// How many of ranks `0..ranks` replay node trace `t`.
@@ -107,7 +132,7 @@ impl Placement {
 pub struct RunWindow {
     /// The run's phase index (warm-up included) of the window's first phase.
     pub phase: u64,
-    /// Timeline point of each node, trace ns.
+    /// Timeline point of each rank, trace ns.
     pub points_ns: Vec<u64>,
 }
 
@@ -128,7 +153,10 @@ impl Timelines {
     /// trace share its window).
     pub fn new(k: u64, plan_periods: &[u64]) -> anyhow::Result<Self> {
         let placement = Placement::new(k, plan_periods.len())?;
-        let periods = plan_periods.iter().step_by(k as usize).copied().collect();
+        let periods = (plan_periods.iter())
+            .step_by(placement.s as usize)
+            .copied()
+            .collect();
         Ok(Timelines {
             placement,
             periods,
@@ -136,13 +164,12 @@ impl Timelines {
         })
     }
 
-    /// These timelines started at a run's `window` (for `ranks` ranks: one point per node).
+    /// These timelines started at a run's `window` (for `ranks` ranks: one point per rank).
     pub fn at_window(mut self, window: Option<Arc<RunWindow>>, ranks: u64) -> anyhow::Result<Self> {
         if let Some(w) = &window {
-            let nodes = ranks.div_ceil(self.placement.k);
             anyhow::ensure!(
-                w.points_ns.len() as u64 >= nodes,
-                "the run's window holds the start points of {} nodes, {ranks} ranks need {nodes}",
+                w.points_ns.len() as u64 >= ranks,
+                "the run's window holds the start points of {} ranks, not {ranks}",
                 w.points_ns.len()
             );
         }
@@ -151,7 +178,7 @@ impl Timelines {
     }
 
     /// True when every rank starts at one point (the schedule's mode is not `none`, or a run's
-    /// window whose nodes all started at one point).
+    /// window whose ranks all started at one point).
     pub fn common_start(&self, mode: jitter_emulator::SyncMode) -> bool {
         match &self.window {
             None => mode != jitter_emulator::SyncMode::None,
@@ -169,10 +196,9 @@ impl Timelines {
     #[inline]
     pub fn start_offset(&self, schedule: &SyncSchedule, rank: u64) -> u64 {
         let t = self.placement.trace(rank);
-        let node = self.placement.node(rank);
         match &self.window {
-            Some(w) => w.points_ns[node as usize] % self.periods[t].max(1),
-            None => schedule.start_offset(node, self.periods[t]),
+            Some(w) => w.points_ns[rank as usize] % self.periods[t].max(1),
+            None => schedule.start_offset(self.placement.timeline(rank), self.periods[t]),
         }
     }
 
@@ -219,10 +245,40 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("whole"));
-        assert!(Placement::new(3, 2)
-            .unwrap_err()
-            .to_string()
-            .contains("need 3"));
+        assert!(Placement::new(2, 0).is_err());
+    }
+
+    #[test]
+    fn more_ranks_per_node_than_streams_replay_copies_on_their_own_timelines() {
+        // k = 3 on a two-stream trace: local ranks 0, 1, 2 replay streams 0, 1, 0; rank 2 (copy
+        // 1) on a timeline of its own, as the preload library and run place it.
+        let p = Placement::new(3, 2).unwrap();
+        assert_eq!((p.node_traces(), p.streams()), (1, 2));
+        let plans: Vec<usize> = (0..6).map(|r| p.plan(r)).collect();
+        assert_eq!(plans, vec![0, 1, 0, 0, 1, 0]);
+        for r in 0..6 {
+            let want = jitter_emulator::placement::slot(r / 3, r % 3, 2);
+            assert_eq!((p.stream(r), p.timeline(r)), (want.stream, want.timeline));
+        }
+        assert_eq!((p.timeline(0), p.timeline(1), p.timeline(4)), (0, 0, 1));
+        assert_ne!(p.timeline(2), p.timeline(0));
+        // Under sync none, ranks 0 and 2 start at different points; under once, at one.
+        let t = Timelines::new(3, &[1_000_000_000; 2]).unwrap();
+        let none = SyncSchedule {
+            mode: SyncMode::None,
+            seed: 5,
+        };
+        let once = SyncSchedule {
+            mode: SyncMode::Once,
+            seed: 5,
+        };
+        assert_ne!(t.start_offset(&none, 0), t.start_offset(&none, 2));
+        assert_eq!(t.start_offset(&none, 0), t.start_offset(&none, 1));
+        assert_eq!(t.start_offset(&once, 0), t.start_offset(&once, 2));
+        // One stream, two ranks per node (issue 32's case): both stream 0, own offsets.
+        let one = Placement::new(2, 1).unwrap();
+        assert_eq!((one.plan(0), one.plan(1)), (0, 0));
+        assert_ne!(one.timeline(0), one.timeline(1));
     }
 
     #[test]

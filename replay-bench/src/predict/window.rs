@@ -206,7 +206,6 @@ pub fn simulate(
         "--windows-of replays the run's trace alone (--platform-noise is not modelled there)"
     );
     let ranks = w.row.ranks;
-    let k = spec.des.ranks_per_node.max(1) as usize;
     let ix = des::indexes(&input.plans, &spec.des, spec.engine);
     let mut pooled = None;
     let mut covered_ns = Vec::with_capacity(w.windows.windows.len());
@@ -217,8 +216,9 @@ pub fn simulate(
             w.path.display(),
             win.points_ns.len()
         );
-        // One point per node: the first rank of each (the ranks of a node share its offset).
-        let points_ns = win.points_ns.iter().step_by(k).copied().collect();
+        // Every rank from its own point (the ranks of a node share its timeline, copies of the
+        // trace have their own: as the run placed them).
+        let points_ns = win.points_ns.clone();
         let cfg = DesConfig {
             phases: w.windows.phases_per_window,
             window: Some(Arc::new(RunWindow {

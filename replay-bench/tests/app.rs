@@ -1,0 +1,397 @@
+//! `replay-bench app`: the study of an unmodified program with and without the preload library.
+//!
+//! The sh programs below stand in for an application whose "library effect" is known in closed
+//! form: they read `JITTER_TRACE` and `LD_PRELOAD` (set only in the runs with the library) and
+//! print or take a time accordingly. The MPI test runs a real program (`tests/app/phases.c`,
+//! built with mpicc) under `mpirun -np 1` with the real `libjitter_preload.so` (a
+//! dev-dependency, so that `cargo test` builds it) replaying a periodic trace.
+//! Timing tests: run one at a time (`--test-threads=1`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use replay_bench::app::{judge, AppReport, Arm, RunStatus, Verdict};
+
+const BIN: &str = env!("CARGO_BIN_EXE_replay-bench");
+
+/// `libjitter_preload.so` as `cargo test` built it (the newer of `target/<profile>` and its
+/// `deps`).
+fn library() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    [deps.parent().unwrap(), deps]
+        .iter()
+        .map(|d| d.join("libjitter_preload.so"))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
+        .expect("libjitter_preload.so is built with replay-bench's tests (a dev-dependency)")
+}
+
+/// A periodic trace: `detour_ns` every `period_ns`, `count` periods, one stream.
+fn periodic_trace(dir: &Path, period_ns: u64, detour_ns: u64, count: u64) -> PathBuf {
+    let path = dir.join("periodic.jtr");
+    let s = jitter_emulator::calibration::periodic_stream(period_ns, detour_ns, count);
+    let mut t = jitter_trace::Trace {
+        streams: vec![s],
+        ..jitter_trace::Trace::default()
+    };
+    t.sync_header();
+    jitter_trace::write_trace(&path, &t).unwrap();
+    path
+}
+
+/// `replay-bench app ARGS -- sh -c SCRIPT` in `dir`, with the test's library and no probe.
+fn app_sh(dir: &Path, args: &[&str], script: &str) -> Output {
+    let trace = periodic_trace(dir, 1_000_000, 100_000, 1000);
+    let mut c = Command::new("timeout");
+    c.args(["120", BIN, "app", "--trace"]).arg(&trace);
+    if !args.contains(&"--library") {
+        c.arg("--library").arg(library());
+    }
+    c.args(["--platform-probe", "0s"])
+        .args(args)
+        .args(["--", "sh", "-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn load(p: &Path) -> AppReport {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Prints "t= 110" with the library and "t= 100" without.
+const TEN_PERCENT: &str = r#"if [ -n "$JITTER_TRACE" ] && [ -n "$LD_PRELOAD" ]; then echo "t= 110"; else echo "t= 100"; fi"#;
+
+#[test]
+fn a_printed_metric_with_a_known_effect_gives_the_closed_form_slowdown_and_every_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("app.json");
+    let o = app_sh(
+        dir.path(),
+        &[
+            "--runs",
+            "4",
+            "--warmup",
+            "2",
+            "--metric",
+            r"t= (\d+)",
+            "-o",
+            json.to_str().unwrap(),
+        ],
+        TEN_PERCENT,
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = load(&json);
+    // 100 → 110 in every pair: 10 % exactly, an interval of 0 (no spread), a verdict.
+    let res = r.result.as_ref().unwrap();
+    assert_eq!(res.effect.slowdown_pct, 10.0);
+    assert_eq!(res.effect.slowdown_ci95_pct, 0.0);
+    assert_eq!(res.effect.verdict, Verdict::Slower);
+    assert_eq!(
+        (res.without.runs, res.with.runs, res.effect.pairs),
+        (4, 4, 4)
+    );
+    // Every run is recorded with its status, warm-ups first, each pair once with each arm.
+    assert_eq!(r.runs.len(), 12);
+    assert!(r.runs.iter().all(|x| x.status == RunStatus::Exited(0)));
+    assert_eq!(r.runs.iter().filter(|x| x.warmup).count(), 4);
+    for p in 0..6 {
+        let arms: Vec<Arm> = r
+            .runs
+            .iter()
+            .filter(|x| x.pair == p)
+            .map(|x| x.arm)
+            .collect();
+        assert!(
+            arms.contains(&Arm::With) && arms.contains(&Arm::Without),
+            "{arms:?}"
+        );
+    }
+    // The order is drawn: with a fixed seed, both orders occur among 6 pairs of this seed.
+    let firsts: Vec<Arm> = (0..6)
+        .map(|p| r.runs.iter().find(|x| x.pair == p).unwrap().arm)
+        .collect();
+    assert!(
+        firsts.contains(&Arm::With) && firsts.contains(&Arm::Without),
+        "{firsts:?}"
+    );
+    // A program that does not call MPI_Init leaves no statistics: the report says so.
+    assert!(
+        r.warnings.iter().any(|w| w.contains("wrote no statistics")),
+        "{:?}",
+        r.warnings
+    );
+    assert!(
+        stdout.contains("slower with the trace: +10.00 % ± 0.00 pp"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_wall_time_slowdown_of_a_known_delay_lies_in_its_interval() {
+    // 0.2 s without, 0.3 s with: d = 100 ms exactly, plus the start-up of sh in both arms;
+    // SD = 100 · 100 ms / ā with ā the measured baseline, inside the interval widened by the
+    // timer slack of sleep (50 µs per run, 0.1 pp of two runs at ā ≥ 0.2 s).
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("app.json");
+    let script = r#"if [ -n "$JITTER_TRACE" ]; then sleep 0.3; else sleep 0.2; fi"#;
+    let o = app_sh(
+        dir.path(),
+        &["--runs", "8", "--warmup", "0", "-o", json.to_str().unwrap()],
+        script,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let res = load(&json).result.unwrap();
+    let want = 100.0 * 1e8 / res.without.mean;
+    let e = res.effect;
+    assert!(
+        (e.slowdown_pct - want).abs() <= e.slowdown_ci95_pct + 0.1,
+        "{e:?} vs {want}"
+    );
+    assert!(res.without.mean >= 2e8, "{res:?}");
+    assert_eq!(e.verdict, Verdict::Slower);
+}
+
+#[test]
+fn an_interval_wider_than_the_effect_gets_no_verdict_and_a_count_of_pairs() {
+    // A run counter in a file: odd runs print 150, even ones 100, and the library adds 1:
+    // each pair differs by +51 or −49 by the drawn order, an effect of ~1 % under ±50 %.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("app.json");
+    let script = r#"n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count
+        v=$((100 + 50 * (n % 2))); [ -n "$JITTER_TRACE" ] && v=$((v + 1)); echo "v=$v""#;
+    let o = app_sh(
+        dir.path(),
+        &[
+            "--runs",
+            "6",
+            "--warmup",
+            "0",
+            "--metric",
+            r"v=(\d+)",
+            "-o",
+            json.to_str().unwrap(),
+        ],
+        script,
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout}");
+    let r = load(&json);
+    let res = r.result.unwrap();
+    let e = res.effect;
+    assert_eq!(e.verdict, Verdict::Inconclusive, "{e:?}");
+    assert!(e.slowdown_ci95_pct >= e.slowdown_pct.abs(), "{e:?}");
+    // The report's effect is judge() of its own recorded runs, and asks for more pairs.
+    assert_eq!(e, judge(&replay_bench::app::pairs_of(&r.runs)));
+    assert!(e.pairs_needed.is_some_and(|n| n > 6), "{e:?}");
+    assert!(stdout.contains("no verdict"), "{stdout}");
+}
+
+#[test]
+fn a_failed_run_is_recorded_and_stops_the_study_with_its_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("app.json");
+    let script = r#"if [ -n "$JITTER_TRACE" ]; then echo "boom" >&2; exit 3; fi; echo ok"#;
+    let o = app_sh(
+        dir.path(),
+        &["--runs", "3", "-o", json.to_str().unwrap()],
+        script,
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: pair 0 with the library failed (exit 3): boom"),
+        "{stderr}"
+    );
+    let r = load(&json);
+    assert!(r.result.is_none());
+    let last = r.runs.last().unwrap();
+    assert_eq!(
+        (last.arm, last.status, last.pair),
+        (Arm::With, RunStatus::Exited(3), 0)
+    );
+    assert!(
+        r.runs.len() <= 2,
+        "the study went on after the failure: {:?}",
+        r.runs
+    );
+}
+
+#[test]
+fn a_run_past_its_time_limit_is_ended_and_stops_the_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"if [ -n "$JITTER_TRACE" ]; then sleep 60; fi"#;
+    let t0 = Instant::now();
+    let o = app_sh(dir.path(), &["--runs", "2", "--timeout", "1s"], script);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("did not finish within --timeout 1 s"),
+        "{stderr}"
+    );
+    // 1 s of limit, 3 s of grace at most, a few runs of sh.
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn bad_input_is_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, needle) in [
+        (vec!["--metric", r"t=\d+"], "one capture group"),
+        (vec!["--metric", "("], "not a regular expression"),
+        (vec!["--runs", "1"], "--runs"),
+        (
+            vec!["--library", "/nonexistent/libjitter_preload.so"],
+            "is not a file",
+        ),
+        (vec!["--np", "0"], "--np"),
+    ] {
+        let o = app_sh(dir.path(), &args, "true");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(
+            stderr.contains("error") && stderr.contains(needle),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let o = Command::new(BIN)
+        .args(["app", "--trace", "/nonexistent.jtr", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    let o = Command::new(BIN)
+        .args(["app", "--trace", "x.jtr"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Period and detour of the MPI test's trace: 100 µs every 1 ms (10 % of the time).
+const PERIOD_NS: u64 = 1_000_000;
+const DETOUR_NS: u64 = 100_000;
+/// Platform noise up to which a rank is taken to own its CPU (a tenth of the trace's 10 %).
+const OWN_CPU: f64 = 0.01;
+
+#[test]
+fn an_mpi_program_under_a_periodic_trace_is_slowed_by_d_over_p_minus_d_within_its_interval() {
+    if !have("mpicc") || !have("mpirun") {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("phases");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/app/phases.c");
+    let cc = Command::new("timeout")
+        .args(["60", "mpicc", "-O2", "-o"])
+        .arg(&app)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "mpicc: {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    // 30 phases of 10 ms of work: 300 ms, 300 replayed periods.
+    let cal = Command::new("timeout")
+        .arg("60")
+        .arg(&app)
+        .args(["--calibrate", "10000000"])
+        .output()
+        .unwrap();
+    let iterations = String::from_utf8_lossy(&cal.stdout).trim().to_string();
+    assert!(
+        iterations.parse::<u64>().is_ok_and(|i| i > 0),
+        "{iterations}"
+    );
+    let trace = periodic_trace(dir.path(), PERIOD_NS, DETOUR_NS, 5000);
+    let json = dir.path().join("app.json");
+    let o = Command::new("timeout")
+        .args(["590", BIN, "app", "--trace"])
+        .arg(&trace)
+        .arg("--library")
+        .arg(library())
+        .args([
+            "--np", "1", "--runs", "8", "--warmup", "1", "--sync", "none",
+        ])
+        .args(["--metric", r"loop_ns (\d+)", "--timeout", "120s", "-o"])
+        .arg(&json)
+        .args(["--", "--bind-to", "none"])
+        .arg(&app)
+        .args([iterations.as_str(), "30"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl", "self,vader,tcp")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    println!("{stdout}");
+    let r = load(&json);
+    let res = r.result.unwrap();
+    // The library replayed in every run with it, about d/P of each rank's time.
+    assert!(
+        !r.warnings.iter().any(|w| w.contains("no statistics")),
+        "{:?}",
+        r.warnings
+    );
+    let share = DETOUR_NS as f64 / PERIOD_NS as f64;
+    let injected = res.injected_share.unwrap();
+    assert!((injected - share).abs() < 0.01, "injected {injected}");
+    // Closed form under sync none over whole periods: the loop loses d/P of its wall time,
+    // SD = d / (P − d) = 11.1 %; the edge of one period in 300 is 0.04 pp. A machine whose own
+    // noise takes p of this CPU stretches the injected spins as it stretches the work: up to
+    // p · SD more (p from the report's probe; on the shared test VM it reached 0.6).
+    // Beyond OWN_CPU the rank does not own its CPU (docs/USAGE.md, known limits: a spin then
+    // also spends the rank's share of the CPU, and the slowdown grows past the trace's; 40 %
+    // was seen at p = 0.6): the closed form is not checked, and the test says so.
+    let want = 100.0 * DETOUR_NS as f64 / (PERIOD_NS - DETOUR_NS) as f64;
+    let e = res.effect;
+    let p = r.platform_noise.noise_ratio;
+    if p <= OWN_CPU {
+        let tol = e.slowdown_ci95_pct + 0.04 + p * want;
+        assert!(
+            (e.slowdown_pct - want).abs() <= tol,
+            "{e:?} vs {want} ± {tol}"
+        );
+        // The interval excludes zero: a library that injected nothing would get no verdict.
+        assert_eq!(e.verdict, Verdict::Slower, "{e:?}");
+    } else {
+        // A busy machine widens the interval (10 pp was seen at p = 0.27): the report must
+        // then either still exclude zero or refuse, asking for more pairs than it had.
+        println!("closed form not checked: platform noise {p:.3} > {OWN_CPU} (a busy machine)");
+        assert!(
+            r.warnings.iter().any(|w| w.contains("platform noise")),
+            "{:?}",
+            r.warnings
+        );
+        assert!(
+            e.verdict == Verdict::Slower || e.pairs_needed.is_some_and(|n| n > 8),
+            "{e:?}"
+        );
+    }
+}
