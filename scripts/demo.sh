@@ -20,7 +20,7 @@ usage: scripts/demo.sh [--quick] [--trace FILE] [--duration SECONDS] [--out DIR]
   --bin-dir DIR    use binaries already built there (e.g. target/debug) instead of building
 
 Every step has a time limit (build 30 min, collection its duration + 60 s, calibration 3 min,
-each replay 60 s + 3 × its scaled period, each prediction 10 min); JB_STEP_TIMEOUT_SCALE=2
+each replay 60 s + 3 × its scaled time budget, each prediction 10 min); JB_STEP_TIMEOUT_SCALE=2
 doubles them all. A step over its limit stops the demo with an error naming it.
 USAGE
 }
@@ -152,6 +152,11 @@ next "predicting ranks $ranks for sync none, once, phase"
 jb_step predict 600 "$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "$ranks" \
     --sync none,once,phase --quanta 1ms --phases "$phases" --model des --seed 1 --timer abstime \
     --draws 3 -o "$out/predict.json" --plot "$out/sd-vs-ranks.svg" | tee "$out/predict.txt"
+# What drives the headline prediction (2048 ranks): its share from each size class of detours.
+jb_step "what drives the prediction" 600 "$bin/replay-bench" predict --trace "$out/trace.jtr" \
+    --ranks 2048 --sync none,once,phase --quanta 1ms --phases "$phases" --model des --seed 1 \
+    --timer abstime --drivers -o "$out/drivers.json" >>"$log" 2>&1 \
+    || jb_fail $? "the drivers of the prediction failed; see $log"
 # The whole trace at the replayed np, over five offset draws, beside each run's own windows.
 jb_step "predict at the replayed np" 600 "$bin/replay-bench" predict --trace "$out/trace.jtr" \
     --ranks "$(seq -s, 1 "$np_max")" --sync none,once,phase --quanta 1ms --whole-trace \

@@ -214,10 +214,24 @@ fn sd_by_sync<'a>(rows: impl Iterator<Item = &'a ResultRow>) -> BTreeMap<String,
     rows.map(|r| (r.sync.clone(), r.sd_qtbt_pct)).collect()
 }
 
-fn modes_line(m: &BTreeMap<String, f64>) -> String {
+/// `none 3.00 % ± 0.50, phase 1.50 % [1.20 – 1.90 over 3 draws]`: each mode's SD eq. (2) with
+/// its 95 % interval (a measurement) or its range over offset draws (a prediction).
+fn modes_line<'a>(rows: impl Iterator<Item = &'a ResultRow>) -> String {
+    let rows: Vec<&ResultRow> = rows.collect();
     ["none", "once", "phase"]
         .iter()
-        .filter_map(|k| m.get(*k).map(|v| format!("{k} {}", pct(*v))))
+        .filter_map(|k| {
+            let r = rows.iter().find(|r| r.sync == *k)?;
+            let extra = match (r.sd_qtbt_ci95_pct, r.draws) {
+                (Some(h), _) if h.is_finite() => format!(" ± {h:.2}"),
+                (_, Some(d)) => format!(
+                    " [{:.2} – {:.2} over {} draws]",
+                    d.sd_qtbt_range_pct[0], d.sd_qtbt_range_pct[1], d.draws
+                ),
+                _ => String::new(),
+            };
+            Some(format!("{k} {}{extra}", pct(r.sd_qtbt_pct)))
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -227,6 +241,7 @@ pub fn headlines(
     stats: &TraceStats,
     runs: &[(String, Report)],
     prediction: Option<&Report>,
+    drivers: Option<&Report>,
     headline_ranks: u64,
 ) -> Headlines {
     let o = &stats.overall;
@@ -253,7 +268,7 @@ pub fn headlines(
         h.lines.push(format!(
             "measured SD at {n} rank{}: {}",
             if n == 1 { "" } else { "s" },
-            modes_line(&h.measured_sd_pct)
+            modes_line(measured.iter().copied().filter(|r| r.ranks == n))
         ));
     } else {
         h.lines.push("measured SD: no replay was run".into());
@@ -270,8 +285,13 @@ pub fn headlines(
             h.predicted_sd_pct = sd_by_sync(p.results.iter().filter(|r| r.ranks == n));
             h.lines.push(format!(
                 "predicted SD at {n} ranks: {}",
-                modes_line(&h.predicted_sd_pct)
+                modes_line(p.results.iter().filter(|r| r.ranks == n))
             ));
+        }
+    }
+    if let Some(d) = drivers.and_then(|d| d.config.predict.as_ref()) {
+        for x in &d.drivers {
+            h.lines.push(format!("what drives it: {}", x.line()));
         }
     }
     h
@@ -400,7 +420,14 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
         p if p.exists() => Some(read_calibration(&p)?),
         _ => None,
     };
-    let mut h = headlines(&stats, &runs, prediction.as_ref(), args.headline_ranks);
+    let drivers = load_opt("drivers.json")?;
+    let mut h = headlines(
+        &stats,
+        &runs,
+        prediction.as_ref(),
+        drivers.as_ref(),
+        args.headline_ranks,
+    );
     if let Some(kept) = integrity.kept_line() {
         h.lines
             .insert(0, format!("trace.jtr lacks detours: {kept}"));
@@ -564,7 +591,7 @@ mod tests {
             row(4096, "none", 70.0),
         ];
         let runs = vec![("a".to_string(), run1), ("b".to_string(), run2)];
-        let h = headlines(&stats, &runs, Some(&p), 2048);
+        let h = headlines(&stats, &runs, Some(&p), None, 2048);
         assert!((h.noise_pct - 1.0).abs() < 1e-9);
         assert!((h.detours_per_s - 10_000.0).abs() < 1e-6);
         assert_eq!(h.measured_ranks, 2);
@@ -581,6 +608,21 @@ mod tests {
             h.lines[1].contains("none 3.00 %, phase 1.50 %"),
             "{}",
             h.lines[1]
+        );
+        // A measurement shows its interval, a prediction its range over draws.
+        let mut runs = runs;
+        runs[1].1.results[0].sd_qtbt_ci95_pct = Some(0.5);
+        p.results[1].draws = Some(crate::report::DrawSpread {
+            draws: 3,
+            sd_qtbt_range_pct: [55.0, 66.0],
+            sd_qt_range_pct: [50.0, 60.0],
+        });
+        let h = headlines(&stats, &runs, Some(&p), None, 2048);
+        assert!(h.lines[1].contains("none 3.00 % ± 0.50"), "{}", h.lines[1]);
+        assert!(
+            h.lines[2].contains("none 60.00 % [55.00 – 66.00 over 3 draws]"),
+            "{}",
+            h.lines[2]
         );
     }
 
