@@ -78,8 +78,23 @@ fn quick_demo_produces_a_consistent_study() {
                 md.contains(&format!("| {np} | {sync} |")),
                 "report.md lacks np {np} {sync}"
             );
+            // Like with like: the run's windows were recorded and predicted, and both
+            // injected the same detours.
+            assert!(
+                r.config.run.as_ref().unwrap().windows.is_some(),
+                "np {np} sync {sync}: no windows recorded"
+            );
+            let w = Report::load(&out.join(format!("window-run-np{np}-{sync}.json"))).unwrap();
+            let check = &w.config.predict.as_ref().unwrap().windows_of.as_ref().unwrap();
+            assert!(
+                check.injection.agrees,
+                "np {np} sync {sync}: {:?}",
+                check.injection
+            );
         }
     }
+    assert!(md.contains("## Prediction beside measurement: the same stretches of the trace"));
+    assert!(md.contains(" agree (inside the measured 95 % interval"), "{md}");
     let prediction = Report::load(&out.join("predict.json")).unwrap();
     Report::load(&out.join("predict-here.json")).unwrap();
 
@@ -106,7 +121,14 @@ fn quick_demo_produces_a_consistent_study() {
         assert!(close(h.predicted_sd_pct[sync], p.sd_qtbt_pct), "{sync}");
     }
     assert_eq!(h.predicted_ranks, 2048);
-    assert_eq!(h.lines.len(), 3);
+    // Noise, measured, predicted (with the range of its draws), and what drives each mode.
+    assert_eq!(h.lines.len(), 6, "{:?}", h.lines);
+    assert!(h.lines[2].contains(" draws]"), "{}", h.lines[2]);
+    assert!(
+        h.lines[3..].iter().all(|l| l.starts_with("what drives it: ")),
+        "{:?}",
+        h.lines
+    );
     for line in &h.lines {
         assert!(
             stdout.contains(line.as_str()),
