@@ -60,9 +60,9 @@ fn bad_combinations_fail_on_every_rank(trace: &Path) {
                 "--precision",
                 "0.5pp",
             ],
-            "--precision needs --design paired",
+            "--precision and --until-verdict need --design paired",
         ),
-        (vec!["--trace", t, "--max-time", "1s"], "give both"),
+        (vec!["--trace", t, "--max-time", "1s"], "give one"),
         (
             vec!["--trace", t, "--precision", "0pp"],
             "precision must be",

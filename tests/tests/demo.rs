@@ -85,7 +85,14 @@ fn quick_demo_produces_a_consistent_study() {
                 "np {np} sync {sync}: no windows recorded"
             );
             let w = Report::load(&out.join(format!("window-run-np{np}-{sync}.json"))).unwrap();
-            let check = &w.config.predict.as_ref().unwrap().windows_of.as_ref().unwrap();
+            let check = &w
+                .config
+                .predict
+                .as_ref()
+                .unwrap()
+                .windows_of
+                .as_ref()
+                .unwrap();
             assert!(
                 check.injection.agrees,
                 "np {np} sync {sync}: {:?}",
@@ -94,7 +101,10 @@ fn quick_demo_produces_a_consistent_study() {
         }
     }
     assert!(md.contains("## Prediction beside measurement: the same stretches of the trace"));
-    assert!(md.contains(" agree (inside the measured 95 % interval"), "{md}");
+    assert!(
+        md.contains(" agree (inside the measured 95 % interval"),
+        "{md}"
+    );
     let prediction = Report::load(&out.join("predict.json")).unwrap();
     Report::load(&out.join("predict-here.json")).unwrap();
 
@@ -125,7 +135,9 @@ fn quick_demo_produces_a_consistent_study() {
     assert_eq!(h.lines.len(), 6, "{:?}", h.lines);
     assert!(h.lines[2].contains(" draws]"), "{}", h.lines[2]);
     assert!(
-        h.lines[3..].iter().all(|l| l.starts_with("what drives it: ")),
+        h.lines[3..]
+            .iter()
+            .all(|l| l.starts_with("what drives it: ")),
         "{:?}",
         h.lines
     );
