@@ -377,7 +377,8 @@ fn beside(dir: &Path, runs: &[(String, Report)], here: Option<&Report>) -> anyho
     md.push_str(
         "\nThe measured SD also contains the replay machine's own noise (`platform`); the \
          predictions do not, so a prediction within 1 pp plus that noise agrees. A row whose \
-         interval is wider than its effect gets no verdict: a longer run (`--period`) narrows it.\n",
+         interval is wider than its effect gets no verdict: a longer run (`run --until-verdict \
+         --max-time`, the demo's `budget`) narrows it.\n",
     );
     Ok(md)
 }
