@@ -402,7 +402,6 @@ mod tests {
     use jitter_trace::synth::synthesize;
 
     use super::*;
-    use crate::predict::{platform::Platform, BarrierModel, DesConfig};
 
     fn input() -> TraceInput {
         let t = synthesize(
@@ -416,24 +415,12 @@ mod tests {
     }
 
     fn spec(ranks: Vec<u64>, phases: u64) -> PredictSpec {
-        PredictSpec {
+        PredictSpec::ideal_offloaded(
             ranks,
-            modes: vec![SyncMode::None],
-            model: Model::Des,
-            des: DesConfig {
-                quanta_ns: 1_000_000,
-                phases,
-                ranks_per_node: 1,
-                barrier: BarrierModel { stage_ns: 0.0 },
-                comm: CommModel::OFFLOADED,
-                drift_sd_ns: 0.0,
-                seed: 1,
-                window: None,
-            },
-            platform: Platform::ideal(),
-            engine: crate::predict::Engine::Walk,
-            draws: 1,
-        }
+            vec![SyncMode::None],
+            phases,
+            crate::predict::Engine::Walk,
+        )
     }
 
     /// The per-record bound the estimate counts holds for the arrays an index really holds, and

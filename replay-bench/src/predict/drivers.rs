@@ -146,7 +146,7 @@ pub fn drivers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::predict::{BarrierModel, CommModel, Engine, Model, Platform};
+    use crate::predict::Engine;
     use jitter_emulator::PlanOptions;
     use jitter_trace::{Detour, Stream};
 
@@ -180,24 +180,8 @@ mod tests {
     fn a_few_long_stalls_are_named_as_what_drives_a_wide_prediction() {
         let trace = stalls();
         let input = TraceInput::new(&trace, "s.jtr", "s", PlanOptions::ideal(), 1).unwrap();
-        let spec = PredictSpec {
-            ranks: vec![4096],
-            modes: vec![SyncMode::None],
-            model: Model::Des,
-            des: DesConfig {
-                quanta_ns: 1_000_000,
-                phases: 300,
-                ranks_per_node: 1,
-                barrier: BarrierModel { stage_ns: 0.0 },
-                comm: CommModel::OFFLOADED,
-                drift_sd_ns: 0.0,
-                seed: 1,
-                window: None,
-            },
-            platform: Platform::ideal(),
-            engine: Engine::Indexed,
-            draws: 1,
-        };
+        let spec =
+            PredictSpec::ideal_offloaded(vec![4096], vec![SyncMode::None], 300, Engine::Indexed);
         let d = drivers(&trace, &input, &spec, 4096, SyncMode::None).unwrap();
         // Classes: ≥ 10 µs, ≥ 100 µs and ≥ 1 ms hold the three stalls alone (≥ 10 ms: none).
         assert_eq!(

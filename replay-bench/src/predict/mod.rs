@@ -322,6 +322,37 @@ pub struct PredictSpec {
     pub draws: u64,
 }
 
+#[cfg(test)]
+impl PredictSpec {
+    /// The tests' common spec: the offloaded barrier without latency on the ideal platform,
+    /// q = 1 ms, no timer errors, seed 1, one draw.
+    pub(crate) fn ideal_offloaded(
+        ranks: Vec<u64>,
+        modes: Vec<SyncMode>,
+        phases: u64,
+        engine: Engine,
+    ) -> Self {
+        PredictSpec {
+            ranks,
+            modes,
+            model: Model::Des,
+            des: DesConfig {
+                quanta_ns: 1_000_000,
+                phases,
+                ranks_per_node: 1,
+                barrier: BarrierModel { stage_ns: 0.0 },
+                comm: CommModel::OFFLOADED,
+                drift_sd_ns: 0.0,
+                seed: 1,
+                window: None,
+            },
+            platform: Platform::ideal(),
+            engine,
+            draws: 1,
+        }
+    }
+}
+
 /// The reports of one prediction (one per model run).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prediction {
@@ -1595,24 +1626,12 @@ mod tests {
 
     #[test]
     fn progress_counts_rank_phases_and_saturates() {
-        let mut spec = PredictSpec {
-            ranks: vec![16, 32],
-            modes: vec![SyncMode::None, SyncMode::Phase],
-            model: Model::Des,
-            des: DesConfig {
-                quanta_ns: 1_000_000,
-                phases: 100,
-                ranks_per_node: 1,
-                barrier: BarrierModel { stage_ns: 0.0 },
-                comm: CommModel::OFFLOADED,
-                drift_sd_ns: 0.0,
-                seed: 1,
-                window: None,
-            },
-            platform: Platform::ideal(),
-            engine: Engine::default(),
-            draws: 1,
-        };
+        let mut spec = PredictSpec::ideal_offloaded(
+            vec![16, 32],
+            vec![SyncMode::None, SyncMode::Phase],
+            100,
+            Engine::default(),
+        );
         assert_eq!(rank_phases(3, &spec), 3 * 2 * 48 * 100);
         spec.ranks = vec![u64::MAX / 2];
         assert_eq!(rank_phases(3, &spec), u64::MAX);

@@ -300,4 +300,47 @@ mod tests {
         assert!(!t.resync_points(&s, 0, &mut out));
         assert_eq!(t.start_offset(&s, 3), s.start_offset(3, 50));
     }
+
+    #[test]
+    fn a_runs_window_starts_every_rank_at_its_point_and_resyncs_at_the_runs_phases() {
+        let schedule = SyncSchedule {
+            mode: SyncMode::Phase,
+            seed: 7,
+        };
+        let window = RunWindow {
+            phase: 120,
+            points_ns: vec![5, 900, 40],
+        };
+        let t = Timelines::new(1, &[1_000])
+            .unwrap()
+            .at_window(Some(Arc::new(window)), 3)
+            .unwrap();
+        assert_eq!(
+            (0..3)
+                .map(|r| t.start_offset(&schedule, r))
+                .collect::<Vec<_>>(),
+            vec![5, 900, 40]
+        );
+        assert!(!t.common_start(SyncMode::Phase));
+        let mut out = t.points_buffer();
+        // The window's first phase is its start, never a resync.
+        assert!(!t.resync_points(&schedule, 0, &mut out));
+        for p in [1, 2, 7] {
+            assert!(t.resync_points(&schedule, p, &mut out));
+            assert_eq!(
+                out[0],
+                schedule.resync_offset(120 + p, 1_000).unwrap(),
+                "phase {p}"
+            );
+        }
+        // Too few points for the ranks: refused.
+        let short = RunWindow {
+            phase: 0,
+            points_ns: vec![1],
+        };
+        assert!(Timelines::new(1, &[1_000])
+            .unwrap()
+            .at_window(Some(Arc::new(short)), 2)
+            .is_err());
+    }
 }

@@ -531,7 +531,7 @@ mod tests {
 
     #[test]
     fn every_window_starts_where_the_run_started_it() {
-        use super::super::{BarrierModel, CommModel, Engine, Model, Platform};
+        use super::super::Engine;
         let trace = half_noisy();
         let input = TraceInput::new(
             &trace,
@@ -541,24 +541,7 @@ mod tests {
             1,
         )
         .unwrap();
-        let spec = PredictSpec {
-            ranks: vec![2],
-            modes: vec![SyncMode::None],
-            model: Model::Des,
-            des: DesConfig {
-                quanta_ns: 1_000_000,
-                phases: 20,
-                ranks_per_node: 1,
-                barrier: BarrierModel { stage_ns: 0.0 },
-                comm: CommModel::OFFLOADED,
-                drift_sd_ns: 0.0,
-                seed: 1,
-                window: None,
-            },
-            platform: Platform::ideal(),
-            engine: Engine::Indexed,
-            draws: 1,
-        };
+        let spec = PredictSpec::ideal_offloaded(vec![2], vec![SyncMode::None], 20, Engine::Indexed);
         // Both ranks in the noisy half: every phase of both windows meets its detour (two
         // windows × 20 phases × 2 ranks, one 50 µs detour per 1 ms, about 1.05 ms a phase).
         let noisy = simulate(
