@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""The house's structural rules, checked (ARCHITECTURE.md, "Conventions"):
+
+- no source file under a crate's `src/` over 1000 lines (inline test modules count: a large one
+  moves to `<module>/tests.rs`, which is exempt as a test file);
+- no function over 120 lines (source files and integration tests alike);
+- no `#[allow(clippy::too_many_arguments)]` (a parameter list that long becomes a named struct);
+- no import circle between the files of a crate, and no upward import (a file importing from the
+  file of a module that contains it).
+
+Prints one line per violation and exits 1 when there is any; `--summary` prints counts only.
+Run from anywhere: `python3 scripts/check-structure.py`.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_FILE = 1000
+MAX_FN = 120
+SKIP_DIRS = {"target", ".git", "node_modules", "shared"}
+
+
+def crate_roots():
+    """Every directory holding a Cargo.toml with a src/ folder (workspace members)."""
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS and not d.startswith(".")]
+        if "Cargo.toml" in filenames and os.path.isdir(os.path.join(dirpath, "src")):
+            yield dirpath
+
+
+def rust_files(top):
+    """Rust files of the crate at `top` (a nested crate, such as emulator/preload, is its own)."""
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [
+            d for d in dirnames
+            if d not in SKIP_DIRS and not d.startswith(".")
+            and not os.path.exists(os.path.join(dirpath, d, "Cargo.toml"))
+        ]
+        for f in filenames:
+            if f.endswith(".rs"):
+                yield os.path.join(dirpath, f)
+
+
+def strip_code(text):
+    """Blank out comments, strings and chars (keeping newlines) so braces can be counted."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            i = j
+            continue
+        if text.startswith("/*", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif text.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+            continue
+        m = re.match(r'b?r(#*)"', text[i:i + 10])
+        if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            end = '"' + m.group(1)
+            j = text.find(end, i + len(m.group(0)))
+            j = n if j < 0 else j + len(end)
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+            continue
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append("\n" * text.count("\n", i, j + 1))
+            i = j + 1
+            continue
+        if c == "'":
+            m = re.match(r"'(\\.[^']*|[^\\'])'", text[i:i + 12])
+            if m:
+                i += len(m.group(0))
+                continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+FN_RE = re.compile(r"\bfn\s+([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def long_functions(path, code):
+    """(name, first line, length) of every fn body longer than MAX_FN lines."""
+    found = []
+    for m in FN_RE.finditer(code):
+        # the body starts at the first `{` after the signature, unless a `;` comes first
+        j = m.end()
+        depth_paren = 0
+        while j < len(code):
+            ch = code[j]
+            if ch in "([<":
+                depth_paren += 1
+            elif ch in ")]>":
+                depth_paren -= 1
+            elif ch == ";" and depth_paren <= 0:
+                j = -1
+                break
+            elif ch == "{" and depth_paren <= 0:
+                break
+            j += 1
+        if j < 0 or j >= len(code):
+            continue
+        depth, k = 0, j
+        while k < len(code):
+            if code[k] == "{":
+                depth += 1
+            elif code[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        first = code.count("\n", 0, m.start()) + 1
+        last = code.count("\n", 0, k) + 1
+        if last - first + 1 > MAX_FN:
+            found.append((m.group(1), first, last - first + 1))
+    return found
+
+
+def module_path(src, path):
+    """The module path of a file under src/ (lib.rs/main.rs: the crate root, ())."""
+    rel = os.path.relpath(path, src)[:-3].split(os.sep)
+    if rel[-1] in ("mod", "lib", "main"):
+        rel = rel[:-1]
+    return tuple(rel)
+
+
+USE_RE = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+|::\{)")
+USE_BLOCK_RE = re.compile(r"\buse\s+(crate|super|self)::([^;]*);", re.S)
+
+
+def references(mod, code, is_dir_module):
+    """Module paths (absolute, within the crate) this file's code names."""
+    refs = []
+
+    def resolve(head, rest):
+        if head == "crate":
+            base = ()
+        elif head == "self":
+            base = mod if is_dir_module else mod
+        else:  # super
+            base = mod[:-1]
+            while rest and rest[0] == "super":
+                base, rest = base[:-1], rest[1:]
+        return base + tuple(rest)
+
+    for m in USE_BLOCK_RE.finditer(code):
+        head, body = m.group(1), m.group(2)
+        # expand one level of braces: a::{b, c::d} -> a::b, a::c::d
+        body = re.sub(r"\s+", "", body)
+        for path in expand(body):
+            refs.append(resolve(head, [p for p in path.split("::") if p]))
+    for m in USE_RE.finditer(code):
+        rest = [p for p in m.group(2).split("::") if p and p != "{"]
+        refs.append(resolve(m.group(1), rest))
+    return refs
+
+
+def expand(body):
+    if "{" not in body:
+        return [body]
+    i = body.index("{")
+    prefix = body[:i]
+    depth, j = 0, i
+    while j < len(body):
+        if body[j] == "{":
+            depth += 1
+        elif body[j] == "}":
+            depth -= 1
+            if depth == 0:
+                break
+        j += 1
+    inner = body[i + 1:j]
+    parts, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "{"
+        depth -= ch == "}"
+        cur += ch
+    parts.append(cur)
+    out = []
+    for p in parts:
+        if p:
+            out.extend(expand(prefix + p))
+    return out
+
+
+def test_region_start(code):
+    """Line index of a top-level `#[cfg(test)]` followed by `mod` (inline tests)."""
+    for m in re.finditer(r"^#\[cfg\(test\)\]\s*\n\s*mod\s", code, re.M):
+        return m.start()
+    return len(code)
+
+
+def crate_graph(src):
+    files = {}
+    for path in rust_files(src):
+        files[module_path(src, path)] = path
+    edges = {}
+    for mod, path in files.items():
+        with open(path, encoding="utf-8") as f:
+            code = strip_code(f.read())
+        code = code[:test_region_start(code)]
+        is_dir = os.path.basename(path) in ("mod.rs", "lib.rs", "main.rs")
+        targets = set()
+        for ref in references(mod, code, is_dir):
+            # the deepest file-module on the referenced path
+            best = None
+            for k in range(len(ref), -1, -1):
+                if ref[:k] in files:
+                    best = ref[:k]
+                    break
+            if best is None or best == mod:
+                continue
+            targets.add(best)
+        edges[mod] = targets
+    return files, edges
+
+
+def sccs(nodes, edges):
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    sys.setrecursionlimit(10000)
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def name(mod):
+    return "::".join(mod) if mod else "(crate root)"
+
+
+def main():
+    summary = "--summary" in sys.argv
+    problems = {"file": [], "fn": [], "allow": [], "circle": [], "upward": []}
+    for crate in sorted(crate_roots()):
+        src = os.path.join(crate, "src")
+        for path in rust_files(crate):
+            rel = os.path.relpath(path, ROOT)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            lines = text.count("\n")
+            in_src = path.startswith(src + os.sep)
+            is_test_file = os.path.basename(path) == "tests.rs" or os.sep + "tests" + os.sep in path
+            if in_src and not is_test_file and lines > MAX_FILE:
+                problems["file"].append(f"{rel}: {lines} lines (limit {MAX_FILE})")
+            if "clippy::too_many_arguments" in text:
+                problems["allow"].append(f"{rel}: #[allow(clippy::too_many_arguments)]")
+            for fn, first, length in long_functions(path, strip_code(text)):
+                problems["fn"].append(f"{rel}:{first}: fn {fn} is {length} lines (limit {MAX_FN})")
+        files, edges = crate_graph(src)
+        crate_name = os.path.relpath(crate, ROOT)
+        for comp in sccs(sorted(files), edges):
+            problems["circle"].append(
+                f"{crate_name}: import circle between " + ", ".join(sorted(name(m) for m in comp)))
+        for mod, targets in edges.items():
+            for t in targets:
+                if len(t) < len(mod) and mod[:len(t)] == t and t != ():
+                    problems["upward"].append(
+                        f"{crate_name}: {name(mod)} imports from its parent module {name(t)}")
+    total = sum(len(v) for v in problems.values())
+    for kind, items in problems.items():
+        if summary:
+            print(f"{kind}: {len(items)}")
+        else:
+            for line in items:
+                print(f"{kind}: {line}")
+    print(f"check-structure: {total} problem(s)")
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
