@@ -13,9 +13,10 @@ pub struct WhatIfArgs {
     /// the bar chart of the savings at the largest rank count).
     #[command(flatten)]
     pub predict: PredictArgs,
-    /// Seeds (offset draws) each question is predicted over: seed, seed + 1, …
+    /// Seeds (offset draws) each question is predicted over: seed, seed + 1, … (each its own
+    /// prediction: the mean and its interval over them; `predict`'s `--draws` pools instead)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
-    pub draws: u64,
+    pub seeds: u64,
     /// Sources with at least this share of the noise time get rows of their own.
     #[arg(long, default_value_t = 0.01)]
     pub min_share: f64,
