@@ -19,10 +19,10 @@ use crate::predict::budget::{self, Estimate};
 use crate::predict::des::{self, Engine};
 use crate::predict::drivers;
 use crate::predict::input::TraceInput;
-use crate::predict::points::{predict_on, Prediction};
+use crate::predict::points::predict_on;
 use crate::predict::prepare::{prepare, walk_note};
 use crate::predict::progress::{TextProgress, TEXT_PROGRESS_EVERY};
-use crate::predict::rows::{check_plausible, study_rows};
+use crate::predict::rows::{check_plausible, study_rows, Prediction};
 use crate::predict::spec::{rank_phases, PredictSpec};
 use crate::predict::window;
 

@@ -35,12 +35,12 @@ pub use input::{BackgroundPlans, TraceInput};
 pub use order_stats::{DelayDistribution, WindowStart};
 pub use placement::{NodeTraceArgs, Placement, Timelines};
 pub use platform::{barrier_stage_from_report, Platform, PlatformFile};
-pub use points::{predict, predict_on, Prediction};
+pub use points::{predict, predict_on};
 pub use prepare::prepare;
 pub use progress::{progress_line, TEXT_PROGRESS_EVERY};
 pub use rows::{
     check_plausible, des_row, order_stats_row, order_stats_row_mix, study_rows, Analytic,
-    SD_FLOOR_PCT,
+    Prediction, SD_FLOOR_PCT,
 };
 pub(crate) use rows::{config, platform_calibration};
 pub use spec::{rank_phases, PredictSpec};

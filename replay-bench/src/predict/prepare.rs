@@ -60,6 +60,45 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
     check_sync_modes(&modes)?;
     anyhow::ensure!(args.phases.count >= 1, "--phases must be at least 1");
     let quanta = args.quanta.ns;
+    let platform = platform_of(args)?;
+    let (stage, comm) = costs_of(args)?;
+    let mut traces = load_traces(args, &platform)?;
+    if let Some(path) = &args.platform_noise {
+        traces = with_platform_noise(args, path, &platform, traces)?;
+    }
+    let phases = if args.whole_trace {
+        let longest = (traces.iter().flat_map(|t| &t.plans))
+            .map(|p| p.period_ns())
+            .max()
+            .unwrap_or(0);
+        longest.div_ceil(quanta.max(1)).max(1)
+    } else {
+        args.phases.count
+    };
+    let spec = PredictSpec {
+        ranks,
+        modes,
+        model: args.model,
+        des: DesConfig {
+            quanta_ns: quanta,
+            phases,
+            ranks_per_node: args.ranks_per_node.k,
+            barrier: BarrierModel { stage_ns: stage },
+            comm,
+            drift_sd_ns: platform.lateness_sd_ns,
+            seed: args.seed.value,
+            window: None,
+        },
+        platform,
+        engine: Engine::default(),
+        draws: args.draws,
+    };
+    Ok((traces, spec))
+}
+
+/// The platform `--platform` names, with `--timer`, the replay flags and `--lateness-sd` laid
+/// over it, checked.
+fn platform_of(args: &PredictArgs) -> anyhow::Result<Platform> {
     let requested_timer = args.replay.timer;
     let mut platform = match &args.platform {
         PlatformChoice::Ideal => Platform::ideal(),
@@ -80,6 +119,12 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         (None, false) => platform.lateness_sd_ns,
     };
     platform.lateness_sd_ns = if timer == TimerKind::Abstime { 0.0 } else { sd };
+    Ok(platform)
+}
+
+/// The barrier stage (given, calibrated from a run's report, or the default) and the
+/// collective's costs (LogP o and l: a third of the stage unless given).
+fn costs_of(args: &PredictArgs) -> anyhow::Result<(f64, CommModel)> {
     let stage = match (args.barrier_stage_ns, &args.calibrate_from) {
         (Some(x), _) => {
             anyhow::ensure!(
@@ -106,10 +151,18 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         l_ns: logp("logp-l-ns", args.logp_l_ns)?,
     }
     .resolved();
-    let stem = |path: &PathBuf| {
-        path.file_stem()
-            .map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned())
-    };
+    Ok((stage, comm))
+}
+
+/// The file stem of a trace: its default label.
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned())
+}
+
+/// Every `--trace` (labelled by its stem, numbered where two share one) and the node-trace
+/// set as one more input, each read, accepted, checked and planned.
+fn load_traces(args: &PredictArgs, platform: &Platform) -> anyhow::Result<Vec<TraceInput>> {
     let load = |path: &PathBuf, label: &str| -> anyhow::Result<TraceInput> {
         let loaded = jitter_trace::read_trace(path)
             .with_context(|| format!("cannot read trace {}", path.display()))?;
@@ -162,61 +215,42 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         }
         traces.push(TraceInput::node_set(nodes)?);
     }
-    if let Some(path) = &args.platform_noise {
-        anyhow::ensure!(
-            args.model == Model::Des,
-            "--platform-noise is modelled by the simulation only (--model des)"
-        );
-        background::check_setup(&platform.options(), platform.lateness_sd_ns > 0.0)?;
-        let loaded = jitter_trace::read_trace(path)
-            .with_context(|| format!("cannot read platform-noise trace {}", path.display()))?;
-        loaded.accept(&path.display().to_string(), args.salvage.choice())?;
-        for w in loaded.warnings() {
-            eprintln!("warning: {}: {w}", path.display());
-        }
-        let bg = background::Background::new(&loaded.trace, &stem(path))?;
-        // The platform's streams are laid out as further node traces of k streams each: a
-        // trace of fewer streams than k (replayed in copies) has no such layout yet.
-        for t in &traces {
-            anyhow::ensure!(
-                t.plans.len() as u64 >= args.ranks_per_node.k,
-                "--platform-noise needs a trace of at least --ranks-per-node {} streams; {} has {}",
-                args.ranks_per_node.k,
-                t.label,
-                t.plans.len()
-            );
-        }
-        traces = traces
-            .into_iter()
-            .map(|t| t.with_background(&bg))
-            .collect::<anyhow::Result<_>>()?;
+    Ok(traces)
+}
+
+/// The inputs united with the platform's own noise (`--platform-noise`), read from `path`.
+fn with_platform_noise(
+    args: &PredictArgs,
+    path: &Path,
+    platform: &Platform,
+    mut traces: Vec<TraceInput>,
+) -> anyhow::Result<Vec<TraceInput>> {
+    anyhow::ensure!(
+        args.model == Model::Des,
+        "--platform-noise is modelled by the simulation only (--model des)"
+    );
+    background::check_setup(&platform.options(), platform.lateness_sd_ns > 0.0)?;
+    let loaded = jitter_trace::read_trace(path)
+        .with_context(|| format!("cannot read platform-noise trace {}", path.display()))?;
+    loaded.accept(&path.display().to_string(), args.salvage.choice())?;
+    for w in loaded.warnings() {
+        eprintln!("warning: {}: {w}", path.display());
     }
-    let phases = if args.whole_trace {
-        let longest = (traces.iter().flat_map(|t| &t.plans))
-            .map(|p| p.period_ns())
-            .max()
-            .unwrap_or(0);
-        longest.div_ceil(quanta.max(1)).max(1)
-    } else {
-        args.phases.count
-    };
-    let spec = PredictSpec {
-        ranks,
-        modes,
-        model: args.model,
-        des: DesConfig {
-            quanta_ns: quanta,
-            phases,
-            ranks_per_node: args.ranks_per_node.k,
-            barrier: BarrierModel { stage_ns: stage },
-            comm,
-            drift_sd_ns: platform.lateness_sd_ns,
-            seed: args.seed.value,
-            window: None,
-        },
-        platform,
-        engine: Engine::default(),
-        draws: args.draws,
-    };
-    Ok((traces, spec))
+    let bg = background::Background::new(&loaded.trace, &stem(path))?;
+    // The platform's streams are laid out as further node traces of k streams each: a
+    // trace of fewer streams than k (replayed in copies) has no such layout yet.
+    for t in &traces {
+        anyhow::ensure!(
+            t.plans.len() as u64 >= args.ranks_per_node.k,
+            "--platform-noise needs a trace of at least --ranks-per-node {} streams; {} has {}",
+            args.ranks_per_node.k,
+            t.label,
+            t.plans.len()
+        );
+    }
+    traces = traces
+        .into_iter()
+        .map(|t| t.with_background(&bg))
+        .collect::<anyhow::Result<_>>()?;
+    Ok(traces)
 }

@@ -11,10 +11,9 @@ use super::des::{DesConfig, DesOutcome};
 use super::input::TraceInput;
 use super::order_stats::{self, DelayDistribution, WindowStart};
 use super::platform::Platform;
-use super::points::Prediction;
 use super::spec::PredictSpec;
 use crate::metrics::slowdown_pct;
-use crate::report::{Config, PredictDetails, RankCost, ResultRow};
+use crate::report::{Config, PredictDetails, RankCost, Report, ResultRow};
 
 pub(crate) fn config(traces: &[TraceInput], spec: &PredictSpec) -> Config {
     let o = &spec.platform.options();
@@ -68,6 +67,15 @@ pub(crate) fn platform_calibration(p: &Platform) -> RankCost {
         platform_noise_ratio: 0.0,
         overhead_by_gap: p.options().overhead_by_gap.points().to_vec(),
     }
+}
+
+/// The reports of one prediction (one per model run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    /// The simulation's report.
+    pub des: Option<Report>,
+    /// The analytic model's report.
+    pub order_stats: Option<Report>,
 }
 
 /// One simulated point as a report row.

@@ -6,8 +6,13 @@ use std::time::Duration;
 use indicatif::ProgressBar;
 use jitter_emulator::SyncMode;
 
-use super::prepare::walk_note;
-use super::*;
+use super::des::{self, Engine};
+use super::points::predict;
+use super::prepare::{prepare, walk_note};
+use super::progress::progress_line;
+use super::spec::{rank_phases, PredictSpec};
+use crate::flags::predict::{order_stats_path, Model, PredictArgs};
+use crate::flags::shared::{check_sync_modes, parse_ranks, PlatformChoice};
 
 #[test]
 fn a_progress_line_gives_share_and_eta() {

@@ -1,15 +1,18 @@
 //! Steps 4–5b of a run: the baseline without jitter (sequential design), the run (with the
 //! emulator when there is a trace), and the most the trace can slow one phase down.
 
+use std::sync::Arc;
+
 use jitter_emulator::{Fraction, Plan};
 
 use super::results::slowdowns;
 use super::state::{Measured, Prepared};
 use crate::baseline::{self, Baseline, Reference};
-use crate::bench::{run_phases, Blocks, LoopSpec, NoJitter, Until};
+use crate::bench::{run_phases, Blocks, LoopOutcome, LoopSpec, NoJitter, Until};
 use crate::comm::{agree, Collective, Mpi};
 use crate::flags::run::{Design, RunArgs};
 use crate::replay::{Replay, ReplayTotals, VirtualReplay};
+use crate::windows::RankWindow;
 
 /// Steps 4–5b: the baseline without jitter (sequential design), the run (with the emulator
 /// when there is a trace), and the most the trace can slow one phase down.
@@ -97,52 +100,24 @@ pub(crate) fn measure(comm: &Mpi, args: &RunArgs, p: &Prepared) -> anyhow::Resul
         ),
         Some(plan) => {
             let spec = spec(until(args.period), keep, Some(p.replay.fraction), blocks);
-            comm.barrier();
-            if args.virtual_ranks > 1 {
-                // Every virtual rank is its own node: its own offset under --sync none.
-                let first = rank as u64 * args.virtual_ranks;
-                let started =
-                    VirtualReplay::start(plan, first, args.virtual_ranks, p.schedule, clock);
-                let mut replay = agree(comm, started)?;
-                let out = run_phases(comm, clock, &spec, &mut replay);
-                let totals = agree(comm, replay.stop())?;
-                (out, totals)
-            } else {
-                let node = p.trace.as_ref().map_or(0, |t| t.timeline);
-                let started = Replay::start(plan, node, p.schedule, clock);
-                let mut replay = agree(comm, started)?;
-                let out = run_phases(comm, clock, &spec, &mut replay);
-                let marks = replay.windows().to_vec();
-                let end_ns = jitter_emulator::injector::mono_ns();
-                let totals = agree(comm, replay.stop())?;
-                windows = crate::windows::with_injections(
-                    &marks,
-                    (totals.injected, totals.injected_ns),
-                    end_ns,
-                );
-                (out, totals)
-            }
+            let (out, totals, w) = replay_run(comm, args, p, plan, &spec)?;
+            windows = w;
+            (out, totals)
         }
     };
 
-    // 5b. The most the trace can slow one phase down: each rank's worst window of its plan,
-    // the largest over ranks; a measured slowdown far above it is the platform's, not the
-    // trace's (checked on rank 0 below).
-    // The window is the longer of the reference phase and the measured one (rank 0 holds the
-    // averages), scaled: a phase exposed longer can meet more detours.
-    let mut bound = [0.0, 0.0];
-    if let Some(plan) = &p.plan {
-        let reference_ns = slowdowns(&outcome, measured_baseline.as_ref(), reference)
-            .0
-            .avg_max_qtbt_ns;
-        let mut window = [reference_ns.max(outcome.averages.avg_max_qtbt_ns()) * scale];
-        comm.all_max(&mut window);
-        bound = [
-            max_excess_ns(plan, window[0]).map_or(f64::INFINITY, |x| x as f64),
-            window[0],
-        ];
-        comm.all_max(&mut bound);
-    }
+    // 5b. The most the trace can slow one phase down.
+    let bound = match &p.plan {
+        Some(plan) => trace_bound(
+            comm,
+            plan,
+            &outcome,
+            measured_baseline.as_ref(),
+            reference,
+            scale,
+        ),
+        None => [0.0, 0.0],
+    };
     Ok(Measured {
         reference,
         measured_baseline,
@@ -151,6 +126,64 @@ pub(crate) fn measure(comm: &Mpi, args: &RunArgs, p: &Prepared) -> anyhow::Resul
         windows,
         bound,
     })
+}
+
+/// Step 5 with a trace: the phases under this rank's emulator (or its virtual ranks'), its
+/// totals, and the windows of jitter it measured (none for virtual ranks).
+fn replay_run(
+    comm: &Mpi,
+    args: &RunArgs,
+    p: &Prepared,
+    plan: &Arc<Plan>,
+    spec: &LoopSpec,
+) -> anyhow::Result<(LoopOutcome, ReplayTotals, Vec<RankWindow>)> {
+    let (rank, clock) = (comm.rank(), &p.setup.clock);
+    comm.barrier();
+    if args.virtual_ranks > 1 {
+        // Every virtual rank is its own node: its own offset under --sync none.
+        let first = rank as u64 * args.virtual_ranks;
+        let started = VirtualReplay::start(plan, first, args.virtual_ranks, p.schedule, clock);
+        let mut replay = agree(comm, started)?;
+        let out = run_phases(comm, clock, spec, &mut replay);
+        let totals = agree(comm, replay.stop())?;
+        return Ok((out, totals, Vec::new()));
+    }
+    let node = p.trace.as_ref().map_or(0, |t| t.timeline);
+    let started = Replay::start(plan, node, p.schedule, clock);
+    let mut replay = agree(comm, started)?;
+    let out = run_phases(comm, clock, spec, &mut replay);
+    let marks = replay.windows().to_vec();
+    let end_ns = jitter_emulator::injector::mono_ns();
+    let totals = agree(comm, replay.stop())?;
+    let windows =
+        crate::windows::with_injections(&marks, (totals.injected, totals.injected_ns), end_ns);
+    Ok((out, totals, windows))
+}
+
+/// 5b. The most the trace can slow one phase down: each rank's worst window of its plan, the
+/// largest over ranks; a measured slowdown far above it is the platform's, not the trace's
+/// (checked on rank 0). The window is the longer of the reference phase and the measured one
+/// (rank 0 holds the averages), scaled: a phase exposed longer can meet more detours.
+/// Returns [excess, window] (scaled ns, max over ranks).
+fn trace_bound(
+    comm: &Mpi,
+    plan: &Arc<Plan>,
+    outcome: &LoopOutcome,
+    measured_baseline: Option<&LoopOutcome>,
+    reference: Reference,
+    scale: f64,
+) -> [f64; 2] {
+    let reference_ns = slowdowns(outcome, measured_baseline, reference)
+        .0
+        .avg_max_qtbt_ns;
+    let mut window = [reference_ns.max(outcome.averages.avg_max_qtbt_ns()) * scale];
+    comm.all_max(&mut window);
+    let mut bound = [
+        max_excess_ns(plan, window[0]).map_or(f64::INFINITY, |x| x as f64),
+        window[0],
+    ];
+    comm.all_max(&mut bound);
+    bound
 }
 
 /// The largest excess (scaled ns) a phase of `phase_ns` (scaled) can take from `plan`'s

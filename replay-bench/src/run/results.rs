@@ -268,7 +268,6 @@ pub(crate) fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn result_row(
     label: &str,
     ranks: u64,
