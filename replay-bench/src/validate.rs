@@ -229,8 +229,8 @@ pub fn predict_args(
         .map(|m| m.report.clone());
     args.platform_noise = background.map(Path::to_path_buf);
     args.draws = a.draws;
-    args.replay = a.replay.clone();
-    args.salvage = a.salvage.clone();
+    args.replay = a.replay;
+    args.salvage = a.salvage;
     Ok(args)
 }
 

@@ -190,8 +190,6 @@ impl PredictArgs {
     }
 }
 
-/// A trace prepared for prediction: its label, description and one plan per stream used.
-
 /// `predict`'s options and the simulation engine.
 #[derive(Debug, clap::Args)]
 pub struct PredictCmd {

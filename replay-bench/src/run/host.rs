@@ -26,7 +26,7 @@ pub(crate) fn host_cost(
     clock: &Clock,
     timer: TimerKind,
 ) -> anyhow::Result<EmulatorCost> {
-    let bytes = comm.from_host_root(|| {
+    let bytes = comm.shared_from_host_root(|| {
         let r = args
             .calibration
             .load(clock)
