@@ -17,6 +17,7 @@ pub mod filter;
 pub mod format;
 pub mod integrity;
 pub mod interop;
+pub mod load;
 pub mod memory;
 pub mod model;
 pub mod nodes;
@@ -35,12 +36,10 @@ pub mod units;
 
 pub use compare::{compare, Comparison};
 pub use error::TraceError;
-pub use format::{
-    read_trace, write_trace, Completeness, Epilogue, Loaded, StreamSummary, TraceReader,
-    TraceWriter,
-};
+pub use format::{write_trace, Completeness, Epilogue, StreamSummary, TraceReader, TraceWriter};
 pub use integrity::{Integrity, Salvage};
 pub use interop::Format;
+pub use load::{read_trace, read_trace_streams, Loaded};
 pub use model::{Detour, Header, Record, Stream, Trace, Window};
 pub use stats::{Injectability, ScaleChoice, Stats, TraceStats};
 pub use synth::Spec;
