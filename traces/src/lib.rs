@@ -9,6 +9,7 @@
 
 pub mod advice;
 pub mod attribution;
+pub mod changes;
 pub mod cli;
 pub mod compare;
 pub mod digest;
@@ -26,6 +27,8 @@ pub mod periodogram;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod sanity;
+pub mod scan;
+pub mod sidecar;
 pub mod stats;
 pub mod steal;
 pub mod summary;

@@ -31,10 +31,14 @@
 //! a chunk is damaged, the file is truncated: [`crate::integrity`], unless salvaged), is
 //! `unusable`: listed last, named, and left out of every other node's comparison.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use serde::{Deserialize, Serialize};
 
-use crate::model::Trace;
-use crate::stats::Stats;
+use crate::model::{Detour, Trace};
+use crate::scan::{ChunkSink, Scan};
+use crate::stats::{Stats, StatsSink};
 use crate::summary::median;
 use crate::table::{Align, Table};
 
@@ -133,44 +137,11 @@ pub struct NodeSummary {
 impl NodeSummary {
     /// Summarises one node's trace; `top` longest detours are kept.
     pub fn of_trace(trace: &Trace, file: &str, top: usize) -> NodeSummary {
-        let mut runs: Vec<u64> = trace
-            .streams
-            .iter()
-            .flat_map(|s| s.records.iter().map(|r| r.run_ns))
-            .collect();
-        let (sum, sum_sq) = runs.iter().fold((0.0, 0.0), |(a, b), &r| {
-            let r = r as f64;
-            (a + r, b + r * r)
-        });
-        let noise_rel_se = if sum > 0.0 { sum_sq.sqrt() / sum } else { 0.0 };
-        let keep = top.max(2).min(runs.len());
-        if keep > 0 {
-            runs.select_nth_unstable_by(keep - 1, |a, b| b.cmp(a));
+        let mut runs = RunTally::new(top);
+        for r in trace.streams.iter().flat_map(|s| &s.records) {
+            runs.record(r.run_ns);
         }
-        runs.truncate(keep);
-        runs.sort_unstable_by(|a, b| b.cmp(a));
-        let runner_up_ns = runs.get(1).copied().unwrap_or(0);
-        runs.truncate(top);
-        NodeSummary {
-            node: String::new(),
-            file: file.to_string(),
-            host: trace.header.host.clone(),
-            streams: trace.streams.len(),
-            stats: Stats::of_streams(&trace.streams),
-            top_ns: runs,
-            collection_ns: trace.header.duration_ns.max(
-                trace
-                    .streams
-                    .iter()
-                    .map(|s| s.duration_ns())
-                    .max()
-                    .unwrap_or(0),
-            ),
-            lacks: None,
-            kept: None,
-            runner_up_ns,
-            noise_rel_se,
-        }
+        runs.summary(trace, Stats::of_streams(&trace.streams), file, top)
     }
 
     /// Why this node's trace says nothing, or `None` when it is usable: no detours at all (no
@@ -562,6 +533,106 @@ impl NodeTable {
             }
         }
         out
+    }
+}
+
+/// What a node's row needs of its run-times besides their statistics: the longest few and
+/// the sums behind the relative standard error of the noise time (exact, in integers).
+#[derive(Debug, Clone)]
+struct RunTally {
+    /// The `keep` longest run-times so far (a min-heap).
+    longest: BinaryHeap<Reverse<u64>>,
+    keep: usize,
+    sum: u128,
+    sum_sq: u128,
+}
+
+impl RunTally {
+    /// An empty tally keeping the `top` longest run-times (and the runner-up).
+    fn new(top: usize) -> RunTally {
+        RunTally {
+            longest: BinaryHeap::new(),
+            keep: top.max(2),
+            sum: 0,
+            sum_sq: 0,
+        }
+    }
+
+    #[inline]
+    fn record(&mut self, run_ns: u64) {
+        self.sum += u128::from(run_ns);
+        self.sum_sq += u128::from(run_ns) * u128::from(run_ns);
+        if self.longest.len() < self.keep {
+            self.longest.push(Reverse(run_ns));
+        } else if self.longest.peek().is_some_and(|m| m.0 < run_ns) {
+            self.longest.pop();
+            self.longest.push(Reverse(run_ns));
+        }
+    }
+
+    /// The row of the node whose trace (records or frame) is `trace`.
+    fn summary(self, trace: &Trace, stats: Stats, file: &str, top: usize) -> NodeSummary {
+        let (sum, sum_sq) = (self.sum as f64, self.sum_sq as f64);
+        let noise_rel_se = if sum > 0.0 { sum_sq.sqrt() / sum } else { 0.0 };
+        // Ascending in `Reverse`: the longest first.
+        let mut runs: Vec<u64> = (self.longest.into_sorted_vec().into_iter())
+            .map(|r| r.0)
+            .collect();
+        let runner_up_ns = runs.get(1).copied().unwrap_or(0);
+        runs.truncate(top);
+        NodeSummary {
+            node: String::new(),
+            file: file.to_string(),
+            host: trace.header.host.clone(),
+            streams: trace.streams.len(),
+            stats,
+            top_ns: runs,
+            collection_ns: trace.header.duration_ns.max(
+                (trace.streams.iter().map(|s| s.duration_ns()))
+                    .max()
+                    .unwrap_or(0),
+            ),
+            lacks: None,
+            kept: None,
+            runner_up_ns,
+            noise_rel_se,
+        }
+    }
+}
+
+/// A node's row gathered in one pass over its trace file, in constant memory in its length
+/// ([`crate::scan::scan_trace`]); the same row as [`NodeSummary::of_trace`] of the trace read
+/// whole.
+#[derive(Debug)]
+pub struct NodeSink {
+    stats: StatsSink,
+    runs: RunTally,
+    top: usize,
+}
+
+impl NodeSink {
+    /// A sink for a row listing the `top` longest detours.
+    pub fn new(top: usize) -> NodeSink {
+        NodeSink {
+            stats: StatsSink::new(Vec::new()),
+            runs: RunTally::new(top),
+            top,
+        }
+    }
+
+    /// The row of the node whose trace `scan` read, from file `file`.
+    pub fn summary(self, scan: &Scan, file: &str) -> NodeSummary {
+        let stats = self.stats.stats(scan).overall;
+        self.runs.summary(&scan.frame, stats, file, self.top)
+    }
+}
+
+impl ChunkSink for NodeSink {
+    fn take(&mut self, stream: usize, detours: Vec<Detour>) {
+        for d in &detours {
+            self.runs.record(d.run_ns);
+        }
+        self.stats.take(stream, detours);
     }
 }
 

@@ -5,7 +5,7 @@
 //! fractions under 1/5/14 µs exact.
 //!
 //! Every statistic is also gathered in one pass over a trace file in constant memory in its
-//! length ([`StatsSink`] over [`crate::load::scan_trace`]: one histogram per stream, the
+//! length ([`StatsSink`] over [`crate::scan::scan_trace`]: one histogram per stream, the
 //! overall one merged from them), with results equal to those of the trace held in memory:
 //! histograms, sums and counts add up exactly. The smallest scale covering a share needs the
 //! k-th longest detour exactly: [`kth_longest`] finds it in a few more passes (16 bits of the
@@ -14,8 +14,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
-use crate::load::{ChunkSink, Scan};
 use crate::model::{Detour, Stream, Trace};
+use crate::scan::{ChunkSink, Scan};
 use crate::summary::DetourHistogram;
 use crate::table::Table;
 

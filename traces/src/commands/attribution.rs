@@ -6,9 +6,9 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
 use jitter_trace::attribution::{
-    csv as attribution_csv, diff, render, render_diff, report_with_periods, samples, within_runs,
-    Mode,
+    csv as attribution_csv, render, report_with_periods, samples, within_runs, Mode,
 };
+use jitter_trace::changes::{diff, render_diff};
 use jitter_trace::output::{check_output, write_output_bytes};
 use jitter_trace::plot::{source_bars_svg, source_density_svg};
 use jitter_trace::units::parse_duration_ns;

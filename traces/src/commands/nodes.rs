@@ -8,7 +8,10 @@ use clap::Args;
 
 use jitter_trace::integrity::Salvage;
 
-use crate::commands::input::{duration_arg, import_unchecked, Input};
+use jitter_trace::integrity::Integrity;
+use jitter_trace::nodes::{NodeSink, NodeSummary};
+
+use crate::commands::input::{duration_arg, import_unchecked, scan_unchecked, Input};
 use crate::commands::output::{check_svg, print_json};
 
 /// `jitter-trace nodes`.
@@ -66,9 +69,8 @@ impl NodesArgs {
             if progress {
                 eprint!("\rreading {}/{} {}\x1b[K", i + 1, traces.len(), p.display());
             }
-            let (t, integrity) = import_unchecked(std::slice::from_ref(p), &input)?;
             let name = p.display().to_string();
-            let mut node = jitter_trace::nodes::NodeSummary::of_trace(&t, &name, top);
+            let (mut node, integrity) = summarise(p, &input, &name, top)?;
             let problem = integrity.problem();
             match integrity.check(&name, Salvage::from_flag(input.salvage)) {
                 Ok(i) => {
@@ -97,4 +99,21 @@ impl NodesArgs {
         }
         Ok(())
     }
+}
+
+/// One node's row and what its trace lacks: a `.jtr` in one pass in constant memory in its
+/// length, another format read whole.
+fn summarise(
+    path: &PathBuf,
+    input: &Input,
+    name: &str,
+    top: usize,
+) -> Result<(NodeSummary, Integrity)> {
+    let paths = std::slice::from_ref(path);
+    let mut sink = NodeSink::new(top);
+    if let Some((scan, integrity)) = scan_unchecked(paths, input, &mut sink)? {
+        return Ok((sink.summary(&scan, name), integrity));
+    }
+    let (t, integrity) = import_unchecked(paths, input)?;
+    Ok((NodeSummary::of_trace(&t, name, top), integrity))
 }
