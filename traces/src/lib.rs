@@ -1,6 +1,19 @@
 //! `jitter-trace`: the trace model and `.jtr` format of jitterbench, with statistics, comparison,
 //! transforms, synthesis, import/export and plots.
 //!
+//! What it offers:
+//! - the model ([`Trace`], [`Stream`], [`Record`], [`Detour`], [`Header`]) and the `.jtr` file:
+//!   [`TraceWriter`]/[`write_trace`] to write, [`read_trace`] (whole, as a [`Loaded`] with its
+//!   [`Integrity`] and the one policy `Loaded::accept`), [`read_trace_streams`] (only the
+//!   streams a replay needs) and [`scan::scan_trace`] (one pass in constant memory);
+//! - numbers from a trace: [`stats`] (also in one pass), [`summary`] (quantiles, intervals,
+//!   the histogram every crate uses), [`compare`], [`nodes`], [`sanity`], [`digest`];
+//! - new traces from old: [`transform`], [`synth`], [`filter`], [`interop`] (other formats);
+//! - the `--attribute` sidecar and its analyses: [`sidecar`], [`attribution`], [`changes`],
+//!   [`steal`], [`periodogram`], [`advice`];
+//! - what every binary of the workspace shares: [`cli`], [`output`], [`table`], [`units`],
+//!   [`error`].
+//!
 //! Features (both default): `plot` (the SVG charts of `plot`, through plotters) and
 //! `periodogram` (the periods of attributed sources, `periodogram::periods` and
 //! `attribution::add_periods`, through rustfft). The collector, the emulator and the preload

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{single, Codec, Imported};
+use super::codec::{single, Codec, Imported};
 use crate::error::TraceError;
 use crate::format::write_trace;
 use crate::load::read_trace;
