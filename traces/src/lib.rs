@@ -7,7 +7,7 @@
 //!   [`Integrity`] and the one policy `Loaded::accept`), [`read_trace_streams`] (only the
 //!   streams a replay needs) and [`scan::scan_trace`] (one pass in constant memory);
 //! - numbers from a trace: [`stats`] (also in one pass), [`summary`] (quantiles, intervals,
-//!   the histogram every crate uses), [`compare`], [`nodes`], [`sanity`], [`digest`];
+//!   the histogram every crate uses), [`compare`], [`nodes`] ([`node`]: one row), [`sanity`], [`digest`];
 //! - new traces from old: [`transform`], [`synth`], [`filter`], [`interop`] (other formats);
 //! - the `--attribute` sidecar and its analyses: [`sidecar`], [`attribution`], [`changes`],
 //!   [`steal`], [`periodogram`], [`advice`];
@@ -34,6 +34,7 @@ pub mod interop;
 pub mod load;
 pub mod memory;
 pub mod model;
+pub mod node;
 pub mod nodes;
 pub mod output;
 pub mod periodogram;

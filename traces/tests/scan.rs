@@ -152,6 +152,8 @@ fn a_node_row_from_one_pass_is_the_row_of_the_trace_in_memory() {
                 "{spec}: top {top}"
             );
             assert_eq!(streamed.top_ns.len(), top.min(whole.record_count()));
+            // The repetition test's tail (not serialised) is the same too.
+            assert_eq!(streamed.tail_ns, expected.tail_ns, "{spec}: top {top}");
         }
     }
 }
