@@ -210,7 +210,7 @@ pub fn barrier_stage_from_report(path: &Path) -> anyhow::Result<f64> {
         .filter(|row| row.ranks >= 2)
         .filter_map(|row| {
             let bt = row.baseline_avg_max_qtbt_ns - row.baseline_avg_max_qt_ns;
-            (bt.is_finite() && bt > 0.0).then(|| bt / f64::from(super::des::ceil_log2(row.ranks)))
+            (bt.is_finite() && bt > 0.0).then(|| bt / f64::from(super::ranks::ceil_log2(row.ranks)))
         })
         .collect();
     anyhow::ensure!(
