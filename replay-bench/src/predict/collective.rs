@@ -601,7 +601,7 @@ mod tests {
             &Call {
                 alg,
                 costs: Costs { o, l },
-                n: n,
+                n,
                 lo: 0,
             },
             ranks,
@@ -786,7 +786,7 @@ mod tests {
                         scope.spawn(move || {
                             let mut sc = Scratch::new(nn, lo, hi, procs).unwrap();
                             for _ in 0..2 {
-                                run(&comm, &QuietRef, &Call { alg, costs: Costs { o, l }, n: nn, lo: lo }, &mut mine, &mut t, &mut sc);
+                                run(&comm, &QuietRef, &Call { alg, costs: Costs { o, l }, n: nn, lo }, &mut mine, &mut t, &mut sc);
                             }
                             t
                         })

@@ -497,10 +497,8 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         PlatformChoice::File(file) => Platform::load(file, requested_timer)?,
     };
     let is_ideal = args.platform == PlatformChoice::Ideal;
-    // The ideal platform's timer is itimer unless asked (its drift is what it models).
-    if is_ideal {
-        platform.setup.cost.timer = requested_timer.unwrap_or(TimerKind::Itimer);
-    }
+    // The ideal platform replays every detour as recorded (abstime, no timer errors) unless
+    // an emulation's timer is asked for (`--timer itimer`: errors of --lateness-sd).
     platform.setup = args.replay.setup_over(&platform.setup);
     let timer = platform.setup.cost.timer;
     platform.options().validate()?;
@@ -674,7 +672,7 @@ fn config(traces: &[TraceInput], spec: &PredictSpec) -> Config {
             collective: c.algorithm.name().into(),
             logp_o_ns: c.o_ns,
             logp_l_ns: c.l_ns,
-            communication_model: c.describe(spec.des.barrier.stage_ns),
+            communication_model: platform::model_line(c, spec.des.barrier.stage_ns, &spec.platform),
             barrier_stage_ns: spec.des.barrier.stage_ns,
             timer_error_sd_ns: spec.des.drift_sd_ns,
             traces: traces.iter().map(|t| t.label.clone()).collect(),
@@ -1229,7 +1227,10 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
             det.drivers = found;
         }
     }
-    println!("{}", spec.des.comm.describe(spec.des.barrier.stage_ns));
+    println!(
+        "{}",
+        platform::model_line(&spec.des.comm, spec.des.barrier.stage_ns, &spec.platform)
+    );
     let rows = study_rows(&p);
     print!("{}", crate::plot::render_table(&rows));
     for t in &traces {
@@ -1500,8 +1501,11 @@ mod tests {
                 .unwrap()
                 .1
         };
-        // The ideal platform's default timer is itimer: its drift forces the walk.
-        let n = walk_note(&spec(&[])).expect("itimer walks");
+        // The ideal platform's default replays the trace as recorded: no timer errors, the
+        // index. Its itimer (an emulation's timer) draws errors of 20 us, which force the walk.
+        assert!(walk_note(&spec(&[])).is_none());
+        assert_eq!(spec(&[]).des.drift_sd_ns, 0.0);
+        let n = walk_note(&spec(&["--timer", "itimer"])).expect("itimer walks");
         assert!(
             n.contains("--timer abstime") && n.contains("20.00 us"),
             "{n}"
@@ -1571,7 +1575,15 @@ mod tests {
             assert!((b.sd_qt_pct - closed).abs() < 0.03, "{b:?}");
         }
         let e = prepare(
-            &PredictArgs::from_flags(&["--trace", &trace, "--platform-noise", &same]).unwrap(),
+            &PredictArgs::from_flags(&[
+                "--trace",
+                &trace,
+                "--platform-noise",
+                &same,
+                "--timer",
+                "itimer",
+            ])
+            .unwrap(),
         )
         .unwrap_err();
         assert!(e.to_string().contains("--timer abstime"), "{e}");
