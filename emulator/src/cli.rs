@@ -95,7 +95,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "F")]
     pub fraction: Option<Fraction>,
     /// Injector timer: itimer (setitimer, relative: errors accumulate) or abstime (timer_create,
-    /// absolute deadlines) [default: abstime; predict: the platform's, else itimer].
+    /// absolute deadlines) [default: abstime; predict: the platform's].
     #[arg(long, value_name = "itimer|abstime")]
     pub timer: Option<TimerKind>,
     #[command(flatten)]

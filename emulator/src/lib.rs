@@ -16,9 +16,11 @@ pub mod calibration;
 pub mod capi;
 pub mod cli;
 pub mod fidelity;
+pub mod indexed_replay;
 pub mod injector;
 pub mod placement;
 pub mod plan;
+pub mod plan_index;
 pub mod process;
 pub mod realtime;
 mod report;
@@ -26,12 +28,13 @@ pub mod setup;
 pub mod sync;
 
 pub use calibration::{Calibration, Spread};
+pub use indexed_replay::{IndexedReplay, SegmentStart};
 pub use injector::{
     Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection, ReplayPosition,
 };
 pub use plan::{
-    Cursor, IndexedReplay, Injection, OverheadByGap, Plan, PlanError, PlanIndex, PlanOptions,
-    PlanStats, PrefetchTicket, SegmentStart, TimerKind,
+    Cursor, Injection, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind,
 };
+pub use plan_index::{PlanIndex, PrefetchTicket};
 pub use setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale};
 pub use sync::{SyncMode, SyncSchedule};

@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{OverheadByGap, PlanError, PlanOptions, TimerKind, MAX_SCALE};
+use crate::plan::{check_fraction, check_scale, OverheadByGap, PlanError, PlanOptions, TimerKind};
 
 /// The conversions of a checked `f64` newtype whose `new` says why a value is refused: from
 /// and into `f64` (so serde checks what it reads), from a command-line string, and display.
@@ -46,7 +46,7 @@ macro_rules! checked_f64 {
     };
 }
 
-/// A scale factor S: finite, in (0, [`MAX_SCALE`]].
+/// A scale factor S: finite, in (0, [`crate::plan::MAX_SCALE`]].
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
 #[serde(try_from = "f64", into = "f64")]
 pub struct Scale(f64);
@@ -57,13 +57,7 @@ impl Scale {
 
     /// `s` when it is a usable scale factor.
     pub fn new(s: f64) -> Result<Scale, PlanError> {
-        if s.is_finite() && s > 0.0 && s <= MAX_SCALE {
-            Ok(Scale(s))
-        } else {
-            Err(PlanError::Option(format!(
-                "scale must be a finite number in (0, {MAX_SCALE}], got {s}"
-            )))
-        }
+        check_scale(s).map(Scale)
     }
 
     /// The factor.
@@ -91,13 +85,7 @@ impl Fraction {
 
     /// `f` when it is in (0, 1].
     pub fn new(f: f64) -> Result<Fraction, PlanError> {
-        if f > 0.0 && f <= 1.0 {
-            Ok(Fraction(f))
-        } else {
-            Err(PlanError::Option(format!(
-                "fraction must be in (0, 1], got {f}"
-            )))
-        }
+        check_fraction(f).map(Fraction)
     }
 
     /// The share.

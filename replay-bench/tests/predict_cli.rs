@@ -122,7 +122,14 @@ fn bad_input_gives_one_clear_error() {
         (&busy, vec![], "--force predicts anyway"),
         (
             &one,
-            vec!["--platform-noise", &platform_noise, "--model", "des"],
+            vec![
+                "--platform-noise",
+                &platform_noise,
+                "--model",
+                "des",
+                "--timer",
+                "itimer",
+            ],
             "--platform-noise needs --timer abstime",
         ),
         (

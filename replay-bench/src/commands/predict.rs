@@ -229,7 +229,14 @@ fn report(
             det.drivers = found;
         }
     }
-    println!("{}", spec.des.comm.describe(spec.des.barrier.stage_ns));
+    println!(
+        "{}",
+        crate::predict::platform::model_line(
+            &spec.des.comm,
+            spec.des.barrier.stage_ns,
+            &spec.platform
+        )
+    );
     let rows = study_rows(&p);
     print!("{}", crate::plot::render_table(&rows));
     for t in traces {

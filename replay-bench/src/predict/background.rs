@@ -13,7 +13,7 @@ use jitter_emulator::{Plan, PlanOptions, PlanStats};
 use jitter_trace::model::unite;
 use jitter_trace::{Detour, Stream, Trace};
 
-use super::TraceInput;
+use super::input::TraceInput;
 
 /// Most platform detours one tiled stream may hold (each costs a record in two plans).
 pub const MAX_TILED_DETOURS: u64 = 20_000_000;
@@ -203,7 +203,7 @@ impl TraceInput {
     pub fn with_background(mut self, bg: &Background) -> anyhow::Result<Self> {
         let r = realise(&self.plans, bg)?;
         self.plans = r.united;
-        self.background = Some(super::BackgroundPlans {
+        self.background = Some(super::input::BackgroundPlans {
             label: bg.label.clone(),
             plans: r.platform,
             lap: r.lap,

@@ -21,11 +21,14 @@ use std::fmt;
 use jitter_emulator::SyncMode;
 use jitter_trace::Record;
 
+#[cfg(test)]
+use super::collective::CommModel;
 use super::collective::{self, Algorithm};
 use super::des::{self, share};
-#[cfg(test)]
-use super::CommModel;
-use super::{DesConfig, Model, PredictSpec, TraceInput};
+use super::input::TraceInput;
+use super::simulation::DesConfig;
+use super::spec::PredictSpec;
+use crate::flags::predict::Model;
 
 /// Cost of one event on one core, ns (measured on the project VM, with margin).
 pub const NS_PER_EVENT: f64 = 100.0;
@@ -203,6 +206,112 @@ fn phase_ns(cfg: &DesConfig, n: u64, busy: f64, longest: Option<(&[u64], u64, f6
     }
 }
 
+/// What the estimate knows of one trace for the simulation's cost per rank-phase.
+struct TraceShape<'a> {
+    /// Detours per trace ns, averaged over the streams the ranks replay.
+    density: f64,
+    /// Noise ratio, clamped.
+    busy: f64,
+    /// Whether the indexed engine's fast path runs it.
+    indexed: bool,
+    /// The longest detours of its first stream, longest first (sync none, the walk).
+    longest: &'a [u64],
+    /// Records of its first stream.
+    records0: u64,
+    /// Detours one rank meets per phase.
+    met: f64,
+    /// Simulations per point (2 with a background: its baseline is a second one).
+    passes: f64,
+    /// Plans the ranks replay.
+    plans: u64,
+}
+
+/// How a prediction is split: this process `me` of `procs`, with `threads` workers.
+#[derive(Clone, Copy)]
+struct Split {
+    procs: u64,
+    me: u64,
+    threads: usize,
+}
+
+/// Events and seconds of the simulation of one point (`n` ranks under `mode`) over all of
+/// `spec`'s draws, for this process's share.
+fn point_cost(t: &TraceShape, spec: &PredictSpec, mode: SyncMode, n: u64, at: Split) -> (f64, f64) {
+    let cfg = &spec.des;
+    let Split { procs, me, threads } = at;
+    // A phase lasts q + L stretched by the noise; its detours are walked by every rank.
+    let phase_ns = phase_ns(
+        cfg,
+        n,
+        t.busy,
+        (mode == SyncMode::None).then_some((t.longest, t.records0, t.met)),
+    );
+    let resync = RESYNC_EVENTS * resyncs_per_phase(mode);
+    let coll = collective_events(&cfg.comm, n);
+    // Events per rank-phase, and their cost in ns: the rank's own (its searches, or the
+    // detours it walks), then its collective's.
+    let (own, own_ns) = if t.indexed {
+        let own = 1.0 + (1.0 + t.density * phase_ns).log2() + resync;
+        (own, INDEXED_NS_PER_EVENT)
+    } else {
+        (1.0 + t.density * phase_ns + resync, NS_PER_EVENT)
+    };
+    let per_rank_phase = own + coll;
+    let ns = own * own_ns + coll * COLLECTIVE_NS_PER_EVENT;
+    let (lo, hi) = share(n, procs, me);
+    let local = hi - lo;
+    // The indexed offloaded loop simulates one state per plan and start offset: with a
+    // common start (every mode but none), one per plan; so does a symmetric collective on
+    // one plan in one process.
+    let alg = cfg.comm.resolved().algorithm;
+    let copies = t.indexed
+        && mode != SyncMode::None
+        && (alg == Algorithm::Offloaded
+            || (t.plans == 1 && procs == 1 && collective::symmetric(alg, n)));
+    let states = if copies { local.min(t.plans) } else { local };
+    // Every draw simulates the point again (with its own offsets).
+    let draws = spec.draws.max(1) as f64;
+    let rank_phases = states as f64 * cfg.phases as f64 * t.passes * draws;
+    let chunks = local.div_ceil(RANKS_PER_CHUNK).max(1);
+    let workers = (chunks.min(threads.max(1) as u64) as f64 * THREAD_EFFICIENCY).max(1.0);
+    let mut secs = rank_phases * ns * 1e-9 / workers;
+    if procs > 1 {
+        secs += cfg.phases as f64 * draws * MPI_NS_PER_PHASE * 1e-9;
+    }
+    (rank_phases * per_rank_phase, secs)
+}
+
+/// Simulated ranks of this process's largest share: the rank states of one simulation live at
+/// a time (0 without a simulation).
+fn most_states(spec: &PredictSpec, run_des: bool, procs: u64, me: u64) -> u64 {
+    if !run_des {
+        return 0;
+    }
+    (spec.ranks.iter())
+        .map(|&n| {
+            let (lo, hi) = share(n, procs, me);
+            hi - lo
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Bytes per simulated rank: the indexed engine's where every trace runs on the index
+/// (`all_indexed`), else the walk's (the larger), plus the collective's.
+fn rank_bytes(spec: &PredictSpec, procs: u64, all_indexed: bool) -> u64 {
+    let per_rank = if all_indexed {
+        des::INDEXED_RANK_BYTES as u64 + des::INDEXED_SETUP_BYTES as u64
+    } else {
+        des::RANK_STATE_BYTES as u64
+    };
+    per_rank
+        + match (spec.des.comm.algorithm, procs) {
+            (Algorithm::Offloaded, _) => 0,
+            (_, 1) => collective::BYTES_PER_RANK as u64,
+            _ => (collective::BYTES_PER_RANK + collective::MPI_BYTES_PER_RANK) as u64,
+        }
+}
+
 /// Estimates process `me` of `procs`'s part of `spec` over `traces` with `threads` workers.
 pub fn estimate(
     traces: &[TraceInput],
@@ -280,80 +389,27 @@ pub fn estimate(
                 index_bytes.and_then(|b| b.checked_add(n.checked_mul(INDEX_BYTES_PER_RECORD)?));
             secs += n as f64 * INDEX_NS_PER_RECORD * 1e-9;
         }
+        let shape = TraceShape {
+            density,
+            busy,
+            indexed,
+            longest: &longest,
+            records0,
+            met,
+            passes,
+            plans: t.plans.len() as u64,
+        };
         for &mode in &spec.modes {
             for &n in &spec.ranks {
-                // A phase lasts q + L stretched by the noise; its detours are walked by every rank.
-                let phase_ns = phase_ns(
-                    cfg,
-                    n,
-                    busy,
-                    (mode == SyncMode::None).then_some((longest.as_slice(), records0, met)),
-                );
-                let resync = RESYNC_EVENTS * resyncs_per_phase(mode);
-                let coll = collective_events(&cfg.comm, n);
-                // Events per rank-phase, and their cost in ns: the rank's own (its searches,
-                // or the detours it walks), then its collective's.
-                let (own, own_ns) = if indexed {
-                    let own = 1.0 + (1.0 + density * phase_ns).log2() + resync;
-                    (own, INDEXED_NS_PER_EVENT)
-                } else {
-                    (1.0 + density * phase_ns + resync, NS_PER_EVENT)
-                };
-                let per_rank_phase = own + coll;
-                let ns = own * own_ns + coll * COLLECTIVE_NS_PER_EVENT;
-                let (lo, hi) = share(n, procs, me);
-                let local = hi - lo;
-                // The indexed offloaded loop simulates one state per plan and start offset:
-                // with a common start (every mode but none), one per plan; so does a symmetric
-                // collective on one plan in one process.
-                let alg = cfg.comm.resolved().algorithm;
-                let copies = indexed
-                    && mode != SyncMode::None
-                    && (alg == Algorithm::Offloaded
-                        || (t.plans.len() == 1 && procs == 1 && collective::symmetric(alg, n)));
-                let states = if copies {
-                    local.min(t.plans.len() as u64)
-                } else {
-                    local
-                };
-                let rank_phases = states as f64 * cfg.phases as f64 * passes;
-                events += rank_phases * per_rank_phase;
-                let chunks = local.div_ceil(RANKS_PER_CHUNK).max(1);
-                let workers =
-                    (chunks.min(threads.max(1) as u64) as f64 * THREAD_EFFICIENCY).max(1.0);
-                secs += rank_phases * ns * 1e-9 / workers;
-                if procs > 1 {
-                    secs += cfg.phases as f64 * MPI_NS_PER_PHASE * 1e-9;
-                }
+                let (e, s) = point_cost(&shape, spec, mode, n, Split { procs, me, threads });
+                events += e;
+                secs += s;
             }
         }
     }
-    // The rank states of one simulation live at a time: the largest share counts.
-    let most = if run_des {
-        spec.ranks
-            .iter()
-            .map(|&n| {
-                let (lo, hi) = share(n, procs, me);
-                hi - lo
-            })
-            .max()
-            .unwrap_or(0)
-    } else {
-        0
-    };
     // The walk's state is the larger one: assumed when any trace may be walked.
-    let per_rank = if indexed_any && traces.iter().all(fast) {
-        des::INDEXED_RANK_BYTES as u64 + des::INDEXED_SETUP_BYTES as u64
-    } else {
-        des::RANK_STATE_BYTES as u64
-    };
-    let per_rank = per_rank
-        + match (cfg.comm.algorithm, procs) {
-            (Algorithm::Offloaded, _) => 0,
-            (_, 1) => collective::BYTES_PER_RANK as u64,
-            _ => (collective::BYTES_PER_RANK + collective::MPI_BYTES_PER_RANK) as u64,
-        };
-    let ranks_bytes = most.checked_mul(per_rank);
+    let per_rank = rank_bytes(spec, procs, indexed_any && traces.iter().all(fast));
+    let ranks_bytes = most_states(spec, run_des, procs, me).checked_mul(per_rank);
     let bytes = (|| {
         plan_bytes?
             .checked_add(ranks_bytes?)?
@@ -493,6 +549,47 @@ mod tests {
         // Single-threaded time is proportional to the work as well.
         let s = |r: u64| estimate(&t, &aligned(r, 100), 1, 0, 1).seconds;
         assert!((s(4000) / s(1000) - 4.0).abs() < 1e-9);
+    }
+
+    /// Every offset draw simulates each point again: `--draws K` costs K times the simulation
+    /// of one draw, in events and in time (the index is compiled once), on one process and on
+    /// several; memory does not grow (draws run one after another). The bug this pins: the
+    /// estimate ignored `--draws` (62 s estimated for a job of about 3 min).
+    #[test]
+    fn draws_multiply_the_simulation_s_work_not_its_memory() {
+        let t = [input()];
+        let records = t[0].plans[0].records().len() as f64;
+        for (base, procs, setup_s) in [
+            (spec(vec![4096], 200), 1, 0.0),
+            (
+                indexed(vec![4096, 100], 200),
+                1,
+                records * INDEX_NS_PER_RECORD * 1e-9,
+            ),
+            (
+                with_collective(&indexed(vec![4096], 50), Algorithm::Dissemination),
+                2,
+                records * INDEX_NS_PER_RECORD * 1e-9,
+            ),
+        ] {
+            let one = estimate(&t, &base, procs, 0, 1);
+            assert!(one.seconds > setup_s);
+            for k in [2u64, 7] {
+                let drawn = PredictSpec {
+                    draws: k,
+                    ..base.clone()
+                };
+                let many = estimate(&t, &drawn, procs, 0, 1);
+                let kf = k as f64;
+                assert!(
+                    (many.events / one.events - kf).abs() < 1e-9,
+                    "{many:?} {one:?}"
+                );
+                let want = setup_s + kf * (one.seconds - setup_s);
+                assert!((many.seconds / want - 1.0).abs() < 1e-9, "{many:?} {want}");
+                assert_eq!(many.bytes, one.bytes);
+            }
+        }
     }
 
     #[test]

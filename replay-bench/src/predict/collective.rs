@@ -237,7 +237,7 @@ impl Round {
 
 /// The rounds of `alg` on `n` ranks, in order.
 fn rounds(alg: Algorithm, n: u64) -> Vec<Round> {
-    let r = super::des::ceil_log2(n);
+    let r = super::ranks::ceil_log2(n);
     let dists = (0..r).map(|k| 1u64 << k);
     match alg {
         Algorithm::Auto | Algorithm::Offloaded | Algorithm::Dissemination => {
@@ -253,7 +253,7 @@ fn rounds(alg: Algorithm, n: u64) -> Vec<Round> {
             if p < n {
                 v.push(Round::Fold(p));
             }
-            v.extend((0..super::des::ceil_log2(p)).map(|k| Round::Xor(1 << k, p)));
+            v.extend((0..super::ranks::ceil_log2(p)).map(|k| Round::Xor(1 << k, p)));
             if p < n {
                 v.push(Round::Unfold(p));
             }
@@ -323,7 +323,7 @@ impl Scratch {
             let procs64 = procs as u64;
             Some(Routes {
                 bounds: (0..=procs64)
-                    .map(|p| super::des::share(n, procs64, p).0)
+                    .map(|p| super::ranks::share(n, procs64, p).0)
                     .collect(),
                 send: zeros(2 * local, "outgoing send ends")?,
                 recv: zeros(2 * local, "incoming send ends")?,
@@ -403,22 +403,33 @@ pub const BYTES_PER_RANK: usize = 32;
 /// Bytes per simulated rank the exchange between processes adds to [`BYTES_PER_RANK`].
 pub const MPI_BYTES_PER_RANK: usize = 40;
 
+/// One collective as [`run`] carries it out: its algorithm and message costs, over `n` ranks
+/// of which this process holds `lo..` (as many as the states it is given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    /// The algorithm (not [`Algorithm::Auto`] or [`Algorithm::Offloaded`]).
+    pub alg: Algorithm,
+    /// o and ℓ, replay ns.
+    pub costs: Costs,
+    /// Ranks in all.
+    pub n: u64,
+    /// First rank this process holds.
+    pub lo: u64,
+}
+
 /// Runs one collective of `alg` over `n` ranks: this process holds ranks `lo..lo + states.len()`
 /// whose times (when each enters the collective) are `t`; on return `t` holds when each leaves.
 /// Send ends go to their receivers' processes after every round's sends (`comm`).
-#[allow(clippy::too_many_arguments)]
 pub fn run<C: Clocks>(
     comm: &dyn Collective,
     clocks: &C,
-    alg: Algorithm,
-    costs: Costs,
-    n: u64,
-    lo: u64,
+    call: &Call,
     states: &mut [C::Rank],
     t: &mut [u64],
     scratch: &mut Scratch,
 ) {
-    let chunk = super::des::chunk_of(states.len());
+    let chunk = super::ranks::chunk_of(states.len());
+    let Call { alg, costs, n, lo } = *call;
     let Costs { o, l } = costs;
     // The states changed since the last collective (compute, resync): ask each rank again.
     scratch.quiet.fill(0);
@@ -584,7 +595,19 @@ mod tests {
     fn go(alg: Algorithm, o: u64, l: u64, ranks: &mut [RefRank], t: &mut [u64]) {
         let n = ranks.len() as u64;
         let mut sc = Scratch::new(n, 0, n, 1).unwrap();
-        run(&Solo, &Ref, alg, Costs { o, l }, n, 0, ranks, t, &mut sc);
+        run(
+            &Solo,
+            &Ref,
+            &Call {
+                alg,
+                costs: Costs { o, l },
+                n,
+                lo: 0,
+            },
+            ranks,
+            t,
+            &mut sc,
+        );
     }
 
     #[test]
@@ -592,7 +615,7 @@ mod tests {
         let (o, l) = (7u64, 5u64);
         let round = 2 * o + l;
         for n in [1u64, 2, 3, 5, 8, 13, 64, 100] {
-            let r = u64::from(crate::predict::des::ceil_log2(n));
+            let r = u64::from(crate::predict::ranks::ceil_log2(n));
             let mut ranks = vec![RefRank::default(); n as usize];
             let mut t = vec![1000; n as usize];
             go(Algorithm::Dissemination, o, l, &mut ranks, &mut t);
@@ -604,7 +627,7 @@ mod tests {
             let mut t = vec![1000; n as usize];
             go(Algorithm::RecursiveDoubling, o, l, &mut ranks, &mut t);
             let p = if n.is_power_of_two() { n } else { 1 << (r - 1) };
-            let rp = u64::from(crate::predict::des::ceil_log2(p));
+            let rp = u64::from(crate::predict::ranks::ceil_log2(p));
             let extra = if p < n { 2 } else { 0 };
             let max = *t.iter().max().unwrap();
             if p == n {
@@ -733,8 +756,8 @@ mod tests {
                 Scratch::new(n as u64, 0, n as u64, 1).unwrap(),
             );
             for _ in 0..2 {
-                run(&Solo, &Ref, alg, Costs { o, l }, n as u64, 0, &mut a, &mut ta, &mut sa);
-                run(&Solo, &QuietRef, alg, Costs { o, l }, n as u64, 0, &mut b, &mut tb, &mut sb);
+                run(&Solo, &Ref, &Call { alg, costs: Costs { o, l }, n: n as u64, lo: 0 }, &mut a, &mut ta, &mut sa);
+                run(&Solo, &QuietRef, &Call { alg, costs: Costs { o, l }, n: n as u64, lo: 0 }, &mut b, &mut tb, &mut sb);
                 proptest::prop_assert_eq!(&ta, &tb);
             }
         }
@@ -756,14 +779,14 @@ mod tests {
             let split: Vec<u64> = std::thread::scope(|scope| {
                 let workers: Vec<_> = (0..procs)
                     .map(|me| {
-                        let (lo, hi) = crate::predict::des::share(nn, procs as u64, me as u64);
+                        let (lo, hi) = crate::predict::ranks::share(nn, procs as u64, me as u64);
                         let mut mine = ranks[lo as usize..hi as usize].to_vec();
                         let mut t = entries[lo as usize..hi as usize].to_vec();
                         let comm = Threads { me, mailbox: &mailbox };
                         scope.spawn(move || {
                             let mut sc = Scratch::new(nn, lo, hi, procs).unwrap();
                             for _ in 0..2 {
-                                run(&comm, &QuietRef, alg, Costs { o, l }, nn, lo, &mut mine, &mut t, &mut sc);
+                                run(&comm, &QuietRef, &Call { alg, costs: Costs { o, l }, n: nn, lo }, &mut mine, &mut t, &mut sc);
                             }
                             t
                         })
@@ -772,7 +795,7 @@ mod tests {
                 workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
             });
             for _ in 0..2 {
-                run(&Solo, &QuietRef, alg, Costs { o, l }, nn, 0, &mut solo, &mut t_solo, &mut sc);
+                run(&Solo, &QuietRef, &Call { alg, costs: Costs { o, l }, n: nn, lo: 0 }, &mut solo, &mut t_solo, &mut sc);
             }
             proptest::prop_assert_eq!(t_solo, split);
         }

@@ -16,12 +16,15 @@ pub mod des;
 pub mod drivers;
 pub mod input;
 pub mod order_stats;
+pub(crate) mod phase_loop;
 pub mod placement;
 pub mod platform;
 pub mod points;
 pub mod prepare;
 pub mod progress;
+pub(crate) mod ranks;
 pub mod rows;
+pub(crate) mod simulation;
 pub mod spec;
 pub mod whatif;
 pub mod whatif_chart;
@@ -42,7 +45,6 @@ pub use rows::{
     check_plausible, des_row, order_stats_row, order_stats_row_mix, study_rows, Analytic,
     Prediction, SD_FLOOR_PCT,
 };
-pub(crate) use rows::{config, platform_calibration};
 pub use spec::{rank_phases, PredictSpec};
 // The flags of `predict`, where the predictor's modules and its users have always named them.
 pub use crate::flags::predict::{order_stats_path, BarrierKind, Model, PredictArgs};

@@ -10,6 +10,9 @@ use jitter_emulator::{
 };
 use serde::{Deserialize, Serialize};
 
+use jitter_trace::units::format_ns;
+
+use super::collective::CommModel;
 use crate::report::{Report, ReportKind};
 
 /// Barrier stage latency used when nothing is calibrated, ns: about one network round trip of a
@@ -195,6 +198,65 @@ impl Platform {
     }
 }
 
+impl Platform {
+    /// Whether the platform replays every detour as recorded (no O, L, M, O-after-a-gap curve
+    /// or timer errors): a prediction of the trace itself, not of an emulation of it. S may
+    /// differ from 1 (a scaled trace is still replayed without injector artefacts).
+    pub fn as_recorded(&self) -> bool {
+        let o = self.options();
+        o.overhead_ns == 0
+            && o.lateness_ns == 0
+            && o.min_sleep_ns == 0
+            && o.overhead_by_gap.points().is_empty()
+            && (o.timer == TimerKind::Abstime || self.lateness_sd_ns == 0.0)
+    }
+
+    /// What a prediction on this platform predicts, for the model line: the trace as recorded,
+    /// or an emulation of it with the injector's costs and timer errors.
+    pub fn predicted(&self) -> String {
+        let o = self.options();
+        let scale = if o.scale == 1.0 {
+            String::new()
+        } else {
+            format!(", scaled by S = {}", o.scale)
+        };
+        if self.as_recorded() {
+            return format!(
+                "predicted: the trace as recorded (platform {}: every detour replayed as \
+                 collected, no injector artefacts{scale})",
+                self.name
+            );
+        }
+        let errors = if o.timer == TimerKind::Itimer && self.lateness_sd_ns > 0.0 {
+            format!(
+                "errors of sd {} per injection",
+                format_ns(self.lateness_sd_ns)
+            )
+        } else {
+            "no errors".to_string()
+        };
+        format!(
+            "predicted: an emulation on platform {} (timer {}, {errors}; O = {}, L = {}, M = {}{}{scale})",
+            self.name,
+            o.timer,
+            format_ns(o.overhead_ns as f64),
+            format_ns(o.lateness_ns as f64),
+            format_ns(o.min_sleep_ns as f64),
+            if o.overhead_by_gap.points().is_empty() {
+                ""
+            } else {
+                ", O by gap"
+            },
+        )
+    }
+}
+
+/// The model line of a prediction (terminal and report): the communication model of `comm`
+/// (barrier stage `stage_ns`) and what was predicted on `platform`.
+pub fn model_line(comm: &CommModel, stage_ns: f64, platform: &Platform) -> String {
+    format!("{}; {}", comm.describe(stage_ns), platform.predicted())
+}
+
 /// Barrier stage latency from a real run's report: the median over its rows with ≥ 2 ranks of
 /// (baseline AvgMaxQTBT − baseline AvgMaxQT) / ceil(log2 ranks), ns (unscaled).
 pub fn barrier_stage_from_report(path: &Path) -> anyhow::Result<f64> {
@@ -210,7 +272,7 @@ pub fn barrier_stage_from_report(path: &Path) -> anyhow::Result<f64> {
         .filter(|row| row.ranks >= 2)
         .filter_map(|row| {
             let bt = row.baseline_avg_max_qtbt_ns - row.baseline_avg_max_qt_ns;
-            (bt.is_finite() && bt > 0.0).then(|| bt / f64::from(super::des::ceil_log2(row.ranks)))
+            (bt.is_finite() && bt > 0.0).then(|| bt / f64::from(super::ranks::ceil_log2(row.ranks)))
         })
         .collect();
     anyhow::ensure!(
@@ -254,6 +316,61 @@ mod tests {
         }
         let e = Platform::load(&dir.path().join("missing.json"), None).unwrap_err();
         assert!(e.to_string().contains("cannot read"));
+    }
+
+    /// The model line says what was predicted: the trace as recorded on the ideal platform
+    /// (scaled or not), an emulation wherever an injector artefact enters.
+    #[test]
+    fn the_model_line_says_whether_the_trace_or_an_emulation_was_predicted() {
+        let comm = CommModel::OFFLOADED;
+        let ideal = Platform::ideal();
+        assert!(ideal.as_recorded());
+        let line = model_line(&comm, 1000.0, &ideal);
+        assert!(line.starts_with(&comm.describe(1000.0)), "{line}");
+        assert!(
+            line.ends_with(
+                "; predicted: the trace as recorded (platform ideal: every \
+             detour replayed as collected, no injector artefacts)"
+            ),
+            "{line}"
+        );
+        let mut scaled = Platform::ideal();
+        scaled.setup.scale = Scale::new(3.0).unwrap();
+        assert!(scaled.predicted().contains("as recorded") && scaled.predicted().contains("S = 3"));
+        // itimer with its errors (the old default of the ideal platform), or any O, L, M.
+        let mut itimer = Platform::ideal();
+        itimer.setup.cost.timer = TimerKind::Itimer;
+        itimer.lateness_sd_ns = DEFAULT_LATENESS_SD_NS;
+        assert!(!itimer.as_recorded());
+        assert_eq!(
+            itimer.predicted(),
+            "predicted: an emulation on platform ideal (timer itimer, errors of sd 20.00 us \
+             per injection; O = 0 ns, L = 0 ns, M = 0 ns)"
+        );
+        for cost in [
+            InjectionCost {
+                overhead_ns: 900,
+                ..InjectionCost::ideal(TimerKind::Abstime)
+            },
+            InjectionCost {
+                lateness_ns: 1,
+                ..InjectionCost::ideal(TimerKind::Abstime)
+            },
+            InjectionCost {
+                min_sleep_ns: 5,
+                ..InjectionCost::ideal(TimerKind::Abstime)
+            },
+        ] {
+            let mut p = Platform::ideal();
+            p.setup.cost = cost;
+            assert!(
+                !p.as_recorded() && p.predicted().contains("an emulation"),
+                "{cost:?}"
+            );
+        }
+        // itimer without errors injects exactly as recorded.
+        itimer.lateness_sd_ns = 0.0;
+        assert!(itimer.as_recorded());
     }
 
     #[test]

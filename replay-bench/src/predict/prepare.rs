@@ -106,10 +106,8 @@ fn platform_of(args: &PredictArgs) -> anyhow::Result<Platform> {
         PlatformChoice::File(file) => Platform::load(file, requested_timer)?,
     };
     let is_ideal = args.platform == PlatformChoice::Ideal;
-    // The ideal platform's timer is itimer unless asked (its drift is what it models).
-    if is_ideal {
-        platform.setup.cost.timer = requested_timer.unwrap_or(TimerKind::Itimer);
-    }
+    // The ideal platform replays every detour as recorded (abstime, no timer errors) unless
+    // an emulation's timer is asked for (`--timer itimer`: errors of --lateness-sd).
     platform.setup = args.replay.setup_over(&platform.setup);
     let timer = platform.setup.cost.timer;
     platform.options().validate()?;

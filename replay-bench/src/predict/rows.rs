@@ -38,7 +38,11 @@ pub(crate) fn config(traces: &[TraceInput], spec: &PredictSpec) -> Config {
             collective: c.algorithm.name().into(),
             logp_o_ns: c.o_ns,
             logp_l_ns: c.l_ns,
-            communication_model: c.describe(spec.des.barrier.stage_ns),
+            communication_model: super::platform::model_line(
+                c,
+                spec.des.barrier.stage_ns,
+                &spec.platform,
+            ),
             barrier_stage_ns: spec.des.barrier.stage_ns,
             timer_error_sd_ns: spec.des.drift_sd_ns,
             traces: traces.iter().map(|t| t.label.clone()).collect(),

@@ -123,8 +123,11 @@ fn the_walk_forced_by_timer_errors_is_said_with_how_to_get_the_index() {
             .unwrap()
             .1
     };
-    // The ideal platform's default timer is itimer: its drift forces the walk.
-    let n = walk_note(&spec(&[])).expect("itimer walks");
+    // The ideal platform's default replays the trace as recorded: no timer errors, the
+    // index. Its itimer (an emulation's timer) draws errors of 20 us, which force the walk.
+    assert!(walk_note(&spec(&[])).is_none());
+    assert_eq!(spec(&[]).des.drift_sd_ns, 0.0);
+    let n = walk_note(&spec(&["--timer", "itimer"])).expect("itimer walks");
     assert!(
         n.contains("--timer abstime") && n.contains("20.00 us"),
         "{n}"
@@ -193,9 +196,18 @@ fn a_trace_over_a_platform_adds_only_what_the_platform_does_not_already_lose() {
     for b in sd(Some(&other)).iter().filter(|b| b.ranks == 1) {
         assert!((b.sd_qt_pct - closed).abs() < 0.03, "{b:?}");
     }
-    let e =
-        prepare(&PredictArgs::from_flags(&["--trace", &trace, "--platform-noise", &same]).unwrap())
-            .unwrap_err();
+    let e = prepare(
+        &PredictArgs::from_flags(&[
+            "--trace",
+            &trace,
+            "--platform-noise",
+            &same,
+            "--timer",
+            "itimer",
+        ])
+        .unwrap(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("--timer abstime"), "{e}");
 }
 

@@ -16,9 +16,15 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use jitter_emulator::{Fraction, Scale, SyncMode};
 
+use super::des::Engine;
 use super::des::{self, DesConfig, DesOutcome};
+use super::input::TraceInput;
 use super::placement::RunWindow;
-use super::{PlatformChoice, PredictArgs, PredictSpec, RankCounts, TraceInput};
+use super::prepare::prepare;
+use super::rows::{check_plausible, config, des_row, platform_calibration, Prediction};
+use super::spec::PredictSpec;
+use crate::flags::predict::{Model, PredictArgs};
+use crate::flags::shared::{PlatformChoice, RankCounts};
 use crate::report::{
     InjectionCheck, ReplayedWindows, Report, ReportKind, ResultRow, TraceInfo, WindowsOf,
 };
@@ -92,7 +98,7 @@ impl RunWindows {
         a.phases.count = self.windows.phases_per_window;
         a.ranks_per_node.k = (c.ranks_per_node as u64).max(1);
         a.seed.value = c.seed;
-        a.model = super::Model::Des;
+        a.model = Model::Des;
         a.platform = PlatformChoice::File(self.path.clone());
         a.replay.scale = Some(Scale::new(c.scale)?);
         a.replay.fraction = Some(Fraction::new(c.fraction)?);
@@ -247,7 +253,7 @@ pub fn simulate(
             spec.platform.options().fraction
         );
         covered_ns.push(out.mean_period_ns * out.averages.phases as f64 * ranks as f64);
-        let row = super::des_row("", ranks, w.mode, &out);
+        let row = des_row("", ranks, w.mode, &out);
         sd_pct.push([row.sd_qtbt_pct, row.sd_qt_pct]);
         pool(&mut pooled, out);
     }
@@ -320,27 +326,27 @@ pub fn predict_run(
     run: &Path,
     trace: &Path,
     base: &PredictArgs,
-    engine: super::Engine,
+    engine: Engine,
 ) -> anyhow::Result<RunPrediction> {
     let w = RunWindows::load(run)?;
     let mut a = w.args(base)?;
     a.traces = vec![trace.to_path_buf()];
     w.check_trace(trace, base.salvage.choice())?;
-    let (traces, mut spec) = super::prepare(&a)?;
+    let (traces, mut spec) = prepare(&a)?;
     spec.engine = engine;
     let t = &traces[0];
     let predicted = simulate(t, &spec, &w)?;
-    let row = super::des_row(&t.label, w.row.ranks, w.mode, &predicted.outcome);
+    let row = des_row(&t.label, w.row.ranks, w.mode, &predicted.outcome);
     let max_run_ns = (t.plans.iter())
         .flat_map(|p| p.records().iter().map(|r| r.run_ns))
         .max()
         .unwrap_or(0);
     let scale = spec.platform.options().scale;
     let check = injection_check(&w, &predicted, &t.info, max_run_ns, scale);
-    let mut report = Report::new(ReportKind::PredictDes, super::config(&traces, &spec));
+    let mut report = Report::new(ReportKind::PredictDes, config(&traces, &spec));
     report
         .calibration
-        .push(super::platform_calibration(&spec.platform));
+        .push(platform_calibration(&spec.platform));
     if let Some(p) = report.config.predict.as_mut() {
         p.windows_of = Some(WindowsOf {
             run: run.display().to_string(),
@@ -351,7 +357,7 @@ pub fn predict_run(
         });
     }
     report.results.push(row.clone());
-    super::check_plausible(&super::Prediction {
+    check_plausible(&Prediction {
         des: Some(report.clone()),
         order_stats: None,
     })?;
@@ -367,7 +373,7 @@ pub fn predict_run(
 /// `replay-bench predict --windows-of RUN.json --trace T`: the prediction of the run's windows
 /// beside its measurement, the verdict ([`crate::verdict`]) and the check of the injections;
 /// the report (`-o`) holds the row and [`WindowsOf`].
-pub fn main(args: &PredictArgs, engine: super::Engine) -> anyhow::Result<()> {
+pub fn main(args: &PredictArgs, engine: Engine) -> anyhow::Result<()> {
     let path = args
         .windows_of
         .as_ref()
