@@ -160,10 +160,10 @@ struct StatsArgs {
     #[arg(long, value_parser = duration_arg)]
     overhead: Option<f64>,
     /// Scale factors to evaluate injectability at (with --overhead).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 2.0, 3.0, 5.0, 10.0])]
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 2.0, 3.0, 5.0, 10.0], requires = "overhead")]
     scale: Vec<f64>,
     /// Share of detours that must be injectable: prints the smallest scale (with --overhead).
-    #[arg(long)]
+    #[arg(long, requires = "overhead")]
     share: Option<f64>,
 }
 
@@ -880,6 +880,19 @@ impl PlotArgs {
             .iter()
             .map(|p| load(std::slice::from_ref(p), &input))
             .collect::<Result<_>>()?;
+        if kind != PlotKind::TimeSeries {
+            // A distribution of no run-times is an empty chart that looks like a drawn one.
+            let quiet = traces.iter().zip(&loaded);
+            if let Some((p, _)) = quiet
+                .into_iter()
+                .find(|(_, t)| t.streams.iter().all(|s| s.records.is_empty()))
+            {
+                bail!(
+                    "{} has no detours: no run-times to draw (--kind timeseries draws its quiet time line)",
+                    p.display()
+                );
+            }
+        }
         let items: Vec<(&std::path::Path, &jitter_trace::Header)> = traces
             .iter()
             .map(PathBuf::as_path)
