@@ -20,17 +20,16 @@ impl CpuList {
     /// [`CpuList::parse`] for a list a user gives: a CPU listed twice (`0,0`, `0-2,1`) is
     /// refused, as `jitter-trace slice --cpus` refuses it, rather than collected once.
     pub fn parse_distinct(text: &str) -> Result<Self> {
-        let ids = ids_in(text)?;
-        let list = CpuList::from_ids(ids.clone());
-        if list.len() < ids.len() {
-            let twice = ids
-                .iter()
-                .find(|c| ids.iter().filter(|d| d == c).count() > 1)
-                .copied()
-                .unwrap_or_default();
-            refuse!("CPU {twice} is listed twice in {text:?}: each CPU is collected once (list every CPU once)");
+        let mut ids = ids_in(text)?;
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            refuse!(
+                "CPU {} is listed twice in {text:?}: each CPU is collected once (list every CPU \
+                 once)",
+                w[0]
+            );
         }
-        Ok(list)
+        Ok(CpuList::from_ids(ids))
     }
 
     /// Builds a list from ids in any order (sorted, duplicates dropped).
@@ -232,6 +231,8 @@ mod tests {
         }
         let e = CpuList::parse_distinct("0-2,1").unwrap_err().to_string();
         assert!(e.starts_with("CPU 1 is listed twice"), "{e}");
+        let e = CpuList::parse_distinct("3, 1-3").unwrap_err().to_string();
+        assert!(e.starts_with("CPU 3 is listed twice"), "{e}");
         assert_eq!(CpuList::parse_distinct("2,0-1").unwrap().ids(), &[0, 1, 2]);
         assert_eq!(CpuList::parse("0,0").unwrap().ids(), &[0]);
     }

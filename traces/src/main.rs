@@ -882,13 +882,11 @@ impl PlotArgs {
             .collect::<Result<_>>()?;
         if kind != PlotKind::TimeSeries {
             // A distribution of no run-times is an empty chart that looks like a drawn one.
-            let quiet = traces.iter().zip(&loaded);
-            if let Some((p, _)) = quiet
-                .into_iter()
-                .find(|(_, t)| t.streams.iter().all(|s| s.records.is_empty()))
-            {
+            let quiet = |t: &Trace| t.streams.iter().all(|s| s.records.is_empty());
+            if let Some((p, _)) = traces.iter().zip(&loaded).find(|(_, t)| quiet(t)) {
                 bail!(
-                    "{} has no detours: no run-times to draw (--kind timeseries draws its quiet time line)",
+                    "{} has no detours: no run-times to draw (--kind timeseries draws its quiet \
+                     time line)",
                     p.display()
                 );
             }
