@@ -125,7 +125,7 @@ expect() {
     nerr=$(grep -cE '(^|: )error: ' "$W/stderr")
     if [[ $want == 0 ]]; then
         if ((rc != 0)); then fail "$what: exit $rc, wanted 0: $(tail -1 "$W/stderr")"; return; fi
-        if ! cat "$W/stdout" "$W/stderr" | grep -qE -- "$re"; then
+        if ! grep -qE -- "$re" "$W/stdout" "$W/stderr"; then
             fail "$what: exit 0 but no /$re/ in its output: $(tail -1 "$W/stderr")"
             return
         fi
