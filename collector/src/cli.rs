@@ -164,7 +164,11 @@ impl Cli {
             }
             labels.insert(k.trim().to_string(), v.to_string());
         }
-        let cpus = self.cpus.as_deref().map(CpuList::parse).transpose()?;
+        let cpus = self
+            .cpus
+            .as_deref()
+            .map(CpuList::parse_distinct)
+            .transpose()?;
         let mode = match self.mode {
             ModeArg::Detours => Mode::Detours,
             ModeArg::Ftq => Mode::Ftq(Quantum::parse(&self.quantum)?),

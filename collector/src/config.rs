@@ -138,6 +138,10 @@ pub const MAX_RING: usize = 1 << 26;
 /// The most back-to-back reads that profile the counter: 2^28, seconds at tens of ns each.
 pub const MAX_PROFILE_READS: usize = 1 << 28;
 
+/// The longest drain period: a day, the limit of every duration option (a longer one
+/// overflowed the writer's clock arithmetic).
+pub const MAX_DRAIN_PERIOD: Duration = Duration::from_secs(86_400);
+
 /// Refuses a configuration no collection can run with.
 pub(crate) fn check(config: &Config) -> Result<()> {
     if config.duration.is_some_and(|d| d.is_zero()) {
@@ -166,6 +170,13 @@ pub(crate) fn check(config: &Config) -> Result<()> {
             "--ring {}: give 2 to {MAX_RING} entries per CPU (16 bytes each, touched before \
              the probes start; the largest is 1 GiB per CPU)",
             config.ring_capacity
+        );
+    }
+    if let Some(p) = config.drain_period.filter(|p| *p > MAX_DRAIN_PERIOD) {
+        refuse!(
+            "--drain-ms {}: give at most {} (a day; 0 drains only at the end)",
+            p.as_millis(),
+            MAX_DRAIN_PERIOD.as_millis()
         );
     }
     if !(1..=MAX_PROFILE_READS).contains(&config.t_min_reads) {

@@ -14,35 +14,22 @@ pub struct CpuList(Vec<u32>);
 impl CpuList {
     /// Parses a kernel-style CPU list such as `0,2-5` (also accepts an empty string as empty).
     pub fn parse(text: &str) -> Result<Self> {
-        let mut cpus = Vec::new();
-        for part in text
-            .trim()
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-        {
-            let num = |s: &str| -> Result<u32> {
-                s.trim().parse::<u32>().map_err(|_| {
-                    CollectError::Refused(format!(
-                        "bad CPU list {text:?}: {s:?} is not a CPU number"
-                    ))
-                })
-            };
-            match part.split_once('-') {
-                Some((a, b)) => {
-                    let (a, b) = (num(a)?, num(b)?);
-                    if b < a {
-                        refuse!("bad CPU list {text:?}: range {part} goes backwards");
-                    }
-                    if b - a > 1 << 16 {
-                        refuse!("bad CPU list {text:?}: range {part} is too large");
-                    }
-                    cpus.extend(a..=b);
-                }
-                None => cpus.push(num(part)?),
-            }
+        Ok(CpuList::from_ids(ids_in(text)?))
+    }
+
+    /// [`CpuList::parse`] for a list a user gives: a CPU listed twice (`0,0`, `0-2,1`) is
+    /// refused, as `jitter-trace slice --cpus` refuses it, rather than collected once.
+    pub fn parse_distinct(text: &str) -> Result<Self> {
+        let mut ids = ids_in(text)?;
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            refuse!(
+                "CPU {} is listed twice in {text:?}: each CPU is collected once (list every CPU \
+                 once)",
+                w[0]
+            );
         }
-        Ok(CpuList::from_ids(cpus))
+        Ok(CpuList::from_ids(ids))
     }
 
     /// Builds a list from ids in any order (sorted, duplicates dropped).
@@ -71,6 +58,37 @@ impl CpuList {
     pub fn contains(&self, cpu: u32) -> bool {
         self.0.binary_search(&cpu).is_ok()
     }
+}
+
+/// The CPU ids of a kernel-style list, in the order given, duplicates kept.
+fn ids_in(text: &str) -> Result<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text
+        .trim()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        let num = |s: &str| -> Result<u32> {
+            s.trim().parse::<u32>().map_err(|_| {
+                CollectError::Refused(format!("bad CPU list {text:?}: {s:?} is not a CPU number"))
+            })
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if b < a {
+                    refuse!("bad CPU list {text:?}: range {part} goes backwards");
+                }
+                if b - a > 1 << 16 {
+                    refuse!("bad CPU list {text:?}: range {part} is too large");
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(num(part)?),
+        }
+    }
+    Ok(cpus)
 }
 
 impl fmt::Display for CpuList {
@@ -198,6 +216,25 @@ mod tests {
         for bad in ["a", "3-1", "-1", "1-", "0,,x"] {
             assert!(CpuList::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A user's list naming a CPU twice is refused (issue 30's sweep: `--cpus 0,0` collected
+    /// CPU 0 once, where `jitter-trace slice --cpus 0,0` refuses); a kernel's list is a set.
+    #[test]
+    fn a_user_list_naming_a_cpu_twice_is_refused() {
+        for twice in ["0,0", "0-2,1", "3, 1-3"] {
+            let e = CpuList::parse_distinct(twice).unwrap_err().to_string();
+            assert!(
+                e.contains("is listed twice") && e.contains("list every CPU once"),
+                "{e}"
+            );
+        }
+        let e = CpuList::parse_distinct("0-2,1").unwrap_err().to_string();
+        assert!(e.starts_with("CPU 1 is listed twice"), "{e}");
+        let e = CpuList::parse_distinct("3, 1-3").unwrap_err().to_string();
+        assert!(e.starts_with("CPU 3 is listed twice"), "{e}");
+        assert_eq!(CpuList::parse_distinct("2,0-1").unwrap().ids(), &[0, 1, 2]);
+        assert_eq!(CpuList::parse("0,0").unwrap().ids(), &[0]);
     }
 
     #[test]

@@ -952,6 +952,20 @@ mod tests {
             let e = collect(&config).unwrap_err();
             assert!(matches!(e, CollectError::Refused(_)), "{e:?}");
         }
+        // A drain period beyond a day overflowed the writer's clock (issue 30's sweep:
+        // `--drain-ms 18446744073709551615` panicked); a day itself is taken.
+        let config = Config {
+            drain_period: Some(
+                crate::config::MAX_DRAIN_PERIOD + std::time::Duration::from_millis(1),
+            ),
+            ..Config::default()
+        };
+        let e = collect(&config).unwrap_err();
+        assert!(matches!(e, CollectError::Refused(_)), "{e:?}");
+        assert_eq!(
+            e.line(),
+            "--drain-ms 86400001: give at most 86400000 (a day; 0 drains only at the end)"
+        );
     }
 
     #[test]

@@ -307,6 +307,66 @@ fn bad_input_is_one_error_line() {
     assert!(!o.status.success());
 }
 
+/// A trace with one flipped byte is refused before the first run, as every reader refuses it
+/// (issue 30's sweep: the runs went ahead, and the library refused it in each); `--salvage`
+/// runs it and passes `JITTER_SALVAGE=1` to the runs with the library only; `-o` a directory
+/// is refused before the runs too.
+#[test]
+fn a_damaged_trace_or_an_unwritable_output_is_refused_before_any_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = periodic_trace(dir.path(), 1_000_000, 100_000, 1000);
+    let mut bytes = std::fs::read(&trace).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xFF;
+    let damaged = dir.path().join("damaged.jtr");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let app = |extra: &[&str]| {
+        let mut c = Command::new("timeout");
+        c.args(["120", BIN, "app", "--trace"])
+            .arg(&damaged)
+            .arg("--library")
+            .arg(library())
+            .args(["--platform-probe", "0s", "--runs", "2", "--warmup", "0"])
+            .args(["--metric", "t= ([0-9]+)"])
+            .args(extra)
+            .args(["--", "sh", "-c"])
+            .arg(r#"if [ "$JITTER_SALVAGE" = 1 ]; then echo "t= 110"; else echo "t= 100"; fi"#)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let o = app(&[]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains("damaged") && stderr.contains("--salvage"),
+        "{stderr}"
+    );
+    let o = app(&["--salvage"]);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("share kept") || err.contains("kept the"),
+        "{err}"
+    );
+    assert!(
+        out.contains("slower with the trace: +10.00 % ± 0.00 pp"),
+        "{out}"
+    );
+    std::fs::create_dir(dir.path().join("out.json")).unwrap();
+    let o = app(&["--salvage", "-o", "out.json"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is a directory") && !stderr.contains("pair 1"),
+        "{stderr}"
+    );
+}
+
 fn have(tool: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])

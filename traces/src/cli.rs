@@ -63,17 +63,58 @@ pub fn report_parse_error(e: &clap::Error) -> i32 {
             2
         }
         _ => {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("bad arguments");
-            eprintln!("error: {}", first.trim_start_matches("error: "));
+            eprintln!("error: {}", parse_error_line(&e.to_string()));
             2
         }
     }
 }
 
+/// A parse error's text on one line: its first line, and where that line ends in `:` (clap's
+/// "the following required arguments were not provided:"), the indented lines it introduces.
+fn parse_error_line(text: &str) -> String {
+    let mut lines = text.lines();
+    let first = lines
+        .next()
+        .unwrap_or("bad arguments")
+        .trim_start_matches("error: ");
+    if !first.ends_with(':') {
+        return first.to_string();
+    }
+    let items: Vec<&str> = lines
+        .take_while(|l| l.starts_with(char::is_whitespace) && !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    format!("{first} {}", items.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A missing required argument is named on the one line (issue 30's sweep: the line ended
+    /// at "were not provided:").
+    #[test]
+    fn a_parse_error_names_the_missing_arguments_on_one_line() {
+        #[derive(Debug, clap::Parser)]
+        struct Cli {
+            #[arg(long)]
+            duration: String,
+            #[arg(long)]
+            overhead: String,
+        }
+        use clap::Parser;
+        let e = Cli::try_parse_from(["t"]).unwrap_err();
+        assert_eq!(
+            parse_error_line(&e.to_string()),
+            "the following required arguments were not provided: --duration <DURATION>, \
+             --overhead <OVERHEAD>"
+        );
+        let e = Cli::try_parse_from(["t", "--bogus"]).unwrap_err();
+        assert_eq!(
+            parse_error_line(&e.to_string()),
+            "unexpected argument '--bogus' found"
+        );
+    }
 
     #[test]
     fn an_error_chain_is_one_line_each_cause_once() {

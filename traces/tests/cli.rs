@@ -325,6 +325,58 @@ fn synth_refuses_a_trace_too_large_for_memory_before_allocating() {
     assert!(!dir.path().join("big.jtr").exists());
 }
 
+/// Issue 30's sweep: a density or CDF of a trace without detours was an empty chart written
+/// with exit 0 (now refused, naming the time series that can be drawn); `stats --scale` or
+/// `--share` without `--overhead` were silently ignored, any value accepted (now refused by
+/// the parser); and a missing required argument is named on the error's one line.
+#[test]
+fn charts_of_no_run_times_and_options_that_would_do_nothing_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    synth(d, "a.jtr");
+    let o = run(
+        d,
+        &[
+            "synth",
+            "poisson:rate=0.001/s,dur=1us",
+            "--duration",
+            "1ms",
+            "-o",
+            "q.jtr",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for kind in ["density", "cdf"] {
+        let o = run(
+            d,
+            &["plot", "a.jtr", "q.jtr", "--kind", kind, "-o", "p.svg"],
+        );
+        assert_error(
+            &o,
+            "error: q.jtr has no detours: no run-times to draw (--kind timeseries draws its \
+             quiet time line)",
+        );
+        assert!(!d.join("p.svg").exists());
+    }
+    let o = run(d, &["plot", "q.jtr", "--kind", "timeseries", "-o", "p.svg"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(d.join("p.svg").exists());
+    for args in [["--scale", "0"], ["--share", "0.5"]] {
+        let o = run(d, &["stats", "a.jtr", args[0], args[1]]);
+        assert_error(
+            &o,
+            "error: the following required arguments were not provided: --overhead <OVERHEAD>",
+        );
+    }
+    let o = run(d, &["stats", "a.jtr", "--overhead", "10us", "--scale", "0"]);
+    assert_error(&o, "error: scale 0 must be finite and greater than 0");
+    let o = run(d, &["synth", "periodic:period=1ms,dur=10us", "-o", "s.jtr"]);
+    assert_error(
+        &o,
+        "error: the following required arguments were not provided: --duration <DURATION>",
+    );
+}
+
 #[test]
 fn compare_with_a_trace_without_detours_says_there_is_nothing_to_compare() {
     let dir = tempfile::tempdir().unwrap();

@@ -214,12 +214,6 @@ fn prepare() -> Result<Option<Prepared>, String> {
     let trace = loaded.trace;
     let slot = layout.assignment(config.ranks_per_node, trace.streams.len())?;
     let (node, stream) = (slot.timeline, slot.stream);
-    std::fs::create_dir_all(&config.stats_dir).map_err(|e| {
-        format!(
-            "JITTER_STATS_DIR={}: cannot create it: {e}",
-            config.stats_dir.display()
-        )
-    })?;
     let clock = Clock::for_tools().map_err(|e| format!("counter: {e}"))?;
     let cal = calibration(&clock)?;
     let opts = ReplaySetup {
@@ -230,6 +224,14 @@ fn prepare() -> Result<Option<Prepared>, String> {
     .plan_options();
     let plan = Plan::from_trace(&trace, stream, opts)
         .map_err(|e| format!("JITTER_TRACE={shown}: cannot replay stream {stream}: {e}"))?;
+    // Created once everything else holds (still before MPI starts): a refused setting leaves
+    // no empty folder behind.
+    std::fs::create_dir_all(&config.stats_dir).map_err(|e| {
+        format!(
+            "JITTER_STATS_DIR={}: cannot create it: {e}",
+            config.stats_dir.display()
+        )
+    })?;
     let schedule = SyncSchedule {
         mode: config.sync,
         seed: config.seed,

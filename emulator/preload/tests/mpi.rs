@@ -423,6 +423,47 @@ fn a_bad_setting_ends_every_rank_at_mpi_init_with_a_message() {
     }
 }
 
+/// A trace whose stream has no detours cannot be replayed: every rank says so in `MPI_Init`,
+/// and the statistics folder is not created (issue 30's sweep: an empty one was left behind).
+#[test]
+fn a_trace_without_detours_is_refused_and_leaves_no_statistics_folder() {
+    if !have("mpicc") || !have("mpirun") {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+        return;
+    }
+    let s = Setup::new();
+    let quiet = s.dir.path().join("quiet.jtr");
+    let mut t = jitter_trace::Trace {
+        streams: vec![jitter_trace::Stream::from_detours(0, 0, 1_000_000_000, &[]).unwrap()],
+        ..jitter_trace::Trace::default()
+    };
+    t.sync_header();
+    jitter_trace::write_trace(&quiet, &t).unwrap();
+    let stats = s.dir.path().join("stats");
+    let vars = [
+        ("JITTER_TRACE", quiet.to_str().unwrap()),
+        ("JITTER_STATS_DIR", stats.to_str().unwrap()),
+    ];
+    let args = ["1000".to_string(), "3".to_string(), "0".to_string()];
+    // Every rank on its own: each says it; as a user runs it: a non-zero exit.
+    let out = s.mpirun_as(true, true, &vars, &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = format!(
+        "jitter-preload: rank 0: error: JITTER_TRACE={}: cannot replay stream 0: stream 0 has no \
+         records: nothing to replay",
+        quiet.display()
+    );
+    assert!(stderr.contains(&line), "no `{line}` in\n{stderr}");
+    assert!(!stats.exists(), "{} was created", stats.display());
+    let out = s.mpirun(true, &vars, &args);
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stats.exists(), "{} was created", stats.display());
+}
+
 /// `JITTER_SALVAGE=1` replays a lossy trace and says the share kept in rank 0's summary line
 /// and `summary.json`.
 #[test]

@@ -18,6 +18,7 @@ use clap::Args;
 use regex::Regex;
 
 use jitter_collect::clock::Clock;
+use jitter_emulator::cli::SalvageArgs;
 use jitter_emulator::{Scale, SyncMode};
 use jitter_trace::Stats;
 
@@ -80,6 +81,9 @@ pub struct AppArgs {
     /// Write the report as JSON here.
     #[arg(short = 'o', long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// `--salvage`: replay a trace that lacks detours (`JITTER_SALVAGE=1` in the runs).
+    #[command(flatten)]
+    pub salvage: SalvageArgs,
     /// The program and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -116,12 +120,16 @@ fn find_library(given: Option<&Path>) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("cannot resolve {}", path.display()))
 }
 
-/// The trace's absolute path and its noise ratio; an unreadable or invalid trace is an error.
-fn check_trace(path: &Path) -> anyhow::Result<(PathBuf, f64)> {
+/// The trace's absolute path and its noise ratio; an unreadable or invalid trace is an error,
+/// and so is one that lacks detours unless `salvage` (the policy of every reader, applied here
+/// before the first run rather than by the library in every run).
+fn check_trace(path: &Path, salvage: SalvageArgs) -> anyhow::Result<(PathBuf, f64)> {
     let loaded = jitter_trace::read_trace(path)
         .with_context(|| format!("cannot use trace {}", path.display()))?;
-    for w in loaded.warnings() {
-        eprintln!("warning: {w}");
+    let name = path.display().to_string();
+    let integrity = loaded.accept(&name, salvage.choice())?;
+    if let Some(w) = integrity.warning() {
+        eprintln!("warning: {name}: {w}");
     }
     let trace = loaded.trace;
     trace
@@ -152,8 +160,11 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
     if a.np == Some(0) {
         bail!("--np must be at least 1");
     }
+    if let Some(out) = &a.output {
+        jitter_trace::output::check_output(out, "-o", "a JSON report", &["json"])?;
+    }
     let library = find_library(a.library.as_deref())?;
-    let (trace, trace_noise_ratio) = check_trace(&a.trace)?;
+    let (trace, trace_noise_ratio) = check_trace(&a.trace, a.salvage)?;
     let clock = Clock::for_tools()?;
     let platform_noise = crate::noise::measure(&clock, a.platform_probe);
     let stats_dir = std::env::temp_dir().join(format!("replay-bench-app-{}", std::process::id()));
@@ -167,6 +178,7 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
         metric: a.metric.clone(),
         limit: Duration::from_nanos(a.timeout),
         stats_dir: stats_dir.clone(),
+        salvage: a.salvage.salvage,
     };
     let mut report = AppReport {
         command: setup.argv.clone(),

@@ -133,6 +133,8 @@ pub(crate) struct StudySetup {
     pub limit: Duration,
     /// Folder of the library's statistics, one sub-folder per pair.
     pub stats_dir: PathBuf,
+    /// `JITTER_SALVAGE=1` (`--salvage`).
+    pub salvage: bool,
 }
 
 /// The number in the first capture group of the last match of `re` in `text`.
@@ -187,6 +189,9 @@ fn environment(
         ));
         if let Some(k) = s.ranks_per_node {
             set.push(("JITTER_RANKS_PER_NODE", k.to_string().into()));
+        }
+        if s.salvage {
+            set.push(("JITTER_SALVAGE", "1".into()));
         }
     }
     (set, remove)

@@ -46,6 +46,17 @@ impl PlotArgs {
             .iter()
             .map(|p| load(std::slice::from_ref(p), &input))
             .collect::<Result<_>>()?;
+        if kind != PlotKind::TimeSeries {
+            // A distribution of no run-times is an empty chart that looks like a drawn one.
+            let quiet = |t: &Trace| t.streams.iter().all(|s| s.records.is_empty());
+            if let Some((p, _)) = traces.iter().zip(&loaded).find(|(_, t)| quiet(t)) {
+                anyhow::bail!(
+                    "{} has no detours: no run-times to draw (--kind timeseries draws its quiet \
+                     time line)",
+                    p.display()
+                );
+            }
+        }
         let items: Vec<(&std::path::Path, &jitter_trace::Header)> = traces
             .iter()
             .map(PathBuf::as_path)

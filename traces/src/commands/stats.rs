@@ -31,10 +31,15 @@ pub(crate) struct StatsArgs {
     #[arg(long, value_parser = duration_arg)]
     overhead: Option<f64>,
     /// Scale factors to evaluate injectability at (with --overhead).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 2.0, 3.0, 5.0, 10.0])]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_values_t = vec![1.0, 2.0, 3.0, 5.0, 10.0],
+        requires = "overhead"
+    )]
     scale: Vec<f64>,
     /// Share of detours that must be injectable: prints the smallest scale (with --overhead).
-    #[arg(long)]
+    #[arg(long, requires = "overhead")]
     share: Option<f64>,
 }
 
