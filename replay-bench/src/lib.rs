@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod noise;
 pub mod plot;
 pub mod predict;
+pub mod profile;
 pub mod replay;
 pub mod report;
 pub mod run;

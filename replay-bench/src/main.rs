@@ -39,6 +39,8 @@ enum Command {
     PlotStudy(plot::PlotStudyArgs),
     /// Predict the slowdown in virtual time for many ranks (simulation or order statistics).
     Predict(Box<PredictCmd>),
+    /// An application profile (`JITTER_PROFILE=app.json`): its summary.
+    Profile(replay_bench::profile::ProfileArgs),
     /// Turn a demo folder (trace, calibration, runs, predictions) into report.md and headlines.
     Study(replay_bench::study::StudyArgs),
     /// Print the smallest scale factor that makes a share of a trace's detours injectable here.
@@ -62,6 +64,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(a) => run::main(*a),
         Command::App(a) => replay_bench::app::main(&a),
+        Command::Profile(a) => replay_bench::profile::main(&a),
         Command::Compare(a) => {
             let ra = Report::load(&a.a)?;
             let rb = Report::load(&a.b)?;
