@@ -39,7 +39,7 @@ enum Command {
     PlotStudy(plot::PlotStudyArgs),
     /// Predict the slowdown in virtual time for many ranks (simulation or order statistics).
     Predict(Box<PredictCmd>),
-    /// An application profile (`JITTER_PROFILE=app.json`): its summary.
+    /// An application profile (`JITTER_PROFILE=app.json`): its summary, its LogGOPSim export.
     Profile(replay_bench::profile::ProfileArgs),
     /// Turn a demo folder (trace, calibration, runs, predictions) into report.md and headlines.
     Study(replay_bench::study::StudyArgs),

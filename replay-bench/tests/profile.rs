@@ -97,3 +97,95 @@ fn show_refuses_what_is_not_a_profile_with_one_error_line() {
         );
     }
 }
+
+/// LogGOPSim's `txt2bin` and `LogGOPSim` in `$JB_LOGGOPSIM` (a built `src/LogGOPSim` of
+/// github.com/spcl/LogGOPSim), if set.
+fn loggopsim() -> Option<std::path::PathBuf> {
+    let dir = std::path::PathBuf::from(std::env::var_os("JB_LOGGOPSIM")?);
+    (dir.join("txt2bin").is_file() && dir.join("LogGOPSim").is_file()).then_some(dir)
+}
+
+#[test]
+fn goal_exports_the_main_loop_and_loggopsim_runs_it_to_the_closed_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let ranks = dir.path().join("app.json.ranks");
+    std::fs::create_dir_all(&ranks).unwrap();
+    rank_record(&ranks, 0, 30, true);
+    rank_record(&ranks, 1, 30, true);
+    let goal = dir.path().join("app.goal");
+    let iterations = 20;
+    let out = bin()
+        .args([
+            "profile",
+            "goal",
+            "--ranks",
+            "6",
+            "--iterations",
+            "20",
+            "-o",
+        ])
+        .arg(&goal)
+        .arg(&ranks)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&goal).unwrap();
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with(
+        "// jitterbench profile skeleton: 20 iterations of 2 calls at 6 ranks (profiled at 2)"
+    ));
+    assert_eq!(lines.next(), Some("num_ranks 6"));
+    // Per rank and iteration: calc 2 ms, an allreduce, calc 1 ms, a barrier.
+    assert_eq!(text.matches("calc 2000000\n").count(), 6 * iterations);
+    assert_eq!(text.matches("calc 1000000\n").count(), 6 * iterations);
+    let Some(lgs) = loggopsim() else {
+        println!("LogGOPSim not run: set JB_LOGGOPSIM to a built LogGOPSim/src/LogGOPSim");
+        return;
+    };
+    let bin_path = dir.path().join("app.bin");
+    let t = Command::new("timeout")
+        .arg("60")
+        .arg(lgs.join("txt2bin"))
+        .arg("-i")
+        .arg(&goal)
+        .arg("-o")
+        .arg(&bin_path)
+        .output()
+        .unwrap();
+    assert!(
+        t.status.success(),
+        "txt2bin: {}",
+        String::from_utf8_lossy(&t.stderr)
+    );
+    let sim = Command::new("timeout")
+        .arg("60")
+        .arg(lgs.join("LogGOPSim"))
+        .args(["-L", "1", "-o", "1", "-g", "1", "-G", "0", "-b", "-f"])
+        .arg(&bin_path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&sim.stdout);
+    assert!(sim.status.success(), "LogGOPSim: {stdout}");
+    assert!(
+        !stdout.contains("queue on host"),
+        "unmatched messages: {stdout}"
+    );
+    let finish: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Maximum finishing time at host "))
+        .and_then(|l| l.split(": ").nth(1))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no finishing time in {stdout}"));
+    // The closed form: 3 ms of compute per iteration; the messages (o = L = 1 ns, a few rounds
+    // per iteration) add at most a few dozen ns each.
+    let compute = iterations as u64 * 3_000_000;
+    assert!(
+        (compute..compute + iterations as u64 * 1_000).contains(&finish),
+        "LogGOPSim: {finish} ns, compute alone {compute} ns"
+    );
+}

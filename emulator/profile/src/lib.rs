@@ -7,11 +7,13 @@
 //! * `sequence` — the main loop of a sequence of sites.
 //! * `profile` — the job's profile, merged from the rank records ([`Profile`]), and its file.
 //! * `summary` — the text summary.
+//! * `goal` — the main loop as LogGOPSim GOAL text at any number of ranks.
 //! * `error` — [`ProfileError`].
 //!
 //! It links no MPI: the preload library calls the `PMPI_` functions and hands [`Site`]s in.
 
 pub mod error;
+pub mod goal;
 pub mod histogram;
 pub mod profile;
 pub mod record;

@@ -393,9 +393,16 @@ impl RankRecord {
 
     /// A zeroed record on the heap.
     fn zeroed() -> Box<RankRecord> {
-        // SAFETY: RankRecord is `repr(C)` of integers and integer arrays only: all-zero bytes
-        // are a valid value of it.
-        unsafe { Box::<RankRecord>::new_zeroed().assume_init() }
+        let layout = std::alloc::Layout::new::<RankRecord>();
+        // SAFETY: the layout is RankRecord's, of non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<RankRecord>();
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: `p` was allocated by the global allocator with RankRecord's layout and
+        // zero-filled; RankRecord is `repr(C)` of integers and integer arrays only, so all-zero
+        // bytes are a valid value of it; the Box takes sole ownership.
+        unsafe { Box::from_raw(p) }
     }
 
     /// A record built in memory (tests, and the reader).

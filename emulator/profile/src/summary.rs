@@ -23,7 +23,12 @@ pub fn describe(s: &Site) -> String {
         let _ = write!(out, " {} B", s.bytes);
     }
     if let Some(p) = s.peer() {
-        let _ = write!(out, " to {p:+}");
+        let dir = if matches!(s.call, Call::Recv | Call::Irecv) {
+            "from"
+        } else {
+            "to"
+        };
+        let _ = write!(out, " {dir} {p:+}");
     }
     if let Some(src) = s.source() {
         let _ = write!(out, " from {src:+}");
