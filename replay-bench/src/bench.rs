@@ -8,6 +8,7 @@ use jitter_trace::summary::Moments;
 use crate::comm::Collective;
 use crate::kernel::do_work;
 use crate::metrics::{paired_slowdown, PhaseAverages, PhaseSample};
+use crate::report::BlockMeans;
 
 /// When the phase loop ends (besides the fraction rule of the emulator).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -72,24 +73,11 @@ fn splitmix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The block means of one pair (unscaled ns), rank 0.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct PairMeans {
-    /// Mean MaxQT of the baseline block.
-    pub base_qt_ns: f64,
-    /// Mean MaxQTBT of the baseline block.
-    pub base_qtbt_ns: f64,
-    /// Mean MaxQT of the jitter block.
-    pub jit_qt_ns: f64,
-    /// Mean MaxQTBT of the jitter block.
-    pub jit_qtbt_ns: f64,
-}
-
 /// What the paired design adds to a loop's outcome (rank 0).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PairedOutcome {
     /// Every complete pair, in order.
-    pub pairs: Vec<PairMeans>,
+    pub pairs: Vec<BlockMeans>,
     /// Averages of the baseline blocks of the complete pairs.
     pub baseline: PhaseAverages,
     /// Standard deviation of MaxQT over the baseline phases.
@@ -431,7 +419,7 @@ where
                         }
                         averages.merge(&b);
                         p.baseline.merge(&a);
-                        p.pairs.push(PairMeans {
+                        p.pairs.push(BlockMeans {
                             base_qt_ns: a.avg_max_qt_ns(),
                             base_qtbt_ns: a.avg_max_qtbt_ns(),
                             jit_qt_ns: b.avg_max_qt_ns(),

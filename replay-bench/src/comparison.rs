@@ -1,8 +1,10 @@
 //! Like with like, as a table: each measured row of a real run beside the prediction of the
 //! same stretches of its trace (`predict --windows-of`), judged by [`crate::verdict`], with the
 //! check that both injected the same detours, and beside the prediction over the whole trace
-//! with its range over offset draws (`predict --draws`). The main job's report (`study`) and
-//! `validate` print it.
+//! with its range over offset draws (`predict --draws`). Where the run recorded its blocks and
+//! the prediction its windows, the difference is judged window by window (the paired interval
+//! of `metrics::paired_difference`: the stretch each block replayed cancels). The main job's
+//! report (`study`) and `validate` print it.
 
 use std::fmt::Write as _;
 
@@ -10,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use jitter_trace::table::{Align, Table};
 
-use crate::report::{InjectionCheck, ResultRow};
+use crate::metrics::paired_difference;
+use crate::report::{BlockMeans, ResultRow, WindowsOf};
 use crate::verdict::{self, Verdict};
 
 /// One measured slowdown beside its predictions.
@@ -28,6 +31,11 @@ pub struct Comparison {
     pub ci95_pp: Option<f64>,
     /// The prediction of the run's own windows, percent.
     pub same_windows_pct: Option<f64>,
+    /// The 95 % half-width of the difference (same windows − measured) paired window by window,
+    /// pp (`None`: the run or the prediction recorded no blocks; the verdict then rests on the
+    /// measured interval).
+    #[serde(default)]
+    pub paired_ci95_pp: Option<f64>,
     /// Whether the run and that prediction injected the same detours.
     pub injection_agrees: Option<bool>,
     /// The prediction over the whole trace (every draw pooled), percent.
@@ -47,8 +55,10 @@ pub struct Inputs<'a> {
     pub measured: &'a ResultRow,
     /// The platform's own noise during the run, percent.
     pub platform_pct: f64,
-    /// The prediction of its windows and the check of the injections.
-    pub same_windows: Option<(&'a ResultRow, &'a InjectionCheck)>,
+    /// The prediction of its windows, with the check of the injections and each window's SD.
+    pub same_windows: Option<(&'a ResultRow, &'a WindowsOf)>,
+    /// The run's block means of every complete pair (empty: not recorded).
+    pub blocks: &'a [BlockMeans],
     /// The whole-trace prediction at the run's ranks and mode.
     pub whole: Option<&'a ResultRow>,
 }
@@ -58,6 +68,22 @@ pub fn compare(i: Inputs<'_>) -> [Comparison; 2] {
     let m = i.measured;
     let one = |metric: &str, meas: f64, ci: Option<f64>, pick: fn(&ResultRow) -> f64| {
         let same = i.same_windows.map(|(r, _)| pick(r));
+        let eq2 = metric == "eq.2";
+        let paired = i.same_windows.and_then(|(_, w)| {
+            let pairs: Vec<(f64, f64)> = (i.blocks.iter())
+                .map(|b| {
+                    if eq2 {
+                        (b.base_qtbt_ns, b.jit_qtbt_ns)
+                    } else {
+                        (b.base_qt_ns, b.jit_qt_ns)
+                    }
+                })
+                .collect();
+            let predicted: Vec<f64> = (w.window_sd_pct.iter())
+                .map(|p| if eq2 { p[0] } else { p[1] })
+                .collect();
+            paired_difference(&pairs, &predicted)
+        });
         let range = i.whole.and_then(|w| w.draws).map(|d| {
             if metric == "eq.2" {
                 d.sd_qtbt_range_pct
@@ -72,13 +98,19 @@ pub fn compare(i: Inputs<'_>) -> [Comparison; 2] {
             measured_pct: meas,
             ci95_pp: ci,
             same_windows_pct: same,
-            injection_agrees: i.same_windows.map(|(_, c)| c.agrees),
+            paired_ci95_pp: paired.map(|d| d.ci95_pct),
+            injection_agrees: i.same_windows.map(|(_, w)| w.injection.agrees),
             whole_pct: i.whole.map(pick),
             whole_range_pct: range,
             platform_pct: i.platform_pct,
-            verdict: match same {
-                Some(p) => Verdict::judge(meas, ci, p, i.platform_pct),
-                None => Verdict::NoVerdict,
+            verdict: match (same, paired) {
+                // The paired difference's mean is the rows' difference (every window has the
+                // same phases and the same baseline); its interval is the paired one.
+                (Some(p), Some(d)) => {
+                    Verdict::judge_difference(meas, p - meas, Some(d.ci95_pct), i.platform_pct)
+                }
+                (Some(p), None) => Verdict::judge(meas, ci, p, i.platform_pct),
+                (None, _) => Verdict::NoVerdict,
             },
         }
     };
@@ -124,9 +156,13 @@ pub fn render(rows: &[Comparison], markdown: bool) -> String {
             c.metric.clone(),
             crate::table::fmt_sd(c.measured_pct, c.ci95_pp),
             pct(c.same_windows_pct),
-            c.same_windows_pct
-                .map_or("n/a".into(), |p| format!("{:+.2} pp", p - c.measured_pct)),
-            c.verdict.words(c.ci95_pp, c.measured_pct),
+            match (c.same_windows_pct, c.paired_ci95_pp) {
+                (Some(p), Some(h)) => format!("{:+.2} ± {h:.2} pp", p - c.measured_pct),
+                (Some(p), None) => format!("{:+.2} pp", p - c.measured_pct),
+                (None, _) => "n/a".into(),
+            },
+            c.verdict
+                .words(c.paired_ci95_pp.or(c.ci95_pp), c.measured_pct),
             match c.injection_agrees {
                 Some(true) => "yes".into(),
                 Some(false) => "NO".into(),
@@ -178,21 +214,12 @@ mod tests {
             }),
             ..ResultRow::default()
         };
-        let check = InjectionCheck {
-            run_injected: 100,
-            predicted_injected: 101,
-            tolerance: 4.0,
-            run_injected_ns: 1,
-            predicted_injected_ns: 1,
-            tolerance_ns: 1.0,
-            run_covered_ns: 1.0,
-            predicted_covered_ns: 1.0,
-            agrees: true,
-        };
+        let windows = windows_of(Vec::new());
         let [e2, e3] = compare(Inputs {
             measured: &measured,
             platform_pct: 0.3,
-            same_windows: Some((&same, &check)),
+            same_windows: Some((&same, &windows)),
+            blocks: &[],
             whole: Some(&whole),
         });
         assert_eq!(e2.verdict, Verdict::Inside);
@@ -207,8 +234,90 @@ mod tests {
             measured: &measured,
             platform_pct: 0.0,
             same_windows: None,
+            blocks: &[],
             whole: None,
         });
         assert_eq!(n.verdict, Verdict::NoVerdict);
+    }
+
+    fn windows_of(window_sd_pct: Vec<[f64; 2]>) -> WindowsOf {
+        WindowsOf {
+            run: "run.json".into(),
+            windows: window_sd_pct.len() as u64,
+            phases_per_window: 10,
+            injection: crate::report::InjectionCheck {
+                run_injected: 100,
+                predicted_injected: 101,
+                tolerance: 4.0,
+                run_injected_ns: 1,
+                predicted_injected_ns: 1,
+                tolerance_ns: 1.0,
+                run_covered_ns: 1.0,
+                predicted_covered_ns: 1.0,
+                agrees: true,
+            },
+            window_sd_pct,
+        }
+    }
+
+    /// Judges per-window predictions `p` against blocks measuring 10, 30, 5 and 15 % (SD 15 %,
+    /// ± 17.2 pp: too wide for a verdict on its own), platform 0.3 %.
+    fn judge_windows(p: [f64; 4]) -> Comparison {
+        let blocks: Vec<BlockMeans> = [1100.0, 1300.0, 1050.0, 1150.0]
+            .iter()
+            .map(|&jit| BlockMeans {
+                base_qt_ns: 1000.0,
+                base_qtbt_ns: 1000.0,
+                jit_qt_ns: jit,
+                jit_qtbt_ns: jit,
+            })
+            .collect();
+        let measured = ResultRow {
+            ranks: 2,
+            sync: "none".into(),
+            sd_qtbt_pct: 15.0,
+            sd_qtbt_ci95_pct: Some(17.2),
+            ..ResultRow::default()
+        };
+        let same = ResultRow {
+            sd_qtbt_pct: p.iter().sum::<f64>() / 4.0,
+            ..ResultRow::default()
+        };
+        let windows = windows_of(p.iter().map(|&x| [x, x]).collect());
+        let [e2, _] = compare(Inputs {
+            measured: &measured,
+            platform_pct: 0.3,
+            same_windows: Some((&same, &windows)),
+            blocks: &blocks,
+            whole: None,
+        });
+        e2
+    }
+
+    #[test]
+    fn the_difference_is_judged_window_by_window_where_both_recorded_them() {
+        // Unpaired, the measured ± 17.2 pp decides nothing (wider than the 15 % effect).
+        assert_eq!(
+            Verdict::judge(15.0, Some(17.2), 15.0, 0.3),
+            Verdict::NoVerdict
+        );
+        // Differences 0.2, -0.2, 0.1, -0.1: mean 0, paired half-width t(3) · s / 2.
+        let c = judge_windows([10.2, 29.8, 5.1, 14.9]);
+        assert_eq!(c.verdict, Verdict::Inside);
+        let s = (0.1_f64 / 3.0).sqrt();
+        let h = c.paired_ci95_pp.unwrap();
+        assert!((h - 3.182_446 * s / 2.0).abs() < 1e-4, "{h}");
+        // A steady +0.5 pp: outside the narrow paired interval, within 1 pp + platform.
+        assert_eq!(
+            judge_windows([10.4, 30.6, 5.5, 15.5]).verdict,
+            Verdict::Near
+        );
+        // A steady +3 pp: a disagreement the unpaired interval could not have shown.
+        assert_eq!(
+            judge_windows([13.0, 33.1, 7.9, 18.0]).verdict,
+            Verdict::Disagrees
+        );
+        let text = render(&[judge_windows([10.2, 29.8, 5.1, 14.9])], false);
+        assert!(text.contains("+0.00 ± 0.29 pp"), "{text}");
     }
 }

@@ -97,6 +97,28 @@ pub fn paired_slowdown(pairs: &[(f64, f64)]) -> Slowdown {
     }
 }
 
+/// The difference predicted − measured of a paired run, window by window: `pairs` holds the
+/// run's (baseline block mean, jitter block mean) and `predicted_pct` the prediction of each jitter
+/// block's window (percent, same order). With ā the mean baseline, each block measured
+/// sᵢ = 100 · (bᵢ − aᵢ) / ā (their mean is [`paired_slowdown`]'s SD) and dᵢ = pᵢ − sᵢ; the result
+/// is d̄ with its paired t-interval (pp). The stretch of trace each block replayed is common to
+/// both and cancels; what remains is the platform's noise and the emulation's error. `None`
+/// for fewer than two pairs or lengths that differ.
+pub fn paired_difference(pairs: &[(f64, f64)], predicted_pct: &[f64]) -> Option<Slowdown> {
+    if pairs.len() < 2 || pairs.len() != predicted_pct.len() {
+        return None;
+    }
+    let a = mean(&pairs.iter().map(|p| p.0).collect::<Vec<_>>())?;
+    let diffs: Vec<f64> = (pairs.iter().zip(predicted_pct))
+        .map(|(&(base, jit), &p)| p - 100.0 * (jit - base) / a)
+        .collect();
+    let (d, half) = mean_ci95(&diffs);
+    (d.is_finite() && half.is_finite()).then_some(Slowdown {
+        pct: d,
+        ci95_pct: half,
+    })
+}
+
 /// SD of two separate runs (the sequential design) with a normal 95 % interval from their
 /// per-phase spreads: 100 · 1.96 · √(s²/n + s_b²/n_b) / mean_b. It assumes independent phases
 /// and says nothing about a drift of the platform between the two runs. `baseline` is

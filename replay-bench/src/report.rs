@@ -264,7 +264,7 @@ pub struct BaselineDetails {
 }
 
 /// The paired design of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct PairedDetails {
     /// Phases per block.
     pub block_phases: u64,
@@ -283,6 +283,24 @@ pub struct PairedDetails {
     /// slowdowns (or the time budget ran out).
     #[serde(default)]
     pub until_verdict: bool,
+    /// The block means of every complete pair, in order (the n-th pair's jitter block replayed
+    /// the n-th of `RunDetails::windows`): what a prediction of the same windows is paired with
+    /// (`crate::comparison`). Empty in reports written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<BlockMeans>,
+}
+
+/// The means of one pair of blocks of the paired design (rank 0, unscaled ns).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct BlockMeans {
+    /// Mean MaxQT of the baseline block.
+    pub base_qt_ns: f64,
+    /// Mean MaxQTBT of the baseline block.
+    pub base_qtbt_ns: f64,
+    /// Mean MaxQT of the jitter block.
+    pub jit_qt_ns: f64,
+    /// Mean MaxQTBT of the jitter block.
+    pub jit_qtbt_ns: f64,
 }
 
 /// The model a prediction ran.
@@ -368,6 +386,10 @@ pub struct WindowsOf {
     pub phases_per_window: u64,
     /// The injections of both.
     pub injection: InjectionCheck,
+    /// The predicted SD of each window, percent, as [eq. 2, eq. 3], in the run's order (their
+    /// mean is the row's SD). Empty in reports written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window_sd_pct: Vec<[f64; 2]>,
 }
 
 /// The injections of a run's windows against those of their prediction, with the tolerance

@@ -868,6 +868,7 @@ fn run_config(
                 .then(|| args.max_time.unwrap_or(DEFAULT_MAX_TIME_NS)),
             until_verdict: args.until_verdict,
             precision_reached_pct: pr.half_width_pct(),
+            blocks: pr.pairs.clone(),
         }),
         virtual_ranks_per_process: (args.virtual_ranks > 1).then_some(args.virtual_ranks),
         trace_bound: (p.plan.is_some() && m.bound[0].is_finite()).then_some(TraceBound {

@@ -359,17 +359,20 @@ fn beside(dir: &Path, runs: &[(String, Report)], here: Option<&Report>) -> anyho
         } else {
             None
         };
-        let check = same
+        let windows_of = same
             .as_ref()
-            .and_then(|p| p.config.predict.as_ref()?.windows_of.as_ref())
-            .map(|w| w.injection);
+            .and_then(|p| p.config.predict.as_ref()?.windows_of.as_ref());
+        let blocks = (r.config.run.as_ref())
+            .and_then(|d| d.paired.as_ref())
+            .map_or(&[][..], |p| &p.blocks[..]);
         let same_row = same.as_ref().and_then(|p| p.results.first());
         let whole =
             here.and_then(|p| (p.results.iter()).find(|x| x.ranks == m.ranks && x.sync == m.sync));
         rows.extend(crate::comparison::compare(crate::comparison::Inputs {
             measured: m,
             platform_pct: crate::predict::window::platform_noise_pct(r),
-            same_windows: same_row.zip(check.as_ref()),
+            same_windows: same_row.zip(windows_of),
+            blocks,
             whole,
         }));
     }

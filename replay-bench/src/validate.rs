@@ -356,7 +356,12 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
         all.extend(comparison::compare(comparison::Inputs {
             measured: m,
             platform_pct: noise * 100.0,
-            same_windows: Some((&same.row, &same.check)),
+            same_windows: (same.report.config.predict.as_ref())
+                .and_then(|p| p.windows_of.as_ref())
+                .map(|w| (&same.row, w)),
+            blocks: (same.run.run.config.run.as_ref())
+                .and_then(|d| d.paired.as_ref())
+                .map_or(&[][..], |p| &p.blocks[..]),
             whole,
         }));
     }

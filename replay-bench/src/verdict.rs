@@ -1,8 +1,18 @@
-//! The one rule by which a prediction is judged against a measurement: agreement inside the
-//! measured 95 % interval, or within [`AGREE_PP`] plus the platform's own noise (what the machine
-//! adds to the measurement and the prediction does not model); and no verdict at all where the
-//! measured interval is wider than the effect it measures. `validate`, `study` (the main job's
-//! report) and `predict --windows-of` all judge by it.
+//! The one rule by which a prediction is judged against a measurement, on their difference
+//! d = predicted − measured and the 95 % interval ± h of that difference: where the run recorded
+//! its blocks and the prediction its windows, h is the paired t-interval of the per-window
+//! differences (the stretch of trace each block replayed then cancels: both saw the same
+//! detours); otherwise h is the measurement's own interval (the prediction taken as exact).
+//!
+//! - **inside**: |d| ≤ h (no difference the data can see);
+//! - **near**: |d| ≤ [`AGREE_PP`] + the platform's own noise (what the machine adds to the
+//!   measurement and the prediction does not model);
+//! - **disagrees**: farther;
+//! - **no verdict** unless the data decide: h narrower than the measured effect (a prediction of
+//!   no slowdown would be told apart), or the whole interval d ± h within the allowance of
+//!   *near* (equivalence: whatever the true difference inside it, the prediction agrees).
+//!
+//! `validate`, `study` (the main job's report) and `predict --windows-of` all judge by it.
 
 use serde::{Deserialize, Serialize};
 
@@ -26,20 +36,40 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Judges `predicted_pct` against `measured_pct` ± `ci95_pp`, with the platform's own noise
-    /// `platform_pct` (0 where the prediction models it).
+    /// Judges `predicted_pct` against `measured_pct` ± `ci95_pp` (the prediction taken as
+    /// exact), with the platform's own noise `platform_pct` (0 where the prediction models it).
     pub fn judge(
         measured_pct: f64,
         ci95_pp: Option<f64>,
         predicted_pct: f64,
         platform_pct: f64,
     ) -> Self {
-        let diff = (predicted_pct - measured_pct).abs();
-        match ci95_pp {
-            Some(h) if h.is_finite() && h < measured_pct.abs() => {
-                if diff <= h {
+        Self::judge_difference(
+            measured_pct,
+            predicted_pct - measured_pct,
+            ci95_pp,
+            platform_pct,
+        )
+    }
+
+    /// Judges a difference `diff_pp` = predicted − measured with the 95 % half-width
+    /// `diff_ci95_pp` of that difference, for a measured effect `measured_pct` (module doc).
+    pub fn judge_difference(
+        measured_pct: f64,
+        diff_pp: f64,
+        diff_ci95_pp: Option<f64>,
+        platform_pct: f64,
+    ) -> Self {
+        let allowance = AGREE_PP + platform_pct.max(0.0);
+        let d = diff_pp.abs();
+        match diff_ci95_pp {
+            Some(h) if h.is_finite() && d.is_finite() => {
+                let decisive = h < measured_pct.abs() || d + h <= allowance;
+                if !decisive {
+                    Verdict::NoVerdict
+                } else if d <= h {
                     Verdict::Inside
-                } else if diff <= AGREE_PP + platform_pct.max(0.0) {
+                } else if d <= allowance {
                     Verdict::Near
                 } else {
                     Verdict::Disagrees
@@ -54,7 +84,8 @@ impl Verdict {
         matches!(self, Verdict::Inside | Verdict::Near)
     }
 
-    /// The verdict in words for a table; `ci95_pp` and the effect name what made it undecided.
+    /// The verdict in words for a table; `ci95_pp` (the interval the verdict rested on) and
+    /// the effect name what left it undecided.
     pub fn words(self, ci95_pp: Option<f64>, measured_pct: f64) -> String {
         match self {
             Verdict::Inside => "yes (inside)".into(),
@@ -62,7 +93,8 @@ impl Verdict {
             Verdict::Disagrees => "NO".into(),
             Verdict::NoVerdict => match ci95_pp {
                 Some(h) if h.is_finite() => format!(
-                    "no verdict: ± {h:.2} pp is wider than the effect ({measured_pct:.2} %)"
+                    "no verdict: ± {h:.2} pp is wider than the effect ({measured_pct:.2} %) \
+                     and than {AGREE_PP} pp + platform"
                 ),
                 _ => "no verdict: no interval".into(),
             },
@@ -83,9 +115,9 @@ pub fn summary(verdicts: &[Verdict]) -> String {
         .filter(|v| **v == Verdict::Disagrees)
         .count();
     format!(
-        "{agree} of {} agree (inside the measured 95 % interval or within {AGREE_PP} pp plus the \
-         platform's noise), {none} without a verdict (interval wider than the effect), {no} \
-         disagree",
+        "{agree} of {} agree (inside the 95 % interval of the difference or within {AGREE_PP} pp \
+         plus the platform's noise), {none} without a verdict (interval wider than the effect \
+         and the allowance), {no} disagree",
         verdicts.len()
     )
 }
@@ -122,8 +154,62 @@ mod tests {
             .contains("± 32.70 pp is wider than the effect (21.26 %)"));
         assert_eq!(
             summary(&[Verdict::Inside, Verdict::NoVerdict, Verdict::Disagrees]),
-            "1 of 3 agree (inside the measured 95 % interval or within 1 pp plus the platform's \
-             noise), 1 without a verdict (interval wider than the effect), 1 disagree"
+            "1 of 3 agree (inside the 95 % interval of the difference or within 1 pp plus the \
+             platform's noise), 1 without a verdict (interval wider than the effect and the \
+             allowance), 1 disagree"
+        );
+    }
+
+    #[test]
+    fn a_small_effect_is_decided_when_its_whole_interval_lies_within_the_allowance() {
+        // validate's np 2 `once` row: 0.49 ± 0.91 % measured, 0.94 % predicted, platform 2.18 %:
+        // every value of the interval lies within 1 pp + platform of the prediction.
+        assert_eq!(
+            Verdict::judge(0.49, Some(0.91), 0.94, 2.18),
+            Verdict::Inside
+        );
+        // The same interval, a prediction 2 pp away and no platform noise: undecided (the
+        // interval reaches past the allowance), not a disagreement.
+        assert_eq!(
+            Verdict::judge(0.49, Some(0.91), 2.5, 0.0),
+            Verdict::NoVerdict
+        );
+        // Just inside and just outside the equivalence bound |d| + h ≤ 1 pp + platform.
+        assert_eq!(Verdict::judge(0.5, Some(0.6), 0.89, 0.0), Verdict::Inside);
+        assert_eq!(
+            Verdict::judge(0.5, Some(0.6), 0.91, 0.0),
+            Verdict::NoVerdict
+        );
+    }
+
+    #[test]
+    fn a_paired_interval_of_the_difference_decides_where_the_measured_one_cannot() {
+        // The demo's np 2 `none` row: 5.65 ± 7.26 % measured decides nothing against the
+        // prediction alone; the per-window differences' interval (± 0.8 pp) does.
+        assert_eq!(
+            Verdict::judge(5.65, Some(7.26), 5.10, 1.64),
+            Verdict::NoVerdict
+        );
+        assert_eq!(
+            Verdict::judge_difference(5.65, -0.55, Some(0.8), 1.64),
+            Verdict::Inside
+        );
+        assert_eq!(
+            Verdict::judge_difference(5.65, -2.0, Some(0.8), 1.64),
+            Verdict::Near
+        );
+        assert_eq!(
+            Verdict::judge_difference(5.65, -3.0, Some(0.8), 1.64),
+            Verdict::Disagrees
+        );
+        // A paired interval wider than the effect and the allowance still decides nothing.
+        assert_eq!(
+            Verdict::judge_difference(5.65, -0.5, Some(6.0), 1.64),
+            Verdict::NoVerdict
+        );
+        assert_eq!(
+            Verdict::judge_difference(5.0, f64::NAN, Some(1.0), 0.0),
+            Verdict::NoVerdict
         );
     }
 }

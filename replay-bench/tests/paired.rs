@@ -118,7 +118,7 @@ fn the_paired_interval_contains_the_periodic_cost(dir: &Path, trace: &Path) {
         let row = &rep.results[0];
         let run = rep.config.run.as_ref().unwrap();
         assert_eq!(run.design, "paired");
-        let pairs = run.paired.unwrap().pairs as usize;
+        let pairs = run.paired.as_ref().unwrap().pairs as usize;
         assert!(pairs >= 2, "{pairs} pairs");
         let ci_qt = row.sd_qt_ci95_pct.expect("SD eq.3 carries its interval");
         let ci_qtbt = row.sd_qtbt_ci95_pct.expect("SD eq.2 carries its interval");
@@ -175,7 +175,7 @@ fn a_precision_target_or_its_budget_ends_the_run(dir: &Path, trace: &Path) {
     let rep = Report::load(&out).unwrap();
     let run = rep.config.run.as_ref().unwrap();
     assert_eq!(run.stopped_by, "precision");
-    assert_eq!(run.paired.unwrap().pairs, 3);
+    assert_eq!(run.paired.as_ref().unwrap().pairs, 3);
     // A target nothing meets: the budget stops it, and the report says what was reached.
     let mut args = common.to_vec();
     args.extend(["--precision", "0.000001pp", "--max-time", "1s"]);

@@ -55,9 +55,14 @@ fn a_prediction_of_a_runs_windows_injects_what_the_run_injected() {
             .windows
             .as_ref()
             .expect("the run recorded its windows");
-        let pairs = details.paired.as_ref().unwrap().pairs;
-        // 100 jitter phases in blocks of 25: four windows, one per complete pair.
-        assert_eq!((w.windows.len() as u64, pairs), (4, 4), "{w:?}");
+        let paired = details.paired.as_ref().unwrap();
+        // 100 jitter phases in blocks of 25: four windows, one per complete pair, and the
+        // block means of each pair (what the same windows' prediction is paired with).
+        assert_eq!((w.windows.len() as u64, paired.pairs), (4, 4), "{w:?}");
+        assert_eq!(paired.blocks.len(), 4);
+        for b in &paired.blocks {
+            assert!(b.base_qt_ns > 0.0 && b.jit_qtbt_ns >= b.jit_qt_ns, "{b:?}");
+        }
         assert_eq!(w.phases_per_window, 25);
         for x in &w.windows {
             assert_eq!(x.points_ns.len(), 2);
@@ -103,6 +108,15 @@ fn a_prediction_of_a_runs_windows_injects_what_the_run_injected() {
         );
         assert_eq!(p.results[0].ranks, 2);
         assert_eq!(p.results[0].sync, sync);
+        // Each window's predicted SD, whose mean is the row's (same phases, same baseline).
+        assert_eq!(check.window_sd_pct.len(), 4);
+        let mean = check.window_sd_pct.iter().map(|x| x[0]).sum::<f64>() / 4.0;
+        assert!(
+            (mean - p.results[0].sd_qtbt_pct).abs() < 1e-9 * mean.abs().max(1.0),
+            "{mean} against {}",
+            p.results[0].sd_qtbt_pct
+        );
+        assert!(stdout.contains("(paired)"), "{stdout}");
     }
     // Another trace under the run's report is refused: like with like.
     let other = dir.path().join("o.jtr");

@@ -102,7 +102,7 @@ fn quick_demo_produces_a_consistent_study() {
     }
     assert!(md.contains("## Prediction beside measurement: the same stretches of the trace"));
     assert!(
-        md.contains(" agree (inside the measured 95 % interval"),
+        md.contains(" agree (inside the 95 % interval of the difference"),
         "{md}"
     );
     let prediction = Report::load(&out.join("predict.json")).unwrap();

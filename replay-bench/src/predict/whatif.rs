@@ -7,7 +7,7 @@
 //! seeds. Nothing here predicts on its own.
 //!
 //! A prediction is deterministic given its seed, and which stretch of a heavy-tailed trace the
-//! offsets land on moves it, so each question is asked over `--draws` seeds (seed, seed + 1,
+//! offsets land on moves it, so each question is asked over `--seeds` seeds (seed, seed + 1,
 //! …) and every number is the mean over draws with its 95 % t-interval; a saving is the
 //! paired difference (collected − variant) per draw, so the offsets common to both cancel.
 //! The per-source savings need not add up to the saving of removing them all: two sources in
@@ -39,9 +39,10 @@ pub struct WhatIfArgs {
     /// the bar chart of the savings at the largest rank count).
     #[command(flatten)]
     pub predict: PredictArgs,
-    /// Seeds (offset draws) each question is predicted over: seed, seed + 1, …
+    /// Seeds (offset draws) each question is predicted over: seed, seed + 1, … (each its own
+    /// prediction: the mean and its interval over them; `predict`'s `--draws` pools instead)
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
-    pub draws: u64,
+    pub seeds: u64,
     /// Sources with at least this share of the noise time get rows of their own.
     #[arg(long, default_value_t = 0.01)]
     pub min_share: f64,
@@ -304,6 +305,11 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
         "whatif takes one attributed --trace (no --node-traces)"
     );
     anyhow::ensure!(
+        p.draws == 1,
+        "whatif predicts each question over --seeds K seeds (their mean and interval); --draws \
+         (draws pooled into one number) is predict's"
+    );
+    anyhow::ensure!(
         p.platform_noise.is_none(),
         "whatif does not take --platform-noise (predict the variants with predict for that)"
     );
@@ -320,7 +326,7 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
     let a = load_attribution(path, &trace)?;
     let mut notes = Vec::new();
     let mut vs = variants(&trace, &a, args.min_share, &mut notes)?;
-    let seeds: Vec<u64> = (0..args.draws).map(|d| p.seed.wrapping_add(d)).collect();
+    let seeds: Vec<u64> = (0..args.seeds).map(|d| p.seed.wrapping_add(d)).collect();
     let shown = path.display().to_string();
     let (points, reports) = predict_variants(&mut vs, &shown, &spec, &seeds, p)?;
     let rows: Vec<VariantRow> = vs.into_iter().map(|v| v.row).collect();
@@ -588,7 +594,7 @@ mod tests {
         let daemon = write(dir.path(), "daemon.jtr", &["task:d"]);
         let args = WhatIfArgs {
             predict: flags(&both),
-            draws: 2,
+            seeds: 2,
             min_share: 0.01,
             csv: None,
         };
@@ -670,7 +676,7 @@ mod tests {
         std::fs::remove_file(sidecar_path(&both)).unwrap();
         let args = WhatIfArgs {
             predict: flags(&both),
-            draws: 1,
+            seeds: 1,
             min_share: 0.01,
             csv: None,
         };

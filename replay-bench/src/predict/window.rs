@@ -193,6 +193,9 @@ pub struct WindowsPredicted {
     pub outcome: DesOutcome,
     /// Trace time each window covered, summed over ranks, ns.
     pub covered_ns: Vec<f64>,
+    /// The predicted SD of each window, percent, [eq. 2, eq. 3] (their mean is the pooled
+    /// outcome's: every window has the same phases and baseline).
+    pub sd_pct: Vec<[f64; 2]>,
 }
 
 /// Simulates the run's windows of `input` (the spec from [`RunWindows::args`]).
@@ -209,6 +212,7 @@ pub fn simulate(
     let ix = des::indexes(&input.plans, &spec.des, spec.engine);
     let mut pooled = None;
     let mut covered_ns = Vec::with_capacity(w.windows.windows.len());
+    let mut sd_pct = Vec::with_capacity(w.windows.windows.len());
     for (i, win) in w.windows.windows.iter().enumerate() {
         anyhow::ensure!(
             win.points_ns.len() as u64 == ranks,
@@ -243,11 +247,14 @@ pub fn simulate(
             spec.platform.options().fraction
         );
         covered_ns.push(out.mean_period_ns * out.averages.phases as f64 * ranks as f64);
+        let row = super::des_row("", ranks, w.mode, &out);
+        sd_pct.push([row.sd_qtbt_pct, row.sd_qt_pct]);
         pool(&mut pooled, out);
     }
     Ok(WindowsPredicted {
         outcome: pooled.context("the run has no window")?,
         covered_ns,
+        sd_pct,
     })
 }
 
@@ -340,6 +347,7 @@ pub fn predict_run(
             windows: w.windows.windows.len() as u64,
             phases_per_window: w.windows.phases_per_window,
             injection: check,
+            window_sd_pct: predicted.sd_pct.clone(),
         });
     }
     report.results.push(row.clone());
@@ -371,7 +379,10 @@ pub fn main(args: &PredictArgs, engine: super::Engine) -> anyhow::Result<()> {
         );
     };
     let p = predict_run(path, trace, args, engine)?;
-    print!("{}", render(&p.run, &p.row, &p.check, p.scale));
+    let of = (p.report.config.predict.as_ref())
+        .and_then(|d| d.windows_of.as_ref())
+        .context("the prediction of the windows recorded no windows")?;
+    print!("{}", render(&p.run, &p.row, of, p.scale));
     if let Some(o) = &args.output {
         p.report.save(o)?;
     }
@@ -386,9 +397,9 @@ pub fn platform_noise_pct(run: &Report) -> f64 {
             .fold(0.0, f64::max)
 }
 
-/// The measurement of `w` beside `row`, its prediction, and the check of the injections.
-pub fn render(w: &RunWindows, row: &ResultRow, check: &InjectionCheck, s: f64) -> String {
-    use crate::verdict::Verdict;
+/// The measurement of `w` beside `row`, its prediction (`of`: each window's SD and the check
+/// of the injections), judged by [`crate::comparison`]'s rule.
+pub fn render(w: &RunWindows, row: &ResultRow, of: &WindowsOf, s: f64) -> String {
     use jitter_trace::table::{Align, Table};
     use jitter_trace::units::format_ns;
     let m = &w.row;
@@ -406,20 +417,31 @@ pub fn render(w: &RunWindows, row: &ResultRow, check: &InjectionCheck, s: f64) -
     let mut table = Table::new(["SD", "measured (95 %)", "predicted", "diff", "verdict"])
         .align(0, Align::Left)
         .align(4, Align::Left);
-    for (name, meas, ci, pred) in [
-        ("eq. 2", m.sd_qtbt_pct, m.sd_qtbt_ci95_pct, row.sd_qtbt_pct),
-        ("eq. 3", m.sd_qt_pct, m.sd_qt_ci95_pct, row.sd_qt_pct),
-    ] {
-        let v = Verdict::judge(meas, ci, pred, platform);
+    let blocks = (w.run.config.run.as_ref())
+        .and_then(|d| d.paired.as_ref())
+        .map_or(&[][..], |p| &p.blocks[..]);
+    let judged = crate::comparison::compare(crate::comparison::Inputs {
+        measured: m,
+        platform_pct: platform,
+        same_windows: Some((row, of)),
+        blocks,
+        whole: None,
+    });
+    for (name, c) in ["eq. 2", "eq. 3"].into_iter().zip(&judged) {
+        let pred = c.same_windows_pct.unwrap_or(f64::NAN);
         table.row([
             name.to_string(),
-            crate::table::fmt_sd(meas, ci),
+            crate::table::fmt_sd(c.measured_pct, c.ci95_pp),
             format!("{pred:.2} %"),
-            format!("{:+.2} pp", pred - meas),
-            v.words(ci, meas),
+            match c.paired_ci95_pp {
+                Some(h) => format!("{:+.2} ± {h:.2} pp (paired)", pred - c.measured_pct),
+                None => format!("{:+.2} pp", pred - c.measured_pct),
+            },
+            (c.verdict).words(c.paired_ci95_pp.or(c.ci95_pp), c.measured_pct),
         ]);
     }
     out.push_str(&table.render());
+    let check = &of.injection;
     out.push_str(&format!(
         "platform noise during the run {platform:.2} % (not in the prediction)\n\
          injected in the windows: run {} detours, {}; prediction {} detours, {} (tolerance ± {:.0} \
