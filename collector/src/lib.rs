@@ -1,6 +1,13 @@
 //! `jitter-collect`: the TraceCollector of jitterbench — the cycle counter and its calibration,
 //! the probe loop, and per-CPU collection into `.jtr` traces.
 //!
+//! What it offers: [`collect`] (one collection as a [`Config`] describes it, its [`Summary`]),
+//! the counter every other crate times with ([`clock`], [`counter`], [`probe`]), CPU sets
+//! ([`cpuset`]), the machine's environment ([`environment`]), the `--check` and daemon modes
+//! ([`check`], [`daemon`]), real-time safety ([`watchdog`]) and the attribution of detours to
+//! kernel sources ([`tracefs`], [`attribute`]). The parts of a session (configuration checks,
+//! threads, guards, progress, header, sidecar) are internal.
+//!
 //! Its public functions return [`CollectError`] (one type, `thiserror`, each cause chained
 //! once); only the command line ([`cli`], `main.rs`) uses `anyhow`.
 
@@ -8,16 +15,22 @@ pub mod attribute;
 pub mod check;
 pub mod cli;
 pub mod clock;
+mod config;
 pub mod counter;
 pub mod cpuset;
 pub mod daemon;
 pub mod environment;
 pub mod error;
 pub mod ftq;
+mod guard;
+mod header;
 pub mod probe;
+mod progress;
 pub mod ring;
 pub mod session;
+mod sidecar;
 pub mod table;
+mod threads;
 pub mod tracefs;
 pub mod watchdog;
 pub mod writer;

@@ -5,154 +5,46 @@
 //! rings set up), `Running` (probes released, header written), `Drained` (probes and writer
 //! ended) and `Summary` (table, end chunk, commit, attribution). What a full ring dropped is
 //! counted and located (`ring::LostSpans`).
+//!
+//! Its parts live beside it: the configuration and its checks (`config`), the probe and writer
+//! threads (`threads`), the signal and memory guards (`guard`), the progress display
+//! (`progress`), the header's record of how it measured (`header`) and the attribution sidecar
+//! (`sidecar`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use jitter_trace::attribution::{self, Attribution, CpuAttribution};
 use jitter_trace::output::StreamingOutput;
 use jitter_trace::sanity::Observation;
-use jitter_trace::steal::Steal;
 use jitter_trace::{Epilogue, Header, StreamSummary};
 use serde::Serialize;
 
-use crate::attribute;
-use crate::clock::{kernel_tsc_khz, read_counter, tsc_flags, Clock, CounterSource};
-use crate::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
+use crate::clock::{read_counter, Clock};
+use crate::counter::CounterProfile;
 use crate::cpuset::{self, CpuList};
 use crate::environment::{self, IrqSnapshot, Machine};
 use crate::error::{refuse, CollectError, Context, Result};
-use crate::ftq::{self, FtqConverter, Quantum};
-use crate::probe::{self, LoopStats};
+use crate::ftq::FtqConverter;
 use crate::ring::{ring, LostSpans, RingConsumer, RingProducer};
 use crate::table::{CpuRow, RowFacts};
-use crate::tracefs::{self, Instance, TraceClock};
+use crate::tracefs::{self, Instance};
 use crate::watchdog::Watchdog;
 use crate::writer::{Decoder, Writer, WriterSetup};
 
-/// How the detour threshold is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Threshold {
-    /// `k × t_min` (the paper's rule, k = 10 by default).
-    Factor(u64),
-    /// An absolute threshold in ns (osjitter's `-d`).
-    Nanos(u64),
-}
-
-/// Real-time scheduling policy for the probe threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum SchedPolicy {
-    /// SCHED_FIFO.
-    Fifo,
-    /// SCHED_RR.
-    Rr,
-}
-
-impl SchedPolicy {
-    fn raw(self) -> libc::c_int {
-        match self {
-            SchedPolicy::Fifo => libc::SCHED_FIFO,
-            SchedPolicy::Rr => libc::SCHED_RR,
-        }
-    }
-
-    /// Name for messages (`SCHED_FIFO`).
-    pub fn name(self) -> &'static str {
-        match self {
-            SchedPolicy::Fifo => "SCHED_FIFO",
-            SchedPolicy::Rr => "SCHED_RR",
-        }
-    }
-}
-
-/// What the probes measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Algorithm 2: record every gap between counter reads above the threshold.
-    Detours,
-    /// Fixed time quantum: count work per quantum; detours are derived from missing work.
-    Ftq(Quantum),
-}
-
-/// Everything a collection needs to know.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// CPUs to probe (`None`: every online CPU in the affinity mask).
-    pub cpus: Option<CpuList>,
-    /// Stop after this long.
-    pub duration: Option<Duration>,
-    /// Stop after this many detours in all.
-    pub max_detours: Option<u64>,
-    /// Detour threshold rule.
-    pub threshold: Threshold,
-    /// Counter frequency override, kHz.
-    pub khz: Option<u64>,
-    /// Back-to-back reads used to profile the counter (its resolution and t_min).
-    pub t_min_reads: usize,
-    /// Real-time policy and priority for the probes.
-    pub sched: Option<(SchedPolicy, i32)>,
-    /// Allow a real-time policy on every CPU of the machine.
-    pub force: bool,
-    /// Trace file to write.
-    pub output: PathBuf,
-    /// `key=value` labels for the header.
-    pub labels: BTreeMap<String, String>,
-    /// How often the writer drains the rings (`None`: only at the end).
-    pub drain_period: Option<Duration>,
-    /// Ring capacity per CPU, entries.
-    pub ring_capacity: usize,
-    /// Detour or FTQ mode.
-    pub mode: Mode,
-    /// Where FTQ mode writes its series (CSV); `None` next to the trace.
-    pub ftq_csv: Option<PathBuf>,
-    /// Show a progress bar when stderr is a terminal.
-    pub progress: bool,
-    /// Print warnings to stderr.
-    pub verbose: bool,
-    /// Lock memory with mlockall when permitted.
-    pub lock_memory: bool,
-    /// Stop on SIGINT/SIGTERM (installs handlers for the duration of the call).
-    pub handle_signals: bool,
-    /// Trace kernel events in a private tracefs instance and attribute every detour
-    /// (`<trace>.attr.json`).
-    pub attribute: bool,
-    /// The trace clock for `attribute` (`None`: `x86-tsc` where possible, else `mono`).
-    pub trace_clock: Option<TraceClock>,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            cpus: None,
-            duration: Some(Duration::from_secs(10)),
-            max_detours: None,
-            threshold: Threshold::Factor(DEFAULT_THRESHOLD_FACTOR),
-            khz: None,
-            t_min_reads: PROFILE_READS,
-            sched: None,
-            force: false,
-            output: PathBuf::from("trace.jtr"),
-            labels: BTreeMap::new(),
-            drain_period: Some(Duration::from_millis(100)),
-            ring_capacity: 1 << 16,
-            mode: Mode::Detours,
-            ftq_csv: None,
-            progress: false,
-            verbose: false,
-            lock_memory: true,
-            handle_signals: false,
-            attribute: false,
-            trace_clock: None,
-        }
-    }
-}
+use crate::config::{check, check_sched};
+pub use crate::config::{Config, Mode, SchedPolicy, Threshold, MAX_PROFILE_READS, MAX_RING};
+use crate::guard::{ignore_sigxfsz, MemoryLock, SignalGuard};
+use crate::header::{header_environment, tsc_warning};
+use crate::progress::{progress_bar, writer_progress};
+use crate::sidecar::{attribute_trace, Collected};
+use crate::threads::{
+    release_to_abort, spawn_probes, spawn_writer, ProbeOutcome, Shared, WriterThread,
+};
 
 /// Why a collection ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -216,210 +108,6 @@ pub struct Summary {
     pub attribution: Option<jitter_trace::attribution::Report>,
 }
 
-struct Shared {
-    barrier: Barrier,
-    abort: AtomicBool,
-    threshold: AtomicU64,
-    deadline: AtomicU64,
-    origin: AtomicU64,
-    quantum: AtomicU64,
-    stop: Arc<AtomicBool>,
-    profiles: Mutex<Vec<Option<CounterProfile>>>,
-    full: Vec<AtomicU64>,
-    errors: Mutex<Vec<String>>,
-}
-
-struct ProbeOutcome {
-    stats: LoopStats,
-    lost: u64,
-    lost_ticks: u64,
-    /// Where the full ring dropped detours (counter ticks).
-    lost_spans: LostSpans,
-    invol_ctx: u64,
-    ran: bool,
-}
-
-fn invol_switches() -> u64 {
-    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD)
-        .map(|u| u.involuntary_context_switches() as u64)
-        .unwrap_or(0)
-}
-
-/// CPU time of the calling thread so far, ns.
-fn thread_cpu_ns() -> u64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
-        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
-        .unwrap_or(0)
-}
-
-fn set_policy(policy: SchedPolicy, prio: i32) -> Result<()> {
-    let param = libc::sched_param {
-        sched_priority: prio,
-    };
-    // SAFETY: `param` is a valid sched_param; pid 0 names the calling thread.
-    let rc = unsafe { libc::sched_setscheduler(0, policy.raw(), &param) };
-    if rc != 0 {
-        return Err(CollectError::last_os(format!(
-            "cannot set {} priority {prio}",
-            policy.name()
-        )));
-    }
-    Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn probe_thread(
-    index: usize,
-    cpu: u32,
-    mut producer: RingProducer,
-    shared: Arc<Shared>,
-    sched: Option<(SchedPolicy, i32)>,
-    t_min_reads: usize,
-    mode: Mode,
-    quantum_hint: u64,
-) -> ProbeOutcome {
-    let mut outcome = ProbeOutcome {
-        stats: LoopStats::default(),
-        lost: 0,
-        lost_ticks: 0,
-        lost_spans: LostSpans::default(),
-        invol_ctx: 0,
-        ran: false,
-    };
-    let setup = (|| -> Result<()> {
-        cpuset::pin_current_thread(&[cpu])?;
-        if let Some((p, prio)) = sched {
-            set_policy(p, prio).with_context(|| format!("CPU {cpu}"))?;
-        }
-        let profile = CounterProfile::measure(t_min_reads);
-        shared.profiles.lock().unwrap_or_else(|p| p.into_inner())[index] = Some(profile);
-        if matches!(mode, Mode::Ftq(_)) {
-            shared.full[index].store(ftq::full_count(quantum_hint, 32), Ordering::Relaxed);
-        }
-        Ok(())
-    })();
-    if let Err(e) = setup {
-        let msg = e.line();
-        shared
-            .errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(msg);
-        shared.abort.store(true, Ordering::Release);
-    }
-    shared.barrier.wait(); // A: set up, t_min known
-    shared.barrier.wait(); // B: threshold and origin published, go
-    if shared.abort.load(Ordering::Acquire) {
-        return outcome;
-    }
-    let threshold = shared.threshold.load(Ordering::Acquire);
-    let deadline = shared.deadline.load(Ordering::Acquire);
-    let origin = shared.origin.load(Ordering::Acquire);
-    let ctx0 = invol_switches();
-    outcome.stats = match mode {
-        Mode::Detours => probe::run(threshold, deadline, &shared.stop, |a, b| {
-            producer.push([a, b], b - a);
-            std::ops::ControlFlow::Continue(())
-        }),
-        Mode::Ftq(_) => {
-            let quantum = shared.quantum.load(Ordering::Acquire);
-            ftq::run(quantum, origin, deadline, u64::MAX, &shared.stop, |s, c| {
-                producer.push([s, c], 0)
-            })
-        }
-    };
-    outcome.invol_ctx = invol_switches().saturating_sub(ctx0);
-    outcome.lost = producer.lost();
-    outcome.lost_ticks = producer.lost_ticks();
-    outcome.lost_spans = producer.take_lost_spans();
-    outcome.ran = true;
-    outcome
-}
-
-/// Signal handlers that set the stop flag, removed on drop.
-#[derive(Debug, Default)]
-struct SignalGuard {
-    ids: Vec<signal_hook::SigId>,
-}
-
-impl SignalGuard {
-    fn install(stop: &Arc<AtomicBool>, attribute: bool) -> Result<Self> {
-        let mut guard = SignalGuard::default();
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            if attribute {
-                // Registered first, so it runs before the exit below: on the second signal
-                // (the stop flag already set) the tracefs instance is removed before exiting.
-                let flag = stop.clone();
-                // SAFETY: the action only loads atomics and calls rmdir(2), which is
-                // async-signal-safe (`tracefs::remove_in_signal_handler`).
-                let id = unsafe {
-                    signal_hook::low_level::register(sig, move || {
-                        if flag.load(Ordering::SeqCst) {
-                            tracefs::remove_in_signal_handler();
-                        }
-                    })
-                }
-                .context("cannot install the signal handler")?;
-                guard.ids.push(id);
-            }
-            // A second signal while stopping ends the process at once (exit status 130).
-            let id = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
-                .context("cannot install the signal handler")?;
-            guard.ids.push(id);
-            let id = signal_hook::flag::register(sig, stop.clone())
-                .context("cannot install the signal handler")?;
-            guard.ids.push(id);
-        }
-        Ok(guard)
-    }
-}
-
-impl Drop for SignalGuard {
-    fn drop(&mut self) {
-        for id in self.ids.drain(..) {
-            signal_hook::low_level::unregister(id);
-        }
-    }
-}
-
-/// Linux's MCL_ONFAULT: lock pages as they are faulted in, not all at once.
-const MCL_ONFAULT: libc::c_int = 4;
-
-/// Memory locked with mlockall for the duration of a collection; unlocked on drop.
-#[derive(Debug)]
-struct MemoryLock;
-
-impl MemoryLock {
-    fn acquire() -> Result<Self> {
-        // SAFETY: mlockall has no memory-safety preconditions.
-        let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | MCL_ONFAULT) };
-        if rc != 0 {
-            return Err(CollectError::last_os("mlockall"));
-        }
-        Ok(MemoryLock)
-    }
-}
-
-impl Drop for MemoryLock {
-    fn drop(&mut self) {
-        // SAFETY: munlockall has no memory-safety preconditions.
-        unsafe {
-            libc::munlockall();
-        }
-    }
-}
-
-fn ignore_sigxfsz() {
-    // SAFETY: installing SIG_IGN for SIGXFSZ replaces no Rust handler and is async-signal-safe;
-    // it makes writes past RLIMIT_FSIZE fail with EFBIG instead of killing the process.
-    unsafe {
-        let _ = nix::sys::signal::signal(
-            nix::sys::signal::Signal::SIGXFSZ,
-            nix::sys::signal::SigHandler::SigIgn,
-        );
-    }
-}
-
 /// The counter frequency by `Clock::choose`, its warning (if any) added to `warnings`.
 pub fn choose_clock(khz: Option<u64>, warnings: &mut Vec<String>) -> Result<Clock> {
     let (clock, warning) = Clock::choose(khz).context(if khz.is_some() {
@@ -451,82 +139,6 @@ pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summa
     Prepared::prepare(config, stop)?.start()?.drain()?.finish()
 }
 
-/// The largest ring per CPU, entries: 1 GiB of 16-byte entries, all touched before the
-/// probes start (the default 2^16 holds over 6 s of a 10 kHz noise source between drains).
-pub const MAX_RING: usize = 1 << 26;
-
-/// The most back-to-back reads that profile the counter: 2^28, seconds at tens of ns each.
-pub const MAX_PROFILE_READS: usize = 1 << 28;
-
-/// Refuses a configuration no collection can run with.
-fn check(config: &Config) -> Result<()> {
-    if config.duration.is_some_and(|d| d.is_zero()) {
-        refuse!("the duration must be positive");
-    }
-    if config.max_detours == Some(0) {
-        refuse!("--detours must be positive");
-    }
-    if config.duration.is_none() && config.max_detours.is_none() && !config.handle_signals {
-        refuse!("nothing would stop the collection: give a duration or a detour count");
-    }
-    if config.sched.is_some() && config.duration.is_none() {
-        refuse!(
-            "a real-time collection (--sched) needs --duration: its probes never sleep, and the \
-             watchdog that ends a runaway one is set from the duration"
-        );
-    }
-    if config.max_detours.is_some() && config.drain_period.is_none() {
-        refuse!("a detour count needs a periodic drain (the writer counts the detours)");
-    }
-    if let Threshold::Factor(0) = config.threshold {
-        refuse!("the threshold factor must be at least 1");
-    }
-    if !(2..=MAX_RING).contains(&config.ring_capacity) {
-        refuse!(
-            "--ring {}: give 2 to {MAX_RING} entries per CPU (16 bytes each, touched before \
-             the probes start; the largest is 1 GiB per CPU)",
-            config.ring_capacity
-        );
-    }
-    if !(1..=MAX_PROFILE_READS).contains(&config.t_min_reads) {
-        refuse!(
-            "--t-min-reads {}: give 1 to {MAX_PROFILE_READS} (the largest takes seconds; the \
-             default {} already fills the profile's histogram)",
-            config.t_min_reads,
-            crate::counter::PROFILE_READS
-        );
-    }
-    Ok(())
-}
-
-/// Refuses a real-time priority out of the policy's range, or a real-time policy on every CPU
-/// of the machine without `force`.
-fn check_sched(policy: SchedPolicy, prio: i32, cpus: &CpuList, force: bool) -> Result<()> {
-    // SAFETY: these calls only read constants of the policy.
-    let (lo, hi) = unsafe {
-        (
-            libc::sched_get_priority_min(policy.raw()),
-            libc::sched_get_priority_max(policy.raw()),
-        )
-    };
-    if prio < lo || prio > hi {
-        refuse!(
-            "{} priority must be in {lo}..={hi}, got {prio}",
-            policy.name()
-        );
-    }
-    let online = cpuset::online_cpus()?;
-    if !force && online.ids().iter().all(|&c| cpus.contains(c)) {
-        refuse!(
-            "refusing {} on every CPU of the machine ({}): the probes would starve the \
-             kernel's own threads; leave a CPU out or pass --force",
-            policy.name(),
-            online
-        );
-    }
-    Ok(())
-}
-
 /// The private tracefs instance of `--attribute`, tracing from now on; a stale instance it
 /// removed is a warning.
 fn start_instance(config: &Config, cpus: &CpuList, warnings: &mut Vec<String>) -> Result<Instance> {
@@ -545,25 +157,6 @@ fn start_instance(config: &Config, cpus: &CpuList, warnings: &mut Vec<String>) -
     }
     inst.start()?;
     Ok(inst)
-}
-
-/// The warning for a TSC that lacks `constant_tsc` or `nonstop_tsc`, if it does.
-fn tsc_warning() -> Option<String> {
-    match tsc_flags() {
-        Some(f) if !f.constant || !f.nonstop => Some(format!(
-            "the TSC lacks {}: detour lengths may be wrong when the CPU changes frequency or \
-             sleeps",
-            [
-                (!f.constant).then_some("constant_tsc"),
-                (!f.nonstop).then_some("nonstop_tsc")
-            ]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" and ")
-        )),
-        _ => None,
-    }
 }
 
 /// What a collection holds from its preparation to its end: the configuration, the outputs
@@ -814,64 +407,6 @@ impl<'c> Prepared<'c> {
     }
 }
 
-/// Starts one probe thread per CPU, in CPU order.
-fn spawn_probes(
-    config: &Config,
-    cpus: &CpuList,
-    shared: &Arc<Shared>,
-    producers: Vec<RingProducer>,
-    quantum_hint: u64,
-) -> Result<Vec<thread::JoinHandle<ProbeOutcome>>> {
-    let mut probes = Vec::with_capacity(cpus.len());
-    for (i, (&cpu, producer)) in cpus.ids().iter().zip(producers).enumerate() {
-        let sh = shared.clone();
-        let (sched, reads, mode) = (config.sched, config.t_min_reads, config.mode);
-        let h = thread::Builder::new()
-            .name(format!("probe-{cpu}"))
-            .stack_size(256 << 10)
-            .spawn(move || probe_thread(i, cpu, producer, sh, sched, reads, mode, quantum_hint))
-            .context("cannot start a probe thread")?;
-        probes.push(h);
-    }
-    Ok(probes)
-}
-
-/// Starts the writer thread (pinned to `writer_cpu` if any): it drains the rings every
-/// `period` until `done` is set.
-fn spawn_writer(
-    writer: Writer,
-    period: Option<Duration>,
-    writer_cpu: Option<u32>,
-    done: Arc<AtomicBool>,
-) -> Result<WriterThread> {
-    thread::Builder::new()
-        .name("jtr-writer".into())
-        .spawn(move || {
-            if let Some(c) = writer_cpu {
-                let _ = cpuset::pin_current_thread(&[c]);
-            }
-            let mut writer = writer;
-            let r = writer.run(period, &done);
-            (writer, r, thread_cpu_ns())
-        })
-        .context("cannot start the writer thread")
-}
-
-/// Releases the probes waiting on barrier B with the abort flag set, waits for them, and
-/// returns `e`.
-fn release_to_abort(
-    shared: &Shared,
-    probes: Vec<thread::JoinHandle<ProbeOutcome>>,
-    e: CollectError,
-) -> CollectError {
-    shared.abort.store(true, Ordering::Release);
-    shared.barrier.wait(); // B
-    for h in probes {
-        let _ = h.join();
-    }
-    e
-}
-
 /// What the writer is made of, from step 1.
 struct WriterInputs {
     /// A handle on the trace's file.
@@ -1019,92 +554,6 @@ fn probes_profiles(shared: &Shared) -> Result<(Vec<CounterProfile>, CounterProfi
         .ok_or_else(|| CollectError::Failed("no CPU to profile the counter on".into()))?;
     Ok((profiles, profile))
 }
-
-/// The header's `environment`: the machine's, and how this collection measures.
-fn header_environment(
-    config: &Config,
-    machine: &Machine,
-    clock: &Clock,
-    profile: &CounterProfile,
-    writer_cpu: Option<u32>,
-    quantum_hint: u64,
-) -> BTreeMap<String, String> {
-    let mut environment = machine.environment.clone();
-    environment.insert("frequency_source".into(), clock.source.to_string());
-    environment.insert(
-        "counter_source".into(),
-        CounterSource::current().name().into(),
-    );
-    environment.insert(
-        "counter_resolution_ticks".into(),
-        profile.resolution_ticks.to_string(),
-    );
-    environment.insert(
-        "counter_loop_ticks".into(),
-        format!("{:.3}", profile.loop_ticks),
-    );
-    if let Some(k) = kernel_tsc_khz() {
-        environment.insert("kernel_tsc_khz".into(), k.to_string());
-    }
-    environment.insert(
-        "writer_cpu".into(),
-        writer_cpu.map_or_else(
-            || "shared with the probes (every allowed CPU is probed)".into(),
-            |c| c.to_string(),
-        ),
-    );
-    environment.insert(
-        "drain_period_ms".into(),
-        config
-            .drain_period
-            .map_or("end only".into(), |d| d.as_millis().to_string()),
-    );
-    environment.insert("ring_capacity".into(), config.ring_capacity.to_string());
-    environment.insert(
-        "sched".into(),
-        config.sched.map_or("SCHED_OTHER".into(), |(p, prio)| {
-            format!("{} {prio}", p.name())
-        }),
-    );
-    match config.mode {
-        Mode::Detours => {
-            environment.insert("mode".into(), "detours".into());
-        }
-        Mode::Ftq(_) => {
-            environment.insert("mode".into(), "ftq".into());
-            environment.insert("ftq_quantum_ticks".into(), quantum_hint.to_string());
-        }
-    }
-    if let Threshold::Factor(k) = config.threshold {
-        environment.insert("threshold_factor".into(), k.to_string());
-    }
-    environment
-}
-
-/// The progress display, when asked for and stderr is a terminal: a bar over the duration, or
-/// a spinner without one.
-fn progress_bar(config: &Config) -> Option<ProgressBar> {
-    (config.progress && std::io::stderr().is_terminal()).then(|| {
-        let pb = match config.duration {
-            Some(d) => {
-                let pb = ProgressBar::new(d.as_millis() as u64);
-                pb.set_style(
-                    ProgressStyle::with_template(
-                        "{elapsed_precise} [{bar:30}] {percent:>3}% of {len}ms  {msg}",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                );
-                pb
-            }
-            None => ProgressBar::new_spinner(),
-        };
-        pb.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
-        pb
-    })
-}
-
-/// The writer thread's result: the writer, how its run ended, and its CPU time in ns.
-type WriterThread = thread::JoinHandle<(Writer, Result<()>, u64)>;
 
 /// Step 2 done: the probes measure and the writer drains their rings.
 struct Running<'c> {
@@ -1288,22 +737,21 @@ impl Drained<'_> {
         let (attribution_file, attribution) = match instance {
             Some(inst) => {
                 let lost: Vec<LostSpans> = outcomes.into_iter().map(|o| o.lost_spans).collect();
-                let (path, report) = attribute_trace(
-                    inst,
+                let collected = Collected {
                     output,
-                    &clock,
-                    started.origin,
-                    &started.header,
-                    &steal,
-                    &lost,
-                    &mut warnings,
-                )
-                .with_context(|| {
-                    format!(
-                        "attribution failed; the trace {} is complete",
-                        output.display()
-                    )
-                })?;
+                    clock: &clock,
+                    origin: started.origin,
+                    header: &started.header,
+                    steal: &steal,
+                    lost_spans: &lost,
+                };
+                let (path, report) = attribute_trace(inst, &collected, &mut warnings)
+                    .with_context(|| {
+                        format!(
+                            "attribution failed; the trace {} is complete",
+                            output.display()
+                        )
+                    })?;
                 (Some(path), Some(report))
             }
             None => (None, None),
@@ -1468,118 +916,6 @@ impl Drained<'_> {
         }
         implausible
     }
-}
-
-/// Reads the instance's buffers (then removes it), attributes the detours of the finished
-/// trace, writes `<trace>.attr.json` (with each CPU's `steal` over the run) and returns its
-/// per-source report. `lost` holds, per stream, where its ring dropped detours (ticks): the
-/// time-base check skips those stretches.
-#[allow(clippy::too_many_arguments)]
-fn attribute_trace(
-    inst: Instance,
-    output: &Path,
-    clock: &Clock,
-    origin: u64,
-    header: &Header,
-    steal: &BTreeMap<u32, Steal>,
-    lost_spans: &[LostSpans],
-    warnings: &mut Vec<String>,
-) -> Result<(PathBuf, attribution::Report)> {
-    let cpus: Vec<u32> = header.stream_cpus.clone();
-    let mut per_cpu = Vec::with_capacity(cpus.len());
-    for &cpu in &cpus {
-        per_cpu.push(inst.read_cpu(cpu)?);
-    }
-    let events = inst.events.clone();
-    let to_ticks = inst.to_ticks()?;
-    let trace_clock = inst.clock;
-    drop(inst);
-    let trace = jitter_trace::read_trace(output)
-        .with_context(|| format!("cannot read back {}", output.display()))?
-        .trace;
-    let mut result = Attribution {
-        version: attribution::ATTRIBUTION_VERSION,
-        collection_start_unix_ns: header.collection_start_unix_ns,
-        trace_clock: trace_clock.name().into(),
-        events,
-        ..Attribution::default()
-    };
-    // Counter ticks (and trace-clock stamps through them) as the records' ns.
-    let tick_ns = |t: u64| clock.ticks_to_ns(t.saturating_sub(origin));
-    let to_ns = |t: u64| tick_ns(to_ticks.ticks(t));
-    // The mono clock is printed to the µs (truncated): one more µs of slack.
-    let slack_ns = match trace_clock {
-        TraceClock::X86Tsc => 1_000,
-        TraceClock::Mono => 2_000,
-    };
-    for (i, (stream, (raw, lost))) in trace.streams.iter().zip(per_cpu).enumerate() {
-        // Where the ring dropped detours, in the records' ns: no entry there can be checked.
-        let dropped = lost_spans.get(i).map(|l| attribute::Dropped {
-            spans: l
-                .spans
-                .iter()
-                .map(|&[a, b]| (tick_ns(a), tick_ns(b)))
-                .collect(),
-            untracked_from: l.untracked_from.map(tick_ns),
-        });
-        let probe_name = format!("probe-{}", stream.cpu);
-        let first_comm = raw.first().map_or(probe_name.clone(), |e| e.comm.clone());
-        let timeline = attribute::to_timeline(&raw, to_ns);
-        let tl = attribute::segments(&timeline, &first_comm, |c| c == probe_name);
-        if lost > 0 {
-            warnings.push(format!(
-                "CPU {}: the kernel lost {lost} trace events (buffer overrun); those detours \
-                 are partly unattributed",
-                stream.cpu
-            ));
-        }
-        let (checked, outside) = attribute::misaligned(
-            &stream.records,
-            &tl,
-            stream.begin_ns,
-            stream.end_ns,
-            slack_ns,
-            &dropped.unwrap_or_default(),
-        );
-        if outside * 100 > checked && outside > 10 {
-            warnings.push(format!(
-                "CPU {}: {outside} of {checked} interrupt entries while the probe ran lie outside \
-                 every detour: the trace clock and the counter may disagree",
-                stream.cpu
-            ));
-        }
-        result.cpus.push(CpuAttribution {
-            cpu: stream.cpu,
-            begin_ns: stream.begin_ns,
-            end_ns: stream.end_ns,
-            events: raw.len() as u64,
-            events_lost: lost,
-            entries_checked: checked,
-            entries_outside: outside,
-            steal: steal.get(&stream.cpu).copied(),
-            detours: attribute::attribute(&stream.records, &tl),
-        });
-    }
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    if environment::runs_under_hypervisor(&cpuinfo) {
-        result.notes.insert(
-            "hypervisor".into(),
-            "this machine is a virtual machine: time the hypervisor takes (VM exits, the host's \
-             interrupts, preemption of the vCPU) is never traced by the guest kernel and shows \
-             as unattributed; steal, where the host reports it, is only the time the vCPU waited \
-             for a host CPU: the steal comparison above measures that part, not the exits"
-                .into(),
-        );
-    }
-    let path = attribution::sidecar_path(output);
-    result
-        .write(&path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok((path, attribution::report(&result)))
-}
-
-fn writer_progress(w: &Writer) -> Option<ProgressBar> {
-    w.progress()
 }
 
 #[cfg(test)]

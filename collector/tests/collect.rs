@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use jitter_collect::clock::{read_counter, spin_until, Clock, FrequencySource};
 use jitter_collect::cpuset;
 use jitter_collect::ftq::Quantum;
+use jitter_collect::table::CpuRow;
 use jitter_collect::writer::SELF_SLACK_NS;
 use jitter_collect::{collect, Config, Mode, SchedPolicy, StopReason};
 use jitter_trace::stats::Stats;
-use jitter_trace::{read_trace, Completeness};
+use jitter_trace::{read_trace, Completeness, Stream, Trace};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -98,65 +99,72 @@ fn three_seconds_on_every_cpu_give_a_valid_consistent_trace() {
         );
     }
     for (row, s) in summary.rows.iter().zip(&t.streams) {
-        assert_eq!(row.cpu, s.cpu);
-        // The loop stops at its first reading past the deadline (3 s after time 0): the window
-        // ends within one loop iteration of it, or at the end of a detour that straddles it.
-        let straddles = s.records.last().is_some_and(|r| r.end_ns() == s.end_ns);
-        assert!(s.end_ns >= 3_000_000_000, "window ends at {} ns", s.end_ns);
-        assert!(
-            s.end_ns - 3_000_000_000 <= 1_000 || straddles,
-            "window ends at {} ns",
-            s.end_ns
-        );
-        assert!(
-            s.begin_ns < 500_000_000,
-            "probe started at {} ns",
-            s.begin_ns
-        );
-        assert_eq!(row.delta, s.records.len() as u64);
-        assert_eq!(row.intr, row.delta + s.counters["lost_detours"]);
-        assert_eq!(row.sum_intr_ns, s.noise_ns() + s.counters["lost_ns"]);
-        assert!((row.rt_s - s.duration_ns() as f64 / 1e9).abs() < 1e-6);
-        assert!(s.counters["iterations"] > 1_000_000);
-        // Self-noise is detour time inside the writer windows widened by the slack.
-        let window_time: u64 = t
-            .self_windows
-            .iter()
-            .map(|w| w.end_ns - w.start_ns + 2 * SELF_SLACK_NS)
-            .sum();
-        assert_eq!(row.self_ns, s.counters["self_overlap_ns"]);
-        assert!(row.self_ns <= window_time.min(s.noise_ns()));
-        assert!(row.loop_ns > 0.0 && row.loop_ns < 1_000.0);
-        assert!(
-            row.delta > 0,
-            "a 3 s run on this VM always sees timer interrupts"
-        );
-        // Every record is above the threshold.
-        assert!(s
-            .records
-            .iter()
-            .all(|r| r.run_ns as f64 >= h.threshold_ns - 1.0));
-        let st = Stats::of_stream(s);
-        assert_eq!(row.max_ns, st.max_ns);
-        assert!((row.under_1us - st.under_1us).abs() < 1e-12);
-        assert!((row.under_5us - st.under_5us).abs() < 1e-12);
-        assert!((row.under_14us - st.under_14us).abs() < 1e-12);
-        for (a, b, what) in [
-            (row.median_ns, st.median_ns, "median"),
-            (row.p20_ns, st.p20_ns, "p20"),
-            (row.p90_ns, st.p90_ns, "p90"),
-            (row.p99_ns, st.p99_ns, "p99"),
-            (row.p99_9_ns, st.p99_9_ns, "p99.9"),
-        ] {
-            assert!(close(a, b), "{what}: table {a} vs records {b}");
-        }
-        assert!(
-            (row.mad_ns as f64 - st.mad_ns as f64).abs() <= 0.004 * st.median_ns as f64 + 2.0,
-            "mad {} vs {}",
-            row.mad_ns,
-            st.mad_ns
-        );
+        check_row(row, s, &t);
     }
+}
+
+/// One row of the end table against its stream: the same CPU, counts, noise and statistics
+/// (quantiles within the two histograms' 0.1 % each), its window ending at the deadline.
+fn check_row(row: &CpuRow, s: &Stream, t: &Trace) {
+    let h = &t.header;
+    assert_eq!(row.cpu, s.cpu);
+    // The loop stops at its first reading past the deadline (3 s after time 0): the window
+    // ends within one loop iteration of it, or at the end of a detour that straddles it.
+    let straddles = s.records.last().is_some_and(|r| r.end_ns() == s.end_ns);
+    assert!(s.end_ns >= 3_000_000_000, "window ends at {} ns", s.end_ns);
+    assert!(
+        s.end_ns - 3_000_000_000 <= 1_000 || straddles,
+        "window ends at {} ns",
+        s.end_ns
+    );
+    assert!(
+        s.begin_ns < 500_000_000,
+        "probe started at {} ns",
+        s.begin_ns
+    );
+    assert_eq!(row.delta, s.records.len() as u64);
+    assert_eq!(row.intr, row.delta + s.counters["lost_detours"]);
+    assert_eq!(row.sum_intr_ns, s.noise_ns() + s.counters["lost_ns"]);
+    assert!((row.rt_s - s.duration_ns() as f64 / 1e9).abs() < 1e-6);
+    assert!(s.counters["iterations"] > 1_000_000);
+    // Self-noise is detour time inside the writer windows widened by the slack.
+    let window_time: u64 = t
+        .self_windows
+        .iter()
+        .map(|w| w.end_ns - w.start_ns + 2 * SELF_SLACK_NS)
+        .sum();
+    assert_eq!(row.self_ns, s.counters["self_overlap_ns"]);
+    assert!(row.self_ns <= window_time.min(s.noise_ns()));
+    assert!(row.loop_ns > 0.0 && row.loop_ns < 1_000.0);
+    assert!(
+        row.delta > 0,
+        "a 3 s run on this VM always sees timer interrupts"
+    );
+    // Every record is above the threshold.
+    assert!(s
+        .records
+        .iter()
+        .all(|r| r.run_ns as f64 >= h.threshold_ns - 1.0));
+    let st = Stats::of_stream(s);
+    assert_eq!(row.max_ns, st.max_ns);
+    assert!((row.under_1us - st.under_1us).abs() < 1e-12);
+    assert!((row.under_5us - st.under_5us).abs() < 1e-12);
+    assert!((row.under_14us - st.under_14us).abs() < 1e-12);
+    for (a, b, what) in [
+        (row.median_ns, st.median_ns, "median"),
+        (row.p20_ns, st.p20_ns, "p20"),
+        (row.p90_ns, st.p90_ns, "p90"),
+        (row.p99_ns, st.p99_ns, "p99"),
+        (row.p99_9_ns, st.p99_9_ns, "p99.9"),
+    ] {
+        assert!(close(a, b), "{what}: table {a} vs records {b}");
+    }
+    assert!(
+        (row.mad_ns as f64 - st.mad_ns as f64).abs() <= 0.004 * st.median_ns as f64 + 2.0,
+        "mad {} vs {}",
+        row.mad_ns,
+        st.mad_ns
+    );
 }
 
 /// Not a test: the synthetic daemon the next test runs as a child process (`--ignored --exact`).
@@ -251,59 +259,10 @@ fn a_periodic_real_time_daemon_shows_as_100_detours_per_second_of_300_us() {
     // (within 50 µs).
     let p95 = reported("wake-lateness-p95-ns ");
     let window = 270_000..=300_000 + p95 + 50_000;
-    // The daemon wakes on a 10 ms grid: a detour of its length off that grid is the VM's own.
-    const PERIOD: u64 = 10_000_000;
-    let on_grid = |starts: &[u64]| -> Vec<bool> {
-        let mut bins = vec![0u32; 100];
-        for s in starts {
-            bins[((s % PERIOD) / 100_000) as usize] += 1;
-        }
-        let best = (0..100).max_by_key(|&b| bins[b]).unwrap_or(0) as u64;
-        let centre = best * 100_000 + 50_000;
-        starts
-            .iter()
-            .map(|s| {
-                let d = (s % PERIOD).abs_diff(centre);
-                d.min(PERIOD - d) <= p95 + 150_000
-            })
-            .collect()
-    };
+    let grid = DaemonGrid { window, p95, cpu };
     let results: Vec<(Mode, f64, u64)> = results
         .into_iter()
-        .map(|(mode, s)| {
-            let in_window: Vec<_> = s
-                .records
-                .iter()
-                .filter(|r| window.contains(&r.run_ns))
-                .collect();
-            let starts: Vec<u64> = in_window.iter().map(|r| r.start_ns).collect();
-            let mut hits: Vec<u64> = in_window
-                .iter()
-                .zip(on_grid(&starts))
-                .filter(|(_, grid)| *grid)
-                .map(|(r, _)| r.run_ns)
-                .collect();
-            // Detours over 1 ms (e.g. the fair server running other tasks) hide the daemon
-            // wake-ups inside them: measure the rate over the time not covered by them.
-            let hidden: u64 = s
-                .records
-                .iter()
-                .map(|r| r.run_ns)
-                .filter(|&r| r > 1_000_000 && !window.contains(&r))
-                .sum();
-            let secs = (s.duration_ns() - hidden) as f64 / 1e9;
-            let rate = hits.len() as f64 / secs;
-            hits.sort_unstable();
-            let median = hits.get(hits.len() / 2).copied().unwrap_or(0);
-            eprintln!(
-                "{mode:?} on CPU {cpu}: {} detours in {window:?} ns on the daemon's 10 ms grid \
-                 ({} off it) over {secs:.2} s ({:.3} s hidden) = {rate:.1}/s, median {median} ns",
-                hits.len(),
-                in_window.len() - hits.len(),
-                hidden as f64 / 1e9,
-            );
-            (mode, rate, median)
-        })
+        .map(|(mode, s)| grid.rate(mode, &s))
         .collect();
     for (mode, rate, _) in &results {
         assert!(
@@ -321,6 +280,76 @@ fn a_periodic_real_time_daemon_shows_as_100_detours_per_second_of_300_us() {
         median.abs_diff(expected) <= 30_000,
         "median {median} ns, expected 300 µs + wake-up {wake_ns} ns ± 10 % of 300 µs"
     );
+}
+
+/// The daemon's detours as the probe should see them: run-times in `window`, on its 10 ms
+/// grid (a detour of its length off that grid is the VM's own).
+struct DaemonGrid {
+    window: std::ops::RangeInclusive<u64>,
+    p95: u64,
+    cpu: u32,
+}
+
+/// The daemon's period, ns.
+const PERIOD: u64 = 10_000_000;
+
+impl DaemonGrid {
+    /// Which of `starts` lie on the daemon's grid: within its 95th-percentile lateness and
+    /// 150 µs of the busiest 100 µs phase.
+    fn on_grid(&self, starts: &[u64]) -> Vec<bool> {
+        let mut bins = vec![0u32; 100];
+        for s in starts {
+            bins[((s % PERIOD) / 100_000) as usize] += 1;
+        }
+        let best = (0..100).max_by_key(|&b| bins[b]).unwrap_or(0) as u64;
+        let centre = best * 100_000 + 50_000;
+        starts
+            .iter()
+            .map(|s| {
+                let d = (s % PERIOD).abs_diff(centre);
+                d.min(PERIOD - d) <= self.p95 + 150_000
+            })
+            .collect()
+    }
+
+    /// The rate of the daemon's detours in stream `s` (per second of time not hidden by
+    /// longer detours) and their median run-time.
+    fn rate(&self, mode: Mode, s: &Stream) -> (Mode, f64, u64) {
+        let (window, cpu) = (&self.window, self.cpu);
+        let on_grid = |starts: &[u64]| self.on_grid(starts);
+        let in_window: Vec<_> = s
+            .records
+            .iter()
+            .filter(|r| window.contains(&r.run_ns))
+            .collect();
+        let starts: Vec<u64> = in_window.iter().map(|r| r.start_ns).collect();
+        let mut hits: Vec<u64> = in_window
+            .iter()
+            .zip(on_grid(&starts))
+            .filter(|(_, grid)| *grid)
+            .map(|(r, _)| r.run_ns)
+            .collect();
+        // Detours over 1 ms (e.g. the fair server running other tasks) hide the daemon
+        // wake-ups inside them: measure the rate over the time not covered by them.
+        let hidden: u64 = s
+            .records
+            .iter()
+            .map(|r| r.run_ns)
+            .filter(|&r| r > 1_000_000 && !window.contains(&r))
+            .sum();
+        let secs = (s.duration_ns() - hidden) as f64 / 1e9;
+        let rate = hits.len() as f64 / secs;
+        hits.sort_unstable();
+        let median = hits.get(hits.len() / 2).copied().unwrap_or(0);
+        eprintln!(
+            "{mode:?} on CPU {cpu}: {} detours in {window:?} ns on the daemon's 10 ms grid \
+         ({} off it) over {secs:.2} s ({:.3} s hidden) = {rate:.1}/s, median {median} ns",
+            hits.len(),
+            in_window.len() - hits.len(),
+            hidden as f64 / 1e9,
+        );
+        (mode, rate, median)
+    }
 }
 
 fn spawn_collector(args: &[&str]) -> std::process::Child {

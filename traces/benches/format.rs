@@ -8,7 +8,8 @@ use std::io::Cursor;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use jitter_trace::format::{read_from, write_to};
+use jitter_trace::format::write_to;
+use jitter_trace::load::read_from;
 use jitter_trace::synth::{synthesize, Spec};
 use jitter_trace::Trace;
 

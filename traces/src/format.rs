@@ -13,11 +13,9 @@
 //! Every chunk decodes on its own, so a reader keeps every chunk before the first damaged one.
 //! Sleep-times are not stored: they follow from the next start (or the stream's window end).
 //!
-//! [`read_trace`] reads the chunks in order and, when called on a worker of the caller's rayon
-//! pool, decodes a few side by side (one by one otherwise; it starts no threads), joining them
-//! into each stream's records; the first damaged chunk ends the read.
+//! Loading a trace from these chunks (whole, some streams, or in one pass) is
+//! [`crate::load`]'s.
 
-use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -26,8 +24,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
-use crate::integrity::{Integrity, Salvage};
-use crate::model::{Detour, Header, Record, Stream, Trace, Window};
+use crate::model::{Detour, Header, Record, Trace, Window};
 
 /// The eight bytes every `.jtr` file begins with.
 pub const MAGIC: [u8; 8] = *b"\x89JTR\r\n\x1a\n";
@@ -478,7 +475,7 @@ impl<R: Read> TraceReader<R> {
     }
 
     /// Reads the next chunk's bytes and checks its checksum, without decoding them.
-    fn next_sealed(&mut self) -> Result<Option<Sealed>, TraceError> {
+    pub(crate) fn next_sealed(&mut self) -> Result<Option<Sealed>, TraceError> {
         if self.finished {
             return Ok(None);
         }
@@ -550,15 +547,15 @@ impl<R: Read> TraceReader<R> {
 /// A chunk's bytes (its kind first), read and checksummed but not decoded, with where it
 /// sits in the file.
 #[derive(Debug)]
-struct Sealed {
-    index: u64,
+pub(crate) struct Sealed {
+    pub(crate) index: u64,
     offset: u64,
     bytes: Vec<u8>,
 }
 
 impl Sealed {
     /// Decodes the chunk of a trace of `streams` streams.
-    fn open(&self, streams: usize) -> Result<Chunk, TraceError> {
+    pub(crate) fn open(&self, streams: usize) -> Result<Chunk, TraceError> {
         let damaged = |reason: String| TraceError::Chunk {
             chunk: self.index,
             offset: self.offset,
@@ -657,191 +654,6 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
 /// (`read_to_end` retries reads interrupted by a signal.)
 fn read_up_to<R: Read>(r: &mut R, buf: &mut Vec<u8>, len: u32) -> io::Result<usize> {
     r.by_ref().take(u64::from(len)).read_to_end(buf)
-}
-
-/// A trace read from a file, with how much of the file was readable.
-#[derive(Debug)]
-pub struct Loaded {
-    /// Everything recovered.
-    pub trace: Trace,
-    /// Whether the file was complete.
-    pub completeness: Completeness,
-}
-
-impl Loaded {
-    /// What the trace lacks: detours its rings dropped, damage, truncation.
-    pub fn integrity(&self) -> Integrity {
-        Integrity::of(&self.trace, &self.completeness)
-    }
-
-    /// The one policy of every reader ([`crate::integrity`]): `Ok` with what the trace lacks
-    /// (salvaged where `salvage` made the difference), or one line naming `name`, what is
-    /// missing and that `--salvage` goes on.
-    pub fn accept(&self, name: &str, salvage: Salvage) -> Result<Integrity, TraceError> {
-        self.integrity().check(name, salvage)
-    }
-
-    /// Every warning a user of this trace must see: what it lacks (damage, truncation, ring
-    /// loss, as one line with the share kept), and numbers no machine has.
-    pub fn warnings(&self) -> Vec<String> {
-        let windows_known = matches!(self.completeness, Completeness::Complete);
-        self.integrity()
-            .warning()
-            .into_iter()
-            .chain(crate::sanity::warnings_of(&self.trace, windows_known))
-            .collect()
-    }
-}
-
-/// Reads a whole trace from `input`, keeping every readable chunk.
-pub fn read_from<R: Read>(input: R) -> Result<Loaded, TraceError> {
-    let mut reader = TraceReader::new(input)?;
-    let header = reader.header().clone();
-    let n = header.stream_cpus.len();
-    // Each stream's detours as the chunks hold them (joined once, into its records).
-    let mut detours: Vec<Vec<Vec<Detour>>> = vec![Vec::new(); n];
-    let mut total = 0u64;
-    let mut epilogue = None;
-    let mut damage = None;
-    // Chunks are read in order and decoded side by side, a few at a time (a dense trace's
-    // decoding is a large part of loading it); the first damaged one ends the reading as when
-    // they are decoded one by one. Side by side only on a worker of a rayon pool, which the
-    // caller set up: a reader inside an application (the C API, an MPI rank of `run`) starts
-    // no threads.
-    let pooled = rayon::current_thread_index().is_some();
-    let batch = if pooled {
-        2 * rayon::current_num_threads()
-    } else {
-        1
-    };
-    let mut sealed = Vec::with_capacity(batch);
-    'read: loop {
-        sealed.clear();
-        let mut read_error = None;
-        while sealed.len() < batch {
-            match reader.next_sealed() {
-                Ok(Some(c)) => sealed.push(c),
-                Ok(None) => break,
-                Err(e) => {
-                    read_error = Some(e);
-                    break;
-                }
-            }
-        }
-        if sealed.is_empty() && read_error.is_none() {
-            break;
-        }
-        let opened: Vec<Result<Chunk, TraceError>> = if pooled {
-            sealed.par_iter().map(|c| c.open(n)).collect()
-        } else {
-            sealed.iter().map(|c| c.open(n)).collect()
-        };
-        for (c, chunk) in sealed.iter().zip(opened) {
-            match chunk {
-                Ok(Chunk::Records { stream, detours: d }) => {
-                    let s = &mut detours[stream as usize];
-                    let last = s.last().and_then(|v: &Vec<Detour>| v.last());
-                    if let (Some(last), Some(first)) = (last, d.first()) {
-                        if first.start_ns <= last.start_ns || first.start_ns < last.end_ns() {
-                            damage = Some(TraceError::Chunk {
-                                chunk: c.index,
-                                offset: 0,
-                                reason: format!("stream {stream} goes back in time"),
-                            });
-                            break 'read;
-                        }
-                    }
-                    total += d.len() as u64;
-                    if !d.is_empty() {
-                        s.push(d);
-                    }
-                }
-                Ok(Chunk::End(e)) => {
-                    epilogue = Some(e);
-                    break 'read;
-                }
-                Err(e) => {
-                    damage = Some(e);
-                    break 'read;
-                }
-            }
-        }
-        if let Some(e) = read_error {
-            damage = Some(e);
-            break;
-        }
-    }
-    let mut trace = Trace {
-        header,
-        ..Trace::default()
-    };
-    let cpus = trace.header.stream_cpus.clone();
-    let completeness = match (&epilogue, damage) {
-        (_, Some(error)) => Completeness::Damaged {
-            records: total,
-            error,
-        },
-        (None, None) => Completeness::Truncated { records: total },
-        (Some(e), None) => {
-            let expected: u64 = e.streams.iter().map(|s| s.records).sum();
-            if e.streams.len() != n || expected != total {
-                Completeness::Damaged {
-                    records: total,
-                    error: TraceError::Header(format!(
-                        "end chunk counts {expected} records in {} streams, the file holds {total} in {n}",
-                        e.streams.len()
-                    )),
-                }
-            } else {
-                Completeness::Complete
-            }
-        }
-    };
-    for (i, d) in detours.into_iter().enumerate() {
-        let summary = epilogue.as_ref().and_then(|e| e.streams.get(i));
-        let last_end = d.last().and_then(|v| v.last()).map_or(0, Detour::end_ns);
-        let (begin, end) = match summary {
-            Some(s) if matches!(completeness, Completeness::Complete) => {
-                let first_start =
-                    (d.first().and_then(|v| v.first())).map_or(s.begin_ns, |f| f.start_ns);
-                let begin = s.begin_ns.min(first_start);
-                (begin, s.end_ns.max(last_end).max(begin))
-            }
-            _ => (0, last_end),
-        };
-        let runs: Vec<&[Detour]> = d.iter().map(Vec::as_slice).collect();
-        let mut s = Stream::from_detour_runs(cpus[i], begin, end, &runs)?;
-        if let Some(sum) = summary {
-            s.counters = sum.counters.clone();
-        }
-        trace.streams.push(s);
-    }
-    if let Some(e) = epilogue {
-        if matches!(completeness, Completeness::Complete) {
-            trace.header.duration_ns = e.duration_ns;
-        }
-        trace.self_windows = e.self_windows;
-        trace.notes = e.notes;
-    }
-    if !matches!(completeness, Completeness::Complete) {
-        trace.header.duration_ns = trace
-            .streams
-            .iter()
-            .map(Stream::duration_ns)
-            .max()
-            .unwrap_or(0);
-    }
-    Ok(Loaded {
-        trace,
-        completeness,
-    })
-}
-
-/// Reads a whole trace file, keeping every readable chunk.
-pub fn read_trace(path: &Path) -> Result<Loaded, TraceError> {
-    let f = File::open(path)
-        .map_err(|e| TraceError::io(format!("cannot open {}", path.display()), e))?;
-    read_from(BufReader::with_capacity(1 << 16, f))
 }
 
 /// Writes a whole trace to `out`.

@@ -94,6 +94,17 @@ impl StreamLoss {
     }
 }
 
+/// The damage or truncation of a trace read with `completeness`, or the defect its `notes` say
+/// it was salvaged from; `None` for a whole file.
+pub(crate) fn defect(
+    notes: &std::collections::BTreeMap<String, String>,
+    completeness: &Completeness,
+) -> Option<String> {
+    completeness.warning().or_else(|| {
+        (notes.get(SALVAGED_NOTE)).map(|d| format!("written from a salvaged trace ({d})"))
+    })
+}
+
 /// `kept / (kept + lost)`, 1 when both are 0.
 fn share(kept: u64, lost: u64) -> f64 {
     let all = kept as f64 + lost as f64;
@@ -132,9 +143,7 @@ pub struct Integrity {
 impl Integrity {
     /// What `trace`, read with `completeness`, lacks.
     pub fn of(trace: &Trace, completeness: &Completeness) -> Integrity {
-        let defect = completeness.warning().or_else(|| {
-            (trace.notes.get(SALVAGED_NOTE)).map(|d| format!("written from a salvaged trace ({d})"))
-        });
+        let defect = defect(&trace.notes, completeness);
         Integrity::of_streams(trace.streams.iter().map(StreamLoss::of).collect(), defect)
     }
 

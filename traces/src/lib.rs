@@ -1,6 +1,19 @@
 //! `jitter-trace`: the trace model and `.jtr` format of jitterbench, with statistics, comparison,
 //! transforms, synthesis, import/export and plots.
 //!
+//! What it offers:
+//! - the model ([`Trace`], [`Stream`], [`Record`], [`Detour`], [`Header`]) and the `.jtr` file:
+//!   [`TraceWriter`]/[`write_trace`] to write, [`read_trace`] (whole, as a [`Loaded`] with its
+//!   [`Integrity`] and the one policy `Loaded::accept`), [`read_trace_streams`] (only the
+//!   streams a replay needs) and [`scan::scan_trace`] (one pass in constant memory);
+//! - numbers from a trace: [`stats`] (also in one pass), [`summary`] (quantiles, intervals,
+//!   the histogram every crate uses), [`compare`], [`nodes`] ([`node`]: one row), [`sanity`], [`digest`];
+//! - new traces from old: [`transform`], [`synth`], [`filter`], [`interop`] (other formats);
+//! - the `--attribute` sidecar and its analyses: [`sidecar`], [`attribution`], [`changes`],
+//!   [`steal`], [`periodogram`], [`advice`];
+//! - what every binary of the workspace shares: [`cli`], [`output`], [`table`], [`units`],
+//!   [`error`].
+//!
 //! Features (both default): `plot` (the SVG charts of `plot`, through plotters) and
 //! `periodogram` (the periods of attributed sources, `periodogram::periods` and
 //! `attribution::add_periods`, through rustfft). The collector, the emulator and the preload
@@ -9,6 +22,7 @@
 
 pub mod advice;
 pub mod attribution;
+pub mod changes;
 pub mod cli;
 pub mod compare;
 pub mod digest;
@@ -17,14 +31,18 @@ pub mod filter;
 pub mod format;
 pub mod integrity;
 pub mod interop;
+pub mod load;
 pub mod memory;
 pub mod model;
+pub mod node;
 pub mod nodes;
 pub mod output;
 pub mod periodogram;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod sanity;
+pub mod scan;
+pub mod sidecar;
 pub mod stats;
 pub mod steal;
 pub mod summary;
@@ -35,12 +53,10 @@ pub mod units;
 
 pub use compare::{compare, Comparison};
 pub use error::TraceError;
-pub use format::{
-    read_trace, write_trace, Completeness, Epilogue, Loaded, StreamSummary, TraceReader,
-    TraceWriter,
-};
+pub use format::{write_trace, Completeness, Epilogue, StreamSummary, TraceReader, TraceWriter};
 pub use integrity::{Integrity, Salvage};
 pub use interop::Format;
+pub use load::{read_trace, read_trace_streams, Loaded};
 pub use model::{Detour, Header, Record, Stream, Trace, Window};
 pub use stats::{Injectability, ScaleChoice, Stats, TraceStats};
 pub use synth::Spec;

@@ -38,10 +38,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Trace;
-use crate::stats::Stats;
 use crate::summary::median;
 use crate::table::{Align, Table};
+
+pub use crate::node::{NodeSink, NodeSummary, MIN_OBSERVED_SHARE, TAIL_KEPT};
 
 /// |z| above which a node is an outlier (Iglewicz and Hoaglin's cut for the modified z-score).
 pub const OUTLIER_Z: f64 = 3.5;
@@ -53,15 +53,8 @@ pub const MIN_OTHERS: usize = 3;
 /// MAD → standard deviation for normal data (1 / Φ⁻¹(3/4)).
 const MAD_TO_SD: f64 = 1.4826;
 
-/// A node whose streams observed less than this share of the collection says nothing.
-pub const MIN_OBSERVED_SHARE: f64 = 0.1;
-
 /// Longest detours listed per node by default.
 pub const DEFAULT_TOP: usize = 5;
-
-/// Longest detours kept per node for the repetition test of a long max (a count beyond it is
-/// taken as this many: a lower bound, which can only keep a node from being flagged).
-pub const TAIL_KEPT: usize = 64;
 
 /// Family-wise probability under which a node's long detours repeat beyond chance.
 pub const REPEAT_P: f64 = 0.01;
@@ -105,116 +98,6 @@ pub fn mad_small_sample_factor(n: usize) -> f64 {
         0 | 1 => f64::NAN,
         2..=9 => B[n - 2],
         _ => n as f64 / (n as f64 - 0.8),
-    }
-}
-
-/// What one node's trace says, reduced to what the comparison needs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NodeSummary {
-    /// Node name: the trace header's host, or the file stem when hosts are missing or repeated.
-    pub node: String,
-    /// The trace file.
-    pub file: String,
-    /// Host recorded in the trace header.
-    pub host: String,
-    /// Streams (CPUs) in the trace.
-    pub streams: usize,
-    /// All streams of the node pooled (rates per CPU).
-    pub stats: Stats,
-    /// The longest detours of the node, ns, longest first.
-    pub top_ns: Vec<u64>,
-    /// Duration of the collection (the header's, else the longest stream's), ns.
-    pub collection_ns: u64,
-    /// What the trace lacks (ring loss, damage, truncation) where that makes it unusable (not
-    /// salvaged): its numbers describe only part of what the probe saw.
-    #[serde(default)]
-    pub lacks: Option<String>,
-    /// The share kept, where the trace lacks something but was taken (tolerated or salvaged).
-    #[serde(default)]
-    pub kept: Option<String>,
-    /// The second-longest detour, ns (0 with fewer than two): tells a rare stall from a node
-    /// whose long detours repeat.
-    #[serde(default)]
-    pub runner_up_ns: u64,
-    /// Relative standard error of the node's noise time, √Σrun² / Σrun (compound Poisson):
-    /// the resolution of its noise ratio; 0 without detours.
-    #[serde(default)]
-    pub noise_rel_se: f64,
-    /// The [`TAIL_KEPT`] longest detours, ns, longest first (the repetition test's counts).
-    #[serde(default, skip_serializing)]
-    pub tail_ns: Vec<u64>,
-}
-
-impl NodeSummary {
-    /// Summarises one node's trace; `top` longest detours are kept.
-    pub fn of_trace(trace: &Trace, file: &str, top: usize) -> NodeSummary {
-        let mut runs: Vec<u64> = trace
-            .streams
-            .iter()
-            .flat_map(|s| s.records.iter().map(|r| r.run_ns))
-            .collect();
-        let (sum, sum_sq) = runs.iter().fold((0.0, 0.0), |(a, b), &r| {
-            let r = r as f64;
-            (a + r, b + r * r)
-        });
-        let noise_rel_se = if sum > 0.0 { sum_sq.sqrt() / sum } else { 0.0 };
-        let keep = top.max(TAIL_KEPT).min(runs.len());
-        if keep > 0 {
-            runs.select_nth_unstable_by(keep - 1, |a, b| b.cmp(a));
-        }
-        runs.truncate(keep);
-        runs.sort_unstable_by(|a, b| b.cmp(a));
-        let runner_up_ns = runs.get(1).copied().unwrap_or(0);
-        let tail_ns = runs.clone();
-        runs.truncate(top);
-        NodeSummary {
-            node: String::new(),
-            file: file.to_string(),
-            host: trace.header.host.clone(),
-            streams: trace.streams.len(),
-            stats: Stats::of_streams(&trace.streams),
-            top_ns: runs,
-            collection_ns: trace.header.duration_ns.max(
-                trace
-                    .streams
-                    .iter()
-                    .map(|s| s.duration_ns())
-                    .max()
-                    .unwrap_or(0),
-            ),
-            lacks: None,
-            kept: None,
-            runner_up_ns,
-            noise_rel_se,
-            tail_ns,
-        }
-    }
-
-    /// Why this node's trace says nothing, or `None` when it is usable: no detours at all (no
-    /// real CPU goes a whole collection without one; the probe hardly ran), or its streams
-    /// observed less than [`MIN_OBSERVED_SHARE`] of the collection on average.
-    pub fn unusable(&self) -> Option<String> {
-        if let Some(lacks) = &self.lacks {
-            return Some(format!(
-                "{lacks}: its numbers describe part of what the probe saw (--salvage ranks it \
-                 with what was kept)"
-            ));
-        }
-        let per_stream = self.stats.duration_ns as f64 / self.streams.max(1) as f64;
-        let observed = crate::units::format_ns(per_stream);
-        if self.stats.count == 0 {
-            return Some(format!(
-                "no detours in {observed} per CPU: its probe hardly ran (see the collector's \
-                 output)"
-            ));
-        }
-        (per_stream < MIN_OBSERVED_SHARE * self.collection_ns as f64).then(|| {
-            format!(
-                "observed {observed} per CPU of a {} collection: its probe hardly ran (see the \
-                 collector's output)",
-                crate::units::format_ns(self.collection_ns as f64)
-            )
-        })
     }
 }
 
@@ -675,6 +558,7 @@ impl NodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::Stats;
     use crate::synth::{synthesize, Spec};
 
     fn node(file: &str, host: &str, noise_ratio: f64, max_ns: u64) -> NodeSummary {

@@ -3,11 +3,19 @@
 //! Run-times are summarised by [`crate::summary::DetourHistogram`] (also the collector's end
 //! table): quantiles and the MAD within 0.1 %; `min`, `max`, `mean`, the noise ratio and the
 //! fractions under 1/5/14 µs exact.
+//!
+//! Every statistic is also gathered in one pass over a trace file in constant memory in its
+//! length ([`StatsSink`] over [`crate::scan::scan_trace`]: one histogram per stream, the
+//! overall one merged from them), with results equal to those of the trace held in memory:
+//! histograms, sums and counts add up exactly. The smallest scale covering a share needs the
+//! k-th longest detour exactly: [`kth_longest`] finds it in a few more passes (16 bits of the
+//! run-time per pass), never holding the run-times.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
-use crate::model::{Stream, Trace};
+use crate::model::{Detour, Stream, Trace};
+use crate::scan::{ChunkSink, Scan};
 use crate::summary::DetourHistogram;
 use crate::table::Table;
 
@@ -213,28 +221,69 @@ pub fn injectability(
     overhead_ns: f64,
     scale: f64,
 ) -> Result<Injectability, TraceError> {
-    check_scale(scale)?;
+    let mut tally = InjectableTally::new(overhead_ns, scale)?;
+    for r in streams.iter().flat_map(|s| &s.records) {
+        tally.record(r.run_ns);
+    }
+    Ok(tally.finish())
+}
+
+/// The counts behind one [`Injectability`], gathered one run-time at a time.
+#[derive(Debug, Clone, Copy)]
+pub struct InjectableTally {
+    overhead_ns: f64,
+    scale: f64,
+    n: u64,
+    k: u64,
+    total: u128,
+    kept: u128,
+}
+
+impl InjectableTally {
+    /// An empty tally at `scale` for an injector of overhead `overhead_ns`.
+    pub fn new(overhead_ns: f64, scale: f64) -> Result<InjectableTally, TraceError> {
+        check_scale(scale)?;
+        check_overhead(overhead_ns)?;
+        Ok(InjectableTally {
+            overhead_ns,
+            scale,
+            n: 0,
+            k: 0,
+            total: 0,
+            kept: 0,
+        })
+    }
+
+    /// Counts one run-time, ns.
+    #[inline]
+    pub fn record(&mut self, run_ns: u64) {
+        self.n += 1;
+        self.total += u128::from(run_ns);
+        if self.scale * run_ns as f64 > self.overhead_ns {
+            self.k += 1;
+            self.kept += u128::from(run_ns);
+        }
+    }
+
+    /// The shares counted.
+    pub fn finish(&self) -> Injectability {
+        let frac = |a: f64, b: f64| if b == 0.0 { 0.0 } else { a / b };
+        Injectability {
+            overhead_ns: self.overhead_ns,
+            scale: self.scale,
+            detours: frac(self.k as f64, self.n as f64),
+            noise: frac(self.kept as f64, self.total as f64),
+        }
+    }
+}
+
+fn check_overhead(overhead_ns: f64) -> Result<(), TraceError> {
     if !overhead_ns.is_finite() || overhead_ns < 0.0 {
         return Err(TraceError::Argument(format!(
             "overhead {overhead_ns} ns must be finite and not negative"
         )));
     }
-    let (mut n, mut k, mut total, mut kept) = (0u64, 0u64, 0u128, 0u128);
-    for r in streams.iter().flat_map(|s| &s.records) {
-        n += 1;
-        total += u128::from(r.run_ns);
-        if scale * r.run_ns as f64 > overhead_ns {
-            k += 1;
-            kept += u128::from(r.run_ns);
-        }
-    }
-    let frac = |a: f64, b: f64| if b == 0.0 { 0.0 } else { a / b };
-    Ok(Injectability {
-        overhead_ns,
-        scale,
-        detours: frac(k as f64, n as f64),
-        noise: frac(kept as f64, total as f64),
-    })
+    Ok(())
 }
 
 /// The smallest scale at which a requested share of detours becomes injectable.
@@ -259,16 +308,8 @@ pub fn scale_for_share(
     overhead_ns: f64,
     share: f64,
 ) -> Result<Option<ScaleChoice>, TraceError> {
-    if !(share > 0.0 && share <= 1.0) {
-        return Err(TraceError::Argument(format!(
-            "share {share} must be in (0, 1]"
-        )));
-    }
-    if !overhead_ns.is_finite() || overhead_ns < 0.0 {
-        return Err(TraceError::Argument(format!(
-            "overhead {overhead_ns} ns must be finite and not negative"
-        )));
-    }
+    check_share(share)?;
+    check_overhead(overhead_ns)?;
     let mut runs: Vec<u64> = streams
         .iter()
         .flat_map(|s| s.records.iter().map(|r| r.run_ns))
@@ -280,18 +321,64 @@ pub fn scale_for_share(
     let n = runs.len();
     let k = ((share * n as f64).ceil() as usize).clamp(1, n);
     let (_, kth, _) = runs.select_nth_unstable_by(k - 1, |a, b| b.cmp(a));
-    let run = *kth;
-    if run == 0 {
+    let Some(integer) = integer_scale(*kth, overhead_ns) else {
         return Ok(None);
-    }
-    let threshold = overhead_ns / run as f64;
-    let integer = (threshold.floor() as u64).saturating_add(1).max(1);
+    };
     let at_integer = injectability(streams, overhead_ns, integer as f64)?;
     Ok(Some(ScaleChoice {
         share,
-        threshold,
+        threshold: overhead_ns / *kth as f64,
         integer,
         at_integer,
+    }))
+}
+
+fn check_share(share: f64) -> Result<(), TraceError> {
+    if !(share > 0.0 && share <= 1.0) {
+        return Err(TraceError::Argument(format!(
+            "share {share} must be in (0, 1]"
+        )));
+    }
+    Ok(())
+}
+
+/// The rank k = ceil(share · n) (at least 1) of the detour that must be injectable for
+/// `share` of `n` detours to be: the k longest are.
+pub fn share_rank(share: f64, n: u64) -> Result<u64, TraceError> {
+    check_share(share)?;
+    Ok(((share * n as f64).ceil() as u64).clamp(1, n.max(1)))
+}
+
+/// The smallest integer scale S with S·`run` > `overhead_ns`; `None` for a zero run-time.
+fn integer_scale(run: u64, overhead_ns: f64) -> Option<u64> {
+    (run != 0).then(|| {
+        let threshold = overhead_ns / run as f64;
+        (threshold.floor() as u64).saturating_add(1).max(1)
+    })
+}
+
+/// [`scale_for_share`] from the k-th longest run-time (`share_rank`) of a trace of `n`
+/// detours, with `inject_at` counting the injectable shares at the integer scale it picks
+/// (another pass over the trace).
+pub fn scale_for_kth(
+    share: f64,
+    overhead_ns: f64,
+    kth_run_ns: Option<u64>,
+    inject_at: impl FnOnce(f64) -> Result<Injectability, TraceError>,
+) -> Result<Option<ScaleChoice>, TraceError> {
+    check_share(share)?;
+    check_overhead(overhead_ns)?;
+    let Some(run) = kth_run_ns else {
+        return Ok(None);
+    };
+    let Some(integer) = integer_scale(run, overhead_ns) else {
+        return Ok(None);
+    };
+    Ok(Some(ScaleChoice {
+        share,
+        threshold: overhead_ns / run as f64,
+        integer,
+        at_integer: inject_at(integer as f64)?,
     }))
 }
 
@@ -303,6 +390,130 @@ pub fn check_scale(scale: f64) -> Result<(), TraceError> {
         Err(TraceError::Argument(format!(
             "scale {scale} must be finite and greater than 0"
         )))
+    }
+}
+
+/// Statistics of a trace gathered in one pass over its chunks: a histogram per stream and,
+/// with an overhead, the injectable shares at each scale.
+#[derive(Debug)]
+pub struct StatsSink {
+    streams: Vec<DetourHistogram>,
+    inject: Vec<InjectableTally>,
+}
+
+impl StatsSink {
+    /// A sink that also counts what an injector of overhead O can reproduce at each of
+    /// `tallies`' scales (none: statistics only).
+    pub fn new(tallies: Vec<InjectableTally>) -> StatsSink {
+        StatsSink {
+            streams: Vec::new(),
+            inject: tallies,
+        }
+    }
+
+    /// The statistics of the trace whose frame `scan` holds (its streams' windows).
+    pub fn stats(&self, scan: &Scan) -> TraceStats {
+        let empty = DetourHistogram::new();
+        let mut all = DetourHistogram::new();
+        let streams = (scan.frame.streams.iter().enumerate())
+            .map(|(i, s)| {
+                let h = self.streams.get(i).unwrap_or(&empty);
+                all.merge(h);
+                let mut st = Stats::from_histogram(h, s.duration_ns());
+                st.cpu = Some(s.cpu);
+                st
+            })
+            .collect();
+        let duration_ns: u64 = scan.frame.streams.iter().map(Stream::duration_ns).sum();
+        TraceStats {
+            overall: Stats::from_histogram(&all, duration_ns),
+            streams,
+        }
+    }
+
+    /// The injectable shares counted, one per scale.
+    pub fn injectability(&self) -> Vec<Injectability> {
+        self.inject.iter().map(InjectableTally::finish).collect()
+    }
+}
+
+impl ChunkSink for StatsSink {
+    fn take(&mut self, stream: usize, detours: Vec<Detour>) {
+        if self.streams.len() <= stream {
+            self.streams.resize_with(stream + 1, DetourHistogram::new);
+        }
+        let h = &mut self.streams[stream];
+        for d in &detours {
+            h.record(d.run_ns);
+        }
+        for t in &mut self.inject {
+            for d in &detours {
+                t.record(d.run_ns);
+            }
+        }
+    }
+}
+
+/// One pass of [`kth_longest`]: counts the run-times that agree with the bits found so far,
+/// by their next 16 bits.
+struct DigitCount {
+    /// Bits above `shift + 16` that a counted run-time must have (those found so far).
+    prefix: u64,
+    shift: u32,
+    bins: Box<[u64; 1 << 16]>,
+}
+
+impl ChunkSink for DigitCount {
+    fn take(&mut self, _stream: usize, detours: Vec<Detour>) {
+        let high = self.shift + 16;
+        for d in &detours {
+            if d.run_ns.checked_shr(high).unwrap_or(0) == self.prefix.checked_shr(high).unwrap_or(0)
+            {
+                self.bins[((d.run_ns >> self.shift) & 0xffff) as usize] += 1;
+            }
+        }
+    }
+}
+
+/// The `k`-th longest run-time (1 = the longest) of a trace whose longest is `max_ns`, exactly,
+/// in at most four passes over it: each pass `scan` makes feeds a sink and finds 16 more bits
+/// (one pass per 16 bits of `max_ns`). `None` when the trace has fewer than `k` detours.
+pub fn kth_longest(
+    k: u64,
+    max_ns: u64,
+    mut scan: impl FnMut(&mut dyn ChunkSink) -> Result<(), TraceError>,
+) -> Result<Option<u64>, TraceError> {
+    if k == 0 {
+        return Ok(None);
+    }
+    let bits = 64 - max_ns.leading_zeros();
+    let mut shift = bits.div_ceil(16).max(1) * 16 - 16;
+    let mut prefix = 0u64;
+    let mut rank = k;
+    loop {
+        let mut pass = DigitCount {
+            prefix,
+            shift,
+            bins: Box::new([0; 1 << 16]),
+        };
+        scan(&mut pass)?;
+        let mut found = None;
+        for digit in (0..1u64 << 16).rev() {
+            let n = pass.bins[digit as usize];
+            if rank <= n {
+                found = Some(digit);
+                break;
+            }
+            rank -= n;
+        }
+        let Some(digit) = found else {
+            return Ok(None);
+        };
+        prefix |= digit << shift;
+        if shift == 0 {
+            return Ok(Some(prefix));
+        }
+        shift -= 16;
     }
 }
 

@@ -9,29 +9,11 @@
 
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::attribution::Attribution;
+use crate::sidecar::Attribution;
+pub use crate::sidecar::Steal;
 use crate::table::{Align, Table};
-
-/// Steal time the kernel accounted to one CPU over a collection (`/proc/stat`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Steal {
-    /// Steal ticks between a snapshot taken just before the probes start and one just after
-    /// they end.
-    pub ticks: u64,
-    /// Length of one tick, ns (1 s / USER_HZ: 10 ms at USER_HZ 100).
-    pub tick_ns: u64,
-    /// Time between the two snapshots, ns.
-    pub window_ns: u64,
-}
-
-impl Steal {
-    /// The steal time, ns.
-    pub fn ns(&self) -> u64 {
-        self.ticks.saturating_mul(self.tick_ns)
-    }
-}
 
 /// How far one CPU's steal delta can be from the steal that happened, ticks: under 1 from
 /// `/proc/stat` truncating to whole ticks, under 1 more because the kernel folds the host's
@@ -279,7 +261,7 @@ pub fn render(rows: &[Comparison]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attribution::{AttributedDetour, CpuAttribution};
+    use crate::sidecar::{AttributedDetour, CpuAttribution};
 
     const TICK: u64 = 10_000_000;
     const MS: u64 = 1_000_000;

@@ -266,6 +266,29 @@ impl DetourHistogram {
         }
     }
 
+    /// Adds every run-time `other` recorded: the same statistics as recording them here one by
+    /// one (histogram counts, count, sum, min, max and the shares under the limits add up).
+    pub fn merge(&mut self, other: &DetourHistogram) {
+        if other.count == 0 {
+            return;
+        }
+        // Both histograms have the bounds of `new`, so every value of `other` fits.
+        self.hist
+            .add(&other.hist)
+            .expect("histograms of one set of bounds add up");
+        self.min_ns = if self.count == 0 {
+            other.min_ns
+        } else {
+            self.min_ns.min(other.min_ns)
+        };
+        self.count += other.count;
+        self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
+        self.max_ns = self.max_ns.max(other.max_ns);
+        for (slot, n) in self.under.iter_mut().zip(other.under) {
+            *slot += n;
+        }
+    }
+
     /// Share of recorded run-times under each of [`UNDER_LIMITS_NS`]; 0 when empty.
     pub fn under_shares(&self) -> [f64; 3] {
         self.under.map(|n| {

@@ -391,14 +391,14 @@ fn attribution_reads_the_sidecar_of_its_own_trace_only() {
     );
 }
 
-#[test]
-fn diff_and_modes_and_charts_of_attributed_runs() {
+/// Two synthetic runs in `d`, `a.jtr` and `b.jtr`, with attribution sidecars: 2 s of a timer
+/// every 4 ms; in b also a daemon every 10 ms, with the timer every fifth time, and one steal
+/// tick (a's sidecar is from before steal was recorded).
+fn attributed_pair(d: &Path) {
     use jitter_trace::attribution::{
         sidecar_path, AttributedDetour, Attribution, CpuAttribution, Part, ATTRIBUTION_VERSION,
     };
     use jitter_trace::steal::Steal;
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
     let a = synth(d, "a.jtr");
     let b = synth(d, "b.jtr");
     let start = jitter_trace::read_trace(&a)
@@ -458,6 +458,13 @@ fn diff_and_modes_and_charts_of_attributed_runs() {
     };
     sidecar(false).write(&sidecar_path(&a)).unwrap();
     sidecar(true).write(&sidecar_path(&b)).unwrap();
+}
+
+#[test]
+fn diff_and_modes_and_charts_of_attributed_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    attributed_pair(d);
     let o = run(d, &["--json", "diff", "a.jtr", "b.jtr"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -2,7 +2,8 @@
 
 use std::io::Cursor;
 
-use jitter_trace::format::{read_from, write_to, Completeness, Epilogue, Loaded, TraceWriter};
+use jitter_trace::format::{write_to, Completeness, Epilogue, TraceWriter};
+use jitter_trace::load::{read_from, Loaded};
 use jitter_trace::{Detour, Stream, Trace, TraceError};
 use proptest::prelude::*;
 

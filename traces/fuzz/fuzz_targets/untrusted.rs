@@ -11,9 +11,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::io::Cursor;
 
-use jitter_trace::format::{
-    read_from, reseal_checksums, Completeness, READ_ALLOC_FIXED, READ_ALLOC_PER_BYTE,
-};
+use jitter_trace::format::{reseal_checksums, Completeness, READ_ALLOC_FIXED, READ_ALLOC_PER_BYTE};
+use jitter_trace::load::read_from;
 
 thread_local! {
     /// Largest single allocation (or reallocation) of this thread since the last reset.

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{
+use super::codec::{
     assemble, int, io_w, open, parse_err, record_rows, single, with_file, Codec, Imported, Part,
 };
 use crate::error::TraceError;

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{io_w, record_rows, with_file, Codec};
+use super::codec::{io_w, record_rows, with_file, Codec};
 use crate::error::TraceError;
 use crate::model::Trace;
 

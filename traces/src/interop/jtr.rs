@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{single, Codec, Imported};
+use super::codec::{single, Codec, Imported};
 use crate::error::TraceError;
-use crate::format::{read_trace, write_trace};
+use crate::format::write_trace;
+use crate::load::read_trace;
 use crate::model::Trace;
 
 /// The `.jtr` codec (import and export).

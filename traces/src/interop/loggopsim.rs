@@ -14,7 +14,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::{assemble, int, io_w, lines, parse_err, with_file, Codec, Imported, Part};
+use super::codec::{assemble, int, io_w, lines, parse_err, with_file, Codec, Imported, Part};
 use crate::error::TraceError;
 use crate::model::{Detour, Stream, Trace};
 

@@ -10,9 +10,9 @@
 //! stream window is `[0, total_runtime]` (or `[0, last end]` without that line); the CPU id is
 //! the number after the last `.` of the file name, else the file's position.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::{assemble, int, lines, parse_err, Codec, Imported, Part};
+use super::codec::{assemble, int, lines, parse_err, Codec, Imported, Part};
 use crate::error::TraceError;
 use crate::model::{Detour, Trace};
 
@@ -117,41 +117,7 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
                 n,
             ));
         }
-        rows.sort_by_key(|(d, _)| d.start_ns);
-        // sysjitter truncates cycles to ns separately for the timestamp and the interruption, so
-        // a start may fall a few ns before the previous end: move it to that end.
-        let mut kept: Vec<(Detour, usize)> = Vec::with_capacity(rows.len());
-        for (mut d, n) in rows {
-            if let Some(&(last, m)) = kept.last() {
-                if d == last {
-                    return Err(parse_err(path, n, format!("duplicates line {m}")));
-                }
-                let end = last.end_ns();
-                if d.start_ns < end {
-                    let shift = end - d.start_ns;
-                    if shift > 1_000 {
-                        return Err(parse_err(
-                            path,
-                            n,
-                            format!("interruption overlaps the previous one by {shift} ns"),
-                        ));
-                    }
-                    if shift >= d.run_ns {
-                        return Err(parse_err(
-                            path,
-                            n,
-                            format!("interruption lies within the one of line {m}"),
-                        ));
-                    }
-                    d.run_ns -= shift;
-                    d.start_ns = end;
-                }
-                if d.start_ns <= last.start_ns {
-                    continue;
-                }
-            }
-            kept.push((d, n));
-        }
+        let kept = settle(path, rows)?;
         let last_end = kept.last().map_or(0, |(d, _)| d.end_ns());
         parts.push(Part {
             cpu,
@@ -168,6 +134,48 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
         t.header.threshold_ns = th;
     }
     Ok(t)
+}
+
+/// The interruptions of one file in order of start, each moved to start at the end of the one
+/// before where sysjitter's separate truncations make them overlap by a few ns (at most
+/// 1 µs); a duplicate or a larger overlap is an error naming its line.
+fn settle(path: &Path, mut rows: Vec<(Detour, usize)>) -> Result<Vec<(Detour, usize)>, TraceError> {
+    rows.sort_by_key(|(d, _)| d.start_ns);
+    // sysjitter truncates cycles to ns separately for the timestamp and the interruption, so
+    // a start may fall a few ns before the previous end: move it to that end.
+    let mut kept: Vec<(Detour, usize)> = Vec::with_capacity(rows.len());
+    for (mut d, n) in rows {
+        if let Some(&(last, m)) = kept.last() {
+            if d == last {
+                return Err(parse_err(path, n, format!("duplicates line {m}")));
+            }
+            let end = last.end_ns();
+            if d.start_ns < end {
+                let shift = end - d.start_ns;
+                if shift > 1_000 {
+                    return Err(parse_err(
+                        path,
+                        n,
+                        format!("interruption overlaps the previous one by {shift} ns"),
+                    ));
+                }
+                if shift >= d.run_ns {
+                    return Err(parse_err(
+                        path,
+                        n,
+                        format!("interruption lies within the one of line {m}"),
+                    ));
+                }
+                d.run_ns -= shift;
+                d.start_ns = end;
+            }
+            if d.start_ns <= last.start_ns {
+                continue;
+            }
+        }
+        kept.push((d, n));
+    }
+    Ok(kept)
 }
 
 #[cfg(test)]

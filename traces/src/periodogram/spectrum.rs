@@ -2,7 +2,7 @@
 
 use rustfft::{num_complex::Complex, FftPlanner};
 
-use super::*;
+use super::period::*;
 
 /// The significant periods of a source seen on one or more CPUs, strongest family first (by
 /// the summed power of its peaks); empty when no period is significant.
@@ -117,21 +117,7 @@ fn segment_periods(cpus: &[Occurrences]) -> Vec<Period> {
     }
     let tested = (half - k_min) as f64;
     let threshold = (tested / FALSE_ALARM).ln();
-    // Significant peaks: above the threshold and the largest in their neighbourhood.
-    let mut peaks: Vec<(f64, f64)> = Vec::new(); // (interpolated bin, power)
-    for k in k_min..half {
-        let p = power[k];
-        if p <= threshold {
-            continue;
-        }
-        let reach = ((k as f64 * NEIGHBOURHOOD).ceil() as usize).max(4);
-        let lo = k.saturating_sub(reach).max(1);
-        let hi = (k + reach).min(half);
-        if (lo..=hi).any(|j| power[j] > p || (power[j] == p && j < k)) {
-            continue;
-        }
-        peaks.push((interpolate(&power, k), p));
-    }
+    let peaks = significant_peaks(&power, k_min..half, threshold);
     // Harmonic families, fundamentals in ascending frequency.
     let mut families: Vec<(f64, f64, f64, u32)> = Vec::new(); // (bin, power, summed, count)
     'peak: for &(k, p) in &peaks {
@@ -175,6 +161,31 @@ fn segment_periods(cpus: &[Occurrences]) -> Vec<Period> {
             harmonics: h,
         })
         .collect()
+}
+
+/// The significant peaks among the bins `bins` of `power` (normalised): above `threshold` and
+/// the largest within ±[`NEIGHBOURHOOD`] (at least ±4 bins), as (interpolated bin, power).
+fn significant_peaks(
+    power: &[f64],
+    bins: std::ops::Range<usize>,
+    threshold: f64,
+) -> Vec<(f64, f64)> {
+    let half = bins.end;
+    let mut peaks = Vec::new();
+    for k in bins {
+        let p = power[k];
+        if p <= threshold {
+            continue;
+        }
+        let reach = ((k as f64 * NEIGHBOURHOOD).ceil() as usize).max(4);
+        let lo = k.saturating_sub(reach).max(1);
+        let hi = (k + reach).min(half);
+        if (lo..=hi).any(|j| power[j] > p || (power[j] == p && j < k)) {
+            continue;
+        }
+        peaks.push((interpolate(power, k), p));
+    }
+    peaks
 }
 
 /// Whether bin `k` is within the tolerance of a multiple (≥ 2) of the fundamental at `f`.

@@ -5,7 +5,7 @@ use std::path::Path;
 use plotters::coord::combinators::LogCoord;
 use plotters::prelude::*;
 
-use super::{chart_on, mesh, svg_with_legend, y_label_area, Chart, Mark, Series};
+use super::look::{chart_on, mesh, svg_with_legend, y_label_area, Chart, Mark, Series};
 use crate::compare::{density, log_runs, Grid, GRID_POINTS};
 use crate::error::TraceError;
 

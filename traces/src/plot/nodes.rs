@@ -6,7 +6,7 @@ use plotters::prelude::*;
 
 use plotters::coord::combinators::LogCoord;
 
-use super::{axis_number, chart_on, svg_file, ticks, y_label_area, SIZE};
+use super::look::{axis_number, chart_on, svg_file, ticks, y_label_area, SIZE};
 use crate::error::TraceError;
 use crate::nodes::NodeRow;
 

@@ -9,7 +9,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::density::{density_curves, peak_and_span};
-use super::{chart_on, mesh, svg_with_legend, y_label_area, Mark};
+use super::look::{chart_on, mesh, svg_with_legend, y_label_area, Mark};
 use crate::attribution::SourceSamples;
 use crate::error::TraceError;
 
@@ -158,7 +158,7 @@ pub fn source_density_svg(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plot::SIZE;
+    use crate::plot::look::SIZE;
 
     fn sources(n: usize) -> Vec<SourceSamples> {
         // Source i: 100 detours of (i + 1) · 3 µs run-time, the source holding 2/3 of each.

@@ -5,7 +5,7 @@ use std::path::Path;
 use plotters::coord::combinators::LogCoord;
 use plotters::prelude::*;
 
-use super::{
+use super::look::{
     chart_on, mesh, run_range_us, svg_with_legend, y_label_area, Chart, Mark, Series, MAX_POINTS,
 };
 use crate::error::TraceError;

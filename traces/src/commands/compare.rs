@@ -1,0 +1,83 @@
+//! `jitter-trace compare`: trace B beside trace A (KL divergence, KS statistic, noise, rate).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use jitter_trace::compare::compare;
+use jitter_trace::plot::{plot, series_names, PlotKind, Series};
+
+use crate::commands::input::{load, Input};
+use crate::commands::output::{check_svg, print_json};
+
+/// `jitter-trace compare`.
+#[derive(Debug, Args)]
+pub(crate) struct CompareArgs {
+    /// Reference trace.
+    a: PathBuf,
+    /// Trace compared with it.
+    b: PathBuf,
+    #[command(flatten)]
+    input: Input,
+    /// Also draw both log-densities into this SVG.
+    #[arg(long, value_name = "SVG")]
+    plot: Option<PathBuf>,
+}
+
+impl CompareArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    pub(crate) fn run(self, json: bool) -> Result<()> {
+        let CompareArgs {
+            a,
+            b,
+            input,
+            plot: svg,
+        } = self;
+        check_svg(svg.as_ref(), "--plot")?;
+        let ta = load(std::slice::from_ref(&a), &input)?;
+        let tb = load(std::slice::from_ref(&b), &input)?;
+        for (t, p) in [(&ta, &a), (&tb, &b)] {
+            if t.record_count() == 0 {
+                bail!("{} has no detours: nothing to compare", p.display());
+            }
+        }
+        let c = compare(&ta, &tb);
+        if let Some(p) = &svg {
+            let names = series_names(&[(&a, &ta.header), (&b, &tb.header)]);
+            let series = [
+                Series {
+                    label: &names[0],
+                    streams: &ta.streams,
+                },
+                Series {
+                    label: &names[1],
+                    streams: &tb.streams,
+                },
+            ];
+            plot(PlotKind::Density, &series, PlotKind::Density.title(), p)?;
+        }
+        if json {
+            return print_json(&serde_json::to_value(&c)?);
+        }
+        println!("A: {} ({} detours)", a.display(), c.count_a);
+        println!("B: {} ({} detours)", b.display(), c.count_b);
+        println!("KL divergence D(A||B):   {:.6} nats", c.kl_divergence);
+        println!(
+            "KL divergence D(B||A):   {:.6} nats",
+            c.kl_divergence_reverse
+        );
+        println!("KS statistic:            {:.6}", c.ks_statistic);
+        println!(
+            "noise ratio:             {:.4} % -> {:.4} % (diff {:+.4} %)",
+            c.noise_ratio_a * 100.0,
+            c.noise_ratio_b * 100.0,
+            c.noise_ratio_diff * 100.0
+        );
+        println!(
+            "detours/s per CPU:       {:.1} -> {:.1} (diff {:+.1})",
+            c.detour_rate_a, c.detour_rate_b, c.detour_rate_diff
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,165 @@
+//! `jitter-trace stats`: statistics per stream and overall, and what an injector can reproduce.
+//!
+//! A `.jtr` input is read in one pass in constant memory in its length
+//! (`jitter_trace::stats::StatsSink`; with `--share`, a few more passes find the covering
+//! detour exactly); other formats are read whole. Both print the same numbers.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use serde_json::json;
+
+use jitter_trace::integrity::Integrity;
+use jitter_trace::stats::{
+    injectability, kth_longest, scale_for_kth, scale_for_share, share_rank, Injectability,
+    InjectableTally, ScaleChoice, StatsSink, TraceStats,
+};
+
+use crate::commands::input::{duration_arg, load_checked, rescan, scan_checked, Input};
+use crate::commands::output::print_json;
+
+/// `jitter-trace stats`.
+#[derive(Debug, Args)]
+pub(crate) struct StatsArgs {
+    /// Trace file(s): one .jtr/.csv, or one file per core for sysjitter/LogGOPSim.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    input: Input,
+    /// Injector overhead per detour (e.g. 20us): prints injectability.
+    #[arg(long, value_parser = duration_arg)]
+    overhead: Option<f64>,
+    /// Scale factors to evaluate injectability at (with --overhead).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1.0, 2.0, 3.0, 5.0, 10.0])]
+    scale: Vec<f64>,
+    /// Share of detours that must be injectable: prints the smallest scale (with --overhead).
+    #[arg(long)]
+    share: Option<f64>,
+}
+
+/// What `stats` prints.
+struct Findings {
+    stats: TraceStats,
+    integrity: Integrity,
+    inject: Vec<Injectability>,
+    choice: Option<Option<ScaleChoice>>,
+}
+
+impl StatsArgs {
+    /// Runs the subcommand; `json`: print JSON instead of text.
+    pub(crate) fn run(self, json: bool) -> Result<()> {
+        let found = match self.scanned()? {
+            Some(f) => f,
+            None => self.loaded()?,
+        };
+        print(&found, self.overhead, json)
+    }
+
+    /// The findings of one pass (and, with `--share`, a few more) over a `.jtr` input in
+    /// constant memory; `None` for the other formats.
+    fn scanned(&self) -> Result<Option<Findings>> {
+        let tallies: Result<Vec<InjectableTally>, _> = match self.overhead {
+            Some(o) => (self.scale.iter())
+                .map(|&s| InjectableTally::new(o, s))
+                .collect(),
+            None => Ok(Vec::new()),
+        };
+        let mut sink = StatsSink::new(tallies.as_ref().cloned().unwrap_or_default());
+        let Some((scan, integrity)) = scan_checked(&self.inputs, &self.input, &mut sink)? else {
+            return Ok(None);
+        };
+        tallies?;
+        let stats = sink.stats(&scan);
+        let mut choice = None;
+        match (self.overhead, self.share) {
+            (Some(o), Some(share)) => {
+                let path = &self.inputs[0];
+                let n = scan.record_count();
+                let k = share_rank(share, n)?;
+                let kth = if n == 0 {
+                    None
+                } else {
+                    kth_longest(k, stats.overall.max_ns, |s| rescan(path, n, s))?
+                };
+                choice = Some(scale_for_kth(share, o, kth, |scale| {
+                    let mut at = StatsSink::new(vec![InjectableTally::new(o, scale)?]);
+                    rescan(path, n, &mut at)?;
+                    Ok(at.injectability()[0])
+                })?);
+            }
+            (None, Some(_)) => bail!("--share needs --overhead"),
+            _ => {}
+        }
+        Ok(Some(Findings {
+            stats,
+            integrity,
+            inject: sink.injectability(),
+            choice,
+        }))
+    }
+
+    /// The findings of the trace read whole (formats other than `.jtr`).
+    fn loaded(&self) -> Result<Findings> {
+        let (trace, integrity) = load_checked(&self.inputs, &self.input)?;
+        let stats = TraceStats::of_trace(&trace);
+        let mut inject = Vec::new();
+        let mut choice = None;
+        if let Some(o) = self.overhead {
+            for &s in &self.scale {
+                inject.push(injectability(&trace.streams, o, s)?);
+            }
+            if let Some(sh) = self.share {
+                choice = Some(scale_for_share(&trace.streams, o, sh)?);
+            }
+        } else if self.share.is_some() {
+            bail!("--share needs --overhead");
+        }
+        Ok(Findings {
+            stats,
+            integrity,
+            inject,
+            choice,
+        })
+    }
+}
+
+/// Prints the findings as a table (or JSON).
+fn print(f: &Findings, overhead: Option<f64>, json: bool) -> Result<()> {
+    if json {
+        return print_json(&json!({
+            "stats": f.stats,
+            "integrity": f.integrity,
+            "injectability": f.inject,
+            "scale_for_share": f.choice,
+        }));
+    }
+    if let Some(kept) = f.integrity.kept_line() {
+        println!("# {kept}");
+    }
+    print!("{}", f.stats.table());
+    if let Some(o) = overhead {
+        println!("\ninjectable with overhead {:.3} us:", o / 1e3);
+        let mut t = jitter_trace::table::Table::new(["scale", "% of detours", "% of noise time"]);
+        for i in &f.inject {
+            t.row([
+                i.scale.to_string(),
+                format!("{:.2}", i.detours * 100.0),
+                format!("{:.2}", i.noise * 100.0),
+            ]);
+        }
+        print!("{t}");
+    }
+    match f.choice {
+        Some(Some(c)) => println!(
+            "smallest scale covering {:.1} %: any S > {:.3}; integer S = {} covers {:.2} %",
+            c.share * 100.0,
+            c.threshold,
+            c.integer,
+            c.at_integer.detours * 100.0
+        ),
+        Some(None) => println!("no scale covers that share (too few positive run-times)"),
+        None => {}
+    }
+    Ok(())
+}

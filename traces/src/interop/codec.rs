@@ -1,0 +1,216 @@
+//! What every format's file shares: the [`Codec`] trait (a format's import and export halves),
+//! [`Imported`], writing through the safe writer, reading numbered lines, and assembling
+//! streams parsed from text into a trace (the common window of formats without one).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::error::TraceError;
+use crate::format::Completeness;
+use crate::model::{Detour, Header, Stream, Trace};
+
+/// How one format is read and written: one implementation per file, picked by
+/// [`super::Format::codec`]. A format that is only read (or only written) keeps the default of the
+/// other half, an error naming the format.
+pub trait Codec: Sync {
+    /// The format's name in the "… is an import/export format only" errors.
+    fn name(&self) -> &'static str;
+
+    /// Reads a trace from `paths` (one file per stream where the format holds one stream).
+    fn import(&self, paths: &[PathBuf]) -> Result<Imported, TraceError> {
+        let _ = paths;
+        Err(TraceError::Argument(format!(
+            "{} is an export format only",
+            self.name()
+        )))
+    }
+
+    /// Writes `trace`, already validated, to `path`.
+    fn export(&self, trace: &Trace, path: &Path) -> Result<(), TraceError> {
+        let _ = (trace, path);
+        Err(TraceError::Argument(format!(
+            "{} is an import format only",
+            self.name()
+        )))
+    }
+}
+
+/// A trace read by [`super::import`], with a warning when a `.jtr` file was incomplete.
+#[derive(Debug)]
+pub struct Imported {
+    /// The trace.
+    pub trace: Trace,
+    /// How complete a `.jtr` input was (always complete for the text formats).
+    pub completeness: Completeness,
+}
+
+impl Imported {
+    /// A trace read whole (every text format).
+    pub(super) fn complete(trace: Trace) -> Imported {
+        Imported {
+            trace,
+            completeness: Completeness::Complete,
+        }
+    }
+}
+
+/// The one path of a single-file format's input, else an error naming `what` it is.
+pub(super) fn single<'a>(paths: &'a [PathBuf], what: &str) -> Result<&'a Path, TraceError> {
+    match paths {
+        [p] => Ok(p),
+        _ => Err(TraceError::Argument(format!(
+            "{what} input is a single file, got {}",
+            paths.len()
+        ))),
+    }
+}
+
+/// Creates `path` and lets `f` write it (see [`crate::output::write_output`]).
+pub(super) fn with_file(
+    path: &Path,
+    f: impl FnOnce(&mut dyn Write) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    crate::output::write_output(path, f)?;
+    Ok(())
+}
+
+/// The error of a failed write of an export.
+pub(super) fn io_w(e: std::io::Error) -> TraceError {
+    TraceError::io("cannot write export", e)
+}
+
+/// One record of a CSV or JSON Lines export.
+#[derive(Serialize)]
+pub(super) struct RecordRow {
+    pub(super) cpu: u32,
+    pub(super) start_ns: u64,
+    pub(super) run_ns: u64,
+    pub(super) sleep_ns: u64,
+}
+
+/// Every record of `trace` as an export row, stream by stream.
+pub(super) fn record_rows(trace: &Trace) -> impl Iterator<Item = RecordRow> + '_ {
+    trace.streams.iter().flat_map(|s| {
+        s.records.iter().map(|r| RecordRow {
+            cpu: s.cpu,
+            start_ns: r.start_ns,
+            run_ns: r.run_ns,
+            sleep_ns: r.sleep_ns,
+        })
+    })
+}
+
+/// An input file opened for buffered reading, else an error naming it.
+pub(super) fn open(path: &Path) -> Result<BufReader<File>, TraceError> {
+    File::open(path)
+        .map(BufReader::new)
+        .map_err(|e| TraceError::io(format!("cannot open {}", path.display()), e))
+}
+
+/// Lines of a text file with their 1-based numbers.
+pub(super) fn lines(
+    path: &Path,
+) -> Result<impl Iterator<Item = (usize, Result<String, TraceError>)>, TraceError> {
+    let p = path.display().to_string();
+    Ok(open(path)?.lines().enumerate().map(move |(i, l)| {
+        (
+            i + 1,
+            l.map_err(|e| TraceError::Parse {
+                path: p.clone(),
+                line: i + 1,
+                reason: format!("cannot read: {e}"),
+            }),
+        )
+    }))
+}
+
+/// A parse error at `line` of `path`.
+pub(super) fn parse_err(path: &Path, line: usize, reason: impl Into<String>) -> TraceError {
+    TraceError::Parse {
+        path: path.display().to_string(),
+        line,
+        reason: reason.into(),
+    }
+}
+
+/// `field` as a whole number ≥ 0, else a parse error calling it `what`.
+pub(super) fn int(path: &Path, line: usize, field: &str, what: &str) -> Result<u64, TraceError> {
+    field.trim().parse().map_err(|_| {
+        parse_err(
+            path,
+            line,
+            format!("{what} `{field}` is not a whole number ≥ 0"),
+        )
+    })
+}
+
+/// Detours of one input file, with an optional known window, and where each came from.
+pub(super) struct Part {
+    pub(super) cpu: u32,
+    pub(super) window: Option<(u64, u64)>,
+    pub(super) detours: Vec<(Detour, usize)>,
+    pub(super) path: PathBuf,
+}
+
+/// Builds a trace from parts, sorting each by start and checking for overlaps.
+pub(super) fn assemble(parts: Vec<Part>, label: &str) -> Result<Trace, TraceError> {
+    let lo = parts
+        .iter()
+        .flat_map(|p| p.detours.iter().map(|(d, _)| d.start_ns))
+        .min()
+        .unwrap_or(0);
+    let hi = parts
+        .iter()
+        .flat_map(|p| p.detours.iter().map(|(d, _)| d.end_ns()))
+        .max()
+        .unwrap_or(0);
+    let mut trace = Trace {
+        header: Header {
+            tool_version: crate::TOOL_VERSION.into(),
+            ..Header::default()
+        },
+        ..Trace::default()
+    };
+    trace.header.labels.insert("imported".into(), label.into());
+    for mut p in parts {
+        if trace.streams.iter().any(|s| s.cpu == p.cpu) {
+            return Err(TraceError::Argument(format!(
+                "{}: CPU {} appears in two inputs",
+                p.path.display(),
+                p.cpu
+            )));
+        }
+        p.detours.sort_by_key(|(d, _)| d.start_ns);
+        for w in p.detours.windows(2) {
+            let ((a, _), (b, line)) = (w[0], w[1]);
+            if b.start_ns <= a.start_ns || b.start_ns < a.end_ns() {
+                return Err(parse_err(
+                    &p.path,
+                    line,
+                    format!(
+                        "detour at {} ns overlaps the one at {} ns (run {} ns)",
+                        b.start_ns, a.start_ns, a.run_ns
+                    ),
+                ));
+            }
+        }
+        let ds: Vec<Detour> = p.detours.iter().map(|(d, _)| *d).collect();
+        let (b, e) = p.window.unwrap_or((lo, hi));
+        let first = ds.first().map_or(b, |d| d.start_ns);
+        let last = ds.last().map_or(e, Detour::end_ns);
+        if first < b || last > e {
+            return Err(parse_err(
+                &p.path,
+                1,
+                format!("detours [{first}, {last}] ns lie outside the stated window [{b}, {e}] ns"),
+            ));
+        }
+        trace.streams.push(Stream::from_detours(p.cpu, b, e, &ds)?);
+    }
+    trace.sync_header();
+    trace.validate()?;
+    Ok(trace)
+}

@@ -1,0 +1,130 @@
+//! Loading a `.jtr` trace into memory: whole ([`read_trace`]) or only the streams a replay
+//! needs ([`read_trace_streams`]), through the one pass of [`crate::scan`] (the first damaged
+//! chunk ends the read; every chunk before it is kept). A whole read holds every record (24
+//! bytes each); a selected read holds the records of its streams only.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::TraceError;
+use crate::format::Completeness;
+use crate::integrity::{Integrity, Salvage};
+use crate::model::{Detour, Stream, Trace};
+use crate::scan::{open, scan_from, ChunkSink, Scan};
+
+/// A trace read from a file, with how much of the file was readable.
+#[derive(Debug)]
+pub struct Loaded {
+    /// Everything recovered.
+    pub trace: Trace,
+    /// Whether the file was complete.
+    pub completeness: Completeness,
+}
+
+impl Loaded {
+    /// What the trace lacks: detours its rings dropped, damage, truncation.
+    pub fn integrity(&self) -> Integrity {
+        Integrity::of(&self.trace, &self.completeness)
+    }
+
+    /// The one policy of every reader ([`crate::integrity`]): `Ok` with what the trace lacks
+    /// (salvaged where `salvage` made the difference), or one line naming `name`, what is
+    /// missing and that `--salvage` goes on.
+    pub fn accept(&self, name: &str, salvage: Salvage) -> Result<Integrity, TraceError> {
+        self.integrity().check(name, salvage)
+    }
+
+    /// Every warning a user of this trace must see: what it lacks (damage, truncation, ring
+    /// loss, as one line with the share kept), and numbers no machine has.
+    pub fn warnings(&self) -> Vec<String> {
+        let windows_known = matches!(self.completeness, Completeness::Complete);
+        self.integrity()
+            .warning()
+            .into_iter()
+            .chain(crate::sanity::warnings_of(&self.trace, windows_known))
+            .collect()
+    }
+}
+
+/// Keeps the chunks of the streams `keep` selects, as they come.
+struct Collect<F: Fn(usize) -> bool> {
+    keep: F,
+    runs: Vec<Vec<Vec<Detour>>>,
+}
+
+impl<F: Fn(usize) -> bool> ChunkSink for Collect<F> {
+    fn take(&mut self, stream: usize, detours: Vec<Detour>) {
+        if (self.keep)(stream) {
+            if self.runs.len() <= stream {
+                self.runs.resize_with(stream + 1, Vec::new);
+            }
+            self.runs[stream].push(detours);
+        }
+    }
+}
+
+/// Reads the trace in `input`, keeping the records of the streams `keep` selects (by index);
+/// the others are read, checked and counted, not kept (their `records` stay empty).
+fn read_selected<R: Read>(input: R, keep: impl Fn(usize) -> bool) -> Result<Loaded, TraceError> {
+    let mut sink = Collect {
+        keep,
+        runs: Vec::new(),
+    };
+    let Scan {
+        mut frame,
+        completeness,
+        ..
+    } = scan_from(input, &mut sink)?;
+    for (s, runs) in frame.streams.iter_mut().zip(&sink.runs) {
+        if runs.is_empty() {
+            continue;
+        }
+        let slices: Vec<&[Detour]> = runs.iter().map(Vec::as_slice).collect();
+        let counters = std::mem::take(&mut s.counters);
+        *s = Stream::from_detour_runs(s.cpu, s.begin_ns, s.end_ns, &slices)?;
+        s.counters = counters;
+    }
+    Ok(Loaded {
+        trace: frame,
+        completeness,
+    })
+}
+
+/// Reads a whole trace from `input`, keeping every readable chunk.
+pub fn read_from<R: Read>(input: R) -> Result<Loaded, TraceError> {
+    read_selected(input, |_| true)
+}
+
+/// Reads a whole trace file, keeping every readable chunk.
+pub fn read_trace(path: &Path) -> Result<Loaded, TraceError> {
+    read_from(open(path)?)
+}
+
+/// Reads only the streams of `path` whose indices are in `streams` (in the file's order; an
+/// index the trace lacks is an error): what a replay of some streams needs, in the memory of
+/// those streams. The other streams are read and checked (a damaged chunk anywhere ends the
+/// read, as for the whole trace) but not kept; the trace returned holds the selected streams
+/// only (its header names their CPUs), and its integrity is theirs.
+pub fn read_trace_streams(path: &Path, streams: &[usize]) -> Result<Loaded, TraceError> {
+    let mut loaded = read_selected(open(path)?, |i| streams.contains(&i))?;
+    let t = &mut loaded.trace;
+    if let Some(&missing) = streams.iter().find(|&&i| i >= t.streams.len()) {
+        return Err(TraceError::Argument(format!(
+            "{}: the trace has no stream {missing} (it has {})",
+            path.display(),
+            t.streams.len()
+        )));
+    }
+    let keep = |i: &usize| streams.contains(i);
+    t.streams = std::mem::take(&mut t.streams)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, s)| keep(&i).then_some(s))
+        .collect();
+    t.header.stream_cpus = std::mem::take(&mut t.header.stream_cpus)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, c)| keep(&i).then_some(c))
+        .collect();
+    Ok(loaded)
+}

@@ -1,0 +1,279 @@
+//! One pass over a `.jtr` file's chunks ([`scan_from`], [`scan_trace`]), in constant memory in
+//! the trace's length: every chunk of detours goes to a [`ChunkSink`] as it is decoded, and
+//! what the pass learns besides (each stream's window and counters, the end chunk's notes,
+//! whether the file was complete) is a [`Scan`], the trace's frame with its records left out,
+//! from which [`Scan::integrity`] applies the one policy of [`crate::integrity`] exactly as a
+//! whole trace would. [`crate::load`] reads whole traces through the same pass.
+//!
+//! Chunks are read in order and, when called on a worker of the caller's rayon pool, decoded a
+//! few side by side (one by one otherwise; it starts no threads); the first damaged chunk ends
+//! the pass, and every chunk before it is kept. A pass holds one batch of chunks (at most
+//! [`crate::format::MAX_CHUNK_RECORDS`] detours each) and what its sink keeps.
+
+use rayon::prelude::*;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use crate::error::TraceError;
+use crate::format::{Chunk, Completeness, Epilogue, TraceReader};
+use crate::integrity::{Integrity, Salvage, StreamLoss};
+use crate::model::{Detour, Header, Stream, Trace};
+
+/// What a pass over a trace's chunks does with each chunk of detours.
+pub trait ChunkSink {
+    /// Takes the detours of one chunk of stream `stream` (in the order of the file; a stream's
+    /// chunks come in time order, chunks of different streams interleave).
+    fn take(&mut self, stream: usize, detours: Vec<Detour>);
+}
+
+/// What one stream held in a pass: how many detours, their time, and where they lie.
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen {
+    records: u64,
+    noise_ns: u64,
+    first_start: Option<u64>,
+    last: Option<Detour>,
+}
+
+/// A trace's frame after one pass over its chunks: the header, each stream's window and
+/// counters (its `records` left empty), the end chunk's windows and notes, and how many
+/// detours and how much noise time each stream held.
+#[derive(Debug)]
+pub struct Scan {
+    /// The trace without its records (`streams[i].records` is empty).
+    pub frame: Trace,
+    /// Whether the file was complete.
+    pub completeness: Completeness,
+    seen: Vec<Seen>,
+}
+
+impl Scan {
+    /// Detours read for each stream, in stream order.
+    pub fn records(&self) -> impl Iterator<Item = u64> + '_ {
+        self.seen.iter().map(|s| s.records)
+    }
+
+    /// Detours read, all streams.
+    pub fn record_count(&self) -> u64 {
+        self.records().sum()
+    }
+
+    /// What the trace lacks, as [`Loaded::integrity`] says it of the whole trace.
+    pub fn integrity(&self) -> Integrity {
+        let streams = (self.frame.streams.iter().zip(&self.seen))
+            .map(|(s, seen)| {
+                let counter = |k: &str| s.counters.get(k).copied().unwrap_or(0);
+                StreamLoss {
+                    cpu: s.cpu,
+                    detours_kept: seen.records,
+                    detours_lost: counter("lost_detours"),
+                    noise_kept_ns: seen.noise_ns,
+                    noise_lost_ns: counter("lost_ns"),
+                }
+            })
+            .collect();
+        Integrity::of_streams(
+            streams,
+            crate::integrity::defect(&self.frame.notes, &self.completeness),
+        )
+    }
+
+    /// The one policy of every reader, as [`Loaded::accept`].
+    pub fn accept(&self, name: &str, salvage: Salvage) -> Result<Integrity, TraceError> {
+        self.integrity().check(name, salvage)
+    }
+}
+
+/// One pass over the trace in `input`, handing every chunk of detours to `sink`.
+pub fn scan_from<R: Read, S: ChunkSink + ?Sized>(
+    input: R,
+    sink: &mut S,
+) -> Result<Scan, TraceError> {
+    let mut reader = TraceReader::new(input)?;
+    let header = reader.header().clone();
+    let mut seen = vec![Seen::default(); header.stream_cpus.len()];
+    let (epilogue, damage) = read_chunks(&mut reader, &mut seen, sink);
+    let completeness = completeness(&seen, epilogue.as_ref(), damage);
+    let frame = frame(header, &seen, epilogue, &completeness);
+    Ok(Scan {
+        frame,
+        completeness,
+        seen,
+    })
+}
+
+/// [`scan_from`] of the file at `path`.
+pub fn scan_trace<S: ChunkSink + ?Sized>(path: &Path, sink: &mut S) -> Result<Scan, TraceError> {
+    scan_from(open(path)?, sink)
+}
+
+/// Reads the chunks in order until the end chunk, the end of the file or the first damage;
+/// returns the end chunk (if read) and the damage (if any).
+fn read_chunks<R: Read, S: ChunkSink + ?Sized>(
+    reader: &mut TraceReader<R>,
+    seen: &mut [Seen],
+    sink: &mut S,
+) -> (Option<Epilogue>, Option<TraceError>) {
+    let n = seen.len();
+    // Decoding side by side only on a worker of a rayon pool, which the caller set up: a
+    // reader inside an application (the C API, an MPI rank of `run`) starts no threads.
+    let pooled = rayon::current_thread_index().is_some();
+    let batch = if pooled {
+        2 * rayon::current_num_threads()
+    } else {
+        1
+    };
+    let mut sealed = Vec::with_capacity(batch);
+    loop {
+        sealed.clear();
+        let mut read_error = None;
+        while sealed.len() < batch {
+            match reader.next_sealed() {
+                Ok(Some(c)) => sealed.push(c),
+                Ok(None) => break,
+                Err(e) => {
+                    read_error = Some(e);
+                    break;
+                }
+            }
+        }
+        if sealed.is_empty() && read_error.is_none() {
+            return (None, None);
+        }
+        let opened: Vec<Result<Chunk, TraceError>> = if pooled {
+            sealed.par_iter().map(|c| c.open(n)).collect()
+        } else {
+            sealed.iter().map(|c| c.open(n)).collect()
+        };
+        for (c, chunk) in sealed.iter().zip(opened) {
+            match chunk {
+                Ok(Chunk::Records { stream, detours }) => {
+                    let s = &mut seen[stream as usize];
+                    if !s.extend(&detours) {
+                        let reason = format!("stream {stream} goes back in time");
+                        let chunk = c.index;
+                        let e = TraceError::Chunk {
+                            chunk,
+                            offset: 0,
+                            reason,
+                        };
+                        return (None, Some(e));
+                    }
+                    if !detours.is_empty() {
+                        sink.take(stream as usize, detours);
+                    }
+                }
+                Ok(Chunk::End(e)) => return (Some(e), None),
+                Err(e) => return (None, Some(e)),
+            }
+        }
+        if let Some(e) = read_error {
+            return (None, Some(e));
+        }
+    }
+}
+
+impl Seen {
+    /// Counts a chunk's detours; `false` (nothing counted) when the chunk starts before the
+    /// stream's last detour.
+    fn extend(&mut self, detours: &[Detour]) -> bool {
+        if let (Some(last), Some(first)) = (self.last, detours.first()) {
+            if first.start_ns <= last.start_ns || first.start_ns < last.end_ns() {
+                return false;
+            }
+        }
+        if let Some(first) = detours.first() {
+            self.first_start.get_or_insert(first.start_ns);
+        }
+        self.last = detours.last().copied().or(self.last);
+        self.records += detours.len() as u64;
+        let noise = detours.iter().fold(0u64, |a, d| a.wrapping_add(d.run_ns));
+        self.noise_ns = self.noise_ns.wrapping_add(noise);
+        true
+    }
+}
+
+/// Whether the file was complete: read to an end chunk whose totals match.
+fn completeness(
+    seen: &[Seen],
+    epilogue: Option<&Epilogue>,
+    damage: Option<TraceError>,
+) -> Completeness {
+    let total: u64 = seen.iter().map(|s| s.records).sum();
+    let n = seen.len();
+    match (epilogue, damage) {
+        (_, Some(error)) => Completeness::Damaged {
+            records: total,
+            error,
+        },
+        (None, None) => Completeness::Truncated { records: total },
+        (Some(e), None) => {
+            let expected: u64 = e.streams.iter().map(|s| s.records).sum();
+            if e.streams.len() != n || expected != total {
+                Completeness::Damaged {
+                    records: total,
+                    error: TraceError::Header(format!(
+                        "end chunk counts {expected} records in {} streams, the file holds {total} in {n}",
+                        e.streams.len()
+                    )),
+                }
+            } else {
+                Completeness::Complete
+            }
+        }
+    }
+}
+
+/// The trace without its records: each stream's window (from the end chunk when the file is
+/// complete, else from its detours) and counters, the end chunk's windows and notes.
+fn frame(
+    header: Header,
+    seen: &[Seen],
+    epilogue: Option<Epilogue>,
+    completeness: &Completeness,
+) -> Trace {
+    let complete = matches!(completeness, Completeness::Complete);
+    let mut trace = Trace {
+        header,
+        ..Trace::default()
+    };
+    for (i, d) in seen.iter().enumerate() {
+        let summary = epilogue.as_ref().and_then(|e| e.streams.get(i));
+        let last_end = d.last.map_or(0, |l| l.end_ns());
+        let (begin_ns, end_ns) = match summary {
+            Some(s) if complete => {
+                let begin = s.begin_ns.min(d.first_start.unwrap_or(s.begin_ns));
+                (begin, s.end_ns.max(last_end).max(begin))
+            }
+            _ => (0, last_end),
+        };
+        trace.streams.push(Stream {
+            cpu: trace.header.stream_cpus[i],
+            begin_ns,
+            end_ns,
+            records: Vec::new(),
+            counters: summary.map(|s| s.counters.clone()).unwrap_or_default(),
+        });
+    }
+    if let Some(e) = epilogue {
+        if complete {
+            trace.header.duration_ns = e.duration_ns;
+        }
+        trace.self_windows = e.self_windows;
+        trace.notes = e.notes;
+    }
+    if !complete {
+        trace.header.duration_ns = (trace.streams.iter().map(Stream::duration_ns))
+            .max()
+            .unwrap_or(0);
+    }
+    trace
+}
+
+/// Opens `path` for reading through a 64 KiB buffer.
+pub(crate) fn open(path: &Path) -> Result<BufReader<File>, TraceError> {
+    let f = File::open(path)
+        .map_err(|e| TraceError::io(format!("cannot open {}", path.display()), e))?;
+    Ok(BufReader::with_capacity(1 << 16, f))
+}
