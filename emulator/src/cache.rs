@@ -87,7 +87,7 @@ pub fn cpu_model(cpuinfo: &str, cpu: Option<usize>) -> Option<String> {
 }
 
 /// The directory of every cached calibration (see the module's doc).
-pub fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -132,14 +132,14 @@ pub fn decide(cached: Option<&MachineKey>, now: &MachineKey, recalibrate: bool) 
 }
 
 /// Seconds since the Unix epoch now.
-pub fn unix_now_s() -> u64 {
+pub(crate) fn unix_now_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
 /// A calibration's age for people: `measured 3 min ago`, `measured 2.5 h ago`, `… 4 d ago`.
-pub fn age(measured_unix_s: u64, now_unix_s: u64) -> String {
+pub(crate) fn age(measured_unix_s: u64, now_unix_s: u64) -> String {
     let s = now_unix_s.saturating_sub(measured_unix_s);
     if s < 120 {
         format!("measured {s} s ago")
@@ -153,7 +153,7 @@ pub fn age(measured_unix_s: u64, now_unix_s: u64) -> String {
 }
 
 /// The warning a calibration taken on a busy machine is written with, `why` its evidence.
-pub fn busy_warning(why: &str, path: &Path) -> String {
+pub(crate) fn busy_warning(why: &str, path: &Path) -> String {
     format!(
         "the calibration was taken on a busy machine: {why}; its O, L and M include that work's \
          time; it is kept in {} with that evidence and measured again when next needed (calibrate \
@@ -164,7 +164,7 @@ pub fn busy_warning(why: &str, path: &Path) -> String {
 
 /// Reads a cached JSON value; `Ok(None)` when the file does not exist, an error naming the file
 /// and what to do when it cannot be read or parsed.
-pub fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<Option<T>> {
+pub(crate) fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<Option<T>> {
     match std::fs::read_to_string(path) {
         Ok(s) => serde_json::from_str(&s).map(Some).map_err(|e| {
             anyhow::anyhow!(

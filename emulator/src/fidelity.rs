@@ -44,7 +44,7 @@ fn arm_watchdog(duration: Duration) -> Result<Watchdog> {
 
 /// Arms the watchdog of a calibration with the default settings
 /// ([`crate::calibration::longest_burst`] plus [`WATCHDOG_MARGIN`]) for this process.
-pub fn arm_calibration_watchdog() -> Result<Watchdog> {
+pub(crate) fn arm_calibration_watchdog() -> Result<Watchdog> {
     let limit = crate::calibration::longest_burst(&crate::calibration::Settings::default());
     Watchdog::arm(limit + WATCHDOG_MARGIN)
         .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")
@@ -179,7 +179,7 @@ pub struct FidelityReport {
 }
 
 /// Detours of one replay window of `plan`'s stream, in trace ns from `offset_ns`, unscaled.
-pub fn source_window(
+pub(crate) fn source_window(
     trace: &Trace,
     stream: usize,
     offset_ns: u64,
@@ -201,7 +201,7 @@ pub fn source_window(
 }
 
 /// Re-collected probe detours (ticks) as a stream in trace time: ns since `first`, ÷ `scale`.
-pub fn recollected(
+pub(crate) fn recollected(
     clock: &Clock,
     first: u64,
     detours: &[(u64, u64)],
@@ -253,7 +253,7 @@ pub struct DurationErrors {
 }
 
 /// Signed median and |·| p90/p99 of seen − intended, over injections alone in their detour.
-pub fn duration_errors(
+pub(crate) fn duration_errors(
     clock: &Clock,
     log: &[LoggedInjection],
     detours: &[(u64, u64)],
@@ -308,7 +308,7 @@ pub struct ProbeSetup {
 
 /// Replays stream `index` of `trace` with `opts` under the probe: one row, the source window
 /// and the re-collected stream.
-pub fn fidelity_row(
+pub(crate) fn fidelity_row(
     trace: &Trace,
     index: usize,
     offset_ns: u64,
@@ -401,7 +401,7 @@ fn save_stream(dir: &std::path::Path, name: &str, s: Stream, label: &str) -> Res
 }
 
 /// Prints the fidelity table.
-pub fn print_report(r: &FidelityReport) {
+pub(crate) fn print_report(r: &FidelityReport) {
     println!(
         "baseline (no injection, {:.0} s): {:.0} detours/s, noise ratio {:.3} %, median {:.2} µs, p99 {:.2} µs",
         r.duration_ns as f64 / 1e9,
@@ -459,7 +459,7 @@ pub fn print_report(r: &FidelityReport) {
 }
 
 /// `jitter-emulate fidelity`.
-pub fn run_fidelity(a: &FidelityConfig) -> Result<()> {
+pub(crate) fn run_fidelity(a: &FidelityConfig) -> Result<()> {
     // The outputs, checked before a minute of measurement (jitter_trace::output's rules).
     if let Some(p) = &a.json {
         jitter_trace::output::check_output(p, "--json", "a JSON table", &["json"])?;
@@ -589,7 +589,7 @@ pub struct Drift {
 }
 
 /// Replays a periodic trace for `duration_ns` with `opts` while the probe loop runs; the drift.
-pub fn measure_drift(
+pub(crate) fn measure_drift(
     clock: &Clock,
     opts: PlanOptions,
     period_ns: u64,
@@ -628,7 +628,7 @@ pub fn measure_drift(
 }
 
 /// Checks a periodic trace's shape for [`measure_drift`]: 0 < run < period ≤ 10 s.
-pub fn check_periodic(period_ns: u64, run_ns: u64) -> Result<()> {
+pub(crate) fn check_periodic(period_ns: u64, run_ns: u64) -> Result<()> {
     if period_ns == 0 || period_ns > crate::plan::MAX_DETOUR_NS {
         bail!(
             "--period-us must be in 1..=10000000 (10 s), got {}",
@@ -646,7 +646,7 @@ pub fn check_periodic(period_ns: u64, run_ns: u64) -> Result<()> {
 }
 
 /// `jitter-emulate drift`.
-pub fn run_drift(a: &DriftConfig) -> Result<()> {
+pub(crate) fn run_drift(a: &DriftConfig) -> Result<()> {
     check_periodic(
         a.period_us.saturating_mul(1_000),
         a.run_us.saturating_mul(1_000),

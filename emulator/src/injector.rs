@@ -39,7 +39,7 @@ use jitter_collect::clock::{read_counter, spin_until, Clock};
 use crate::plan::{Cursor, Injection, PlanError, PlanStats, TimerKind, MAX_DETOUR_NS};
 
 /// The signal both timers deliver.
-pub const SIGNAL: Signal = Signal::SIGALRM;
+pub(crate) const SIGNAL: Signal = Signal::SIGALRM;
 
 /// How the injector runs: which timer, and the counter frequency for the busy spin.
 #[derive(Debug, Clone, Copy)]

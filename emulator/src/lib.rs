@@ -1,5 +1,15 @@
 //! `jitter-emulator`: the JitterEmulator of jitterbench — the replay plan shared with the
 //! predictor, calibration of the injector's own cost, and the timer-driven injectors.
+//!
+//! What it offers: the plan of one stream and its walk (`Plan`, `Cursor`, `PlanOptions`) and
+//! the compiled index the predictor searches (`PlanIndex`, `IndexedReplay`); one replay's
+//! checked setup (`ReplaySetup`: `Scale`, `Fraction`, `InjectionCost`) and the sync schedule
+//! (`SyncMode`, `SyncSchedule`); the in-process injector (`Emulator`, `Handle`,
+//! `EmulatorError`) and the separate-process one (`process`); calibrations of O, L and M
+//! (`Calibration`, kept by `cache`, judged by `fidelity`); the one placement rule
+//! (`placement::slot`); the C ABI (`capi`); and the command lines of every replaying tool
+//! (`cli`). Calibrations print themselves (`report`, `Display` impls only); `realtime` is
+//! SCHED_FIFO and pinning, restored on drop.
 
 pub mod cache;
 pub mod calibration;
@@ -11,7 +21,7 @@ pub mod placement;
 pub mod plan;
 pub mod process;
 pub mod realtime;
-pub mod report;
+mod report;
 pub mod setup;
 pub mod sync;
 

@@ -67,7 +67,7 @@ pub fn replay(cursor: Cursor, clock: &Clock, duration_ns: u64, stop: &AtomicBool
 
 /// `replay`, calling `on_injection(counter at wake-up, busy ns)` after each injection's spin
 /// (it must not allocate: it runs between two injections).
-pub fn replay_with(
+pub(crate) fn replay_with(
     cursor: Cursor,
     clock: &Clock,
     duration_ns: u64,

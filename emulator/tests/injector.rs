@@ -444,23 +444,37 @@ fn periodic_block(
     let (detours, _) = probe_detours(clock, threshold, dur, 2_000_000);
     let (stats, log) = h.stop_logged().map_err(|e| e.to_string())?;
     let after = Calib::measure(clock, timer, threshold)?;
-    let checks = judge_block(clock, timer, before, &after, o_plan, &stats, &log, &detours);
+    let block = Block {
+        timer,
+        before,
+        after: &after,
+        o_plan,
+        stats: &stats,
+        log: &log,
+        detours: &detours,
+    };
+    let checks = judge_block(clock, &block);
     Ok((checks, after))
 }
 
-/// The checks of one block; see `periodic_replay`.
-#[allow(clippy::too_many_arguments)]
-fn judge_block(
-    clock: &Clock,
+/// What one replayed block left to judge: the calibrations around it, the O its plan used,
+/// the injector's statistics and log, and the detours the probe saw.
+struct Block<'a> {
     timer: TimerKind,
-    before: &Calib,
-    after: &Calib,
+    before: &'a Calib,
+    after: &'a Calib,
     o_plan: u64,
-    stats: &jitter_emulator::InjectorStats,
-    log: &[jitter_emulator::LoggedInjection],
-    detours: &[(u64, u64)],
-) -> Checks {
-    let (period, run, dur) = (PERIOD_NS, RUN_NS, BLOCK_NS);
+    stats: &'a jitter_emulator::InjectorStats,
+    log: &'a [jitter_emulator::LoggedInjection],
+    detours: &'a [(u64, u64)],
+}
+
+/// The checks of one block; see `periodic_replay`.
+fn judge_block(clock: &Clock, b: &Block<'_>) -> Checks {
+    let (timer, before, after, o_plan) = (b.timer, b.before, b.after, b.o_plan);
+    let (stats, log, detours) = (b.stats, b.log, b.detours);
+    let (period, dur) = (PERIOD_NS, BLOCK_NS);
+    let run = RUN_NS;
     let count = dur / period;
     // Load-independent: the spin logged is the plan's (S·run − O), every injection due within
     // the window happened (dues at 2.5 ms + k · 5 ms; a relative timer accumulates its errors,
@@ -507,50 +521,8 @@ fn judge_block(
         l.median_ns / 1e3,
         after.l.median_ns / 1e3
     );
-    // Durations: ≈ 150 µs after compensation, for both timers. (With O measured at 1 kHz
-    // instead of the replay's 200 Hz, the detours ran 3–9 µs long: O depends on the rate.)
-    let seen = Spread::of(
-        &m.single
-            .iter()
-            .map(|&(_, (a, b))| clock.ticks_to_ns_f64(b - a))
-            .collect::<Vec<_>>(),
-    );
-    let tol_duration = 0.5 * o.median_ns + 0.5 * d_o;
-    let err = seen.median_ns - run as f64;
-    // The medians compared must be known well enough to resolve the tolerance: standard error
-    // of a median ≈ 1.25 σ/√n, σ from the p10–p90 range (2.56 σ for a normal spread).
-    let se_median =
-        |x: &Spread| 1.25 * (x.p90_ns - x.p10_ns) / 2.56 / (x.samples.max(1) as f64).sqrt();
-    let se = se_median(&seen) + se_median(o);
-    // The spin is timed by the counter, so the detours' spread is O's: detours spread far wider
-    // than O did met a changing injection cost that neither measurement saw.
-    let (seen_w, o_w) = (seen.p90_ns - seen.p10_ns, o.p90_ns - o.p10_ns);
-    let duration = if d_o > 0.5 * o.median_ns {
-        Outcome::Unjudged(moved.clone())
-    } else if 3.0 * se > tol_duration {
-        Outcome::Unjudged(format!(
-            "3 × standard error of the medians {:.2} µs > tolerance {:.2} µs",
-            3.0 * se / 1e3,
-            tol_duration / 1e3
-        ))
-    } else if seen_w > 2.0 * o_w + 2_000.0 {
-        Outcome::Unjudged(format!(
-            "detours spread {:.1} µs (p10–p90) against O's {:.1} µs",
-            seen_w / 1e3,
-            o_w / 1e3
-        ))
-    } else if err.abs() > tol_duration {
-        Outcome::Fail(format!(
-            "{timer:?}: median detour {:.1} µs vs {:.1} µs intended (O median {:.1} µs, \
-             tolerance {:.1} µs)",
-            seen.median_ns / 1e3,
-            run as f64 / 1e3,
-            o.median_ns / 1e3,
-            tol_duration / 1e3
-        ))
-    } else {
-        Outcome::Pass
-    };
+    let d = judge_duration(clock, timer, &m, o, d_o, &moved);
+    let (duration, seen, err, tol_duration) = (d.outcome, d.seen, d.err, d.tolerance);
     // Intervals between handler entries: the plan's period. For itimer an uncompensated L adds
     // L's median to each and a missing O in the re-arm takes O's median off, so the check is
     // judged when neither moved by more than its tolerance; abstime's deadlines are absolute.
@@ -594,6 +566,79 @@ fn judge_block(
         stats.drift_ns as f64 / 1e3
     );
     Checks { duration, interval }
+}
+
+/// The duration check of a block and what it measured: the detours' spread, their median's
+/// error against the plan's run and the tolerance.
+struct Durations {
+    outcome: Outcome,
+    seen: Spread,
+    err: f64,
+    tolerance: f64,
+}
+
+/// Durations of a block's detours against the plan's run, judged within half of O's median
+/// (widened by half of O's movement `d_o`); unjudged where the medians are not known well
+/// enough, or O moved or spread too much.
+fn judge_duration(
+    clock: &Clock,
+    timer: TimerKind,
+    m: &jitter_emulator::calibration::Matching,
+    o: &Spread,
+    d_o: f64,
+    moved: &str,
+) -> Durations {
+    let run = RUN_NS;
+    // Durations: ≈ 150 µs after compensation, for both timers. (With O measured at 1 kHz
+    // instead of the replay's 200 Hz, the detours ran 3–9 µs long: O depends on the rate.)
+    let seen = Spread::of(
+        &m.single
+            .iter()
+            .map(|&(_, (a, b))| clock.ticks_to_ns_f64(b - a))
+            .collect::<Vec<_>>(),
+    );
+    let tol_duration = 0.5 * o.median_ns + 0.5 * d_o;
+    let err = seen.median_ns - run as f64;
+    // The medians compared must be known well enough to resolve the tolerance: standard error
+    // of a median ≈ 1.25 σ/√n, σ from the p10–p90 range (2.56 σ for a normal spread).
+    let se_median =
+        |x: &Spread| 1.25 * (x.p90_ns - x.p10_ns) / 2.56 / (x.samples.max(1) as f64).sqrt();
+    let se = se_median(&seen) + se_median(o);
+    // The spin is timed by the counter, so the detours' spread is O's: detours spread far wider
+    // than O did met a changing injection cost that neither measurement saw.
+    let (seen_w, o_w) = (seen.p90_ns - seen.p10_ns, o.p90_ns - o.p10_ns);
+    let duration = if d_o > 0.5 * o.median_ns {
+        Outcome::Unjudged(moved.to_string())
+    } else if 3.0 * se > tol_duration {
+        Outcome::Unjudged(format!(
+            "3 × standard error of the medians {:.2} µs > tolerance {:.2} µs",
+            3.0 * se / 1e3,
+            tol_duration / 1e3
+        ))
+    } else if seen_w > 2.0 * o_w + 2_000.0 {
+        Outcome::Unjudged(format!(
+            "detours spread {:.1} µs (p10–p90) against O's {:.1} µs",
+            seen_w / 1e3,
+            o_w / 1e3
+        ))
+    } else if err.abs() > tol_duration {
+        Outcome::Fail(format!(
+            "{timer:?}: median detour {:.1} µs vs {:.1} µs intended (O median {:.1} µs, \
+             tolerance {:.1} µs)",
+            seen.median_ns / 1e3,
+            run as f64 / 1e3,
+            o.median_ns / 1e3,
+            tol_duration / 1e3
+        ))
+    } else {
+        Outcome::Pass
+    };
+    Durations {
+        outcome: duration,
+        seen,
+        err,
+        tolerance: tol_duration,
+    }
 }
 
 /// A cheap checksum of a buffer (FNV-1a, 64 bit).
@@ -652,100 +697,27 @@ fn stress(clock: &Clock) -> Result<(), String> {
     let mut file = tempfile::tempfile().map_err(|e| e.to_string())?;
     use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` has room for the two descriptors.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return Err("pipe failed".into());
-    }
-    let (rfd, wfd) = (fds[0], fds[1]);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
-    // The feeder writes 4 KiB messages with a known pattern, pausing so that reads block.
-    let feeder = std::thread::spawn(move || {
-        let mut k = 0u64;
-        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-            let msg = [(k % 251) as u8; 4096];
-            let mut off = 0;
-            while off < msg.len() {
-                match raw_write(wfd, &msg[off..]) {
-                    Ok(n) => off += n,
-                    Err(libc::EPIPE) => return k,
-                    Err(e) => panic!("feeder write errno {e}"),
-                }
-            }
-            k += 1;
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        k
-    });
+    let (rfd, wfd, stop, feeder) = start_feeder()?;
 
     let h = Emulator::start(plan.cursor(0), cfg(clock, TimerKind::Abstime))
         .map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let deadline = Duration::from_nanos(TARGET * period + 50_000_000);
-    let mut block = vec![0u8; 64 * 1024];
-    let mut back = vec![0u8; 64 * 1024];
-    let (mut rounds, mut eintr, mut bad_sums, mut msgs) = (0u64, 0u64, 0u64, 0u64);
-    let mut msg = [0u8; 4096];
+    let mut app = App::new();
     let mut err: Option<String> = None;
     while t0.elapsed() < deadline {
-        for (i, b) in block.iter_mut().enumerate() {
-            *b = (i as u64)
-                .wrapping_mul(rounds + 7)
-                .wrapping_add(read_counter() & 1) as u8;
-        }
-        let sum = fnv(&block);
-        let off = (rounds % 16) as i64 * block.len() as i64;
-        // SAFETY: lseek on our own descriptor.
-        unsafe { libc::lseek(fd, off, libc::SEEK_SET) };
-        let mut done = 0;
-        while done < block.len() {
-            match raw_write(fd, &block[done..]) {
-                Ok(n) => done += n,
-                Err(libc::EINTR) => eintr += 1,
-                Err(e) => {
-                    err = Some(format!("write errno {e}"));
-                    break;
-                }
-            }
-        }
-        let mut got = 0;
-        while got < back.len() && err.is_none() {
-            match raw_pread(fd, &mut back[got..], off + got as i64) {
-                Ok(0) => {
-                    err = Some("short file".into());
-                }
-                Ok(n) => got += n,
-                Err(libc::EINTR) => eintr += 1,
-                Err(e) => err = Some(format!("pread errno {e}")),
-            }
-        }
-        if err.is_some() {
+        if let Err(e) = app.round(fd, rfd) {
+            err = Some(e);
             break;
         }
-        if fnv(&back) != sum {
-            bad_sums += 1;
-        }
-        // One blocking pipe message (the feeder pauses 200 µs between messages).
-        let mut got = 0;
-        while got < msg.len() {
-            match raw_read(rfd, &mut msg[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(libc::EINTR) => eintr += 1,
-                Err(e) => {
-                    err = Some(format!("pipe read errno {e}"));
-                    break;
-                }
-            }
-        }
-        let expect = (msgs % 251) as u8;
-        if msg.iter().any(|&b| b != expect) {
-            bad_sums += 1;
-        }
-        msgs += 1;
-        rounds += 1;
     }
+    let App {
+        rounds,
+        eintr,
+        bad_sums,
+        msgs,
+        ..
+    } = app;
     let stats = h.stop().map_err(|e| e.to_string())?;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: closing our pipe ends; the feeder sees EPIPE or the stop flag.
@@ -782,6 +754,124 @@ fn stress(clock: &Clock) -> Result<(), String> {
         format!("the application made only {rounds} rounds")
     })?;
     Ok(())
+}
+
+/// The application of `stress`: each round writes, reads back and checksums 64 KiB of a file,
+/// then blocks in read(2) for one message of the feeder; EINTRs and bad checksums counted.
+struct App {
+    block: Vec<u8>,
+    back: Vec<u8>,
+    msg: [u8; 4096],
+    rounds: u64,
+    eintr: u64,
+    bad_sums: u64,
+    msgs: u64,
+}
+
+impl App {
+    fn new() -> Self {
+        App {
+            block: vec![0u8; 64 * 1024],
+            back: vec![0u8; 64 * 1024],
+            msg: [0u8; 4096],
+            rounds: 0,
+            eintr: 0,
+            bad_sums: 0,
+            msgs: 0,
+        }
+    }
+
+    /// One round on file `fd` and pipe `rfd`; an error other than EINTR ends the test.
+    fn round(&mut self, fd: i32, rfd: i32) -> Result<(), String> {
+        let rounds = self.rounds;
+        for (i, b) in self.block.iter_mut().enumerate() {
+            *b = (i as u64)
+                .wrapping_mul(rounds + 7)
+                .wrapping_add(read_counter() & 1) as u8;
+        }
+        let sum = fnv(&self.block);
+        let off = (rounds % 16) as i64 * self.block.len() as i64;
+        // SAFETY: lseek on our own descriptor.
+        unsafe { libc::lseek(fd, off, libc::SEEK_SET) };
+        let mut done = 0;
+        while done < self.block.len() {
+            match raw_write(fd, &self.block[done..]) {
+                Ok(n) => done += n,
+                Err(libc::EINTR) => self.eintr += 1,
+                Err(e) => return Err(format!("write errno {e}")),
+            }
+        }
+        let mut got = 0;
+        while got < self.back.len() {
+            match raw_pread(fd, &mut self.back[got..], off + got as i64) {
+                Ok(0) => return Err("short file".into()),
+                Ok(n) => got += n,
+                Err(libc::EINTR) => self.eintr += 1,
+                Err(e) => return Err(format!("pread errno {e}")),
+            }
+        }
+        if fnv(&self.back) != sum {
+            self.bad_sums += 1;
+        }
+        // One blocking pipe message (the feeder pauses 200 µs between messages).
+        let mut got = 0;
+        while got < self.msg.len() {
+            match raw_read(rfd, &mut self.msg[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(libc::EINTR) => self.eintr += 1,
+                Err(e) => return Err(format!("pipe read errno {e}")),
+            }
+        }
+        let expect = (self.msgs % 251) as u8;
+        if self.msg.iter().any(|&b| b != expect) {
+            self.bad_sums += 1;
+        }
+        self.msgs += 1;
+        self.rounds += 1;
+        Ok(())
+    }
+}
+
+/// The pipe of `stress` and its feeder thread, which writes 4 KiB messages with a known
+/// pattern, pausing so that reads block, until the stop flag or EPIPE: (read end, write end,
+/// the stop flag, the thread).
+type Feeder = (
+    i32,
+    i32,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<u64>,
+);
+
+/// Starts the [`Feeder`].
+fn start_feeder() -> Result<Feeder, String> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err("pipe failed".into());
+    }
+    let (rfd, wfd) = (fds[0], fds[1]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let feeder = std::thread::spawn(move || {
+        let mut k = 0u64;
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            let msg = [(k % 251) as u8; 4096];
+            let mut off = 0;
+            while off < msg.len() {
+                match raw_write(wfd, &msg[off..]) {
+                    Ok(n) => off += n,
+                    Err(libc::EPIPE) => return k,
+                    Err(e) => panic!("feeder write errno {e}"),
+                }
+            }
+            k += 1;
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        k
+    });
+
+    Ok((rfd, wfd, stop, feeder))
 }
 
 /// `jitter-inject` on this thread's CPU: 100 Hz × 1 ms is seen by a probe loop pinned there,

@@ -274,20 +274,12 @@ where
     let root = comm.rank() == 0;
     let size = comm.size() as f64;
     let scale = spec.scale;
-    let mut averages = PhaseAverages::default();
-    let mut samples = Vec::new();
-    let mut spread_qt = Moments::default();
-    let mut spread_qtbt = Moments::default();
+    let mut rec = Recorder::new(spec);
     let mut x = 1 + comm.rank() as u64;
     let mut phase: u64 = 0;
     let mut measured: u64 = 0;
     let mut measure_start: Option<u64> = None;
     let mut last_end = read_counter_ordered();
-    // Paired design: the phases of the pair in progress (rank 0), committed when it completes.
-    let mut paired = spec.blocks.map(|_| PairedOutcome::default());
-    let mut pair_buf: Vec<(PhaseSample, bool)> = Vec::new();
-    let (mut base_qt, mut base_qtbt) = (Moments::default(), Moments::default());
-    let mut precise = false;
     let (stopped_by, max_progress) = loop {
         let warm = phase < spec.warmup_phases;
         if !warm && measure_start.is_none() {
@@ -314,29 +306,11 @@ where
         // that time belongs to the phase (as in the predictor, where a rank resynced into a
         // detour computes only after it), so the window opens that much before the hook
         // returned; the hook's own cost (re-arming the timer, a VM exit here) stays outside.
-        let mut carried = hook.injected_span_ns();
+        let carried = hook.injected_span_ns();
         hook.before_phase(phase);
         // One compute window per (virtual) rank: qt is the longest, its sum feeds the mean.
         let windows = spec.virtual_ranks.max(1);
-        let (mut qt, mut qt_sum) = (0.0f64, 0.0f64);
-        let mut first_t1 = 0;
-        for v in 0..windows {
-            if windows > 1 {
-                hook.before_window(phase, v);
-            }
-            let t1 = read_counter_ordered();
-            let span = hook.injected_span_ns();
-            let t1 = t1.wrapping_sub(clock.ns_to_ticks(span.wrapping_sub(carried)));
-            carried = span;
-            x = do_work(spec.iterations, x);
-            let t2 = read_counter_ordered();
-            if v == 0 {
-                first_t1 = t1;
-            }
-            let w = clock.ticks_to_ns_f64(t2.wrapping_sub(t1)) / scale;
-            qt = qt.max(w);
-            qt_sum += w;
-        }
+        let (qt, qt_sum, first_t1) = compute(clock, spec, hook, (phase, carried), &mut x);
         comm.barrier();
         let t3 = read_counter_ordered();
         last_end = t3;
@@ -355,27 +329,11 @@ where
         let root_stop = if root && !warm {
             let elapsed = clock.ticks_to_ns(t3.wrapping_sub(measure_start.unwrap_or(t3)));
             let whole = spec.blocks.is_none() || ends_pair;
-            match spec.until {
-                Until::Elapsed(ns) => (whole && elapsed >= ns).then_some(StopReason::Period),
-                Until::Phases(n) => (whole && measured >= n).then_some(StopReason::Phases),
-                Until::Precision { max_ns, .. } | Until::Verdict { max_ns } => {
-                    if precise {
-                        Some(StopReason::Precision)
-                    } else {
-                        (elapsed >= max_ns).then_some(StopReason::MaxTime)
-                    }
-                }
-            }
+            stop_decision(spec.until, elapsed, whole, measured, rec.precise)
         } else {
             None
         };
-        let code = match root_stop {
-            None => 0.0,
-            Some(StopReason::Period) => 1.0,
-            Some(StopReason::Phases) => 2.0,
-            Some(StopReason::Precision) => 3.0,
-            Some(_) => 4.0,
-        };
+        let code = stop_code(root_stop);
         let mut maxes = [qt, qtb, hook.progress(), code];
         comm.all_max(&mut maxes);
         let mut sum = [qt_sum];
@@ -389,87 +347,200 @@ where
                 max_qtbt_ns: maxes[1],
                 mean_qt_ns: sum[0] / (size * windows as f64),
             };
-            match paired.as_mut() {
-                None => {
-                    averages.add(s);
-                    spread_qt.add(s.max_qt_ns);
-                    spread_qtbt.add(s.max_qtbt_ns);
-                    if spec.keep_samples {
-                        samples.push(s);
-                    }
-                }
-                Some(p) => {
-                    pair_buf.push((s, jitter));
-                    if ends_pair {
-                        let (mut a, mut b) = (PhaseAverages::default(), PhaseAverages::default());
-                        for &(s, j) in &pair_buf {
-                            if j {
-                                b.add(s);
-                                spread_qt.add(s.max_qt_ns);
-                                spread_qtbt.add(s.max_qtbt_ns);
-                            } else {
-                                a.add(s);
-                                base_qt.add(s.max_qt_ns);
-                                base_qtbt.add(s.max_qtbt_ns);
-                            }
-                            if spec.keep_samples {
-                                samples.push(s);
-                                p.sample_jitter.push(j);
-                            }
-                        }
-                        averages.merge(&b);
-                        p.baseline.merge(&a);
-                        p.pairs.push(BlockMeans {
-                            base_qt_ns: a.avg_max_qt_ns(),
-                            base_qtbt_ns: a.avg_max_qtbt_ns(),
-                            jit_qt_ns: b.avg_max_qt_ns(),
-                            jit_qtbt_ns: b.avg_max_qtbt_ns(),
-                        });
-                        pair_buf.clear();
-                        match spec.until {
-                            Until::Precision { half_width_pct, .. } => {
-                                precise = p.pairs.len() >= MIN_PAIRS
-                                    && p.half_width_pct() <= half_width_pct;
-                            }
-                            Until::Verdict { .. } => {
-                                precise = p.pairs.len() >= MIN_PAIRS && p.decisive();
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-            }
+            rec.record(s, jitter, ends_pair);
         }
         phase += 1;
         if cut {
             break (StopReason::Fraction, maxes[2]);
         }
         if maxes[3] > 0.0 {
-            let reason = match maxes[3] as u8 {
-                1 => StopReason::Period,
-                2 => StopReason::Phases,
-                3 => StopReason::Precision,
-                _ => StopReason::MaxTime,
-            };
-            break (reason, maxes[2]);
+            break (stop_reason(maxes[3]), maxes[2]);
         }
     };
     let elapsed_ns = measure_start.map_or(0, |s| clock.ticks_to_ns(last_end.wrapping_sub(s)));
     LoopOutcome {
-        averages,
-        samples,
+        averages: rec.averages,
+        samples: rec.samples,
         warmup_phases: spec.warmup_phases.min(phase),
         elapsed_ns,
         stopped_by,
-        sd_max_qt_ns: spread_qt.sd(),
-        sd_max_qtbt_ns: spread_qtbt.sd(),
+        sd_max_qt_ns: rec.spread_qt.sd(),
+        sd_max_qtbt_ns: rec.spread_qtbt.sd(),
         max_progress,
         checksum: x,
-        paired: paired.map(|mut p| {
-            p.baseline_sd_max_qt_ns = base_qt.sd();
-            p.baseline_sd_max_qtbt_ns = base_qtbt.sd();
+        paired: rec.paired.map(|mut p| {
+            p.baseline_sd_max_qt_ns = rec.base_qt.sd();
+            p.baseline_sd_max_qtbt_ns = rec.base_qtbt.sd();
             p
         }),
+    }
+}
+
+/// The compute windows of one phase (one per virtual rank), each timed from the counter less
+/// the injections the hook ran since the last (`carried` at the start): (qt, the sum of the
+/// windows, the first window's start). Allocates nothing.
+fn compute<H: PhaseHook + ?Sized>(
+    clock: &Clock,
+    spec: &LoopSpec,
+    hook: &mut H,
+    (phase, mut carried): (u64, u64),
+    x: &mut u64,
+) -> (f64, f64, u64) {
+    let windows = spec.virtual_ranks.max(1);
+    let scale = spec.scale;
+    let (mut qt, mut qt_sum) = (0.0f64, 0.0f64);
+    let mut first_t1 = 0;
+    for v in 0..windows {
+        if windows > 1 {
+            hook.before_window(phase, v);
+        }
+        let t1 = read_counter_ordered();
+        let span = hook.injected_span_ns();
+        let t1 = t1.wrapping_sub(clock.ns_to_ticks(span.wrapping_sub(carried)));
+        carried = span;
+        *x = do_work(spec.iterations, *x);
+        let t2 = read_counter_ordered();
+        if v == 0 {
+            first_t1 = t1;
+        }
+        let w = clock.ticks_to_ns_f64(t2.wrapping_sub(t1)) / scale;
+        qt = qt.max(w);
+        qt_sum += w;
+    }
+    (qt, qt_sum, first_t1)
+}
+
+/// Rank 0's stop decision after a measured phase: the period elapsed, the phase count reached
+/// (both only at the end of a pair in the paired design: `whole`), the precision or verdict
+/// reached (`precise`), or the time budget spent.
+fn stop_decision(
+    until: Until,
+    elapsed: u64,
+    whole: bool,
+    measured: u64,
+    precise: bool,
+) -> Option<StopReason> {
+    match until {
+        Until::Elapsed(ns) => (whole && elapsed >= ns).then_some(StopReason::Period),
+        Until::Phases(n) => (whole && measured >= n).then_some(StopReason::Phases),
+        Until::Precision { max_ns, .. } | Until::Verdict { max_ns } => {
+            if precise {
+                Some(StopReason::Precision)
+            } else {
+                (elapsed >= max_ns).then_some(StopReason::MaxTime)
+            }
+        }
+    }
+}
+
+/// A stop decision as the number the phase's all-reduce (MAX) carries: 0 goes on.
+fn stop_code(stop: Option<StopReason>) -> f64 {
+    match stop {
+        None => 0.0,
+        Some(StopReason::Period) => 1.0,
+        Some(StopReason::Phases) => 2.0,
+        Some(StopReason::Precision) => 3.0,
+        Some(_) => 4.0,
+    }
+}
+
+/// The stop reason of a non-zero [`stop_code`].
+fn stop_reason(code: f64) -> StopReason {
+    match code as u8 {
+        1 => StopReason::Period,
+        2 => StopReason::Phases,
+        3 => StopReason::Precision,
+        _ => StopReason::MaxTime,
+    }
+}
+
+/// What rank 0 records of the measured phases: the averages and spreads of the jitter phases,
+/// the samples when kept, and in the paired design the pair in progress (committed when it
+/// completes), the baseline's spreads and whether the stop rule's precision is reached. Its
+/// buffers grow only with kept samples and one pair's phases.
+struct Recorder<'a> {
+    spec: &'a LoopSpec,
+    averages: PhaseAverages,
+    samples: Vec<PhaseSample>,
+    spread_qt: Moments,
+    spread_qtbt: Moments,
+    paired: Option<PairedOutcome>,
+    pair_buf: Vec<(PhaseSample, bool)>,
+    base_qt: Moments,
+    base_qtbt: Moments,
+    precise: bool,
+}
+
+impl<'a> Recorder<'a> {
+    fn new(spec: &'a LoopSpec) -> Self {
+        Recorder {
+            spec,
+            averages: PhaseAverages::default(),
+            samples: Vec::new(),
+            spread_qt: Moments::default(),
+            spread_qtbt: Moments::default(),
+            paired: spec.blocks.map(|_| PairedOutcome::default()),
+            pair_buf: Vec::new(),
+            base_qt: Moments::default(),
+            base_qtbt: Moments::default(),
+            precise: false,
+        }
+    }
+
+    /// Records one measured phase `s` (a jitter phase unless `jitter` is false), closing the
+    /// pair when the phase `ends_pair`.
+    fn record(&mut self, s: PhaseSample, jitter: bool, ends_pair: bool) {
+        let spec = self.spec;
+        match self.paired.as_mut() {
+            None => {
+                self.averages.add(s);
+                self.spread_qt.add(s.max_qt_ns);
+                self.spread_qtbt.add(s.max_qtbt_ns);
+                if spec.keep_samples {
+                    self.samples.push(s);
+                }
+            }
+            Some(p) => {
+                self.pair_buf.push((s, jitter));
+                if ends_pair {
+                    let (mut a, mut b) = (PhaseAverages::default(), PhaseAverages::default());
+                    for &(s, j) in &self.pair_buf {
+                        if j {
+                            b.add(s);
+                            self.spread_qt.add(s.max_qt_ns);
+                            self.spread_qtbt.add(s.max_qtbt_ns);
+                        } else {
+                            a.add(s);
+                            self.base_qt.add(s.max_qt_ns);
+                            self.base_qtbt.add(s.max_qtbt_ns);
+                        }
+                        if spec.keep_samples {
+                            self.samples.push(s);
+                            p.sample_jitter.push(j);
+                        }
+                    }
+                    self.averages.merge(&b);
+                    p.baseline.merge(&a);
+                    p.pairs.push(BlockMeans {
+                        base_qt_ns: a.avg_max_qt_ns(),
+                        base_qtbt_ns: a.avg_max_qtbt_ns(),
+                        jit_qt_ns: b.avg_max_qt_ns(),
+                        jit_qtbt_ns: b.avg_max_qtbt_ns(),
+                    });
+                    self.pair_buf.clear();
+                    match spec.until {
+                        Until::Precision { half_width_pct, .. } => {
+                            self.precise =
+                                p.pairs.len() >= MIN_PAIRS && p.half_width_pct() <= half_width_pct;
+                        }
+                        Until::Verdict { .. } => {
+                            self.precise = p.pairs.len() >= MIN_PAIRS && p.decisive();
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
     }
 }
 

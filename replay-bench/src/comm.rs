@@ -124,7 +124,7 @@ impl Mpi {
 
     /// The lowest rank of each host runs `f`; its bytes reach every rank of that host
     /// (collective over all ranks). Used for per-host work such as the emulator calibration.
-    pub fn from_host_root(&self, f: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+    pub fn shared_from_host_root(&self, f: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
         let root = self.host.process_at_rank(0);
         let mut bytes = if self.host.rank() == 0 {
             f()

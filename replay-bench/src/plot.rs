@@ -10,8 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::ValueEnum;
 use jitter_trace::plot::{axis_number, label_area_for, ticks};
 use jitter_trace::table::Table;
 use plotters::coord::combinators::LogCoord;
@@ -29,23 +28,6 @@ pub enum Metric {
     Qtbt,
     /// Eq. (3): AvgMaxQT.
     Qt,
-}
-
-/// Options of `replay-bench plot-study`.
-#[derive(Debug, Clone, Args)]
-pub struct PlotStudyArgs {
-    /// Reports (JSON) of the study.
-    #[arg(required = true)]
-    pub reports: Vec<PathBuf>,
-    /// Write the plot here.
-    #[arg(long, value_name = "FILE")]
-    pub svg: Option<PathBuf>,
-    /// Slowdown equation plotted.
-    #[arg(long, value_enum, default_value_t = Metric::Qtbt)]
-    pub metric: Metric,
-    /// Plot title.
-    #[arg(long, default_value = "Slowdown vs processes")]
-    pub title: String,
 }
 
 /// One point of the study with the producer of its report.
@@ -439,21 +421,6 @@ where
             ];
             chart.draw_series(bar.into_iter().map(|v| PathElement::new(v, style)))?;
         }
-    }
-    Ok(())
-}
-
-/// Runs `replay-bench plot-study`.
-pub fn main(args: PlotStudyArgs) -> anyhow::Result<()> {
-    if let Some(p) = &args.svg {
-        jitter_trace::output::check_output(p, "--svg", "an SVG image", &["svg"])?;
-    }
-    let rows = load_rows(&args.reports)?;
-    print!("{}", render_table(&rows));
-    if let Some(svg) = &args.svg {
-        draw(&rows, args.metric, &args.title, svg)
-            .with_context(|| format!("plot {}", svg.display()))?;
-        println!("plot: {}", svg.display());
     }
     Ok(())
 }

@@ -58,7 +58,7 @@ pub struct ReplayTotals {
 
 impl ReplayTotals {
     /// The counters as a vector to sum over ranks.
-    pub fn to_sums(&self) -> [f64; 6] {
+    pub fn to_sums(self) -> [f64; 6] {
         [
             self.injected as f64,
             self.dropped as f64,
@@ -96,7 +96,7 @@ impl ReplayTotals {
     }
 
     /// The report's form.
-    pub fn to_report(&self) -> EmulatorTotals {
+    pub fn to_report(self) -> EmulatorTotals {
         EmulatorTotals {
             injected: self.injected,
             dropped: self.dropped,
@@ -176,11 +176,6 @@ impl Replay {
             opening: None,
             windows: Vec::new(),
         })
-    }
-
-    /// Resyncs performed so far.
-    pub fn resyncs(&self) -> u64 {
-        self.resyncs
     }
 
     /// The measured stretches of jitter opened so far, in order; the last one closes now.

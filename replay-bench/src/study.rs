@@ -3,70 +3,22 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{bail, Context};
-use clap::Args;
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use jitter_emulator::calibration::Calibration;
 use jitter_emulator::cli::SalvageArgs;
-use jitter_emulator::TimerKind;
-use jitter_trace::stats::{injectability, scale_for_share, TraceStats};
+
+use crate::flags::study::StudyArgs;
+use jitter_trace::stats::{injectability, TraceStats};
 use jitter_trace::table::{Align, Table};
 use jitter_trace::units::format_ns;
 use jitter_trace::{Integrity, Trace};
 
 use crate::report::{Report, ResultRow};
 use jitter_trace::output::check_output;
-
-/// Options of `replay-bench study`.
-#[derive(Debug, Clone, Args)]
-pub struct StudyArgs {
-    /// Folder written by scripts/demo.sh (trace.jtr, calibration.json, run-*.json, predict*.json).
-    #[arg(long, value_name = "DIR")]
-    pub dir: PathBuf,
-    /// Where to write the Markdown report (default: DIR/report.md).
-    #[arg(long, value_name = "FILE")]
-    pub report: Option<PathBuf>,
-    /// Rank count of the predicted headline.
-    #[arg(long, default_value_t = 2048)]
-    pub headline_ranks: u64,
-    /// Whether to go on with a trace that lacks detours.
-    #[command(flatten)]
-    pub salvage: SalvageArgs,
-}
-
-/// Options of `replay-bench choose-scale`.
-#[derive(Debug, Clone, Args)]
-pub struct ChooseScaleArgs {
-    /// Trace to replay.
-    #[arg(long, value_name = "FILE")]
-    pub trace: PathBuf,
-    /// Emulator calibration (JSON of `jitter-emulate calibrate --json`).
-    #[arg(long, value_name = "FILE")]
-    pub calibration: PathBuf,
-    /// Timer whose overhead counts.
-    #[arg(long, default_value = "abstime", value_parser = parse_timer)]
-    pub timer: TimerKind,
-    /// Share of detours that must become injectable (the paper's S = 3 covered 77 %).
-    #[arg(long, default_value_t = 0.77)]
-    pub share: f64,
-    /// Largest scale accepted (replays take S times longer).
-    #[arg(long, default_value_t = 20)]
-    pub max: u64,
-    /// When --max does not reach --share, print --max (with a warning) instead of failing.
-    #[arg(long)]
-    pub allow_capped: bool,
-    /// Whether to go on with a trace that lacks detours.
-    #[command(flatten)]
-    pub salvage: SalvageArgs,
-}
-
-fn parse_timer(s: &str) -> Result<TimerKind, String> {
-    s.parse()
-        .map_err(|e: jitter_emulator::PlanError| e.to_string())
-}
 
 /// The three numbers a reader takes away, and the lines that say them.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -91,7 +43,7 @@ pub struct Headlines {
 
 /// Loads a trace under the one policy on what it lacks ([`jitter_trace::integrity`]): a trace
 /// whose ring dropped detours, or that is damaged or truncated, is refused unless `salvage`.
-fn load_trace(path: &Path, salvage: SalvageArgs) -> anyhow::Result<(Trace, Integrity)> {
+pub(crate) fn load_trace(path: &Path, salvage: SalvageArgs) -> anyhow::Result<(Trace, Integrity)> {
     let loaded = jitter_trace::read_trace(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let name = path.display().to_string();
@@ -102,69 +54,7 @@ fn load_trace(path: &Path, salvage: SalvageArgs) -> anyhow::Result<(Trace, Integ
     Ok((loaded.trace, integrity))
 }
 
-/// `replay-bench choose-scale`: prints the smallest integer S that makes `share` of the detours
-/// injectable with the calibrated overhead, capped at `max`.
-pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
-    let top = jitter_emulator::plan::MAX_SCALE;
-    if args.max < 1 || args.max as f64 > top {
-        bail!("--max must be in 1..={top}, got {}", args.max);
-    }
-    let (trace, _) = load_trace(&args.trace, args.salvage)?;
-    let cal = read_calibration(&args.calibration)?;
-    let o = cal.timer(args.timer).overhead.median_ns.max(0.0);
-    let choice = scale_for_share(&trace.streams, o, args.share)?;
-    let need = match choice {
-        Some(c) => Some(c.integer.max(1)).filter(|&i| i <= args.max),
-        None => None,
-    };
-    let s = match need {
-        Some(s) => s,
-        None => {
-            // Raising --max helps only where the scale needed is one a replay accepts.
-            let (why, raise) = match choice {
-                Some(c) if c.integer as f64 <= top => (
-                    format!("S = {} is needed", c.integer),
-                    format!("raise --max to {}, ", c.integer),
-                ),
-                Some(c) => (
-                    format!(
-                        "S = {} is needed, beyond the largest scale a replay accepts ({top})",
-                        c.integer
-                    ),
-                    String::new(),
-                ),
-                None => (
-                    "no scale reaches it (too many zero run-times)".into(),
-                    String::new(),
-                ),
-            };
-            let msg = format!(
-                "--max {} does not make {:.1} % of the detours injectable with O = {}: {why}; \
-                 {raise}lower --share, or pass --allow-capped to use S = {} anyway",
-                args.max,
-                args.share * 100.0,
-                format_ns(o),
-                args.max
-            );
-            if !args.allow_capped {
-                bail!("{msg}");
-            }
-            eprintln!("warning: {msg}");
-            args.max
-        }
-    };
-    let cover = injectability(&trace.streams, o, s as f64)?;
-    eprintln!(
-        "choose-scale: O = {}, S = {s} makes {:.1} % of the detours ({:.1} % of the noise time) injectable",
-        format_ns(o),
-        cover.detours * 100.0,
-        cover.noise * 100.0
-    );
-    println!("{s}");
-    Ok(())
-}
-
-fn read_calibration(path: &Path) -> anyhow::Result<Calibration> {
+pub(crate) fn read_calibration(path: &Path) -> anyhow::Result<Calibration> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_str(&text)
@@ -386,8 +276,9 @@ fn beside(dir: &Path, runs: &[(String, Report)], here: Option<&Report>) -> anyho
     Ok(md)
 }
 
-/// `replay-bench study`: writes report.md and headlines.json into the folder and prints the headlines.
-pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
+/// `replay-bench study`: writes report.md and headlines.json into the folder and returns the
+/// headlines.
+pub fn write_study(args: &StudyArgs) -> anyhow::Result<Headlines> {
     let dir = &args.dir;
     // Both outputs checked before anything is read.
     let (report_path, flag) = match &args.report {
@@ -442,6 +333,37 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
     for l in &h.lines {
         let _ = writeln!(md, "- {l}");
     }
+    trace_section(&mut md, &trace, &stats, dir);
+    if let Some(c) = &calibration {
+        emulator_section(&mut md, c, &runs, &trace);
+    }
+    measured_section(&mut md, &runs, &baselines, &implausible);
+    if let Some(p) = &prediction {
+        let _ = write!(
+            md,
+            "\n## Predicted: `replay-bench predict` (virtual time, platform `{}`)\n\n",
+            p.config.platform
+        );
+        let rows: Vec<&ResultRow> = p.results.iter().collect();
+        results_table(&mut md, &rows, false);
+        md.push_str("\n![SD vs ranks](sd-vs-ranks.svg)\n");
+    }
+    if !runs.is_empty() {
+        md.push_str(&beside(dir, &runs, here.as_ref())?);
+    }
+    files_section(&mut md, dir)?;
+    let report_path = args.report.clone().unwrap_or_else(|| dir.join("report.md"));
+    jitter_trace::output::write_output_bytes(&report_path, md.as_bytes())?;
+    let hj = dir.join("headlines.json");
+    jitter_trace::output::write_output_bytes(
+        &hj,
+        (serde_json::to_string_pretty(&h)? + "\n").as_bytes(),
+    )?;
+    Ok(h)
+}
+
+/// The trace's section: where it comes from, its statistics, and the machine's check.
+fn trace_section(md: &mut String, trace: &Trace, stats: &TraceStats, dir: &Path) {
     let hd = &trace.header;
     let _ = write!(
         md,
@@ -463,44 +385,56 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
             "\n## This machine (`jitter-collect --check`)\n\n```text\n{check}```\n"
         );
     }
-    if let Some(c) = &calibration {
-        md.push_str("\n## The emulator on this machine\n\n| timer | O median | O sd | L median | L p99 | M |\n|---|---:|---:|---:|---:|---:|\n");
-        for t in [&c.itimer, &c.abstime] {
+}
+
+/// The emulator's calibration on this machine, and what it reproduces of the trace at the
+/// runs' S.
+fn emulator_section(md: &mut String, c: &Calibration, runs: &[(String, Report)], trace: &Trace) {
+    md.push_str("\n## The emulator on this machine\n\n| timer | O median | O sd | L median | L p99 | M |\n|---|---:|---:|---:|---:|---:|\n");
+    for t in [&c.itimer, &c.abstime] {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} |",
+            t.timer,
+            format_ns(t.overhead.median_ns),
+            format_ns(t.overhead.sd_ns),
+            format_ns(t.lateness.median_ns),
+            format_ns(t.lateness.p99_ns),
+            format_ns(t.min_sleep_ns as f64)
+        );
+    }
+    if let Some((_, r)) = runs.first() {
+        let s = r.config.scale;
+        let o = c.timer(r.config.timer).overhead.median_ns.max(0.0);
+        if let Ok(cover) = injectability(&trace.streams, o, s) {
             let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {} | {} |",
-                t.timer,
-                format_ns(t.overhead.median_ns),
-                format_ns(t.overhead.sd_ns),
-                format_ns(t.lateness.median_ns),
-                format_ns(t.lateness.p99_ns),
-                format_ns(t.min_sleep_ns as f64)
-            );
-        }
-        if let Some((_, r)) = runs.first() {
-            let s = r.config.scale;
-            let o = c.timer(r.config.timer).overhead.median_ns.max(0.0);
-            if let Ok(cover) = injectability(&trace.streams, o, s) {
-                let _ = writeln!(
                     md,
                     "\nAt S = {s} the injector reproduces {:.1} % of the detours and {:.1} % of the noise time \
                      (S·run > O); the rest is dropped and counted.",
                     cover.detours * 100.0,
                     cover.noise * 100.0
                 );
-            }
         }
     }
+}
+
+/// The runs' results, the baselines, and what was not emulated (with the runs left out).
+fn measured_section(
+    md: &mut String,
+    runs: &[(String, Report)],
+    baselines: &[(String, Report)],
+    implausible: &[(String, Report)],
+) {
     md.push_str("\n## Measured: `replay-bench run` under mpirun\n\n");
     if runs.is_empty() {
         md.push_str("No replay was run.\n");
     } else {
         let rows: Vec<&ResultRow> = runs.iter().flat_map(|(_, r)| &r.results).collect();
-        results_table(&mut md, &rows, true);
+        results_table(md, &rows, true);
         let b: Vec<&ResultRow> = baselines.iter().flat_map(|(_, r)| &r.results).collect();
         if !b.is_empty() {
             md.push_str("\nBaselines (no jitter):\n\n");
-            results_table(&mut md, &b, false);
+            results_table(md, &b, false);
         }
         let mut warnings: Vec<String> = runs
             .iter()
@@ -518,19 +452,10 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
             }
         }
     }
-    if let Some(p) = &prediction {
-        let _ = write!(
-            md,
-            "\n## Predicted: `replay-bench predict` (virtual time, platform `{}`)\n\n",
-            p.config.platform
-        );
-        let rows: Vec<&ResultRow> = p.results.iter().collect();
-        results_table(&mut md, &rows, false);
-        md.push_str("\n![SD vs ranks](sd-vs-ranks.svg)\n");
-    }
-    if !runs.is_empty() {
-        md.push_str(&beside(dir, &runs, here.as_ref())?);
-    }
+}
+
+/// Every file of the folder, linked.
+fn files_section(md: &mut String, dir: &Path) -> anyhow::Result<()> {
     md.push_str("\n## Files\n\n");
     let mut files: Vec<String> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -538,16 +463,6 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
     files.sort();
     for f in files {
         let _ = writeln!(md, "- [{f}]({f})");
-    }
-    let report_path = args.report.clone().unwrap_or_else(|| dir.join("report.md"));
-    jitter_trace::output::write_output_bytes(&report_path, md.as_bytes())?;
-    let hj = dir.join("headlines.json");
-    jitter_trace::output::write_output_bytes(
-        &hj,
-        (serde_json::to_string_pretty(&h)? + "\n").as_bytes(),
-    )?;
-    for l in &h.lines {
-        println!("{l}");
     }
     Ok(())
 }

@@ -70,6 +70,49 @@ pub fn render_run(
     for line in c.trace.iter().flat_map(TraceInfo::kept_lines) {
         let _ = writeln!(s, "{line}");
     }
+    s.push_str(&results_table(report, baseline).render());
+    if c.trace.is_some() {
+        for r in &report.results {
+            let e = &r.emulator;
+            let _ = writeln!(
+                s,
+                "emulator ({}): injected {} ({}), dropped {} ({}), merged {}, injected share \
+                 {:.1} %, max progress {:.4}",
+                r.sync,
+                e.injected,
+                fmt_ns(e.injected_ns as f64),
+                e.dropped,
+                fmt_ns(e.dropped_ns as f64),
+                e.merged,
+                e.injected_share * 100.0,
+                e.max_progress
+            );
+        }
+    }
+    stop_lines(&mut s, report, outcome);
+    let noise: Vec<String> = report
+        .calibration
+        .iter()
+        .map(|c| format!("{}:{:.3} %", c.rank, c.platform_noise_ratio * 100.0))
+        .collect();
+    let _ = writeln!(s, "platform noise by rank: {}", noise.join(" "));
+    if let Some(c) = report.calibration.first() {
+        let _ = writeln!(
+            s,
+            "emulator cost (rank 0): O = {}, L = {}, M = {}",
+            fmt_ns(c.overhead_ns as f64),
+            fmt_ns(c.lateness_ns as f64),
+            fmt_ns(c.min_sleep_ns as f64)
+        );
+    }
+    for w in &report.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+/// The run's results table: the measured baseline's averages (if any) over each result row.
+fn results_table(report: &Report, baseline: Option<&PhaseAverages>) -> Table {
     let mut table = Table::new([
         "",
         "phases",
@@ -102,25 +145,12 @@ pub fn render_run(
             fmt_pct(r.lost_rel * 100.0),
         ]);
     }
-    s.push_str(&table.render());
-    if c.trace.is_some() {
-        for r in &report.results {
-            let e = &r.emulator;
-            let _ = writeln!(
-                s,
-                "emulator ({}): injected {} ({}), dropped {} ({}), merged {}, injected share \
-                 {:.1} %, max progress {:.4}",
-                r.sync,
-                e.injected,
-                fmt_ns(e.injected_ns as f64),
-                e.dropped,
-                fmt_ns(e.dropped_ns as f64),
-                e.merged,
-                e.injected_share * 100.0,
-                e.max_progress
-            );
-        }
-    }
+    table
+}
+
+/// Why and when the run stopped, and its design with what its ± means.
+fn stop_lines(s: &mut String, report: &Report, outcome: &LoopOutcome) {
+    let c = &report.config;
     let _ = writeln!(
         s,
         "stopped by {} after {} measured phases ({} warm-up) in {} (wall, scaled); baseline {}",
@@ -155,25 +185,6 @@ pub fn render_run(
             );
         }
     }
-    let noise: Vec<String> = report
-        .calibration
-        .iter()
-        .map(|c| format!("{}:{:.3} %", c.rank, c.platform_noise_ratio * 100.0))
-        .collect();
-    let _ = writeln!(s, "platform noise by rank: {}", noise.join(" "));
-    if let Some(c) = report.calibration.first() {
-        let _ = writeln!(
-            s,
-            "emulator cost (rank 0): O = {}, L = {}, M = {}",
-            fmt_ns(c.overhead_ns as f64),
-            fmt_ns(c.lateness_ns as f64),
-            fmt_ns(c.min_sleep_ns as f64)
-        );
-    }
-    for w in &report.warnings {
-        let _ = writeln!(s, "warning: {w}");
-    }
-    s
 }
 
 /// Prints [`render_run`].

@@ -13,80 +13,16 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use clap::Args;
 
-use jitter_trace::units::parse_positive_duration;
-
-use crate::comparison;
-use crate::plot::{self, StudyRow};
-use crate::predict::{self, PredictArgs, RankCounts};
-use crate::report::{Report, ReportKind, ResultRow};
-use jitter_emulator::cli::{ReplayArgs, SalvageArgs};
+use crate::comparison::{self, Comparison};
+use crate::flags::predict::PredictArgs;
+use crate::flags::shared::{PlatformChoice, RankCounts};
+use crate::flags::validate::ValidateArgs;
+use crate::predict::background;
+use crate::predict::des::Engine;
+use crate::predict::window::predict_run;
+use crate::report::{Report, ResultRow};
 use jitter_emulator::SyncMode;
-
-/// Options of `replay-bench validate`.
-#[derive(Debug, Clone, Args)]
-pub struct ValidateArgs {
-    /// Trace to replay and predict (.jtr).
-    #[arg(long, value_name = "FILE")]
-    pub trace: PathBuf,
-    /// Process counts, e.g. `1,2` (default: 1 … this machine's CPUs).
-    #[arg(long)]
-    pub ranks: Option<RankCounts>,
-    /// Sync modes, comma separated.
-    #[arg(long, value_delimiter = ',', default_value = "none,once,phase")]
-    pub sync: Vec<SyncMode>,
-    /// Work quanta q of one phase.
-    #[arg(long, default_value = "1ms", value_parser = crate::run::positive_duration_flag)]
-    pub quanta: u64,
-    /// S, f, the timer and O/L/M, the same for the runs and the prediction.
-    #[command(flatten)]
-    pub replay: ReplayArgs,
-    /// Whether the runs and the prediction go on with a trace that lacks detours.
-    #[command(flatten)]
-    pub salvage: SalvageArgs,
-    /// Period of each real run (the paired design runs baseline and jitter blocks for it).
-    #[arg(long, default_value = "5s", value_parser = parse_positive_duration)]
-    pub period: Duration,
-    /// Phases of each prediction.
-    #[arg(long, default_value_t = 2000)]
-    pub phases: u64,
-    /// Seed of the runs and the prediction.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Folder for the run reports and logs (default: `validate-<trace stem>`).
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-    /// Write the table as JSON here.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Draw SD eq. (3) against processes here (SVG): measured points with their 95 % bars
-    /// beside the predicted curves.
-    #[arg(long, value_name = "FILE")]
-    pub plot: Option<PathBuf>,
-    /// Record the machine's own noise on the runs' CPUs for this long before the runs
-    /// (`platform.jtr`), and predict the trace on top of it (`predict --platform-noise`); 0s
-    /// predicts on a noise-free machine.
-    #[arg(long, default_value = "10s", value_parser = crate::run::duration_flag)]
-    pub platform_probe: u64,
-    /// Offset draws of the whole-trace prediction shown beside each run (its range).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub draws: u64,
-    /// MPI launcher (`mpirun`, `mpiexec`).
-    #[arg(long, default_value = "mpirun")]
-    pub mpirun: String,
-}
-
-/// The process counts: `text` (`1,2` or `1..4`) or 1 … the CPUs this process may use.
-fn rank_counts(given: Option<&RankCounts>) -> Vec<u64> {
-    match given {
-        Some(r) => r.0.clone(),
-        None => {
-            let n = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-            (1..=n).collect()
-        }
-    }
-}
 
 /// Runs `mpirun -np np <this binary> run ARGS`, its output into `log`, killed after `limit`.
 fn launch(
@@ -153,7 +89,7 @@ fn launch(
 /// to) for `a.platform_probe` into `dir/platform.jtr`, with the collector's probe as the runs'
 /// ranks would see it; `None` where the prediction cannot take it (a probe of 0 s, S ≠ 1, f < 1
 /// or the itimer: see `predict --platform-noise`), with the reason printed.
-fn probe_platform(a: &ValidateArgs, cpus: u64, dir: &Path) -> anyhow::Result<Option<PathBuf>> {
+pub fn probe_platform(a: &ValidateArgs, cpus: u64, dir: &Path) -> anyhow::Result<Option<PathBuf>> {
     if a.platform_probe == 0 {
         return Ok(None);
     }
@@ -162,7 +98,7 @@ fn probe_platform(a: &ValidateArgs, cpus: u64, dir: &Path) -> anyhow::Result<Opt
         .replay
         .setup_over(&jitter_emulator::ReplaySetup::default());
     let itimer = setup.cost.timer == jitter_emulator::TimerKind::Itimer;
-    if let Err(e) = predict::background::check_setup(&setup.plan_options(), itimer) {
+    if let Err(e) = background::check_setup(&setup.plan_options(), itimer) {
         eprintln!("validate: the platform's noise is not modelled: {e}");
         return Ok(None);
     }
@@ -206,52 +142,29 @@ fn load_run(path: &Path, np: u64) -> anyhow::Result<Report> {
     Report::load(path)
 }
 
-/// The table, the plot and the folder of the runs, checked before the first run (which may
-/// be an hour before the table is written).
-fn check_outputs(a: &ValidateArgs) -> anyhow::Result<()> {
-    use jitter_trace::output::check_output;
-    if let Some(p) = &a.output {
-        check_output(p, "-o", "a JSON table", &["json"])?;
-    }
-    if let Some(p) = &a.plot {
-        check_output(p, "--plot", "an SVG image", &["svg"])?;
-    }
-    if let Some(d) = &a.dir {
-        if d.exists() && !d.is_dir() {
-            anyhow::bail!("--dir {} is not a folder", d.display());
-        }
-    }
-    Ok(())
+/// One real run of `validate`: its report, its result row and the most noise of its own the
+/// platform showed on any rank (a ratio).
+#[derive(Debug, Clone)]
+pub struct MeasuredRun {
+    /// The run's report.
+    pub report: PathBuf,
+    /// Its result.
+    pub row: ResultRow,
+    /// The platform's own noise during it.
+    pub noise: f64,
 }
 
-/// `replay-bench validate`.
-pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
-    let ranks = rank_counts(a.ranks.as_ref());
-    let modes = a.sync.clone();
-    crate::predict::check_sync_modes(&modes)?;
-    check_outputs(a)?;
-    // Refused before the runs, as the runs and the prediction would refuse it.
-    jitter_trace::read_trace(&a.trace)
-        .with_context(|| format!("cannot read trace {}", a.trace.display()))?
-        .accept(&a.trace.display().to_string(), a.salvage.choice())?;
-    let stem = a
-        .trace
-        .file_stem()
-        .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
-    let dir = a
-        .dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("validate-{stem}")));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+/// The real runs: `mpirun -np np replay-bench run` at each process count and sync mode, their
+/// reports and logs in `dir`.
+pub fn run_all(a: &ValidateArgs, ranks: &[u64], dir: &Path) -> anyhow::Result<Vec<MeasuredRun>> {
     // The paired design runs the period twice (baseline and jitter blocks), after the
     // calibration (cached, else about 20 s) and the 1 s noise probe.
-    let background = probe_platform(a, ranks.iter().copied().max().unwrap_or(1), &dir)?;
     let limit = a.period * 3 + Duration::from_secs(120);
-    let total = ranks.len() * modes.len();
-    let mut measured: Vec<(PathBuf, ResultRow, f64)> = Vec::with_capacity(total);
+    let total = ranks.len() * a.sync.modes.len();
+    let mut measured = Vec::with_capacity(total);
     let t0 = Instant::now();
-    for &np in &ranks {
-        for mode in &modes {
+    for &np in ranks {
+        for &mode in &a.sync.modes {
             let name = format!("run-np{np}-{}", mode.to_string().replace(':', "-"));
             let report = dir.join(format!("{name}.json"));
             eprintln!(
@@ -259,163 +172,104 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
                 measured.len() + 1,
                 t0.elapsed().as_secs_f64()
             );
-            let mut args: Vec<String> = vec![
-                "--trace".into(),
-                a.trace.display().to_string(),
-                "--quanta".into(),
-                format!("{}ns", a.quanta),
-                "--period".into(),
-                format!("{}ms", a.period.as_millis()),
-                "--sync".into(),
-                mode.to_string(),
-                "--seed".into(),
-                a.seed.to_string(),
-                "--output".into(),
-                report.display().to_string(),
-            ];
-            args.extend(a.replay.to_flags());
-            args.extend(a.salvage.to_flags());
+            let args = run_flags(a, mode, &report);
             launch(a, np, &args, &dir.join(format!("{name}.log")), limit)?;
             let r = load_run(&report, np)?;
-            let noise = r
-                .calibration
-                .iter()
+            let noise = (r.calibration.iter())
                 .map(|c| c.platform_noise_ratio)
                 .fold(0.0, f64::max);
-            let row = r
-                .results
-                .into_iter()
-                .next()
+            let row = (r.results.into_iter().next())
                 .with_context(|| format!("{} holds no result", report.display()))?;
-            measured.push((report, row, noise));
+            measured.push(MeasuredRun { report, row, noise });
         }
     }
-    // The platform and barrier of the prediction: the runs' own (the first run's calibration;
-    // the barrier stage from a multi-process run when there is one).
-    let platform = measured[0].0.display().to_string();
-    let calibrate_from = measured
-        .iter()
-        .find(|(_, r, _)| r.ranks >= 2)
-        .map(|(p, _, _)| p.clone());
-    let ranks_list = ranks
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    let sync_list = modes
-        .iter()
-        .map(SyncMode::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut flags: Vec<String> = [
-        "--trace",
-        &a.trace.display().to_string(),
-        "--ranks",
-        &ranks_list,
-        "--sync",
-        &sync_list,
-        "--quanta",
-        &format!("{}ns", a.quanta),
-        "--phases",
-        &a.phases.to_string(),
-        "--platform",
-        &platform,
-        "--seed",
-        &a.seed.to_string(),
-    ]
-    .map(String::from)
-    .to_vec();
-    if let Some(p) = &calibrate_from {
-        flags.extend(["--calibrate-from".into(), p.display().to_string()]);
-    }
-    if let Some(p) = &background {
-        flags.extend(["--platform-noise".into(), p.display().to_string()]);
-    }
-    flags.extend(["--draws".into(), a.draws.to_string()]);
-    flags.extend(a.replay.to_flags());
-    flags.extend(a.salvage.to_flags());
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let args = PredictArgs::from_flags(&flags).map_err(|e| anyhow::anyhow!("{e}"))?;
-    eprintln!("validate: predicting {} points", total);
-    let (traces, spec) = predict::prepare(&args)?;
-    let prediction = predict::predict(&traces, &spec, &indicatif::ProgressBar::hidden())?;
-    let des = prediction
-        .des
-        .context("the prediction produced no simulation report")?;
-    // Each run against the prediction of the very windows of the trace it replayed (on its
-    // own platform; the machine's noise is not modelled there, the verdict allows for it), the
-    // whole-trace prediction over offset draws beside it.
+    Ok(measured)
+}
+
+/// The flags of one run (`replay-bench run`, in another process), from `validate`'s own.
+fn run_flags(a: &ValidateArgs, mode: SyncMode, report: &Path) -> Vec<String> {
+    let mut args: Vec<String> = vec!["--trace".into(), a.trace.display().to_string()];
+    args.extend(a.quanta.to_flags());
+    args.extend([
+        "--period".into(),
+        format!("{}ms", a.period.as_millis()),
+        "--sync".into(),
+        mode.to_string(),
+        "--seed".into(),
+        a.seed.value.to_string(),
+        "--output".into(),
+        report.display().to_string(),
+    ]);
+    args.extend(a.replay.to_flags());
+    args.extend(a.salvage.to_flags());
+    args
+}
+
+/// The prediction's options: the trace, counts, modes and settings of the runs, the runs' own
+/// platform (the first run's calibration) and barrier (from a multi-process run when there is
+/// one), over the platform's recorded noise (`background`), with `--draws` offset draws.
+pub fn predict_args(
+    a: &ValidateArgs,
+    ranks: &[u64],
+    measured: &[MeasuredRun],
+    background: Option<&Path>,
+) -> anyhow::Result<PredictArgs> {
+    let first = measured.first().context("no run to predict")?;
+    let trace = a.trace.display().to_string();
+    let mut args =
+        PredictArgs::from_flags(&["--trace", &trace]).map_err(|e| anyhow::anyhow!("{e}"))?;
+    args.ranks = RankCounts(ranks.to_vec());
+    args.sync = a.sync.clone();
+    args.quanta = a.quanta;
+    args.phases = a.phases;
+    args.platform = PlatformChoice::File(first.report.clone());
+    args.seed = a.seed;
+    args.calibrate_from = (measured.iter())
+        .find(|m| m.row.ranks >= 2)
+        .map(|m| m.report.clone());
+    args.platform_noise = background.map(Path::to_path_buf);
+    args.draws = a.draws;
+    args.replay = a.replay;
+    args.salvage = a.salvage;
+    Ok(args)
+}
+
+/// Each run against the prediction of the very windows of the trace it replayed (on its own
+/// platform; the machine's noise is not modelled there, the verdict allows for it), the
+/// whole-trace prediction (`whole`) over offset draws beside it.
+pub fn compare_all(
+    a: &ValidateArgs,
+    args: &PredictArgs,
+    measured: &[MeasuredRun],
+    whole: &[ResultRow],
+) -> anyhow::Result<Vec<Comparison>> {
     let mut base = args.clone();
     base.platform_noise = None;
     base.draws = 1;
-    let mut all = Vec::with_capacity(2 * total);
-    for (path, m, noise) in &measured {
-        let whole = (des.results.iter()).find(|p| p.ranks == m.ranks && p.sync == m.sync);
-        let same = predict::window::predict_run(path, &a.trace, &base, predict::Engine::default())
-            .with_context(|| format!("the prediction of the windows of {}", path.display()))?;
+    let mut all = Vec::with_capacity(2 * measured.len());
+    for m in measured {
+        let predicted = (whole.iter()).find(|p| p.ranks == m.row.ranks && p.sync == m.row.sync);
+        let same = predict_run(&m.report, &a.trace, &base, Engine::default())
+            .with_context(|| format!("the prediction of the windows of {}", m.report.display()))?;
         all.extend(comparison::compare(comparison::Inputs {
-            measured: m,
-            platform_pct: noise * 100.0,
+            measured: &m.row,
+            platform_pct: m.noise * 100.0,
             same_windows: (same.report.config.predict.as_ref())
                 .and_then(|p| p.windows_of.as_ref())
                 .map(|w| (&same.row, w)),
             blocks: (same.run.run.config.run.as_ref())
                 .and_then(|d| d.paired.as_ref())
                 .map_or(&[][..], |p| &p.blocks[..]),
-            whole,
+            whole: predicted,
         }));
     }
-    let file = a
-        .trace
-        .file_name()
-        .map_or_else(|| stem.clone(), |f| f.to_string_lossy().into_owned());
-    println!(
-        "replay-bench validate: {file} (q = {}, period {} s per run, seed {}); runs in {}",
-        crate::table::fmt_ns(a.quanta as f64),
-        a.period.as_secs_f64(),
-        a.seed,
-        dir.display()
-    );
-    let bg_name = (background.as_ref())
-        .and_then(|p| p.file_name())
-        .map(|f| f.to_string_lossy().into_owned());
-    print!("{}", comparison::render(&all, false));
-    println!(
-        "platform: the machine's own noise during each run; {}",
-        match &bg_name {
-            Some(f) => format!(
-                "in the whole-trace prediction as {f}, recorded before the runs; not in the \
-                 prediction of the same windows"
-            ),
-            None => "in no prediction".into(),
-        }
-    );
-    if let Some(svg) = &a.plot {
-        let rows: Vec<StudyRow> = measured
-            .iter()
-            .map(|(_, row, _)| StudyRow {
-                kind: ReportKind::Run,
-                row: row.clone(),
-            })
-            .chain(des.results.iter().map(|row| StudyRow {
-                kind: ReportKind::PredictDes,
-                row: row.clone(),
-            }))
-            .collect();
-        let title = format!("Slowdown eq. (3) vs processes, {file}: measured and predicted");
-        plot::draw(&rows, plot::Metric::Qt, &title, svg)
-            .with_context(|| format!("plot {}", svg.display()))?;
-    }
-    if let Some(o) = &a.output {
-        let json = serde_json::to_string_pretty(&all)?;
-        jitter_trace::output::write_output_bytes(o, json.as_bytes())?;
-    }
-    Ok(())
+    Ok(all)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::ReportKind;
 
     #[test]
     fn a_run_without_phases_is_refused_with_its_stop_reason() {
@@ -441,11 +295,5 @@ mod tests {
         assert_eq!(load_run(&p, 2).unwrap().results[0].phases, 10);
         let e = load_run(&dir.path().join("none.json"), 1).unwrap_err();
         assert!(e.to_string().starts_with("the np 1 run wrote no report"));
-    }
-
-    #[test]
-    fn process_counts_are_given_or_this_machines() {
-        assert_eq!(rank_counts(Some(&"1,2".parse().unwrap())), vec![1, 2]);
-        assert_eq!(rank_counts(None)[0], 1);
     }
 }

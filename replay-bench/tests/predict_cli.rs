@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use replay_bench::predict::{main, PredictArgs};
+use replay_bench::commands::predict::main;
+use replay_bench::flags::PredictArgs;
 use replay_bench::report::{Report, ReportKind};
 
 fn write_trace(dir: &Path, name: &str, spec: &str) -> PathBuf {

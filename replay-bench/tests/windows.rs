@@ -49,29 +49,7 @@ fn a_prediction_of_a_runs_windows_injects_what_the_run_injected() {
             Duration::from_secs(240),
         );
         assert_eq!(ran.code, Some(0), "run --sync {sync}: {}", ran.stderr);
-        let r = Report::load(out.as_ref()).unwrap();
-        let details = r.config.run.as_ref().unwrap();
-        let w = details
-            .windows
-            .as_ref()
-            .expect("the run recorded its windows");
-        let paired = details.paired.as_ref().unwrap();
-        // 100 jitter phases in blocks of 25: four windows, one per complete pair, and the
-        // block means of each pair (what the same windows' prediction is paired with).
-        assert_eq!((w.windows.len() as u64, paired.pairs), (4, 4), "{w:?}");
-        assert_eq!(paired.blocks.len(), 4);
-        for b in &paired.blocks {
-            assert!(b.base_qt_ns > 0.0 && b.jit_qtbt_ns >= b.jit_qt_ns, "{b:?}");
-        }
-        assert_eq!(w.phases_per_window, 25);
-        for x in &w.windows {
-            assert_eq!(x.points_ns.len(), 2);
-            assert!(x.injected > 0 && x.span_ns > 0, "{x:?}");
-            if sync == "phase" {
-                // Every rank resyncs to the schedule's one point.
-                assert_eq!(x.points_ns[0], x.points_ns[1], "{x:?}");
-            }
-        }
+        check_run_windows(out, sync);
         let pred = dir.path().join(format!("window-{sync}.json"));
         let o = Command::new(BIN)
             .args(["predict", "--windows-of", out, "--trace", t, "-o"])
@@ -135,4 +113,33 @@ fn a_prediction_of_a_runs_windows_injects_what_the_run_injected() {
         err.contains("a prediction of its windows needs its trace"),
         "{err}"
     );
+}
+
+/// The windows a run of 100 jitter phases in blocks of 25 recorded in its report `out`: one
+/// per complete pair with the pair's block means, each with both ranks' points (one point for
+/// all under `phase`) and what it injected.
+fn check_run_windows(out: &str, sync: &str) {
+    let r = Report::load(out.as_ref()).unwrap();
+    let details = r.config.run.as_ref().unwrap();
+    let w = details
+        .windows
+        .as_ref()
+        .expect("the run recorded its windows");
+    let paired = details.paired.as_ref().unwrap();
+    // 100 jitter phases in blocks of 25: four windows, one per complete pair, and the
+    // block means of each pair (what the same windows' prediction is paired with).
+    assert_eq!((w.windows.len() as u64, paired.pairs), (4, 4), "{w:?}");
+    assert_eq!(paired.blocks.len(), 4);
+    for b in &paired.blocks {
+        assert!(b.base_qt_ns > 0.0 && b.jit_qtbt_ns >= b.jit_qt_ns, "{b:?}");
+    }
+    assert_eq!(w.phases_per_window, 25);
+    for x in &w.windows {
+        assert_eq!(x.points_ns.len(), 2);
+        assert!(x.injected > 0 && x.span_ns > 0, "{x:?}");
+        if sync == "phase" {
+            // Every rank resyncs to the schedule's one point.
+            assert_eq!(x.points_ns[0], x.points_ns[1], "{x:?}");
+        }
+    }
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// Above this share of the CPU time the calibration left, other work (or steal) ran beside it:
 /// more than half, the rule `jitter_trace::sanity` applies to a busy probe.
-pub const BUSY_SHARE: f64 = 0.5;
+pub(crate) const BUSY_SHARE: f64 = 0.5;
 
 /// What else ran while a calibration was measured.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -57,7 +57,7 @@ pub struct CpuTimes {
 }
 
 /// The aggregate `cpu` line of `/proc/stat` in ns, with `tick_ns` per USER_HZ tick.
-pub fn parse_cpu_times(stat: &str, tick_ns: u64) -> Option<CpuTimes> {
+pub(crate) fn parse_cpu_times(stat: &str, tick_ns: u64) -> Option<CpuTimes> {
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = line
         .split_whitespace()
@@ -77,7 +77,7 @@ pub fn parse_cpu_times(stat: &str, tick_ns: u64) -> Option<CpuTimes> {
 }
 
 /// The load between two snapshots: `own_ns` CPU time of this process between them.
-pub fn load_between(
+pub(crate) fn load_between(
     before: CpuTimes,
     after: CpuTimes,
     own_ns: u64,

@@ -14,7 +14,7 @@ pub use jitter_trace::summary::{quantile, Spread};
 
 /// For each logged injection, the probe detour `(start, end)` (ticks) that contains its handler
 /// entry, if any. Both inputs are in time order.
-pub fn match_injections(
+pub(crate) fn match_injections(
     log: &[LoggedInjection],
     detours: &[(u64, u64)],
 ) -> Vec<Option<(u64, u64)>> {
@@ -33,7 +33,7 @@ pub fn match_injections(
 }
 
 /// A measurement of O that matches fewer of its injections to probe detours is not a number.
-pub const MIN_MATCHED_PERCENT: u64 = 90;
+pub(crate) const MIN_MATCHED_PERCENT: u64 = 90;
 
 /// How logged injections map onto probe detours.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -80,7 +80,7 @@ pub struct SweepPoint {
 }
 
 /// Intervals of the M sweep, ns.
-pub const SWEEP_NS: [u64; 11] = [
+pub(crate) const SWEEP_NS: [u64; 11] = [
     1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 2_000_000, 5_000_000,
 ];
 
@@ -106,14 +106,14 @@ pub fn min_sleep(points: &[SweepPoint], reference_ns: u64) -> u64 {
 /// order rotated per round) with its share of the samples, so that a stretch of machine noise
 /// lasting part of the sweep (50–100 ms seen on a VM) falls on a few samples of each interval,
 /// not on all of one interval's, which it would wrongly mark not honoured.
-pub const SWEEP_ROUNDS: usize = 8;
+pub(crate) const SWEEP_ROUNDS: usize = 8;
 
 /// The M sweep: lateness at each of `SWEEP_NS`, `samples` wake-ups each (`measure(interval,
 /// n)` gives n of them, ns), in [`SWEEP_ROUNDS`] rounds, against the `reference` interval's
 /// lateness. An interval is honoured when its median wake-up is no later than the
 /// reference's, within the larger of 2 µs and the reference's own p10–p90 half-width (waking
 /// less late is fine); returns the points and that tolerance, ns.
-pub fn lateness_sweep<E>(
+pub(crate) fn lateness_sweep<E>(
     reference: &Spread,
     samples: usize,
     mut measure: impl FnMut(u64, usize) -> Result<Vec<f64>, E>,
@@ -144,7 +144,7 @@ pub fn lateness_sweep<E>(
 }
 
 /// Injection rates of the O sweep, Hz (the main O run's rate joins them).
-pub const OVERHEAD_RATES_HZ: [u64; 3] = [100, 300, 3_000];
+pub(crate) const OVERHEAD_RATES_HZ: [u64; 3] = [100, 300, 3_000];
 
 /// O measured at one injection rate.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -287,7 +287,7 @@ fn non_increasing(values: &[f64], weights: &[f64]) -> Vec<f64> {
 /// consistent with the main run: its own median at the main rate within the larger of 1 µs
 /// and half the main run's p10–p90 width of the main median (else the machine's cost moved
 /// during calibration and a replay keeps the single O).
-pub fn rate_points(
+pub(crate) fn rate_points(
     rates: &[u64],
     spreads: &[Spread],
     main: &Spread,

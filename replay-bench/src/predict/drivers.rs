@@ -9,7 +9,8 @@ use jitter_trace::units::format_ns;
 use jitter_trace::Trace;
 
 use super::des::{self, DesConfig};
-use super::{PredictSpec, TraceInput};
+use super::input::TraceInput;
+use super::spec::PredictSpec;
 use crate::comm::Solo;
 use crate::metrics::slowdown_pct;
 pub use crate::report::{Drivers, SizeClass};

@@ -15,10 +15,9 @@
 //! that interaction (all removed − Σ each removed) per rank count and sync mode.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Context;
-use clap::Args;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -30,26 +29,12 @@ use jitter_trace::summary::mean_ci95;
 use jitter_trace::table::{Align, Table};
 use jitter_trace::Trace;
 
-use super::{predict, prepare, PredictArgs, PredictSpec, TraceInput};
-
-/// Options of `replay-bench whatif`.
-#[derive(Debug, Clone, Args)]
-pub struct WhatIfArgs {
-    /// `predict`'s options (one attributed `--trace`; `-o` writes the what-if JSON, `--plot`
-    /// the bar chart of the savings at the largest rank count).
-    #[command(flatten)]
-    pub predict: PredictArgs,
-    /// Seeds (offset draws) each question is predicted over: seed, seed + 1, … (each its own
-    /// prediction: the mean and its interval over them; `predict`'s `--draws` pools instead)
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
-    pub seeds: u64,
-    /// Sources with at least this share of the noise time get rows of their own.
-    #[arg(long, default_value_t = 0.01)]
-    pub min_share: f64,
-    /// Also write the table as CSV.
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-}
+use super::input::TraceInput;
+use super::points::predict;
+use super::prepare::prepare;
+use super::spec::PredictSpec;
+use crate::flags::predict::PredictArgs;
+use crate::flags::whatif::WhatIfArgs;
 
 /// A number over the draws: mean and the half-width of its 95 % t-interval (NaN for one draw).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -235,7 +220,7 @@ fn predict_variants(
     // A variant left without detours on every replayed stream replays nothing: its SD is 0 by
     // definition (no plan can be made of it); one left without detours on some of them is
     // refused by TraceInput::new, named.
-    let k = usize::try_from(args.ranks_per_node).unwrap_or(usize::MAX);
+    let k = usize::try_from(args.ranks_per_node.k).unwrap_or(usize::MAX);
     let empty = |v: &Variant| (v.trace.streams.iter().take(k)).all(|s| s.records.is_empty());
     let inputs = (variants.iter())
         .filter(|v| !empty(v))
@@ -245,7 +230,7 @@ fn predict_variants(
                 path,
                 &v.row.label,
                 spec.platform.options(),
-                args.ranks_per_node,
+                args.ranks_per_node.k,
             )
             .with_context(|| format!("variant `{}`", v.row.label))
         })
@@ -268,7 +253,7 @@ fn predict_variants(
         let mut s = spec.clone();
         s.des.seed = seed;
         let p = predict(&inputs, &s, &ProgressBar::hidden())?;
-        super::check_plausible(&p)?;
+        super::rows::check_plausible(&p)?;
         let report = p.des.or(p.order_stats).context("no model ran")?;
         reports.push(report.clone());
         for r in &report.results {
@@ -326,7 +311,9 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
     let a = load_attribution(path, &trace)?;
     let mut notes = Vec::new();
     let mut vs = variants(&trace, &a, args.min_share, &mut notes)?;
-    let seeds: Vec<u64> = (0..args.seeds).map(|d| p.seed.wrapping_add(d)).collect();
+    let seeds: Vec<u64> = (0..args.seeds)
+        .map(|d| p.seed.value.wrapping_add(d))
+        .collect();
     let shown = path.display().to_string();
     let (points, reports) = predict_variants(&mut vs, &shown, &spec, &seeds, p)?;
     let rows: Vec<VariantRow> = vs.into_iter().map(|v| v.row).collect();
@@ -466,38 +453,12 @@ impl WhatIf {
     }
 }
 
-/// `replay-bench whatif`: prints the table, writes the JSON (`-o`), CSV and chart.
-pub fn main(args: WhatIfArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        crate::launcher_rank().is_none(),
-        "whatif runs in one process (not under mpirun)"
-    );
-    if let Some(t) = args.predict.threads {
-        anyhow::ensure!(t >= 1, "--threads must be at least 1");
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(t)
-            .build_global();
-    }
-    let w = what_if(&args)?;
-    print!("{}", w.render());
-    if let Some(p) = &args.predict.output {
-        let bytes = serde_json::to_vec_pretty(&w)?;
-        jitter_trace::output::write_output_bytes(p, &bytes)?;
-    }
-    if let Some(p) = &args.csv {
-        jitter_trace::output::write_output_bytes(p, w.csv()?.as_bytes())?;
-    }
-    if let Some(p) = &args.predict.plot {
-        super::whatif_chart::savings_svg(&w, p)?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use jitter_trace::attribution::{AttributedDetour, CpuAttribution, Part};
     use jitter_trace::{Detour, Stream};
+    use std::path::PathBuf;
 
     /// One CPU, 4 s: a daemon (`task:d`, every 9 ms for 170 µs, from 1 ms) and the tick
     /// (`timer`, every 4 ms for 6 µs, from 3 ms; never touching the daemon). `which` picks

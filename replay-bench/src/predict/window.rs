@@ -87,11 +87,11 @@ impl RunWindows {
         let c = &self.run.config;
         let mut a = base.clone();
         a.ranks = RankCounts(vec![self.row.ranks]);
-        a.sync = vec![self.mode];
-        a.quanta = c.quanta_ns;
-        a.phases = self.windows.phases_per_window;
-        a.ranks_per_node = (c.ranks_per_node as u64).max(1);
-        a.seed = c.seed;
+        a.sync.modes = vec![self.mode];
+        a.quanta.ns = c.quanta_ns;
+        a.phases.count = self.windows.phases_per_window;
+        a.ranks_per_node.k = (c.ranks_per_node as u64).max(1);
+        a.seed.value = c.seed;
         a.model = super::Model::Des;
         a.platform = PlatformChoice::File(self.path.clone());
         a.replay.scale = Some(Scale::new(c.scale)?);

@@ -1,0 +1,333 @@
+//! `replay-bench predict`'s entry point: MPI when under a launcher (the simulated ranks split
+//! over the processes, rank 0 reports), the outputs and `--threads` checked and agreed, the
+//! worker pool, the budget, the progress, then the table, the reports and the plot.
+//!
+//! The main thread is worker 0 of rayon's pool (`use_current_thread`, built before the traces
+//! are read), so parallel passes start on a worker and MPI calls stay on the main thread;
+//! without `--threads` the pool has no more workers than the largest rank count's chunks where
+//! it makes several, nor than the process's share of the host's CPUs (`cores_of_process`).
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::comm::{agree, Collective, Mpi, Solo};
+use crate::flags::predict::{order_stats_path, PredictArgs};
+use crate::predict::budget::{self, Estimate};
+use crate::predict::des::{self, Engine};
+use crate::predict::drivers;
+use crate::predict::input::TraceInput;
+use crate::predict::points::predict_on;
+use crate::predict::prepare::{prepare, walk_note};
+use crate::predict::progress::{TextProgress, TEXT_PROGRESS_EVERY};
+use crate::predict::rows::{check_plausible, study_rows, Prediction};
+use crate::predict::spec::{rank_phases, PredictSpec};
+use crate::predict::window;
+
+/// Worker threads without `--threads`: every core, but where the largest rank count a process
+/// simulates (`ranks` over `procs` processes) makes several chunks, no more than those: more
+/// would only wake and sleep at every pass (2048 ranks on a 16-core machine: 16 threads
+/// 2.0-2.3 s, 2 threads 1.7-1.9 s). A pass of one chunk runs on this thread and wakes no
+/// worker, so there the idle workers cost nothing and loading the traces uses them all.
+fn default_threads(ranks: u64, procs: u64, cores: usize) -> usize {
+    let own = ranks.div_ceil(procs.max(1));
+    match own.div_ceil(des::MIN_CHUNK as u64) {
+        0 | 1 => cores,
+        chunks => cores.min(usize::try_from(chunks).unwrap_or(usize::MAX)),
+    }
+}
+
+/// Refuses `--threads` outside 1 ..= the host's online CPUs: more workers than CPUs can only
+/// take turns on them (no speed, a stack and a context switch each; `--threads 100000` spent
+/// the whole 30 s limit starting threads), and the default never exceeds them either.
+fn check_threads(threads: usize, online: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (1..=online).contains(&threads),
+        "--threads {threads}: give 1 to {online} (this host's online CPUs; more workers than \
+         CPUs only take turns)"
+    );
+    Ok(())
+}
+
+/// Cores one process uses by default: those its affinity allows (`allowed`), but no more than
+/// its share of the host's `online` CPUs among the `on_host` processes of the job there. Under
+/// `mpirun` without binding every process is allowed every core, and all of them taking all
+/// would oversubscribe the host; bound to a core or a socket, the affinity is the smaller.
+fn cores_of_process(allowed: usize, online: usize, on_host: usize) -> usize {
+    allowed.min(online / on_host.max(1)).max(1)
+}
+
+/// `replay-bench predict` with the default engine: prints the SD table, writes the report(s)
+/// and the plot.
+pub fn main(args: PredictArgs) -> anyhow::Result<()> {
+    main_with(args, Engine::default())
+}
+
+/// [`main`] with the simulation engine chosen (`--engine`).
+pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
+    // Under an MPI launcher the simulated ranks are split over the processes (rank 0 reports).
+    let universe = match crate::launcher_rank() {
+        Some(_) => Some(mpi::initialize().context("MPI is not available or already initialised")?),
+        None => None,
+    };
+    let mpi_comm = universe.as_ref().map(|u| Mpi::new(u.world()));
+    let comm: &dyn Collective = match &mpi_comm {
+        Some(c) => c,
+        None => &Solo,
+    };
+    let root = comm.rank() == 0;
+    check_agreed(comm, &args)?;
+    let on_host = mpi_comm.as_ref().map_or(1, Mpi::ranks_on_this_host);
+    start_pool(&args, comm, on_host)?;
+    if args.windows_of.is_some() {
+        anyhow::ensure!(
+            mpi_comm.is_none(),
+            "--windows-of predicts the few ranks of one run: run it without an MPI launcher"
+        );
+        return window::main(&args, engine);
+    }
+    let (traces, mut spec) = prepare(&args)?;
+    spec.engine = engine;
+    let estimate = admitted(comm, &args, &traces, &spec, on_host)?;
+    if root && estimate.seconds > budget::ANNOUNCE_S {
+        eprintln!("{estimate}");
+        if let Some(note) = walk_note(&spec) {
+            eprintln!("note: {note}");
+        }
+    }
+    let total = rank_phases(traces.len(), &spec);
+    let terminal = std::io::stderr().is_terminal();
+    let bar = progress_bar(root && terminal, total)?;
+    let lines = (root && !terminal && total > 0 && estimate.seconds > budget::TEXT_PROGRESS_S)
+        .then(|| TextProgress::start(bar.clone(), estimate.seconds, TEXT_PROGRESS_EVERY));
+    let p = predict_on(comm, &traces, &spec, &bar);
+    if let Some(l) = lines {
+        l.stop();
+    }
+    let p = p?;
+    if !root {
+        return Ok(());
+    }
+    bar.finish_and_clear();
+    check_plausible(&p)?;
+    report(&args, &traces, &spec, p)
+}
+
+/// Rank 0 checks its outputs and every process `--threads`; every process learns the outcome
+/// before anything collective (the others leave quietly after rank 0 has spoken).
+fn check_agreed(comm: &dyn Collective, args: &PredictArgs) -> anyhow::Result<()> {
+    let online = jitter_collect::cpuset::online_cpus().map_or_else(
+        |_| std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |c| c.len(),
+    );
+    let outputs = if comm.rank() == 0 {
+        args.check_outputs()
+    } else {
+        Ok(())
+    };
+    let checked = outputs.and_then(|()| args.threads.map_or(Ok(()), |t| check_threads(t, online)));
+    agreed_or_quiet(comm, checked)
+}
+
+/// `result` agreed by every process: rank 0 returns the error, the others wait a moment (the
+/// launcher stops the job at the first non-zero exit) and leave with [`crate::OtherRankFailed`].
+fn agreed_or_quiet<T>(comm: &dyn Collective, result: anyhow::Result<T>) -> anyhow::Result<T> {
+    match agree(comm, result) {
+        Ok(v) => Ok(v),
+        Err(e) if comm.rank() == 0 => Err(e),
+        Err(_) => {
+            std::thread::sleep(Duration::from_millis(300));
+            Err(crate::OtherRankFailed.into())
+        }
+    }
+}
+
+/// The global pool (the communicator cannot move into another pool's threads), with this
+/// thread as its worker 0: the phase loop's parallel passes then start on a worker, so the
+/// other workers steal from it instead of this thread handing each pass to the pool and
+/// sleeping until it is done (a context switch per pass, 2 per phase), and MPI calls stay on
+/// this thread. Built before the traces are read, which uses it too. Fails harmlessly when the
+/// pool already exists (a second call).
+fn start_pool(args: &PredictArgs, comm: &dyn Collective, on_host: usize) -> anyhow::Result<()> {
+    let threads = args.threads.unwrap_or_else(|| {
+        let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let online = jitter_collect::cpuset::online_cpus().map_or(allowed, |c| c.len());
+        default_threads(
+            args.ranks.0.iter().max().copied().unwrap_or(1),
+            comm.size() as u64,
+            cores_of_process(allowed, online, on_host),
+        )
+    });
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .use_current_thread()
+        .build_global();
+    anyhow::ensure!(
+        args.threads.is_none() || rayon::current_num_threads() == threads,
+        "cannot set {threads} worker threads: the pool already has {}",
+        rayon::current_num_threads()
+    );
+    Ok(())
+}
+
+/// The estimate, before anything large is allocated; every process checks its own share and
+/// all agree, so that none is left waiting in a collective.
+fn admitted(
+    comm: &dyn Collective,
+    args: &PredictArgs,
+    traces: &[TraceInput],
+    spec: &PredictSpec,
+    on_host: usize,
+) -> anyhow::Result<Estimate> {
+    let estimate = budget::estimate(
+        traces,
+        spec,
+        comm.size() as u64,
+        comm.rank() as u64,
+        rayon::current_num_threads(),
+    );
+    let admitted = budget::admit(&estimate, &budget::Limits::here(on_host), args.force);
+    agreed_or_quiet(comm, admitted)?;
+    Ok(estimate)
+}
+
+/// The progress bar of `total` rank-phases: drawn on a terminal, hidden otherwise.
+fn progress_bar(drawn: bool, total: u64) -> anyhow::Result<ProgressBar> {
+    if drawn && total > 0 {
+        let b = ProgressBar::new(total);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {percent:>3} % of {human_len} rank-phases ({eta} left)",
+            )?
+            .progress_chars("=> "),
+        );
+        Ok(b)
+    } else {
+        Ok(ProgressBar::with_draw_target(
+            Some(total),
+            ProgressDrawTarget::hidden(),
+        ))
+    }
+}
+
+/// Rank 0: the drivers (`--drivers`), the table, what each trace kept, the warnings, the
+/// report(s) and the plot.
+fn report(
+    args: &PredictArgs,
+    traces: &[TraceInput],
+    spec: &PredictSpec,
+    mut p: Prediction,
+) -> anyhow::Result<()> {
+    if args.drivers {
+        let found = drivers_of(args, traces, spec)?;
+        for d in &found {
+            println!("drivers: {}", d.line());
+        }
+        if let Some(det) = p.des.as_mut().and_then(|r| r.config.predict.as_mut()) {
+            det.drivers = found;
+        }
+    }
+    println!("{}", spec.des.comm.describe(spec.des.barrier.stage_ns));
+    let rows = study_rows(&p);
+    print!("{}", crate::plot::render_table(&rows));
+    for t in traces {
+        for line in t.info.kept_lines() {
+            println!("{line}");
+        }
+    }
+    for r in [&p.des, &p.order_stats].into_iter().flatten() {
+        for w in &r.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    if let Some(out) = &args.output {
+        match (&p.des, &p.order_stats) {
+            (Some(d), Some(o)) => {
+                d.save(out)?;
+                o.save(&order_stats_path(out))?;
+            }
+            (Some(r), None) | (None, Some(r)) => r.save(out)?,
+            (None, None) => {}
+        }
+    }
+    if let Some(path) = &args.plot {
+        let q = jitter_trace::units::format_ns(spec.des.quanta_ns as f64);
+        crate::plot::draw(
+            &rows,
+            crate::plot::Metric::Qtbt,
+            &format!("Predicted slowdown, q = {q}, {} phases", spec.des.phases),
+            path,
+        )?;
+    }
+    Ok(())
+}
+
+/// [`drivers::drivers`] of every trace and mode at the largest rank count.
+fn drivers_of(
+    args: &PredictArgs,
+    traces: &[TraceInput],
+    spec: &PredictSpec,
+) -> anyhow::Result<Vec<drivers::Drivers>> {
+    let n = spec.ranks.iter().copied().max().unwrap_or(1);
+    let mut out = Vec::new();
+    for (path, input) in args.traces.iter().zip(traces) {
+        let loaded = jitter_trace::read_trace(path)
+            .with_context(|| format!("cannot read trace {}", path.display()))?;
+        loaded.accept(&path.display().to_string(), args.salvage.choice())?;
+        for &mode in &spec.modes {
+            out.push(drivers::drivers(&loaded.trace, input, spec, n, mode)?);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_pool_has_no_more_workers_than_chunks_of_the_largest_count() {
+        // 2048 ranks: two chunks of 1024 states, whatever the cores.
+        assert_eq!(default_threads(2048, 1, 16), 2);
+        assert_eq!(default_threads(2049, 1, 16), 3);
+        // One chunk: no pass wakes a worker; loading uses every core.
+        assert_eq!(default_threads(100, 1, 16), 16);
+        assert_eq!(default_threads(1024, 1, 16), 16);
+        // Split over processes: each process's share counts.
+        assert_eq!(default_threads(4096, 2, 16), 2);
+        assert_eq!(default_threads(1 << 20, 2, 16), 16);
+        // Never more than the cores.
+        assert_eq!(default_threads(1 << 20, 1, 2), 2);
+    }
+
+    #[test]
+    fn a_given_thread_count_is_bounded_by_the_online_cpus() {
+        check_threads(1, 2).unwrap();
+        check_threads(2, 2).unwrap();
+        for bad in [0, 3, 100_000] {
+            assert_eq!(
+                check_threads(bad, 2).unwrap_err().to_string(),
+                format!(
+                    "--threads {bad}: give 1 to 2 (this host's online CPUs; more workers than \
+                     CPUs only take turns)"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_process_takes_its_share_of_the_host_unless_its_affinity_is_smaller() {
+        // Alone: every core it may use.
+        assert_eq!(cores_of_process(16, 16, 1), 16);
+        assert_eq!(cores_of_process(4, 16, 1), 4);
+        // mpirun without binding, 4 processes on a 16-core host: a quarter each.
+        assert_eq!(cores_of_process(16, 16, 4), 4);
+        // Bound to a socket of 8 cores, 2 processes on the host: the socket.
+        assert_eq!(cores_of_process(8, 16, 2), 8);
+        // Bound to a core, or more processes than cores: one.
+        assert_eq!(cores_of_process(1, 16, 16), 1);
+        assert_eq!(cores_of_process(16, 2, 4), 1);
+    }
+}

@@ -1,0 +1,113 @@
+//! `replay-bench validate`'s entry point: the options checked before the first run, the
+//! platform's noise recorded, the runs, the prediction, and one table (with the plot and the
+//! JSON) of each run beside the prediction of its own windows and of the whole trace.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::comparison::{self, Comparison};
+use crate::flags::validate::ValidateArgs;
+use crate::plot::{self, StudyRow};
+use crate::predict::points::predict;
+use crate::predict::prepare::prepare;
+use crate::report::{ReportKind, ResultRow};
+use crate::validate::{compare_all, predict_args, probe_platform, run_all, MeasuredRun};
+
+/// `replay-bench validate`.
+pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
+    let ranks = a.rank_counts();
+    a.sync.check()?;
+    a.check_outputs()?;
+    // Refused before the runs, as the runs and the prediction would refuse it.
+    jitter_trace::read_trace(&a.trace)
+        .with_context(|| format!("cannot read trace {}", a.trace.display()))?
+        .accept(&a.trace.display().to_string(), a.salvage.choice())?;
+    let stem = a
+        .trace
+        .file_stem()
+        .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("validate-{stem}")));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let background = probe_platform(a, ranks.iter().copied().max().unwrap_or(1), &dir)?;
+    let measured = run_all(a, &ranks, &dir)?;
+    let args = predict_args(a, &ranks, &measured, background.as_deref())?;
+    eprintln!("validate: predicting {} points", measured.len());
+    let (traces, spec) = prepare(&args)?;
+    let prediction = predict(&traces, &spec, &indicatif::ProgressBar::hidden())?;
+    let des = prediction
+        .des
+        .context("the prediction produced no simulation report")?;
+    let all = compare_all(a, &args, &measured, &des.results)?;
+    let file = a
+        .trace
+        .file_name()
+        .map_or_else(|| stem.clone(), |f| f.to_string_lossy().into_owned());
+    print_table(a, &file, &dir, background.as_ref(), &all);
+    if let Some(svg) = &a.plot {
+        draw(&measured, &des.results, &file, svg)?;
+    }
+    if let Some(o) = &a.output {
+        let json = serde_json::to_string_pretty(&all)?;
+        jitter_trace::output::write_output_bytes(o, json.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The table, under a line of what was run and over a line of where the platform's own noise
+/// went.
+fn print_table(
+    a: &ValidateArgs,
+    file: &str,
+    dir: &std::path::Path,
+    background: Option<&PathBuf>,
+    all: &[Comparison],
+) {
+    println!(
+        "replay-bench validate: {file} (q = {}, period {} s per run, seed {}); runs in {}",
+        crate::table::fmt_ns(a.quanta.ns as f64),
+        a.period.as_secs_f64(),
+        a.seed.value,
+        dir.display()
+    );
+    let bg_name = background
+        .and_then(|p| p.file_name())
+        .map(|f| f.to_string_lossy().into_owned());
+    print!("{}", comparison::render(all, false));
+    println!(
+        "platform: the machine's own noise during each run; {}",
+        match &bg_name {
+            Some(f) => format!(
+                "in the whole-trace prediction as {f}, recorded before the runs; not in the \
+                 prediction of the same windows"
+            ),
+            None => "in no prediction".into(),
+        }
+    );
+}
+
+/// SD eq. (3) against processes: the measured points with their bars beside the predicted
+/// curves.
+fn draw(
+    measured: &[MeasuredRun],
+    predicted: &[ResultRow],
+    file: &str,
+    svg: &std::path::Path,
+) -> anyhow::Result<()> {
+    let rows: Vec<StudyRow> = (measured.iter())
+        .map(|m| StudyRow {
+            kind: ReportKind::Run,
+            row: m.row.clone(),
+        })
+        .chain(predicted.iter().map(|row| StudyRow {
+            kind: ReportKind::PredictDes,
+            row: row.clone(),
+        }))
+        .collect();
+    let title = format!("Slowdown eq. (3) vs processes, {file}: measured and predicted");
+    plot::draw(&rows, plot::Metric::Qt, &title, svg)
+        .with_context(|| format!("plot {}", svg.display()))
+}

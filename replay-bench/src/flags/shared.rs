@@ -1,0 +1,184 @@
+//! The flags `run`, `predict` and `validate` share, each defined once and flattened into the
+//! commands that take it (`#[command(flatten)]`), with the typed values they parse into. Each
+//! says itself back as flags (`to_flags`) for a command that starts another (`validate`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use jitter_emulator::SyncMode;
+
+use super::duration::positive_duration_flag;
+
+/// `--quanta`: the work quanta q of one phase (`run`, `predict`, `validate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
+pub struct Quanta {
+    /// Work quanta q of one compute phase.
+    #[arg(
+        long = "quanta",
+        id = "quanta",
+        value_name = "QUANTA",
+        default_value = "1ms",
+        value_parser = positive_duration_flag
+    )]
+    pub ns: u64,
+}
+
+impl Quanta {
+    /// The flag as `run` parses it back.
+    pub fn to_flags(&self) -> Vec<String> {
+        vec!["--quanta".into(), format!("{}ns", self.ns)]
+    }
+}
+
+/// `--ranks-per-node`: k ranks of a node, rank r replaying stream r mod k (`run`, `predict`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
+pub struct RanksPerNode {
+    /// Ranks per emulated node k: rank r replays stream r mod k, node r / k shares one offset.
+    #[arg(
+        long = "ranks-per-node",
+        id = "ranks_per_node",
+        value_name = "RANKS_PER_NODE",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub k: u64,
+}
+
+/// `--sync` as a list: the sync modes of a table's rows (`predict`, `validate`).
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct SyncModes {
+    /// Sync modes, comma separated: none, once, phase, every:K.
+    #[arg(
+        long = "sync",
+        id = "sync",
+        value_name = "SYNC",
+        value_delimiter = ',',
+        default_value = "none,once,phase"
+    )]
+    pub modes: Vec<SyncMode>,
+}
+
+impl SyncModes {
+    /// At least one mode, each once (a mode listed twice would be two identical rows of every
+    /// table).
+    pub fn check(&self) -> anyhow::Result<()> {
+        check_sync_modes(&self.modes)
+    }
+
+    /// The modes as one comma-separated value.
+    pub fn list(&self) -> String {
+        let names: Vec<String> = self.modes.iter().map(SyncMode::to_string).collect();
+        names.join(",")
+    }
+}
+
+/// A list of sync modes (`--sync` of `predict` and `validate`): at least one, each once (a
+/// mode listed twice would be two identical rows of every table).
+pub fn check_sync_modes(modes: &[SyncMode]) -> anyhow::Result<()> {
+    anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
+    let twice = (1..modes.len()).find_map(|i| modes[..i].contains(&modes[i]).then_some(modes[i]));
+    if let Some(m) = twice {
+        anyhow::bail!("--sync lists {m} twice: list every mode once");
+    }
+    Ok(())
+}
+
+/// `--phases` of a prediction: how many phases each point simulates (`predict`, `validate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
+pub struct SimulatedPhases {
+    /// Phases to simulate in each prediction.
+    #[arg(
+        long = "phases",
+        id = "phases",
+        value_name = "PHASES",
+        default_value_t = 2000
+    )]
+    pub count: u64,
+}
+
+/// `--seed` of a prediction: offsets, resync points and timer errors (`predict`, `validate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
+pub struct Seed {
+    /// Seed of offsets, resync points and timer errors.
+    #[arg(long = "seed", id = "seed", value_name = "SEED", default_value_t = 1)]
+    pub value: u64,
+}
+
+/// Rank counts to predict, strictly increasing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankCounts(pub Vec<u64>);
+
+impl std::str::FromStr for RankCounts {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> anyhow::Result<RankCounts> {
+        parse_ranks(s).map(RankCounts)
+    }
+}
+
+impl std::fmt::Display for RankCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.0.iter().map(u64::to_string).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+/// Parses `16..65536` (powers of two from the first to at most the second) or `16,100,1000`
+/// (strictly increasing); every count must be at least 1.
+pub fn parse_ranks(text: &str) -> anyhow::Result<Vec<u64>> {
+    let num = |s: &str| -> anyhow::Result<u64> {
+        s.trim()
+            .replace('_', "")
+            .parse::<u64>()
+            .map_err(|_| anyhow::anyhow!("`{s}` in --ranks `{text}` is not a rank count"))
+    };
+    let v = if let Some((a, b)) = text.split_once("..") {
+        let (a, b) = (num(a)?, num(b)?);
+        anyhow::ensure!(
+            a >= 1,
+            "--ranks `{text}`: the rank count must be at least 1"
+        );
+        anyhow::ensure!(b >= a, "--ranks `{text}`: the range must be increasing");
+        let mut v = vec![a];
+        while let Some(n) = v.last().and_then(|n| n.checked_mul(2)).filter(|&n| n <= b) {
+            v.push(n);
+        }
+        v
+    } else {
+        let v = text
+            .split(',')
+            .map(num)
+            .collect::<anyhow::Result<Vec<u64>>>()?;
+        anyhow::ensure!(
+            v.iter().all(|&n| n >= 1),
+            "--ranks `{text}`: the rank count must be at least 1"
+        );
+        anyhow::ensure!(
+            v.windows(2).all(|w| w[0] < w[1]),
+            "--ranks `{text}`: the rank counts must be strictly increasing"
+        );
+        v
+    };
+    Ok(v)
+}
+
+/// The platform a prediction assumes, as `--platform` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlatformChoice {
+    /// Every detour exactly as recorded.
+    Ideal,
+    /// This machine's emulator calibration (measured when not cached).
+    This,
+    /// A calibration file, a saved emulator calibration or the report of a real run.
+    File(PathBuf),
+}
+
+impl std::str::FromStr for PlatformChoice {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<PlatformChoice, Self::Err> {
+        Ok(match s {
+            "ideal" => PlatformChoice::Ideal,
+            "this" => PlatformChoice::This,
+            file => PlatformChoice::File(PathBuf::from(file)),
+        })
+    }
+}
