@@ -30,6 +30,7 @@ pub(crate) mod metrics;
 pub(crate) mod noise;
 pub(crate) mod plot;
 pub mod predict;
+pub mod profile;
 pub(crate) mod replay;
 pub mod report;
 pub(crate) mod run;

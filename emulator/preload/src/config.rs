@@ -8,7 +8,7 @@ use jitter_emulator::{Scale, SyncMode, TimerKind};
 use jitter_trace::Salvage;
 
 /// Every variable the library reads, in the order of the table in `docs/USAGE.md`.
-pub const VARIABLES: [&str; 8] = [
+pub const VARIABLES: [&str; 9] = [
     "JITTER_TRACE",
     "JITTER_SCALE",
     "JITTER_SYNC",
@@ -17,6 +17,7 @@ pub const VARIABLES: [&str; 8] = [
     "JITTER_TIMER",
     "JITTER_STATS_DIR",
     "JITTER_SALVAGE",
+    "JITTER_PROFILE",
 ];
 
 /// Statistics directory when `JITTER_STATS_DIR` is unset (relative to the working directory).
@@ -120,6 +121,20 @@ impl Config {
             stats_dir,
             salvage,
         }))
+    }
+}
+
+/// `JITTER_PROFILE`: the profile file to write (`Ok(None)`: unset, no profile), an error when
+/// it is set but empty. Independent of `JITTER_TRACE`: a profile needs no trace.
+pub fn profile_path(get: impl Fn(&str) -> Option<String>) -> Result<Option<PathBuf>, String> {
+    match get("JITTER_PROFILE") {
+        None => Ok(None),
+        Some(v) if v.trim().is_empty() => Err(
+            "JITTER_PROFILE is set but empty: give the file to write the profile to (app.json), \
+             or unset it"
+                .to_string(),
+        ),
+        Some(v) => Ok(Some(PathBuf::from(v))),
     }
 }
 
@@ -242,6 +257,18 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn jitter_profile_is_a_path_or_unset_and_empty_is_an_error() {
+        assert_eq!(profile_path(env(&[])).unwrap(), None);
+        assert_eq!(
+            profile_path(env(&[("JITTER_PROFILE", "app.json")])).unwrap(),
+            Some(PathBuf::from("app.json"))
+        );
+        assert!(profile_path(env(&[("JITTER_PROFILE", " ")]))
+            .unwrap_err()
+            .starts_with("JITTER_PROFILE is set but empty"));
     }
 
     #[test]

@@ -5,10 +5,11 @@
 //! LD_PRELOAD=libjitter_preload.so JITTER_TRACE=node.jtr mpirun -np 64 ./app
 //! ```
 //!
-//! The library defines `MPI_Init`, `MPI_Init_thread`, `MPI_Finalize` and `MPI_Barrier` and
-//! forwards each to its `PMPI_` twin (the MPI profiling interface), found with
+//! The library defines `MPI_Init`, `MPI_Init_thread`, `MPI_Finalize`, `MPI_Barrier` and the
+//! calls it profiles, and forwards each to its `PMPI_` twin (the MPI profiling interface), found with
 //! `dlsym(RTLD_NEXT, …)` in the application's MPI library at run time: nothing of MPI is linked
-//! or included here, and with `JITTER_TRACE` unset every call is forwarded untouched.
+//! or included here, and with `JITTER_TRACE` and `JITTER_PROFILE` unset every call is forwarded
+//! untouched.
 //!
 //! * `MPI_Init`: reads the `JITTER_*` variables ([`config::Config`]) and the launcher's rank
 //!   layout ([`config::Layout`]), the trace, the host's cached calibration (O, L, M; measured
@@ -24,6 +25,11 @@
 //! * `MPI_Finalize`: stops the emulator, writes `rank-<r>.json`, calls `PMPI_Finalize`; rank 0
 //!   then adds up the rank files into `summary.json` ([`stats`]).
 //!
+//! * The collectives, point-to-point calls, `Wait*` and `MPI_Cart_create` ([`calls`]) and the
+//!   three above: forwarded; under `JITTER_PROFILE` (with or without a trace) each call is
+//!   recorded into the rank's mapped record and rank 0 merges the job's profile after
+//!   `PMPI_Finalize` (`profiling`).
+//!
 //! **The timer signal and MPI's threads.** The default timer (`JITTER_TIMER=abstime`) is a
 //! `timer_create` timer with `SIGEV_THREAD_ID` aimed at the thread that called `MPI_Init`: the
 //! kernel delivers its `SIGALRM` to that thread only, whatever other threads exist or mask, so
@@ -37,7 +43,9 @@
 //! integer gives MPICH's `PMPI_Barrier` its `int` (the upper half is not read). Other ABIs are not
 //! supported.
 
+mod calls;
 pub mod config;
+mod profiling;
 pub mod stats;
 
 use std::cell::RefCell;
@@ -74,13 +82,13 @@ type FinalizeFn = unsafe extern "C" fn() -> c_int;
 type BarrierFn = unsafe extern "C" fn(Comm) -> c_int;
 
 /// A `PMPI_` function of the application's MPI library, looked up once.
-struct Next {
+pub(crate) struct Next {
     name: &'static CStr,
     address: AtomicPtr<c_void>,
 }
 
 impl Next {
-    const fn new(name: &'static CStr) -> Next {
+    pub(crate) const fn new(name: &'static CStr) -> Next {
         Next {
             name,
             address: AtomicPtr::new(std::ptr::null_mut()),
@@ -88,7 +96,7 @@ impl Next {
     }
 
     /// The function's address; ends the process with a message when there is none.
-    fn address(&self) -> *mut c_void {
+    pub(crate) fn address(&self) -> *mut c_void {
         let cached = self.address.load(Ordering::Acquire);
         if !cached.is_null() {
             return cached;
@@ -287,17 +295,32 @@ fn init_around(call: impl FnOnce() -> c_int) -> c_int {
         Ok(Ok(p)) => p,
         Ok(Err(msg)) | Err(msg) => die(&msg),
     };
-    let Some(prepared) = prepared else {
-        return call();
+    let profile = match no_unwind(|| profiling::prepare(env)) {
+        Ok(Ok(p)) => p,
+        Ok(Err(msg)) | Err(msg) => die(&msg),
     };
-    let rc = with_alarm_blocked(call);
+    if prepared.is_none() && profile.is_none() {
+        return call();
+    }
+    let rc = if prepared.is_some() {
+        with_alarm_blocked(call)
+    } else {
+        call()
+    };
     if rc != 0 {
         return rc;
     }
-    match no_unwind(|| start(prepared)) {
-        Ok(Ok(())) => rc,
-        Ok(Err(msg)) | Err(msg) => die(&msg),
+    if let Some(p) = profile {
+        if let Ok(Err(msg)) | Err(msg) = no_unwind(|| profiling::start(p)) {
+            die(&msg)
+        }
     }
+    if let Some(prepared) = prepared {
+        if let Ok(Err(msg)) | Err(msg) = no_unwind(|| start(prepared)) {
+            die(&msg)
+        }
+    }
+    rc
 }
 
 impl Run {
@@ -410,8 +433,12 @@ pub unsafe extern "C" fn MPI_Barrier(comm: Comm) -> c_int {
     // SAFETY: the address is the MPI library's `PMPI_Barrier`; `comm` is forwarded unchanged in
     // the register it came in (module docs).
     let real = unsafe { std::mem::transmute::<*mut c_void, BarrierFn>(PMPI_BARRIER.address()) };
+    let site = || jitter_profile::Site {
+        comm_size: calls::comm_size(comm).max(0) as u32,
+        ..jitter_profile::Site::of(jitter_profile::Call::Barrier)
+    };
     // SAFETY: as above.
-    let rc = unsafe { real(comm) };
+    let rc = profiling::around(site, || unsafe { real(comm) });
     if let Some(run) = RUN.get() {
         if let Err(msg) = no_unwind(|| run.after_barrier()) {
             warn(&msg);
@@ -429,6 +456,9 @@ pub unsafe extern "C" fn MPI_Barrier(comm: Comm) -> c_int {
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     // SAFETY: the address is the MPI library's `PMPI_Finalize`, which has this C signature.
     let real = unsafe { std::mem::transmute::<*mut c_void, FinalizeFn>(PMPI_FINALIZE.address()) };
+    if let Err(msg) = no_unwind(profiling::finish) {
+        warn(&msg);
+    }
     let run = RUN.get();
     if let Some(run) = run {
         match no_unwind(|| run.finish()) {
@@ -443,6 +473,11 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
             Ok(Ok(line)) => say(format!("{}: {line}", prefix())),
             Ok(Err(msg)) | Err(msg) => warn(&msg),
         }
+    }
+    match no_unwind(profiling::merge) {
+        Ok(None) => {}
+        Ok(Some(Ok(line))) => say(format!("{}: {line}", prefix())),
+        Ok(Some(Err(msg))) | Err(msg) => warn(&msg),
     }
     rc
 }

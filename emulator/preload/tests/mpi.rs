@@ -12,6 +12,8 @@
 //! Skips, saying why, without `mpicc`/`mpirun`. Every `mpirun` has a time limit (`timeout`).
 //! Runs alone: the crate's tests go one at a time (`scripts/test.sh`, `--test-threads=1`).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -30,44 +32,7 @@ const ROUNDS: usize = 3;
 /// Time limit of one `mpirun`, s (a first run on a host also calibrates the injector, ~20 s).
 const MPIRUN_LIMIT_S: u32 = 120;
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// `libjitter_preload.so` next to this test's executable (`target/<profile>/deps/..`): the newer
-/// of the two (`cargo test` updates only the one in `deps`).
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    [deps.parent().unwrap(), deps]
-        .iter()
-        .map(|d| d.join("libjitter_preload.so"))
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .max()
-        .map(|(_, p)| p)
-        .expect("libjitter_preload.so is built with the crate's tests")
-}
-
-/// Builds `tests/app/<name>.c` with `mpicc` into `dir/<name>`.
-fn compile(dir: &Path, name: &str) -> PathBuf {
-    let app = dir.join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/app/{name}.c"));
-    let out = Command::new("timeout")
-        .args(["60", "mpicc", "-O2", "-o"])
-        .arg(&app)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "mpicc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    app
-}
+use common::{compile, have, library};
 
 struct Setup {
     dir: tempfile::TempDir,
@@ -192,14 +157,9 @@ fn read<T: serde::de::DeserializeOwned>(p: &Path) -> T {
     serde_json::from_str(&s).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-#[test]
-fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_add_up() {
-    if !have("mpicc") || !have("mpirun") {
-        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
-        return;
-    }
-    let s = Setup::new();
-    // Work q so that a jittered phase spans PERIODS_PER_PHASE replayed periods exactly.
+/// The work per phase so that a jittered phase spans PERIODS_PER_PHASE replayed periods
+/// exactly, ns, and the program's arguments for it.
+fn calibrated(s: &Setup) -> (f64, [String; 3]) {
     let replayed_period = PERIOD_NS as f64 * SCALE;
     let share = DETOUR_NS as f64 / PERIOD_NS as f64;
     let q_ns = PERIODS_PER_PHASE as f64 * replayed_period * (1.0 - share);
@@ -214,28 +174,20 @@ fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_ad
         iterations.parse::<u64>().is_ok_and(|i| i > 0),
         "calibrate: {iterations}"
     );
-    let args = [iterations, PHASES.to_string(), WARMUP.to_string()];
-    let stats_dir = s.dir.path().join("stats");
-    let scale = SCALE.to_string();
-    let trace = s.trace.to_str().unwrap();
-    let with = [
-        ("JITTER_TRACE", trace),
-        ("JITTER_SCALE", scale.as_str()),
-        ("JITTER_SYNC", "phase"),
-        ("JITTER_STATS_DIR", stats_dir.to_str().unwrap()),
-    ];
-    let noop_dir = s.dir.path().join("jitter-stats");
+    (q_ns, [iterations, PHASES.to_string(), WARMUP.to_string()])
+}
 
+/// The median qt of ROUNDS rounds of (without, no-op, with), the arms' order rotating from
+/// round to round (without, no-op, with; then no-op, with, without; …), so that the machine
+/// drifting within a round does not always favour the same arm.
+fn interleaved(s: &Setup, args: &[String], with: &[(&str, &str)]) -> [Vec<f64>; 3] {
     let (mut without, mut noop, mut jitter) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
-        // The arms' order rotates from round to round (without, no-op, with; then no-op, with,
-        // without; …), so that the machine drifting within a round does not always favour the
-        // same arm against the runs without the library it is compared with.
         for arm in (0..3).map(|i| (i + round) % 3) {
             match arm {
-                0 => without.push(s.median_qt(false, &[], &args).0),
+                0 => without.push(s.median_qt(false, &[], args).0),
                 1 => {
-                    let (q, stderr) = s.median_qt(true, &[], &args);
+                    let (q, stderr) = s.median_qt(true, &[], args);
                     assert!(
                         !stderr.contains("jitter-preload"),
                         "the no-op library spoke: {stderr}"
@@ -243,7 +195,7 @@ fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_ad
                     noop.push(q);
                 }
                 _ => {
-                    let (q, stderr) = s.median_qt(true, &with, &args);
+                    let (q, stderr) = s.median_qt(true, with, args);
                     assert!(
                         stderr.contains("jitter-preload: rank 0: 2 of 2 ranks"),
                         "{stderr}"
@@ -253,8 +205,12 @@ fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_ad
             }
         }
     }
-    assert!(!noop_dir.exists(), "the no-op library wrote statistics");
+    [without, noop, jitter]
+}
 
+/// The slowdowns against the runs without the library are d/(P − d) with the trace and 0 with
+/// the no-op library, within a tolerance from the runs' own spread.
+fn check_slowdowns(q_ns: f64, [without, noop, jitter]: &[Vec<f64>; 3]) {
     let expected = DETOUR_NS as f64 / (PERIOD_NS - DETOUR_NS) as f64;
     let base = median(&mut without.clone());
     let spread = (without.iter().copied().fold(f64::MIN, f64::max)
@@ -264,10 +220,10 @@ fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_ad
     // library that injects nothing, ~0 %, fails).
     let tolerance = (3.0 * spread).clamp(0.03, expected / 2.0);
     let slowdown = |v: &[f64]| {
-        let mut r: Vec<f64> = v.iter().zip(&without).map(|(a, b)| a / b - 1.0).collect();
+        let mut r: Vec<f64> = v.iter().zip(without).map(|(a, b)| a / b - 1.0).collect();
         median(&mut r)
     };
-    let (sd_jitter, sd_noop) = (slowdown(&jitter), slowdown(&noop));
+    let (sd_jitter, sd_noop) = (slowdown(jitter), slowdown(noop));
     println!(
         "qt median without {without:?} ns, no-op {noop:?}, with {jitter:?}; spread without \
          {:.1} %; slowdown with {:.1} % (expected {:.1} %), no-op {:.1} %, tolerance {:.1} %",
@@ -309,12 +265,14 @@ fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_ad
         sd_noop * 100.0,
         tolerance * 100.0
     );
+}
 
-    // The last run's statistics: one file per rank, and a summary that adds them up.
+/// The last run's statistics: one file per rank, and a summary that adds them up.
+fn check_stats(stats_dir: &Path) {
     let ranks: Vec<RankStats> = (0..2)
-        .map(|r| read(&jitter_preload::stats::rank_path(&stats_dir, r)))
+        .map(|r| read(&jitter_preload::stats::rank_path(stats_dir, r)))
         .collect();
-    let summary: Summary = read(&jitter_preload::stats::summary_path(&stats_dir));
+    let summary: Summary = read(&jitter_preload::stats::summary_path(stats_dir));
     assert_eq!((summary.ranks, summary.reported), (2, 2));
     assert!(
         summary.missing.is_empty() && summary.exhausted.is_empty(),
@@ -326,6 +284,7 @@ fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_ad
     assert_eq!(summary.merged, sum(|r| r.injector.merged));
     assert_eq!(summary.injected_ns, sum(|r| r.injector.injected_ns));
     assert_eq!((summary.scale, summary.sync.as_str()), (SCALE, "phase"));
+    let share = DETOUR_NS as f64 / PERIOD_NS as f64;
     for r in &ranks {
         // Every phase's barrier (plus the program's first) resynced; S·d = 300 µs ≫ O, so only
         // the rest of a detour in progress at a resync can be too short to inject; the injected
@@ -351,6 +310,32 @@ fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_ad
             "{r:?}"
         );
     }
+}
+
+#[test]
+fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_add_up() {
+    if !have("mpicc") || !have("mpirun") {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+        return;
+    }
+    let s = Setup::new();
+    let (q_ns, args) = calibrated(&s);
+    let stats_dir = s.dir.path().join("stats");
+    let scale = SCALE.to_string();
+    let trace = s.trace.to_str().unwrap();
+    let with = [
+        ("JITTER_TRACE", trace),
+        ("JITTER_SCALE", scale.as_str()),
+        ("JITTER_SYNC", "phase"),
+        ("JITTER_STATS_DIR", stats_dir.to_str().unwrap()),
+    ];
+    let runs = interleaved(&s, &args, &with);
+    assert!(
+        !s.dir.path().join("jitter-stats").exists(),
+        "the no-op library wrote statistics"
+    );
+    check_slowdowns(q_ns, &runs);
+    check_stats(&stats_dir);
 }
 
 #[test]

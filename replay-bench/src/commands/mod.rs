@@ -22,6 +22,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(a) => run::main(*a),
         Command::App(a) => crate::app::main(&a),
+        Command::Profile(a) => crate::profile::main(&a),
         Command::Compare(a) => reports::compare(&a),
         Command::PlotStudy(a) => reports::plot_study(a),
         Command::Predict(a) => predict::main_with(a.args, a.engine),

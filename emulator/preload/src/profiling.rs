@@ -1,0 +1,184 @@
+//! `JITTER_PROFILE=app.json`: the application profile, recorded on the thread that called
+//! `MPI_Init` (needs no trace; runs beside a replay when both are set).
+//!
+//! Before `PMPI_Init` each rank creates its record `app.json.ranks/rank-<r>.prof`, a file mapped
+//! into the process (`jitter_profile::record`): from then on every profiled call is a few stores
+//! into that mapping, so what a rank recorded stays in its file if it dies. At `MPI_Finalize`
+//! each rank marks its record finished; rank 0, after `PMPI_Finalize`, merges the job's records
+//! into `app.json` (waiting up to [`crate::SUMMARY_WAIT`] for the others). A job whose rank 0
+//! died leaves the folder: `replay-bench profile show app.json.ranks` merges it.
+//!
+//! Hot path ([`around`]): one relaxed load when not profiling; when profiling, two counter
+//! reads, the call's `PMPI_Type_size`/`PMPI_Comm_size`/`PMPI_Comm_rank` where its site needs
+//! them, a thread-local borrow flag (no lock) and the record's stores; nothing allocates.
+//! Calls the MPI library makes to `MPI_` functions from inside a profiled call are forwarded
+//! without being recorded (they are part of the outer call).
+
+use std::cell::{Cell, RefCell};
+use std::ffi::c_int;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+use jitter_collect::clock::{read_counter, Clock};
+use jitter_profile::profile::{rank_path, ranks_dir};
+use jitter_profile::{Call, Identity, Profile, Recorder, Site};
+
+use crate::config::{profile_path, Layout};
+
+/// Set once a rank records: the wrappers' quick test.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// The profile of this process, once it records.
+struct Job {
+    path: PathBuf,
+    layout: Layout,
+}
+
+static JOB: OnceLock<Job> = OnceLock::new();
+
+thread_local! {
+    /// The record, on the thread that called `MPI_Init`.
+    static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
+    /// Inside a profiled call (the MPI library calling `MPI_` functions itself).
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Everything decided before `PMPI_Init`: the record exists.
+pub(crate) struct Prepared {
+    recorder: Recorder,
+    job: Job,
+}
+
+/// Reads `JITTER_PROFILE` and creates this rank's record (`None`: no profile).
+pub(crate) fn prepare(
+    get: impl Fn(&str) -> Option<String> + Copy,
+) -> Result<Option<Prepared>, String> {
+    let Some(path) = profile_path(get)? else {
+        return Ok(None);
+    };
+    let (host, _) = jitter_emulator::calibration::host_and_kernel();
+    let layout = Layout::from_vars(get, &host)?;
+    let dir = ranks_dir(&path);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("JITTER_PROFILE: cannot create {}: {e}", dir.display()))?;
+    let clock = Clock::for_tools().map_err(|e| format!("counter: {e}"))?;
+    let id = Identity {
+        rank: layout.rank,
+        ranks: layout.size,
+        khz: clock.khz(),
+        job: layout.job.clone(),
+        host: layout.host.clone(),
+        program: std::env::args().next().unwrap_or_default(),
+    };
+    let file = rank_path(&dir, layout.rank);
+    let recorder = Recorder::create(&file, &id, read_counter()).map_err(|e| {
+        format!(
+            "JITTER_PROFILE: cannot record into {}: {}",
+            file.display(),
+            jitter_trace::error::chain_line(&e)
+        )
+    })?;
+    Ok(Some(Prepared {
+        recorder,
+        job: Job { path, layout },
+    }))
+}
+
+/// Starts recording on this thread (after `PMPI_Init`): compute is counted from now.
+pub(crate) fn start(mut p: Prepared) -> Result<(), String> {
+    p.recorder.record().header.last_exit = read_counter();
+    RECORDER.with(|r| *r.borrow_mut() = Some(p.recorder));
+    JOB.set(p.job)
+        .map_err(|_| "MPI_Init was called twice".to_string())?;
+    ACTIVE.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Runs the MPI call `call`, recording it at the site `site` gives (computed after the call).
+#[inline]
+pub(crate) fn around(site: impl FnOnce() -> Site, call: impl FnOnce() -> c_int) -> c_int {
+    if !ACTIVE.load(Ordering::Relaxed) || INSIDE.with(Cell::get) {
+        return call();
+    }
+    INSIDE.with(|i| i.set(true));
+    let enter = read_counter();
+    let rc = call();
+    let exit = read_counter();
+    INSIDE.with(|i| i.set(false));
+    RECORDER.with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            if let Some(r) = r.as_mut() {
+                r.record().record(&site(), enter, exit);
+            }
+        }
+    });
+    rc
+}
+
+/// Records the Cartesian topology the program made.
+pub(crate) fn cartesian(dims: &[i32], periods: &[i32]) {
+    RECORDER.with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            if let Some(r) = r.as_mut() {
+                r.record().set_cartesian(dims, periods);
+            }
+        }
+    });
+}
+
+/// At `MPI_Finalize`, before `PMPI_Finalize`: the compute since the last call, and the record
+/// marked finished.
+pub(crate) fn finish() {
+    if !ACTIVE.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    RECORDER.with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            if let Some(r) = r.as_mut() {
+                let now = read_counter();
+                r.record().record(&Site::of(Call::Finalize), now, now);
+                r.finish();
+            }
+        }
+    });
+}
+
+/// Rank 0, after `PMPI_Finalize`: merges the records into the profile file; the line to print.
+pub(crate) fn merge() -> Option<Result<String, String>> {
+    let job = JOB.get().filter(|j| j.layout.rank == 0)?;
+    let dir = ranks_dir(&job.path);
+    let shown = job.path.display();
+    Some(
+        Profile::collect(
+            &dir,
+            job.layout.size,
+            Some(&job.layout.job),
+            crate::SUMMARY_WAIT,
+        )
+        .and_then(|p| p.write(&job.path).map(|()| p))
+        .map(|p| {
+            let main = p.main_loop.as_ref().map_or_else(
+                || "no main loop found".to_string(),
+                |l| {
+                    format!(
+                        "main loop of {} calls × {} iterations",
+                        l.slots.len(),
+                        l.iterations
+                    )
+                },
+            );
+            format!(
+                "profile {shown}: {} of {} ranks, {main} (replay-bench profile show {shown})",
+                p.reported.len(),
+                p.ranks
+            )
+        })
+        .map_err(|e| {
+            format!(
+                "JITTER_PROFILE={shown}: {}",
+                jitter_trace::error::chain_line(&e)
+            )
+        }),
+    )
+}

@@ -1,0 +1,95 @@
+//! What the MPI test files share: finding the tools and the library, building a C program.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `mpicc` and `mpirun` are there; otherwise says why the test is skipped.
+pub fn have_mpi() -> bool {
+    let ok = have("mpicc") && have("mpirun");
+    if !ok {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+    }
+    ok
+}
+
+/// `libjitter_preload.so` next to this test's executable (`target/<profile>/deps/..`): the newer
+/// of the two (`cargo test` updates only the one in `deps`).
+pub fn library() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    [deps.parent().unwrap(), deps]
+        .iter()
+        .map(|d| d.join("libjitter_preload.so"))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
+        .expect("libjitter_preload.so is built with the crate's tests")
+}
+
+/// Builds `tests/app/<name>.c` with `mpicc` into `dir/<name>`.
+pub fn compile(dir: &Path, name: &str) -> PathBuf {
+    let app = dir.join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/app/{name}.c"));
+    let out = Command::new("timeout")
+        .args(["60", "mpicc", "-O2", "-o"])
+        .arg(&app)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mpicc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    app
+}
+
+/// `timeout -k 10 LIMIT mpirun -np N --bind-to none APP ARGS` in `dir`, with the library
+/// preloaded when `preload`, every `JITTER_*` cleared and then `vars` set.
+pub fn mpirun(
+    dir: &Path,
+    np: u32,
+    limit_s: u32,
+    preload: bool,
+    vars: &[(&str, &str)],
+    app: &Path,
+    args: &[String],
+) -> Command {
+    let mut c = Command::new("timeout");
+    c.args([
+        "-k",
+        "10",
+        &limit_s.to_string(),
+        "mpirun",
+        "-np",
+        &np.to_string(),
+        "--bind-to",
+        "none",
+    ])
+    .arg(app)
+    .args(args)
+    .current_dir(dir)
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .env("OMPI_MCA_btl", "self,vader,tcp")
+    .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+    .env_remove("OMPI_MCA_orte_abort_on_non_zero_status")
+    .env_remove("LD_PRELOAD");
+    for v in jitter_preload::config::VARIABLES {
+        c.env_remove(v);
+    }
+    if preload {
+        c.env("LD_PRELOAD", library());
+    }
+    c.envs(vars.iter().copied());
+    c
+}

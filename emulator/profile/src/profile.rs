@@ -1,0 +1,447 @@
+//! The job's profile (`JITTER_PROFILE=app.json`): what the ranks did between and in their MPI
+//! calls, merged from the rank records, and its file.
+//!
+//! Each rank's main loop is found in its sequence of sites (`sequence`); the lowest rank with a
+//! loop is the reference, and every rank whose loop is the same sequence of sites (rotated to
+//! start where the reference's starts) adds its compute intervals to the loop's slots. Slot j's
+//! interval is the step from slot j − 1's site to slot j's (for j = 0, from the last slot's):
+//! where one step occurs at two slots of an iteration its intervals cannot be told apart, and
+//! both slots say `shared`. Ranks whose loop differs (a boundary rank that sends to no one) are
+//! listed and left out of the slots. Records of ranks that died are merged as they were when
+//! they died, marked `finished: false`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ProfileError;
+use crate::histogram::{Distribution, LogHistogram};
+use crate::record::{RankRecord, FINISHED};
+use crate::sequence::{main_loop, rotation};
+use crate::site::Site;
+
+/// The value of the file's `format` field.
+pub const FORMAT: &str = "jitterbench-profile";
+/// The file's version.
+pub const VERSION: u32 = 1;
+
+/// The folder of the rank records of the profile `path`: `<path>.ranks`.
+pub fn ranks_dir(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".ranks");
+    PathBuf::from(s)
+}
+
+/// Rank `r`'s record in `dir`.
+pub fn rank_path(dir: &Path, rank: u64) -> PathBuf {
+    dir.join(format!("rank-{rank}.prof"))
+}
+
+/// The Cartesian topology the program made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cartesian {
+    /// Ranks per dimension.
+    pub dims: Vec<i32>,
+    /// Periodic dimensions.
+    pub periods: Vec<bool>,
+}
+
+/// One rank as the profile saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankSummary {
+    /// Rank.
+    pub rank: u64,
+    /// Host.
+    pub host: String,
+    /// Reached `MPI_Finalize` (false: it died, or is still running, with what it recorded).
+    pub finished: bool,
+    /// MPI calls recorded.
+    pub calls: u64,
+    /// Σ compute between calls, ns.
+    pub compute_ns: u64,
+    /// Σ time in calls, ns.
+    pub mpi_ns: u64,
+    /// Calls per iteration of its own main loop (`None`: no loop found).
+    pub loop_period: Option<usize>,
+    /// Its loop is the job's (its intervals are in the slots).
+    pub in_main_loop: bool,
+    /// Calls at sites or steps beyond the record's tables (not told apart).
+    pub overflow_calls: u64,
+}
+
+/// One call of the main loop and the compute before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slot {
+    /// The call.
+    pub site: Site,
+    /// The compute interval before it over the loop's ranks and iterations.
+    pub compute: Distribution,
+    /// Mean time in the call, ns (as measured: it includes waiting for other ranks).
+    pub call_mean_ns: f64,
+    /// The step of this slot occurs at another slot too: the distribution is both slots'.
+    pub shared: bool,
+}
+
+/// The repeating sequence of calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MainLoop {
+    /// Iterations of the reference rank (calls at the loop's sites ÷ their occurrences in an
+    /// iteration, the smallest over the sites).
+    pub iterations: u64,
+    /// Ranks whose loop this is.
+    pub ranks: Vec<u64>,
+    /// The calls of one iteration, in order.
+    pub slots: Vec<Slot>,
+    /// Share of the reference rank's compute time inside the loop.
+    pub compute_share: f64,
+}
+
+/// A job's profile: the file `JITTER_PROFILE` names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// [`FORMAT`].
+    pub format: String,
+    /// [`VERSION`].
+    pub version: u32,
+    /// The program (`argv[0]` of rank 0).
+    pub program: String,
+    /// The launcher's job id.
+    pub job: String,
+    /// Ranks of the job.
+    pub ranks: u64,
+    /// The ranks whose records were found.
+    pub reported: Vec<RankSummary>,
+    /// Ranks without a record.
+    pub missing: Vec<u64>,
+    /// The Cartesian topology, if the program made one.
+    pub cartesian: Option<Cartesian>,
+    /// The main loop, if one was found.
+    pub main_loop: Option<MainLoop>,
+}
+
+/// A rank's main loop: its sites in order (rotated to the reference) and slot intervals.
+struct RankLoop {
+    sites: Vec<Site>,
+    steps: Vec<(u16, u16)>,
+    iterations: u64,
+}
+
+fn rank_loop(r: &RankRecord) -> Option<RankLoop> {
+    let seq = r.sequence();
+    let span = main_loop(&seq)?;
+    let body = &seq[span.start..span.start + span.period];
+    let sites = body
+        .iter()
+        .map(|&id| r.site(id).map(|(s, _)| s))
+        .collect::<Option<Vec<Site>>>()?;
+    let p = body.len();
+    let steps = (0..p).map(|j| (body[(j + p - 1) % p], body[j])).collect();
+    let iterations = body
+        .iter()
+        .filter_map(|&id| {
+            let (_, count) = r.site(id)?;
+            let times = body.iter().filter(|&&b| b == id).count() as u64;
+            Some(count / times)
+        })
+        .min()?;
+    Some(RankLoop {
+        sites,
+        steps,
+        iterations,
+    })
+}
+
+fn summary(r: &RankRecord, period: Option<usize>, in_loop: bool) -> RankSummary {
+    let h = &r.header;
+    RankSummary {
+        rank: h.rank,
+        host: r.host(),
+        finished: h.state == FINISHED,
+        calls: h.calls,
+        compute_ns: r.ns(h.compute_ticks),
+        mpi_ns: r.ns(h.call_ticks),
+        loop_period: period,
+        in_main_loop: in_loop,
+        overflow_calls: h.site_overflow + h.step_overflow,
+    }
+}
+
+impl Profile {
+    /// Merges the records of one job (`ranks` ranks; those not given are `missing`).
+    pub fn merge(records: &[Box<RankRecord>], ranks: u64) -> Profile {
+        let loops: Vec<Option<RankLoop>> = records.iter().map(|r| rank_loop(r)).collect();
+        let reference = loops.iter().position(Option::is_some);
+        let mut main = None;
+        let mut members = vec![false; records.len()];
+        if let Some(ri) = reference {
+            let refl = loops[ri].as_ref().expect("the reference has a loop");
+            let p = refl.sites.len();
+            let mut hists = vec![LogHistogram::default(); p];
+            let mut sums = vec![(0u64, 0f64, 0f64); p]; // count, Σ compute ns, Σ call ns
+            for (i, (r, l)) in records.iter().zip(&loops).enumerate() {
+                let Some(l) = l else { continue };
+                let Some(rot) = rotation(&l.sites, &refl.sites) else {
+                    continue;
+                };
+                members[i] = true;
+                for (j, (h, s)) in hists.iter_mut().zip(sums.iter_mut()).enumerate() {
+                    let (prev, site) = l.steps[(j + rot) % p];
+                    let Some(step) = r.step(prev, site) else {
+                        continue;
+                    };
+                    h.add_ticks(&step.buckets, |t| r.ns(t));
+                    s.0 += step.count;
+                    s.1 += r.ns(step.compute_ticks) as f64;
+                    s.2 += r.ns(step.call_ticks) as f64;
+                }
+            }
+            let slots = (0..p)
+                .filter_map(|j| {
+                    let (count, compute, call) = sums[j];
+                    let shared = refl.steps.iter().filter(|s| **s == refl.steps[j]).count() > 1;
+                    Some(Slot {
+                        site: refl.sites[j],
+                        compute: Distribution::of(&hists[j], compute / count.max(1) as f64)?,
+                        call_mean_ns: call / count.max(1) as f64,
+                        shared,
+                    })
+                })
+                .collect::<Vec<_>>();
+            let r = &records[ri];
+            let in_loop: f64 = refl
+                .steps
+                .iter()
+                .enumerate()
+                .filter(|(j, s)| refl.steps[..*j].iter().all(|t| t != *s))
+                .filter_map(|(_, &(prev, site))| r.step(prev, site))
+                .map(|s| r.ns(s.compute_ticks) as f64)
+                .sum();
+            let total = r.ns(r.header.compute_ticks).max(1) as f64;
+            main = (slots.len() == p).then(|| MainLoop {
+                iterations: refl.iterations,
+                ranks: records
+                    .iter()
+                    .zip(&members)
+                    .filter(|(_, m)| **m)
+                    .map(|(r, _)| r.header.rank)
+                    .collect(),
+                slots,
+                compute_share: (in_loop / total).min(1.0),
+            });
+        }
+        let reported: Vec<RankSummary> = records
+            .iter()
+            .zip(&loops)
+            .zip(&members)
+            .map(|((r, l), m)| summary(r, l.as_ref().map(|l| l.sites.len()), *m && main.is_some()))
+            .collect();
+        let first = records.first();
+        let cartesian = records.iter().find(|r| r.header.cart_ndims > 0).map(|r| {
+            let n = (r.header.cart_ndims as usize).min(8);
+            Cartesian {
+                dims: r.header.cart_dims[..n].to_vec(),
+                periods: r.header.cart_periods[..n].iter().map(|&p| p != 0).collect(),
+            }
+        });
+        Profile {
+            format: FORMAT.into(),
+            version: VERSION,
+            program: first.map(|r| r.program()).unwrap_or_default(),
+            job: first.map(|r| r.job()).unwrap_or_default(),
+            ranks,
+            missing: (0..ranks)
+                .filter(|k| !reported.iter().any(|r| r.rank == *k))
+                .collect(),
+            reported,
+            cartesian,
+            main_loop: main,
+        }
+    }
+
+    /// Reads the records of job `job` (`ranks` ranks) from `dir`, waiting up to `wait` for
+    /// those not finished yet (rank 0 at `MPI_Finalize`); a record still unfinished then is
+    /// merged as it is. `job: None` takes the job of the first record found (a folder merged
+    /// by hand).
+    pub fn collect(
+        dir: &Path,
+        ranks: u64,
+        job: Option<&str>,
+        wait: Duration,
+    ) -> Result<Profile, ProfileError> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let records = read_records(dir, ranks, job)?;
+            let all =
+                records.len() as u64 == ranks && records.iter().all(|r| r.header.state == FINISHED);
+            if all || Instant::now() >= deadline {
+                if records.is_empty() {
+                    return Err(ProfileError::format(
+                        &dir.display().to_string(),
+                        "no rank record of this job".into(),
+                    ));
+                }
+                return Ok(Profile::merge(&records, ranks));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Reads a profile file, or merges the rank records of a `.ranks` folder (a job whose
+    /// rank 0 did not reach `MPI_Finalize`).
+    pub fn read(path: &Path) -> Result<Profile, ProfileError> {
+        let shown = path.display().to_string();
+        if path.is_dir() {
+            let ranks = read_records(path, u64::MAX, None)?
+                .iter()
+                .map(|r| r.header.ranks)
+                .max()
+                .unwrap_or(0);
+            return Profile::collect(path, ranks, None, Duration::ZERO);
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| ProfileError::io(&shown, e))?;
+        let p: Profile = serde_json::from_str(&text)
+            .map_err(|e| ProfileError::format(&shown, format!("not a profile: {e}")))?;
+        if p.format != FORMAT || p.version != VERSION {
+            return Err(ProfileError::format(
+                &shown,
+                format!(
+                    "format {} version {}, want {FORMAT} {VERSION}",
+                    p.format, p.version
+                ),
+            ));
+        }
+        Ok(p)
+    }
+
+    /// Writes the profile as JSON (through `jitter_trace::output`).
+    pub fn write(&self, path: &Path) -> Result<(), ProfileError> {
+        let shown = path.display().to_string();
+        let text = serde_json::to_vec_pretty(self)
+            .map_err(|e| ProfileError::format(&shown, e.to_string()))?;
+        jitter_trace::output::write_output_bytes(path, &text)?;
+        Ok(())
+    }
+}
+
+/// The records in `dir` of ranks below `ranks` (of job `job`, or of the first record's).
+fn read_records(
+    dir: &Path,
+    ranks: u64,
+    job: Option<&str>,
+) -> Result<Vec<Box<RankRecord>>, ProfileError> {
+    let shown = dir.display().to_string();
+    let entries = std::fs::read_dir(dir).map_err(|e| ProfileError::io(&shown, e))?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "prof"))
+        .collect();
+    paths.sort();
+    let mut out: Vec<Box<RankRecord>> = Vec::new();
+    let mut job = job.map(str::to_string);
+    for p in paths {
+        let r = RankRecord::read(&p)?;
+        let j = r.job();
+        if job.get_or_insert_with(|| j.clone()) != &j || r.header.rank >= ranks {
+            continue;
+        }
+        out.push(r);
+    }
+    out.sort_by_key(|r| r.header.rank);
+    out.dedup_by_key(|r| r.header.rank);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Identity;
+    use crate::site::Call;
+
+    fn record(rank: u64, loop_sites: &[(Site, u64)], iterations: u64) -> Box<RankRecord> {
+        let id = Identity {
+            rank,
+            ranks: 3,
+            khz: 1_000_000, // 1 tick = 1 ns
+            job: "j".into(),
+            host: "h".into(),
+            program: "./solver".into(),
+        };
+        let mut r = RankRecord::new_in_memory(&id, 0);
+        let mut t = 0;
+        let mut call = |r: &mut RankRecord, s: &Site, gap: u64| {
+            t += gap;
+            r.record(s, t, t + 10);
+            t += 10;
+        };
+        call(&mut r, &Site::of(Call::Barrier), 5_000);
+        for _ in 0..iterations {
+            for (s, gap) in loop_sites {
+                call(&mut r, s, *gap);
+            }
+        }
+        call(&mut r, &Site::of(Call::Finalize), 7_000);
+        r.finish();
+        r
+    }
+
+    #[test]
+    fn ranks_with_one_loop_merge_their_slots_and_a_rank_with_another_is_left_out() {
+        let a = Site {
+            bytes: 8,
+            comm_size: 3,
+            ..Site::of(Call::Allreduce)
+        };
+        let halo = |peer| Site {
+            bytes: 1024,
+            comm_size: 3,
+            peer,
+            root: -peer,
+            ..Site::of(Call::Sendrecv)
+        };
+        let solver = [(halo(1), 1_000), (halo(-1), 100), (a, 2_000), (a, 300)];
+        let other = [(halo(1), 1_000), (a, 2_000)];
+        let records = vec![record(0, &solver, 40), record(2, &other, 40)];
+        let p = Profile::merge(&records, 3);
+        let l = p.main_loop.as_ref().unwrap();
+        assert_eq!((l.iterations, l.ranks.clone()), (40, vec![0]));
+        assert_eq!(p.missing, vec![1]);
+        assert!(p.reported[0].in_main_loop && !p.reported[1].in_main_loop);
+        assert_eq!(p.reported[1].loop_period, Some(2));
+        let means: Vec<f64> = l.slots.iter().map(|s| s.compute.mean_ns).collect();
+        // Slot 0's step (allreduce → halo +1) is first taken from the barrier: 39 of 40.
+        assert_eq!(means, vec![1_000.0, 100.0, 2_000.0, 300.0]);
+        assert_eq!(l.slots[0].compute.count, 39);
+        assert_eq!(l.slots[3].compute.count, 40);
+        assert!(l.slots.iter().all(|s| !s.shared));
+        assert_eq!(l.slots[2].site, a);
+        // Compute in the loop over all compute (barrier's 5 µs and finalize's 7 µs outside).
+        let inside = 39.0 * 1_000.0 + 40.0 * (100.0 + 2_000.0 + 300.0);
+        let want = inside / (inside + 1_000.0 + 5_000.0 + 7_000.0);
+        assert!((l.compute_share - want).abs() < 1e-9, "{}", l.compute_share);
+        // A file round trip keeps everything.
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("app.json");
+        p.write(&f).unwrap();
+        assert_eq!(Profile::read(&f).unwrap(), p);
+    }
+
+    #[test]
+    fn one_step_at_two_slots_is_marked_shared() {
+        let (a, b, c) = (
+            Site::of(Call::Barrier),
+            Site::of(Call::Wait),
+            Site::of(Call::Bcast),
+        );
+        let body = [(a, 100), (b, 10), (a, 300), (b, 30), (c, 1)];
+        let l = Profile::merge(&[record(0, &body, 10)], 1)
+            .main_loop
+            .unwrap();
+        let shared: Vec<bool> = l.slots.iter().map(|s| s.shared).collect();
+        // Steps: c→a, a→b, b→a, a→b, b→c: a→b at slots 1 and 3, its intervals together.
+        assert_eq!(shared, vec![false, true, false, true, false]);
+        assert_eq!(l.slots[1].compute.mean_ns, 20.0);
+        assert_eq!(l.slots[3].compute.mean_ns, 20.0);
+        assert_eq!(l.slots[2].compute.mean_ns, 300.0);
+    }
+}
