@@ -74,6 +74,8 @@ jb_missing_packages() {
     if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 && ! ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; then
         missing+=(libclang-dev)
     fi
+    # scripts/check-structure.py (run by test.sh).
+    command -v python3 >/dev/null 2>&1 || missing+=(python3)
     printf '%s\n' "${missing[@]}"
 }
 
@@ -81,11 +83,11 @@ jb_setup() {
     local missing
     mapfile -t missing < <(jb_missing_packages)
     if [ "${#missing[@]}" -gt 0 ] && [ -n "${missing[0]}" ]; then
-        local cmd="apt-get update && apt-get install -y libopenmpi-dev openmpi-bin libclang-dev"
+        local cmd="apt-get update && apt-get install -y libopenmpi-dev openmpi-bin libclang-dev python3"
         if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-            jb_say "installing ${missing[*]} (OpenMPI and libclang for the MPI benchmark)"
+            jb_say "installing ${missing[*]} (OpenMPI and libclang for the MPI benchmark, python3 for the structure check)"
             if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-                   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenmpi-dev openmpi-bin libclang-dev; } >/tmp/jitterbench-apt.log 2>&1; then
+                   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenmpi-dev openmpi-bin libclang-dev python3; } >/tmp/jitterbench-apt.log 2>&1; then
                 echo "error: package installation failed; see /tmp/jitterbench-apt.log" >&2
                 return 1
             fi

@@ -8,6 +8,12 @@ source scripts/setup.sh
 jb_setup
 
 # Every step has a time limit (scripts/setup.sh `jb_step`; JB_STEP_TIMEOUT_SCALE=2 doubles all).
+# The house's rules, before anything is built: file and function length, import circles
+# (ARCHITECTURE.md, "Conventions"), and docs that name every module and link what exists.
+jb_say "structure and docs"
+jb_step "check-structure" 120 python3 scripts/check-structure.py
+jb_step "check-docs" 120 bash scripts/check-docs.sh
+
 jb_say "building the workspace and its tests"
 jb_step build 1800 cargo build --workspace --all-targets --quiet
 # What is loaded into a user's MPI job or runs on a production node links no plotting and no FFT
