@@ -105,14 +105,23 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
         "{}",
         lines[15]
     );
-    // Each verdict follows from the run's interval, the prediction of its own windows and the
-    // platform's noise (the one rule); every run's windows were predicted and injected the
-    // same detours; the whole trace is there with its range over the five draws.
+    // Each verdict follows from the difference, its interval paired window by window (every
+    // run recorded its blocks, every prediction its windows), and the platform's noise (the one
+    // rule); every run's windows were predicted and injected the same detours; the whole trace
+    // is there with its range over the five draws.
     for c in &checks {
         let same = c.same_windows_pct.expect("the run's windows predicted");
+        let paired = c
+            .paired_ci95_pp
+            .expect("the difference paired window by window");
         assert_eq!(
             c.verdict,
-            Verdict::judge(c.measured_pct, c.ci95_pp, same, c.platform_pct),
+            Verdict::judge_difference(
+                c.measured_pct,
+                same - c.measured_pct,
+                Some(paired),
+                c.platform_pct
+            ),
             "{c:?}"
         );
         assert_eq!(c.injection_agrees, Some(true), "{c:?}\n{stdout}");
