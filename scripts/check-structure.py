@@ -142,7 +142,7 @@ USE_RE = re.compile(r"\b(crate|super|self)((?:::[A-Za-z_][A-Za-z0-9_]*)+|::\{)")
 USE_BLOCK_RE = re.compile(r"\buse\s+(crate|super|self)::([^;]*);", re.S)
 
 
-def references(mod, code, is_dir_module):
+def references(mod, code):
     """Module paths (absolute, within the crate) this file's code names."""
     refs = []
 
@@ -150,7 +150,7 @@ def references(mod, code, is_dir_module):
         if head == "crate":
             base = ()
         elif head == "self":
-            base = mod if is_dir_module else mod
+            base = mod
         else:  # super
             base = mod[:-1]
             while rest and rest[0] == "super":
@@ -217,9 +217,8 @@ def crate_graph(src):
         with open(path, encoding="utf-8") as f:
             code = strip_code(f.read())
         code = code[:test_region_start(code)]
-        is_dir = os.path.basename(path) in ("mod.rs", "lib.rs", "main.rs")
         targets = set()
-        for ref in references(mod, code, is_dir):
+        for ref in references(mod, code):
             # the deepest file-module on the referenced path
             best = None
             for k in range(len(ref), -1, -1):

@@ -127,6 +127,23 @@ fn pct(x: Option<f64>) -> String {
     }
 }
 
+impl Comparison {
+    /// The difference same windows − measured, with its paired interval where there is one
+    /// (`+0.13 ± 0.40 pp`, `+0.13 pp`, or `n/a`).
+    pub fn diff_words(&self) -> String {
+        match (self.same_windows_pct, self.paired_ci95_pp) {
+            (Some(p), Some(h)) => format!("{:+.2} ± {h:.2} pp", p - self.measured_pct),
+            (Some(p), None) => format!("{:+.2} pp", p - self.measured_pct),
+            (None, _) => "n/a".into(),
+        }
+    }
+
+    /// The verdict in words, naming the interval it rested on.
+    pub fn verdict_words(&self) -> String {
+        (self.verdict).words(self.paired_ci95_pp.or(self.ci95_pp), self.measured_pct)
+    }
+}
+
 /// The table (markdown when `markdown`, else text) and the closing count.
 pub fn render(rows: &[Comparison], markdown: bool) -> String {
     let mut t = Table::new([
@@ -156,13 +173,8 @@ pub fn render(rows: &[Comparison], markdown: bool) -> String {
             c.metric.clone(),
             crate::table::fmt_sd(c.measured_pct, c.ci95_pp),
             pct(c.same_windows_pct),
-            match (c.same_windows_pct, c.paired_ci95_pp) {
-                (Some(p), Some(h)) => format!("{:+.2} ± {h:.2} pp", p - c.measured_pct),
-                (Some(p), None) => format!("{:+.2} pp", p - c.measured_pct),
-                (None, _) => "n/a".into(),
-            },
-            c.verdict
-                .words(c.paired_ci95_pp.or(c.ci95_pp), c.measured_pct),
+            c.diff_words(),
+            c.verdict_words(),
             match c.injection_agrees {
                 Some(true) => "yes".into(),
                 Some(false) => "NO".into(),

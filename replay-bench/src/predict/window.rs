@@ -439,11 +439,12 @@ pub fn render(w: &RunWindows, row: &ResultRow, of: &WindowsOf, s: f64) -> String
             name.to_string(),
             crate::table::fmt_sd(c.measured_pct, c.ci95_pp),
             format!("{pred:.2} %"),
-            match c.paired_ci95_pp {
-                Some(h) => format!("{:+.2} ± {h:.2} pp (paired)", pred - c.measured_pct),
-                None => format!("{:+.2} pp", pred - c.measured_pct),
+            if c.paired_ci95_pp.is_some() {
+                format!("{} (paired)", c.diff_words())
+            } else {
+                c.diff_words()
             },
-            (c.verdict).words(c.paired_ci95_pp.or(c.ci95_pp), c.measured_pct),
+            c.verdict_words(),
         ]);
     }
     out.push_str(&table.render());
