@@ -2,9 +2,10 @@
 //! skeleton's steps, each a parallel pass over the ranks (collectives through
 //! [`collective::run`]); at an iteration's start every rank resyncs when the sync schedule says
 //! so (the loop's phase boundary is the iteration's); per iteration the slowest rank's compute
-//! (its windows summed: AvgMaxQT) and the slowest rank's iteration (from its own start to its
-//! own end: AvgMaxQTBT) are recorded, and an iteration in which some rank reached f is cut, as
-//! the loop cuts a phase. Nothing is allocated per iteration.
+//! (its windows summed: AvgMaxQT) and the iteration's period (from the last rank's end of the
+//! previous iteration to the last rank's end of this one: what the program's loop time grows
+//! by, AvgMaxQTBT) are recorded, and an iteration in which some rank reached f is cut, as the
+//! loop cuts a phase. Nothing is allocated per iteration.
 
 use jitter_emulator::{PlanStats, SyncSchedule};
 use rayon::prelude::*;
@@ -38,8 +39,6 @@ pub(crate) struct Run {
     /// Latest end of the last iteration recorded, and of the one before it.
     pub(crate) last_exit: u64,
     pub(crate) prev_exit: u64,
-    /// Slowest rank's iteration, the last one recorded.
-    pub(crate) last_max_qtb: u64,
     /// What the plans injected, and the largest share of a stream replayed.
     pub(crate) stats: PlanStats,
     pub(crate) max_progress: f64,
@@ -50,7 +49,6 @@ pub(crate) struct Run {
 struct Pass {
     max_qt: u64,
     sum_qt: u64,
-    max_qtb: u64,
     max_end: u64,
     over_limit: bool,
 }
@@ -60,7 +58,6 @@ impl Pass {
         Pass {
             max_qt: a.max_qt.max(b.max_qt),
             sum_qt: a.sum_qt + b.sum_qt,
-            max_qtb: a.max_qtb.max(b.max_qtb),
             max_end: a.max_end.max(b.max_end),
             over_limit: a.over_limit || b.over_limit,
         }
@@ -80,8 +77,6 @@ fn zeros(len: usize, what: &str) -> anyhow::Result<Vec<u64>> {
 struct Arrays {
     /// Each state's time.
     t: Vec<u64>,
-    /// Where its iteration started.
-    start: Vec<u64>,
     /// Its compute this iteration.
     qt: Vec<u64>,
     /// Send ends, per buffer.
@@ -99,7 +94,6 @@ pub(crate) fn iterate<C: AppClock>(
     let len = states.len();
     let mut a = Arrays {
         t: zeros(len, "clocks")?,
-        start: zeros(len, "iteration starts")?,
         qt: zeros(len, "compute times")?,
         sent: (0..spec.skeleton.buffers)
             .map(|_| zeros(len, "send ends"))
@@ -120,7 +114,6 @@ pub(crate) fn iterate<C: AppClock>(
                     x
                 });
         }
-        a.start.copy_from_slice(&a.t);
         a.qt.fill(0);
         for step in &spec.skeleton.steps {
             take_step(clock, states, &mut a, step, spec, &mut scratch, chunk);
@@ -132,7 +125,6 @@ pub(crate) fn iterate<C: AppClock>(
                     let g = c * chunk + i;
                     acc.max_qt = acc.max_qt.max(a.qt[g]);
                     acc.sum_qt += a.qt[g] * clock.copies_of(s);
-                    acc.max_qtb = acc.max_qtb.max(a.t[g] - a.start[g]);
                     acc.max_end = acc.max_end.max(a.t[g]);
                     acc.over_limit |= a.t[g] >= clock.limit_at(s);
                 }
@@ -145,12 +137,11 @@ pub(crate) fn iterate<C: AppClock>(
         }
         run.averages.add(PhaseSample {
             max_qt_ns: pass.max_qt as f64 / spec.scale,
-            max_qtbt_ns: pass.max_qtb as f64 / spec.scale,
+            max_qtbt_ns: (pass.max_end - run.last_exit) as f64 / spec.scale,
             mean_qt_ns: pass.sum_qt as f64 / spec.n as f64 / spec.scale,
         });
         run.prev_exit = run.last_exit;
         run.last_exit = pass.max_end;
-        run.last_max_qtb = pass.max_qtb;
     }
     for (g, s) in states.iter().enumerate() {
         let (st, progress) = clock.totals(s, g, a.t[g]);

@@ -339,20 +339,19 @@ impl Point<'_> {
     }
 }
 
-/// The outcome of a run beside its noise-free baseline, as the loop's algorithmic collective
-/// reports it (the baseline: the noise-free run's last iteration).
+/// The outcome of a run beside its noise-free baseline (its last iteration: the loop settles
+/// after the first), in the loop's fields: qt is an iteration's compute, qtbt its period.
 fn outcome(run: &Run, quiet: &Run, compute: u64, requested: u64, scale: f64) -> DesOutcome {
-    let q = compute as f64 / scale;
-    let latency = quiet.last_max_qtb.saturating_sub(compute) as f64 / scale;
+    let period = (quiet.last_exit - quiet.prev_exit) as f64 / scale;
     let st = &run.stats;
     DesOutcome {
         averages: run.averages,
         requested_phases: requested,
         stopped_by_fraction: run.stopped_by_fraction,
         mean_period_ns: run.last_exit as f64 / scale / run.averages.phases.max(1) as f64,
-        baseline_qt_ns: q,
-        baseline_qtbt_ns: q + latency,
-        baseline_period_ns: (quiet.last_exit - quiet.prev_exit) as f64 / scale,
+        baseline_qt_ns: compute as f64 / scale,
+        baseline_qtbt_ns: period,
+        baseline_period_ns: period,
         emulator: EmulatorTotals {
             injected: st.injections,
             dropped: st.dropped,

@@ -303,8 +303,42 @@ fn a_loop_shaped_profile_predicts_what_the_loop_predicts() {
             .unwrap()
             .des
             .unwrap();
-        // Every row byte for byte: the same windows, collectives, resyncs and counts.
-        assert_eq!(got.results, want.results, "{shape:?}");
+        // Every row as the loop's: the same windows, collectives, resyncs and counts. The
+        // application's qtbt is its iteration's period (the loop's `period_ns`), its qt the
+        // loop's qt, byte for byte.
+        assert_eq!(got.results.len(), want.results.len());
+        for (a, b) in got.results.iter().zip(&want.results) {
+            let at = format!("{shape:?}, {} ranks, sync {}", a.ranks, a.sync);
+            assert_eq!(
+                (
+                    a.avg_max_qt_ns,
+                    a.sd_qt_pct,
+                    a.phases,
+                    a.lost_rel,
+                    a.emulator
+                ),
+                (
+                    b.avg_max_qt_ns,
+                    b.sd_qt_pct,
+                    b.phases,
+                    b.lost_rel,
+                    b.emulator
+                ),
+                "{at}"
+            );
+            assert_eq!(
+                a.draws.map(|d| d.sd_qt_range_pct),
+                b.draws.map(|d| d.sd_qt_range_pct),
+                "{at}"
+            );
+            let p = b.period_ns.unwrap();
+            assert_eq!(a.period_ns, b.period_ns, "{at}");
+            assert_eq!(
+                (a.avg_max_qtbt_ns, a.baseline_avg_max_qtbt_ns),
+                (p[0], p[1]),
+                "{at}"
+            );
+        }
         assert!(got.results.iter().any(|r| r.sd_qtbt_pct > 0.5), "{shape:?}");
     }
     // Algorithm 1 (barrier, compute q, barrier) as the profile [barrier after q, barrier after
