@@ -125,10 +125,28 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
             _ => 2.0 * budget::INDEXED_NS_PER_EVENT,
         })
         .sum();
-    let walk = spec.des.drift_sd_ns > 0.0;
-    let per_rank_iteration = if walk { rounds * 3.0 } else { rounds };
-    let points = (traces.len() * spec.modes.len()) as f64 * spec.draws.max(1) as f64;
-    let rank_iterations = n as f64 * spec.des.phases as f64 * points;
+    // The walk where the index is not exact: timer errors or an O-after-a-gap curve; it walks
+    // every detour an iteration meets (its compute at least).
+    let opts = spec.platform.options();
+    let walk = spec.des.drift_sd_ns > 0.0 || !opts.overhead_by_gap.points().is_empty();
+    let densest = (traces.iter()).fold(0f64, |a, t| a.max(t.info.detours_per_s));
+    let walked = densest * sk.compute_ns as f64 * 1e-9 * budget::NS_PER_EVENT;
+    let per_rank_iteration = if walk { rounds * 3.0 + walked } else { rounds };
+    // States per point: one where the ranks stay alike (as `Point::simulate` decides), else N.
+    let states = |t: &TraceInput, mode: SyncMode| {
+        let common = mode != SyncMode::None;
+        let alike = !walk && t.plans.len() == 1 && common && sk.symmetric;
+        if alike {
+            1.0
+        } else {
+            n as f64
+        }
+    };
+    let rank_iterations: f64 = (traces.iter())
+        .flat_map(|t| spec.modes.iter().map(move |&m| states(t, m)))
+        .sum::<f64>()
+        * spec.des.phases as f64
+        * spec.draws.max(1) as f64;
     let threads = rayon::current_num_threads() as f64 * budget::THREAD_EFFICIENCY;
     let state = if walk {
         RANK_STATE_BYTES
