@@ -297,11 +297,15 @@ impl Point<'_> {
         let count = usize::try_from(n).context("the rank count does not fit in memory")?;
         let quiet = {
             // Every rank starts at 0: a symmetric skeleton keeps them alike (one state).
-            let mut units = if sk.symmetric {
-                vec![n]
+            let mut units: Vec<u64> = Vec::new();
+            if sk.symmetric {
+                units.push(n);
             } else {
-                vec![1; count]
-            };
+                units.try_reserve_exact(count).map_err(|_| {
+                    anyhow::anyhow!("cannot allocate the baseline's {n} simulated ranks")
+                })?;
+                units.resize(count, 1);
+            }
             let q = Spec {
                 iterations: BASELINE_PHASES.min(spec.des.phases),
                 ..s

@@ -445,3 +445,71 @@ fn profiles_without_a_loop_or_with_a_receive_before_its_send_are_refused() {
     assert!(sk.symmetric);
     assert_eq!(sk.warnings.len(), 1, "{:?}", sk.warnings);
 }
+
+#[test]
+fn cartesian_halo_offsets_grow_with_the_grid_and_ring_offsets_wrap() {
+    use super::skeleton::{Link, Step};
+    // A 2-D halo profiled on a 2 × 2 grid: ± the row stride 2 and ± 1.
+    let p2p = |call, peer| Site {
+        peer,
+        ..on(call, 4)
+    };
+    let l = MainLoop {
+        slots: vec![
+            slot(p2p(Call::Isend, 2), 100.0),
+            slot(p2p(Call::Irecv, -2), 0.0),
+            slot(p2p(Call::Isend, 1), 0.0),
+            slot(p2p(Call::Irecv, -1), 0.0),
+            slot(
+                Site {
+                    requests: 4,
+                    ..Site::of(Call::Waitall)
+                },
+                0.0,
+            ),
+        ],
+        ..halo_loop([0.0; 4])
+    };
+    let grid = Growth {
+        cartesian: Some(jitter_profile::profile::Cartesian {
+            dims: vec![2, 2],
+            periods: vec![true, true],
+        }),
+        ..growth(64)
+    };
+    // At 64 ranks the grid is 8 × 8: the row stride 8; each receive pairs with its send.
+    let sk = Skeleton::new(&l, &grid, 1.0).unwrap();
+    assert_eq!(
+        sk.steps,
+        vec![
+            Step::Compute(100),
+            Step::Send {
+                buf: 1,
+                link: Link::Shift(8)
+            },
+            Step::Send {
+                buf: 2,
+                link: Link::Shift(1)
+            },
+            Step::Receive {
+                buf: 1,
+                link: Link::Shift(8)
+            },
+            Step::Receive {
+                buf: 2,
+                link: Link::Shift(1)
+            },
+        ]
+    );
+    // As a ring (no topology) the offsets stay 2 and 1; at 2 ranks ±2 is the rank itself.
+    let ring = Skeleton::new(&l, &growth(64), 1.0).unwrap();
+    assert_eq!(
+        ring.steps[1],
+        Step::Send {
+            buf: 1,
+            link: Link::Shift(2)
+        }
+    );
+    let two = Skeleton::new(&l, &growth(2), 1.0).unwrap();
+    assert_eq!(two.steps.len(), 3, "{:?}", two.steps);
+}
