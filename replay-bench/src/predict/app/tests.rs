@@ -513,3 +513,30 @@ fn cartesian_halo_offsets_grow_with_the_grid_and_ring_offsets_wrap() {
     let two = Skeleton::new(&l, &growth(2), 1.0).unwrap();
     assert_eq!(two.steps.len(), 3, "{:?}", two.steps);
 }
+
+#[test]
+fn the_index_and_one_shared_state_give_what_the_walk_of_every_rank_gives() {
+    // The halo loop (symmetric at a power of two: one state at sync once/phase/every; at 6
+    // ranks the allreduce is not, and every rank is its own state) on the index, against the
+    // walk of every rank's cursor: the same outcome in every mode.
+    let t = noisy();
+    let spec = spec_of(vec![1, 6, 64], LoopShape::ComputeBarrier, 0);
+    let ix: Vec<PlanIndex> = t.plans.iter().map(|p| p.index().unwrap()).collect();
+    let app = app_of(halo_loop([90_000.0, 1_000.0, 60_000.0, 30_000.0]).slots);
+    for &mode in &spec.modes {
+        for &n in &spec.ranks {
+            let sk = Skeleton::new(&app.main_loop, &app.growth(n), 1.0).unwrap();
+            let point = |ix| Point {
+                input: &t,
+                ix,
+                skeleton: &sk,
+                n,
+                mode,
+            };
+            let indexed = point(Some(&ix)).simulate(&spec, 5).unwrap();
+            let walked = point(None).simulate(&spec, 5).unwrap();
+            assert_eq!(indexed, walked, "{n} ranks, sync {mode}");
+            assert!(indexed.emulator.injected > 0);
+        }
+    }
+}
