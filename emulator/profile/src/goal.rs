@@ -11,7 +11,8 @@
 //!   their part to rank − p first and get the result back at the end), Reduce and Bcast by a
 //!   binomial tree at the root, Allgather by dissemination with doubling blocks (Bruck),
 //!   Alltoall(v) pairwise in N − 1 rounds of bytes/N;
-//! * point-to-point: peers at the same offset from the rank modulo N (ring offsets); with a
+//! * point-to-point (the rule of `peers`, shared with `predict --app`): peers at the same
+//!   offset from the rank modulo N (ring offsets); with a
 //!   Cartesian topology of d ≥ 2 dimensions, an offset equal to ± a dimension's stride at the
 //!   profiled size becomes ± that dimension's stride in `MPI_Dims_create(N, d)`'s grid;
 //!   at an even profiled size P the offset P/2 is both +P/2 and −P/2 (at two ranks −1 ≡ +1):
