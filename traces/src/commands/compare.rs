@@ -48,11 +48,11 @@ impl CompareArgs {
             let series = [
                 Series {
                     label: &names[0],
-                    streams: &ta.streams,
+                    source: &ta,
                 },
                 Series {
                     label: &names[1],
-                    streams: &tb.streams,
+                    source: &tb,
                 },
             ];
             plot(PlotKind::Density, &series, PlotKind::Density.title(), p)?;

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use super::codec::{single, Codec, Imported};
 use crate::error::TraceError;
-use crate::format::write_trace;
+use crate::format::{write_streams, write_trace};
 use crate::load::read_trace;
 use crate::model::Trace;
+use crate::stream_order::StreamSource;
 
 /// The `.jtr` codec (import and export).
 pub(super) struct Jtr;
@@ -28,5 +29,10 @@ impl Codec for Jtr {
 
     fn export(&self, trace: &Trace, path: &Path) -> Result<(), TraceError> {
         write_trace(path, trace)
+    }
+
+    fn export_streams(&self, src: &dyn StreamSource, path: &Path) -> Result<(), TraceError> {
+        crate::output::write_output(path, |w| write_streams(w, src).map(|_| ()))?;
+        Ok(())
     }
 }

@@ -6,8 +6,9 @@ use plotters::coord::combinators::LogCoord;
 use plotters::prelude::*;
 
 use super::look::{chart_on, mesh, svg_with_legend, y_label_area, Chart, Mark, Series};
-use crate::compare::{density, log_runs, Grid, GRID_POINTS};
+use crate::compare::{density, Grid, GRID_POINTS};
 use crate::error::TraceError;
+use crate::stream_order::StreamSource;
 
 /// The density chart (`--kind density`).
 #[derive(Debug, Clone, Copy)]
@@ -21,7 +22,10 @@ impl Chart for Density {
 
 /// Log-density of run-times of each series, on one shared grid.
 fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
-    let xs: Vec<Vec<f64>> = series.iter().map(|s| log_runs(s.streams)).collect();
+    // The density's bandwidth and grid need every run-time: read into memory (8 bytes each).
+    let xs: Vec<Vec<f64>> = (series.iter())
+        .map(|s| log_runs_of(s.source))
+        .collect::<Result<_, _>>()?;
     let (curves, grid) = density_curves(&xs, |_| 1.0);
     let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-7;
@@ -46,6 +50,20 @@ fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceE
         }
         Ok(())
     })
+}
+
+/// Natural logs of the positive run-times of `src`, stream by stream ([`crate::compare::log_runs`]
+/// of a trace read whole).
+fn log_runs_of(src: &dyn StreamSource) -> Result<Vec<f64>, TraceError> {
+    let mut xs = Vec::new();
+    for i in 0..src.frame().streams.len() {
+        src.detours(i, &mut |run| {
+            let positive = run.iter().filter(|d| d.run_ns > 0);
+            xs.extend(positive.map(|d| (d.run_ns as f64).ln()));
+            Ok(())
+        })?;
+    }
+    Ok(xs)
 }
 
 /// The highest point of density `curves` (µs, density) and the grid's run-time span in µs.
