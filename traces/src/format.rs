@@ -25,7 +25,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TraceError;
 use crate::model::{Detour, Header, Record, Trace, Window};
-use crate::stream_order::StreamSource;
 
 /// The eight bytes every `.jtr` file begins with.
 pub const MAGIC: [u8; 8] = *b"\x89JTR\r\n\x1a\n";
@@ -680,32 +679,6 @@ pub fn write_to<W: Write>(out: W, trace: &Trace) -> Result<W, TraceError> {
         w.append(i, &buf)?;
     }
     w.finish(Epilogue::of(trace))
-}
-
-/// Writes the trace of `src` (its frame valid) to `out` stream by stream, in chunks of
-/// [`MAX_CHUNK_RECORDS`] detours: the bytes [`write_to`] writes for the same trace.
-pub fn write_streams<W: Write>(out: W, src: &dyn StreamSource) -> Result<W, TraceError> {
-    let frame = src.frame();
-    let mut w = TraceWriter::new(out, &frame.header)?;
-    let mut buf: Vec<Detour> = Vec::new();
-    for i in 0..frame.streams.len() {
-        buf.clear();
-        src.detours(i, &mut |run| {
-            for part in run.chunks(MAX_CHUNK_RECORDS) {
-                let room = MAX_CHUNK_RECORDS - buf.len();
-                let (now, later) = part.split_at(room.min(part.len()));
-                buf.extend_from_slice(now);
-                if buf.len() == MAX_CHUNK_RECORDS {
-                    w.append(i, &buf)?;
-                    buf.clear();
-                    buf.extend_from_slice(later);
-                }
-            }
-            Ok(())
-        })?;
-        w.append(i, &buf)?;
-    }
-    w.finish(Epilogue::of(frame))
 }
 
 /// Writes a whole trace to `path` with [`crate::output::write_output`] (a new or regular file

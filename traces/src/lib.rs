@@ -44,6 +44,7 @@ pub mod plot;
 pub mod sanity;
 pub mod scan;
 pub mod sidecar;
+pub mod sliced;
 pub mod stats;
 pub mod steal;
 pub mod stream_order;

@@ -3,10 +3,6 @@
 //! Every transform returns a new trace that passes [`Trace::validate`] and records what was done
 //! in the header label `transform` (`;`-separated, oldest first).
 
-mod sliced;
-
-pub use sliced::{Part, SliceSpec, Sliced};
-
 use crate::error::TraceError;
 use crate::model::{Detour, Stream, Trace};
 use crate::stats::check_scale;

@@ -68,7 +68,7 @@ fn peak_kb(dir: &Path, trace: &Path, args: &[&str]) -> i64 {
                 .replace("{out}", &dir.join("out").display().to_string())
         })
         .collect();
-    let child = Command::new(env!("CARGO_BIN_EXE_jitter-trace"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jitter-trace"))
         .args(&args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -78,10 +78,12 @@ fn peak_kb(dir: &Path, trace: &Path, args: &[&str]) -> i64 {
     let mut status = 0;
     // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our own child, not yet waited for (the `Child` is never waited on);
+    // SAFETY: `pid` is our own child, not yet waited for (`Child::wait` comes after);
     // `status` and `usage` are valid for writes for the call.
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(r, pid, "wait4");
+    // Reaped by `wait4` already: std's own wait finds no child (ECHILD), which says nothing.
+    let _ = child.wait();
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{args:?} failed ({status})"
@@ -110,8 +112,8 @@ fn assert_flat(args: &[&str]) {
 
 #[test]
 fn the_control_grows_with_the_length() {
-    let (a, b) = peaks(&["plot", "{}", "--kind", "density", "-o", "{out}.svg"]);
-    assert!(b - a > 2 * MARGIN_KB, "density: {a} KB, then {b} KB");
+    let (a, b) = peaks(&["scale", "{}", "2", "-o", "{out}.jtr"]);
+    assert!(b - a > 2 * MARGIN_KB, "scale: {a} KB, then {b} KB");
 }
 
 #[test]
@@ -133,9 +135,15 @@ fn perfetto_holds_its_slices_and_counters() {
 }
 
 #[test]
-fn plot_cdf_and_timeseries_hold_their_points() {
+fn plot_holds_its_points_and_grids() {
     assert_flat(&["plot", "{}", "--kind", "cdf", "-o", "{out}.svg"]);
     assert_flat(&["plot", "{}", "--kind", "timeseries", "-o", "{out}.svg"]);
+    assert_flat(&["plot", "{}", "--kind", "density", "-o", "{out}.svg"]);
+}
+
+#[test]
+fn compare_holds_its_grids_and_cells() {
+    assert_flat(&["compare", "{}", "{}", "--plot", "{out}.svg"]);
 }
 
 #[test]

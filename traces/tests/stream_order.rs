@@ -2,18 +2,20 @@
 //! read whole, on generated traces whose streams' chunks interleave as a collection writes
 //! them: every export (`.jtr`, CSV, JSON lines, LogGOPSim) is byte for byte the export of the
 //! loaded trace; every slice equals the in-memory transforms' (as a trace and as bytes); the
-//! Perfetto export is the same document; a damaged file is read to the same chunk, and one
+//! Perfetto export is the same document; `compare` is the same comparison; a damaged file is read to the same chunk, and one
 //! that changes between passes is an error.
 
 use std::path::{Path, PathBuf};
 
+use jitter_trace::compare::{compare, compare_sources};
 use jitter_trace::format::{Epilogue, TraceWriter};
 use jitter_trace::interop::perfetto::{write_trace_events, Export};
 use jitter_trace::interop::{export, export_streams, Format};
 use jitter_trace::load::read_trace;
+use jitter_trace::sliced::{Part, SliceSpec, Sliced};
 use jitter_trace::stream_order::{collect, StreamSource, TraceFile};
 use jitter_trace::synth::{synthesize, Spec};
-use jitter_trace::transform::{self, Part, SliceSpec, Sliced};
+use jitter_trace::transform;
 use jitter_trace::{Detour, Record, Trace};
 
 /// Writes `trace` to `path` with its streams' chunks interleaved, `per_chunk` detours each.
@@ -189,4 +191,39 @@ fn a_damaged_file_is_read_to_its_first_damage_and_a_changed_one_is_refused() {
         .find_map(Result::err)
         .expect("a changed file is refused");
     assert!(e.to_string().contains("changed while it was read"), "{e}");
+}
+
+/// `compare` read stream by stream is the comparison of the traces read whole, to the last
+/// bit: the bandwidths (sums in the same order, exact quartiles), the grid, the binned
+/// densities and KL divergences, and the KS statistic found by refinement.
+#[test]
+fn compare_stream_by_stream_equals_the_comparison_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = traces(dir.path());
+    let files: Vec<TraceFile> = paths.iter().map(|p| TraceFile::open(p).unwrap()).collect();
+    let wholes: Vec<Trace> = paths.iter().map(|p| read_trace(p).unwrap().trace).collect();
+    for i in 0..files.len() {
+        for j in 0..files.len() {
+            let c = compare_sources(&files[i], &files[j]).unwrap();
+            assert_eq!(c, compare(&wholes[i], &wholes[j]), "{i} against {j}");
+            if i == j {
+                assert_eq!(c.ks_statistic, 0.0);
+            }
+        }
+    }
+    // Run-times of 0 (in the KS statistic, not the density) and a single detour.
+    let d = |start_ns, run_ns| Detour { start_ns, run_ns };
+    let few = [d(10, 0), d(100, 7), d(200, 0), d(300, 7), d(400, 3_000_000)];
+    let mut t = Trace {
+        streams: vec![
+            jitter_trace::Stream::from_detours(0, 0, 10_000_000, &few).unwrap(),
+            jitter_trace::Stream::from_detours(1, 0, 10_000_000, &few[1..2]).unwrap(),
+        ],
+        ..Trace::default()
+    };
+    t.sync_header();
+    for other in &wholes {
+        let c = compare_sources(&t, other).unwrap();
+        assert_eq!(c, compare(&t, other));
+    }
 }

@@ -6,7 +6,8 @@ use anyhow::{anyhow, Result};
 use clap::Args;
 use serde_json::json;
 
-use jitter_trace::transform::{self, Part, SliceSpec, Sliced};
+use jitter_trace::sliced::{Part, SliceSpec, Sliced};
+use jitter_trace::transform;
 
 use crate::commands::input::{duration_arg, load, source, Input};
 use crate::commands::output::{report_count, report_written, save, save_streams, Output};

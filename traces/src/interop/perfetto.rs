@@ -75,16 +75,19 @@ struct Item {
 impl Item {
     /// The order of preference for a slice: longer first, then the earlier CPU, then the
     /// earlier start.
-    fn rank(&self) -> (u64, Reverse<usize>, Reverse<u64>) {
+    fn rank(&self) -> Rank {
         (self.run_ns, Reverse(self.stream), Reverse(self.start_ns))
     }
 }
+
+/// How much an item is preferred as a slice ([`Item::rank`]): greater is kept first.
+type Rank = (u64, Reverse<usize>, Reverse<u64>);
 
 /// The `max` most preferred items seen ([`Item::rank`]) and what the others were, in the
 /// memory of `max` items.
 struct Longest {
     max: usize,
-    heap: BinaryHeap<Reverse<((u64, Reverse<usize>, Reverse<u64>), Item)>>,
+    heap: BinaryHeap<Reverse<(Rank, Item)>>,
     omitted: Omitted,
 }
 

@@ -22,11 +22,17 @@ impl Chart for Density {
 
 /// Log-density of run-times of each series, on one shared grid.
 fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
-    // The density's bandwidth and grid need every run-time: read into memory (8 bytes each).
-    let xs: Vec<Vec<f64>> = (series.iter())
-        .map(|s| log_runs_of(s.source))
-        .collect::<Result<_, _>>()?;
-    let (curves, grid) = density_curves(&xs, |_| 1.0);
+    // Read stream by stream (`compare::densities`): the numbers of the traces read whole.
+    let sources: Vec<&dyn StreamSource> = series.iter().map(|s| s.source).collect();
+    let (densities, grid) = crate::compare::densities(&sources)?;
+    let step = grid.step();
+    let curves: Vec<Vec<(f64, f64)>> = (densities.iter())
+        .map(|d| {
+            (0..grid.points)
+                .map(|j| (grid.run_ns(j) / 1e3, d.values[j] * step * 1.0))
+                .collect()
+        })
+        .collect();
     let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-7;
     let y_area = y_label_area(LogCoord::from((floor..peak * 2.0).log_scale()));
@@ -52,21 +58,6 @@ fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceE
     })
 }
 
-/// Natural logs of the positive run-times of `src`, stream by stream ([`crate::compare::log_runs`]
-/// of a trace read whole).
-fn log_runs_of(src: &dyn StreamSource) -> Result<Vec<f64>, TraceError> {
-    let mut xs = Vec::new();
-    for i in 0..src.frame().streams.len() {
-        src.detours(i, &mut |run| {
-            let positive = run.iter().filter(|d| d.run_ns > 0);
-            xs.extend(positive.map(|d| (d.run_ns as f64).ln()));
-            Ok(())
-        })?;
-    }
-    Ok(xs)
-}
-
-/// The highest point of density `curves` (µs, density) and the grid's run-time span in µs.
 /// The density of each sample of log run-times on one shared grid, as (run µs, share per grid
 /// step × `weight(sample)`) points, and the grid.
 pub(super) fn density_curves(
@@ -89,6 +80,7 @@ pub(super) fn density_curves(
     (curves, grid)
 }
 
+/// The highest point of density `curves` (µs, density) and the grid's run-time span in µs.
 pub(super) fn peak_and_span(curves: &[Vec<(f64, f64)>], grid: &Grid) -> (f64, f64, f64) {
     let peak = curves
         .iter()

@@ -1,8 +1,8 @@
 //! `slice` over a trace read stream by stream ([`crate::stream_order`]): the frame is cut by
-//! the very transforms of [`super`] (applied to the frame, whose streams hold no records), and
+//! the very transforms of [`crate::transform`] (applied to the frame, whose streams hold no records), and
 //! each detour then passes one rule per output stream: its source stream, the window it must
-//! start in (its run cut at the window's end, as [`super::slice_time`] cuts it) and the
-//! shortest run kept ([`super::drop_below`]). The result equals the in-memory transforms'
+//! start in (its run cut at the window's end, as [`transform::slice_time`] cuts it) and the
+//! shortest run kept ([`transform::drop_below`]). The result equals the in-memory transforms'
 //! detour for detour, in the memory of one run of detours.
 
 use std::cell::Cell;
@@ -10,13 +10,14 @@ use std::cell::Cell;
 use crate::error::TraceError;
 use crate::model::{Detour, Trace};
 use crate::stream_order::{frame_of, RunSink, StreamSource};
+use crate::transform;
 
 /// Which part of each stream a slice keeps.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Part {
-    /// `[from, to)` ns from the trace's start ([`super::slice_time`]).
+    /// `[from, to)` ns from the trace's start ([`transform::slice_time`]).
     Time(u64, u64),
-    /// The fractions `[from, to)` of each stream's window ([`super::slice_fraction`]).
+    /// The fractions `[from, to)` of each stream's window ([`transform::slice_fraction`]).
     Fraction(f64, f64),
 }
 
@@ -55,7 +56,7 @@ impl<'a> Sliced<'a> {
         let mut frame = frame_of(inner.frame());
         let mut source: Vec<usize> = (0..frame.streams.len()).collect();
         if !spec.cpus.is_empty() {
-            frame = super::select_streams(&frame, &spec.cpus)?;
+            frame = transform::select_streams(&frame, &spec.cpus)?;
             let cpus: Vec<u32> = inner.frame().streams.iter().map(|s| s.cpu).collect();
             source = (frame.streams.iter())
                 .map(|s| cpus.iter().position(|&c| c == s.cpu).unwrap_or(0))
@@ -63,12 +64,12 @@ impl<'a> Sliced<'a> {
         }
         let windowed = spec.part.is_some();
         frame = match spec.part {
-            Some(Part::Time(a, b)) => super::slice_time(&frame, a, b)?,
-            Some(Part::Fraction(a, b)) => super::slice_fraction(&frame, a, b)?,
+            Some(Part::Time(a, b)) => transform::slice_time(&frame, a, b)?,
+            Some(Part::Fraction(a, b)) => transform::slice_fraction(&frame, a, b)?,
             None => frame,
         };
         if let Some(th) = spec.drop_below {
-            frame = super::drop_below(&frame, th)?.0;
+            frame = transform::drop_below(&frame, th)?.0;
         }
         let rules = (frame.streams.iter().zip(source))
             .map(|(s, source)| Rule {
