@@ -12,8 +12,9 @@ use std::process::Command;
 use jitter_trace::{Detour, Header, TraceWriter};
 
 /// Most the peak RSS of a streaming command may grow from 10⁶ to 4·10⁶ detours, KB. Measured
-/// growth of the commands below on the 2-vCPU VM (debug build, 2026-11-27): at most 1.5 MB;
-/// the allocator's arenas and the page-aligned chunk buffers make a few MB of noise.
+/// on the 2-vCPU VM (debug build, 2026-11-27): at most 2.6 MB (`slice` to `.jtr`, whose writer
+/// gathers up to 2¹⁸ detours, 4 MiB, into a chunk: bounded, but fuller on a longer stream);
+/// every other command within ±0.4 MB; the control (`scale`) grew by 170 MB.
 const MARGIN_KB: i64 = 8 * 1024;
 
 /// Streams of the generated traces.
