@@ -32,7 +32,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 die() { echo "compare-loggopsim-app: error: $*" >&2; exit 1; }
 bin_dir="$root/target/release" profile="" trace="" ranks="64 256 1024 4096" iterations=20
 draws=5 o=1 l=1 predict_args="" out="" limit=1800
-need() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)"; }
+need() { [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die "$1 needs a value (see --help)"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin-dir) need "$@"; bin_dir="$2"; shift 2 ;;
@@ -58,7 +58,8 @@ for n in $ranks; do whole --ranks "$n" 2; done
 lgs="${JB_LOGGOPSIM:-}"
 [[ -n $lgs ]] || die "set JB_LOGGOPSIM to a built LogGOPSim src/LogGOPSim folder (see --help)"
 [[ -x $lgs/LogGOPSim && -x $lgs/txt2bin ]] || die "JB_LOGGOPSIM=$lgs has no built LogGOPSim and txt2bin"
-bin_dir="$(cd "$bin_dir" 2>/dev/null && pwd)" || die "--bin-dir: no such folder"
+[[ -d $bin_dir ]] || die "--bin-dir: $bin_dir is not a folder"
+bin_dir="$(cd "$bin_dir" && pwd)"
 rb="$bin_dir/replay-bench" jt="$bin_dir/jitter-trace" lib="$bin_dir/libjitter_preload.so"
 for f in "$rb" "$jt"; do [[ -x $f ]] || die "$f is missing (cargo build --release, or give --bin-dir)"; done
 "$rb" profile --help >/dev/null 2>&1 || die "$rb has no 'profile' command (too old: rebuild it)"

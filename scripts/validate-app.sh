@@ -49,7 +49,7 @@ syncs="none phase" periodic="periodic:period=4ms,dur=200us"
 collected="$root/traces/samples/vm-daemon-cpu1.jtr" iterations="" work_bulk=500000
 work_halo=400000 seed=1 platform=this predict_args="" run_timeout=120 overhead=0
 overhead_pairs="" studies=1 quick=0
-need() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)"; }
+need() { [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die "$1 needs a value (see --help)"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin-dir) need "$@"; bin_dir="$2"; shift 2 ;;
@@ -91,7 +91,8 @@ for s in $syncs; do
 done
 
 # Tools.
-bin_dir="$(cd "$bin_dir" 2>/dev/null && pwd)" || die "--bin-dir: no such folder"
+[[ -d $bin_dir ]] || die "--bin-dir: $bin_dir is not a folder"
+bin_dir="$(cd "$bin_dir" && pwd)"
 rb="$bin_dir/replay-bench" jt="$bin_dir/jitter-trace" lib="$bin_dir/libjitter_preload.so"
 for f in "$rb" "$jt"; do [[ -x $f ]] || die "$f is missing (cargo build --release, or give --bin-dir)"; done
 [[ -f $lib ]] || die "$lib is missing (cargo build --release -p jitter-preload)"
