@@ -183,7 +183,7 @@ def main():
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"studies": rows, "overhead": overhead}, f, indent=2)
     if rows:
-        head = f"{'program':8} {'np':>3} {'trace':10} {'sync':7} {'measured % ± h (95 %)':>22} " \
+        head = f"{'program':9} {'np':>3} {'trace':10} {'sync':7} {'measured % ± h (95 %)':>22} " \
                f"{'predicted %':>22} {'diff pp':>8} {'platform %':>10}  verdict"
         print(head)
         for r in rows:
@@ -196,7 +196,7 @@ def main():
                 elif r.get("predicted_draw_range_pct"):
                     lo, hi = r["predicted_draw_range_pct"]
                     p += f" [{fmt(lo)}, {fmt(hi)}]"
-            print(f"{r['program']:8} {r['np']:>3} {r['trace']:10} {r['sync']:7} {m:>22} {p:>22} "
+            print(f"{r['program']:9} {r['np']:>3} {r['trace']:10} {r['sync']:7} {m:>22} {p:>22} "
                   f"{fmt(r.get('difference_pp')):>8} {fmt(r['platform_noise_pct']):>10}  "
                   f"{r['verdict']}")
         print("measured: replay-bench app's paired slowdown of the program's iter_ns; verdict:"

@@ -26,7 +26,8 @@
 #   --pairs K          counted pairs per study [20; --quick: 6]
 #   --warmup W         warm-up pairs per study [1]
 #   --np LIST          process counts, e.g. "1 2" or "1,2,4,8,16" [1 2]
-#   --programs LIST    bulk halo [both]
+#   --programs LIST    bulk halo [both]; also allreduce (bulk.c with MPI_Allreduce: no barrier,
+#                      so the library's phase sync never resyncs)
 #   --syncs LIST       sync modes [none phase]
 #   --periodic SPEC    synthetic trace [periodic:period=4ms,dur=200us], 120 s, one stream
 #   --collected FILE   collected trace [traces/samples/vm-daemon-cpu1.jtr]; "none": skip
@@ -87,7 +88,9 @@ whole --pairs "$pairs" 2; whole --warmup "$warmup" 0; whole --iterations "$itera
 whole --work "$work_bulk" 16; whole --seed "$seed" 0; whole --run-timeout "$run_timeout" 1
 whole --overhead-pairs "$overhead_pairs" 2
 for n in $nps; do whole --np "$n" 1; done
-for p in $programs; do [[ $p == bulk || $p == halo ]] || die "--programs: unknown program '$p' (bulk, halo)"; done
+for p in $programs; do
+  [[ $p =~ ^(bulk|allreduce|halo)$ ]] || die "--programs: unknown program '$p' (bulk, allreduce, halo)"
+done
 for s in $syncs; do
   [[ $s =~ ^(none|once|phase|every:[0-9]+)$ ]] || die "--syncs: unknown sync mode '$s' (none, once, phase, every:K)"
 done
@@ -124,7 +127,14 @@ launch_flags() {
   [[ $1 -gt $cores ]] && f+=(--oversubscribe)
   echo "${f[@]}"
 }
-work_of() { [[ $1 == bulk ]] && echo "$work_bulk" || echo "$work_halo"; }
+# The command line of PROGRAM (allreduce: bulk.c synchronising with MPI_Allreduce instead).
+program_args() {
+  case "$1" in
+    bulk) echo "$out/bin/bulk $iterations $work_bulk barrier" ;;
+    allreduce) echo "$out/bin/bulk $iterations $work_bulk allreduce" ;;
+    halo) echo "$out/bin/halo $iterations $work_halo" ;;
+  esac
+}
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -168,7 +178,7 @@ record_profile() {
   rm -rf "$prof" "$prof.ranks"
   # shellcheck disable=SC2046
   if ! LD_PRELOAD="$lib" JITTER_PROFILE="$prof" timeout -k 5 "$run_timeout" "$mpirun" -np "$n" \
-      $(launch_flags "$n") "$out/bin/$p" "$iterations" "$(work_of "$p")" \
+      $(launch_flags "$n") $(program_args "$p") \
       >"$out/logs/profile-$p-np$n.log" 2>&1; then
     failures+=("profile of $p at np $n failed (see $out/logs/profile-$p-np$n.log)")
     return 1
@@ -187,8 +197,8 @@ study() {
   if ! timeout -k 10 $(( runs * (run_timeout + 5) + 120 )) "$rb" app --trace "$out/traces/$t.jtr" \
       --np "$n" --launcher "$mpirun" --runs "$pairs" --warmup "$warmup" --sync "$s" \
       --seed "$seed" --library "$lib" --metric 'iter_ns ([0-9.]+)' --timeout "${run_timeout}s" \
-      -o "$out/app/$name.json" -- $(launch_flags "$n") "$out/bin/$p" "$iterations" \
-      "$(work_of "$p")" >"$out/logs/app-$name.log" 2>&1; then
+      -o "$out/app/$name.json" -- $(launch_flags "$n") $(program_args "$p") \
+      >"$out/logs/app-$name.log" 2>&1; then
     failures+=("replay-bench app failed for $name (see $out/logs/app-$name.log)")
   fi
   [[ $has_predict_app == 1 && -f "$out/profiles/$p-np$n.json" ]] || return 0
