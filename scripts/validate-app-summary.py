@@ -9,7 +9,9 @@ The verdict is the project's rule (replay-bench/src/verdict.rs, `Verdict::judge`
 d = predicted - measured, h the measured 95 % half-width (the prediction taken as exact) and an
 allowance of 1 pp + the platform's own noise (the app report's probe): no verdict unless
 h < |measured| or |d| + h <= allowance; then "inside" if |d| <= h, "near" if |d| <= allowance,
-else "disagree". The paired slowdown and its interval are metrics::paired_slowdown's.
+else "disagree"; a row whose platform noise exceeds a tenth of the trace's (replay-bench app's
+warning) is marked as measured on a busy machine. The paired slowdown and its interval are
+metrics::paired_slowdown's.
 """
 
 import json
@@ -135,6 +137,11 @@ def study_rows(out):
                     row["verdict"] += f"; ~{row['pairs_needed']} pairs would resolve the effect"
             else:
                 row["verdict"] = "no measurement (the study stopped)"
+            trace_pct = 100 * (row["trace_noise_ratio"] or 0.0)
+            if platform_pct > 0.1 * trace_pct:
+                # replay-bench app's own threshold: the machine adds more than a tenth of the
+                # trace's noise, and the allowance (1 pp + platform) makes "agree" cheap.
+                row["verdict"] += " [busy machine: platform noise > 1/10 of the trace's]"
         elif pred is not None:
             row["verdict"] = "no prediction (its report has no slowdown this script knows)"
         else:
@@ -153,7 +160,11 @@ def overhead_rows(out):
         runs = {}
         with open(os.path.join(logs, fname)) as f:
             for line in f:
-                i, arm, mean_ns, median_ns, kind = line.split("\t")
+                fields = line.split("\t")
+                if len(fields) != 5:
+                    sys.exit(f"validate-app: error: logs/{fname} is not an overhead table of"
+                             " this script (pair, arm, mean, median, kind)")
+                i, arm, mean_ns, median_ns, kind = fields
                 if kind.strip() == "counted":
                     runs.setdefault(int(i), {})[arm] = (float(mean_ns), float(median_ns))
         both = [(r["0"], r["1"]) for _, r in sorted(runs.items()) if "0" in r and "1" in r]
