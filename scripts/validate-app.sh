@@ -42,7 +42,8 @@
 #   --overhead-pairs K pairs of the overhead step [40; --quick: 10]
 #   --no-studies       skip profiles, studies and predictions (with --overhead: only it)
 #   --quick            fewer pairs and iterations (an end-to-end check, not a measurement)
-# Environment: MPIRUN (launcher, default mpirun), MPICC (default mpicc).
+# Environment: MPIRUN (launcher, default mpirun; OpenMPI's --bind-to none and --oversubscribe
+# are passed to it), MPICC (default mpicc).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -114,6 +115,7 @@ fi
 unset JITTER_TRACE JITTER_PROFILE JITTER_SYNC JITTER_SEED JITTER_SCALE JITTER_RANKS_PER_NODE
 
 out="${out:-validate-app-$(date +%Y%m%d-%H%M%S)}"
+[[ $out != *[[:space:]]* ]] || die "--out: give a folder whose path has no spaces (the runs' command lines hold it)"
 mkdir -p "$out"/{bin,traces,profiles,app,predict,logs} || die "cannot create $out"
 out="$(cd "$out" && pwd)"
 step() { echo "[$(date +%H:%M:%S)] $*" >&2; }
