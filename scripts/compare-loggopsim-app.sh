@@ -21,7 +21,7 @@
 #   --trace FILE      noise trace [synthesized: periodic:period=4ms,dur=200us, 60 s]
 #   --ranks "64 256"  rank counts [64 256 1024 4096]
 #   --iterations N    iterations of the exported loop [20]
-#   --draws N         LogGOPSim offset draws and predict seeds per rank count [5]
+#   --draws N         LogGOPSim offset draws and predict seeds per rank count [10]
 #   --o NS --l NS     LogP o and L [1 1]; LogGOPSim gets g = 1, G = 0
 #   --predict-args "…" more flags for predict --app
 #   --out DIR         results and scratch [compare-loggopsim-app-YYYYmmdd-HHMMSS]
@@ -31,7 +31,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 die() { echo "compare-loggopsim-app: error: $*" >&2; exit 1; }
 bin_dir="$root/target/release" profile="" trace="" ranks="64 256 1024 4096" iterations=20
-draws=5 o=1 l=1 predict_args="" out="" limit=1800
+draws=10 o=1 l=1 predict_args="" out="" limit=1800
 need() { [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die "$1 needs a value (see --help)"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -164,24 +164,44 @@ for line in open(rows):
         lgs.setdefault(n, []).append(100 * (int(b) / int(a) - 1))
     else:
         pred.setdefault(n, []).append(sd_of(json.load(open(os.path.join(out, a))))[0])
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+def welch(a, b):
+    """mean(a) - mean(b) with its 95 % Welch t half-width (None below two values each)."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / len(a)
+    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / len(b)
+    if va + vb == 0:
+        return ma - mb, 0.0
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    t = T975[min(max(int(df), 1), 30) - 1] if df < 30 else 1.96
+    return ma - mb, t * (va + vb) ** 0.5
 summary = []
-print(f"{'ranks':>6}  {'LogGOPSim % mean (min-max)':>28}  {'predict --app % mean (min-max)':>32}  agree  {'lgs s':>6} {'pred s':>6}")
+print(f"{'ranks':>6}  {'LogGOPSim % mean (min-max)':>28}  {'predict --app % mean (min-max)':>32}  agree  {'diff pp ± h (95 %)':>19}  {'lgs s':>6} {'pred s':>6}")
 for n in sorted(lgs):
     L, P = lgs[n], pred.get(n)
     row = {"ranks": n, "loggopsim_pct": L, "predict_pct": P}
     cell = lambda v: f"{sum(v) / len(v):.2f} ({min(v):.2f}-{max(v):.2f})"
-    agree = "-"
+    agree, diff = "-", "-"
     if P:
         m = sum(P) / len(P)
         row["agree"] = min(L) <= m <= max(L)
         agree = "yes" if row["agree"] else "NO"
+        w = welch(P, L)
+        if w is not None:
+            row["difference_pp"], row["difference_ci95_pp"] = w
+            diff = f"{w[0]:+.2f} ± {w[1]:.2f}"
     ls = secs[(n, "loggopsim")]
     ps = secs.get((n, "predict"), [])
-    print(f"{n:>6}  {cell(L):>28}  {(cell(P) if P else 'not in this replay-bench'):>32}  {agree:>5}  "
+    print(f"{n:>6}  {cell(L):>28}  {(cell(P) if P else 'not in this replay-bench'):>32}  {agree:>5}  {diff:>19}  "
           f"{sum(ls) / len(ls):6.1f} {(sum(ps) / len(ps) if ps else float('nan')):6.1f}")
     summary.append(row)
 json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
 print("SD = time with noise / without - 1 over the draws (LogGOPSim: max finishing time, offsets from"
       " its clock; predict --app: sync none, platform ideal, seeds 1..draws); agree = predict's mean"
-      " within LogGOPSim's range over offsets")
+      " within LogGOPSim's range over offsets (the min and max of few draws, not an interval: diff"
+      " is predict's mean - LogGOPSim's with its 95 % Welch interval, for a second look)")
 EOF
