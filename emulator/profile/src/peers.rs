@@ -5,11 +5,13 @@
 //! * ring offsets: a peer at offset d from the rank is at offset d modulo N;
 //! * with a Cartesian topology of k ≥ 2 dimensions, an offset equal to ± a dimension's stride in
 //!   the profiled grid becomes ± that dimension's stride in `MPI_Dims_create(N, k)`'s grid
-//!   ([`dims_create`], row-major strides);
-//! * at an even P the offset P/2 is both +P/2 and −P/2 (at two ranks −1 ≡ +1): the k-th such
-//!   send of an iteration goes to (−1)^k · P/2 and the k-th such receive comes from
-//!   −(−1)^k · P/2 ([`Halves`]), which makes a two-sided halo of it and keeps every message
-//!   matched.
+//!   ([`dims_create`], row-major strides), and the offset of a neighbour across a periodic wrap
+//!   (from the origin, (n_k − 1) · stride_k) becomes − that stride;
+//! * at an even P the offset P/2 is both +P/2 and −P/2 (at two ranks −1 ≡ +1), and so is, in a
+//!   Cartesian grid, the stride of a dimension of size 2 (both neighbours along it are one
+//!   rank): the k-th such send of an iteration goes to (−1)^k · d and the k-th such receive
+//!   comes from −(−1)^k · d ([`Halves`]), which makes a two-sided halo of it and keeps every
+//!   message matched.
 
 use crate::profile::Cartesian;
 
@@ -71,12 +73,49 @@ impl Growth {
                 return d.signum() * sn[k] as i64;
             }
         }
+        // A neighbour across a periodic wrap, seen from the grid's origin (the reference rank
+        // is the lowest with the loop, rank 0 as a rule): (0, …, n_k − 1, …, 0) is −stride_k
+        // (on a 4 × 4 grid, +3 is the row's left neighbour, −1).
+        let p: u64 = old.iter().product();
+        let mut rest = d.rem_euclid(p as i64) as u64;
+        let coords: Vec<u64> = so
+            .iter()
+            .map(|&s| {
+                let x = rest / s;
+                rest %= s;
+                x
+            })
+            .collect();
+        let moved: Vec<usize> = (0..coords.len()).filter(|&k| coords[k] != 0).collect();
+        if let [k] = moved[..] {
+            if coords[k] == old[k] - 1 {
+                return -(sn[k] as i64);
+            }
+            if coords[k] == 1 {
+                return sn[k] as i64;
+            }
+        }
         d
     }
 
     /// True when the growth follows a Cartesian grid (else ring offsets).
     pub fn cartesian(&self) -> bool {
         self.cartesian.as_ref().is_some_and(|c| c.dims.len() >= 2)
+    }
+
+    /// Whether the recorded offset `d` names both neighbours at once: P/2 of a ring, or the
+    /// stride of a Cartesian dimension of size 2.
+    fn ambiguous(&self, d: i32) -> bool {
+        let m = u64::from(d.unsigned_abs());
+        let p = self.profiled_ranks;
+        if p % 2 == 0 && m == p / 2 {
+            return true;
+        }
+        let Some(c) = self.cartesian.as_ref().filter(|c| c.dims.len() >= 2) else {
+            return false;
+        };
+        let dims: Vec<u64> = c.dims.iter().map(|&x| x.max(1) as u64).collect();
+        (dims.iter().zip(strides(&dims))).any(|(&n, s)| n == 2 && m == s)
     }
 }
 
@@ -91,8 +130,7 @@ impl Halves {
     /// The peer offset at N of a send (`send`) or a receive recorded at offset `d`, counting
     /// it when it is the ambiguous P/2.
     pub fn peer(&mut self, d: i32, send: bool, g: &Growth) -> i64 {
-        let p = g.profiled_ranks;
-        if p % 2 == 0 && u64::from(d.unsigned_abs()) == p / 2 {
+        if g.ambiguous(d) {
             let count = &mut self.counts[usize::from(!send)];
             let sign = if *count % 2 == 0 { 1 } else { -1 };
             *count += 1;
@@ -145,5 +183,57 @@ mod tests {
             ..g
         };
         assert_eq!(Halves::default().peer(1, true, &g4), 1);
+    }
+
+    /// A 2 × 2 periodic grid: both neighbours along each dimension are one rank, recorded as
+    /// +2, +2, +1, +1; grown to 4 × 4 the sends go both ways along each dimension and every
+    /// receive comes from the opposite of a send.
+    #[test]
+    fn a_dimension_of_two_ranks_alternates_like_the_half() {
+        let g = Growth {
+            profiled_ranks: 4,
+            ranks: 16,
+            cartesian: Some(Cartesian {
+                dims: vec![2, 2],
+                periods: vec![true, true],
+            }),
+        };
+        let mut h = Halves::default();
+        let sends: Vec<i64> = [2, 2, 1, 1].iter().map(|&d| h.peer(d, true, &g)).collect();
+        let recvs: Vec<i64> = [2, 2, 1, 1].iter().map(|&d| h.peer(d, false, &g)).collect();
+        assert_eq!(sends, vec![4, -4, 1, -1]);
+        assert_eq!(recvs, vec![-4, 4, -1, 1]);
+        // At 3 × 2 (strides 2, 1): the 2 columns make 1 a half, the 3 rows leave 2 none; 3 is
+        // P/2 by the ring rule.
+        let g6 = Growth {
+            profiled_ranks: 6,
+            ranks: 6,
+            cartesian: Some(Cartesian {
+                dims: vec![3, 2],
+                periods: vec![true, true],
+            }),
+        };
+        assert!(g6.ambiguous(1) && g6.ambiguous(3) && !g6.ambiguous(2));
+    }
+
+    /// On a 4 × 4 periodic grid rank 0's neighbours are recorded as −4, +4 (P/2), +3 (its
+    /// row's wrap: the left one) and +1: grown to 8 × 8 they are ∓8 and −1, +1, so every send
+    /// to +s has its receive from −s.
+    #[test]
+    fn a_neighbour_across_the_wrap_is_the_negative_stride() {
+        let g = Growth {
+            profiled_ranks: 16,
+            ranks: 64,
+            cartesian: Some(Cartesian {
+                dims: vec![4, 4],
+                periods: vec![true, true],
+            }),
+        };
+        assert_eq!((g.offset(3), g.offset(1), g.offset(-4)), (-1, 1, -8));
+        let mut h = Halves::default();
+        let sends: Vec<i64> = [-4, 4, 3, 1].iter().map(|&d| h.peer(d, true, &g)).collect();
+        assert_eq!(sends, vec![-8, 8, -1, 1]);
+        // An offset that is no neighbour stays as recorded.
+        assert_eq!(g.offset(5), 5);
     }
 }

@@ -87,7 +87,7 @@ impl App {
              each slot's mean (Σ {} per iteration; its spread not drawn); barrier and allgather \
              by dissemination, allreduce by recursive doubling, reduce/bcast by binomial tree \
              halves at rank 0, alltoall(v) pairwise; point-to-point to the profiled peers, {grown} \
-             (P/2 alternating); messages LogP o = {}, l = {} (bytes not modelled: no G); {}; {}",
+             (P/2 and a 2-rank dimension alternating); messages LogP o = {}, l = {} (bytes not modelled: no G); {}; {}",
             self.path,
             self.main_loop.slots.len(),
             self.profiled_ranks,
