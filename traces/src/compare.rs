@@ -20,154 +20,21 @@
 //! - **Noise ratio** and **detour rate**: as in [`crate::stats::Stats`] over all streams; the
 //!   differences are B − A.
 
+mod density;
+mod streamed;
+
+pub use density::{bandwidth, density, log_runs, Density, Grid, GRID_POINTS, MIN_BANDWIDTH};
+pub use streamed::densities;
+
 use serde::{Deserialize, Serialize};
 
+use crate::error::TraceError;
 use crate::model::{Stream, Trace};
 use crate::stats::Stats;
-use crate::summary::{mean_variance, quantile};
+use crate::stream_order::StreamSource;
 
-/// Points of the log-spaced density grid.
-pub const GRID_POINTS: usize = 512;
-/// Smallest kernel bandwidth, in units of ln(ns).
-pub const MIN_BANDWIDTH: f64 = 0.01;
 /// Probability floor added to every grid point before taking the KL divergence.
 pub const KL_EPSILON: f64 = 1e-10;
-
-/// A grid of points equally spaced in ln(run-time).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Grid {
-    /// ln(ns) of the first point.
-    pub lo: f64,
-    /// ln(ns) of the last point.
-    pub hi: f64,
-    /// Number of points.
-    pub points: usize,
-}
-
-impl Grid {
-    /// Spacing between points, in ln(ns).
-    pub fn step(&self) -> f64 {
-        if self.points < 2 {
-            1.0
-        } else {
-            (self.hi - self.lo) / (self.points - 1) as f64
-        }
-    }
-
-    /// ln(ns) of point `j`.
-    pub fn x(&self, j: usize) -> f64 {
-        self.lo + j as f64 * self.step()
-    }
-
-    /// Run-time at point `j`, ns.
-    pub fn run_ns(&self, j: usize) -> f64 {
-        self.x(j).exp()
-    }
-
-    /// A grid covering the log run-times of all `samples` with room for their kernels.
-    pub fn covering(samples: &[&[f64]], points: usize) -> Grid {
-        let mut lo = f64::INFINITY;
-        let mut hi = f64::NEG_INFINITY;
-        for s in samples {
-            let h = bandwidth(s);
-            for &x in s.iter() {
-                lo = lo.min(x - 4.0 * h);
-                hi = hi.max(x + 4.0 * h);
-            }
-        }
-        if !lo.is_finite() {
-            (lo, hi) = (0.0, 1.0);
-        }
-        Grid {
-            lo,
-            hi: hi.max(lo + MIN_BANDWIDTH),
-            points: points.max(2),
-        }
-    }
-}
-
-/// A density estimate of ln(run-time) on a grid.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Density {
-    /// Where it is evaluated.
-    pub grid: Grid,
-    /// Kernel bandwidth, ln(ns).
-    pub bandwidth: f64,
-    /// Density of ln(run) at each grid point (integrates to ~1 over ln(ns)).
-    pub values: Vec<f64>,
-}
-
-/// Natural logs of the positive run-times of `streams`.
-pub fn log_runs(streams: &[Stream]) -> Vec<f64> {
-    streams
-        .iter()
-        .flat_map(|s| &s.records)
-        .filter(|r| r.run_ns > 0)
-        .map(|r| (r.run_ns as f64).ln())
-        .collect()
-}
-
-/// Silverman's rule-of-thumb bandwidth of a sample (at least [`MIN_BANDWIDTH`]).
-pub fn bandwidth(x: &[f64]) -> f64 {
-    let n = x.len();
-    if n < 2 {
-        return MIN_BANDWIDTH;
-    }
-    let sd = mean_variance(x).map_or(0.0, |(_, var)| var.sqrt());
-    let mut sorted = x.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let q = |p: f64| quantile(&sorted, p);
-    let iqr = q(0.75) - q(0.25);
-    let spread = if iqr > 0.0 { sd.min(iqr / 1.34) } else { sd };
-    (0.9 * spread * (n as f64).powf(-0.2)).max(MIN_BANDWIDTH)
-}
-
-/// Parzen-window (Gaussian, Silverman) density of the log run-times `x` on `grid`.
-pub fn density(x: &[f64], grid: &Grid) -> Density {
-    let h = bandwidth(x);
-    let m = grid.points;
-    let step = grid.step();
-    let mut counts = vec![0.0f64; m];
-    for &v in x {
-        let pos = (v - grid.lo) / step;
-        if !(0.0..=(m - 1) as f64).contains(&pos) {
-            continue;
-        }
-        let i = pos.floor() as usize;
-        let f = pos - i as f64;
-        counts[i] += 1.0 - f;
-        if i + 1 < m {
-            counts[i + 1] += f;
-        }
-    }
-    let n = x.len().max(1) as f64;
-    let reach = ((6.0 * h / step).ceil() as usize).min(m);
-    let kernel: Vec<f64> = (0..=reach)
-        .map(|k| {
-            let z = k as f64 * step / h;
-            (-0.5 * z * z).exp() / (h * (2.0 * std::f64::consts::PI).sqrt())
-        })
-        .collect();
-    let mut values = vec![0.0f64; m];
-    for (i, &c) in counts.iter().enumerate() {
-        if c == 0.0 {
-            continue;
-        }
-        let from = i.saturating_sub(reach);
-        let to = (i + reach).min(m - 1);
-        for (j, v) in values.iter_mut().enumerate().take(to + 1).skip(from) {
-            *v += c * kernel[i.abs_diff(j)];
-        }
-    }
-    for v in &mut values {
-        *v /= n;
-    }
-    Density {
-        grid: grid.clone(),
-        bandwidth: h,
-        values,
-    }
-}
 
 /// KL divergence `D(P‖Q)` in nats of two densities on one grid, with the [`KL_EPSILON`] floor.
 pub fn kl_divergence(p: &[f64], q: &[f64]) -> f64 {
@@ -261,21 +128,49 @@ pub fn compare_streams(a: &[Stream], b: &[Stream]) -> Comparison {
             .collect()
     };
     let (sa, sb) = (Stats::of_streams(a), Stats::of_streams(b));
-    Comparison {
-        kl_divergence: kl_divergence(&da.values, &db.values),
-        kl_divergence_reverse: kl_divergence(&db.values, &da.values),
-        ks_statistic: ks_statistic(&runs(a), &runs(b)),
-        noise_ratio_a: sa.noise_ratio,
-        noise_ratio_b: sb.noise_ratio,
-        noise_ratio_diff: sb.noise_ratio - sa.noise_ratio,
-        detour_rate_a: sa.detours_per_s,
-        detour_rate_b: sb.detours_per_s,
-        detour_rate_diff: sb.detours_per_s - sa.detours_per_s,
-        count_a: sa.count,
-        count_b: sb.count,
-        bandwidth_a: da.bandwidth,
-        bandwidth_b: db.bandwidth,
-        grid,
+    let ks = ks_statistic(&runs(a), &runs(b));
+    Comparison::of_parts(&da, &db, ks, &sa, &sb, grid)
+}
+
+/// Compares trace `a` with trace `b` read stream by stream (all streams of each pooled), in
+/// constant memory in their lengths: equal to [`compare`] of the two traces read whole.
+pub fn compare_sources(
+    a: &dyn StreamSource,
+    b: &dyn StreamSource,
+) -> Result<Comparison, TraceError> {
+    let (mut d, grid) = densities(&[a, b])?;
+    let (db, da) = (d.pop().expect("two"), d.pop().expect("two"));
+    let (sa, sb) = (streamed::stats(a)?, streamed::stats(b)?);
+    let ks = streamed::ks_sources(a, b, sa.count, sb.count, sa.max_ns.max(sb.max_ns))?;
+    Ok(Comparison::of_parts(&da, &db, ks, &sa, &sb, grid))
+}
+
+impl Comparison {
+    /// The comparison of two densities on one grid, their KS statistic and statistics.
+    fn of_parts(
+        da: &Density,
+        db: &Density,
+        ks: f64,
+        sa: &Stats,
+        sb: &Stats,
+        grid: Grid,
+    ) -> Comparison {
+        Comparison {
+            kl_divergence: kl_divergence(&da.values, &db.values),
+            kl_divergence_reverse: kl_divergence(&db.values, &da.values),
+            ks_statistic: ks,
+            noise_ratio_a: sa.noise_ratio,
+            noise_ratio_b: sb.noise_ratio,
+            noise_ratio_diff: sb.noise_ratio - sa.noise_ratio,
+            detour_rate_a: sa.detours_per_s,
+            detour_rate_b: sb.detours_per_s,
+            detour_rate_diff: sb.detours_per_s - sa.detours_per_s,
+            count_a: sa.count,
+            count_b: sb.count,
+            bandwidth_a: da.bandwidth,
+            bandwidth_b: db.bandwidth,
+            grid,
+        }
     }
 }
 

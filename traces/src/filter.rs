@@ -9,6 +9,14 @@
 //! what was removed (labels [`LABEL_FILTER`], [`LABEL_REMOVED_NS`]), and its attribution keeps
 //! the sources left in each detour, so that it can be filtered, tabled or exported again.
 //!
+//! With wake-ups ([`SourceFilter::with_wakeups`], drop only), a detour in which a selected task
+//! or work item ran loses, beside that source's time, its wake-up path: the `periodic` and
+//! `scheduling` parts (the timer that woke the task, the switches to it and back, the softirqs
+//! run on the way) and the time no event explains (on a VM, the hypervisor's exits for it).
+//! Stopping the task removes those too; the net rule keeps them. Other tasks, work items and
+//! interrupts that shared the detour stay, and a tick that happened to fall inside it goes
+//! with it (a bias of its net time times the task's share of the CPU, stated by the count).
+//!
 //! A selector is a source label (`timer`, `task:jitter-collect`, `unattributed`), a kind
 //! (`task` matches every `task:…`, `softirq` every `softirq:…`) or `category:NAME` with a
 //! category of [`Category`] (`periodic`, `page_fault`, `scheduling`, `preemption`, `io`, `ipi`,
@@ -105,6 +113,8 @@ pub struct SourceFilter {
     pub selectors: Vec<Selector>,
     /// `true`: keep only the named sources' time; `false`: drop it.
     pub keep: bool,
+    /// Drop a selected task's wake-up path with it (see the module doc; drop only).
+    pub wakeups: bool,
 }
 
 impl SourceFilter {
@@ -113,6 +123,7 @@ impl SourceFilter {
         SourceFilter {
             selectors,
             keep: false,
+            wakeups: false,
         }
     }
 
@@ -121,7 +132,26 @@ impl SourceFilter {
         SourceFilter {
             selectors,
             keep: true,
+            wakeups: false,
         }
+    }
+
+    /// The same filter taking each dropped task's wake-up path with it.
+    pub fn with_wakeups(self) -> Self {
+        SourceFilter {
+            wakeups: true,
+            ..self
+        }
+    }
+
+    /// Whether a detour with these parts is the wake-up of a dropped task or work item.
+    fn woke_dropped_task(&self, parts: &[Part]) -> bool {
+        self.wakeups
+            && !self.keep
+            && parts.iter().any(|p| {
+                matches!(p.source.split_once(':'), Some(("task" | "work", _)))
+                    && !self.keeps(&p.source)
+            })
     }
 
     /// Whether the time of source `label` stays.
@@ -133,7 +163,12 @@ impl SourceFilter {
     pub fn describe(&self) -> String {
         let names: Vec<String> = self.selectors.iter().map(|s| s.to_string()).collect();
         let verb = if self.keep { "keep" } else { "drop" };
-        format!("{verb} {}", names.join(","))
+        let wakeups = if self.wakeups && !self.keep {
+            " with wake-ups"
+        } else {
+            ""
+        };
+        format!("{verb} {}{wakeups}", names.join(","))
     }
 }
 
@@ -152,6 +187,8 @@ pub struct Filtered {
     pub below_threshold: u64,
     /// Detours that lost part of their time and stay.
     pub shortened: u64,
+    /// Detours whose wake-up path went with a dropped task (0 without wake-ups).
+    pub wakeups: u64,
 }
 
 /// Filters `trace` by the sources of its attribution `a` (which must be the trace's: one CPU
@@ -170,6 +207,7 @@ pub fn filter(trace: &Trace, a: &Attribution, f: &SourceFilter) -> Result<Filter
         emptied: 0,
         below_threshold: 0,
         shortened: 0,
+        wakeups: 0,
     };
     for (i, s) in trace.streams.iter().enumerate() {
         let ca = (a.cpus.iter().find(|c| c.cpu == s.cpu)).ok_or_else(|| {
@@ -196,12 +234,21 @@ pub fn filter(trace: &Trace, a: &Attribution, f: &SourceFilter) -> Result<Filter
                     s.cpu, r.start_ns, r.run_ns, d.start_ns, d.run_ns
                 )));
             }
+            let woken = f.woke_dropped_task(&d.parts);
+            out.wakeups += u64::from(woken);
+            let path = |p: &Part| {
+                woken
+                    && matches!(
+                        Category::of(&p.source),
+                        Category::Periodic | Category::Scheduling
+                    )
+            };
             let parts: Vec<Part> = (d.parts.iter())
-                .filter(|p| f.keeps(&p.source))
+                .filter(|p| f.keeps(&p.source) && !path(p))
                 .cloned()
                 .collect();
             let explained: u64 = parts.iter().map(|p| p.ns).sum();
-            let rest = if f.keeps(UNATTRIBUTED) {
+            let rest = if f.keeps(UNATTRIBUTED) && !woken {
                 d.unattributed_ns()
             } else {
                 0
@@ -429,6 +476,40 @@ mod tests {
         let f = filter(&t, &a, &SourceFilter::drop(all)).unwrap();
         assert!(f.trace.streams[0].records.is_empty());
         assert_eq!(f.removed_ns, t.streams[0].noise_ns());
+    }
+
+    /// With wake-ups, dropping `task:x` takes the whole mixed detour (its timer 300, sched 200,
+    /// task 400 and 100 unattributed) and nothing of the detours without the task; the net rule
+    /// keeps the other 600 ns of it. A keep filter ignores wake-ups.
+    #[test]
+    fn a_dropped_tasks_wakeup_path_goes_with_it() {
+        let (t, a) = sample();
+        let f = SourceFilter::drop(sel(&["task:x"])).with_wakeups();
+        let w = filter(&t, &a, &f).unwrap();
+        let runs: Vec<u64> = w.trace.streams[0]
+            .records
+            .iter()
+            .map(|r| r.run_ns)
+            .collect();
+        assert_eq!(runs, vec![600, 120]);
+        assert_eq!((w.removed_ns, w.wakeups, w.emptied), (1_000, 1, 1));
+        assert_eq!(
+            w.trace.header.labels[LABEL_FILTER],
+            "drop task:x with wake-ups"
+        );
+        let net = filter(&t, &a, &SourceFilter::drop(sel(&["task:x"]))).unwrap();
+        assert_eq!(net.trace.streams[0].records[0].run_ns, 600);
+        assert_eq!((net.removed_ns, net.wakeups), (400, 0));
+        // Dropping the timer with wake-ups is the net rule: no task is dropped.
+        let timer = SourceFilter::drop(sel(&["timer"])).with_wakeups();
+        let tw = filter(&t, &a, &timer).unwrap();
+        let tn = filter(&t, &a, &SourceFilter::drop(sel(&["timer"]))).unwrap();
+        assert_eq!(tw.trace.streams, tn.trace.streams);
+        let keep = SourceFilter::keep(sel(&["task:x"])).with_wakeups();
+        assert_eq!(
+            filter(&t, &a, &keep).unwrap().trace.streams[0].records[0].run_ns,
+            400
+        );
     }
 
     #[test]

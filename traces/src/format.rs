@@ -554,6 +554,18 @@ pub(crate) struct Sealed {
 }
 
 impl Sealed {
+    /// The stream of a records chunk, read from its first fields without decoding its
+    /// detours; `None` for another kind of chunk or one whose fields do not read.
+    pub(crate) fn stream(&self) -> Option<u32> {
+        if self.bytes.first() != Some(&KIND_RECORDS) {
+            return None;
+        }
+        let mut rd = &self.bytes[1..];
+        let n = rmp::decode::read_array_len(&mut rd).ok()?;
+        (n == 4).then_some(())?;
+        rmp::decode::read_int(&mut rd).ok()
+    }
+
     /// Decodes the chunk of a trace of `streams` streams.
     pub(crate) fn open(&self, streams: usize) -> Result<Chunk, TraceError> {
         let damaged = |reason: String| TraceError::Chunk {

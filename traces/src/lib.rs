@@ -5,7 +5,8 @@
 //! - the model ([`Trace`], [`Stream`], [`Record`], [`Detour`], [`Header`]) and the `.jtr` file:
 //!   [`TraceWriter`]/[`write_trace`] to write, [`read_trace`] (whole, as a [`Loaded`] with its
 //!   [`Integrity`] and the one policy `Loaded::accept`), [`read_trace_streams`] (only the
-//!   streams a replay needs) and [`scan::scan_trace`] (one pass in constant memory);
+//!   streams a replay needs), [`scan::scan_trace`] (one pass in constant memory) and
+//!   [`stream_order`] (stream after stream in constant memory, for writers);
 //! - numbers from a trace: [`stats`] (also in one pass), [`summary`] (quantiles, intervals,
 //!   the histogram every crate uses), [`compare`], [`nodes`] ([`node`]: one row), [`sanity`], [`digest`];
 //! - new traces from old: [`transform`], [`synth`], [`filter`], [`interop`] (other formats);
@@ -43,8 +44,10 @@ pub mod plot;
 pub mod sanity;
 pub mod scan;
 pub mod sidecar;
+pub mod sliced;
 pub mod stats;
 pub mod steal;
+pub mod stream_order;
 pub mod summary;
 pub mod synth;
 pub mod table;

@@ -46,6 +46,8 @@ pub struct Scan {
     /// Whether the file was complete.
     pub completeness: Completeness,
     seen: Vec<Seen>,
+    /// Record chunks read before the end chunk, the end of the file or the first damage.
+    pub(crate) chunks: u64,
 }
 
 impl Scan {
@@ -93,13 +95,15 @@ pub fn scan_from<R: Read, S: ChunkSink + ?Sized>(
     let mut reader = TraceReader::new(input)?;
     let header = reader.header().clone();
     let mut seen = vec![Seen::default(); header.stream_cpus.len()];
-    let (epilogue, damage) = read_chunks(&mut reader, &mut seen, sink);
+    let mut chunks = 0;
+    let (epilogue, damage) = read_chunks(&mut reader, &mut seen, &mut chunks, sink);
     let completeness = completeness(&seen, epilogue.as_ref(), damage);
     let frame = frame(header, &seen, epilogue, &completeness);
     Ok(Scan {
         frame,
         completeness,
         seen,
+        chunks,
     })
 }
 
@@ -109,10 +113,12 @@ pub fn scan_trace<S: ChunkSink + ?Sized>(path: &Path, sink: &mut S) -> Result<Sc
 }
 
 /// Reads the chunks in order until the end chunk, the end of the file or the first damage;
-/// returns the end chunk (if read) and the damage (if any).
+/// returns the end chunk (if read) and the damage (if any); `chunks` counts the record chunks
+/// taken.
 fn read_chunks<R: Read, S: ChunkSink + ?Sized>(
     reader: &mut TraceReader<R>,
     seen: &mut [Seen],
+    chunks: &mut u64,
     sink: &mut S,
 ) -> (Option<Epilogue>, Option<TraceError>) {
     let n = seen.len();
@@ -160,6 +166,7 @@ fn read_chunks<R: Read, S: ChunkSink + ?Sized>(
                         };
                         return (None, Some(e));
                     }
+                    *chunks += 1;
                     if !detours.is_empty() {
                         sink.take(stream as usize, detours);
                     }

@@ -6,6 +6,15 @@ use clap::Args;
 
 use super::predict::PredictArgs;
 
+/// How a removed source leaves its detours (`--removal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Removal {
+    /// Only the source's own net time.
+    Net,
+    /// A task's or work item's wake-up path with it.
+    WithWakeups,
+}
+
 /// Options of `replay-bench whatif`.
 #[derive(Debug, Clone, Args)]
 pub struct WhatIfArgs {
@@ -20,6 +29,13 @@ pub struct WhatIfArgs {
     /// Sources with at least this share of the noise time get rows of their own.
     #[arg(long, default_value_t = 0.01)]
     pub min_share: f64,
+    /// How a removed source leaves its detours: `net` drops only its own time (the rule of
+    /// `jitter-trace filter`: the saving's lower bound, its wake-ups stay); `with-wakeups` also
+    /// drops a task's or work item's wake-up path (the timer and scheduler parts and the
+    /// unexplained time of the detours it ran in: the upper bound, background that fell inside
+    /// them goes too).
+    #[arg(long, value_enum, default_value_t = Removal::Net)]
+    pub removal: Removal,
     /// Also write the table as CSV.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,

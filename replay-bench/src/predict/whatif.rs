@@ -34,7 +34,7 @@ use super::points::predict;
 use super::prepare::prepare;
 use super::spec::PredictSpec;
 use crate::flags::predict::PredictArgs;
-use crate::flags::whatif::WhatIfArgs;
+use crate::flags::whatif::{Removal, WhatIfArgs};
 
 /// A number over the draws: mean and the half-width of its 95 % t-interval (NaN for one draw).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -151,9 +151,10 @@ fn load_attribution(path: &Path, trace: &Trace) -> anyhow::Result<Attribution> {
 fn variants(
     trace: &Trace,
     a: &Attribution,
-    min_share: f64,
+    args: &WhatIfArgs,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Vec<Variant>> {
+    let min_share = args.min_share;
     let report = report_with_periods(a, Mode::Frequency);
     let row =
         |label: &str, question, source: Option<&jitter_trace::attribution::SourceRow>| VariantRow {
@@ -184,7 +185,12 @@ fn variants(
             continue;
         }
         let one = vec![Selector::Source(s.source.clone())];
-        let without = filter(trace, a, &SourceFilter::drop(one.clone()))?;
+        let drop = SourceFilter::drop(one.clone());
+        let drop = match args.removal {
+            Removal::Net => drop,
+            Removal::WithWakeups => drop.with_wakeups(),
+        };
+        let without = filter(trace, a, &drop)?;
         let only = filter(trace, a, &SourceFilter::keep(one))?;
         out.push(Variant {
             row: row(&format!("without {}", s.source), Question::Without, Some(s)),
@@ -310,7 +316,20 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
         .trace;
     let a = load_attribution(path, &trace)?;
     let mut notes = Vec::new();
-    let mut vs = variants(&trace, &a, args.min_share, &mut notes)?;
+    let mut vs = variants(&trace, &a, args, &mut notes)?;
+    notes.push(
+        match args.removal {
+            Removal::Net => {
+                "without a source: its net time removed from each detour (--removal net)"
+            }
+            Removal::WithWakeups => {
+                "without a task or work item: its net time and its wake-up path (the timer and \
+             scheduler parts and the unexplained time of the detours it ran in) removed; without \
+             another source: its net time (--removal with-wakeups)"
+            }
+        }
+        .into(),
+    );
     let seeds: Vec<u64> = (0..args.seeds)
         .map(|d| p.seed.value.wrapping_add(d))
         .collect();
@@ -462,8 +481,14 @@ mod tests {
 
     /// One CPU, 4 s: a daemon (`task:d`, every 9 ms for 170 µs, from 1 ms) and the tick
     /// (`timer`, every 4 ms for 6 µs, from 3 ms; never touching the daemon). `which` picks
-    /// the sources written into the trace; the attribution names each detour's one source.
+    /// the sources written into the trace; the attribution names each detour's one source,
+    /// except that with `wakeup_ns` > 0 a daemon detour starts with that much `sched` (its
+    /// wake-up path) before `task:d`.
     fn write(dir: &Path, name: &str, which: &[&str]) -> PathBuf {
+        write_with(dir, name, which, 0)
+    }
+
+    fn write_with(dir: &Path, name: &str, which: &[&str], wakeup_ns: u64) -> PathBuf {
         let end = 4_000_000_000u64;
         let daemon: Vec<(u64, u64, &str)> = (0..)
             .map(|i| 1_000_000 + 9_000_000 * i)
@@ -499,17 +524,30 @@ mod tests {
             cpu: 0,
             end_ns: end,
             detours: (d.iter())
-                .map(|&(start_ns, run_ns, s)| AttributedDetour {
-                    start_ns,
-                    run_ns,
-                    source: s.into(),
-                    combination: s.into(),
-                    explained_ns: run_ns,
-                    parts: vec![Part {
-                        source: s.into(),
+                .map(|&(start_ns, run_ns, s)| {
+                    let part = |source: &str, start_ns, ns| Part {
+                        source: source.into(),
                         start_ns,
-                        ns: run_ns,
-                    }],
+                        ns,
+                    };
+                    let parts = if s == "task:d" && wakeup_ns > 0 {
+                        vec![
+                            part("sched", start_ns, wakeup_ns),
+                            part(s, start_ns + wakeup_ns, run_ns - wakeup_ns),
+                        ]
+                    } else {
+                        vec![part(s, start_ns, run_ns)]
+                    };
+                    AttributedDetour {
+                        start_ns,
+                        run_ns,
+                        source: s.into(),
+                        combination: (parts.iter().map(|p| p.source.as_str()))
+                            .collect::<Vec<_>>()
+                            .join("+"),
+                        explained_ns: run_ns,
+                        parts,
+                    }
                 })
                 .collect(),
             ..CpuAttribution::default()
@@ -557,6 +595,7 @@ mod tests {
             predict: flags(&both),
             seeds: 2,
             min_share: 0.01,
+            removal: Removal::Net,
             csv: None,
         };
         let w = what_if(&args).unwrap();
@@ -630,6 +669,53 @@ mod tests {
         assert_eq!(csv.lines().count(), 1 + w.rows.len() * w.points.len());
     }
 
+    /// A daemon whose detours begin with its wake-up (`sched`): removed with its wake-ups, the
+    /// trace predicts as the tick alone; removed net, its wake-ups stay as short detours and
+    /// the prediction is the tick's plus theirs (larger at sync once, where every detour
+    /// counts).
+    #[test]
+    fn a_task_removed_with_its_wakeups_predicts_as_a_trace_without_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let both = write_with(dir.path(), "both.jtr", &["task:d", "timer"], 20_000);
+        let tick = write(dir.path(), "tick.jtr", &["timer"]);
+        let mut args = WhatIfArgs {
+            predict: flags(&both),
+            seeds: 1,
+            min_share: 0.01,
+            removal: Removal::WithWakeups,
+            csv: None,
+        };
+        let sd = |args: &WhatIfArgs| -> (Vec<Point>, Vec<f64>) {
+            let w = what_if(args).unwrap();
+            let row = w.rows.iter().find(|r| r.label == "without task:d").unwrap();
+            (w.points, row.sd_pct.iter().map(|i| i.mean).collect())
+        };
+        let (points, woken) = sd(&args);
+        args.removal = Removal::Net;
+        let (_, net) = sd(&args);
+        args.predict = flags(&tick);
+        let (traces, spec) = prepare(&args.predict).unwrap();
+        let p = predict(&traces, &spec, &ProgressBar::hidden()).unwrap();
+        let results = p.des.unwrap().results;
+        let direct: Vec<f64> = (points.iter())
+            .map(|(n, s)| {
+                let r = results.iter().find(|r| r.ranks == *n && &r.sync == s);
+                r.unwrap().sd_qtbt_pct
+            })
+            .collect();
+        assert_eq!(woken.len(), direct.len());
+        for (k, (w, d)) in woken.iter().zip(&direct).enumerate() {
+            assert!(
+                (w - d).abs() < 1e-9 * d.abs().max(1.0),
+                "{k}: {woken:?} {direct:?}"
+            );
+        }
+        assert!(
+            net.iter().zip(&woken).all(|(n, w)| n > w),
+            "the wake-ups left behind cost something: {net:?} {woken:?}"
+        );
+    }
+
     #[test]
     fn a_trace_without_attribution_is_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -639,6 +725,7 @@ mod tests {
             predict: flags(&both),
             seeds: 1,
             min_share: 0.01,
+            removal: Removal::Net,
             csv: None,
         };
         let e = what_if(&args).unwrap_err().to_string();

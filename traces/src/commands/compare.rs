@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use jitter_trace::compare::compare;
+use jitter_trace::compare::compare_sources;
 use jitter_trace::plot::{plot, series_names, PlotKind, Series};
 
-use crate::commands::input::{load, Input};
+use crate::commands::input::{source, Input};
 use crate::commands::output::{check_svg, print_json};
 
 /// `jitter-trace compare`.
@@ -35,24 +35,27 @@ impl CompareArgs {
             plot: svg,
         } = self;
         check_svg(svg.as_ref(), "--plot")?;
-        let ta = load(std::slice::from_ref(&a), &input)?;
-        let tb = load(std::slice::from_ref(&b), &input)?;
+        // Read stream by stream, in constant memory (`compare_sources`: the numbers of the
+        // traces read whole).
+        let ta = source(std::slice::from_ref(&a), &input)?;
+        let tb = source(std::slice::from_ref(&b), &input)?;
         for (t, p) in [(&ta, &a), (&tb, &b)] {
-            if t.record_count() == 0 {
+            if t.detours == 0 {
                 bail!("{} has no detours: nothing to compare", p.display());
             }
         }
-        let c = compare(&ta, &tb);
+        let (ta, tb) = (ta.src.as_ref(), tb.src.as_ref());
+        let c = compare_sources(ta, tb)?;
         if let Some(p) = &svg {
-            let names = series_names(&[(&a, &ta.header), (&b, &tb.header)]);
+            let names = series_names(&[(&a, &ta.frame().header), (&b, &tb.frame().header)]);
             let series = [
                 Series {
                     label: &names[0],
-                    streams: &ta.streams,
+                    source: ta,
                 },
                 Series {
                     label: &names[1],
-                    streams: &tb.streams,
+                    source: tb,
                 },
             ];
             plot(PlotKind::Density, &series, PlotKind::Density.title(), p)?;

@@ -29,6 +29,10 @@ pub(crate) struct FilterArgs {
     /// Keep only these sources' time (same names as --drop).
     #[arg(long, value_delimiter = ',')]
     keep: Vec<jitter_trace::filter::Selector>,
+    /// With --drop: a dropped task's or work item's detours lose their wake-up path too (the
+    /// timer and scheduler parts and the unexplained time in them), as stopping it would.
+    #[arg(long, requires = "drop")]
+    with_wakeups: bool,
     #[command(flatten)]
     input: Input,
     #[command(flatten)]
@@ -43,13 +47,19 @@ impl FilterArgs {
             trace,
             drop,
             keep,
+            with_wakeups,
             input,
             output,
         } = self;
         let t = load(std::slice::from_ref(&trace), &input)?;
         let a = load_attribution(&trace)?;
         let f = if keep.is_empty() {
-            SourceFilter::drop(drop)
+            let f = SourceFilter::drop(drop);
+            if with_wakeups {
+                f.with_wakeups()
+            } else {
+                f
+            }
         } else {
             SourceFilter::keep(keep)
         };
@@ -64,6 +74,7 @@ impl FilterArgs {
             "emptied": filtered.emptied,
             "below_threshold": filtered.below_threshold,
             "shortened": filtered.shortened,
+            "wakeups": filtered.wakeups,
         });
         report_written(json, &filtered.trace, &written, extra)
     }

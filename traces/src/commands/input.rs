@@ -10,6 +10,7 @@ use jitter_trace::attribution::{sidecar_path, Attribution};
 use jitter_trace::integrity::{Integrity, Salvage, SALVAGED_NOTE};
 use jitter_trace::interop::{import, Format};
 use jitter_trace::scan::{scan_trace, ChunkSink, Scan};
+use jitter_trace::stream_order::{StreamSource, TraceFile};
 use jitter_trace::units::parse_duration_ns;
 use jitter_trace::{Trace, TraceError};
 
@@ -126,6 +127,43 @@ pub(crate) fn rescan(
         )));
     }
     Ok(())
+}
+
+/// A trace to read stream by stream: a single `.jtr` input from its file, in constant memory
+/// in its length ([`TraceFile`]); the other formats read whole. The policy of
+/// [`load_checked`] is applied (refused unless `--salvage`; what was kept named on stderr; a
+/// salvaged defect carried in the frame's notes).
+pub(crate) fn source(paths: &[PathBuf], input: &Input) -> Result<Source> {
+    let first = paths.first().ok_or_else(|| anyhow!("no input file"))?;
+    if paths.len() > 1 || Format::resolve(input.from, first)? != Format::Jtr {
+        let trace = load(paths, input)?;
+        let detours = trace.record_count() as u64;
+        return Ok(Source {
+            src: Box::new(trace),
+            detours,
+        });
+    }
+    let mut file = TraceFile::open(first).map_err(|e| named(first, &e))?;
+    let name = first.display().to_string();
+    let integrity = (file.scan().integrity()).check(&name, Salvage::from_flag(input.salvage))?;
+    if let Some(w) = integrity.warning() {
+        eprintln!("warning: {name}: {w}");
+    }
+    if integrity.salvaged {
+        if let Some(defect) = &integrity.defect {
+            (file.frame_mut().notes).insert(SALVAGED_NOTE.into(), defect.clone());
+        }
+    }
+    Ok(Source {
+        detours: file.scan().record_count(),
+        src: Box::new(file),
+    })
+}
+
+/// An input trace to read stream by stream, and how many detours it holds.
+pub(crate) struct Source {
+    pub(crate) src: Box<dyn StreamSource>,
+    pub(crate) detours: u64,
 }
 
 /// Reads the attribution sidecar of `trace` and checks that it belongs to that collection.

@@ -7,8 +7,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
 
-use jitter_trace::interop::{export, per_stream_path, Format};
+use jitter_trace::interop::{export, export_streams, per_stream_path, Format};
 use jitter_trace::output::{check_output, check_writable};
+use jitter_trace::stream_order::{Counted, StreamSource};
 use jitter_trace::Trace;
 
 /// Where to write the output trace.
@@ -50,20 +51,56 @@ pub(crate) fn check_svg(path: Option<&PathBuf>, flag: &str) -> Result<()> {
 pub(crate) fn save(trace: &Trace, output: &Output) -> Result<Vec<PathBuf>> {
     let format = Format::for_output(output.to, &output.output)?;
     export(trace, &output.output, format).with_context(|| output.output.display().to_string())?;
-    Ok(if format == Format::LogGopSim && trace.streams.len() > 1 {
-        trace
-            .streams
-            .iter()
+    Ok(written(trace, output, format))
+}
+
+/// [`save`] of a trace read stream by stream ([`export_streams`]), with how much it wrote.
+pub(crate) fn save_streams(
+    src: &dyn StreamSource,
+    output: &Output,
+) -> Result<(Vec<PathBuf>, Count)> {
+    let format = Format::for_output(output.to, &output.output)?;
+    let counted = Counted::new(src);
+    export_streams(&counted, &output.output, format)
+        .with_context(|| output.output.display().to_string())?;
+    let count = Count {
+        streams: src.frame().streams.len(),
+        records: counted.detours_read(),
+    };
+    Ok((written(src.frame(), output, format), count))
+}
+
+/// The files an export of the trace of `frame` wrote.
+fn written(frame: &Trace, output: &Output, format: Format) -> Vec<PathBuf> {
+    if format == Format::LogGopSim && frame.streams.len() > 1 {
+        (frame.streams.iter())
             .map(|s| per_stream_path(&output.output, s.cpu))
             .collect()
     } else {
         vec![output.output.clone()]
-    })
+    }
 }
 
 pub(crate) fn print_json(v: &serde_json::Value) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
+}
+
+/// How many streams and records a transform wrote.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Count {
+    pub(crate) streams: usize,
+    pub(crate) records: u64,
+}
+
+impl Count {
+    /// The counts of a trace in memory.
+    pub(crate) fn of(trace: &Trace) -> Count {
+        Count {
+            streams: trace.streams.len(),
+            records: trace.record_count() as u64,
+        }
+    }
 }
 
 /// Prints what a transform produced.
@@ -73,12 +110,22 @@ pub(crate) fn report_written(
     paths: &[PathBuf],
     extra: serde_json::Value,
 ) -> Result<()> {
+    report_count(json, Count::of(trace), paths, extra)
+}
+
+/// [`report_written`] from the counts of what was written.
+pub(crate) fn report_count(
+    json: bool,
+    count: Count,
+    paths: &[PathBuf],
+    extra: serde_json::Value,
+) -> Result<()> {
     let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     if json {
         let mut v = json!({
             "output": names,
-            "streams": trace.streams.len(),
-            "records": trace.record_count(),
+            "streams": count.streams,
+            "records": count.records,
         });
         if let (Some(m), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
             m.extend(e);
@@ -87,8 +134,8 @@ pub(crate) fn report_written(
     } else {
         let mut line = format!(
             "wrote {} records in {} streams to {}",
-            trace.record_count(),
-            trace.streams.len(),
+            count.records,
+            count.streams,
             names.join(" ")
         );
         if let serde_json::Value::Object(e) = extra {

@@ -7,10 +7,11 @@ use clap::Args;
 use serde_json::json;
 
 use jitter_trace::attribution::sidecar_path;
-use jitter_trace::output::write_output_bytes;
+use jitter_trace::output::write_output;
 use jitter_trace::units::parse_duration_ns;
+use jitter_trace::TraceError;
 
-use crate::commands::input::{load, load_attribution, Input};
+use crate::commands::input::{load_attribution, source, Input};
 use crate::commands::output::print_json;
 
 /// `jitter-trace perfetto`.
@@ -34,8 +35,8 @@ pub(crate) struct PerfettoArgs {
 impl PerfettoArgs {
     /// Runs the subcommand; `json`: print JSON instead of text.
     pub(crate) fn run(self, json: bool) -> Result<()> {
-        use jitter_trace::interop::perfetto::{trace_events, Export};
-        let t = load(std::slice::from_ref(&self.trace), &self.input)?;
+        use jitter_trace::interop::perfetto::{write_trace_events, Export};
+        let t = source(std::slice::from_ref(&self.trace), &self.input)?.src;
         let a = if sidecar_path(&self.trace).exists() {
             Some(load_attribution(&self.trace)?)
         } else {
@@ -60,8 +61,11 @@ impl PerfettoArgs {
             window,
             max_slices: self.max_slices,
         };
-        let (doc, omitted) = trace_events(&t, a.as_ref(), &e)?;
-        write_output_bytes(&self.output, &serde_json::to_vec(&doc)?)?;
+        let mut omitted = Default::default();
+        write_output(&self.output, |w| -> Result<(), TraceError> {
+            omitted = write_trace_events(t.as_ref(), a.as_ref(), &e, w)?;
+            Ok(())
+        })?;
         if json {
             return print_json(&json!({
                 "output": self.output.display().to_string(),

@@ -6,11 +6,9 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 
-use jitter_trace::plot::{plot, series_names, PlotKind, Series};
-use jitter_trace::Trace;
-
-use crate::commands::input::{load, Input};
+use crate::commands::input::{source, Input, Source};
 use crate::commands::output::{check_svg, print_json};
+use jitter_trace::plot::{plot, series_names, PlotKind, Series};
 
 /// `jitter-trace plot`.
 #[derive(Debug, Args)]
@@ -42,13 +40,14 @@ impl PlotArgs {
             output,
         } = self;
         check_svg(Some(&output), "-o")?;
-        let loaded: Vec<Trace> = traces
+        // Read stream by stream: only the density holds every run-time (8 bytes each).
+        let loaded: Vec<Source> = traces
             .iter()
-            .map(|p| load(std::slice::from_ref(p), &input))
+            .map(|p| source(std::slice::from_ref(p), &input))
             .collect::<Result<_>>()?;
         if kind != PlotKind::TimeSeries {
             // A distribution of no run-times is an empty chart that looks like a drawn one.
-            let quiet = |t: &Trace| t.streams.iter().all(|s| s.records.is_empty());
+            let quiet = |t: &Source| t.detours == 0;
             if let Some((p, _)) = traces.iter().zip(&loaded).find(|(_, t)| quiet(t)) {
                 anyhow::bail!(
                     "{} has no detours: no run-times to draw (--kind timeseries draws its quiet \
@@ -60,7 +59,7 @@ impl PlotArgs {
         let items: Vec<(&std::path::Path, &jitter_trace::Header)> = traces
             .iter()
             .map(PathBuf::as_path)
-            .zip(loaded.iter().map(|t| &t.header))
+            .zip(loaded.iter().map(|t| &t.src.frame().header))
             .collect();
         let labels = series_names(&items);
         let series: Vec<Series> = loaded
@@ -68,7 +67,7 @@ impl PlotArgs {
             .zip(&labels)
             .map(|(t, l)| Series {
                 label: l,
-                streams: &t.streams,
+                source: t.src.as_ref(),
             })
             .collect();
         let title = title.unwrap_or_else(|| kind.title().to_string());

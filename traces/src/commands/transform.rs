@@ -6,10 +6,11 @@ use anyhow::{anyhow, Result};
 use clap::Args;
 use serde_json::json;
 
+use jitter_trace::sliced::{Part, SliceSpec, Sliced};
 use jitter_trace::transform;
 
-use crate::commands::input::{duration_arg, load, Input};
-use crate::commands::output::{report_written, save, Output};
+use crate::commands::input::{duration_arg, load, source, Input};
+use crate::commands::output::{report_count, report_written, save, save_streams, Output};
 
 /// `jitter-trace convert`.
 #[derive(Debug, Args)]
@@ -86,9 +87,9 @@ impl ConvertArgs {
             output,
         } = self;
         output.check()?;
-        let trace = load(&inputs, &input)?;
-        let written = save(&trace, &output)?;
-        report_written(json, &trace, &written, json!({}))
+        let src = source(&inputs, &input)?.src;
+        let (written, count) = save_streams(src.as_ref(), &output)?;
+        report_count(json, count, &written, json!({}))
     }
 }
 
@@ -106,35 +107,36 @@ impl SliceArgs {
             output,
         } = self;
         output.check()?;
-        let mut t = load(std::slice::from_ref(&trace), &input)?;
-        let mut dropped = 0;
-        if !cpus.is_empty() {
-            t = transform::select_streams(&t, &cpus)?;
-        }
-        if let Some(f) = fraction {
-            let (a, b) = f
-                .split_once(':')
-                .ok_or_else(|| anyhow!("--fraction must be FROM:TO, e.g. 0:0.5"))?;
-            let a: f64 = a
-                .trim()
-                .parse()
-                .map_err(|_| anyhow!("`{a}` is not a number"))?;
-            let b: f64 = b
-                .trim()
-                .parse()
-                .map_err(|_| anyhow!("`{b}` is not a number"))?;
-            t = transform::slice_fraction(&t, a, b)?;
-        } else if start.is_some() || end.is_some() {
-            let s = start.unwrap_or(0.0).round() as u64;
-            let e = end.map_or(u64::MAX, |e| e.round() as u64);
-            t = transform::slice_time(&t, s, e)?;
-        }
-        if let Some(th) = drop_below {
-            (t, dropped) = transform::drop_below(&t, th.round() as u64)?;
-        }
-        let written = save(&t, &output)?;
-        report_written(json, &t, &written, json!({ "dropped": dropped }))
+        let part = match fraction {
+            Some(f) => Some(Part::Fraction(fraction_arg(&f, 0)?, fraction_arg(&f, 1)?)),
+            None if start.is_some() || end.is_some() => Some(Part::Time(
+                start.unwrap_or(0.0).round() as u64,
+                end.map_or(u64::MAX, |e| e.round() as u64),
+            )),
+            None => None,
+        };
+        let spec = SliceSpec {
+            cpus,
+            part,
+            drop_below: drop_below.map(|th| th.round() as u64),
+        };
+        let src = source(std::slice::from_ref(&trace), &input)?.src;
+        let sliced = Sliced::new(src.as_ref(), &spec)?;
+        let (written, count) = save_streams(&sliced, &output)?;
+        let extra = json!({ "dropped": sliced.dropped() });
+        report_count(json, count, &written, extra)
     }
+}
+
+/// Part `i` (0: FROM, 1: TO) of `--fraction FROM:TO`.
+fn fraction_arg(f: &str, i: usize) -> Result<f64> {
+    let (a, b) = f
+        .split_once(':')
+        .ok_or_else(|| anyhow!("--fraction must be FROM:TO, e.g. 0:0.5"))?;
+    let v = if i == 0 { a } else { b };
+    v.trim()
+        .parse()
+        .map_err(|_| anyhow!("`{v}` is not a number"))
 }
 
 impl ScaleArgs {

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::error::TraceError;
 use crate::format::Completeness;
 use crate::model::{Detour, Header, Stream, Trace};
+use crate::stream_order::{for_each_record, StreamSource};
 
 /// How one format is read and written: one implementation per file, picked by
 /// [`super::Format::codec`]. A format that is only read (or only written) keeps the default of the
@@ -35,6 +36,14 @@ pub trait Codec: Sync {
             "{} is an import format only",
             self.name()
         )))
+    }
+
+    /// Writes the trace of `src` (its frame valid) to `path`, stream by stream; a format
+    /// that cannot be written so (its writer needs the whole trace) reads it into memory.
+    fn export_streams(&self, src: &dyn StreamSource, path: &Path) -> Result<(), TraceError> {
+        let trace = crate::stream_order::collect(src)?;
+        trace.validate()?;
+        self.export(&trace, path)
     }
 }
 
@@ -91,16 +100,23 @@ pub(super) struct RecordRow {
     pub(super) sleep_ns: u64,
 }
 
-/// Every record of `trace` as an export row, stream by stream.
-pub(super) fn record_rows(trace: &Trace) -> impl Iterator<Item = RecordRow> + '_ {
-    trace.streams.iter().flat_map(|s| {
-        s.records.iter().map(|r| RecordRow {
-            cpu: s.cpu,
-            start_ns: r.start_ns,
-            run_ns: r.run_ns,
-            sleep_ns: r.sleep_ns,
-        })
-    })
+/// Every record of `src` as an export row, stream by stream, handed to `f`.
+pub(super) fn each_row(
+    src: &dyn StreamSource,
+    f: &mut dyn FnMut(RecordRow) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    for (i, s) in src.frame().streams.iter().enumerate() {
+        let cpu = s.cpu;
+        for_each_record(src, i, &mut |r| {
+            f(RecordRow {
+                cpu,
+                start_ns: r.start_ns,
+                run_ns: r.run_ns,
+                sleep_ns: r.sleep_ns,
+            })
+        })?;
+    }
+    Ok(())
 }
 
 /// An input file opened for buffered reading, else an error naming it.

@@ -6,10 +6,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::codec::{
-    assemble, int, io_w, open, parse_err, record_rows, single, with_file, Codec, Imported, Part,
+    assemble, each_row, int, io_w, open, parse_err, single, with_file, Codec, Imported, Part,
 };
 use crate::error::TraceError;
 use crate::model::{Detour, Trace};
+use crate::stream_order::StreamSource;
 
 /// The CSV codec (import and export).
 pub(super) struct Csv;
@@ -26,6 +27,10 @@ impl Codec for Csv {
     fn export(&self, trace: &Trace, path: &Path) -> Result<(), TraceError> {
         with_file(path, |w| write_csv(trace, w))
     }
+
+    fn export_streams(&self, src: &dyn StreamSource, path: &Path) -> Result<(), TraceError> {
+        with_file(path, |w| write_csv_streams(src, w))
+    }
 }
 
 /// The columns of a CSV export, in order (the reader needs the first three).
@@ -33,12 +38,15 @@ const CSV_HEADER: [&str; 4] = ["cpu", "start_ns", "run_ns", "sleep_ns"];
 
 /// Writes `cpu,start_ns,run_ns,sleep_ns` rows with a header line.
 pub fn write_csv(trace: &Trace, w: &mut dyn Write) -> Result<(), TraceError> {
+    write_csv_streams(trace, w)
+}
+
+/// [`write_csv`] of a trace read stream by stream.
+pub fn write_csv_streams(src: &dyn StreamSource, w: &mut dyn Write) -> Result<(), TraceError> {
     let csv_w = |e: csv::Error| io_w(e.into());
     let mut out = csv::WriterBuilder::new().has_headers(false).from_writer(w);
     out.write_record(CSV_HEADER).map_err(csv_w)?;
-    for row in record_rows(trace) {
-        out.serialize(row).map_err(csv_w)?;
-    }
+    each_row(src, &mut |row| out.serialize(row).map_err(csv_w))?;
     out.flush().map_err(io_w)
 }
 

@@ -6,9 +6,12 @@ use std::path::{Path, PathBuf};
 
 use super::codec::{single, Codec, Imported};
 use crate::error::TraceError;
-use crate::format::write_trace;
+use std::io::Write;
+
+use crate::format::{write_trace, Epilogue, TraceWriter, MAX_CHUNK_RECORDS};
 use crate::load::read_trace;
-use crate::model::Trace;
+use crate::model::{Detour, Trace};
+use crate::stream_order::StreamSource;
 
 /// The `.jtr` codec (import and export).
 pub(super) struct Jtr;
@@ -29,4 +32,35 @@ impl Codec for Jtr {
     fn export(&self, trace: &Trace, path: &Path) -> Result<(), TraceError> {
         write_trace(path, trace)
     }
+
+    fn export_streams(&self, src: &dyn StreamSource, path: &Path) -> Result<(), TraceError> {
+        crate::output::write_output(path, |w| write_streams(w, src).map(|_| ()))?;
+        Ok(())
+    }
+}
+
+/// Writes the trace of `src` (its frame valid) to `out` stream by stream, in chunks of
+/// [`MAX_CHUNK_RECORDS`] detours: the bytes [`crate::format::write_to`] writes for the same trace.
+fn write_streams<W: Write>(out: W, src: &dyn StreamSource) -> Result<W, TraceError> {
+    let frame = src.frame();
+    let mut w = TraceWriter::new(out, &frame.header)?;
+    let mut buf: Vec<Detour> = Vec::new();
+    for i in 0..frame.streams.len() {
+        buf.clear();
+        src.detours(i, &mut |run| {
+            for part in run.chunks(MAX_CHUNK_RECORDS) {
+                let room = MAX_CHUNK_RECORDS - buf.len();
+                let (now, later) = part.split_at(room.min(part.len()));
+                buf.extend_from_slice(now);
+                if buf.len() == MAX_CHUNK_RECORDS {
+                    w.append(i, &buf)?;
+                    buf.clear();
+                    buf.extend_from_slice(later);
+                }
+            }
+            Ok(())
+        })?;
+        w.append(i, &buf)?;
+    }
+    w.finish(Epilogue::of(frame))
 }

@@ -29,6 +29,7 @@ use std::str::FromStr;
 
 use crate::error::TraceError;
 use crate::model::Trace;
+use crate::stream_order::StreamSource;
 
 pub use self::codec::{Codec, Imported};
 pub use self::csv::{read_csv, write_csv};
@@ -128,6 +129,17 @@ impl FromStr for Format {
 /// Reads a trace from `paths` in `format` (one file per stream for sysjitter and LogGOPSim).
 pub fn import(paths: &[PathBuf], format: Format) -> Result<Imported, TraceError> {
     format.codec().import(paths)
+}
+
+/// Writes the trace of `src` to `path` in `format`, stream by stream (in the memory of one
+/// run of detours for `.jtr`, CSV and JSON lines; a LogGOPSim export reads it whole).
+pub fn export_streams(
+    src: &dyn StreamSource,
+    path: &Path,
+    format: Format,
+) -> Result<(), TraceError> {
+    src.frame().validate()?;
+    format.codec().export_streams(src, path)
 }
 
 /// Writes `trace` to `path` in `format`.

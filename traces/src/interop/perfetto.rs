@@ -8,9 +8,14 @@
 //! Not a [`super::Codec`]: the export takes the attribution beside the trace. Large traces
 //! stay loadable: `window` keeps a stretch, and beyond `max_slices` detours only the longest
 //! `max_slices` are slices; the counter track still counts every detour, and the file's
-//! `metadata` says how many detours (and how much time) are in the counters only.
+//! `metadata` says how many detours (and how much time) are in the counters only. Among equal
+//! run-times at that boundary the earlier CPU, then the earlier start, is a slice. The file is
+//! written as the trace is read stream by stream: it holds the slices kept, the counters and
+//! the attribution, never every detour.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::io::Write;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -18,6 +23,7 @@ use serde_json::{json, Value};
 use crate::attribution::{AttributedDetour, Attribution};
 use crate::error::TraceError;
 use crate::model::Trace;
+use crate::stream_order::StreamSource;
 
 /// Width of one bin of the noise counter, ns.
 pub const COUNTER_BIN_NS: u64 = 100_000_000;
@@ -56,21 +62,107 @@ pub struct Omitted {
     pub counter_only_ns: u64,
 }
 
-/// One detour of the window: its CPU (stream index), its record and its attribution.
-struct Item<'a> {
+/// One detour of the window: its stream, its detour and its index in the stream (for its
+/// attribution).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Item {
     stream: usize,
     start_ns: u64,
     run_ns: u64,
-    attributed: Option<&'a AttributedDetour>,
+    index: usize,
+}
+
+impl Item {
+    /// The order of preference for a slice: longer first, then the earlier CPU, then the
+    /// earlier start.
+    fn rank(&self) -> Rank {
+        (self.run_ns, Reverse(self.stream), Reverse(self.start_ns))
+    }
+}
+
+/// How much an item is preferred as a slice ([`Item::rank`]): greater is kept first.
+type Rank = (u64, Reverse<usize>, Reverse<u64>);
+
+/// The `max` most preferred items seen ([`Item::rank`]) and what the others were, in the
+/// memory of `max` items.
+struct Longest {
+    max: usize,
+    heap: BinaryHeap<Reverse<(Rank, Item)>>,
+    omitted: Omitted,
+}
+
+impl Longest {
+    fn new(max: usize) -> Longest {
+        Longest {
+            max,
+            heap: BinaryHeap::new(),
+            omitted: Omitted::default(),
+        }
+    }
+
+    fn offer(&mut self, x: Item) {
+        self.omitted.detours += 1;
+        let entry = Reverse((x.rank(), x));
+        let out = if self.heap.len() < self.max {
+            self.heap.push(entry);
+            None
+        } else if self.heap.peek().is_some_and(|least| least.0 .0 < x.rank()) {
+            let least = self.heap.pop().map(|r| r.0 .1);
+            self.heap.push(entry);
+            least
+        } else {
+            Some(x)
+        };
+        if let Some(o) = out {
+            self.omitted.counter_only += 1;
+            self.omitted.counter_only_ns += o.run_ns;
+        }
+    }
+
+    /// The items kept, by stream and start, and what was left out.
+    fn finish(self) -> (Vec<Item>, Omitted) {
+        let mut items: Vec<Item> = self.heap.into_iter().map(|r| r.0 .1).collect();
+        items.sort_unstable_by_key(|x| (x.stream, x.start_ns));
+        let mut o = self.omitted;
+        o.slices = items.len() as u64;
+        (items, o)
+    }
+}
+
+/// Appends one event to the comma-separated list `out`.
+fn push(out: &mut Vec<u8>, event: &Value) -> Result<(), TraceError> {
+    if !out.is_empty() {
+        out.push(b',');
+    }
+    serde_json::to_writer(&mut *out, event)
+        .map_err(|e| TraceError::io("cannot write events", e.into()))
 }
 
 /// The trace-event JSON of `trace` (and its attribution, which must be this trace's: one CPU
-/// entry per stream with one detour per record; others are refused).
+/// entry per stream with one detour per record; others are refused), as a value.
 pub fn trace_events(
     trace: &Trace,
     attribution: Option<&Attribution>,
     e: &Export,
 ) -> Result<(Value, Omitted), TraceError> {
+    let mut bytes = Vec::new();
+    let omitted = write_trace_events(trace, attribution, e, &mut bytes)?;
+    let doc = serde_json::from_slice(&bytes)
+        .map_err(|e| TraceError::io("cannot read events back", e.into()))?;
+    Ok((doc, omitted))
+}
+
+/// Writes the trace-event JSON of the trace of `src` (read stream by stream) to `out`, in
+/// the memory of the `max_slices` slices kept and the counters (one per CPU and 100 ms):
+/// nothing grows with the number of detours but what `attribution` holds. Ties among the
+/// longest detours at the `max_slices` boundary keep the earlier CPU, then the earlier start.
+pub fn write_trace_events(
+    src: &dyn StreamSource,
+    attribution: Option<&Attribution>,
+    e: &Export,
+    out: &mut dyn Write,
+) -> Result<Omitted, TraceError> {
+    let trace = src.frame();
     let t0 = trace.streams.iter().map(|s| s.begin_ns).min().unwrap_or(0);
     let (from, to) = e.window.map_or((0, u64::MAX), |(a, b)| {
         (t0.saturating_add(a), t0.saturating_add(b))
@@ -79,32 +171,51 @@ pub fn trace_events(
         return Err(TraceError::Argument("the window is empty".into()));
     }
     let us = |ns: u64| (ns.saturating_sub(t0)) as f64 / 1e3;
-    let mut events = vec![json!({
-        "ph": "M", "name": "process_name", "pid": 1, "tid": 0, "ts": 0,
-        "args": {"name": format!("jitterbench {}", trace.header.host)},
-    })];
-    let mut items: Vec<Item> = Vec::new();
+    let mut events = Vec::new();
+    push(
+        &mut events,
+        &json!({
+            "ph": "M", "name": "process_name", "pid": 1, "tid": 0, "ts": 0,
+            "args": {"name": format!("jitterbench {}", trace.header.host)},
+        }),
+    )?;
+    let mut longest = Longest::new(e.max_slices);
+    let mut att: Vec<Option<&[AttributedDetour]>> = Vec::new();
     for (i, s) in trace.streams.iter().enumerate() {
-        let att = attribution
-            .map(|a| matching(a, i, s))
-            .transpose()?
-            .flatten();
-        events.push(json!({
-            "ph": "M", "name": "thread_name", "pid": 1, "tid": s.cpu, "ts": 0,
-            "args": {"name": format!("CPU {}", s.cpu)},
-        }));
+        let a = attribution.map(|a| entry(a, i, s)).transpose()?;
+        att.push(a);
+        push(
+            &mut events,
+            &json!({
+                "ph": "M", "name": "thread_name", "pid": 1, "tid": s.cpu, "ts": 0,
+                "args": {"name": format!("CPU {}", s.cpu)},
+            }),
+        )?;
         let mut bins: BTreeMap<u64, u64> = BTreeMap::new();
-        for (j, r) in s.records.iter().enumerate() {
-            if r.end_ns() <= from || r.start_ns >= to {
-                continue;
+        let mut index = 0usize;
+        src.detours(i, &mut |run| {
+            for d in run {
+                if a.is_some_and(|a| {
+                    a.get(index)
+                        .is_none_or(|x| (x.start_ns, x.run_ns) != (d.start_ns, d.run_ns))
+                }) {
+                    return Err(mismatch(s.cpu));
+                }
+                if d.end_ns() > from && d.start_ns < to {
+                    add_to_bins(&mut bins, d.start_ns.max(from), d.end_ns().min(to), t0);
+                    longest.offer(Item {
+                        stream: i,
+                        start_ns: d.start_ns,
+                        run_ns: d.run_ns,
+                        index,
+                    });
+                }
+                index += 1;
             }
-            add_to_bins(&mut bins, r.start_ns.max(from), r.end_ns().min(to), t0);
-            items.push(Item {
-                stream: i,
-                start_ns: r.start_ns,
-                run_ns: r.run_ns,
-                attributed: att.map(|d| &d[j]),
-            });
+            Ok(())
+        })?;
+        if a.is_some_and(|a| a.len() != index) {
+            return Err(mismatch(s.cpu));
         }
         let (lo, hi) = (s.begin_ns.max(from), s.end_ns.min(to));
         let mut b = (lo.saturating_sub(t0) / COUNTER_BIN_NS) * COUNTER_BIN_NS + t0;
@@ -116,55 +227,62 @@ pub fn trace_events(
             } else {
                 0.0
             };
-            events.push(json!({
-                "ph": "C", "name": format!("noise % CPU {}", s.cpu), "pid": 1, "tid": s.cpu,
-                "ts": us(b.max(lo)), "args": {"noise_pct": pct},
-            }));
+            push(
+                &mut events,
+                &json!({
+                    "ph": "C", "name": format!("noise % CPU {}", s.cpu), "pid": 1, "tid": s.cpu,
+                    "ts": us(b.max(lo)), "args": {"noise_pct": pct},
+                }),
+            )?;
             b += COUNTER_BIN_NS;
         }
     }
-    let omitted = keep_longest(&mut items, e.max_slices);
-    items.sort_by_key(|x| (x.stream, x.start_ns));
+    let (items, omitted) = longest.finish();
+    let metadata = json!({
+        "host": trace.header.host,
+        "kernel": trace.header.kernel_release,
+        "attributed": attribution.is_some(),
+        "counter_bin_ms": COUNTER_BIN_NS / 1_000_000,
+        "omitted": omitted,
+    });
+    let io = |e: std::io::Error| TraceError::io("cannot write events", e);
+    out.write_all(b"{\"displayTimeUnit\":\"ns\",\"metadata\":")
+        .map_err(io)?;
+    serde_json::to_writer(&mut *out, &metadata).map_err(|e| io(e.into()))?;
+    out.write_all(b",\"traceEvents\":[").map_err(io)?;
+    out.write_all(&events).map_err(io)?;
+    drop(events);
     for x in &items {
         let cpu = trace.streams[x.stream].cpu;
-        events.push(slice(x, cpu, us(x.start_ns)));
+        let attributed = att[x.stream].map(|a| &a[x.index]);
+        out.write_all(b",").map_err(io)?;
+        serde_json::to_writer(&mut *out, &slice(x, attributed, cpu, us(x.start_ns)))
+            .map_err(|e| io(e.into()))?;
     }
-    let doc = json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "metadata": {
-            "host": trace.header.host,
-            "kernel": trace.header.kernel_release,
-            "attributed": attribution.is_some(),
-            "counter_bin_ms": COUNTER_BIN_NS / 1_000_000,
-            "omitted": omitted,
-        },
-    });
-    Ok((doc, omitted))
+    out.write_all(b"]}").map_err(io)?;
+    Ok(omitted)
 }
 
-/// The attribution's detours of stream `i`, checked against its records.
-fn matching<'a>(
+/// The attribution's detours of stream `i` (checked against its detours as they are read).
+fn entry<'a>(
     a: &'a Attribution,
     i: usize,
     s: &crate::model::Stream,
-) -> Result<Option<&'a [AttributedDetour]>, TraceError> {
-    let Some(c) = a.cpus.iter().find(|c| c.cpu == s.cpu) else {
-        return Err(TraceError::Argument(format!(
+) -> Result<&'a [AttributedDetour], TraceError> {
+    match a.cpus.iter().find(|c| c.cpu == s.cpu) {
+        Some(c) => Ok(&c.detours),
+        None => Err(TraceError::Argument(format!(
             "the attribution has no entry for CPU {} (stream {i})",
             s.cpu
-        )));
-    };
-    let same = c.detours.len() == s.records.len()
-        && (c.detours.iter().zip(&s.records))
-            .all(|(d, r)| (d.start_ns, d.run_ns) == (r.start_ns, r.run_ns));
-    if !same {
-        return Err(TraceError::Argument(format!(
-            "the attribution of CPU {} does not match the trace's detours",
-            s.cpu
-        )));
+        ))),
     }
-    Ok(Some(&c.detours))
+}
+
+/// The error of an attribution that is not this trace's.
+fn mismatch(cpu: u32) -> TraceError {
+    TraceError::Argument(format!(
+        "the attribution of CPU {cpu} does not match the trace's detours"
+    ))
 }
 
 /// Adds the detour time `[a, b)` to the 100 ms bins (keys: bin start, ns) it covers.
@@ -178,28 +296,9 @@ fn add_to_bins(bins: &mut BTreeMap<u64, u64>, a: u64, b: u64, t0: u64) {
     }
 }
 
-/// Keeps the `max` longest items (all when fewer) and says what the rest were.
-fn keep_longest(items: &mut Vec<Item>, max: usize) -> Omitted {
-    let detours = items.len() as u64;
-    let mut o = Omitted {
-        detours,
-        ..Omitted::default()
-    };
-    if items.len() > max {
-        items.select_nth_unstable_by(max, |a, b| b.run_ns.cmp(&a.run_ns));
-        for x in &items[max..] {
-            o.counter_only += 1;
-            o.counter_only_ns += x.run_ns;
-        }
-        items.truncate(max);
-    }
-    o.slices = items.len() as u64;
-    o
-}
-
 /// One detour as a complete event.
-fn slice(x: &Item, cpu: u32, ts: f64) -> Value {
-    let (name, args) = match x.attributed {
+fn slice(x: &Item, attributed: Option<&AttributedDetour>, cpu: u32, ts: f64) -> Value {
+    let (name, args) = match attributed {
         Some(d) => {
             let parts: BTreeMap<&str, u64> =
                 d.parts.iter().map(|p| (p.source.as_str(), p.ns)).collect();
@@ -215,7 +314,7 @@ fn slice(x: &Item, cpu: u32, ts: f64) -> Value {
         }
         None => ("detour", json!({"run_ns": x.run_ns})),
     };
-    let cat = x.attributed.map_or("detour", |d| {
+    let cat = attributed.map_or("detour", |d| {
         crate::attribution::Category::of(&d.source).name()
     });
     json!({
@@ -333,6 +432,35 @@ mod tests {
         assert_eq!(ev.iter().filter(|e| e["ph"] == "C").count(), 20);
         assert_eq!((o.detours, o.slices, o.counter_only), (3, 3, 0));
         assert_eq!(v["metadata"]["attributed"], true);
+    }
+
+    /// Among detours of equal run-time at the `max_slices` boundary the earlier CPU, then the
+    /// earlier start, is a slice: the same file for the same trace, whatever the reading order.
+    #[test]
+    fn ties_at_the_boundary_keep_the_earlier_cpu_then_the_earlier_start() {
+        let d = |start_ns: u64, run_ns: u64| Detour { start_ns, run_ns };
+        let s0 = Stream::from_detours(0, 0, 1_000, &[d(10, 5), d(100, 9), d(200, 5)]).unwrap();
+        let s1 = Stream::from_detours(1, 0, 1_000, &[d(5, 5), d(50, 9)]).unwrap();
+        let mut t = Trace {
+            streams: vec![s0, s1],
+            ..Trace::default()
+        };
+        t.sync_header();
+        let e = Export {
+            window: None,
+            max_slices: 3,
+        };
+        let (v, o) = trace_events(&t, None, &e).unwrap();
+        let kept: Vec<(u64, f64)> = (v["traceEvents"].as_array().unwrap().iter())
+            .filter(|x| x["ph"] == "X")
+            .map(|x| (x["tid"].as_u64().unwrap(), x["ts"].as_f64().unwrap() * 1e3))
+            .collect();
+        // Both 9 ns detours, then the first 5 ns one of CPU 0.
+        assert_eq!(kept, vec![(0, 10.0), (0, 100.0), (1, 50.0)]);
+        assert_eq!(
+            (o.detours, o.slices, o.counter_only, o.counter_only_ns),
+            (5, 3, 2, 10)
+        );
     }
 
     /// Beyond `max_slices` only the longest detours are slices, the rest are counted; a

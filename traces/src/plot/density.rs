@@ -6,8 +6,9 @@ use plotters::coord::combinators::LogCoord;
 use plotters::prelude::*;
 
 use super::look::{chart_on, mesh, svg_with_legend, y_label_area, Chart, Mark, Series};
-use crate::compare::{density, log_runs, Grid, GRID_POINTS};
+use crate::compare::{density, Grid, GRID_POINTS};
 use crate::error::TraceError;
+use crate::stream_order::StreamSource;
 
 /// The density chart (`--kind density`).
 #[derive(Debug, Clone, Copy)]
@@ -21,8 +22,17 @@ impl Chart for Density {
 
 /// Log-density of run-times of each series, on one shared grid.
 fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
-    let xs: Vec<Vec<f64>> = series.iter().map(|s| log_runs(s.streams)).collect();
-    let (curves, grid) = density_curves(&xs, |_| 1.0);
+    // Read stream by stream (`compare::densities`): the numbers of the traces read whole.
+    let sources: Vec<&dyn StreamSource> = series.iter().map(|s| s.source).collect();
+    let (densities, grid) = crate::compare::densities(&sources)?;
+    let step = grid.step();
+    let curves: Vec<Vec<(f64, f64)>> = (densities.iter())
+        .map(|d| {
+            (0..grid.points)
+                .map(|j| (grid.run_ns(j) / 1e3, d.values[j] * step * 1.0))
+                .collect()
+        })
+        .collect();
     let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-7;
     let y_area = y_label_area(LogCoord::from((floor..peak * 2.0).log_scale()));
@@ -48,7 +58,6 @@ fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceE
     })
 }
 
-/// The highest point of density `curves` (µs, density) and the grid's run-time span in µs.
 /// The density of each sample of log run-times on one shared grid, as (run µs, share per grid
 /// step × `weight(sample)`) points, and the grid.
 pub(super) fn density_curves(
@@ -71,6 +80,7 @@ pub(super) fn density_curves(
     (curves, grid)
 }
 
+/// The highest point of density `curves` (µs, density) and the grid's run-time span in µs.
 pub(super) fn peak_and_span(curves: &[Vec<(f64, f64)>], grid: &Grid) -> (f64, f64, f64) {
     let peak = curves
         .iter()

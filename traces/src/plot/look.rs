@@ -9,8 +9,8 @@ use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 
 use crate::error::TraceError;
-use crate::model::Stream;
 use crate::output::write_output_bytes;
+use crate::stream_order::StreamSource;
 
 /// Most points drawn per trace in CDF and time-series plots.
 pub const MAX_POINTS: usize = 4000;
@@ -37,12 +37,32 @@ pub(crate) const CHAR_PX: u32 = 8;
 pub(crate) const Y_AREA_FIXED_PX: u32 = 36;
 
 /// One trace (or some of its streams) in a plot, with its legend label.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Series<'a> {
     /// Legend label.
     pub label: &'a str,
-    /// The streams drawn (pooled).
-    pub streams: &'a [Stream],
+    /// The trace drawn (its streams pooled): in memory, or read stream by stream from its file.
+    pub source: &'a dyn StreamSource,
+}
+
+impl std::fmt::Debug for Series<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Series")
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The shortest and longest positive run-time of each series (`None`: none), ns.
+pub(crate) type RunSpan = Option<(u64, u64)>;
+
+/// Widens `span` to hold `run_ns` (a run-time of 0 is not drawn on a log axis).
+pub(crate) fn widen(span: &mut RunSpan, run_ns: u64) {
+    if run_ns > 0 {
+        *span = Some(span.map_or((run_ns, run_ns), |(lo, hi)| {
+            (lo.min(run_ns), hi.max(run_ns))
+        }));
+    }
 }
 
 /// A chart of trace series: one implementation per file, picked by `PlotKind::chart`.
@@ -249,16 +269,12 @@ pub(crate) fn svg_with_legend(
 }
 
 /// Run-time range in µs over all series, for a log axis.
-pub(crate) fn run_range_us(series: &[Series]) -> (f64, f64) {
+pub(crate) fn run_range_us(spans: &[RunSpan]) -> (f64, f64) {
     let mut lo = f64::INFINITY;
     let mut hi = 0.0f64;
-    for s in series {
-        for r in s.streams.iter().flat_map(|s| &s.records) {
-            if r.run_ns > 0 {
-                lo = lo.min(r.run_ns as f64 / 1e3);
-                hi = hi.max(r.run_ns as f64 / 1e3);
-            }
-        }
+    for &(a, b) in spans.iter().flatten() {
+        lo = lo.min(a as f64 / 1e3);
+        hi = hi.max(b as f64 / 1e3);
     }
     if !lo.is_finite() {
         return (0.1, 10.0);

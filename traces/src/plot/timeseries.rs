@@ -6,10 +6,11 @@ use plotters::coord::combinators::LogCoord;
 use plotters::prelude::*;
 
 use super::look::{
-    chart_on, mesh, run_range_us, svg_with_legend, y_label_area, Chart, Mark, Series, MAX_POINTS,
+    chart_on, mesh, run_range_us, svg_with_legend, widen, y_label_area, Chart, Mark, RunSpan,
+    Series, MAX_POINTS,
 };
 use crate::error::TraceError;
-use crate::model::Stream;
+use crate::stream_order::StreamSource;
 
 /// The time-series chart (`--kind timeseries`).
 #[derive(Debug, Clone, Copy)]
@@ -21,46 +22,92 @@ impl Chart for TimeSeries {
     }
 }
 
-/// (start s, run µs) points, reduced to the longest detour per time bin when there are many.
-fn timeseries_points(streams: &[Stream], origin: u64, span: u64) -> Vec<(f64, f64)> {
-    let all = || {
-        streams
-            .iter()
-            .flat_map(|s| &s.records)
-            .filter(|r| r.run_ns > 0)
-    };
-    let n = all().count();
-    let pt = |start: u64, run: u64| ((start - origin) as f64 / 1e9, run as f64 / 1e3);
-    if n <= MAX_POINTS {
-        return all().map(|r| pt(r.start_ns, r.run_ns)).collect();
-    }
-    let mut bins: Vec<Option<(u64, u64)>> = vec![None; MAX_POINTS];
-    let span = span.max(1);
-    for r in all() {
-        let b = (((r.start_ns - origin) as u128 * MAX_POINTS as u128 / span as u128) as usize)
-            .min(MAX_POINTS - 1);
-        match bins[b] {
-            Some((_, run)) if run >= r.run_ns => {}
-            _ => bins[b] = Some((r.start_ns, r.run_ns)),
+/// The points of one series as its detours come (stream by stream, each in time order):
+/// every detour of positive run-time while there are at most [`MAX_POINTS`], and the longest
+/// of each of [`MAX_POINTS`] equal time bins (the first of equals), so that the spikes stay
+/// visible; in the memory of `2 · MAX_POINTS` points whatever the trace's length.
+struct TimePoints {
+    origin: u64,
+    span: u64,
+    count: usize,
+    few: Vec<(u64, u64)>,
+    bins: Vec<Option<(u64, u64)>>,
+    runs: RunSpan,
+}
+
+impl TimePoints {
+    fn new(origin: u64, span: u64) -> TimePoints {
+        TimePoints {
+            origin,
+            span: span.max(1),
+            count: 0,
+            few: Vec::new(),
+            bins: vec![None; MAX_POINTS],
+            runs: None,
         }
     }
-    bins.into_iter().flatten().map(|(s, r)| pt(s, r)).collect()
+
+    fn add(&mut self, start_ns: u64, run_ns: u64) {
+        if run_ns == 0 {
+            return;
+        }
+        widen(&mut self.runs, run_ns);
+        self.count += 1;
+        if self.count <= MAX_POINTS {
+            self.few.push((start_ns, run_ns));
+        } else if self.count == MAX_POINTS + 1 {
+            self.few = Vec::new();
+        }
+        let b = (((start_ns - self.origin) as u128 * MAX_POINTS as u128 / self.span as u128)
+            as usize)
+            .min(MAX_POINTS - 1);
+        match self.bins[b] {
+            Some((_, run)) if run >= run_ns => {}
+            _ => self.bins[b] = Some((start_ns, run_ns)),
+        }
+    }
+
+    /// (start s, run µs) points.
+    fn points(&self) -> Vec<(f64, f64)> {
+        let pt =
+            |&(start, run): &(u64, u64)| ((start - self.origin) as f64 / 1e9, run as f64 / 1e3);
+        if self.count <= MAX_POINTS {
+            self.few.iter().map(pt).collect()
+        } else {
+            self.bins.iter().flatten().map(pt).collect()
+        }
+    }
+}
+
+/// The points of `src` (see [`TimePoints`]).
+fn time_points(src: &dyn StreamSource, origin: u64, span: u64) -> Result<TimePoints, TraceError> {
+    let mut p = TimePoints::new(origin, span);
+    for i in 0..src.frame().streams.len() {
+        src.detours(i, &mut |run| {
+            for d in run {
+                p.add(d.start_ns, d.run_ns);
+            }
+            Ok(())
+        })?;
+    }
+    Ok(p)
 }
 
 /// Run-time against start time for each series.
 fn timeseries_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
-    let (y0, y1) = run_range_us(series);
-    let origin = series
-        .iter()
-        .flat_map(|s| s.streams.iter().map(|s| s.begin_ns))
-        .min()
-        .unwrap_or(0);
-    let end = series
-        .iter()
-        .flat_map(|s| s.streams.iter().map(|s| s.end_ns))
+    let frames = || series.iter().flat_map(|s| s.source.frame().streams.iter());
+    let origin = frames().map(|s| s.begin_ns).min().unwrap_or(0);
+    let end = frames()
+        .map(|s| s.end_ns)
         .max()
         .unwrap_or(0)
         .max(origin + 1);
+    let points: Vec<TimePoints> = series
+        .iter()
+        .map(|s| time_points(s.source, origin, end - origin))
+        .collect::<Result<_, _>>()?;
+    let spans: Vec<RunSpan> = points.iter().map(|p| p.runs).collect();
+    let (y0, y1) = run_range_us(&spans);
     let y_area = y_label_area(LogCoord::from((y0..y1).log_scale()));
     let labels: Vec<String> = series.iter().map(|s| s.label.to_string()).collect();
     svg_with_legend(path, &labels, Mark::Dot, |root, e| {
@@ -73,11 +120,14 @@ fn timeseries_svg(series: &[Series], title: &str, path: &Path) -> Result<(), Tra
             "detour run-time (µs)",
             &e,
         )?;
-        for (i, s) in series.iter().enumerate() {
+        for (i, p) in points.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
-            let pts = timeseries_points(s.streams, origin, end - origin);
             chart
-                .draw_series(pts.into_iter().map(|p| Circle::new(p, 2, color.filled())))
+                .draw_series(
+                    p.points()
+                        .into_iter()
+                        .map(|p| Circle::new(p, 2, color.filled())),
+                )
                 .map_err(e)?;
         }
         Ok(())
@@ -95,7 +145,7 @@ mod tests {
             .parse()
             .unwrap();
         let t = synthesize(&s, 1, 1_000_000_000, 9).unwrap();
-        let pts = timeseries_points(&t.streams, 0, 1_000_000_000);
+        let pts = time_points(&t, 0, 1_000_000_000).unwrap().points();
         assert!(pts.len() <= MAX_POINTS);
         let big = pts.iter().filter(|p| p.1 >= 500.0).count();
         assert_eq!(big, 10);

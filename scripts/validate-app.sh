@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# Issue 32's validation on held-out programs: `replay-bench app` (the measured slowdown of an
+# unmodified MPI program under a trace, paired, with its 95 % interval) beside
+# `replay-bench predict --app` (the prediction from the program's own profile), one table.
+#
+# Programs (tests/heldout/, built here with mpicc): bulk (compute; MPI_Barrier) and halo (2-D
+# Cartesian halo exchange with Isend/Irecv/Waitall and two allreduces per iteration). For each
+# np, program, trace (a synthetic periodic one and a collected one) and sync mode it
+#   1. records the program's profile (JITTER_PROFILE, no trace) and `profile show`s it;
+#   2. runs `replay-bench app` (K pairs with and without libjitter_preload.so, seeded order,
+#      warm-up pairs, metric: the program's printed `iter_ns`);
+#   3. when `replay-bench predict --help` offers `--app`, runs `predict --app PROFILE --trace T
+#      --ranks NP --sync S` and judges it by the project's rule (replay-bench/src/verdict.rs):
+#      inside the measured 95 % interval, or within 1 pp + the platform's noise; "disagree"
+#      otherwise; no verdict where the interval is wider than the effect and the allowance.
+# --overhead adds the profiling overhead: halo with vs without JITTER_PROFILE (no trace), paired,
+# interleaved, seeded order, against the issue's goal of at most 1 %: judged on the median
+# iteration (robust to a busy machine's preemptions; the cost is a constant shift), the mean's
+# shown beside it.
+# Everything goes to --out: app/*.json, profiles/*, predict/*.json, logs/ (every run),
+# summary.json (every row), table.txt, env.txt. Every run is under a time limit.
+#
+# Usage: scripts/validate-app.sh [options]
+#   --bin-dir DIR      replay-bench, jitter-trace, libjitter_preload.so [target/release]
+#   --out DIR          output folder [validate-app-YYYYmmdd-HHMMSS]
+#   --pairs K          counted pairs per study [20; --quick: 6]
+#   --warmup W         warm-up pairs per study [1]
+#   --np LIST          process counts, e.g. "1 2" or "1,2,4,8,16" [1 2]
+#   --programs LIST    bulk halo [both]; also allreduce (bulk.c with MPI_Allreduce: no barrier,
+#                      so the library's phase sync never resyncs)
+#   --syncs LIST       sync modes [none phase]
+#   --periodic SPEC    synthetic trace [periodic:period=4ms,dur=200us], 120 s, one stream
+#   --collected FILE   collected trace [traces/samples/vm-daemon-cpu1.jtr]; "none": skip
+#   --iterations N     loop iterations per run [600; --quick: 200]
+#   --work N           interior work (multiply-adds; ≈ 2 ns each on the 2-vCPU test VM)
+#                      [bulk 500000 ≈ 1 ms, halo 400000 ≈ 1.15 ms per iteration in all]
+#   --seed S           order of pairs, JITTER_SEED of each pair, prediction seed [1]
+#   --platform P       predict's --platform (ideal|this|FILE) [this]
+#   --predict-args "…" more flags for predict --app, e.g. "--phases 600"
+#   --run-timeout S    time limit of one program run, s [120]
+#   --overhead         also measure the profiling overhead (halo, each np) [off]
+#   --overhead-pairs K pairs of the overhead step [40; --quick: 10]
+#   --no-studies       skip profiles, studies and predictions (with --overhead: only it)
+#   --quick            fewer pairs and iterations (an end-to-end check, not a measurement)
+# Environment: MPIRUN (launcher, default mpirun; OpenMPI's --bind-to none and --oversubscribe
+# are passed to it), MPICC (default mpicc).
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+die() { echo "validate-app: error: $*" >&2; exit 1; }
+bin_dir="$root/target/release" out="" pairs="" warmup=1 nps="1 2" programs="bulk halo"
+syncs="none phase" periodic="periodic:period=4ms,dur=200us"
+collected="$root/traces/samples/vm-daemon-cpu1.jtr" iterations="" work_bulk=500000
+work_halo=400000 seed=1 platform=this predict_args="" run_timeout=120 overhead=0
+overhead_pairs="" studies=1 quick=0
+need() { [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die "$1 needs a value (see --help)"; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bin-dir) need "$@"; bin_dir="$2"; shift 2 ;;
+    --out) need "$@"; out="$2"; shift 2 ;;
+    --pairs) need "$@"; pairs="$2"; shift 2 ;;
+    --warmup) need "$@"; warmup="$2"; shift 2 ;;
+    --np) need "$@"; nps="${2//,/ }"; shift 2 ;;
+    --programs) need "$@"; programs="${2//,/ }"; shift 2 ;;
+    --syncs) need "$@"; syncs="${2//,/ }"; shift 2 ;;
+    --periodic) need "$@"; periodic="$2"; shift 2 ;;
+    --collected) need "$@"; collected="$2"; shift 2 ;;
+    --iterations) need "$@"; iterations="$2"; shift 2 ;;
+    --work) need "$@"; work_bulk="$2"; work_halo="$2"; shift 2 ;;
+    --seed) need "$@"; seed="$2"; shift 2 ;;
+    --platform) need "$@"; platform="$2"; shift 2 ;;
+    --predict-args) need "$@"; predict_args="$2"; shift 2 ;;
+    --run-timeout) need "$@"; run_timeout="$2"; shift 2 ;;
+    --overhead) overhead=1; shift ;;
+    --overhead-pairs) need "$@"; overhead_pairs="$2"; shift 2 ;;
+    --no-studies) studies=0; shift ;;
+    --quick) quick=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+if [[ $quick == 1 ]]; then
+  pairs="${pairs:-6}" iterations="${iterations:-200}" overhead_pairs="${overhead_pairs:-10}"
+else
+  pairs="${pairs:-20}" iterations="${iterations:-600}" overhead_pairs="${overhead_pairs:-40}"
+fi
+whole() { [[ "$2" =~ ^[0-9]+$ && "$2" -ge "$3" ]] || die "$1 must be a whole number ≥ $3 (got '$2')"; }
+whole --pairs "$pairs" 2; whole --warmup "$warmup" 0; whole --iterations "$iterations" 1
+whole --work "$work_bulk" 16; whole --seed "$seed" 0; whole --run-timeout "$run_timeout" 1
+whole --overhead-pairs "$overhead_pairs" 2
+for n in $nps; do whole --np "$n" 1; done
+for p in $programs; do
+  [[ $p =~ ^(bulk|allreduce|halo)$ ]] || die "--programs: unknown program '$p' (bulk, allreduce, halo)"
+done
+for s in $syncs; do
+  [[ $s =~ ^(none|once|phase|every:[0-9]+)$ ]] || die "--syncs: unknown sync mode '$s' (none, once, phase, every:K)"
+done
+
+# Tools.
+[[ -d $bin_dir ]] || die "--bin-dir: $bin_dir is not a folder"
+bin_dir="$(cd "$bin_dir" && pwd)"
+rb="$bin_dir/replay-bench" jt="$bin_dir/jitter-trace" lib="$bin_dir/libjitter_preload.so"
+for f in "$rb" "$jt"; do [[ -x $f ]] || die "$f is missing (cargo build --release, or give --bin-dir)"; done
+[[ -f $lib ]] || die "$lib is missing (cargo build --release -p jitter-preload)"
+"$rb" profile --help >/dev/null 2>&1 || die "$rb has no 'profile' command (too old: rebuild it)"
+mpirun="${MPIRUN:-mpirun}" mpicc="${MPICC:-mpicc}"
+for t in "$mpirun" "$mpicc" python3 timeout; do
+  command -v "$t" >/dev/null || die "$t is not installed (scripts/setup.sh installs OpenMPI and python3)"
+done
+if [[ $collected != none ]]; then
+  [[ -f $collected ]] || die "--collected: $collected is not a file"
+  collected="$(cd "$(dirname "$collected")" && pwd)/$(basename "$collected")"
+fi
+[[ $EUID == 0 ]] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset JITTER_TRACE JITTER_PROFILE JITTER_SYNC JITTER_SEED JITTER_SCALE JITTER_RANKS_PER_NODE
+
+out="${out:-validate-app-$(date +%Y%m%d-%H%M%S)}"
+[[ $out != *[[:space:]]* ]] || die "--out: give a folder whose path has no spaces (the runs' command lines hold it)"
+mkdir -p "$out"/{bin,traces,profiles,app,predict,logs} || die "cannot create $out"
+out="$(cd "$out" && pwd)"
+step() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+cores="$(nproc)"
+
+# The launcher's flags for NP processes: no binding (the library's timer follows the rank's
+# thread), oversubscription allowed beyond this machine's cores.
+launch_flags() {
+  local f=(--bind-to none)
+  [[ $1 -gt $cores ]] && f+=(--oversubscribe)
+  echo "${f[@]}"
+}
+# The command line of PROGRAM (allreduce: bulk.c synchronising with MPI_Allreduce instead).
+program_args() {
+  case "$1" in
+    bulk) echo "$out/bin/bulk $iterations $work_bulk barrier" ;;
+    allreduce) echo "$out/bin/bulk $iterations $work_bulk allreduce" ;;
+    halo) echo "$out/bin/halo $iterations $work_halo" ;;
+  esac
+}
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(uname -n), $(uname -r), $cores CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  echo "load average at start: $(loadavg)"
+  echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "replay-bench: $("$rb" --version 2>&1 | head -1), $rb"
+  echo "mpirun: $("$mpirun" --version 2>&1 | head -1)"
+  echo "options: np=[$nps] programs=[$programs] syncs=[$syncs] pairs=$pairs warmup=$warmup" \
+    "iterations=$iterations work bulk=$work_bulk halo=$work_halo seed=$seed platform=$platform" \
+    "quick=$quick"
+} >"$out/env.txt"
+
+# 1. The programs.
+step "building the held-out programs with $mpicc"
+for p in bulk halo; do
+  timeout 120 "$mpicc" -O2 -o "$out/bin/$p" "$root/tests/heldout/$p.c" 2>"$out/logs/mpicc-$p.log" \
+    || die "mpicc failed on tests/heldout/$p.c (see $out/logs/mpicc-$p.log)"
+done
+
+# 2. The traces.
+traces=(periodic)
+step "synthesizing $periodic (120 s, one stream)"
+timeout 300 "$jt" synth "$periodic" --streams 1 --duration 120s --seed "$seed" \
+  -o "$out/traces/periodic.jtr" >"$out/logs/synth.log" 2>&1 \
+  || die "jitter-trace synth '$periodic' failed (see $out/logs/synth.log)"
+if [[ $collected != none ]]; then
+  cp "$collected" "$out/traces/collected.jtr"
+  traces+=(collected)
+fi
+
+has_predict_app=0
+"$rb" predict --help 2>/dev/null | grep -q -- --app && has_predict_app=1
+echo "predict --app: $([[ $has_predict_app == 1 ]] && echo available || echo 'not in this replay-bench')" >>"$out/env.txt"
+
+failures=()
+# One program run under the profile: PROGRAM NP → profiles/PROGRAM-npNP.json.
+record_profile() {
+  local p=$1 n=$2 prof="$out/profiles/$1-np$2.json"
+  step "profile of $p at np $n"
+  rm -rf "$prof" "$prof.ranks"
+  # shellcheck disable=SC2046
+  if ! LD_PRELOAD="$lib" JITTER_PROFILE="$prof" timeout -k 5 "$run_timeout" "$mpirun" -np "$n" \
+      $(launch_flags "$n") $(program_args "$p") \
+      >"$out/logs/profile-$p-np$n.log" 2>&1; then
+    failures+=("profile of $p at np $n failed (see $out/logs/profile-$p-np$n.log)")
+    return 1
+  fi
+  timeout 120 "$rb" profile show "$prof" >"$out/profiles/$p-np$n.txt" 2>&1 \
+    || { failures+=("profile show of $p at np $n failed (see $out/profiles/$p-np$n.txt)"); return 1; }
+}
+
+# One study: PROGRAM NP TRACE SYNC → app/NAME.json (+ predict/NAME.json).
+study() {
+  local p=$1 n=$2 t=$3 s=$4 name="$1-np$2-$3-${4//:/}"
+  local runs=$(( 2 * (pairs + warmup) ))
+  step "replay-bench app: $p, np $n, $t trace, sync $s ($runs runs; load $(loadavg))"
+  echo "$name $(loadavg)" >>"$out/logs/load.txt"
+  # shellcheck disable=SC2046
+  if ! timeout -k 10 $(( runs * (run_timeout + 5) + 120 )) "$rb" app --trace "$out/traces/$t.jtr" \
+      --np "$n" --launcher "$mpirun" --runs "$pairs" --warmup "$warmup" --sync "$s" \
+      --seed "$seed" --library "$lib" --metric 'iter_ns ([0-9.]+)' --timeout "${run_timeout}s" \
+      -o "$out/app/$name.json" -- $(launch_flags "$n") $(program_args "$p") \
+      >"$out/logs/app-$name.log" 2>&1; then
+    failures+=("replay-bench app failed for $name (see $out/logs/app-$name.log)")
+  fi
+  [[ $has_predict_app == 1 && -f "$out/profiles/$p-np$n.json" ]] || return 0
+  step "replay-bench predict --app: $p, np $n, $t trace, sync $s"
+  # shellcheck disable=SC2086
+  if ! timeout -k 10 600 "$rb" predict --app "$out/profiles/$p-np$n.json" \
+      --trace "$out/traces/$t.jtr" --ranks "$n" --sync "$s" --seed "$seed" \
+      --platform "$platform" $predict_args -o "$out/predict/$name.json" \
+      >"$out/logs/predict-$name.log" 2>&1; then
+    failures+=("predict --app failed for $name (see $out/logs/predict-$name.log)")
+  fi
+}
+
+# The profiling overhead of halo at NP: OVERHEAD_PAIRS pairs, with and without JITTER_PROFILE,
+# the order of each pair drawn from the seed → logs/overhead-npNP.tsv (pair, arm, mean and
+# median iteration).
+overhead_at() {
+  local n=$1 tsv="$out/logs/overhead-np$1.tsv" order i arm v m
+  step "profiling overhead: halo at np $n, $overhead_pairs pairs (load $(loadavg))"
+  order="$(python3 -c "import random; r = random.Random($seed); print(' '.join(r.choice(['01', '10']) for _ in range($overhead_pairs + $warmup)))")"
+  : >"$tsv"
+  i=0
+  for pair in $order; do
+    for arm in ${pair:0:1} ${pair:1:1}; do # 1: with the profile
+      local env=() log="$out/logs/overhead-np$n-run.log"
+      [[ $arm == 1 ]] && env=(LD_PRELOAD="$lib" JITTER_PROFILE="$out/logs/overhead-np$n.prof.json")
+      rm -rf "$out/logs/overhead-np$n.prof.json" "$out/logs/overhead-np$n.prof.json.ranks"
+      # shellcheck disable=SC2046
+      if ! env "${env[@]}" timeout -k 5 "$run_timeout" "$mpirun" -np "$n" $(launch_flags "$n") \
+          "$out/bin/halo" "$iterations" "$work_halo" >"$log" 2>&1; then
+        failures+=("overhead run $i ($([[ $arm == 1 ]] && echo with || echo without) the profile) at np $n failed (see $log)")
+        return 1
+      fi
+      v="$(sed -n 's/^iter_ns \([0-9.]*\)$/\1/p' "$log" | tail -1)"
+      m="$(sed -n 's/^iter_median_ns \([0-9.]*\)$/\1/p' "$log" | tail -1)"
+      [[ -n $v && -n $m ]] || { failures+=("overhead run $i at np $n printed no iter_ns/iter_median_ns (see $log)"); return 1; }
+      printf '%s\t%s\t%s\t%s\t%s\n' "$i" "$arm" "$v" "$m" "$([[ $i -lt $warmup ]] && echo warmup || echo counted)" >>"$tsv"
+    done
+    i=$((i + 1))
+  done
+}
+
+if [[ $studies == 1 ]]; then
+  for n in $nps; do
+    for p in $programs; do
+      record_profile "$p" "$n" || true
+      for t in "${traces[@]}"; do
+        for s in $syncs; do study "$p" "$n" "$t" "$s"; done
+      done
+    done
+  done
+fi
+if [[ $overhead == 1 ]]; then
+  for n in $nps; do overhead_at "$n" || true; done
+fi
+echo "load average at end: $(loadavg)" >>"$out/env.txt"
+
+step "summary"
+python3 "$root/scripts/validate-app-summary.py" "$out" >"$out/table.txt" \
+  || die "the summary failed (see above)"
+cat "$out/table.txt"
+if [[ ${#failures[@]} -gt 0 ]]; then
+  printf '%s\n' "${failures[@]}" >"$out/failures.txt"
+  die "${#failures[@]} step(s) failed, first: ${failures[0]} (all in $out/failures.txt)"
+fi
