@@ -179,18 +179,19 @@ fn shift_stretch(
     }
 }
 
-/// The closed form of round `round` for ranks `g0..g0 + out.len()` (of `n`, times `t` and quiet
-/// times `q` of all): each rank's noise-free exit and its flags ([`ASK`], [`SEND_LATE`]).
-fn closed_form(
-    round: Round,
+/// What a round starts from: the times and quiet times of all `n` ranks, and the costs.
+#[derive(Clone, Copy)]
+struct Start<'a> {
+    t: &'a [u64],
+    q: &'a [u64],
     n: u64,
-    g0: usize,
-    t: &[u64],
-    q: &[u64],
-    out: &mut [u64],
-    fl: &mut [u8],
     c: Costs,
-) {
+}
+
+/// The closed form of round `round` for ranks `g0..g0 + out.len()` (from `at`): each rank's
+/// noise-free exit and its flags ([`ASK`], [`SEND_LATE`]).
+fn closed_form(round: Round, at: Start<'_>, g0: usize, out: &mut [u64], fl: &mut [u8]) {
+    let Start { t, q, n, c } = at;
     let len = out.len();
     if let Round::Shift(d) = round {
         let (d, n) = (d as usize, n as usize);
@@ -290,7 +291,13 @@ pub(super) fn local<C: Clocks>(
             ends.enumerate()
                 .for_each(|(c, ((((out, fl), ss), rs), sts))| {
                     let g0 = c * chunk;
-                    closed_form(round, n as u64, g0, cur_all, quiet_all, out, fl, costs);
+                    let at = Start {
+                        t: cur_all,
+                        q: quiet_all,
+                        n: n as u64,
+                        c: costs,
+                    };
+                    closed_form(round, at, g0, out, fl);
                     each_flagged(fl, SEND_LATE, |i, _| {
                         let g = g0 + i;
                         let mut q = quiet_all[g];
