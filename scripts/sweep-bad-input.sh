@@ -187,6 +187,7 @@ mk "$RB" predict --trace "$F/good.jtr" --ranks 2,4 --sync none,phase --phases 50
 mk "$RB" predict --trace "$F/other/good.jtr" --ranks 2,4 --sync none,phase --phases 50 -o "$F/p-other.json"
 mk "$RB" predict --trace "$F/good.jtr" --ranks 8 --sync once --phases 50 -o "$F/p-far.json"
 echo '{"not": "a report"}' >"$F/notreport.json"
+echo '{"format": "jitterbench-profile", "version": 1, "program": "x", "job": "j", "ranks": 2, "reported": [], "missing": [0, 1], "cartesian": null, "main_loop": null}' >"$F/loopless.json"
 timeout 120 "$JE" calibrate --json >"$F/cal.json" 2>"$W/fixture.err" || { echo "sweep: calibration failed: $(tail -1 "$W/fixture.err")" >&2; exit 2; }
 if ((HAVE_MPI)); then
     mk mpicc -O1 -o "$F/app" "$ROOT/emulator/preload/tests/app/compute_barrier.c"
@@ -431,6 +432,12 @@ expect '[12]' 'scale' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 
 expect '[12]' 'scale' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --scale 0
 expect '[12]' 'fraction' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --fraction 0
 expect '[12]' 'fraction' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --fraction 2
+group "replay-bench predict --app: a missing, foreign, directory, loopless profile; --quanta with --app"
+expect 1 'cannot read the profile' -- "$RB" predict --app "$F/nope.json" --trace "$F/good.jtr" --ranks 2 --phases 10
+expect 1 'not a profile' -- "$RB" predict --app "$F/notreport.json" --trace "$F/good.jtr" --ranks 2 --phases 10
+expect 1 'cannot read the profile' -- "$RB" predict --app "$F/adir.json" --trace "$F/good.jtr" --ranks 2 --phases 10
+expect 1 'no main loop found' -- "$RB" predict --app "$F/loopless.json" --trace "$F/good.jtr" --ranks 2 --phases 10
+expect 2 'quanta' -- "$RB" predict --app "$F/loopless.json" --trace "$F/good.jtr" --ranks 2 --quanta 1ms
 group "replay-bench predict: --barrier-stage-ns 2^64, nan, -1; --logp-o-ns nan"
 expect 1 'barrier-stage-ns' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --barrier-stage-ns 18446744073709551615
 expect 1 'barrier-stage-ns' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --barrier-stage-ns nan

@@ -11,7 +11,8 @@
 //!   their part to rank − p first and get the result back at the end), Reduce and Bcast by a
 //!   binomial tree at the root, Allgather by dissemination with doubling blocks (Bruck),
 //!   Alltoall(v) pairwise in N − 1 rounds of bytes/N;
-//! * point-to-point: peers at the same offset from the rank modulo N (ring offsets); with a
+//! * point-to-point (the rule of `peers`, shared with `predict --app`): peers at the same
+//!   offset from the rank modulo N (ring offsets); with a
 //!   Cartesian topology of d ≥ 2 dimensions, an offset equal to ± a dimension's stride at the
 //!   profiled size becomes ± that dimension's stride in `MPI_Dims_create(N, d)`'s grid;
 //!   at an even profiled size P the offset P/2 is both +P/2 and −P/2 (at two ranks −1 ≡ +1):
@@ -24,6 +25,7 @@
 use std::io::{self, Write};
 
 use crate::error::ProfileError;
+use crate::peers::{Growth, Halves};
 use crate::profile::{Cartesian, MainLoop};
 use crate::site::{Call, Site};
 
@@ -43,53 +45,15 @@ pub struct GoalSpec {
     pub cartesian: Option<Cartesian>,
 }
 
-/// `MPI_Dims_create(n, d)`: d factors of n, as balanced as can be, non-increasing.
-pub fn dims_create(n: u64, d: usize) -> Vec<u64> {
-    let mut dims = vec![1u64; d.max(1)];
-    let mut primes = Vec::new();
-    let (mut m, mut f) = (n.max(1), 2);
-    while f * f <= m {
-        while m % f == 0 {
-            primes.push(f);
-            m /= f;
-        }
-        f += 1;
-    }
-    if m > 1 {
-        primes.push(m);
-    }
-    for p in primes.into_iter().rev() {
-        let smallest = (0..dims.len()).min_by_key(|&i| dims[i]).unwrap_or(0);
-        dims[smallest] *= p;
-    }
-    dims.sort_unstable_by(|a, b| b.cmp(a));
-    dims
-}
+pub use crate::peers::dims_create;
 
-/// Row-major strides of `dims` (the last dimension varies fastest, as in MPI).
-fn strides(dims: &[u64]) -> Vec<u64> {
-    let mut s = vec![1u64; dims.len()];
-    for i in (0..dims.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * dims[i + 1];
+/// How the profile's offsets grow to the export's ranks (`crate::peers`).
+fn growth(spec: &GoalSpec) -> Growth {
+    Growth {
+        profiled_ranks: spec.profiled_ranks,
+        ranks: spec.ranks,
+        cartesian: spec.cartesian.clone(),
     }
-    s
-}
-
-/// The offset `d` recorded at the profiled size, at N ranks.
-fn grown_offset(d: i32, spec: &GoalSpec) -> i64 {
-    let d = i64::from(d);
-    let Some(c) = spec.cartesian.as_ref().filter(|c| c.dims.len() >= 2) else {
-        return d;
-    };
-    let old: Vec<u64> = c.dims.iter().map(|&x| x.max(1) as u64).collect();
-    let new = dims_create(spec.ranks, old.len());
-    let (so, sn) = (strides(&old), strides(&new));
-    for (k, &s) in so.iter().enumerate() {
-        if d.unsigned_abs() == s {
-            return d.signum() * sn[k] as i64;
-        }
-    }
-    d
 }
 
 /// One rank's schedule being written: labels, and what the next operation waits for.
@@ -101,7 +65,9 @@ struct Rank<'w, W: Write> {
     deps: Vec<u64>,
     pending: Vec<u64>,
     /// Sends and receives of this iteration at the ambiguous offset P/2.
-    halves: [u32; 2],
+    halves: Halves,
+    /// How offsets grow to N.
+    growth: Growth,
 }
 
 impl<W: Write> Rank<'_, W> {
@@ -125,16 +91,9 @@ impl<W: Write> Rank<'_, W> {
         (self.r as i64 + offset).rem_euclid(self.n as i64) as u64
     }
     /// The rank at the recorded offset `d` (`send`: a send's destination, else a source).
-    fn peer_at(&mut self, d: i32, send: bool, spec: &GoalSpec) -> u64 {
-        let p = spec.profiled_ranks;
-        if p % 2 == 0 && u64::from(d.unsigned_abs()) == p / 2 {
-            let count = &mut self.halves[usize::from(!send)];
-            let sign = if *count % 2 == 0 { 1 } else { -1 };
-            *count += 1;
-            let h = d.abs() * if send { sign } else { -sign };
-            return self.peer(grown_offset(h, spec));
-        }
-        self.peer(grown_offset(d, spec))
+    fn peer_at(&mut self, d: i32, send: bool) -> u64 {
+        let offset = self.halves.peer(d, send, &self.growth);
+        self.peer(offset)
     }
     /// Sends to and receives from `to`/`from` at once; the next operation waits for both.
     fn exchange(&mut self, to: u64, from: u64, bytes: u64, tag: u64) -> io::Result<()> {
@@ -230,15 +189,10 @@ fn collective<W: Write>(k: &mut Rank<'_, W>, s: &Site, tag0: u64) -> io::Result<
     Ok(())
 }
 
-fn point_to_point<W: Write>(
-    k: &mut Rank<'_, W>,
-    s: &Site,
-    spec: &GoalSpec,
-    it: u64,
-) -> io::Result<()> {
+fn point_to_point<W: Write>(k: &mut Rank<'_, W>, s: &Site, it: u64) -> io::Result<()> {
     let b = s.bytes.max(1);
     let sends = matches!(s.call, Call::Send | Call::Isend | Call::Sendrecv);
-    let to = s.peer().map(|d| k.peer_at(d, sends, spec));
+    let to = s.peer().map(|d| k.peer_at(d, sends));
     match s.call {
         Call::Send => {
             if let Some(p) = to.filter(|p| *p != k.r) {
@@ -270,7 +224,7 @@ fn point_to_point<W: Write>(
             k.deps.extend(all);
         }
         Call::Sendrecv => {
-            let from = s.source().map(|d| k.peer_at(d, false, spec));
+            let from = s.source().map(|d| k.peer_at(d, false));
             let mut done = Vec::new();
             if let Some(p) = to.filter(|p| *p != k.r) {
                 done.push(k.op(&format!("send {b}b to {p} tag {it}"))?);
@@ -349,10 +303,11 @@ pub fn write_goal(l: &MainLoop, spec: &GoalSpec, w: &mut impl Write) -> Result<(
             label: 0,
             deps: Vec::new(),
             pending: Vec::new(),
-            halves: [0, 0],
+            halves: Halves::default(),
+            growth: growth(spec),
         };
         for it in 0..spec.iterations {
-            k.halves = [0, 0];
+            k.halves = Halves::default();
             for (j, slot) in l.slots.iter().enumerate() {
                 let calc = slot.compute.mean_ns.round() as u64;
                 if calc > 0 {
@@ -365,7 +320,7 @@ pub fn write_goal(l: &MainLoop, spec: &GoalSpec, w: &mut impl Write) -> Result<(
                         collective(&mut k, s, tag0).map_err(io)?;
                     }
                 } else {
-                    point_to_point(&mut k, s, spec, it).map_err(io)?;
+                    point_to_point(&mut k, s, it).map_err(io)?;
                 }
             }
         }
@@ -602,9 +557,6 @@ mod tests {
     #[test]
     fn cartesian_strides_grow_as_mpi_dims_create_and_tags_are_bounded() {
         assert_eq!(dims_create(12, 2), vec![4, 3]);
-        assert_eq!(dims_create(64, 3), vec![4, 4, 4]);
-        assert_eq!(dims_create(7, 2), vec![7, 1]);
-        assert_eq!(strides(&[4, 3]), vec![3, 1]);
         let spec = GoalSpec {
             ranks: 64,
             iterations: 1,
@@ -615,8 +567,8 @@ mod tests {
             }),
         };
         // At 2 × 2 the row stride is 2; at 8 × 8 it is 8; the column stride stays 1.
-        assert_eq!(grown_offset(2, &spec), 8);
-        assert_eq!(grown_offset(-1, &spec), -1);
+        assert_eq!(growth(&spec).offset(2), 8);
+        assert_eq!(growth(&spec).offset(-1), -1);
         let huge = GoalSpec {
             iterations: 1 << 24,
             ..spec

@@ -7,6 +7,7 @@
 //! * `sequence` — the main loop of a sequence of sites.
 //! * `profile` — the job's profile, merged from the rank records ([`Profile`]), and its file.
 //! * `summary` — the text summary.
+//! * `peers` — how recorded peer offsets grow to any number of ranks (ring, Cartesian, P/2).
 //! * `goal` — the main loop as LogGOPSim GOAL text at any number of ranks.
 //! * `error` — [`ProfileError`].
 //!
@@ -15,6 +16,7 @@
 pub mod error;
 pub mod goal;
 pub mod histogram;
+pub mod peers;
 pub mod profile;
 pub mod record;
 pub mod sequence;

@@ -88,6 +88,13 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
         );
         return window::main(&args, engine);
     }
+    if let Some(path) = &args.app {
+        anyhow::ensure!(
+            mpi_comm.is_none(),
+            "--app simulates in one process: run it without an MPI launcher"
+        );
+        return app(&args, path, engine);
+    }
     let (traces, mut spec) = prepare(&args)?;
     spec.engine = engine;
     let estimate = admitted(comm, &args, &traces, &spec, on_host)?;
@@ -112,7 +119,28 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     check_plausible(&p)?;
-    report(&args, &traces, &spec, p)
+    let model = crate::predict::platform::model_line(
+        &spec.des.comm,
+        spec.des.barrier.stage_ns,
+        &spec.platform,
+    );
+    report(&args, &traces, &spec, p, &model)
+}
+
+/// `predict --app`: the profile's main loop in place of the benchmark's (one process).
+fn app(args: &PredictArgs, path: &std::path::Path, engine: Engine) -> anyhow::Result<()> {
+    let (traces, mut spec) = prepare(args)?;
+    spec.engine = engine;
+    let app = crate::predict::app::App::read(path)?;
+    crate::predict::app::check(&spec, &traces)?;
+    let estimate = crate::predict::app::estimate(&app, &traces, &spec)?;
+    budget::admit(&estimate, &budget::Limits::here(1), args.force)?;
+    if estimate.seconds > budget::ANNOUNCE_S {
+        eprintln!("{estimate}");
+    }
+    let p = crate::predict::app::predict(&app, &traces, &spec)?;
+    check_plausible(&p)?;
+    report(args, &traces, &spec, p, &app.model_line(&spec))
 }
 
 /// Rank 0 checks its outputs and every process `--threads`; every process learns the outcome
@@ -212,13 +240,14 @@ fn progress_bar(drawn: bool, total: u64) -> anyhow::Result<ProgressBar> {
     }
 }
 
-/// Rank 0: the drivers (`--drivers`), the table, what each trace kept, the warnings, the
-/// report(s) and the plot.
+/// Rank 0: the drivers (`--drivers`), the model line, the table, what each trace kept, the
+/// warnings, the report(s) and the plot.
 fn report(
     args: &PredictArgs,
     traces: &[TraceInput],
     spec: &PredictSpec,
     mut p: Prediction,
+    model: &str,
 ) -> anyhow::Result<()> {
     if args.drivers {
         let found = drivers_of(args, traces, spec)?;
@@ -229,14 +258,7 @@ fn report(
             det.drivers = found;
         }
     }
-    println!(
-        "{}",
-        crate::predict::platform::model_line(
-            &spec.des.comm,
-            spec.des.barrier.stage_ns,
-            &spec.platform
-        )
-    );
+    println!("{model}");
     let rows = study_rows(&p);
     print!("{}", crate::plot::render_table(&rows));
     for t in traces {

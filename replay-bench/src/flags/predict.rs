@@ -158,6 +158,16 @@ pub struct PredictArgs {
     /// replayed moves the answer).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub draws: u64,
+    /// An application profile (`JITTER_PROFILE=app.json`): predict its main loop instead of the
+    /// benchmark's, --phases of its iterations at each --ranks with the trace's noise (compute =
+    /// each call's mean interval; collectives by their algorithms; messages to the profiled
+    /// peers, grown to N as ring offsets or Cartesian strides); LogP o and l as for the loop.
+    #[arg(
+        long,
+        value_name = "APP_JSON",
+        conflicts_with_all = ["windows_of", "platform_noise", "drivers", "quanta", "whole_trace", "loop_shape", "collective", "model"]
+    )]
+    pub app: Option<PathBuf>,
 }
 
 impl PredictArgs {

@@ -9,6 +9,7 @@
 //! is in a log. The command itself (threads, budget, MPI, output) is
 //! `crate::commands::predict`.
 
+pub mod app;
 pub mod background;
 pub mod budget;
 pub mod collective;

@@ -1,0 +1,219 @@
+//! The application's iterations in virtual time ([`iterate`]): every rank takes the
+//! skeleton's steps, each a parallel pass over the ranks (collectives through
+//! [`collective::run`]); at an iteration's start every rank resyncs when the sync schedule says
+//! so (the loop's phase boundary is the iteration's); per iteration the slowest rank's compute
+//! (its windows summed: AvgMaxQT) and the iteration's period (from the last rank's end of the
+//! previous iteration to the last rank's end of this one: what the program's loop time grows
+//! by, AvgMaxQTBT) are recorded, and an iteration in which some rank reached f is cut, as the
+//! loop cuts a phase. Nothing is allocated per iteration.
+
+use jitter_emulator::{PlanStats, SyncSchedule};
+use rayon::prelude::*;
+
+use super::clock::AppClock;
+use super::skeleton::{Skeleton, Step};
+use crate::comm::Solo;
+use crate::metrics::{PhaseAverages, PhaseSample};
+use crate::predict::collective::{self, Call, Costs, Scratch};
+use crate::predict::placement::Timelines;
+use crate::predict::ranks::chunk_of;
+
+/// What one simulation of the skeleton takes besides the clock and the states.
+#[derive(Clone, Copy)]
+pub(crate) struct Spec<'a> {
+    pub(crate) skeleton: &'a Skeleton,
+    /// Ranks N (the states stand for them: one each, or one for all).
+    pub(crate) n: u64,
+    pub(crate) iterations: u64,
+    pub(crate) costs: Costs,
+    pub(crate) lines: &'a Timelines,
+    pub(crate) schedule: SyncSchedule,
+    pub(crate) scale: f64,
+}
+
+/// What the iterations measured (replay ns where not said).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Run {
+    pub(crate) averages: PhaseAverages,
+    pub(crate) stopped_by_fraction: bool,
+    /// Latest end of the last iteration recorded, and of the one before it.
+    pub(crate) last_exit: u64,
+    pub(crate) prev_exit: u64,
+    /// What the plans injected, and the largest share of a stream replayed.
+    pub(crate) stats: PlanStats,
+    pub(crate) max_progress: f64,
+}
+
+/// One iteration's reduction over the ranks (integers: independent of the split).
+#[derive(Debug, Clone, Copy, Default)]
+struct Pass {
+    max_qt: u64,
+    sum_qt: u64,
+    max_end: u64,
+    over_limit: bool,
+}
+
+impl Pass {
+    fn join(a: Pass, b: Pass) -> Pass {
+        Pass {
+            max_qt: a.max_qt.max(b.max_qt),
+            sum_qt: a.sum_qt + b.sum_qt,
+            max_end: a.max_end.max(b.max_end),
+            over_limit: a.over_limit || b.over_limit,
+        }
+    }
+}
+
+/// A vector of `len` zeros, or an error naming `what`.
+fn zeros(len: usize, what: &str) -> anyhow::Result<Vec<u64>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| anyhow::anyhow!("cannot allocate the {what} of {len} simulated ranks"))?;
+    v.resize(len, 0);
+    Ok(v)
+}
+
+/// The per-rank arrays of a simulation (allocated once).
+struct Arrays {
+    /// Each state's time.
+    t: Vec<u64>,
+    /// Its compute this iteration.
+    qt: Vec<u64>,
+    /// Send ends, per buffer.
+    sent: Vec<Vec<u64>>,
+}
+
+/// Runs `spec.iterations` iterations of the skeleton on `states` (rank order, or one state
+/// standing for all N ranks where the skeleton is symmetric and the ranks start alike): what
+/// they measured, and each state's time at the end.
+pub(crate) fn iterate<C: AppClock>(
+    clock: &C,
+    states: &mut [C::Rank],
+    spec: &Spec,
+) -> anyhow::Result<(Run, Vec<u64>)> {
+    let len = states.len();
+    let mut a = Arrays {
+        t: zeros(len, "clocks")?,
+        qt: zeros(len, "compute times")?,
+        sent: (0..spec.skeleton.buffers)
+            .map(|_| zeros(len, "send ends"))
+            .collect::<anyhow::Result<_>>()?,
+    };
+    let mut scratch = Scratch::new(spec.n, 0, len as u64, 1)?;
+    let mut points = spec.lines.points_buffer();
+    let mut run = Run::default();
+    let chunk = chunk_of(len);
+    let place = spec.lines.placement;
+    for p in 0..spec.iterations {
+        if spec.lines.resync_points(&spec.schedule, p, &mut points) {
+            let pts = &points;
+            run.stats += (states.par_iter_mut().zip(&a.t).enumerate())
+                .map(|(g, (s, &now))| clock.resync(s, g, pts[place.trace(g as u64)], now))
+                .reduce(PlanStats::default, |mut x, y| {
+                    x += y;
+                    x
+                });
+        }
+        a.qt.fill(0);
+        for step in &spec.skeleton.steps {
+            take_step(clock, states, &mut a, step, spec, &mut scratch, chunk);
+        }
+        let pass = (states.par_chunks(chunk).enumerate())
+            .map(|(c, sts)| {
+                let mut acc = Pass::default();
+                for (i, s) in sts.iter().enumerate() {
+                    let g = c * chunk + i;
+                    acc.max_qt = acc.max_qt.max(a.qt[g]);
+                    acc.sum_qt += a.qt[g] * clock.copies_of(s);
+                    acc.max_end = acc.max_end.max(a.t[g]);
+                    acc.over_limit |= a.t[g] >= clock.limit_at(s);
+                }
+                acc
+            })
+            .reduce(Pass::default, Pass::join);
+        if pass.over_limit {
+            run.stopped_by_fraction = true;
+            break;
+        }
+        run.averages.add(PhaseSample {
+            max_qt_ns: pass.max_qt as f64 / spec.scale,
+            max_qtbt_ns: (pass.max_end - run.last_exit) as f64 / spec.scale,
+            mean_qt_ns: pass.sum_qt as f64 / spec.n as f64 / spec.scale,
+        });
+        run.prev_exit = run.last_exit;
+        run.last_exit = pass.max_end;
+    }
+    for (g, s) in states.iter().enumerate() {
+        let (st, progress) = clock.totals(s, g, a.t[g]);
+        run.stats += st;
+        run.max_progress = run.max_progress.max(progress);
+    }
+    Ok((run, a.t))
+}
+
+/// One step, a pass over every state (the messages' model is `collective`'s: a send is CPU
+/// work o; its receiver idles until it is free and the message is there, end + ℓ, then works
+/// o).
+fn take_step<C: AppClock>(
+    clock: &C,
+    states: &mut [C::Rank],
+    a: &mut Arrays,
+    step: &Step,
+    spec: &Spec,
+    scratch: &mut Scratch,
+    chunk: usize,
+) {
+    let (n, Costs { o, l }) = (spec.n, spec.costs);
+    // One state for all ranks: every rank's partner is itself.
+    let shared = states.len() as u64 != n;
+    let items = states.par_chunks_mut(chunk).zip(a.t.par_chunks_mut(chunk));
+    match *step {
+        Step::Compute(c) => {
+            let qt = a.qt.par_chunks_mut(chunk);
+            items.zip(qt).enumerate().for_each(|(k, ((sts, ts), qs))| {
+                for (i, (s, (t, q))) in sts.iter_mut().zip(ts.iter_mut().zip(qs)).enumerate() {
+                    let end = clock.work(s, k * chunk + i, *t, c);
+                    *q += end - *t;
+                    *t = end;
+                }
+            });
+        }
+        Step::Collective(alg) => {
+            let call = Call {
+                alg,
+                costs: spec.costs,
+                n,
+                lo: 0,
+            };
+            collective::run(&Solo, clock, &call, states, &mut a.t, scratch);
+        }
+        Step::Send { buf, link } => {
+            let sent = a.sent[buf].par_chunks_mut(chunk);
+            items
+                .zip(sent)
+                .enumerate()
+                .for_each(|(k, ((sts, ts), ss))| {
+                    for (i, (s, (t, e))) in sts.iter_mut().zip(ts.iter_mut().zip(ss)).enumerate() {
+                        let g = k * chunk + i;
+                        if link.sends(g as u64, n) {
+                            *t = clock.work(s, g, *t, o);
+                            *e = *t;
+                        }
+                    }
+                });
+        }
+        Step::Receive { buf, link } => {
+            let sent = &a.sent[buf];
+            items.enumerate().for_each(|(k, (sts, ts))| {
+                for (i, (s, t)) in sts.iter_mut().zip(ts.iter_mut()).enumerate() {
+                    let g = k * chunk + i;
+                    if let Some(src) = link.source(g as u64, n) {
+                        let end = if shared { sent[0] } else { sent[src as usize] };
+                        let ready = clock.idle_until(s, g, (*t).max(end + l));
+                        *t = clock.work(s, g, ready, o);
+                    }
+                }
+            });
+        }
+    }
+}

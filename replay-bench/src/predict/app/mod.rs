@@ -1,0 +1,390 @@
+//! `replay-bench predict --app app.json`: the application profile's main loop (crate
+//! `jitter-profile`) in virtual time with the trace's noise at any N — the same traces, plans,
+//! placement, offsets, sync schedule, platform and report as the loop (`predict`), the loop's
+//! compute–collective phase replaced by the program's iteration.
+//!
+//! `skeleton` turns the main loop into steps at N ranks (compute means, collectives by their
+//! algorithm, messages to the recorded peers grown to N); `clock` answers the ranks' replay
+//! questions on the compiled index (the loop's engine: `IndexedReplay`, its quiet times) or by
+//! walking the cursor where the index is not exact; `iteration` runs the iterations (the
+//! collectives through `collective::run`). Here: every trace, sync mode and rank count over its
+//! offset draws into the `predict` report, with the model line that says what was assumed.
+//! The simulation runs in one process (no MPI split) and needs no timer-error-free platform.
+
+mod clock;
+mod iteration;
+pub mod skeleton;
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use jitter_emulator::{PlanIndex, SyncMode, SyncSchedule};
+use jitter_profile::peers::Growth;
+use jitter_profile::{MainLoop, Profile};
+use jitter_trace::units::format_ns;
+
+use self::clock::{IdxClock, QuietClock, WalkClock};
+use self::iteration::{iterate, Run, Spec};
+pub use self::skeleton::{main_loop, Skeleton, ALLTOALL_MAX_RANKS};
+use super::budget::{self, Estimate};
+use super::collective::Costs;
+use super::des::{DesOutcome, INDEXED_RANK_BYTES, RANK_STATE_BYTES};
+use super::input::TraceInput;
+use super::phase_loop::BASELINE_PHASES;
+use super::placement::Timelines;
+use super::rows::{config, des_row, platform_calibration, Prediction};
+use super::spec::PredictSpec;
+use super::window;
+use crate::report::{DrawSpread, EmulatorTotals, Report, ReportKind};
+
+/// A profile ready to predict: its main loop and how its peers grow.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// The profile's path, as given.
+    pub path: String,
+    /// The main loop.
+    pub main_loop: MainLoop,
+    /// Ranks of the profiled job (the size its peer offsets were recorded at).
+    pub profiled_ranks: u64,
+    /// The program's Cartesian topology, if any.
+    pub cartesian: Option<jitter_profile::profile::Cartesian>,
+}
+
+impl App {
+    /// Reads the profile at `path` and finds its main loop.
+    pub fn read(path: &Path) -> anyhow::Result<App> {
+        let shown = path.display().to_string();
+        let profile = Profile::read(path)
+            .map_err(|e| anyhow::Error::new(e).context("cannot read the profile"))?;
+        let l = main_loop(&profile, &shown)?.clone();
+        Ok(App {
+            path: shown,
+            main_loop: l,
+            profiled_ranks: profile.ranks.max(1),
+            cartesian: profile.cartesian,
+        })
+    }
+
+    /// How the profile's peers grow to `ranks`.
+    pub fn growth(&self, ranks: u64) -> Growth {
+        Growth {
+            profiled_ranks: self.profiled_ranks,
+            ranks,
+            cartesian: self.cartesian.clone(),
+        }
+    }
+
+    /// The model line: what was assumed, and what was predicted on the platform.
+    pub fn model_line(&self, spec: &PredictSpec) -> String {
+        let c = &spec.des.comm;
+        let grown = if self.growth(2).cartesian() {
+            "Cartesian strides grown by MPI_Dims_create"
+        } else {
+            "ring offsets mod N"
+        };
+        format!(
+            "model: application {} ({} calls per iteration, profiled at {} ranks): compute = \
+             each slot's mean (Σ {} per iteration; its spread not drawn); barrier and allgather \
+             by dissemination, allreduce by recursive doubling, reduce/bcast by binomial tree \
+             halves at rank 0, alltoall(v) pairwise; point-to-point to the profiled peers, {grown} \
+             (P/2 alternating); messages LogP o = {}, l = {} (bytes not modelled: no G); {}",
+            self.path,
+            self.main_loop.slots.len(),
+            self.profiled_ranks,
+            format_ns(self.main_loop.slots.iter().map(|s| s.compute.mean_ns).sum()),
+            format_ns(c.o_ns),
+            format_ns(c.l_ns),
+            spec.platform.predicted()
+        )
+    }
+}
+
+/// Checks what `predict --app` cannot model before anything runs.
+pub fn check(spec: &PredictSpec, traces: &[TraceInput]) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        traces.iter().all(|t| t.background.is_none()),
+        "--app does not model --platform-noise"
+    );
+    anyhow::ensure!(!spec.ranks.is_empty(), "no rank count to predict");
+    Ok(())
+}
+
+/// The cost of `app` at the largest rank count, every trace, mode and draw (one process).
+pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow::Result<Estimate> {
+    let n = spec.ranks.iter().copied().max().unwrap_or(1);
+    let sk = Skeleton::new(
+        &app.main_loop,
+        &app.growth(n),
+        spec.platform.options().scale,
+    )?;
+    let rounds: f64 = (sk.steps.iter())
+        .map(|s| match s {
+            skeleton::Step::Collective(a) => {
+                3.0 * super::collective::round_count(*a, n) as f64 * budget::COLLECTIVE_NS_PER_EVENT
+            }
+            _ => 2.0 * budget::INDEXED_NS_PER_EVENT,
+        })
+        .sum();
+    // The walk where the index is not exact: timer errors or an O-after-a-gap curve; it walks
+    // every detour an iteration meets (its compute at least).
+    let opts = spec.platform.options();
+    let walk = spec.des.drift_sd_ns > 0.0 || !opts.overhead_by_gap.points().is_empty();
+    let densest = (traces.iter()).fold(0f64, |a, t| a.max(t.info.detours_per_s));
+    let walked = densest * sk.compute_ns as f64 * 1e-9 * budget::NS_PER_EVENT;
+    let per_rank_iteration = if walk { rounds * 3.0 + walked } else { rounds };
+    // States per point: one where the ranks stay alike (as `Point::simulate` decides), else N.
+    let states = |t: &TraceInput, mode: SyncMode| {
+        let common = mode != SyncMode::None;
+        let alike = !walk && t.plans.len() == 1 && common && sk.symmetric;
+        if alike {
+            1.0
+        } else {
+            n as f64
+        }
+    };
+    let rank_iterations: f64 = (traces.iter())
+        .flat_map(|t| spec.modes.iter().map(move |&m| states(t, m)))
+        .sum::<f64>()
+        * spec.des.phases as f64
+        * spec.draws.max(1) as f64;
+    let threads = rayon::current_num_threads() as f64 * budget::THREAD_EFFICIENCY;
+    let state = if walk {
+        RANK_STATE_BYTES
+    } else {
+        INDEXED_RANK_BYTES
+    };
+    let per_rank = (state + 8 * (3 + sk.buffers) + super::collective::BYTES_PER_RANK) as u64;
+    Ok(Estimate {
+        events: rank_iterations * sk.steps.len() as f64,
+        seconds: rank_iterations * per_rank_iteration / threads.max(1.0) * 1e-9,
+        bytes: n.checked_mul(per_rank),
+    })
+}
+
+/// Predicts `app` on every trace, mode and rank count of `spec`, over its draws.
+pub fn predict(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow::Result<Prediction> {
+    check(spec, traces)?;
+    let mut cfg = config(traces, spec);
+    let scale = spec.platform.options().scale;
+    cfg.quanta_ns = (app.main_loop.slots.iter())
+        .map(|s| s.compute.mean_ns)
+        .sum::<f64>()
+        .round() as u64;
+    if let Some(d) = cfg.predict.as_mut() {
+        d.loop_shape = "application".into();
+        d.collective = "per call".into();
+        d.communication_model = app.model_line(spec);
+    }
+    let mut r = Report::new(ReportKind::PredictDes, cfg);
+    r.calibration.push(platform_calibration(&spec.platform));
+    for t in traces {
+        // The index where it answers exactly (no timer errors, no O-after-a-gap curve).
+        let ix: Option<Vec<PlanIndex>> = (spec.des.drift_sd_ns == 0.0)
+            .then(|| {
+                t.plans
+                    .iter()
+                    .map(|p| p.index())
+                    .collect::<Option<Vec<_>>>()
+            })
+            .flatten();
+        if let Some(note) =
+            jitter_emulator::placement::note(spec.des.ranks_per_node, t.info.streams as u64)
+        {
+            r.warnings.push(format!("{}: {note}", t.label));
+        }
+        for &mode in &spec.modes {
+            for &n in &spec.ranks {
+                let sk = Skeleton::new(&app.main_loop, &app.growth(n), scale)
+                    .with_context(|| format!("profile {}", app.path))?;
+                for w in &sk.warnings {
+                    r.warnings.push(format!("{} at {n} ranks: {w}", app.path));
+                }
+                let point = Point {
+                    input: t,
+                    ix: ix.as_deref(),
+                    skeleton: &sk,
+                    n,
+                    mode,
+                };
+                point.row(&mut r, spec)?;
+            }
+        }
+    }
+    r.warnings.dedup();
+    Ok(Prediction {
+        des: Some(r),
+        order_stats: None,
+    })
+}
+
+/// One trace, rank count and mode.
+struct Point<'a> {
+    input: &'a TraceInput,
+    ix: Option<&'a [PlanIndex]>,
+    skeleton: &'a Skeleton,
+    n: u64,
+    mode: SyncMode,
+}
+
+impl Point<'_> {
+    /// The point's row over its draws (pooled, with the range of the draws' slowdowns).
+    fn row(&self, r: &mut Report, spec: &PredictSpec) -> anyhow::Result<()> {
+        let (t, n, mode) = (self.input, self.n, self.mode);
+        let draws = spec.draws.max(1);
+        let mut pooled = None;
+        let mut spread = DrawSpread {
+            draws,
+            sd_qtbt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
+            sd_qt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
+        };
+        for d in 0..draws {
+            let out = self.simulate(spec, spec.des.seed.wrapping_add(d))?;
+            let row = des_row(&t.label, n, mode, &out);
+            let widen = |r: &mut [f64; 2], x: f64| *r = [r[0].min(x), r[1].max(x)];
+            widen(&mut spread.sd_qtbt_range_pct, row.sd_qtbt_pct);
+            widen(&mut spread.sd_qt_range_pct, row.sd_qt_pct);
+            window::pool(&mut pooled, out);
+        }
+        let out = pooled.context("no draw")?;
+        anyhow::ensure!(
+            out.averages.phases > 0,
+            "{} at {n} ranks, sync {mode}: the trace is too short for one iteration",
+            t.label
+        );
+        if out.stopped_by_fraction {
+            r.warnings.push(format!(
+                "{} at {n} ranks, sync {mode}: a rank replayed f = {} of its stream after {} \
+                 of {} iterations; the run stopped there",
+                t.label,
+                spec.platform.options().fraction,
+                out.averages.phases,
+                spec.des.phases * draws
+            ));
+        }
+        if out.emulator.dropped > 0 {
+            r.warnings.push(format!(
+                "{} at {n} ranks, sync {mode}: {} detours ({} ns) dropped (S·run ≤ O)",
+                t.label, out.emulator.dropped, out.emulator.dropped_ns
+            ));
+        }
+        let mut row = des_row(&t.label, n, mode, &out);
+        row.draws = (draws > 1).then_some(spread);
+        r.results.push(row);
+        Ok(())
+    }
+
+    /// One draw (seed `seed`): the skeleton with the trace's noise beside the same skeleton
+    /// without noise (its last iteration: the baseline).
+    fn simulate(&self, spec: &PredictSpec, seed: u64) -> anyhow::Result<DesOutcome> {
+        let (plans, n, sk) = (&self.input.plans, self.n, self.skeleton);
+        let opts = *plans[0].options();
+        let periods: Vec<u64> = plans.iter().map(|p| p.period_ns()).collect();
+        let lines = Timelines::new(spec.des.ranks_per_node, &periods)?;
+        let place = lines.placement;
+        let schedule = SyncSchedule {
+            mode: self.mode,
+            seed,
+        };
+        let s = Spec {
+            skeleton: sk,
+            n,
+            iterations: spec.des.phases,
+            costs: Costs::scaled(&spec.des.comm.resolved(), opts.scale),
+            lines: &lines,
+            schedule,
+            scale: opts.scale,
+        };
+        let count = usize::try_from(n).context("the rank count does not fit in memory")?;
+        let quiet = {
+            // Every rank starts at 0: a symmetric skeleton keeps them alike (one state).
+            let mut units: Vec<u64> = Vec::new();
+            if sk.symmetric {
+                units.push(n);
+            } else {
+                units.try_reserve_exact(count).map_err(|_| {
+                    anyhow::anyhow!("cannot allocate the baseline's {n} simulated ranks")
+                })?;
+                units.resize(count, 1);
+            }
+            let q = Spec {
+                iterations: BASELINE_PHASES.min(spec.des.phases),
+                ..s
+            };
+            iterate(&QuietClock, &mut units, &q)?.0
+        };
+        let run = match self.ix {
+            Some(ix) => {
+                let clock = IdxClock {
+                    ix,
+                    place,
+                    fraction: opts.fraction,
+                };
+                let alike = plans.len() == 1 && lines.common_start(self.mode) && sk.symmetric;
+                let mut states =
+                    if alike {
+                        vec![clock.rank(0, lines.start_offset(&schedule, 0), n)]
+                    } else {
+                        let mut v = Vec::new();
+                        v.try_reserve_exact(count)
+                            .map_err(|_| anyhow::anyhow!("cannot allocate {n} simulated ranks"))?;
+                        v.extend((0..n).map(|r| {
+                            clock.rank(place.plan(r), lines.start_offset(&schedule, r), 1)
+                        }));
+                        v
+                    };
+                iterate(&clock, &mut states, &s)?.0
+            }
+            None => {
+                let clock = WalkClock {
+                    w: spec.des.drift_sd_ns * opts.scale * 3f64.sqrt(),
+                    fraction: opts.fraction,
+                    scale: opts.scale,
+                };
+                let mut states = Vec::new();
+                states
+                    .try_reserve_exact(count)
+                    .map_err(|_| anyhow::anyhow!("cannot allocate {n} simulated ranks"))?;
+                states.extend((0..n).map(|r| {
+                    let plan = &plans[place.plan(r)];
+                    clock.rank(plan, lines.start_offset(&schedule, r), r, seed)
+                }));
+                iterate(&clock, &mut states, &s)?.0
+            }
+        };
+        Ok(outcome(
+            &run,
+            &quiet,
+            sk.compute_ns,
+            spec.des.phases,
+            opts.scale,
+        ))
+    }
+}
+
+/// The outcome of a run beside its noise-free baseline (its last iteration: the loop settles
+/// after the first), in the loop's fields: qt is an iteration's compute, qtbt its period.
+fn outcome(run: &Run, quiet: &Run, compute: u64, requested: u64, scale: f64) -> DesOutcome {
+    let period = (quiet.last_exit - quiet.prev_exit) as f64 / scale;
+    let st = &run.stats;
+    DesOutcome {
+        averages: run.averages,
+        requested_phases: requested,
+        stopped_by_fraction: run.stopped_by_fraction,
+        mean_period_ns: run.last_exit as f64 / scale / run.averages.phases.max(1) as f64,
+        baseline_qt_ns: compute as f64 / scale,
+        baseline_qtbt_ns: period,
+        baseline_period_ns: period,
+        emulator: EmulatorTotals {
+            injected: st.injections,
+            dropped: st.dropped,
+            merged: st.merged,
+            injected_ns: st.injected_ns,
+            dropped_ns: st.dropped_ns,
+            injected_share: st.injected_share(),
+            max_progress: run.max_progress,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;

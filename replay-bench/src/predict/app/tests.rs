@@ -1,0 +1,542 @@
+//! Tests of `predict --app` against closed forms and against the loop.
+
+use indicatif::ProgressBar;
+use jitter_emulator::{PlanOptions, PlanStats, SyncMode, SyncSchedule};
+use jitter_profile::histogram::{Distribution, LogHistogram};
+use jitter_profile::site::PEER_NONE;
+use jitter_profile::{Call, MainLoop, Site, Slot};
+
+use super::clock::{AppClock, QuietClock};
+use super::iteration::{iterate, Spec};
+use super::*;
+use crate::flags::predict::Model;
+use crate::predict::collective::{Algorithm, Clocks, CommModel, LoopShape};
+use crate::predict::des::{BarrierModel, DesConfig, Engine};
+use crate::predict::platform::Platform;
+
+pub(crate) fn slot(site: Site, mean_ns: f64) -> Slot {
+    let mut h = LogHistogram::default();
+    h.add(mean_ns as u64, 10);
+    Slot {
+        site,
+        compute: Distribution::of(&h, mean_ns).unwrap(),
+        call_mean_ns: 0.0,
+        shared: false,
+    }
+}
+
+pub(crate) fn on(call: Call, n: u32) -> Site {
+    Site {
+        comm_size: n,
+        bytes: 8,
+        ..Site::of(call)
+    }
+}
+
+/// A halo of two `Sendrecv`s (to +1 from −1, to −1 from +1) and two allreduces, profiled at 4.
+pub(crate) fn halo_loop(c: [f64; 4]) -> MainLoop {
+    let sr = |to: i32| Site {
+        peer: to,
+        root: -to,
+        ..on(Call::Sendrecv, 4)
+    };
+    MainLoop {
+        iterations: 10,
+        ranks: vec![0, 1, 2, 3],
+        compute_share: 1.0,
+        slots: vec![
+            slot(sr(1), c[0]),
+            slot(sr(-1), c[1]),
+            slot(on(Call::Allreduce, 4), c[2]),
+            slot(on(Call::Allreduce, 4), c[3]),
+        ],
+    }
+}
+
+fn growth(n: u64) -> Growth {
+    Growth {
+        profiled_ranks: 4,
+        ranks: n,
+        cartesian: None,
+    }
+}
+
+/// A clock whose ranks meet the given detours (start, span), consumed in order with the
+/// engines' semantics.
+struct Ref;
+#[derive(Debug, Clone, Default)]
+struct RefRank {
+    detours: Vec<(u64, u64)>,
+    next: usize,
+    busy_until: u64,
+}
+impl RefRank {
+    fn peek(&self) -> Option<(u64, u64)> {
+        (self.detours.get(self.next)).map(|&(d, s)| (d.max(self.busy_until), s))
+    }
+    fn take(&mut self, d: u64, s: u64) {
+        self.next += 1;
+        self.busy_until = d + s;
+    }
+}
+impl Clocks for Ref {
+    type Rank = RefRank;
+    fn work(&self, r: &mut RefRank, _: usize, start: u64, work: u64) -> u64 {
+        let mut end = start + work;
+        while let Some((d, s)) = r.peek() {
+            if d >= end {
+                break;
+            }
+            r.take(d, s);
+            end += s;
+        }
+        end
+    }
+    fn idle_until(&self, r: &mut RefRank, _: usize, t: u64) -> u64 {
+        while let Some((d, s)) = r.peek() {
+            if d >= t {
+                break;
+            }
+            r.take(d, s);
+            if d + s > t {
+                return d + s;
+            }
+        }
+        t
+    }
+}
+impl AppClock for Ref {
+    fn resync(&self, _: &mut RefRank, _: usize, _: u64, _: u64) -> PlanStats {
+        PlanStats::default()
+    }
+    fn limit_at(&self, _: &RefRank) -> u64 {
+        u64::MAX
+    }
+    fn totals(&self, _: &RefRank, _: usize, _: u64) -> (PlanStats, f64) {
+        (PlanStats::default(), 0.0)
+    }
+}
+
+/// One iteration of `l` at `n` ranks on `clock` (o, ℓ given; sync none, no resync).
+fn once<C: AppClock>(
+    clock: &C,
+    states: &mut [C::Rank],
+    l: &MainLoop,
+    n: u64,
+    o: u64,
+    ll: u64,
+) -> Vec<u64> {
+    let sk = Skeleton::new(l, &growth(n), 1.0).unwrap();
+    let lines = Timelines::new(1, &[1_000_000_000]).unwrap();
+    let spec = Spec {
+        skeleton: &sk,
+        n,
+        iterations: 1,
+        costs: Costs { o, l: ll },
+        lines: &lines,
+        schedule: SyncSchedule {
+            mode: SyncMode::None,
+            seed: 1,
+        },
+        scale: 1.0,
+    };
+    iterate(clock, states, &spec).unwrap().1
+}
+
+#[test]
+fn without_noise_an_iteration_is_its_compute_plus_the_closed_form_of_its_messages() {
+    let (o, l) = (70u64, 500u64);
+    let round = 2 * o + l;
+    let c = [10_000.0, 3_000.0, 20_000.0, 700.0];
+    let sum: u64 = c.iter().map(|&x| x as u64).sum();
+    for n in [2u64, 8, 64, 1024] {
+        // A Sendrecv is one round (send o, the partner's message ℓ later, receive o); an
+        // allreduce at a power of two log2 N rounds.
+        let r = u64::from(crate::predict::ranks::ceil_log2(n));
+        let want = sum + (2 + 2 * r) * round;
+        let every = once(
+            &QuietClock,
+            &mut vec![1; n as usize],
+            &halo_loop(c),
+            n,
+            o,
+            l,
+        );
+        assert!(every.iter().all(|&t| t == want), "{n}: {every:?} vs {want}");
+        // One state standing for all (symmetric): the same.
+        let one = once(&QuietClock, &mut [n], &halo_loop(c), n, o, l);
+        assert_eq!(one, vec![want], "{n}");
+    }
+    // Reduce and Bcast: the binomial tree's halves, log2 N rounds each on the critical path.
+    let tree = MainLoop {
+        slots: vec![
+            slot(
+                Site {
+                    root: 0,
+                    ..on(Call::Reduce, 4)
+                },
+                1_000.0,
+            ),
+            slot(
+                Site {
+                    root: 0,
+                    ..on(Call::Bcast, 4)
+                },
+                0.0,
+            ),
+        ],
+        ..halo_loop(c)
+    };
+    for n in [2u64, 16, 256] {
+        let r = u64::from(crate::predict::ranks::ceil_log2(n));
+        let t = once(&QuietClock, &mut vec![1; n as usize], &tree, n, o, l);
+        assert_eq!(*t.iter().max().unwrap(), 1_000 + 2 * r * round, "{n}");
+    }
+}
+
+#[test]
+fn one_detour_delays_its_halo_neighbour_by_its_length_and_reaches_everyone_through_an_allreduce() {
+    let (o, l, d, c) = (50u64, 400u64, 30_000u64, 10_000u64);
+    let n = 8u64;
+    // Compute c, then a one-sided halo (Sendrecv to +1 from −1): rank 3 meets a detour of d
+    // halfway through its compute.
+    let halo = MainLoop {
+        slots: vec![slot(
+            Site {
+                peer: 1,
+                root: -1,
+                ..on(Call::Sendrecv, 4)
+            },
+            c as f64,
+        )],
+        ..halo_loop([0.0; 4])
+    };
+    let ranks = || {
+        let mut v = vec![RefRank::default(); n as usize];
+        v[3].detours = vec![(c / 2, d)];
+        v
+    };
+    let clean = c + 2 * o + l;
+    let t = once(&Ref, &mut ranks(), &halo, n, o, l);
+    // Rank 3 sends d late; rank 4 receives its message d late: exactly d. Rank 3's own receive
+    // had its message waiting: d − ℓ. Nobody else is touched.
+    assert_eq!(t[4], clean + d);
+    assert_eq!(t[3], clean + d - l);
+    for g in [0usize, 1, 2, 5, 6, 7] {
+        assert_eq!(t[g], clean, "rank {g}");
+    }
+    // An allreduce after it (recursive doubling, 3 rounds): a lateness passes whole to the
+    // partner and loses at most ℓ per round staying: the slowest rank ends exactly d late, and
+    // every rank at least d − 3ℓ late (the noise-free end: one round more per round of it).
+    let with_allreduce = MainLoop {
+        slots: vec![halo.slots[0].clone(), slot(on(Call::Allreduce, 4), 0.0)],
+        ..halo.clone()
+    };
+    let clean = clean + 3 * (2 * o + l);
+    let t = once(&Ref, &mut ranks(), &with_allreduce, n, o, l);
+    assert_eq!(*t.iter().max().unwrap(), clean + d);
+    for (g, &x) in t.iter().enumerate() {
+        assert!(x >= clean + d - 3 * l && x <= clean + d, "rank {g}: {x}");
+    }
+}
+
+/// A trace of one stream: 5 µs detours about every 300 µs (seeded), 2 s.
+fn noisy() -> TraceInput {
+    let spec: jitter_trace::synth::Spec = "poisson:rate=3333/s,dur=5us".parse().unwrap();
+    let trace = jitter_trace::synth::synthesize(&spec, 1, 2_000_000_000, 7).unwrap();
+    TraceInput::new(&trace, "noisy.jtr", "noisy", PlanOptions::ideal(), 1).unwrap()
+}
+
+fn spec_of(ranks: Vec<u64>, shape: LoopShape, q: u64) -> PredictSpec {
+    PredictSpec {
+        ranks,
+        modes: ["none", "once", "phase", "every:3"]
+            .map(|m| m.parse().unwrap())
+            .to_vec(),
+        model: Model::Des,
+        des: DesConfig {
+            quanta_ns: q,
+            phases: 60,
+            ranks_per_node: 1,
+            barrier: BarrierModel { stage_ns: 0.0 },
+            comm: CommModel {
+                algorithm: Algorithm::Auto,
+                shape,
+                o_ns: 300.0,
+                l_ns: 1_000.0,
+            },
+            drift_sd_ns: 0.0,
+            seed: 11,
+            window: None,
+        },
+        platform: Platform::ideal(),
+        engine: Engine::Indexed,
+        draws: 2,
+    }
+}
+
+fn app_of(slots: Vec<Slot>) -> App {
+    App {
+        path: "loop.json".into(),
+        main_loop: MainLoop {
+            slots,
+            ..halo_loop([0.0; 4])
+        },
+        profiled_ranks: 4,
+        cartesian: None,
+    }
+}
+
+#[test]
+fn a_loop_shaped_profile_predicts_what_the_loop_predicts() {
+    let q = 200_000u64;
+    let t = [noisy()];
+    let ranks = vec![1, 5, 64];
+    for (shape, call) in [
+        (LoopShape::ComputeBarrier, Call::Barrier),
+        (LoopShape::ComputeAllreduce, Call::Allreduce),
+    ] {
+        let spec = spec_of(ranks.clone(), shape, q);
+        let app = app_of(vec![slot(on(call, 4), q as f64)]);
+        let got = predict(&app, &t, &spec).unwrap().des.unwrap();
+        let want = crate::predict::predict(&t, &spec, &ProgressBar::hidden())
+            .unwrap()
+            .des
+            .unwrap();
+        // Every row as the loop's: the same windows, collectives, resyncs and counts. The
+        // application's qtbt is its iteration's period (the loop's `period_ns`), its qt the
+        // loop's qt, byte for byte.
+        assert_eq!(got.results.len(), want.results.len());
+        for (a, b) in got.results.iter().zip(&want.results) {
+            let at = format!("{shape:?}, {} ranks, sync {}", a.ranks, a.sync);
+            assert_eq!(
+                (
+                    a.avg_max_qt_ns,
+                    a.sd_qt_pct,
+                    a.phases,
+                    a.lost_rel,
+                    a.emulator
+                ),
+                (
+                    b.avg_max_qt_ns,
+                    b.sd_qt_pct,
+                    b.phases,
+                    b.lost_rel,
+                    b.emulator
+                ),
+                "{at}"
+            );
+            assert_eq!(
+                a.draws.map(|d| d.sd_qt_range_pct),
+                b.draws.map(|d| d.sd_qt_range_pct),
+                "{at}"
+            );
+            let p = b.period_ns.unwrap();
+            assert_eq!(a.period_ns, b.period_ns, "{at}");
+            assert_eq!(
+                (a.avg_max_qtbt_ns, a.baseline_avg_max_qtbt_ns),
+                (p[0], p[1]),
+                "{at}"
+            );
+        }
+        assert!(got.results.iter().any(|r| r.sd_qtbt_pct > 0.5), "{shape:?}");
+    }
+    // Algorithm 1 (barrier, compute q, barrier) as the profile [barrier after q, barrier after
+    // 0]: the same compute windows (qt byte for byte); the iteration holds both barriers where
+    // the loop's qtb holds the bottom one only.
+    let spec = spec_of(ranks, LoopShape::BarrierComputeBarrier, q);
+    let app = app_of(vec![
+        slot(on(Call::Barrier, 4), q as f64),
+        slot(on(Call::Barrier, 4), 0.0),
+    ]);
+    let got = predict(&app, &t, &spec).unwrap().des.unwrap();
+    let want = crate::predict::predict(&t, &spec, &ProgressBar::hidden())
+        .unwrap()
+        .des
+        .unwrap();
+    for (a, b) in got.results.iter().zip(&want.results) {
+        assert_eq!(
+            (a.avg_max_qt_ns, a.sd_qt_pct, a.phases),
+            (b.avg_max_qt_ns, b.sd_qt_pct, b.phases),
+            "{} ranks, sync {}",
+            a.ranks,
+            a.sync
+        );
+        let barrier = a.baseline_avg_max_qtbt_ns - b.baseline_avg_max_qtbt_ns;
+        let rounds = crate::predict::ranks::ceil_log2(a.ranks) as f64;
+        assert_eq!(barrier, rounds * 1_600.0, "{} ranks", a.ranks);
+    }
+}
+
+#[test]
+fn profiles_without_a_loop_or_with_a_receive_before_its_send_are_refused() {
+    let p = Profile {
+        format: jitter_profile::profile::FORMAT.into(),
+        version: jitter_profile::profile::VERSION,
+        program: "./x".into(),
+        job: "j".into(),
+        ranks: 2,
+        reported: Vec::new(),
+        missing: vec![0, 1],
+        cartesian: None,
+        main_loop: None,
+    };
+    let e = main_loop(&p, "x.json").unwrap_err().to_string();
+    assert!(e.starts_with("profile x.json: no main loop found"), "{e}");
+    // Recv from −1 before the Send to +1: every rank waits for its left neighbour for ever.
+    let dead = MainLoop {
+        slots: vec![
+            slot(
+                Site {
+                    peer: -1,
+                    ..on(Call::Recv, 4)
+                },
+                10.0,
+            ),
+            slot(
+                Site {
+                    peer: 1,
+                    ..on(Call::Send, 4)
+                },
+                10.0,
+            ),
+        ],
+        ..halo_loop([0.0; 4])
+    };
+    let e = Skeleton::new(&dead, &growth(8), 1.0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("comes later in the loop or never"), "{e}");
+    // Irecv, Isend, Waitall: fine, and symmetric; a receive from any source is left out.
+    let ok = MainLoop {
+        slots: vec![
+            slot(
+                Site {
+                    peer: -1,
+                    ..on(Call::Irecv, 4)
+                },
+                10.0,
+            ),
+            slot(
+                Site {
+                    peer: 1,
+                    ..on(Call::Isend, 4)
+                },
+                10.0,
+            ),
+            slot(
+                Site {
+                    peer: PEER_NONE,
+                    ..on(Call::Recv, 4)
+                },
+                0.0,
+            ),
+            slot(
+                Site {
+                    requests: 2,
+                    ..Site::of(Call::Waitall)
+                },
+                0.0,
+            ),
+        ],
+        ..halo_loop([0.0; 4])
+    };
+    let sk = Skeleton::new(&ok, &growth(8), 1.0).unwrap();
+    assert!(sk.symmetric);
+    assert_eq!(sk.warnings.len(), 1, "{:?}", sk.warnings);
+}
+
+#[test]
+fn cartesian_halo_offsets_grow_with_the_grid_and_ring_offsets_wrap() {
+    use super::skeleton::{Link, Step};
+    // A 2-D halo profiled on a 2 × 2 grid: ± the row stride 2 and ± 1.
+    let p2p = |call, peer| Site {
+        peer,
+        ..on(call, 4)
+    };
+    let l = MainLoop {
+        slots: vec![
+            slot(p2p(Call::Isend, 2), 100.0),
+            slot(p2p(Call::Irecv, -2), 0.0),
+            slot(p2p(Call::Isend, 1), 0.0),
+            slot(p2p(Call::Irecv, -1), 0.0),
+            slot(
+                Site {
+                    requests: 4,
+                    ..Site::of(Call::Waitall)
+                },
+                0.0,
+            ),
+        ],
+        ..halo_loop([0.0; 4])
+    };
+    let grid = Growth {
+        cartesian: Some(jitter_profile::profile::Cartesian {
+            dims: vec![2, 2],
+            periods: vec![true, true],
+        }),
+        ..growth(64)
+    };
+    // At 64 ranks the grid is 8 × 8: the row stride 8; each receive pairs with its send.
+    let sk = Skeleton::new(&l, &grid, 1.0).unwrap();
+    assert_eq!(
+        sk.steps,
+        vec![
+            Step::Compute(100),
+            Step::Send {
+                buf: 1,
+                link: Link::Shift(8)
+            },
+            Step::Send {
+                buf: 2,
+                link: Link::Shift(1)
+            },
+            Step::Receive {
+                buf: 1,
+                link: Link::Shift(8)
+            },
+            Step::Receive {
+                buf: 2,
+                link: Link::Shift(1)
+            },
+        ]
+    );
+    // As a ring (no topology) the offsets stay 2 and 1; at 2 ranks ±2 is the rank itself.
+    let ring = Skeleton::new(&l, &growth(64), 1.0).unwrap();
+    assert_eq!(
+        ring.steps[1],
+        Step::Send {
+            buf: 1,
+            link: Link::Shift(2)
+        }
+    );
+    let two = Skeleton::new(&l, &growth(2), 1.0).unwrap();
+    assert_eq!(two.steps.len(), 3, "{:?}", two.steps);
+}
+
+#[test]
+fn the_index_and_one_shared_state_give_what_the_walk_of_every_rank_gives() {
+    // The halo loop (symmetric at a power of two: one state at sync once/phase/every; at 6
+    // ranks the allreduce is not, and every rank is its own state) on the index, against the
+    // walk of every rank's cursor: the same outcome in every mode.
+    let t = noisy();
+    let spec = spec_of(vec![1, 6, 64], LoopShape::ComputeBarrier, 0);
+    let ix: Vec<PlanIndex> = t.plans.iter().map(|p| p.index().unwrap()).collect();
+    let app = app_of(halo_loop([90_000.0, 1_000.0, 60_000.0, 30_000.0]).slots);
+    for &mode in &spec.modes {
+        for &n in &spec.ranks {
+            let sk = Skeleton::new(&app.main_loop, &app.growth(n), 1.0).unwrap();
+            let point = |ix| Point {
+                input: &t,
+                ix,
+                skeleton: &sk,
+                n,
+                mode,
+            };
+            let indexed = point(Some(&ix)).simulate(&spec, 5).unwrap();
+            let walked = point(None).simulate(&spec, 5).unwrap();
+            assert_eq!(indexed, walked, "{n} ranks, sync {mode}");
+            assert!(indexed.emulator.injected > 0);
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! `replay-bench predict --app` through the binary: a profile and a trace in, the table, the
+//! model line and the report out; one `error:` line and a non-zero exit for each kind of bad
+//! profile.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use jitter_profile::histogram::{Distribution, LogHistogram};
+use jitter_profile::profile::{FORMAT, VERSION};
+use jitter_profile::{Call, MainLoop, Profile, Site, Slot};
+use replay_bench::report::Report;
+
+fn write_trace(dir: &Path) -> PathBuf {
+    let spec = "periodic:period=4ms,dur=400us".parse().unwrap();
+    let t = jitter_trace::synth::synthesize(&spec, 1, 2_000_000_000, 3).unwrap();
+    let p = dir.join("p4.jtr");
+    jitter_trace::write_trace(&p, &t).unwrap();
+    p
+}
+
+fn slot(site: Site, mean_ns: f64) -> Slot {
+    let mut h = LogHistogram::default();
+    h.add(mean_ns as u64, 10);
+    Slot {
+        site,
+        compute: Distribution::of(&h, mean_ns).unwrap(),
+        call_mean_ns: 0.0,
+        shared: false,
+    }
+}
+
+/// A halo (Sendrecv both ways) and an allreduce, profiled at 2 ranks.
+fn profile(main_loop: bool) -> Profile {
+    let on = |call| Site {
+        comm_size: 2,
+        bytes: 8,
+        ..Site::of(call)
+    };
+    let sr = Site {
+        peer: 1,
+        root: 1,
+        ..on(Call::Sendrecv)
+    };
+    Profile {
+        format: FORMAT.into(),
+        version: VERSION,
+        program: "./halo".into(),
+        job: "j".into(),
+        ranks: 2,
+        reported: Vec::new(),
+        missing: Vec::new(),
+        cartesian: None,
+        main_loop: main_loop.then(|| MainLoop {
+            iterations: 100,
+            ranks: vec![0, 1],
+            compute_share: 1.0,
+            slots: vec![
+                slot(sr, 500_000.0),
+                slot(sr, 0.0),
+                slot(on(Call::Allreduce), 300_000.0),
+            ],
+        }),
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_replay-bench"))
+        .arg("predict")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn predicts_a_profile_at_several_rank_counts_with_its_model_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path());
+    let app = dir.path().join("app.json");
+    profile(true).write(&app).unwrap();
+    let out = dir.path().join("r.json");
+    let o = run(&[
+        "--app",
+        app.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--ranks",
+        "1,2,64",
+        "--sync",
+        "none,phase",
+        "--phases",
+        "100",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.starts_with("model: application "), "{stdout}");
+    assert!(stdout.contains("ring offsets mod N"), "{stdout}");
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(r.results.len(), 6);
+    let d = r.config.predict.as_ref().unwrap();
+    assert_eq!(d.loop_shape, "application");
+    // Noise-free: 0.8 ms of compute and three rounds of 2o + l (defaults o = l = 333 ns) per
+    // iteration at 2 ranks (two Sendrecvs, a one-round allreduce).
+    let two = r.results.iter().find(|x| x.ranks == 2).unwrap();
+    // o and l are whole ns in virtual time (333 each).
+    let round = 2.0 * d.logp_o_ns.round() + d.logp_l_ns.round();
+    assert_eq!(two.baseline_avg_max_qtbt_ns, 800_000.0 + 3.0 * round);
+    // 10 % of the time in detours: a rank alone loses about that; more ranks lose more.
+    let one = r
+        .results
+        .iter()
+        .find(|x| x.ranks == 1 && x.sync == "none")
+        .unwrap();
+    assert!(
+        (5.0..20.0).contains(&one.sd_qtbt_pct),
+        "{}",
+        one.sd_qtbt_pct
+    );
+    let many = r
+        .results
+        .iter()
+        .find(|x| x.ranks == 64 && x.sync == "none")
+        .unwrap();
+    assert!(many.sd_qtbt_pct > one.sd_qtbt_pct, "{many:?}");
+}
+
+#[test]
+fn bad_profiles_give_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path());
+    let no_loop = dir.path().join("no-loop.json");
+    profile(false).write(&no_loop).unwrap();
+    let unknown = dir.path().join("unknown.json");
+    let text = serde_json::to_string(&profile(true))
+        .unwrap()
+        .replace("\"allreduce\"", "\"gatherv\"");
+    std::fs::write(&unknown, text).unwrap();
+    let missing = dir.path().join("missing.json");
+    for (path, says) in [
+        (&missing, "cannot read the profile"),
+        (&no_loop, "no main loop found"),
+        (&unknown, "unknown variant `gatherv`"),
+    ] {
+        let o = run(&[
+            "--app",
+            path.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+            "--ranks",
+            "4",
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("error: ") && err.contains(says), "{err}");
+        assert!(o.stdout.is_empty());
+    }
+    // --app with a flag it replaces is refused by the parser.
+    let o = run(&[
+        "--app",
+        no_loop.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--quanta",
+        "1ms",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
