@@ -1,7 +1,8 @@
 //! The application's iterations in virtual time ([`iterate`]): every rank takes the
 //! skeleton's steps, each a parallel pass over the ranks (collectives through
-//! [`collective::run`]); at an iteration's start every rank resyncs when the sync schedule says
-//! so (the loop's phase boundary is the iteration's); per iteration the slowest rank's compute
+//! [`collective::run`]); at the end of every `MPI_Barrier` every rank counts a phase and
+//! resyncs when the sync schedule says so, as the preload library does (a loop without a
+//! barrier resyncs nowhere: `phase` and `every:K` then replay as `once`); per iteration the slowest rank's compute
 //! (its windows summed: AvgMaxQT) and the iteration's period (from the last rank's end of the
 //! previous iteration to the last rank's end of this one: what the program's loop time grows
 //! by, AvgMaxQTBT) are recorded, and an iteration in which some rank reached f is cut, as the
@@ -104,18 +105,26 @@ pub(crate) fn iterate<C: AppClock>(
     let mut run = Run::default();
     let chunk = chunk_of(len);
     let place = spec.lines.placement;
-    for p in 0..spec.iterations {
-        if spec.lines.resync_points(&spec.schedule, p, &mut points) {
-            let pts = &points;
-            run.stats += (states.par_iter_mut().zip(&a.t).enumerate())
-                .map(|(g, (s, &now))| clock.resync(s, g, pts[place.trace(g as u64)], now))
-                .reduce(PlanStats::default, |mut x, y| {
-                    x += y;
-                    x
-                });
-        }
+    let mut barriers = 0u64;
+    for _ in 0..spec.iterations {
         a.qt.fill(0);
         for step in &spec.skeleton.steps {
+            if matches!(step, Step::BarrierExit) {
+                barriers += 1;
+                if spec
+                    .lines
+                    .resync_points(&spec.schedule, barriers, &mut points)
+                {
+                    let pts = &points;
+                    run.stats += (states.par_iter_mut().zip(&a.t).enumerate())
+                        .map(|(g, (s, &now))| clock.resync(s, g, pts[place.trace(g as u64)], now))
+                        .reduce(PlanStats::default, |mut x, y| {
+                            x += y;
+                            x
+                        });
+                }
+                continue;
+            }
             take_step(clock, states, &mut a, step, spec, &mut scratch, chunk);
         }
         let pass = (states.par_chunks(chunk).enumerate())
@@ -215,5 +224,6 @@ fn take_step<C: AppClock>(
                 }
             });
         }
+        Step::BarrierExit => {}
     }
 }

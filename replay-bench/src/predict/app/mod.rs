@@ -87,15 +87,30 @@ impl App {
              each slot's mean (Σ {} per iteration; its spread not drawn); barrier and allgather \
              by dissemination, allreduce by recursive doubling, reduce/bcast by binomial tree \
              halves at rank 0, alltoall(v) pairwise; point-to-point to the profiled peers, {grown} \
-             (P/2 alternating); messages LogP o = {}, l = {} (bytes not modelled: no G); {}",
+             (P/2 alternating); messages LogP o = {}, l = {} (bytes not modelled: no G); {}; {}",
             self.path,
             self.main_loop.slots.len(),
             self.profiled_ranks,
             format_ns(self.main_loop.slots.iter().map(|s| s.compute.mean_ns).sum()),
             format_ns(c.o_ns),
             format_ns(c.l_ns),
+            self.resyncs(),
             spec.platform.predicted()
         )
+    }
+
+    /// Where the replay resyncs: at each `MPI_Barrier` of the loop, the preload library's rule.
+    fn resyncs(&self) -> String {
+        let barriers = (self.main_loop.slots.iter())
+            .filter(|s| s.site.call == jitter_profile::Call::Barrier)
+            .count();
+        if barriers == 0 {
+            "resync at MPI_Barrier as the preload library does: the loop has none, so sync \
+             phase and every:K replay as once"
+                .into()
+        } else {
+            format!("resync at MPI_Barrier as the preload library does ({barriers} per iteration)")
+        }
     }
 }
 

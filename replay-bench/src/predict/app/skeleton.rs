@@ -72,6 +72,9 @@ pub(crate) enum Step {
     /// Every rank with a source on `link` waits for its message (the source's end in `buf`,
     /// + ℓ) and spends o.
     Receive { buf: usize, link: Link },
+    /// The end of an `MPI_Barrier`: where the preload library counts a phase and resyncs when
+    /// the sync schedule says (also at one rank, where the barrier is no message).
+    BarrierExit,
 }
 
 /// The main loop at N ranks.
@@ -245,8 +248,13 @@ fn call_steps(
         p
     };
     match s.call {
-        Call::Barrier | Call::Allgather if n > 1 => {
-            b.steps.push(Step::Collective(Algorithm::Dissemination));
+        Call::Barrier | Call::Allgather => {
+            if n > 1 {
+                b.steps.push(Step::Collective(Algorithm::Dissemination));
+            }
+            if s.call == Call::Barrier {
+                b.steps.push(Step::BarrierExit);
+            }
         }
         Call::Allreduce if n > 1 => b.steps.push(Step::Collective(Algorithm::RecursiveDoubling)),
         Call::Reduce => b.rounds(dists.map(Link::Gather)),
@@ -297,7 +305,7 @@ fn call_steps(
             }
         }
         // One rank: a collective is no message; Finalize ends the program, not an iteration.
-        Call::Barrier | Call::Allgather | Call::Allreduce | Call::Finalize => {}
+        Call::Allreduce | Call::Finalize => {}
     }
     Ok(())
 }
@@ -332,7 +340,7 @@ fn finish(b: Builder, compute_ns: u64) -> Skeleton {
     let symmetric = b.steps.iter().all(|s| match s {
         Step::Collective(a) => symmetric(*a, n),
         Step::Send { link, .. } | Step::Receive { link, .. } => matches!(link, Link::Shift(_)),
-        Step::Compute(_) => true,
+        Step::Compute(_) | Step::BarrierExit => true,
     });
     Skeleton {
         steps: b.steps,
