@@ -31,6 +31,17 @@
 # 10^3, the dissemination barrier at 10^6 ranks, and 2048 x 10^4 at 10^5/s on two cores
 # (issue 14's strong-scaling figure; MPIRUN names the launcher).
 #
+# `--matrix [REPEATS] BIN...` instead sets each engine (walk, indexed) x collective (offloaded,
+# dissemination, recursive-doubling, binomial-tree) x density (issue 31's sparse 60 s trace,
+# `periodic:period=4ms,dur=120us`, and its dense one, `+poisson:rate=20000/s,dur=exp:300ns`, seed
+# 3) side by side for every given replay-bench binary: instructions per rank-phase with
+# cachegrind (deterministic on any machine; 2048 ranks, (120 - 20 phases) so that loading and
+# indexing drop out; sync none, q = 1 ms, one thread), then REPEATS rounds (default 3) of wall
+# time at MATRIX_RANKS x MATRIX_PHASES (default 16384 x 200, two threads), every case once per
+# round, interleaved; it prints each case's median and range and the ratios dense/sparse and
+# collective/offloaded of each round (median, range). Ratios and counts are the figures a
+# loaded machine leaves standing; the wall times go with their spread.
+#
 # JB_BIN_DIR=DIR in any mode takes jitter-trace and replay-bench from DIR instead of building.
 #
 # `--cachegrind BIN...` instead counts, for each given replay-bench binary (e.g. two builds to
@@ -101,6 +112,61 @@ if [ "${1:-}" = "--cachegrind" ]; then
         awk -v b="$bin" -v i="$((i1 - i0))" -v d="$((d1 - d0))" -v l="$((l1 - l0))" \
             'BEGIN {n = 2048 * 200; printf "%-40s %14.1f %14.2f %14.2f\n", b, i / n, d / n, l / n}'
     done
+    exit 0
+fi
+
+if [ "${1:-}" = "--matrix" ]; then
+    shift
+    reps=3
+    if [[ "${1:-}" =~ ^[0-9]+$ ]]; then reps=$1; shift; fi
+    [ $# -ge 1 ] || { echo "error: --matrix needs at least one replay-bench binary" >&2; exit 2; }
+    command -v valgrind >/dev/null || { echo "error: valgrind is not installed (apt-get install -y valgrind)" >&2; exit 1; }
+    scratch
+    binaries
+    "$jt" synth 'periodic:period=4ms,dur=120us' --duration 60s --seed 3 -o "$tmp/sparse.jtr" >/dev/null
+    "$jt" synth 'periodic:period=4ms,dur=120us+poisson:rate=20000/s,dur=exp:300ns' \
+        --duration 60s --seed 3 -o "$tmp/dense.jtr" >/dev/null
+    colls="offloaded dissemination recursive-doubling binomial-tree"
+    args() { # engine collective density ranks phases threads: predict's arguments
+        echo predict --engine "$1" --collective "$2" --trace "$tmp/$3.jtr" --ranks "$4" \
+            --phases "$5" --sync none --quanta 1ms --force --threads "$6" -o /dev/null
+    }
+    instructions() { # binary engine collective density phases
+        # shellcheck disable=SC2046
+        timeout 1800 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+            "$1" $(args "$2" "$3" "$4" 2048 "$5" 1) 2>&1 >/dev/null \
+            | awk '/I *refs:/ {gsub(",", "", $4); print $4}'
+    }
+    machine
+    echo "# instructions per rank-phase (cachegrind; 2048 ranks, 120 - 20 phases, sync none, one thread)"
+    printf '%-32s %-8s %-20s %-7s %14s\n' binary engine collective density instr/rank-phase
+    for bin in "$@"; do for eng in walk indexed; do for c in $colls; do for d in sparse dense; do
+        i0=$(instructions "$bin" $eng $c $d 20)
+        i1=$(instructions "$bin" $eng $c $d 120)
+        awk -v b="$bin" -v e=$eng -v c=$c -v d=$d -v i="$((i1 - i0))" \
+            'BEGIN {printf "%-32s %-8s %-20s %-7s %14.1f\n", b, e, c, d, i / (2048 * 100)}'
+    done; done; done; done
+    ranks=${MATRIX_RANKS:-16384} phases=${MATRIX_PHASES:-200}
+    echo "# wall s, $ranks ranks x $phases phases, two threads, $reps interleaved rounds"
+    for r in $(seq "$reps"); do for bin in "$@"; do for c in $colls; do for d in sparse dense; do
+        # shellcheck disable=SC2046
+        w=$({ /usr/bin/time -f %e "$bin" $(args indexed $c $d "$ranks" "$phases" 2) >/dev/null; } 2>&1 | tail -1)
+        echo "$r $bin $c $d $w"
+    done; done; done; done >"$tmp/walls"
+    awk -v bins="$*" '
+        { w[$2, $3, $4, $1] = $5; rounds[$1] = 1 }
+        function stats(v, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+            if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+            return sprintf("%8.3f [%.3f, %.3f]", v[int((n + 1) / 2)], v[1], v[n]) }
+        END {
+            nb = split(bins, B, " "); nc = split("offloaded dissemination recursive-doubling binomial-tree", C, " ")
+            printf "%-32s %-20s %-26s %-26s %-26s %-26s\n", "binary", "collective", "sparse_s", "dense_s", "dense/sparse", "coll/offloaded(dense)"
+            for (b = 1; b <= nb; b++) for (c = 1; c <= nc; c++) {
+                n = 0; for (r in rounds) { n++; s[n] = w[B[b], C[c], "sparse", r]; d[n] = w[B[b], C[c], "dense", r]
+                    q[n] = d[n] / s[n]; o[n] = d[n] / w[B[b], "offloaded", "dense", r] }
+                printf "%-32s %-20s %-26s %-26s %-26s %-26s\n", B[b], C[c], stats(s, n), stats(d, n), stats(q, n), stats(o, n)
+            }
+        }' "$tmp/walls"
     exit 0
 fi
 

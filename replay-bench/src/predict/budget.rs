@@ -10,8 +10,9 @@
 //! walking: a rank-phase costs 1 event plus log2(1 + d) for the d detours passed, at
 //! [`INDEXED_NS_PER_EVENT`], its ranks [`des::INDEXED_RANK_BYTES`] each, plus the index. Under
 //! MPI every process estimates its own share. An algorithmic collective adds three events per
-//! round and collective to every rank-phase ([`collective_events`]), at
-//! [`COLLECTIVE_NS_PER_EVENT`] in either engine, and [`collective::BYTES_PER_RANK`]
+//! round and collective to every rank-phase ([`collective_events`]), costed as each round in
+//! closed form ([`COLLECTIVE_NS_PER_ROUND`]) and one question ([`COLLECTIVE_NS_PER_ASK`]) per
+//! detour due while the rank is in its collectives, and [`collective::BYTES_PER_RANK`]
 //! per rank ([`collective::MPI_BYTES_PER_RANK`] more under MPI). The indexed engine with an offloaded collective simulates ranks that replay one
 //! plan from one start once (sync once, phase, every: one per plan), and so does a symmetric
 //! collective ([`collective::symmetric`]) on one plan. The estimate errs on the high side.
@@ -30,8 +31,10 @@ use super::simulation::DesConfig;
 use super::spec::PredictSpec;
 use crate::flags::predict::Model;
 
-/// Cost of one event on one core, ns (measured on the project VM, with margin).
-pub const NS_PER_EVENT: f64 = 100.0;
+/// Cost of one event on one core, ns (measured on the project VM: the walk of a dense trace,
+/// 2·10⁴ detours/s, 4096 ranks × 200 phases, one thread, ≈ 35 ns abstime, 41 ns itimer; with
+/// margin).
+pub const NS_PER_EVENT: f64 = 50.0;
 /// Without resyncs, a phase of N ranks lasts at least its mean stretch plus this × the longest
 /// detour the N ranks meet in one phase: in the slowest rank's window, then holding ranks at
 /// the two barriers. Measured on the collected AMD trace of docs/BENCHMARKS.md (sync none,
@@ -45,11 +48,17 @@ pub const RESYNC_EVENTS: f64 = 2.0;
 /// measured on the project VM at 2048–10⁶ ranks: 51 ns per rank-phase at d ≈ 10 (4.5
 /// events), 90–130 ns at d ≈ 100 (7.7 events), with margin.
 pub const INDEXED_NS_PER_EVENT: f64 = 30.0;
-/// Cost of one event of an algorithmic collective on one core, ns, in either engine (most of
-/// them short questions answered from the rank's quiet time, without a search or a walk);
-/// measured on the project VM (dissemination, 2048 ranks, docs/BENCHMARKS.md): ≈ 7 ns in the
-/// indexed engine, 4–8 ns in the walk at 10³–10⁵ detours/s, with margin.
-pub const COLLECTIVE_NS_PER_EVENT: f64 = 15.0;
+/// Cost of one rank-round of an algorithmic collective in closed form on one core, ns, in
+/// either engine (one arithmetic pass per round, `collective/round`): measured on the project
+/// VM with one thread (65 536 and 16 384 ranks × 200 phases, sparse trace, the offloaded
+/// loop's time taken off): 2.5 ns (dissemination), 3.6 (binomial tree), 4.2 (recursive
+/// doubling); the largest.
+pub const COLLECTIVE_NS_PER_ROUND: f64 = 4.2;
+/// Cost of one question of a collective asked of the engine (a rank whose quiet time its round
+/// passes: a detour met, or passed while it waits), ns: measured as above on a dense trace
+/// (2·10⁴ detours/s), 30–70 ns indexed and walked per detour due while the rank is in its
+/// collectives (fewer are asked than are due: one question passes all detours of a wait).
+pub const COLLECTIVE_NS_PER_ASK: f64 = 40.0;
 /// Indexed engine: bytes of the compiled index per record of an indexed stream (cumulative
 /// arrays per record, group and injection, two laps of starts and keys), an upper bound
 /// (≈ 129 bytes measured by `PlanIndex::bytes` on dense noise at S = 1, in its test).
@@ -240,14 +249,17 @@ fn point_cost(t: &TraceShape, spec: &PredictSpec, mode: SyncMode, n: u64, at: Sp
     let cfg = &spec.des;
     let Split { procs, me, threads } = at;
     // A phase lasts q + L stretched by the noise; its detours are walked by every rank.
+    // (The index's searches do not grow with the phase's length: its longest detours are
+    // there for the collective's questions only.)
     let phase_ns = phase_ns(
         cfg,
         n,
         t.busy,
-        (mode == SyncMode::None).then_some((t.longest, t.records0, t.met)),
+        (mode == SyncMode::None && !t.indexed).then_some((t.longest, t.records0, t.met)),
     );
     let resync = RESYNC_EVENTS * resyncs_per_phase(mode);
     let coll = collective_events(&cfg.comm, n);
+    let coll_ns = collective_ns(t, cfg, mode, n);
     // Events per rank-phase, and their cost in ns: the rank's own (its searches, or the
     // detours it walks), then its collective's.
     let (own, own_ns) = if t.indexed {
@@ -257,7 +269,7 @@ fn point_cost(t: &TraceShape, spec: &PredictSpec, mode: SyncMode, n: u64, at: Sp
         (1.0 + t.density * phase_ns + resync, NS_PER_EVENT)
     };
     let per_rank_phase = own + coll;
-    let ns = own * own_ns + coll * COLLECTIVE_NS_PER_EVENT;
+    let ns = own * own_ns + coll_ns;
     let (lo, hi) = share(n, procs, me);
     let local = hi - lo;
     // The indexed offloaded loop simulates one state per plan and start offset: with a
@@ -279,6 +291,21 @@ fn point_cost(t: &TraceShape, spec: &PredictSpec, mode: SyncMode, n: u64, at: Sp
         secs += cfg.phases as f64 * draws * MPI_NS_PER_PHASE * 1e-9;
     }
     (rank_phases * per_rank_phase, secs)
+}
+
+/// What an algorithmic collective adds to a rank-phase, ns (0 when offloaded): every round in
+/// closed form ([`COLLECTIVE_NS_PER_ROUND`]) and one question ([`COLLECTIVE_NS_PER_ASK`]) per
+/// detour due while the rank is in its collectives (at most one per round): the phase beyond
+/// q, which without resyncs waits for the slowest rank of the phase.
+fn collective_ns(t: &TraceShape, cfg: &DesConfig, mode: SyncMode, n: u64) -> f64 {
+    let rounds = collective_events(&cfg.comm, n) / 3.0;
+    if rounds == 0.0 {
+        return 0.0;
+    }
+    let longest = (mode == SyncMode::None).then_some((t.longest, t.records0, t.met));
+    let outside_q = (phase_ns(cfg, n, t.busy, longest) - cfg.quanta_ns as f64).max(0.0);
+    let asks = (t.density * outside_q).min(rounds);
+    rounds * COLLECTIVE_NS_PER_ROUND + asks * COLLECTIVE_NS_PER_ASK
 }
 
 /// Simulated ranks of this process's largest share: the rank states of one simulation live at
@@ -372,14 +399,17 @@ pub fn estimate(
         let records0 = t.plans.first().map_or(0, |p| p.records().len() as u64);
         let met = density * cfg.quanta_ns as f64 / (1.0 - busy);
         let fewest = spec.ranks.iter().min().copied().unwrap_or(1) as f64;
-        let longest = if !indexed && run_des && spec.modes.contains(&SyncMode::None) {
-            longest_detours(
-                t,
-                (records0 as f64 / (fewest * met).max(1.0)).ceil() as usize,
-            )
-        } else {
-            Vec::new()
-        };
+        // Also for the index where a collective waits for the slowest rank (its questions).
+        let algorithmic = cfg.comm.resolved().algorithm != Algorithm::Offloaded;
+        let longest =
+            if (!indexed || algorithmic) && run_des && spec.modes.contains(&SyncMode::None) {
+                longest_detours(
+                    t,
+                    (records0 as f64 / (fewest * met).max(1.0)).ceil() as usize,
+                )
+            } else {
+                Vec::new()
+            };
         if indexed {
             indexed_any = true;
             // The indexes of the streams the nodes replay (k per node trace) live for the
@@ -692,7 +722,7 @@ mod tests {
     }
 
     #[test]
-    fn a_collective_s_events_cost_what_a_quiet_question_costs_in_either_engine() {
+    fn a_collective_costs_its_rounds_in_closed_form_and_its_questions_in_either_engine() {
         let t = [input()];
         for offloaded in [indexed(vec![4096], 100), spec(vec![4096], 100)] {
             let dissemination = with_collective(&offloaded, Algorithm::Dissemination);
@@ -704,9 +734,13 @@ mod tests {
             let coll = 4096.0 * 100.0 * collective_events(&dissemination.des.comm, 4096);
             assert_eq!(coll, 4096.0 * 100.0 * 72.0);
             assert!(((b.events - a.events) / coll - 1.0).abs() < 1e-9, "{a} {b}");
-            let secs = coll * COLLECTIVE_NS_PER_EVENT * 1e-9;
+            // Each round in closed form; this trace's detours (10³/s) are due in at most
+            // every round's wait: no more than one question per round.
+            let least = 4096.0 * 100.0 * 24.0 * COLLECTIVE_NS_PER_ROUND * 1e-9;
+            let most = least + 4096.0 * 100.0 * 24.0 * COLLECTIVE_NS_PER_ASK * 1e-9;
+            let extra = b.seconds - a.seconds;
             assert!(
-                ((b.seconds - a.seconds) / secs - 1.0).abs() < 1e-9,
+                extra >= least * (1.0 - 1e-9) && extra < most,
                 "{:?}: {a} {b}",
                 offloaded.engine
             );

@@ -393,6 +393,12 @@ impl ReplayEngine for WalkClocks {
     fn totals_of(&self, r: &RankState, _: usize, now: u64) -> (PlanStats, f64) {
         (r.cursor.stats(), r.cursor.progress_at(now))
     }
+    #[inline]
+    fn quiet(&self, r: &RankState, _: usize) -> u64 {
+        // The next injection, once peeked, is fixed (its timer error drawn, clamped to the end
+        // of the last): nothing is due before it. Not yet peeked: not known.
+        r.pending.map_or(0, |(due, _)| due)
+    }
 }
 
 /// The indexed engine's ranks: in rank order (plan by [`Placement::plan`]), or sorted by plan

@@ -134,8 +134,10 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
     )?;
     let rounds: f64 = (sk.steps.iter())
         .map(|s| match s {
+            // Each round in closed form, and at most one question of the engine per round.
             skeleton::Step::Collective(a) => {
-                3.0 * super::collective::round_count(*a, n) as f64 * budget::COLLECTIVE_NS_PER_EVENT
+                super::collective::round_count(*a, n) as f64
+                    * (budget::COLLECTIVE_NS_PER_ROUND + budget::COLLECTIVE_NS_PER_ASK)
             }
             _ => 2.0 * budget::INDEXED_NS_PER_EVENT,
         })

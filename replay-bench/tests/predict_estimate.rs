@@ -1,0 +1,112 @@
+//! `predict`'s estimate (`budget::estimate`) is within ×2 of what the prediction costs, for
+//! every collective, on a sparse and a dense trace, in either engine: each prediction is run in
+//! this process on one worker thread and its CPU time (not its wall time: the machine may be
+//! shared) set against the estimate for one thread. Its own test binary, one test, so that
+//! nothing else runs beside the measurement; it runs in a release build only (`cargo test
+//! --release -p replay-bench --test predict_estimate`), where it is calibrated.
+
+use indicatif::ProgressBar;
+use jitter_emulator::{PlanOptions, SyncMode};
+use replay_bench::predict::{
+    budget, Algorithm, BarrierModel, CommModel, DesConfig, Engine, LoopShape, Model, Platform,
+    PredictSpec, TraceInput,
+};
+
+/// CPU time of this process so far, s.
+fn cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_PROCESS_CPUTIME_ID exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime");
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// A 60 s trace of `spec`, seed 3, as `jitter-trace synth` writes it (the dense one's index,
+/// ≈ 170 MB, does not fit in a cache, as at scale).
+fn input(spec: &str, label: &str) -> TraceInput {
+    let t = jitter_trace::synth::synthesize(&spec.parse().unwrap(), 1, 60_000_000_000, 3).unwrap();
+    TraceInput::new(&t, &format!("{label}.jtr"), label, PlanOptions::ideal(), 1).unwrap()
+}
+
+/// The default loop (barrier, compute, barrier) of `ranks` × `phases`, sync none, with
+/// `algorithm` at the default costs (a 1 µs stage; o = l = a third of it).
+fn spec(algorithm: Algorithm, engine: Engine, ranks: u64, phases: u64) -> PredictSpec {
+    PredictSpec {
+        ranks: vec![ranks],
+        modes: vec![SyncMode::None],
+        model: Model::Des,
+        des: DesConfig {
+            quanta_ns: 1_000_000,
+            phases,
+            ranks_per_node: 1,
+            barrier: BarrierModel { stage_ns: 1000.0 },
+            comm: CommModel {
+                algorithm,
+                shape: LoopShape::BarrierComputeBarrier,
+                o_ns: 1000.0 / 3.0,
+                l_ns: 1000.0 / 3.0,
+            },
+            drift_sd_ns: 0.0,
+            seed: 1,
+            window: None,
+        },
+        platform: Platform::ideal(),
+        engine,
+        draws: 1,
+    }
+}
+
+// The estimate is calibrated on the release build (what users run); a test build runs the
+// simulation's dependencies unoptimised, several times slower.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "times the release build: cargo test --release -p replay-bench --test predict_estimate"
+)]
+fn the_estimate_is_within_twice_the_cost_for_every_collective_density_and_engine() {
+    let sparse = input("periodic:period=4ms,dur=120us", "sparse");
+    let dense = input(
+        "periodic:period=4ms,dur=120us+poisson:rate=20000/s,dur=exp:300ns",
+        "dense",
+    );
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let mut report = Vec::new();
+    let mut off = Vec::new();
+    for (engine, ranks, phases) in [(Engine::Indexed, 16384, 100), (Engine::Walk, 2048, 100)] {
+        for trace in [&sparse, &dense] {
+            for alg in [
+                Algorithm::Offloaded,
+                Algorithm::Dissemination,
+                Algorithm::RecursiveDoubling,
+                Algorithm::BinomialTree,
+            ] {
+                let s = spec(alg, engine, ranks, phases);
+                let inputs = std::slice::from_ref(trace);
+                let est = budget::estimate(inputs, &s, 1, 0, 1).seconds;
+                let t0 = cpu_seconds();
+                let p = pool
+                    .install(|| replay_bench::predict::predict(inputs, &s, &ProgressBar::hidden()));
+                let took = cpu_seconds() - t0;
+                p.unwrap();
+                let ratio = est / took;
+                let line = format!(
+                    "{engine:?} {} {}: estimate {est:.3} s, CPU {took:.3} s, ratio {ratio:.2}",
+                    trace.label,
+                    alg.name()
+                );
+                if !(0.5..=2.0).contains(&ratio) {
+                    off.push(line.clone());
+                }
+                report.push(line);
+            }
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(off.is_empty(), "off by more than 2x:\n{}", off.join("\n"));
+}
