@@ -36,6 +36,8 @@
 #                      [bulk 500000 ≈ 1 ms, halo 400000 ≈ 1.15 ms per iteration in all]
 #   --seed S           order of pairs, JITTER_SEED of each pair, prediction seed [1]
 #   --platform P       predict's --platform (ideal|this|FILE) [this]
+#   --draws K          offset draws predict --app pools [10]: every measured pair draws its
+#                      own JITTER_SEED, so one draw is no like-with-like comparison
 #   --predict-args "…" more flags for predict --app, e.g. "--phases 600"
 #   --run-timeout S    time limit of one program run, s [120]
 #   --overhead         also measure the profiling overhead (halo, each np) [off]
@@ -51,7 +53,7 @@ die() { echo "validate-app: error: $*" >&2; exit 1; }
 bin_dir="$root/target/release" out="" pairs="" warmup=1 nps="1 2" programs="bulk halo"
 syncs="none phase" periodic="periodic:period=4ms,dur=200us"
 collected="$root/traces/samples/vm-daemon-cpu1.jtr" iterations="" work_bulk=500000
-work_halo=400000 seed=1 platform=this predict_args="" run_timeout=120 overhead=0
+work_halo=400000 seed=1 platform=this predict_args="" draws=10 run_timeout=120 overhead=0
 overhead_pairs="" studies=1 quick=0
 need() { [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die "$1 needs a value (see --help)"; }
 while [[ $# -gt 0 ]]; do
@@ -70,6 +72,7 @@ while [[ $# -gt 0 ]]; do
     --seed) need "$@"; seed="$2"; shift 2 ;;
     --platform) need "$@"; platform="$2"; shift 2 ;;
     --predict-args) need "$@"; predict_args="$2"; shift 2 ;;
+    --draws) need "$@"; draws="$2"; shift 2 ;;
     --run-timeout) need "$@"; run_timeout="$2"; shift 2 ;;
     --overhead) overhead=1; shift ;;
     --overhead-pairs) need "$@"; overhead_pairs="$2"; shift 2 ;;
@@ -87,6 +90,7 @@ fi
 whole() { [[ "$2" =~ ^[0-9]+$ && "$2" -ge "$3" ]] || die "$1 must be a whole number ≥ $3 (got '$2')"; }
 whole --pairs "$pairs" 2; whole --warmup "$warmup" 0; whole --iterations "$iterations" 1
 whole --work "$work_bulk" 16; whole --seed "$seed" 0; whole --run-timeout "$run_timeout" 1
+whole --draws "$draws" 1
 whole --overhead-pairs "$overhead_pairs" 2
 for n in $nps; do whole --np "$n" 1; done
 for p in $programs; do
@@ -208,7 +212,7 @@ study() {
   # shellcheck disable=SC2086
   if ! timeout -k 10 600 "$rb" predict --app "$out/profiles/$p-np$n.json" \
       --trace "$out/traces/$t.jtr" --ranks "$n" --sync "$s" --seed "$seed" \
-      --platform "$platform" $predict_args -o "$out/predict/$name.json" \
+      --draws "$draws" --platform "$platform" $predict_args -o "$out/predict/$name.json" \
       >"$out/logs/predict-$name.log" 2>&1; then
     failures+=("predict --app failed for $name (see $out/logs/predict-$name.log)")
   fi
