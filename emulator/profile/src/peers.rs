@@ -9,9 +9,9 @@
 //!   (from the origin, (n_k − 1) · stride_k) becomes − that stride;
 //! * at an even P the offset P/2 is both +P/2 and −P/2 (at two ranks −1 ≡ +1), and so is, in a
 //!   Cartesian grid, the stride of a dimension of size 2 (both neighbours along it are one
-//!   rank): the k-th such send of an iteration goes to (−1)^k · d and the k-th such receive
-//!   comes from −(−1)^k · d ([`Halves`]), which makes a two-sided halo of it and keeps every
-//!   message matched.
+//!   rank): the k-th such send of an iteration along d goes to (−1)^k · d and the k-th such
+//!   receive comes from −(−1)^k · d ([`Halves`], counted per offset), which makes a two-sided
+//!   halo of it and keeps every message matched.
 
 use crate::profile::Cartesian;
 
@@ -119,19 +119,30 @@ impl Growth {
     }
 }
 
-/// The sends and receives of one iteration at the ambiguous offset P/2, counted to alternate
-/// their sign (reset at every iteration).
+/// The sends and receives of one iteration at each ambiguous offset (P/2, or the stride of a
+/// dimension of 2 ranks), counted per offset to alternate their sign (reset at every
+/// iteration): the first send along each such offset goes to +d.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Halves {
-    counts: [u32; 2],
+    /// (|d|, [sends, receives]); |d| = 0 marks a free entry.
+    counts: [(u32, [u32; 2]); HALVES],
 }
+
+/// Ambiguous offsets told apart per iteration (a grid has one per dimension, at most); more
+/// share the last entry's count.
+const HALVES: usize = 8;
 
 impl Halves {
     /// The peer offset at N of a send (`send`) or a receive recorded at offset `d`, counting
-    /// it when it is the ambiguous P/2.
+    /// it when it is ambiguous.
     pub fn peer(&mut self, d: i32, send: bool, g: &Growth) -> i64 {
         if g.ambiguous(d) {
-            let count = &mut self.counts[usize::from(!send)];
+            let m = d.unsigned_abs();
+            let at = (self.counts.iter())
+                .position(|&(k, _)| k == m || k == 0)
+                .unwrap_or(HALVES - 1);
+            self.counts[at].0 = m;
+            let count = &mut self.counts[at].1[usize::from(!send)];
             let sign = if *count % 2 == 0 { 1 } else { -1 };
             *count += 1;
             return g.offset(d.abs() * if send { sign } else { -sign });
