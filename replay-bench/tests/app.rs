@@ -7,6 +7,9 @@
 //! dev-dependency, so that `cargo test` builds it) replaying a periodic trace.
 //! Timing tests: run one at a time (`--test-threads=1`).
 
+mod common;
+
+use common::{have, library};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -14,20 +17,6 @@ use std::time::{Duration, Instant};
 use replay_bench::app::{judge, AppReport, Arm, RunStatus, Verdict};
 
 const BIN: &str = env!("CARGO_BIN_EXE_replay-bench");
-
-/// `libjitter_preload.so` as `cargo test` built it (the newer of `target/<profile>` and its
-/// `deps`).
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    [deps.parent().unwrap(), deps]
-        .iter()
-        .map(|d| d.join("libjitter_preload.so"))
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .max()
-        .map(|(_, p)| p)
-        .expect("libjitter_preload.so is built with replay-bench's tests (a dev-dependency)")
-}
 
 /// A periodic trace: `detour_ns` every `period_ns`, `count` periods, one stream.
 fn periodic_trace(dir: &Path, period_ns: u64, detour_ns: u64, count: u64) -> PathBuf {
@@ -365,13 +354,6 @@ fn a_damaged_trace_or_an_unwritable_output_is_refused_before_any_run() {
         stderr.contains("is a directory") && !stderr.contains("pair 1"),
         "{stderr}"
     );
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 /// Period and detour of the MPI test's trace: 100 µs every 1 ms (10 % of the time).

@@ -4,6 +4,9 @@
 //! to injections, and their profile shows the calls and the uneven compute they were written
 //! with. Timing tests: run one at a time (`--test-threads=1`).
 
+mod common;
+
+use common::{have, library};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -17,27 +20,6 @@ const DETOUR_NS: u64 = 100_000;
 const WORK: u64 = 200_000;
 /// Doubles per face of the halo program (its default).
 const HALO: u64 = 512;
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// `libjitter_preload.so` as `cargo test` built it (the newer of `target/<profile>` and its
-/// `deps`; a dev-dependency of this crate).
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    [deps.parent().unwrap(), deps]
-        .iter()
-        .map(|d| d.join("libjitter_preload.so"))
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .max()
-        .map(|(_, p)| p)
-        .expect("libjitter_preload.so is built with replay-bench's tests (a dev-dependency)")
-}
 
 /// `tests/heldout/NAME.c` compiled into `dir`.
 fn compile(dir: &Path, name: &str) -> PathBuf {

@@ -493,4 +493,4 @@ pub fn round_count(alg: Algorithm, n: u64) -> u64 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

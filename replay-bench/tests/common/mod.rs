@@ -1,5 +1,5 @@
-//! What the MPI tests of `replay-bench run` share: finding the launcher and running under it
-//! with a time limit.
+//! What the MPI tests of `replay-bench` share: finding the launcher, the preload library and
+//! tools, and running under the launcher with a time limit.
 
 #![allow(dead_code)]
 
@@ -82,4 +82,26 @@ pub fn run(np: u32, args: &[&str], limit: Duration) -> Ran {
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
         secs: t0.elapsed().as_secs_f64(),
     }
+}
+
+/// Whether `tool` is on PATH.
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `libjitter_preload.so` as `cargo test` built it (the newer of `target/<profile>` and its
+/// `deps`; a dev-dependency of this crate).
+pub fn library() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    [deps.parent().unwrap(), deps]
+        .iter()
+        .map(|d| d.join("libjitter_preload.so"))
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
+        .expect("libjitter_preload.so is built with replay-bench's tests (a dev-dependency)")
 }

@@ -10,7 +10,8 @@ use super::clock::{AppClock, QuietClock};
 use super::iteration::{iterate, Spec};
 use super::*;
 use crate::flags::predict::Model;
-use crate::predict::collective::{Algorithm, Clocks, CommModel, LoopShape};
+use crate::predict::collective::tests::{Ref, RefRank};
+use crate::predict::collective::{Algorithm, CommModel, LoopShape};
 use crate::predict::des::{BarrierModel, DesConfig, Engine};
 use crate::predict::platform::Platform;
 
@@ -61,50 +62,8 @@ fn growth(n: u64) -> Growth {
     }
 }
 
-/// A clock whose ranks meet the given detours (start, span), consumed in order with the
-/// engines' semantics.
-struct Ref;
-#[derive(Debug, Clone, Default)]
-struct RefRank {
-    detours: Vec<(u64, u64)>,
-    next: usize,
-    busy_until: u64,
-}
-impl RefRank {
-    fn peek(&self) -> Option<(u64, u64)> {
-        (self.detours.get(self.next)).map(|&(d, s)| (d.max(self.busy_until), s))
-    }
-    fn take(&mut self, d: u64, s: u64) {
-        self.next += 1;
-        self.busy_until = d + s;
-    }
-}
-impl Clocks for Ref {
-    type Rank = RefRank;
-    fn work(&self, r: &mut RefRank, _: usize, start: u64, work: u64) -> u64 {
-        let mut end = start + work;
-        while let Some((d, s)) = r.peek() {
-            if d >= end {
-                break;
-            }
-            r.take(d, s);
-            end += s;
-        }
-        end
-    }
-    fn idle_until(&self, r: &mut RefRank, _: usize, t: u64) -> u64 {
-        while let Some((d, s)) = r.peek() {
-            if d >= t {
-                break;
-            }
-            r.take(d, s);
-            if d + s > t {
-                return d + s;
-            }
-        }
-        t
-    }
-}
+/// The collectives' reference clock (`collective::tests::Ref`), with no resyncs, limit or
+/// totals.
 impl AppClock for Ref {
     fn resync(&self, _: &mut RefRank, _: usize, _: u64, _: u64) -> PlanStats {
         PlanStats::default()

@@ -4,10 +4,11 @@ use crate::comm::Solo;
 /// A reference clock: each rank's detours as sorted (start, span), consumed in order with
 /// the semantics the engines implement (a detour due before the growing end of work takes
 /// its span; idle hides those that end before `t`, one running at `t` holds the rank).
-struct Ref;
+/// Shared with the application's tests (`predict::app::tests`).
+pub(crate) struct Ref;
 #[derive(Debug, Clone, Default, PartialEq)]
-struct RefRank {
-    detours: Vec<(u64, u64)>,
+pub(crate) struct RefRank {
+    pub(crate) detours: Vec<(u64, u64)>,
     next: usize,
     busy_until: u64,
 }
