@@ -449,6 +449,39 @@ impl IndexedReplay {
         Some(out)
     }
 
+    /// A message's receive where the fast path applies: idle until `b` (as
+    /// [`IndexedReplay::leave_barrier_fast`]), then CPU work `work` from when the rank can act,
+    /// answered where no injection is due inside that work: the work's end and the quiet time
+    /// after it ([`IndexedReplay::quiet_until`]), from one search on the injections' starts.
+    /// Detours that begin and end while the rank idles are stepped over (counted, as the walk
+    /// counts them). `None` (nothing changed) elsewhere: a detour due inside the work, the fast
+    /// path not applying, or the walk's look-ahead reaching the fraction limit; the two
+    /// questions asked one after the other then answer.
+    #[inline]
+    pub fn receive_fast(&mut self, ix: &PlanIndex, b: u64, work: u64) -> Option<(u64, u64)> {
+        let i0 = self.fast_start(ix)?;
+        let v = &ix.fast[..];
+        // The first injection due at or after b (as `leave_barrier_fast`).
+        let t = self.p + b.saturating_sub(self.r0);
+        let i = first_at_least(v, i0, t, |e| e.a);
+        if i >= v.len() {
+            return None;
+        }
+        // The last injection due before b holds the rank while it still runs at b.
+        let j = i.max(i0 + 1) - 1;
+        let end = self.r0 + (v[j].a - self.p) + (v[i].cs() - v[j].cs());
+        let ready = if (i > i0) & (end > b) { end } else { b };
+        // Injection i is the next: the work ends on time when it is due at or after the end;
+        // the walk then looked at it, so its look-ahead is injection i + 1.
+        let due = self.r0 + (v[i].a - self.p);
+        let exit = ready + work;
+        if due < exit || !self.before_limit(ix, i as u64 + 1) {
+            return None;
+        }
+        self.next += (i - i0) as u64;
+        Some((exit, due))
+    }
+
     /// Computes `q` (replay ns) from `start`: the end of the compute window, every injection
     /// due before the growing end taking its span (the predictor's compute phase).
     pub fn compute(&mut self, ix: &PlanIndex, seg: &SegmentStart, start: u64, q: u64) -> u64 {

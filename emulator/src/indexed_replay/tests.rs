@@ -296,6 +296,92 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// A message's receive in one search ([`IndexedReplay::receive_fast`]) answers as the walk's
+    /// idle then work, leaves the replay as those two questions leave it (its counts with it)
+    /// and names the quiet time after them: dense streams, waits that pass several detours
+    /// (those that begin and end inside the wait), messages arriving inside a detour, works
+    /// short and long, near the fraction limit.
+    #[test]
+    fn a_receive_in_one_search_answers_as_idle_then_work(
+        gaps in prop::collection::vec((1u64..400, 1u64..200), 50..400),
+        overhead in prop::sample::select(vec![0u64, 0, 40]),
+        fraction in prop::sample::select(vec![1.0f64, 1.0, 0.5, 0.1]),
+        offset in 0u64..1_000_000,
+        ops in prop::collection::vec((0u64..3_000, 0u64..400, 0u64..3), 1..80),
+    ) {
+        let mut t = 0u64;
+        let mut d = Vec::new();
+        for (g, r) in gaps { t += g; d.push(Detour { start_ns: t, run_ns: r }); t += r; }
+        let s = Stream::from_detours(0, 0, t + 100, &d).unwrap();
+        let o = PlanOptions { overhead_ns: overhead, fraction, ..PlanOptions::ideal() };
+        let plan = Plan::new(&s, o).unwrap();
+        let Some(ix) = plan.index() else { return Ok(()); };
+        let seg = ix.segment_start(offset);
+        let mut r = ix.replay(&seg);
+        let (mut now, mut fast) = (0u64, 0u32);
+        for (k, &(wait, work, kind)) in ops.iter().enumerate() {
+            // A short message's o, none, or a long work.
+            let work = match kind { 0 => work % 50, 1 => 0, _ => work };
+            let b = now + wait;
+            let (before, mut f) = (r, r);
+            let got = f.receive_fast(&ix, b, work);
+            let ready = r.leave_barrier(&ix, &seg, b);
+            let exit = r.compute(&ix, &seg, ready, work);
+            if let Some((x, quiet)) = got {
+                fast += 1;
+                prop_assert_eq!(x, exit, "exit at op {}", k);
+                prop_assert_eq!(f, r, "state at op {}", k);
+                prop_assert_eq!(quiet, r.quiet_until(&ix), "quiet time at op {}", k);
+                prop_assert!(quiet >= exit);
+                prop_assert_eq!(f.stats(&ix, &seg), r.stats(&ix, &seg));
+            } else {
+                prop_assert_eq!(f, before, "nothing changed at op {}", k);
+            }
+            now = exit;
+        }
+        // How often it answers depends on the draw; that it answers is the next test's.
+        let _ = fast;
+    }
+}
+
+#[test]
+fn a_receive_after_a_long_wait_steps_over_the_detours_inside_it() {
+    // A detour of 100 ns every µs; the rank idles until 3 550 and then works 10 ns: the three
+    // detours due in the wait begin and end in it and change nothing but the counts.
+    let d: Vec<Detour> = (1..=50)
+        .map(|k| Detour {
+            start_ns: k * 1_000,
+            run_ns: 100,
+        })
+        .collect();
+    let s = Stream::from_detours(0, 0, 51_000, &d).unwrap();
+    let plan = Plan::new(&s, PlanOptions::ideal()).unwrap();
+    let ix = plan.index().unwrap();
+    let seg = ix.segment_start(0);
+    let mut r = ix.replay(&seg);
+    let mut w = r;
+    let (exit, quiet) = r
+        .receive_fast(&ix, 3_550, 10)
+        .expect("answered in one search");
+    let ready = w.leave_barrier(&ix, &seg, 3_550);
+    assert_eq!(ready, 3_550);
+    assert_eq!(w.compute(&ix, &seg, ready, 10), 3_560);
+    assert_eq!((exit, quiet), (3_560, 4_000));
+    assert_eq!(r, w);
+    assert_eq!(r.stats(&ix, &seg).injections, 3);
+    // A message arriving inside the detour at 4 000: ready at its end, then the work.
+    let (exit, quiet) = r
+        .receive_fast(&ix, 4_050, 10)
+        .expect("answered in one search");
+    assert_eq!((exit, quiet), (4_110, 5_000));
+    // Work that a detour lands in is not answered, and changes nothing.
+    let before = r;
+    assert_eq!(r.receive_fast(&ix, 4_995, 10), None);
+    assert_eq!(r, before);
+}
+
 #[test]
 fn questions_past_the_lap_end_are_answered_fast_in_the_second_lap_as_the_walk() {
     // A detour of 100–399 ns every 1000 ns over 200 µs; the replay starts 5 µs before the

@@ -31,7 +31,8 @@ use crate::comm::{Collective, Parts};
 
 mod round;
 
-use round::{idle, quiet_times, work, Round};
+pub(crate) use round::idle_then_work;
+use round::{quiet_times, receive, work, Round};
 pub use round::{Clocks, Costs};
 
 /// How a collective is carried out.
@@ -378,8 +379,7 @@ pub fn run<C: Clocks>(
             *q = clocks.quiet_until(one, 0);
             for _ in rounds(alg, n) {
                 let sent = work(clocks, one, 0, *t1, o, q);
-                let ready = idle(clocks, one, 0, sent + l, q);
-                *t1 = work(clocks, one, 0, ready, o, q);
+                *t1 = receive(clocks, one, 0, sent + l, o, q);
             }
             return;
         }
@@ -465,8 +465,7 @@ fn run_rounds<C: Clocks>(
                             arrived[local]
                         };
                         let arrival = end + l;
-                        let ready = idle(clocks, s, local, (*tt).max(arrival), qt);
-                        *tt = work(clocks, s, local, ready, o, qt);
+                        *tt = receive(clocks, s, local, (*tt).max(arrival), o, qt);
                     }
                 }
             });

@@ -560,6 +560,10 @@ impl ReplayEngine for IdxClocks<'_> {
     fn quiet(&self, r: &IdxRank, si: usize) -> u64 {
         r.rep.quiet_until(&self.ix[si])
     }
+    #[inline]
+    fn receive_fast(&self, r: &mut IdxRank, si: usize, until: u64, o: u64) -> Option<(u64, u64)> {
+        r.rep.receive_fast(&self.ix[si], until, o)
+    }
 }
 
 /// Recomputes `st.limit_at` at replay time `now` (after a start or a resync): progress grows

@@ -278,6 +278,19 @@ pub(crate) trait ReplayEngine: Clocks {
     /// Starts loading what a barrier search of the rank reads first (near its next entry).
     #[inline]
     fn prefetch_barrier(&self, _r: &Self::Rank, _at: usize) {}
+    /// A message's receive answered in one search where the engine can (see
+    /// [`Clocks::receive`]): idle until `until`, then work `o`; the end and the quiet time after
+    /// it. `None`: nothing changed (the questions are asked one after the other).
+    #[inline]
+    fn receive_fast(
+        &self,
+        _r: &mut Self::Rank,
+        _at: usize,
+        _until: u64,
+        _o: u64,
+    ) -> Option<(u64, u64)> {
+        None
+    }
     /// [`Clocks::quiet_until`] of the rank (0: not known).
     #[inline]
     fn quiet(&self, _r: &Self::Rank, _at: usize) -> u64 {
@@ -305,6 +318,20 @@ macro_rules! clocks_of_engine {
             #[inline]
             fn copies_of(&self, r: &$rank) -> u64 {
                 <$engine as ReplayEngine>::copies(r)
+            }
+            #[inline]
+            fn receive(&self, r: &mut $rank, g: usize, until: u64, o: u64, q: &mut u64) -> u64 {
+                match self.receive_fast(r, self.locate(g), until, o) {
+                    Some((end, quiet)) => {
+                        *q = quiet;
+                        end
+                    }
+                    None => $crate::predict::collective::idle_then_work(self, r, g, until, o, q),
+                }
+            }
+            #[inline]
+            fn prefetch(&self, r: &$rank, g: usize) {
+                self.prefetch_barrier(r, self.locate(g))
             }
         }
     };

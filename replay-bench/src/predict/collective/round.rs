@@ -37,6 +37,21 @@ pub trait Clocks: Sync {
     fn copies_of(&self, _r: &Self::Rank) -> u64 {
         1
     }
+    /// A message's receive on rank `g`: idle until `until`, then CPU work `o` from when the rank
+    /// can act; its end, with the rank's quiet time `q` renewed where a question reached past
+    /// it. The default asks [`Clocks::idle_until`], then [`Clocks::work`] ([`idle_then_work`]);
+    /// an engine may answer both in one search, with the same answer and the same state.
+    #[inline]
+    fn receive(&self, r: &mut Self::Rank, g: usize, until: u64, o: u64, q: &mut u64) -> u64
+    where
+        Self: Sized,
+    {
+        idle_then_work(self, r, g, until, o, q)
+    }
+    /// Starts loading what a question about rank `g` reads first, without waiting (a hint
+    /// asked some ranks ahead; no effect on any answer).
+    #[inline]
+    fn prefetch(&self, _r: &Self::Rank, _g: usize) {}
 }
 
 /// Scaled (replay ns) o and ℓ of a model.
@@ -137,6 +152,38 @@ pub(super) fn idle<C: Clocks>(c: &C, s: &mut C::Rank, g: usize, until: u64, q: &
     let ready = c.idle_until(s, g, until);
     *q = c.quiet_until(s, g);
     ready
+}
+
+/// A receive as two questions, each answered from the quiet time `q` where it covers it:
+/// [`idle`] until `until`, then [`work`] `o` (what [`Clocks::receive`] must equal).
+#[inline]
+pub(crate) fn idle_then_work<C: Clocks>(
+    c: &C,
+    s: &mut C::Rank,
+    g: usize,
+    until: u64,
+    o: u64,
+    q: &mut u64,
+) -> u64 {
+    let ready = idle(c, s, g, until, q);
+    work(c, s, g, ready, o, q)
+}
+
+/// A receive answered from the quiet time `q` where it covers both its wait and its work, else
+/// asked of the rank's clock ([`Clocks::receive`]).
+#[inline]
+pub(super) fn receive<C: Clocks>(
+    c: &C,
+    s: &mut C::Rank,
+    g: usize,
+    until: u64,
+    o: u64,
+    q: &mut u64,
+) -> u64 {
+    if until + o <= *q {
+        return until + o;
+    }
+    c.receive(s, g, until, o, q)
 }
 
 /// Each rank's quiet time, asked once per collective (the states changed since the last).
@@ -336,9 +383,7 @@ pub(super) fn local<C: Clocks>(
                         out[i] = match round.from(g as u64, n as u64) {
                             Some(src) => {
                                 let arrival = sent_by(src as usize) + costs.l;
-                                let s = &mut sts[i];
-                                let ready = idle(clocks, s, g, own.max(arrival), &mut qs[i]);
-                                work(clocks, s, g, ready, o, &mut qs[i])
+                                receive(clocks, &mut sts[i], g, own.max(arrival), o, &mut qs[i])
                             }
                             None => own,
                         };
