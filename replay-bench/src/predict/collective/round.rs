@@ -202,9 +202,45 @@ pub(super) fn quiet_times<C: Clocks>(clocks: &C, states: &[C::Rank], quiet: &mut
 
 /// The closed form of one shift round over a stretch of ranks whose sources are one contiguous
 /// stretch: `t`, `q` of the ranks, `ts`, `qs` of their sources; writes each rank's noise-free
-/// exit and its flags. Branch-free over equal-length slices, so it vectorises.
+/// exit and its flags. Branch-free over equal-length slices, so it vectorises: with AVX2 where
+/// the CPU has it (four ranks at a time; the portable x86-64 baseline has no 64-bit compare).
 #[inline]
 fn shift_stretch(
+    t: &[u64],
+    q: &[u64],
+    ts: &[u64],
+    qs: &[u64],
+    out: &mut [u64],
+    fl: &mut [u8],
+    c: Costs,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: `shift_stretch_avx2` requires only that the CPU has AVX2, checked just above.
+        unsafe { shift_stretch_avx2(t, q, ts, qs, out, fl, c) };
+        return;
+    }
+    shift_stretch_body(t, q, ts, qs, out, fl, c);
+}
+
+/// [`shift_stretch`] compiled for AVX2. Safety: the CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn shift_stretch_avx2(
+    t: &[u64],
+    q: &[u64],
+    ts: &[u64],
+    qs: &[u64],
+    out: &mut [u64],
+    fl: &mut [u8],
+    c: Costs,
+) {
+    shift_stretch_body(t, q, ts, qs, out, fl, c);
+}
+
+/// The loop of [`shift_stretch`], inlined into each of its compilations.
+#[inline(always)]
+fn shift_stretch_body(
     t: &[u64],
     q: &[u64],
     ts: &[u64],
