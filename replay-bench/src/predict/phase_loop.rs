@@ -319,6 +319,7 @@ macro_rules! clocks_of_engine {
             fn copies_of(&self, r: &$rank) -> u64 {
                 <$engine as ReplayEngine>::copies(r)
             }
+
             #[inline]
             fn receive(&self, r: &mut $rank, g: usize, until: u64, o: u64, q: &mut u64) -> u64 {
                 match self.receive_fast(r, self.locate(g), until, o) {

@@ -37,6 +37,7 @@ pub trait Clocks: Sync {
     fn copies_of(&self, _r: &Self::Rank) -> u64 {
         1
     }
+
     /// A message's receive on rank `g`: idle until `until`, then CPU work `o` from when the rank
     /// can act; its end, with the rank's quiet time `q` renewed where a question reached past
     /// it. The default asks [`Clocks::idle_until`], then [`Clocks::work`] ([`idle_then_work`]);
@@ -338,6 +339,31 @@ fn each_flagged(fl: &[u8], mask: u8, mut f: impl FnMut(usize, u8)) {
     }
 }
 
+/// Flagged ranks ahead of the one being asked whose lines [`each_flagged_ahead`] asks for.
+const ASK_AHEAD: usize = 4;
+
+/// [`each_flagged`] with a look-ahead: `f(i, flags, false)` for every flagged `i` in order,
+/// each preceded, [`ASK_AHEAD`] flagged ranks earlier, by `f(i, flags, true)` (a prefetch).
+#[inline]
+fn each_flagged_ahead(fl: &[u8], mask: u8, mut f: impl FnMut(usize, u8, bool)) {
+    let mut ring = [(0usize, 0u8); ASK_AHEAD];
+    let mut pushed = 0usize;
+    each_flagged(fl, mask, |i, x| {
+        f(i, x, true);
+        let slot = &mut ring[pushed % ASK_AHEAD];
+        if pushed >= ASK_AHEAD {
+            let (j, y) = *slot;
+            f(j, y, false);
+        }
+        *slot = (i, x);
+        pushed += 1;
+    });
+    for k in pushed.saturating_sub(ASK_AHEAD)..pushed {
+        let (j, y) = ring[k % ASK_AHEAD];
+        f(j, y, false);
+    }
+}
+
 /// One collective of `rounds` over all ranks in this process (`states`, `t` by rank): each
 /// round in closed form, the flagged ranks asked (see the module doc). `sent` and `quiet` are
 /// the caller's scratch (one entry per rank).
@@ -407,8 +433,12 @@ pub(super) fn local<C: Clocks>(
                 .zip(renewed.par_chunks(chunk))
                 .enumerate()
                 .for_each(|(c, ((((sts, out), qs), fl), rs))| {
-                    each_flagged(fl, ASK, |i, f| {
+                    each_flagged_ahead(fl, ASK, |i, f, ahead| {
                         let g = c * chunk + i;
+                        if ahead {
+                            clocks.prefetch(&sts[i], g);
+                            return;
+                        }
                         if f & SEND_LATE != 0 {
                             qs[i] = rs[i];
                         }
