@@ -40,7 +40,8 @@
 # time at MATRIX_RANKS x MATRIX_PHASES (default 16384 x 200, two threads), every case once per
 # round, interleaved; it prints each case's median and range and the ratios dense/sparse and
 # collective/offloaded of each round (median, range). Ratios and counts are the figures a
-# loaded machine leaves standing; the wall times go with their spread.
+# loaded machine leaves standing; the wall times go with their spread. MATRIX_ENGINES (default
+# "walk indexed") picks the engines counted.
 #
 # JB_BIN_DIR=DIR in any mode takes jitter-trace and replay-bench from DIR instead of building.
 #
@@ -140,7 +141,7 @@ if [ "${1:-}" = "--matrix" ]; then
     machine
     echo "# instructions per rank-phase (cachegrind; 2048 ranks, 120 - 20 phases, sync none, one thread)"
     printf '%-32s %-8s %-20s %-7s %14s\n' binary engine collective density instr/rank-phase
-    for bin in "$@"; do for eng in walk indexed; do for c in $colls; do for d in sparse dense; do
+    for bin in "$@"; do for eng in ${MATRIX_ENGINES:-walk indexed}; do for c in $colls; do for d in sparse dense; do
         i0=$(instructions "$bin" $eng $c $d 20)
         i1=$(instructions "$bin" $eng $c $d 120)
         awk -v b="$bin" -v e=$eng -v c=$c -v d=$d -v i="$((i1 - i0))" \

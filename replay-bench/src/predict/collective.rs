@@ -19,7 +19,8 @@
 //! rank at most once: O(N) per round and O(N log N) per collective, rayon over chunks of ranks.
 //!
 //! A question whose window ends before the rank's next injection is due is answered from
-//! `Clocks::quiet_until` without asking the engine. When one plan, one process and every rank
+//! `Clocks::quiet_until` without asking the engine; a receive (idle until the message is there,
+//! then o) is one question, `Clocks::receive`. When one plan, one process and every rank
 //! sending and receiving each round make all ranks alike (`symmetric`), they are one state.
 //! Under MPI each round's send ends go only to their receivers' processes, as (receiver, end)
 //! pairs in one `MPI_Alltoallv` (`Scratch`'s routes): O(own ranks) per process and round.

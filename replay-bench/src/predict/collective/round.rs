@@ -7,10 +7,13 @@
 //! ([`Clocks::quiet_until`]) covers it and its source's send ended by the source's: then every
 //! question of the round would have been answered from the quiet times, changing no state.
 //! [`local`] therefore runs each round as one arithmetic pass over all ranks (for the
-//! dissemination's shift, a loop over contiguous slices that the compiler vectorises), which
-//! also flags the ranks where it does not hold; only those are asked, in the order the
-//! round-by-round walk asks them (every send of the round, then every receive). Exactness
-//! against that walk ([`super::run_rounds`]) is what the tests check.
+//! dissemination's shift, a loop over contiguous slices that the compiler vectorises, for AVX2
+//! where the CPU has it), which also flags the ranks where it does not hold; only those are
+//! asked, in the order the round-by-round walk asks them (every send of the round, then every
+//! receive), each asking for its index lines [`ASK_AHEAD`] flagged ranks ahead. A receive is
+//! one question ([`Clocks::receive`]: the wait and the work, detours that begin and end in the
+//! wait stepped over, in one search of the indexed engine). Exactness against that walk
+//! ([`super::run_rounds`]) is what the tests check.
 
 use rayon::prelude::*;
 
@@ -294,24 +297,71 @@ fn closed_form(round: Round, at: Start<'_>, g0: usize, out: &mut [u64], fl: &mut
         }
         return;
     }
-    for (i, (x, f)) in out.iter_mut().zip(fl.iter_mut()).enumerate() {
-        let g = g0 + i;
-        let gg = g as u64;
-        let sends = round.to(gg, n).is_some();
-        let own = if sends { t[g] + c.o } else { t[g] };
-        let late = sends && own > q[g];
-        let (exit, ask) = match round.from(gg, n) {
-            Some(src) => {
-                let src = src as usize;
-                let src_sent = t[src] + c.o;
-                let exit = own.max(src_sent + c.l) + c.o;
-                (exit, exit > q[g] || src_sent > q[src])
+    match round {
+        // Ranks below p in half-blocks of d, whose partners are the other half: contiguous.
+        Round::Xor(d, p) if d >= XOR_BLOCKED => xor_blocks(d as usize, p as usize, at, g0, out, fl),
+        // Only multiples of d send or receive: the others leave as they came, unflagged.
+        Round::Gather(d) | Round::Bcast(d) => {
+            out.copy_from_slice(&t[g0..g0 + len]);
+            fl.fill(0);
+            let d = d as usize;
+            let first = g0.div_ceil(d) * d;
+            for g in (first..g0 + len).step_by(d) {
+                (out[g - g0], fl[g - g0]) = one_rank(round, at, g);
             }
-            None => (own, late),
-        };
-        *x = exit;
-        *f = u8::from(ask) | (u8::from(late) << 1);
+        }
+        _ => {
+            for (i, (x, f)) in out.iter_mut().zip(fl.iter_mut()).enumerate() {
+                (*x, *f) = one_rank(round, at, g0 + i);
+            }
+        }
     }
+}
+
+/// Xor rounds of distances from this one on run in contiguous half-blocks ([`xor_blocks`]);
+/// shorter ones rank by rank (a call per half-block would cost more than it saves).
+const XOR_BLOCKED: u64 = 8;
+
+/// The closed form of an Xor round of distance `d` among the ranks below `p`, for ranks
+/// `g0..g0 + out.len()`: each half-block of d ranks receives from the other half of its block,
+/// a contiguous stretch ([`shift_stretch`]); ranks from p on take no part.
+fn xor_blocks(d: usize, p: usize, at: Start<'_>, g0: usize, out: &mut [u64], fl: &mut [u8]) {
+    let Start { t, q, c, .. } = at;
+    let end = g0 + out.len();
+    let mut g = g0;
+    while g < end {
+        if g >= p {
+            out[g - g0..].copy_from_slice(&t[g..end]);
+            fl[g - g0..].fill(0);
+            return;
+        }
+        // The end of g's half-block (d is a power of two; p a multiple of 2d).
+        let e = ((g | (d - 1)) + 1).min(end).min(p);
+        let (s, se) = (g ^ d, (g ^ d) + (e - g));
+        let (o, f) = (&mut out[g - g0..e - g0], &mut fl[g - g0..e - g0]);
+        shift_stretch(&t[g..e], &q[g..e], &t[s..se], &q[s..se], o, f, c);
+        g = e;
+    }
+}
+
+/// The closed form of round `round` for rank `g`: its noise-free exit and its flags.
+#[inline]
+fn one_rank(round: Round, at: Start<'_>, g: usize) -> (u64, u8) {
+    let Start { t, q, n, c } = at;
+    let gg = g as u64;
+    let sends = round.to(gg, n).is_some();
+    let own = if sends { t[g] + c.o } else { t[g] };
+    let late = sends && own > q[g];
+    let (exit, ask) = match round.from(gg, n) {
+        Some(src) => {
+            let src = src as usize;
+            let src_sent = t[src] + c.o;
+            let exit = own.max(src_sent + c.l) + c.o;
+            (exit, exit > q[g] || src_sent > q[src])
+        }
+        None => (own, late),
+    };
+    (exit, u8::from(ask) | (u8::from(late) << 1))
 }
 
 /// Calls `f(i, flags)` for every `i` whose flags share a bit with `mask`, skipping eight
