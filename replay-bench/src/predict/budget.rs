@@ -50,10 +50,10 @@ pub const RESYNC_EVENTS: f64 = 2.0;
 pub const INDEXED_NS_PER_EVENT: f64 = 30.0;
 /// Cost of one rank-round of an algorithmic collective in closed form on one core, ns, in
 /// either engine (one arithmetic pass per round, `collective/round`): measured on the project
-/// VM with one thread (65 536 and 16 384 ranks × 200 phases, sparse trace, the offloaded
-/// loop's time taken off): 2.5 ns (dissemination), 3.6 (binomial tree), 4.2 (recursive
-/// doubling); the largest.
-pub const COLLECTIVE_NS_PER_ROUND: f64 = 4.2;
+/// VM with one thread (16 384 ranks × 100 phases, sparse trace, the offloaded loop's CPU time
+/// taken off; `tests/predict_estimate.rs`, 2026-11-27 s5): 1.7 ns (dissemination, AVX2), 1.8
+/// (binomial tree), 2.9 (recursive doubling); the largest, rounded up.
+pub const COLLECTIVE_NS_PER_ROUND: f64 = 3.0;
 /// Cost of one question of a collective asked of the engine (a rank whose quiet time its round
 /// passes: a detour met, or passed while it waits), ns: measured as above on a dense trace
 /// (2·10⁴ detours/s), 30–70 ns indexed and walked per detour due while the rank is in its
