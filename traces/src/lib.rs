@@ -43,6 +43,7 @@ pub mod output;
 pub mod periodogram;
 #[cfg(feature = "plot")]
 pub mod plot;
+pub mod rewritten;
 pub mod sanity;
 pub mod scan;
 pub mod sidecar;
