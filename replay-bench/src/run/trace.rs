@@ -56,7 +56,7 @@ pub(crate) fn load_rank_trace(
         if rank != 0 && i != mine {
             continue;
         }
-        let replayed = place.stream(rank) as usize;
+        let replayed = place.stream(rank);
         let t = load_trace(path, None, (k, salvage), |j, _| i == mine && j == replayed)?;
         if (t.info.streams as u64) < k {
             bail!(
