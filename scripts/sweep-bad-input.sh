@@ -438,6 +438,11 @@ expect 1 'not a profile' -- "$RB" predict --app "$F/notreport.json" --trace "$F/
 expect 1 'cannot read the profile' -- "$RB" predict --app "$F/adir.json" --trace "$F/good.jtr" --ranks 2 --phases 10
 expect 1 'no main loop found' -- "$RB" predict --app "$F/loopless.json" --trace "$F/good.jtr" --ranks 2 --phases 10
 expect 2 'quanta' -- "$RB" predict --app "$F/loopless.json" --trace "$F/good.jtr" --ranks 2 --quanta 1ms
+group "replay-bench predict --app --runs-of: a missing or foreign app report; without --app; beside --draws"
+expect 1 'runs-of: cannot read' -- "$RB" predict --app "$F/loopless.json" --trace "$F/good.jtr" --ranks 2 --runs-of "$F/nope.json"
+expect 1 'not a replay-bench app report' -- "$RB" predict --app "$F/loopless.json" --trace "$F/good.jtr" --ranks 2 --runs-of "$F/notreport.json"
+expect 2 'app' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --runs-of "$F/notreport.json"
+expect 2 'draws' -- "$RB" predict --app "$F/loopless.json" --trace "$F/good.jtr" --ranks 2 --runs-of "$F/notreport.json" --draws 3
 group "replay-bench predict: --barrier-stage-ns 2^64, nan, -1; --logp-o-ns nan"
 expect 1 'barrier-stage-ns' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --barrier-stage-ns 18446744073709551615
 expect 1 'barrier-stage-ns' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --barrier-stage-ns nan

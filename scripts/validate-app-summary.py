@@ -12,6 +12,14 @@ h < |measured| or |d| + h <= allowance; then "inside" if |d| <= h, "near" if |d|
 else "disagree"; a row whose platform noise exceeds a tenth of the trace's (replay-bench app's
 warning) is marked as measured on a busy machine. The paired slowdown and its interval are
 metrics::paired_slowdown's.
+
+Seed-matched rule (where predict/NAME.runs.json exists: `predict --app --runs-of`, each measured
+run predicted from its own JITTER_SEED and the library's points): per counted pair i, the
+measured slowdown s_i = 100 (with_i - without_i) / mean(without) (their mean is the paired
+slowdown) minus the prediction p_i of that run; the differences' mean and 95 % t half-width judge
+as above (inside: |mean| <= h; else within 1 pp + platform noise; no verdict unless h < |measured|
+or |mean| + h <= the allowance). The old rule's verdict stays beside it. Each run's injected noise
+share (the library's summary) is set beside the share the same plan injects in its prediction.
 """
 
 import json
@@ -65,6 +73,75 @@ def judge(measured, h, predicted, platform_pct):
     return "disagree"
 
 
+def mean_h(xs):
+    """Mean and 95 % t half-width of xs (nan with fewer than two)."""
+    n = len(xs)
+    if n < 2:
+        return (xs[0] if xs else float("nan")), float("nan")
+    m = sum(xs) / n
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    return m, t975(n - 1) * sd / math.sqrt(n)
+
+
+def judge_paired(measured, d, h, platform_pct):
+    """The seed-matched rule: the mean paired difference d and its half-width h."""
+    if not (math.isfinite(d) and math.isfinite(h)):
+        return "no verdict (no interval)"
+    allowance = AGREE_PP + max(platform_pct, 0.0)
+    if not (h < abs(measured) or abs(d) + h <= allowance):
+        return "no verdict (interval wider than the effect)"
+    if abs(d) <= h:
+        return "agree (inside)"
+    if abs(d) <= allowance:
+        return f"agree (within {AGREE_PP:g} pp + platform)"
+    return "disagree"
+
+
+def seed_matched(app, runs_report, measured, platform_pct):
+    """The seed-matched columns of a study from its app report and predict --runs-of report."""
+    by_pair = {}
+    for r in app.get("runs", []):
+        if not r.get("warmup") and (r.get("status") or {}).get("ended") == "exited":
+            by_pair.setdefault(r["pair"], {})[r["arm"]] = r
+    pairs = {k: v for k, v in by_pair.items() if "with" in v and "without" in v}
+    base = [v["without"]["metric"] for v in pairs.values()]
+    if not base or not isinstance(measured, (int, float)):
+        return {}
+    a = sum(base) / len(base)
+    predicted = {m["pair"]: m for m in runs_report.get("measured_runs", [])}
+    diffs, preds, shares = [], [], []
+    for k in sorted(pairs):
+        if k not in predicted:
+            continue
+        v, m = pairs[k], predicted[k]
+        s_i = 100 * (v["with"]["metric"] - v["without"]["metric"]) / a
+        diffs.append(s_i - m["sd_qtbt_pct"])
+        preds.append(m["sd_qtbt_pct"])
+        lib = (v["with"].get("library") or {}).get("noise_share")
+        if isinstance(lib, (int, float)):
+            shares.append({"pair": k, "seed": m["seed"], "library_pct": 100 * lib,
+                           "predicted_pct": 100 * m["noise_share"],
+                           "measured_slowdown_pct": s_i, "predicted_slowdown_pct": m["sd_qtbt_pct"]})
+    if not diffs:
+        return {}
+    d, h = mean_h(diffs)
+    sd = [x["library_pct"] - x["predicted_pct"] for x in shares]
+    sdm, sdh = mean_h(sd)
+    return {
+        "seed_matched_pairs": len(diffs),
+        "seed_matched_predicted_pct": sum(preds) / len(preds),
+        # measured - predicted, per pair
+        "seed_matched_difference_pp": d, "seed_matched_difference_ci95_pp": h,
+        "seed_matched_verdict": judge_paired(measured, d, h, platform_pct),
+        "noise_share_library_pct": sum(x["library_pct"] for x in shares) / max(len(shares), 1),
+        "noise_share_predicted_pct": sum(x["predicted_pct"] for x in shares) / max(len(shares), 1),
+        "noise_share_difference_pp": sdm, "noise_share_difference_ci95_pp": sdh,
+        "noise_share_max_abs_difference_pp": max((abs(x) for x in sd), default=float("nan")),
+        "noise_share_runs_beyond_1pp": sum(1 for x in sd if abs(x) > 1.0),
+        "runs": shares,
+    }
+
+
 def load(path):
     try:
         with open(path) as f:
@@ -103,7 +180,7 @@ def study_rows(out):
     rows = []
     app_dir = os.path.join(out, "app")
     for fname in sorted(os.listdir(app_dir)) if os.path.isdir(app_dir) else []:
-        if not fname.endswith(".json"):
+        if not fname.endswith(".json") or fname.endswith(".runs.json"):
             continue
         name = fname[:-5]
         program, np_, trace, sync = name.split("-", 3)
@@ -146,6 +223,11 @@ def study_rows(out):
             row["verdict"] = "no prediction (its report has no slowdown this script knows)"
         else:
             row["verdict"] = "no prediction"
+        runs_path = os.path.join(out, "predict", name + ".runs.json")
+        runs_report = load(runs_path) if os.path.exists(runs_path) else None
+        if runs_report is not None:
+            row.update(seed_matched(app, runs_report, row["measured_pct"], platform_pct))
+            row["runs_report"] = f"predict/{name}.runs.json"
         rows.append(row)
     rows.sort(key=lambda r: (r["program"], r["np"], r["trace"] != "periodic", r["sync"]))
     return rows
@@ -213,6 +295,28 @@ def main():
         print("measured: replay-bench app's paired slowdown of the program's iter_ns; verdict:"
               " replay-bench/src/verdict.rs (inside the 95 % interval, or within 1 pp + platform"
               " noise)")
+    matched = [r for r in rows if "seed_matched_verdict" in r]
+    if matched:
+        print("\nseed-matched (each measured run beside the prediction of its own seed and the"
+              " library's points; d = measured - predicted per pair):")
+        print(f"{'program':9} {'np':>3} {'trace':10} {'sync':7} {'measured %':>10} "
+              f"{'pred % (runs)':>13} {'d pp ± h':>16} {'old rule':>10}  seed-matched verdict")
+        for r in matched:
+            dd = f"{fmt(r['seed_matched_difference_pp'])} ± {fmt(r['seed_matched_difference_ci95_pp'])}"
+            old = r["verdict"].split(" (")[0].split(" [")[0]
+            print(f"{r['program']:9} {r['np']:>3} {r['trace']:10} {r['sync']:7} "
+                  f"{fmt(r['measured_pct']):>10} {fmt(r['seed_matched_predicted_pct']):>13} "
+                  f"{dd:>16} {old:>10}  {r['seed_matched_verdict']}")
+        print("\ninjected noise share per run (library's summary vs the same plan in the run's"
+              " prediction):")
+        print(f"{'program':9} {'np':>3} {'trace':10} {'sync':7} {'library %':>9} {'predicted %':>11}"
+              f" {'lib - pred pp ± h':>18} {'max |.| pp':>10} {'runs > 1 pp':>11}")
+        for r in matched:
+            dd = f"{fmt(r['noise_share_difference_pp'])} ± {fmt(r['noise_share_difference_ci95_pp'])}"
+            print(f"{r['program']:9} {r['np']:>3} {r['trace']:10} {r['sync']:7} "
+                  f"{fmt(r['noise_share_library_pct']):>9} {fmt(r['noise_share_predicted_pct']):>11}"
+                  f" {dd:>18} {fmt(r['noise_share_max_abs_difference_pp']):>10}"
+                  f" {r['noise_share_runs_beyond_1pp']:>11}")
     if overhead:
         print(f"\n{'profiling overhead (halo)':26} {'np':>3} {'pairs':>5} {'on the median % ± h':>22}"
               f" {'on the mean % ± h':>22}  verdict (on the median)")

@@ -12,7 +12,13 @@
 #   3. when `replay-bench predict --help` offers `--app`, runs `predict --app PROFILE --trace T
 #      --ranks NP --sync S` and judges it by the project's rule (replay-bench/src/verdict.rs):
 #      inside the measured 95 % interval, or within 1 pp + the platform's noise; "disagree"
-#      otherwise; no verdict where the interval is wider than the effect and the allowance.
+#      otherwise; no verdict where the interval is wider than the effect and the allowance;
+#   4. (where predict has --runs-of) predicts each measured run with the library from its own
+#      JITTER_SEED and the points the library started its ranks at (`predict --app --runs-of
+#      --barriers-before 1 --phases ITERATIONS`: both programs call MPI_Barrier once before their
+#      loop) and judges the pairs' differences (measured − predicted, per pair: their mean and
+#      95 % interval) beside the old rule; it also sets each run's injected noise share (the
+#      library's summary) beside the share the same plan injects in the prediction of that run.
 # --overhead adds the profiling overhead: halo with vs without JITTER_PROFILE (no trace), paired,
 # interleaved, seeded order, against the issue's goal of at most 1 %: judged on the median
 # iteration (robust to a busy machine's preemptions; the cost is a constant shift), the mean's
@@ -43,6 +49,9 @@
 #   --overhead         also measure the profiling overhead (halo, each np) [off]
 #   --overhead-pairs K pairs of the overhead step [40; --quick: 10]
 #   --no-studies       skip profiles, studies and predictions (with --overhead: only it)
+#   --repredict DIR    only the predictions and the summary, again, from an earlier output folder
+#                      DIR (its profiles, traces and app reports; --platform as given, e.g. a
+#                      file of the machine the runs were measured on)
 #   --quick            fewer pairs and iterations (an end-to-end check, not a measurement)
 # Environment: MPIRUN (launcher, default mpirun; OpenMPI's --bind-to none and --oversubscribe
 # are passed to it), MPICC (default mpicc).
@@ -54,7 +63,7 @@ bin_dir="$root/target/release" out="" pairs="" warmup=1 nps="1 2" programs="bulk
 syncs="none phase" periodic="periodic:period=4ms,dur=200us"
 collected="$root/traces/samples/vm-daemon-cpu1.jtr" iterations="" work_bulk=500000
 work_halo=400000 seed=1 platform=this predict_args="" draws=10 run_timeout=120 overhead=0
-overhead_pairs="" studies=1 quick=0
+overhead_pairs="" studies=1 quick=0 repredict=""
 need() { [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die "$1 needs a value (see --help)"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -77,6 +86,7 @@ while [[ $# -gt 0 ]]; do
     --overhead) overhead=1; shift ;;
     --overhead-pairs) need "$@"; overhead_pairs="$2"; shift 2 ;;
     --no-studies) studies=0; shift ;;
+    --repredict) need "$@"; repredict="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -108,9 +118,15 @@ for f in "$rb" "$jt"; do [[ -x $f ]] || die "$f is missing (cargo build --releas
 [[ -f $lib ]] || die "$lib is missing (cargo build --release -p jitter-preload)"
 "$rb" profile --help >/dev/null 2>&1 || die "$rb has no 'profile' command (too old: rebuild it)"
 mpirun="${MPIRUN:-mpirun}" mpicc="${MPICC:-mpicc}"
-for t in "$mpirun" "$mpicc" python3 timeout; do
+tools=(python3 timeout)
+[[ -z $repredict ]] && tools+=("$mpirun" "$mpicc")
+for t in "${tools[@]}"; do
   command -v "$t" >/dev/null || die "$t is not installed (scripts/setup.sh installs OpenMPI and python3)"
 done
+if [[ -n $repredict ]]; then
+  [[ -d $repredict/app && -d $repredict/profiles && -d $repredict/traces ]] \
+    || die "--repredict: $repredict is not an output folder of this script (app/, profiles/, traces/)"
+fi
 if [[ $collected != none ]]; then
   [[ -f $collected ]] || die "--collected: $collected is not a file"
   collected="$(cd "$(dirname "$collected")" && pwd)/$(basename "$collected")"
@@ -154,27 +170,42 @@ program_args() {
     "quick=$quick"
 } >"$out/env.txt"
 
-# 1. The programs.
-step "building the held-out programs with $mpicc"
-for p in bulk halo; do
-  timeout 120 "$mpicc" -O2 -o "$out/bin/$p" "$root/tests/heldout/$p.c" 2>"$out/logs/mpicc-$p.log" \
-    || die "mpicc failed on tests/heldout/$p.c (see $out/logs/mpicc-$p.log)"
-done
+if [[ -n $repredict ]]; then
+  # Only the predictions again: the earlier folder's traces, profiles and app reports.
+  step "predictions again from $repredict"
+  cp -r "$repredict"/traces/. "$out/traces/" && cp -r "$repredict"/app/. "$out/app/" \
+    && cp -r "$repredict"/profiles/. "$out/profiles/" || die "cannot copy $repredict into $out"
+  [[ -f $repredict/env.txt ]] && cp "$repredict/env.txt" "$out/env-measured.txt"
+  [[ -f $repredict/logs/load.txt ]] && cp "$repredict/logs/load.txt" "$out/logs/load.txt"
+  echo "repredicted from: $repredict" >>"$out/env.txt"
+else
+  # 1. The programs.
+  step "building the held-out programs with $mpicc"
+  for p in bulk halo; do
+    timeout 120 "$mpicc" -O2 -o "$out/bin/$p" "$root/tests/heldout/$p.c" 2>"$out/logs/mpicc-$p.log" \
+      || die "mpicc failed on tests/heldout/$p.c (see $out/logs/mpicc-$p.log)"
+  done
 
-# 2. The traces.
-traces=(periodic)
-step "synthesizing $periodic (120 s, one stream)"
-timeout 300 "$jt" synth "$periodic" --streams 1 --duration 120s --seed "$seed" \
-  -o "$out/traces/periodic.jtr" >"$out/logs/synth.log" 2>&1 \
-  || die "jitter-trace synth '$periodic' failed (see $out/logs/synth.log)"
-if [[ $collected != none ]]; then
-  cp "$collected" "$out/traces/collected.jtr"
-  traces+=(collected)
+  # 2. The traces.
+  traces=(periodic)
+  step "synthesizing $periodic (120 s, one stream)"
+  timeout 300 "$jt" synth "$periodic" --streams 1 --duration 120s --seed "$seed" \
+    -o "$out/traces/periodic.jtr" >"$out/logs/synth.log" 2>&1 \
+    || die "jitter-trace synth '$periodic' failed (see $out/logs/synth.log)"
+  if [[ $collected != none ]]; then
+    cp "$collected" "$out/traces/collected.jtr"
+    traces+=(collected)
+  fi
 fi
 
+# The help read whole first: `| grep -q` under pipefail fails at random when grep's early exit
+# ends replay-bench with SIGPIPE.
+predict_help="$("$rb" predict --help 2>/dev/null || true)"
 has_predict_app=0
-"$rb" predict --help 2>/dev/null | grep -q -- --app && has_predict_app=1
+[[ $predict_help == *--app* ]] && has_predict_app=1
 echo "predict --app: $([[ $has_predict_app == 1 ]] && echo available || echo 'not in this replay-bench')" >>"$out/env.txt"
+has_runs_of=0
+[[ $predict_help == *--runs-of* ]] && has_runs_of=1
 
 failures=()
 # One program run under the profile: PROGRAM NP → profiles/PROGRAM-npNP.json.
@@ -207,6 +238,13 @@ study() {
       >"$out/logs/app-$name.log" 2>&1; then
     failures+=("replay-bench app failed for $name (see $out/logs/app-$name.log)")
   fi
+  predict_study "$p" "$n" "$t" "$s"
+}
+
+# The predictions of one study: PROGRAM NP TRACE SYNC → predict/NAME.json (offset draws) and,
+# where predict has --runs-of, predict/NAME.runs.json (each measured run from its own seed).
+predict_study() {
+  local p=$1 n=$2 t=$3 s=$4 name="$1-np$2-$3-${4//:/}"
   [[ $has_predict_app == 1 && -f "$out/profiles/$p-np$n.json" ]] || return 0
   step "replay-bench predict --app: $p, np $n, $t trace, sync $s"
   # shellcheck disable=SC2086
@@ -215,6 +253,16 @@ study() {
       --draws "$draws" --platform "$platform" $predict_args -o "$out/predict/$name.json" \
       >"$out/logs/predict-$name.log" 2>&1; then
     failures+=("predict --app failed for $name (see $out/logs/predict-$name.log)")
+  fi
+  [[ $has_runs_of == 1 && -f "$out/app/$name.json" ]] || return 0
+  # The measured runs themselves: their seeds, the library's points (one MPI_Barrier before
+  # each program's loop), as many iterations as they ran.
+  # shellcheck disable=SC2086
+  if ! timeout -k 10 600 "$rb" predict --app "$out/profiles/$p-np$n.json" \
+      --trace "$out/traces/$t.jtr" --ranks "$n" --sync "$s" --runs-of "$out/app/$name.json" \
+      --barriers-before 1 --phases "$iterations" --platform "$platform" $predict_args \
+      -o "$out/predict/$name.runs.json" >"$out/logs/predict-$name.runs.log" 2>&1; then
+    failures+=("predict --app --runs-of failed for $name (see $out/logs/predict-$name.runs.log)")
   fi
 }
 
@@ -247,6 +295,13 @@ overhead_at() {
   done
 }
 
+if [[ -n $repredict ]]; then
+  for f in "$out"/app/*.json; do
+    IFS=- read -r p n t s <<<"$(basename "$f" .json)"
+    predict_study "$p" "${n#np}" "$t" "$s"
+  done
+  studies=0 overhead=0
+fi
 if [[ $studies == 1 ]]; then
   for n in $nps; do
     for p in $programs; do

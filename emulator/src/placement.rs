@@ -53,6 +53,16 @@ pub fn slot(node: u64, local: u64, streams: u64) -> Slot {
     }
 }
 
+/// A node number for `host`, the same in every process (FNV-1a of the name), with bit 63 set so
+/// that it never meets the numbers `JITTER_RANKS_PER_NODE` gives: the node of the preload
+/// library's ranks on that host when no k is given (and of a prediction of such a run).
+pub fn host_node_id(host: &str) -> u64 {
+    let h = host.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    h | (1 << 63)
+}
+
 /// The sentence reports print when `ranks_per_node` exceeds the trace's `streams`.
 pub fn note(ranks_per_node: u64, streams: u64) -> Option<String> {
     (ranks_per_node > streams && streams > 0).then(|| {

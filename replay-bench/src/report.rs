@@ -548,6 +548,32 @@ pub struct Report {
     pub results: Vec<ResultRow>,
     /// What was not emulated, and other warnings, one line each.
     pub warnings: Vec<String>,
+    /// `predict --app --runs-of`: the prediction of each measured run on its own (pooled into
+    /// the rows as offset draws are).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measured_runs: Vec<RunPredicted>,
+}
+
+/// The prediction of one measured run of `replay-bench app` (its seed, its library's points).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPredicted {
+    /// Trace label of its row.
+    pub trace: String,
+    /// Ranks.
+    pub ranks: u64,
+    /// Sync mode.
+    pub sync: String,
+    /// The app report's pair.
+    pub pair: u64,
+    /// Its `JITTER_SEED`.
+    pub seed: u64,
+    /// SD eq. (2), percent: the slowdown of the iteration period.
+    pub sd_qtbt_pct: f64,
+    /// SD eq. (3), percent.
+    pub sd_qt_pct: f64,
+    /// Mean over ranks of the injected share of the simulated run's time, as the library's
+    /// `noise_share` counts it (injected span ÷ elapsed).
+    pub noise_share: f64,
 }
 
 impl Report {
@@ -565,6 +591,7 @@ impl Report {
             calibration: Vec::new(),
             results: Vec::new(),
             warnings: Vec::new(),
+            measured_runs: Vec::new(),
         }
     }
 

@@ -2,7 +2,8 @@
 //! `scripts/validate-app.sh`) compile with mpicc and run at `-np 1` under the real
 //! `libjitter_preload.so`: replaying a periodic trace they lose the trace's share of their time
 //! to injections, and their profile shows the calls and the uneven compute they were written
-//! with. Timing tests: run one at a time (`--test-threads=1`).
+//! with. Timing tests: run one at a time (`--test-threads=1`). Also: the seed-matched rule of
+//! `scripts/validate-app-summary.py` on a hand-computed output folder.
 
 mod common;
 
@@ -191,4 +192,95 @@ fn the_heldout_programs_profiles_show_their_calls_and_their_uneven_compute() {
             l.slots.iter().map(|s| s.compute.p50_ns).collect::<Vec<_>>()
         );
     }
+}
+
+/// An output folder of `validate-app.sh` with one study NAME: its app report (`without` and
+/// `with` per pair, the library's shares), the draws' prediction and `--runs-of`'s (`predicted`,
+/// their shares).
+fn study_folder(
+    dir: &Path,
+    name: &str,
+    with: [f64; 3],
+    predicted: [f64; 3],
+    shares: [[f64; 2]; 3],
+) {
+    for d in ["app", "predict", "logs"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    let mut runs = Vec::new();
+    let mut measured = Vec::new();
+    for (i, (&w, &p)) in with.iter().zip(&predicted).enumerate() {
+        let ok = serde_json::json!({"ended": "exited", "code": 0});
+        runs.push(
+            serde_json::json!({"pair": i, "warmup": false, "arm": "without", "status": ok,
+            "metric": 100.0}),
+        );
+        runs.push(
+            serde_json::json!({"pair": i, "warmup": false, "arm": "with", "status": ok,
+            "metric": w, "jitter_seed": 7 + i, "library": {"noise_share": shares[i][0]}}),
+        );
+        measured.push(
+            serde_json::json!({"pair": i, "seed": 7 + i, "sd_qtbt_pct": p,
+            "noise_share": shares[i][1]}),
+        );
+    }
+    let mean = with.iter().sum::<f64>() / 3.0 - 100.0;
+    let app = serde_json::json!({"trace_noise_ratio": 0.1, "platform_noise": {"noise_ratio": 0.005},
+        "runs": runs, "result": {"effect": {"slowdown_pct": mean, "slowdown_ci95_pct": 2.0,
+        "pairs": 3}}});
+    let draws = serde_json::json!({"results": [{"sd_qtbt_pct": 10.0}]});
+    let by_run = serde_json::json!({"results": [{"sd_qtbt_pct": 10.0}], "measured_runs": measured});
+    let put = |p: PathBuf, v: &serde_json::Value| std::fs::write(p, v.to_string()).unwrap();
+    put(dir.join(format!("app/{name}.json")), &app);
+    put(dir.join(format!("predict/{name}.json")), &draws);
+    put(dir.join(format!("predict/{name}.runs.json")), &by_run);
+}
+
+#[test]
+fn the_summary_judges_each_pair_against_the_prediction_of_its_own_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let shares = [[0.10, 0.10], [0.12, 0.10], [0.08, 0.08]];
+    // Slowdowns 10, 12, 8 % against predictions 9, 11, 9: d = 1/3 pp, sd 1.1547, h = 4.303 ×
+    // 1.1547 / √3 = 2.869 pp: inside.
+    study_folder(
+        dir.path(),
+        "halo-np2-collected-phase",
+        [110.0, 112.0, 108.0],
+        [9.0, 11.0, 9.0],
+        shares,
+    );
+    // The same runs against 5, 7, 3 %: d = 5 pp, h = 0, beyond 1 pp + 0.5 % platform: disagree.
+    study_folder(
+        dir.path(),
+        "halo-np2-collected-none",
+        [110.0, 112.0, 108.0],
+        [5.0, 7.0, 3.0],
+        shares,
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let o = Command::new("python3")
+        .arg(root.join("scripts/validate-app-summary.py"))
+        .arg(dir.path())
+        .output()
+        .expect("python3 runs scripts/validate-app-summary.py");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rows = summary["studies"].as_array().unwrap();
+    let row = |sync: &str| rows.iter().find(|r| r["sync"] == sync).unwrap();
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    let phase = row("phase");
+    assert!((f(phase, "seed_matched_difference_pp") - 1.0 / 3.0).abs() < 1e-9);
+    assert!((f(phase, "seed_matched_difference_ci95_pp") - 2.8687).abs() < 1e-3);
+    assert!((f(phase, "seed_matched_predicted_pct") - 29.0 / 3.0).abs() < 1e-9);
+    assert_eq!(phase["seed_matched_verdict"], "agree (inside)");
+    // The library's shares beside the prediction's: 0, 2, 0 pp apart.
+    assert!((f(phase, "noise_share_difference_pp") - 2.0 / 3.0).abs() < 1e-9);
+    assert!((f(phase, "noise_share_max_abs_difference_pp") - 2.0).abs() < 1e-9);
+    assert_eq!(phase["noise_share_runs_beyond_1pp"], 1);
+    let none = row("none");
+    assert!((f(none, "seed_matched_difference_pp") - 5.0).abs() < 1e-9);
+    assert_eq!(none["seed_matched_verdict"], "disagree");
+    // The old rule stays beside it (10 % measured, 10 % predicted from the draws).
+    assert_eq!(none["verdict"].as_str().unwrap(), "agree (inside)");
 }

@@ -237,14 +237,9 @@ impl Layout {
     }
 }
 
-/// A node number for `host`, the same in every process (FNV-1a of the name), below 2⁶³ so that
-/// it never meets the numbers `JITTER_RANKS_PER_NODE` gives.
-pub fn host_node_id(host: &str) -> u64 {
-    let h = host.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    h | (1 << 63)
-}
+/// A node number for `host` (`jitter_emulator::placement::host_node_id`, shared with the
+/// predictions of a run of this library).
+pub use jitter_emulator::placement::host_node_id;
 
 #[cfg(test)]
 mod tests {

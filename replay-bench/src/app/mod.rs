@@ -6,6 +6,7 @@
 //! Every run has a time limit; a failed run is recorded and ends the study with its status.
 
 mod launch;
+pub mod layout;
 mod report;
 mod study;
 mod verdict;
@@ -187,6 +188,7 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
         scale: a.scale.get(),
         sync: a.sync.to_string(),
         ranks_per_node: a.ranks_per_node,
+        host: Some(jitter_emulator::calibration::host_and_kernel().0),
         seed: a.seed,
         metric: a.metric.as_ref().map_or_else(
             || "wall time, ns".into(),

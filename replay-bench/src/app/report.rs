@@ -28,6 +28,10 @@ pub struct AppReport {
     pub sync: String,
     /// `JITTER_RANKS_PER_NODE`, if given.
     pub ranks_per_node: Option<u64>,
+    /// The host the runs ran on (without `JITTER_RANKS_PER_NODE` the library's node: its
+    /// ranks' timelines, `app::layout`); absent in reports older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Seed of the order and of each pair's `JITTER_SEED`.
     pub seed: u64,
     /// What was measured: "wall time, ns" or the `--metric` regex.

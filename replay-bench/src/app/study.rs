@@ -110,6 +110,10 @@ pub struct LibrarySummary {
     pub noise_share: f64,
     /// Ranks whose replay reached the end of the trace before `MPI_Finalize`.
     pub exhausted: Vec<u64>,
+    /// Longest replay of a rank (`MPI_Init` to `MPI_Finalize`), ns: the span `noise_share`
+    /// divides by (absent in reports older than it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_elapsed_ns: Option<u64>,
 }
 
 /// What every run of a study shares.

@@ -131,7 +131,12 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
 fn app(args: &PredictArgs, path: &std::path::Path, engine: Engine) -> anyhow::Result<()> {
     let (traces, mut spec) = prepare(args)?;
     spec.engine = engine;
-    let app = crate::predict::app::App::read(path)?;
+    // The measured runs first: a bad report is named before the profile is read.
+    let runs = (args.runs_of.as_deref())
+        .map(|report| crate::predict::app::MeasuredRuns::read(report, args.barriers_before))
+        .transpose()?;
+    let mut app = crate::predict::app::App::read(path)?;
+    app.runs = runs;
     crate::predict::app::check(&spec, &traces)?;
     let estimate = crate::predict::app::estimate(&app, &traces, &spec)?;
     budget::admit(&estimate, &budget::Limits::here(1), args.force)?;

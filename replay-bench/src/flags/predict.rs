@@ -168,6 +168,21 @@ pub struct PredictArgs {
         conflicts_with_all = ["windows_of", "platform_noise", "drivers", "quanta", "whole_trace", "loop_shape", "collective", "model"]
     )]
     pub app: Option<PathBuf>,
+    /// With --app: predict the very runs of a `replay-bench app` report (its counted runs with
+    /// the library): each from its own JITTER_SEED and the points the preload library started
+    /// its ranks at (its host, ranks and sync mode; give the same --ranks and --sync), pooled
+    /// like --draws; the report lists each run's prediction (`measured_runs`).
+    #[arg(
+        long,
+        value_name = "APP_REPORT",
+        requires = "app",
+        conflicts_with_all = ["draws", "seed", "node_traces"]
+    )]
+    pub runs_of: Option<PathBuf>,
+    /// With --runs-of: how many MPI_Barrier calls the program makes before its main loop (the
+    /// library counts each as a phase and may resync there).
+    #[arg(long, default_value_t = 0, requires = "runs_of")]
+    pub barriers_before: u64,
 }
 
 impl PredictArgs {

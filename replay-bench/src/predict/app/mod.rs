@@ -13,9 +13,11 @@
 
 mod clock;
 mod iteration;
+pub mod measured;
 pub mod skeleton;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use jitter_emulator::{PlanIndex, SyncMode, SyncSchedule};
@@ -25,17 +27,18 @@ use jitter_trace::units::format_ns;
 
 use self::clock::{IdxClock, QuietClock, WalkClock};
 use self::iteration::{iterate, Run, Spec};
+pub use self::measured::{MeasuredRun, MeasuredRuns};
 pub use self::skeleton::{main_loop, Skeleton, ALLTOALL_MAX_RANKS};
 use super::budget::{self, Estimate};
 use super::collective::Costs;
 use super::des::{DesOutcome, INDEXED_RANK_BYTES, RANK_STATE_BYTES};
 use super::input::TraceInput;
 use super::phase_loop::BASELINE_PHASES;
-use super::placement::Timelines;
+use super::placement::{RunWindow, Timelines};
 use super::rows::{config, des_row, platform_calibration, Prediction};
 use super::spec::PredictSpec;
 use super::window;
-use crate::report::{DrawSpread, EmulatorTotals, Report, ReportKind};
+use crate::report::{DrawSpread, EmulatorTotals, Report, ReportKind, RunPredicted};
 
 /// A profile ready to predict: its main loop and how its peers grow.
 #[derive(Debug, Clone)]
@@ -48,6 +51,8 @@ pub struct App {
     pub profiled_ranks: u64,
     /// The program's Cartesian topology, if any.
     pub cartesian: Option<jitter_profile::profile::Cartesian>,
+    /// `--runs-of`: measured runs to predict one by one instead of offset draws.
+    pub runs: Option<MeasuredRuns>,
 }
 
 impl App {
@@ -62,6 +67,7 @@ impl App {
             main_loop: l,
             profiled_ranks: profile.ranks.max(1),
             cartesian: profile.cartesian,
+            runs: None,
         })
     }
 
@@ -72,6 +78,13 @@ impl App {
             ranks,
             cartesian: self.cartesian.clone(),
         }
+    }
+
+    /// Simulations per point: the measured runs of `--runs-of`, else the offset draws.
+    fn draws(&self, spec: &PredictSpec) -> u64 {
+        self.runs
+            .as_ref()
+            .map_or(spec.draws.max(1), |m| m.runs.len() as u64)
     }
 
     /// The model line: what was assumed, and what was predicted on the platform.
@@ -163,7 +176,7 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
         .flat_map(|t| spec.modes.iter().map(move |&m| states(t, m)))
         .sum::<f64>()
         * spec.des.phases as f64
-        * spec.draws.max(1) as f64;
+        * app.draws(spec) as f64;
     let threads = rayon::current_num_threads() as f64 * budget::THREAD_EFFICIENCY;
     let state = if walk {
         RANK_STATE_BYTES
@@ -181,6 +194,9 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
 /// Predicts `app` on every trace, mode and rank count of `spec`, over its draws.
 pub fn predict(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow::Result<Prediction> {
     check(spec, traces)?;
+    if let Some(m) = &app.runs {
+        m.check(&spec.ranks, &spec.modes, spec.platform.options().scale)?;
+    }
     let mut cfg = config(traces, spec);
     let scale = spec.platform.options().scale;
     cfg.quanta_ns = (app.main_loop.slots.iter())
@@ -194,6 +210,9 @@ pub fn predict(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow::
     }
     let mut r = Report::new(ReportKind::PredictDes, cfg);
     r.calibration.push(platform_calibration(&spec.platform));
+    if let Some(note) = app.runs.as_ref().and_then(MeasuredRuns::note) {
+        r.warnings.push(note);
+    }
     for t in traces {
         // The index where it answers exactly (no timer errors, no O-after-a-gap curve).
         let ix: Option<Vec<PlanIndex>> = (spec.des.drift_sd_ns == 0.0)
@@ -217,6 +236,7 @@ pub fn predict(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow::
                     r.warnings.push(format!("{} at {n} ranks: {w}", app.path));
                 }
                 let point = Point {
+                    runs: app.runs.as_ref(),
                     input: t,
                     ix: ix.as_deref(),
                     skeleton: &sk,
@@ -236,6 +256,7 @@ pub fn predict(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow::
 
 /// One trace, rank count and mode.
 struct Point<'a> {
+    runs: Option<&'a MeasuredRuns>,
     input: &'a TraceInput,
     ix: Option<&'a [PlanIndex]>,
     skeleton: &'a Skeleton,
@@ -247,21 +268,34 @@ impl Point<'_> {
     /// The point's row over its draws (pooled, with the range of the draws' slowdowns).
     fn row(&self, r: &mut Report, spec: &PredictSpec) -> anyhow::Result<()> {
         let (t, n, mode) = (self.input, self.n, self.mode);
-        let draws = spec.draws.max(1);
+        let draws = self.draws(spec);
         let mut pooled = None;
         let mut spread = DrawSpread {
-            draws,
+            draws: draws.len() as u64,
             sd_qtbt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
             sd_qt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
         };
-        for d in 0..draws {
-            let out = self.simulate(spec, spec.des.seed.wrapping_add(d))?;
+        for (run, seed, at) in draws {
+            let out = self.simulate(spec, seed, at)?;
             let row = des_row(&t.label, n, mode, &out);
             let widen = |r: &mut [f64; 2], x: f64| *r = [r[0].min(x), r[1].max(x)];
             widen(&mut spread.sd_qtbt_range_pct, row.sd_qtbt_pct);
             widen(&mut spread.sd_qt_range_pct, row.sd_qt_pct);
+            if let Some(run) = run {
+                r.measured_runs.push(RunPredicted {
+                    trace: t.label.clone(),
+                    ranks: n,
+                    sync: mode.to_string(),
+                    pair: run.pair,
+                    seed,
+                    sd_qtbt_pct: row.sd_qtbt_pct,
+                    sd_qt_pct: row.sd_qt_pct,
+                    noise_share: noise_share(&out, n, spec.platform.options().scale),
+                });
+            }
             window::pool(&mut pooled, out);
         }
+        let draws = spread.draws;
         let out = pooled.context("no draw")?;
         anyhow::ensure!(
             out.averages.phases > 0,
@@ -290,13 +324,35 @@ impl Point<'_> {
         Ok(())
     }
 
-    /// One draw (seed `seed`): the skeleton with the trace's noise beside the same skeleton
-    /// without noise (its last iteration: the baseline).
-    fn simulate(&self, spec: &PredictSpec, seed: u64) -> anyhow::Result<DesOutcome> {
+    /// The simulations of the point: each measured run of `--runs-of` (its pair, its seed, the
+    /// library's points), else the offset draws (seeds seed, seed + 1, …).
+    fn draws(&self, spec: &PredictSpec) -> Vec<(Option<MeasuredRun>, u64, Option<Arc<RunWindow>>)> {
+        match self.runs {
+            Some(m) => {
+                let streams = self.input.info.streams as u64;
+                let period = self.input.plans[0].period_ns();
+                (m.runs.iter())
+                    .map(|&run| (Some(run), run.seed, Some(m.window(run, streams, period))))
+                    .collect()
+            }
+            None => (0..spec.draws.max(1))
+                .map(|d| (None, spec.des.seed.wrapping_add(d), None))
+                .collect(),
+        }
+    }
+
+    /// One draw (seed `seed`, started at a run's `window` if given): the skeleton with the
+    /// trace's noise beside the same skeleton without noise (its last iteration: the baseline).
+    fn simulate(
+        &self,
+        spec: &PredictSpec,
+        seed: u64,
+        window: Option<Arc<RunWindow>>,
+    ) -> anyhow::Result<DesOutcome> {
         let (plans, n, sk) = (&self.input.plans, self.n, self.skeleton);
         let opts = *plans[0].options();
         let periods: Vec<u64> = plans.iter().map(|p| p.period_ns()).collect();
-        let lines = Timelines::new(spec.des.ranks_per_node, &periods)?;
+        let lines = Timelines::new(spec.des.ranks_per_node, &periods)?.at_window(window, n)?;
         let place = lines.placement;
         let schedule = SyncSchedule {
             mode: self.mode,
@@ -375,6 +431,18 @@ impl Point<'_> {
             spec.des.phases,
             opts.scale,
         ))
+    }
+}
+
+/// Mean over the `n` ranks of the injected share of their simulated time (the preload
+/// library's `noise_share`: injected span ÷ elapsed).
+/// `scale` turns the injected time (scaled, as the plan gives it) into the run's.
+fn noise_share(o: &DesOutcome, n: u64, scale: f64) -> f64 {
+    let elapsed = o.mean_period_ns * o.averages.phases as f64 * n as f64;
+    if elapsed > 0.0 {
+        o.emulator.injected_ns as f64 / scale / elapsed
+    } else {
+        0.0
     }
 }
 

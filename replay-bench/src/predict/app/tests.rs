@@ -243,6 +243,7 @@ fn app_of(slots: Vec<Slot>) -> App {
         },
         profiled_ranks: 4,
         cartesian: None,
+        runs: None,
     }
 }
 
@@ -503,16 +504,109 @@ fn the_index_and_one_shared_state_give_what_the_walk_of_every_rank_gives() {
         for &n in &spec.ranks {
             let sk = Skeleton::new(&app.main_loop, &app.growth(n), 1.0).unwrap();
             let point = |ix| Point {
+                runs: None,
                 input: &t,
                 ix,
                 skeleton: &sk,
                 n,
                 mode,
             };
-            let indexed = point(Some(&ix)).simulate(&spec, 5).unwrap();
-            let walked = point(None).simulate(&spec, 5).unwrap();
+            let indexed = point(Some(&ix)).simulate(&spec, 5, None).unwrap();
+            let walked = point(None).simulate(&spec, 5, None).unwrap();
             assert_eq!(indexed, walked, "{n} ranks, sync {mode}");
             assert!(indexed.emulator.injected > 0);
         }
     }
+}
+
+/// Noise time of `plan`'s records in [p, p + len) of its timeline (around its end), ns.
+fn noise_in(plan: &jitter_emulator::Plan, p: u64, len: u64) -> u64 {
+    let d = plan.period_ns();
+    let within = |a: u64, b: u64| -> u64 {
+        let (a, b) = (plan.begin_ns() + a, plan.begin_ns() + b);
+        (plan.records().iter())
+            .map(|r| r.end_ns().min(b).saturating_sub(r.start_ns.max(a)))
+            .sum()
+    };
+    within(p, (p + len).min(d)) + within(0, (p + len).saturating_sub(d))
+}
+
+#[test]
+fn each_measured_run_is_predicted_from_the_library_s_point_for_its_seed() {
+    // 30 ms detours every 100 ms: a run's 20 iterations of 1 ms see all, some or none of one,
+    // as its start point says.
+    let synth: jitter_trace::synth::Spec = "periodic:period=100ms,dur=30ms".parse().unwrap();
+    let trace = jitter_trace::synth::synthesize(&synth, 1, 2_000_000_000, 3).unwrap();
+    let t = TraceInput::new(&trace, "p.jtr", "p", PlanOptions::ideal(), 1).unwrap();
+    let runs = MeasuredRuns {
+        path: "app.json".into(),
+        runs: (0..24)
+            .map(|i| MeasuredRun {
+                pair: i,
+                seed: 1000 + 7 * i,
+            })
+            .collect(),
+        host: "node-a".into(),
+        host_assumed: false,
+        ranks: 1,
+        ranks_per_node: None,
+        sync: SyncMode::None,
+        scale: 1.0,
+        barriers_before: 0,
+    };
+    let app = App {
+        runs: Some(runs.clone()),
+        ..app_of(vec![slot(on(Call::Barrier, 1), 1_000_000.0)])
+    };
+    let spec = PredictSpec {
+        modes: vec![SyncMode::None],
+        des: DesConfig {
+            phases: 20,
+            ..spec_of(vec![1], LoopShape::ComputeBarrier, 1_000_000).des
+        },
+        ..spec_of(vec![1], LoopShape::ComputeBarrier, 1_000_000)
+    };
+    let p = predict(&app, std::slice::from_ref(&t), &spec).unwrap();
+    let r = p.des.unwrap();
+    assert_eq!(r.measured_runs.len(), 24);
+    let plan = &t.plans[0];
+    let (mut hit, mut miss) = (0, 0);
+    for m in &r.measured_runs {
+        let run = MeasuredRun {
+            pair: m.pair,
+            seed: m.seed,
+        };
+        let w = runs.window(run, 1, plan.period_ns());
+        // The library's point: host node-a's timeline, the seed's start offset.
+        let s = SyncSchedule {
+            mode: SyncMode::None,
+            seed: m.seed,
+        };
+        let lib = s.start_offset(runs.layout(1).slot(0).timeline, plan.period_ns());
+        assert_eq!(w.points_ns, vec![lib]);
+        // The run lasts 20 ms of compute stretched by its noise: the trace's noise in that
+        // stretch from the library's point is the share the prediction injected.
+        let elapsed = (20_000_000.0 * (1.0 + m.sd_qtbt_pct / 100.0)).round() as u64;
+        let want = noise_in(plan, lib, elapsed) as f64 / elapsed as f64;
+        assert!(
+            (m.noise_share - want).abs() < 0.01,
+            "pair {}: {} against {want}",
+            m.pair,
+            m.noise_share
+        );
+        if want > 0.5 {
+            hit += 1;
+        } else if want < 0.05 {
+            miss += 1;
+        }
+    }
+    // Both kinds of run occur among 24 seeds (30 % of the timeline is noise).
+    assert!(hit > 0 && miss > 0, "{hit} {miss}");
+    // Another rank count or mode than the runs' is refused.
+    let other = PredictSpec {
+        ranks: vec![2],
+        ..spec.clone()
+    };
+    let e = predict(&app, std::slice::from_ref(&t), &other).unwrap_err();
+    assert!(e.to_string().contains("--ranks 1 --sync none"), "{e}");
 }
