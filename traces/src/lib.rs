@@ -5,7 +5,8 @@
 //! - the model ([`Trace`], [`Stream`], [`Record`], [`Detour`], [`Header`]) and the `.jtr` file:
 //!   [`TraceWriter`]/[`write_trace`] to write, [`read_trace`] (whole, as a [`Loaded`] with its
 //!   [`Integrity`] and the one policy `Loaded::accept`), [`read_trace_streams`] (only the
-//!   streams a replay needs), [`scan::scan_trace`] (one pass in constant memory) and
+//!   streams a replay needs; [`read_replayed`] with the whole trace's [`facts`] in the same
+//!   pass), [`scan::scan_trace`] (one pass in constant memory) and
 //!   [`stream_order`] (stream after stream in constant memory, for writers);
 //! - numbers from a trace: [`stats`] (also in one pass), [`summary`] (quantiles, intervals,
 //!   the histogram every crate uses), [`compare`], [`nodes`] ([`node`]: one row), [`sanity`], [`digest`];
@@ -28,6 +29,7 @@ pub mod cli;
 pub mod compare;
 pub mod digest;
 pub mod error;
+pub mod facts;
 pub mod filter;
 pub mod format;
 pub mod integrity;
@@ -41,6 +43,7 @@ pub mod output;
 pub mod periodogram;
 #[cfg(feature = "plot")]
 pub mod plot;
+pub mod rewritten;
 pub mod sanity;
 pub mod scan;
 pub mod sidecar;
@@ -59,7 +62,7 @@ pub use error::TraceError;
 pub use format::{write_trace, Completeness, Epilogue, StreamSummary, TraceReader, TraceWriter};
 pub use integrity::{Integrity, Salvage};
 pub use interop::Format;
-pub use load::{read_trace, read_trace_streams, Loaded};
+pub use load::{read_replayed, read_trace, read_trace_streams, Loaded, Replayed};
 pub use model::{Detour, Header, Record, Stream, Trace, Window};
 pub use stats::{Injectability, ScaleChoice, Stats, TraceStats};
 pub use synth::Spec;

@@ -1,15 +1,17 @@
 //! Loading a `.jtr` trace into memory: whole ([`read_trace`]) or only the streams a replay
-//! needs ([`read_trace_streams`]), through the one pass of [`crate::scan`] (the first damaged
-//! chunk ends the read; every chunk before it is kept). A whole read holds every record (24
-//! bytes each); a selected read holds the records of its streams only.
+//! needs ([`read_trace_streams`]; [`read_replayed`] with the whole trace's [`Facts`] gathered
+//! in the same pass), through the one pass of [`crate::scan`] (the first damaged chunk ends
+//! the read; every chunk before it is kept). A whole read holds every record (24 bytes each);
+//! a selected read holds the records of its streams only.
 
 use std::io::Read;
 use std::path::Path;
 
 use crate::error::TraceError;
+use crate::facts::{Facts, FactsSink};
 use crate::format::Completeness;
 use crate::integrity::{Integrity, Salvage};
-use crate::model::{Detour, Stream, Trace};
+use crate::model::{Detour, Header, Stream, Trace};
 use crate::scan::{open, scan_from, ChunkSink, Scan};
 
 /// A trace read from a file, with how much of the file was readable.
@@ -71,11 +73,19 @@ fn read_selected<R: Read>(input: R, keep: impl Fn(usize) -> bool) -> Result<Load
         runs: Vec::new(),
     };
     let Scan {
-        mut frame,
+        frame,
         completeness,
         ..
     } = scan_from(input, &mut sink)?;
-    for (s, runs) in frame.streams.iter_mut().zip(&sink.runs) {
+    Ok(Loaded {
+        trace: assemble(frame, &sink.runs)?,
+        completeness,
+    })
+}
+
+/// The frame with the records of `runs` (each stream's chunks, in order) in its streams.
+fn assemble(mut frame: Trace, runs: &[Vec<Vec<Detour>>]) -> Result<Trace, TraceError> {
+    for (s, runs) in frame.streams.iter_mut().zip(runs) {
         if runs.is_empty() {
             continue;
         }
@@ -84,9 +94,66 @@ fn read_selected<R: Read>(input: R, keep: impl Fn(usize) -> bool) -> Result<Load
         *s = Stream::from_detour_runs(s.cpu, s.begin_ns, s.end_ns, &slices)?;
         s.counters = counters;
     }
-    Ok(Loaded {
-        trace: frame,
-        completeness,
+    Ok(frame)
+}
+
+/// A trace read for a replay of some of its streams ([`read_replayed`]).
+#[derive(Debug)]
+pub struct Replayed {
+    /// Every stream's window and counters, the header and notes of the whole trace, and the
+    /// records of the streams kept only (the others' `records` are empty: numbers about the
+    /// whole trace come from `facts`, never from here).
+    pub trace: Trace,
+    /// Whether the file was complete.
+    pub completeness: Completeness,
+    /// The whole trace's digest, statistics, integrity and warnings.
+    pub facts: Facts,
+}
+
+/// Keeps the chunks of the streams a replay selects and gathers the facts of all.
+struct ForReplay<F: Fn(usize, usize) -> bool> {
+    keep: F,
+    streams: usize,
+    runs: Vec<Vec<Vec<Detour>>>,
+    facts: FactsSink,
+}
+
+impl<F: Fn(usize, usize) -> bool> ChunkSink for ForReplay<F> {
+    fn header(&mut self, header: &Header) {
+        self.streams = header.stream_cpus.len();
+    }
+
+    fn take(&mut self, stream: usize, detours: Vec<Detour>) {
+        self.facts.record(stream, &detours);
+        if (self.keep)(stream, self.streams) {
+            if self.runs.len() <= stream {
+                self.runs.resize_with(stream + 1, Vec::new);
+            }
+            self.runs[stream].push(detours);
+        }
+    }
+}
+
+/// Reads the trace at `path` for a replay: the records of the streams `keep(index, streams)`
+/// selects (`streams`: how many the trace has), and in the same pass the whole trace's
+/// [`Facts`] (digest, statistics, integrity, warnings) in constant memory in the other
+/// streams' length. A damaged chunk anywhere ends the read, as for the whole trace.
+pub fn read_replayed(
+    path: &Path,
+    keep: impl Fn(usize, usize) -> bool,
+) -> Result<Replayed, TraceError> {
+    let mut sink = ForReplay {
+        keep,
+        streams: 0,
+        runs: Vec::new(),
+        facts: FactsSink::default(),
+    };
+    let scan = scan_from(open(path)?, &mut sink)?;
+    let facts = sink.facts.facts(&scan);
+    Ok(Replayed {
+        trace: assemble(scan.frame, &sink.runs)?,
+        completeness: scan.completeness,
+        facts,
     })
 }
 

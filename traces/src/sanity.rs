@@ -260,9 +260,14 @@ pub fn busy(stream: &Stream) -> Option<String> {
 
 /// The observation behind one stream of a trace.
 pub fn observe(trace: &Trace, stream: &Stream) -> Observation {
-    let s = Stats::of_stream(stream);
+    observe_stats(trace, &Stats::of_stream(stream))
+}
+
+/// The observation behind the statistics `s` of one stream of `trace` (whose header says how
+/// it was collected; its records are not read).
+pub fn observe_stats(trace: &Trace, s: &Stats) -> Observation {
     Observation {
-        cpu: stream.cpu,
+        cpu: s.cpu.unwrap_or(0),
         detours: s.count,
         iterations: None,
         duration_ns: s.duration_ns,
@@ -283,11 +288,17 @@ pub fn warnings(trace: &Trace) -> Vec<String> {
 /// [`warnings`]; without `windows_known` (a damaged or truncated file: its streams' windows
 /// were in the lost end chunk) how long each probe observed is not judged.
 pub fn warnings_of(trace: &Trace, windows_known: bool) -> Vec<String> {
-    trace
-        .streams
+    let stats: Vec<Stats> = trace.streams.iter().map(Stats::of_stream).collect();
+    warnings_from(trace, &stats, windows_known)
+}
+
+/// [`warnings_of`] from each stream's statistics (`stats`, in stream order, e.g. gathered in
+/// one pass over a file) and the header of `trace` (its records are not read).
+pub fn warnings_from(trace: &Trace, stats: &[Stats], windows_known: bool) -> Vec<String> {
+    stats
         .iter()
         .flat_map(|s| {
-            let mut o = observe(trace, s);
+            let mut o = observe_stats(trace, s);
             if !windows_known {
                 // A window shorter than the rule's is what the defect left, not what the probe
                 // observed: the rule is not applied.

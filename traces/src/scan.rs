@@ -25,6 +25,10 @@ pub trait ChunkSink {
     /// Takes the detours of one chunk of stream `stream` (in the order of the file; a stream's
     /// chunks come in time order, chunks of different streams interleave).
     fn take(&mut self, stream: usize, detours: Vec<Detour>);
+
+    /// Learns the trace's header before any chunk (how many streams it has); by default
+    /// nothing.
+    fn header(&mut self, _header: &Header) {}
 }
 
 /// What one stream held in a pass: how many detours, their time, and where they lie.
@@ -94,6 +98,7 @@ pub fn scan_from<R: Read, S: ChunkSink + ?Sized>(
 ) -> Result<Scan, TraceError> {
     let mut reader = TraceReader::new(input)?;
     let header = reader.header().clone();
+    sink.header(&header);
     let mut seen = vec![Seen::default(); header.stream_cpus.len()];
     let mut chunks = 0;
     let (epilogue, damage) = read_chunks(&mut reader, &mut seen, &mut chunks, sink);

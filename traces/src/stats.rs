@@ -394,8 +394,8 @@ pub fn check_scale(scale: f64) -> Result<(), TraceError> {
 }
 
 /// Statistics of a trace gathered in one pass over its chunks: a histogram per stream and,
-/// with an overhead, the injectable shares at each scale.
-#[derive(Debug)]
+/// with an overhead, the injectable shares at each scale (none by default).
+#[derive(Debug, Default)]
 pub struct StatsSink {
     streams: Vec<DetourHistogram>,
     inject: Vec<InjectableTally>,
@@ -437,20 +437,27 @@ impl StatsSink {
     }
 }
 
-impl ChunkSink for StatsSink {
-    fn take(&mut self, stream: usize, detours: Vec<Detour>) {
+impl StatsSink {
+    /// Counts the detours of one chunk of stream `stream`.
+    pub(crate) fn record(&mut self, stream: usize, detours: &[Detour]) {
         if self.streams.len() <= stream {
             self.streams.resize_with(stream + 1, DetourHistogram::new);
         }
         let h = &mut self.streams[stream];
-        for d in &detours {
+        for d in detours {
             h.record(d.run_ns);
         }
         for t in &mut self.inject {
-            for d in &detours {
+            for d in detours {
                 t.record(d.run_ns);
             }
         }
+    }
+}
+
+impl ChunkSink for StatsSink {
+    fn take(&mut self, stream: usize, detours: Vec<Detour>) {
+        self.record(stream, &detours);
     }
 }
 

@@ -72,15 +72,19 @@ pub fn scale(trace: &Trace, scale: f64) -> Result<Trace, TraceError> {
     if merged > 0 {
         // A scaled trace holds the same detours, longer or shorter: one whose sleeps round to
         // nothing (below a trace's 1 ns resolution) would be another trace.
-        return Err(TraceError::Argument(format!(
-            "scale {scale} would merge {merged} of {} detours into their neighbours (the \
-             sleeps between them become shorter than 1 ns); use a larger factor",
-            trace.record_count()
-        )));
+        return Err(merge_refusal(scale, merged, trace.record_count() as u64));
     }
     out.header.duration_ns = (trace.header.duration_ns as f64 * scale).round() as u64;
     out.self_windows.clear();
     finish(out, format!("scale={scale}"))
+}
+
+/// Why [`scale`] refuses a factor that would merge `merged` of `detours` detours.
+pub(crate) fn merge_refusal(scale: f64, merged: u64, detours: u64) -> TraceError {
+    TraceError::Argument(format!(
+        "scale {scale} would merge {merged} of {detours} detours into their neighbours (the \
+         sleeps between them become shorter than 1 ns); use a larger factor"
+    ))
 }
 
 /// Merges each detour with the next one when the sleep between them is shorter than `min_sleep_ns`.

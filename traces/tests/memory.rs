@@ -1,20 +1,23 @@
 //! Each `jitter-trace` command that reads a trace stream by stream holds the same memory for a
 //! trace of 10⁶ detours as for one four times as long: its peak resident set (the child's
 //! `ru_maxrss`, from `wait4`) grows by less than [`MARGIN_KB`] between the two. A command that
-//! holds its run-times (`plot --kind density`: 8 bytes each, 24 MB more for the longer trace)
-//! is the control: it must grow by more than twice the margin, or the measurement could not
-//! tell the two apart. Run single-threaded (`--test-threads=1`): the commands are timed by
-//! nothing, but two at once would share the machine's memory pressure.
+//! holds the trace (`convert` to LogGOPSim, whose export is written from the trace in memory:
+//! 24 bytes a detour and more, 72 MB more for the longer trace) is the control: it must grow by
+//! more than twice the margin, or the measurement could not tell the two apart. The two traces
+//! are written once for all cases. Run single-threaded (`--test-threads=1`): the commands are
+//! timed by nothing, but two at once would share the machine's memory pressure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use jitter_trace::{Detour, Header, TraceWriter};
 
 /// Most the peak RSS of a streaming command may grow from 10⁶ to 4·10⁶ detours, KB. Measured
 /// on the 2-vCPU VM (debug build, 2026-11-27): at most 2.6 MB (`slice` to `.jtr`, whose writer
 /// gathers up to 2¹⁸ detours, 4 MiB, into a chunk: bounded, but fuller on a longer stream);
-/// every other command within ±0.4 MB; the control (`scale`) grew by 170 MB.
+/// every other command within ±0.4 MB; the control (`scale`, then) grew by 170 MB; since
+/// s5, the control (`convert` to LogGOPSim) 37 → 119 MB, `scale` and `merge` +0.4 MB.
 const MARGIN_KB: i64 = 8 * 1024;
 
 /// Streams of the generated traces.
@@ -92,13 +95,24 @@ fn peak_kb(dir: &Path, trace: &Path, args: &[&str]) -> i64 {
     usage.ru_maxrss
 }
 
+/// The short (10⁶ detours) and the long (4·10⁶) trace, written once for every case of this
+/// file (the cases run one after the other in one process: `--test-threads=1`).
+fn traces() -> &'static (tempfile::TempDir, PathBuf, PathBuf) {
+    static TRACES: OnceLock<(tempfile::TempDir, PathBuf, PathBuf)> = OnceLock::new();
+    TRACES.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let short = trace(dir.path(), 1_000_000);
+        let long = trace(dir.path(), 4_000_000);
+        (dir, short, long)
+    })
+}
+
 /// Peak RSS of the command on the short and the long trace, KB.
 fn peaks(args: &[&str]) -> (i64, i64) {
-    let dir = tempfile::tempdir().unwrap();
-    let short = trace(dir.path(), 1_000_000);
-    let long = trace(dir.path(), 4_000_000);
-    let a = peak_kb(dir.path(), &short, args);
-    let b = peak_kb(dir.path(), &long, args);
+    let (_, short, long) = traces();
+    let out = tempfile::tempdir().unwrap();
+    let a = peak_kb(out.path(), short, args);
+    let b = peak_kb(out.path(), long, args);
     eprintln!("{args:?}: {a} KB at 10^6 detours, {b} KB at 4·10^6");
     (a, b)
 }
@@ -113,8 +127,17 @@ fn assert_flat(args: &[&str]) {
 
 #[test]
 fn the_control_grows_with_the_length() {
-    let (a, b) = peaks(&["scale", "{}", "2", "-o", "{out}.jtr"]);
-    assert!(b - a > 2 * MARGIN_KB, "scale: {a} KB, then {b} KB");
+    let (a, b) = peaks(&["convert", "{}", "-o", "{out}{cpu}.lgs"]);
+    assert!(
+        b - a > 2 * MARGIN_KB,
+        "convert to LogGOPSim: {a} KB, then {b} KB"
+    );
+}
+
+#[test]
+fn scale_and_merge_hold_one_chunk() {
+    assert_flat(&["scale", "{}", "0.5", "-o", "{out}.jtr"]);
+    assert_flat(&["merge", "{}", "--min-sleep", "10us", "-o", "{out}.csv"]);
 }
 
 #[test]

@@ -2,20 +2,22 @@
 //! whole: the statistics, injectable shares, the k-th longest detour, a node's row and the
 //! integrity policy agree exactly (histograms, counts and sums add up; the k-th longest is
 //! found bit by bit, not estimated), on generated traces whose streams' chunks interleave as a
-//! collection writes them; `read_trace_streams` keeps exactly the streams asked for.
+//! collection writes them; `read_trace_streams` keeps exactly the streams asked for;
+//! `read_replayed` keeps them and knows the whole trace (digest, statistics, warnings).
 
 use std::path::{Path, PathBuf};
 
+use jitter_trace::digest::content_digest;
 use jitter_trace::format::{Epilogue, TraceWriter};
-use jitter_trace::load::{read_trace, read_trace_streams};
+use jitter_trace::load::{read_replayed, read_trace, read_trace_streams};
 use jitter_trace::nodes::{NodeSink, NodeSummary};
 use jitter_trace::scan::{scan_trace, ChunkSink};
 use jitter_trace::stats::{
-    injectability, kth_longest, scale_for_kth, scale_for_share, share_rank, InjectableTally,
+    injectability, kth_longest, scale_for_kth, scale_for_share, share_rank, InjectableTally, Stats,
     StatsSink, TraceStats,
 };
 use jitter_trace::synth::{synthesize, Spec};
-use jitter_trace::{Detour, Record, Salvage, Trace};
+use jitter_trace::{Detour, Record, Salvage, Stream, Trace};
 
 /// Writes `trace` to `path` with its streams' chunks interleaved: `per_chunk` detours of each
 /// stream in turn, as the collector's writer drains its rings.
@@ -225,4 +227,101 @@ fn a_selected_read_holds_exactly_the_streams_asked_for() {
     }
     let e = read_trace_streams(&path, &[2, 4]).unwrap_err().to_string();
     assert!(e.contains("no stream 4 (it has 4)"), "{e}");
+}
+
+/// `read_replayed` against the trace read whole: the kept streams' records, every stream's
+/// frame, and the facts of the whole trace (digest, statistics, pooled ratios, integrity,
+/// warnings, the busy check) equal, on the file as it is, damaged and cut.
+fn assert_replayed_is_whole(path: &Path, keep: &[usize], what: &str) {
+    let whole = read_trace(path).unwrap();
+    let r = read_replayed(path, |i, _| keep.contains(&i)).unwrap();
+    let t = &whole.trace;
+    assert_eq!(r.facts.digest, content_digest(t), "{what}");
+    let stats: Vec<Stats> = t.streams.iter().map(Stats::of_stream).collect();
+    assert_eq!(r.facts.stats, stats, "{what}");
+    assert_eq!(r.facts.streams(), t.streams.len(), "{what}");
+    let n = t.streams.len();
+    let (ratio, rate) = r.facts.pooled(0..n);
+    assert_eq!(
+        (ratio.to_bits(), rate.to_bits()),
+        (t.noise_ratio().to_bits(), t.detours_per_s().to_bits()),
+        "{what}"
+    );
+    for k in 1..=n + 1 {
+        let first = Stats::of_streams(&t.streams[..k.min(n)]);
+        assert_eq!(
+            r.facts.pooled(0..k),
+            (first.noise_ratio, first.detours_per_s),
+            "{what} {k}"
+        );
+    }
+    assert_eq!(r.facts.integrity(), &whole.integrity(), "{what}");
+    assert_eq!(r.facts.warnings(), whole.warnings().as_slice(), "{what}");
+    let busy = t.streams.iter().find_map(jitter_trace::sanity::busy);
+    assert_eq!(r.facts.busy(), busy, "{what}");
+    for salvage in [Salvage::Refuse, Salvage::Keep] {
+        let line = |x: Result<jitter_trace::Integrity, jitter_trace::TraceError>| {
+            x.map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            line(r.facts.accept("x.jtr", salvage)),
+            line(whole.accept("x.jtr", salvage)),
+            "{what}"
+        );
+    }
+    assert_eq!(r.trace.header, t.header, "{what}");
+    assert_eq!(
+        (r.trace.streams.len(), &r.trace.notes),
+        (n, &t.notes),
+        "{what}"
+    );
+    for (i, (a, b)) in r.trace.streams.iter().zip(&t.streams).enumerate() {
+        if keep.contains(&i) {
+            assert_eq!(a, b, "{what}: stream {i}");
+        } else {
+            assert!(a.records.is_empty(), "{what}: stream {i}");
+            let frame = Stream {
+                records: Vec::new(),
+                ..b.clone()
+            };
+            assert_eq!(a, &frame, "{what}: stream {i}");
+        }
+    }
+}
+
+#[test]
+fn a_read_for_replay_keeps_its_streams_and_knows_the_whole_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, spec) in SPECS.iter().enumerate() {
+        let path = trace_file(dir.path(), spec, 1 + i as u32 * 2, 2, 50 + i as u64);
+        for keep in [vec![0], vec![1, 4], vec![], vec![0, 1, 2, 3, 4]] {
+            assert_replayed_is_whole(&path, &keep, spec);
+        }
+    }
+    // Damaged and cut: the facts are those of what the whole read kept.
+    let path = trace_file(dir.path(), SPECS[0], 3, 2, 60);
+    let bytes = std::fs::read(&path).unwrap();
+    let mut damaged = bytes.clone();
+    damaged[bytes.len() / 2] ^= 0x55;
+    for (what, content) in [
+        ("damaged", damaged),
+        ("cut", bytes[..bytes.len() / 2].to_vec()),
+    ] {
+        let bad = dir.path().join(format!("{what}.jtr"));
+        std::fs::write(&bad, content).unwrap();
+        assert_replayed_is_whole(&bad, &[1], what);
+    }
+    // A collection whose detours pile up at its threshold (implausible) and a busy one.
+    let spec: Spec = "poisson:rate=200000/s,dur=exp:100ns".parse().unwrap();
+    let mut t = synthesize(&spec, 2, 500_000_000, 61).unwrap();
+    t.header.tsc_khz = 1_000_000;
+    t.header.threshold_ns = 150.0;
+    (t.header.environment).insert("counter_loop_ticks".into(), "100".into());
+    let piled = dir.path().join("piled.jtr");
+    write_interleaved(&piled, &t, 5000);
+    assert!(!read_trace(&piled).unwrap().warnings().is_empty());
+    assert_replayed_is_whole(&piled, &[0], "piled");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/vm-shared-allcpus.jtr");
+    assert!(read_trace(&sample).unwrap().warnings().len() >= 2);
+    assert_replayed_is_whole(&sample, &[1], "busy sample");
 }

@@ -12,6 +12,7 @@ use jitter_trace::format::{Epilogue, TraceWriter};
 use jitter_trace::interop::perfetto::{write_trace_events, Export};
 use jitter_trace::interop::{export, export_streams, Format};
 use jitter_trace::load::read_trace;
+use jitter_trace::rewritten::{Merged, Scaled};
 use jitter_trace::sliced::{Part, SliceSpec, Sliced};
 use jitter_trace::stream_order::{collect, StreamSource, TraceFile};
 use jitter_trace::synth::{synthesize, Spec};
@@ -226,4 +227,46 @@ fn compare_stream_by_stream_equals_the_comparison_in_memory() {
         let c = compare_sources(&t, other).unwrap();
         assert_eq!(c, compare(&t, other));
     }
+}
+
+#[test]
+fn scale_and_merge_stream_by_stream_equal_the_in_memory_transforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut refused_merges = 0;
+    for path in traces(dir.path()) {
+        let whole = read_trace(&path).unwrap().trace;
+        let file = TraceFile::open(&path).unwrap();
+        let (a, b) = (dir.path().join("a.jtr"), dir.path().join("b.jtr"));
+        for factor in [1.0, 2.0, 3.7, 0.5, 1e-3, 1e-7, 0.0] {
+            let t = transform::scale(&whole, factor).map_err(|e| e.to_string());
+            let s = Scaled::new(&file, factor).map_err(|e| e.to_string());
+            let (t, s) = match (t, s) {
+                (Ok(t), Ok(s)) => (t, s),
+                // The refusals word for word (a bad factor; detours that would merge).
+                (t, s) => {
+                    let e = t.unwrap_err();
+                    assert_eq!(e, s.unwrap_err(), "scale {factor}");
+                    refused_merges += usize::from(e.contains("would merge"));
+                    continue;
+                }
+            };
+            assert_eq!(collect(&s).unwrap(), t, "scale {factor}");
+            export(&t, &a, Format::Jtr).unwrap();
+            export_streams(&s, &b, Format::Jtr).unwrap();
+            assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        }
+        for min_sleep in [0, 1_000, 10_000, 200_000, 10_000_000] {
+            let (t, merged) = transform::merge_short_sleeps(&whole, min_sleep).unwrap();
+            let m = Merged::new(&file, min_sleep).unwrap();
+            assert_eq!(collect(&m).unwrap(), t, "merge {min_sleep}");
+            assert_eq!(m.merged(), merged, "merge {min_sleep}");
+            export(&t, &a, Format::Jtr).unwrap();
+            export_streams(&Merged::new(&file, min_sleep).unwrap(), &b, Format::Jtr).unwrap();
+            assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        }
+    }
+    assert!(
+        refused_merges >= 3,
+        "{refused_merges} merging scales refused"
+    );
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use jitter_emulator::{Plan, PlanOptions};
-use jitter_trace::Trace;
+use jitter_trace::{Replayed, Trace};
 use rayon::prelude::*;
 
 use super::placement;
@@ -47,15 +47,7 @@ impl TraceInput {
         options: PlanOptions,
         ranks_per_node: u64,
     ) -> anyhow::Result<Self> {
-        anyhow::ensure!(ranks_per_node >= 1, "--ranks-per-node must be at least 1");
-        anyhow::ensure!(!trace.streams.is_empty(), "trace {path} has no streams");
-        let plans = (0..trace.streams.len().min(ranks_per_node as usize))
-            .into_par_iter()
-            .map(|s| {
-                Plan::from_trace(trace, s, options)
-                    .map_err(|e| anyhow::anyhow!("trace {path}: {e}"))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
+        let plans = plans_of(trace, path, options, ranks_per_node)?;
         Ok(TraceInput {
             label: label.to_string(),
             info: TraceInfo {
@@ -69,6 +61,38 @@ impl TraceInput {
                 nodes: Vec::new(),
                 integrity: None,
                 digest: Some(jitter_trace::digest::content_digest(trace)),
+            },
+            plans,
+            background: None,
+        })
+    }
+
+    /// [`TraceInput::new`] of a trace read with only the streams its ranks replay
+    /// ([`jitter_trace::read_replayed`]: streams `0..ranks_per_node`): the plans from those,
+    /// the description from the whole trace's facts, equal to `new`'s of the whole trace.
+    pub fn replayed(
+        replayed: &Replayed,
+        path: &str,
+        label: &str,
+        options: PlanOptions,
+        ranks_per_node: u64,
+    ) -> anyhow::Result<Self> {
+        let (trace, facts) = (&replayed.trace, &replayed.facts);
+        let plans = plans_of(trace, path, options, ranks_per_node)?;
+        let (noise_ratio, detours_per_s) = facts.pooled(0..facts.streams());
+        Ok(TraceInput {
+            label: label.to_string(),
+            info: TraceInfo {
+                path: path.to_string(),
+                label: label.to_string(),
+                host: trace.header.host.clone(),
+                kernel: trace.header.kernel_release.clone(),
+                streams: facts.streams(),
+                noise_ratio,
+                detours_per_s,
+                nodes: Vec::new(),
+                integrity: None,
+                digest: Some(facts.digest.clone()),
             },
             plans,
             background: None,
@@ -89,4 +113,21 @@ impl TraceInput {
             background: None,
         })
     }
+}
+
+/// The plans of streams `0..ranks_per_node` of `trace` (all its streams when it has fewer).
+fn plans_of(
+    trace: &Trace,
+    path: &str,
+    options: PlanOptions,
+    ranks_per_node: u64,
+) -> anyhow::Result<Vec<Arc<Plan>>> {
+    anyhow::ensure!(ranks_per_node >= 1, "--ranks-per-node must be at least 1");
+    anyhow::ensure!(!trace.streams.is_empty(), "trace {path} has no streams");
+    (0..trace.streams.len().min(ranks_per_node as usize))
+        .into_par_iter()
+        .map(|s| {
+            Plan::from_trace(trace, s, options).map_err(|e| anyhow::anyhow!("trace {path}: {e}"))
+        })
+        .collect()
 }

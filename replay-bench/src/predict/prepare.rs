@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use jitter_emulator::TimerKind;
-use jitter_trace::Trace;
+use jitter_trace::facts::Facts;
 
 use super::background;
 use super::collective::CommModel;
@@ -38,12 +38,11 @@ pub(crate) fn walk_note(spec: &PredictSpec) -> Option<String> {
 /// Refuses a trace whose CPUs spent more than half their time in detours
 /// ([`jitter_trace::sanity::BUSY_NOISE_RATIO`]): it recorded other work, not the operating
 /// system's jitter, and its prediction would be that work's slowdown; `force` predicts anyway.
-fn refuse_busy(trace: &Trace, path: &Path, force: bool) -> anyhow::Result<()> {
+fn refuse_busy(facts: &Facts, path: &Path, force: bool) -> anyhow::Result<()> {
     if force {
         return Ok(());
     }
-    let busy = (trace.streams.iter()).find_map(jitter_trace::sanity::busy);
-    match busy {
+    match facts.busy() {
         Some(why) => anyhow::bail!(
             "trace {}: {why}; a prediction from it would be that work's slowdown (--force \
              predicts anyway)",
@@ -161,27 +160,19 @@ fn stem(path: &Path) -> String {
 /// Every `--trace` (labelled by its stem, numbered where two share one) and the node-trace
 /// set as one more input, each read, accepted, checked and planned.
 fn load_traces(args: &PredictArgs, platform: &Platform) -> anyhow::Result<Vec<TraceInput>> {
+    // Only the streams the ranks replay are kept; the digest, the pooled ratios, the
+    // integrity and the sanity checks are the whole trace's, from the same pass.
+    let k = args.ranks_per_node.k;
     let load = |path: &PathBuf, label: &str| -> anyhow::Result<TraceInput> {
-        let loaded = jitter_trace::read_trace(path)
+        let read = jitter_trace::read_replayed(path, |i, _| (i as u64) < k)
             .with_context(|| format!("cannot read trace {}", path.display()))?;
-        let integrity = loaded.accept(&path.display().to_string(), args.salvage.choice())?;
-        // The sanity checks beside the plans, on another worker.
-        let (warnings, input) = rayon::join(
-            || loaded.warnings(),
-            || {
-                TraceInput::new(
-                    &loaded.trace,
-                    &path.display().to_string(),
-                    label,
-                    platform.options(),
-                    args.ranks_per_node.k,
-                )
-            },
-        );
-        for w in warnings {
+        let integrity = (read.facts).accept(&path.display().to_string(), args.salvage.choice())?;
+        let name = path.display().to_string();
+        let input = TraceInput::replayed(&read, &name, label, platform.options(), k);
+        for w in read.facts.warnings() {
             eprintln!("warning: {}: {w}", path.display());
         }
-        refuse_busy(&loaded.trace, path, args.force)?;
+        refuse_busy(&read.facts, path, args.force)?;
         let mut input = input?;
         input.info.integrity = (!integrity.is_whole()).then_some(integrity);
         Ok(input)

@@ -283,3 +283,39 @@ fn the_analytic_report_goes_beside_the_simulated_one() {
         PathBuf::from("/x/r.order-stats.json")
     );
 }
+
+#[test]
+fn a_trace_read_for_its_replayed_streams_prepares_as_the_whole_trace() {
+    use super::input::TraceInput;
+    use jitter_emulator::PlanOptions;
+    let spec: jitter_trace::Spec =
+        "periodic:period=4ms,dur=120us+poisson:rate=20000/s,dur=exp:300ns"
+            .parse()
+            .unwrap();
+    let mut t = jitter_trace::synth::synthesize(&spec, 3, 200_000_000, 4).unwrap();
+    // A longer last stream: the common window of every plan is the whole trace's.
+    let long = jitter_trace::synth::synthesize(&spec, 1, 300_000_000, 5).unwrap();
+    t.streams[2] = jitter_trace::Stream {
+        cpu: 2,
+        ..long.streams[0].clone()
+    };
+    t.sync_header();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jtr");
+    jitter_trace::write_trace(&path, &t).unwrap();
+    let whole = jitter_trace::read_trace(&path).unwrap().trace;
+    let opts = PlanOptions::ideal();
+    for k in [1u64, 2, 3, 5] {
+        let read = jitter_trace::read_replayed(&path, |i, _| (i as u64) < k).unwrap();
+        let kept = (read.trace.streams.iter()).filter(|s| !s.records.is_empty());
+        assert_eq!(kept.count() as u64, k.min(3));
+        let a = TraceInput::new(&whole, "t.jtr", "t", opts, k).unwrap();
+        let b = TraceInput::replayed(&read, "t.jtr", "t", opts, k).unwrap();
+        assert_eq!(a.info, b.info, "k = {k}");
+        assert_eq!(
+            format!("{:?}", a.plans),
+            format!("{:?}", b.plans),
+            "k = {k}"
+        );
+    }
+}

@@ -1,11 +1,12 @@
 //! This rank's trace: `--trace`, or its node group's of a `--node-traces` set, read under the
 //! one policy on what a trace lacks (`jitter_trace::integrity`), with what the report says
-//! about it.
+//! about it. A rank keeps the records of the one stream it replays
+//! (`jitter_trace::read_replayed`); what the report says of the whole trace (digest, integrity,
+//! warnings, the pooled ratios of a node's streams) comes from the same pass.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use jitter_trace::stats::Stats;
 use jitter_trace::{Salvage, Trace};
 
 use crate::predict::placement::{self, Placement};
@@ -13,6 +14,7 @@ use crate::report::TraceInfo;
 
 /// The trace, checked, with what the report says about it.
 pub(crate) struct LoadedTrace {
+    /// Every stream's window; the records of the replayed stream only.
     pub(crate) trace: Trace,
     /// The stream of it this rank replays.
     pub(crate) stream: usize,
@@ -39,8 +41,9 @@ pub(crate) fn load_rank_trace(
     let rank = rank as u64;
     let mine = place.trace(rank);
     if let ([path], false) = (set, is_set) {
-        let t = load_trace(path, label, k, salvage)?;
-        let slot = jitter_emulator::placement::slot(rank / k, rank % k, t.info.streams as u64);
+        let slot = |s: usize| jitter_emulator::placement::slot(rank / k, rank % k, s as u64);
+        let t = load_trace(path, label, (k, salvage), |i, s| slot(s).stream == i)?;
+        let slot = slot(t.info.streams);
         return Ok(LoadedTrace {
             stream: slot.stream,
             timeline: slot.timeline,
@@ -53,7 +56,8 @@ pub(crate) fn load_rank_trace(
         if rank != 0 && i != mine {
             continue;
         }
-        let t = load_trace(path, None, k, salvage)?;
+        let replayed = place.stream(rank);
+        let t = load_trace(path, None, (k, salvage), |j, _| i == mine && j == replayed)?;
         if (t.info.streams as u64) < k {
             bail!(
                 "node trace {} has {} streams, fewer than --ranks-per-node {k}: every trace of \
@@ -86,17 +90,19 @@ pub(crate) fn load_rank_trace(
 
 /// Reads one trace under the one policy on what it lacks ([`jitter_trace::integrity`]): refused
 /// unless `salvage`; what was kept goes into the warnings and the report's trace description.
+/// Only the records of the streams `keep(index, streams)` selects are kept.
 pub(crate) fn load_trace(
     path: &std::path::Path,
     label: Option<&str>,
-    k: u64,
-    salvage: Salvage,
+    (k, salvage): (u64, Salvage),
+    keep: impl Fn(usize, usize) -> bool,
 ) -> anyhow::Result<LoadedTrace> {
-    let loaded = jitter_trace::read_trace(path)
+    let read = jitter_trace::read_replayed(path, keep)
         .with_context(|| format!("cannot use trace {}", path.display()))?;
-    let integrity = loaded.accept(&path.display().to_string(), salvage)?;
-    let warnings = loaded.warnings();
-    let trace = loaded.trace;
+    let facts = read.facts;
+    let integrity = facts.accept(&path.display().to_string(), salvage)?;
+    let warnings = facts.warnings().to_vec();
+    let trace = read.trace;
     trace
         .validate()
         .with_context(|| format!("trace {} is invalid", path.display()))?;
@@ -104,7 +110,7 @@ pub(crate) fn load_trace(
         bail!("trace {} has no streams", path.display());
     }
     // The streams the ranks of a node replay (all of them when k exceeds them: copies).
-    let stats = Stats::of_streams(&trace.streams[..trace.streams.len().min(k as usize)]);
+    let (noise_ratio, detours_per_s) = facts.pooled(0..k as usize);
     let info = TraceInfo {
         path: path.display().to_string(),
         label: label.map(str::to_string).unwrap_or_else(|| {
@@ -114,11 +120,11 @@ pub(crate) fn load_trace(
         host: trace.header.host.clone(),
         kernel: trace.header.kernel_release.clone(),
         streams: trace.streams.len(),
-        noise_ratio: stats.noise_ratio,
-        detours_per_s: stats.detours_per_s,
+        noise_ratio,
+        detours_per_s,
         nodes: Vec::new(),
         integrity: (!integrity.is_whole()).then_some(integrity),
-        digest: Some(jitter_trace::digest::content_digest(&trace)),
+        digest: Some(facts.digest),
     };
     Ok(LoadedTrace {
         warnings,
