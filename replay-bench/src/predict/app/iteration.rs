@@ -8,11 +8,14 @@
 //! by, AvgMaxQTBT) are recorded, and an iteration in which some rank reached f is cut, as the
 //! loop cuts a phase. Nothing is allocated per iteration.
 
+use std::sync::atomic::AtomicU64;
+
 use jitter_emulator::{PlanStats, SyncSchedule};
 use rayon::prelude::*;
 
 use super::clock::AppClock;
 use super::skeleton::{Skeleton, Step};
+use super::stretch::{self, Stretch};
 use crate::comm::Solo;
 use crate::metrics::{PhaseAverages, PhaseSample};
 use crate::predict::collective::{self, Call, Costs, Scratch};
@@ -81,7 +84,7 @@ struct Arrays {
     /// Its compute this iteration.
     qt: Vec<u64>,
     /// Send ends, per buffer.
-    sent: Vec<Vec<u64>>,
+    sent: Vec<Vec<AtomicU64>>,
 }
 
 /// Runs `spec.iterations` iterations of the skeleton on `states` (rank order, or one state
@@ -97,9 +100,11 @@ pub(crate) fn iterate<C: AppClock>(
         t: zeros(len, "clocks")?,
         qt: zeros(len, "compute times")?,
         sent: (0..spec.skeleton.buffers)
-            .map(|_| zeros(len, "send ends"))
+            .map(|_| stretch::ends(len))
             .collect::<anyhow::Result<_>>()?,
     };
+    let steps = &spec.skeleton.steps;
+    let cut = stretch::stretches(steps, spec.skeleton.buffers);
     let mut scratch = Scratch::new(spec.n, 0, len as u64, 1)?;
     let mut points = spec.lines.points_buffer();
     let mut run = Run::default();
@@ -108,24 +113,52 @@ pub(crate) fn iterate<C: AppClock>(
     let mut barriers = 0u64;
     for _ in 0..spec.iterations {
         a.qt.fill(0);
-        for step in &spec.skeleton.steps {
-            if matches!(step, Step::BarrierExit) {
-                barriers += 1;
-                if spec
-                    .lines
-                    .resync_points(&spec.schedule, barriers, &mut points)
-                {
-                    let pts = &points;
-                    run.stats += (states.par_iter_mut().zip(&a.t).enumerate())
-                        .map(|(g, (s, &now))| clock.resync(s, g, pts[place.trace(g as u64)], now))
-                        .reduce(PlanStats::default, |mut x, y| {
-                            x += y;
-                            x
-                        });
+        for piece in &cut {
+            let i = match piece {
+                Stretch::Local(r) => {
+                    let p = stretch::Pass {
+                        steps: &steps[r.clone()],
+                        sent: &a.sent,
+                        shared: len as u64 != spec.n,
+                        n: spec.n,
+                        costs: spec.costs,
+                        chunk,
+                    };
+                    stretch::walk(clock, states, &mut a.t, &mut a.qt, p);
+                    continue;
                 }
-                continue;
+                Stretch::Single(i) => *i,
+            };
+            match steps[i] {
+                Step::BarrierExit => {
+                    barriers += 1;
+                    if spec
+                        .lines
+                        .resync_points(&spec.schedule, barriers, &mut points)
+                    {
+                        let pts = &points;
+                        run.stats += (states.par_iter_mut().zip(&a.t).enumerate())
+                            .map(|(g, (s, &now))| {
+                                clock.resync(s, g, pts[place.trace(g as u64)], now)
+                            })
+                            .reduce(PlanStats::default, |mut x, y| {
+                                x += y;
+                                x
+                            });
+                    }
+                }
+                Step::Collective(alg) => {
+                    let call = Call {
+                        alg,
+                        costs: spec.costs,
+                        n: spec.n,
+                        lo: 0,
+                    };
+                    collective::run(&Solo, clock, &call, states, &mut a.t, &mut scratch);
+                }
+                // Rank-local steps are in the local stretches.
+                Step::Compute(_) | Step::Send { .. } | Step::Receive { .. } => {}
             }
-            take_step(clock, states, &mut a, step, spec, &mut scratch, chunk);
         }
         let pass = (states.par_chunks(chunk).enumerate())
             .map(|(c, sts)| {
@@ -158,72 +191,4 @@ pub(crate) fn iterate<C: AppClock>(
         run.max_progress = run.max_progress.max(progress);
     }
     Ok((run, a.t))
-}
-
-/// One step, a pass over every state (the messages' model is `collective`'s: a send is CPU
-/// work o; its receiver idles until it is free and the message is there, end + ℓ, then works
-/// o).
-fn take_step<C: AppClock>(
-    clock: &C,
-    states: &mut [C::Rank],
-    a: &mut Arrays,
-    step: &Step,
-    spec: &Spec,
-    scratch: &mut Scratch,
-    chunk: usize,
-) {
-    let (n, Costs { o, l }) = (spec.n, spec.costs);
-    // One state for all ranks: every rank's partner is itself.
-    let shared = states.len() as u64 != n;
-    let items = states.par_chunks_mut(chunk).zip(a.t.par_chunks_mut(chunk));
-    match *step {
-        Step::Compute(c) => {
-            let qt = a.qt.par_chunks_mut(chunk);
-            items.zip(qt).enumerate().for_each(|(k, ((sts, ts), qs))| {
-                for (i, (s, (t, q))) in sts.iter_mut().zip(ts.iter_mut().zip(qs)).enumerate() {
-                    let end = clock.work(s, k * chunk + i, *t, c);
-                    *q += end - *t;
-                    *t = end;
-                }
-            });
-        }
-        Step::Collective(alg) => {
-            let call = Call {
-                alg,
-                costs: spec.costs,
-                n,
-                lo: 0,
-            };
-            collective::run(&Solo, clock, &call, states, &mut a.t, scratch);
-        }
-        Step::Send { buf, link } => {
-            let sent = a.sent[buf].par_chunks_mut(chunk);
-            items
-                .zip(sent)
-                .enumerate()
-                .for_each(|(k, ((sts, ts), ss))| {
-                    for (i, (s, (t, e))) in sts.iter_mut().zip(ts.iter_mut().zip(ss)).enumerate() {
-                        let g = k * chunk + i;
-                        if link.sends(g as u64, n) {
-                            *t = clock.work(s, g, *t, o);
-                            *e = *t;
-                        }
-                    }
-                });
-        }
-        Step::Receive { buf, link } => {
-            let sent = &a.sent[buf];
-            items.enumerate().for_each(|(k, (sts, ts))| {
-                for (i, (s, t)) in sts.iter_mut().zip(ts.iter_mut()).enumerate() {
-                    let g = k * chunk + i;
-                    if let Some(src) = link.source(g as u64, n) {
-                        let end = if shared { sent[0] } else { sent[src as usize] };
-                        let ready = clock.idle_until(s, g, (*t).max(end + l));
-                        *t = clock.work(s, g, ready, o);
-                    }
-                }
-            });
-        }
-        Step::BarrierExit => {}
-    }
 }

@@ -15,6 +15,7 @@ mod clock;
 mod iteration;
 pub mod measured;
 pub mod skeleton;
+mod stretch;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -6,7 +6,7 @@ use jitter_profile::histogram::{Distribution, LogHistogram};
 use jitter_profile::site::PEER_NONE;
 use jitter_profile::{Call, MainLoop, Site, Slot};
 
-use super::clock::{AppClock, QuietClock};
+use super::clock::{AppClock, IdxClock, QuietClock};
 use super::iteration::{iterate, Spec};
 use super::*;
 use crate::flags::predict::Model;
@@ -609,4 +609,163 @@ fn each_measured_run_is_predicted_from_the_library_s_point_for_its_seed() {
     };
     let e = predict(&app, std::slice::from_ref(&t), &other).unwrap_err();
     assert!(e.to_string().contains("--ranks 1 --sync none"), "{e}");
+}
+
+/// A nonblocking halo (Irecv ×2, Isend ×2, Waitall), a reduce and a bcast (their rounds reuse
+/// buffer 0) and a `Sendrecv`, compute before each call; profiled at 4.
+fn nonblocking_loop() -> MainLoop {
+    let p2p = |call: Call, peer: i32| Site {
+        peer,
+        ..on(call, 4)
+    };
+    let sr = Site {
+        peer: 1,
+        root: -1,
+        ..on(Call::Sendrecv, 4)
+    };
+    MainLoop {
+        slots: vec![
+            slot(p2p(Call::Irecv, -1), 20_000.0),
+            slot(p2p(Call::Irecv, 1), 100.0),
+            slot(p2p(Call::Isend, 1), 100.0),
+            slot(p2p(Call::Isend, -1), 200.0),
+            slot(on(Call::Waitall, 4), 7_000.0),
+            slot(on(Call::Reduce, 4), 3_000.0),
+            slot(on(Call::Bcast, 4), 1_000.0),
+            slot(sr, 5_000.0),
+        ],
+        ..halo_loop([0.0; 4])
+    }
+}
+
+/// The skeleton's steps one pass each, every rank in turn, asking the clock at every step (what
+/// the iterations did before the local stretches); no collectives in `sk`.
+fn step_by_step<C: AppClock>(
+    clock: &C,
+    states: &mut [C::Rank],
+    sk: &Skeleton,
+    c: Costs,
+) -> Vec<u64> {
+    use super::skeleton::Step;
+    let n = states.len();
+    let mut t = vec![0u64; n];
+    let mut sent = vec![vec![0u64; n]; sk.buffers];
+    for step in &sk.steps {
+        for (g, s) in states.iter_mut().enumerate() {
+            let gg = g as u64;
+            match *step {
+                Step::Compute(w) => t[g] = clock.work(s, g, t[g], w),
+                Step::Send { buf, link } if link.sends(gg, n as u64) => {
+                    t[g] = clock.work(s, g, t[g], c.o);
+                    sent[buf][g] = t[g];
+                }
+                Step::Receive { buf, link } => {
+                    if let Some(src) = link.source(gg, n as u64) {
+                        let ready = clock.idle_until(s, g, t[g].max(sent[buf][src as usize] + c.l));
+                        t[g] = clock.work(s, g, ready, c.o);
+                    }
+                }
+                Step::Collective(_) => panic!("no collectives here"),
+                _ => {}
+            }
+        }
+    }
+    t
+}
+
+#[test]
+fn local_stretches_end_where_a_rank_would_read_an_end_written_in_the_same_pass() {
+    use super::skeleton::Step;
+    use super::stretch::{stretches, Stretch};
+    let sk = Skeleton::new(&nonblocking_loop(), &growth(8), 1.0).unwrap();
+    let cut = stretches(&sk.steps, sk.buffers);
+    // Every step in exactly one stretch, in order.
+    let mut next = 0;
+    for s in &cut {
+        let r = match s {
+            Stretch::Local(r) => r.clone(),
+            Stretch::Single(i) => *i..*i + 1,
+        };
+        assert_eq!(r.start, next, "{cut:?}");
+        next = r.end;
+        // No receive of a buffer written earlier in its stretch, no send to one read there.
+        let (mut w, mut rd) = (vec![false; sk.buffers], vec![false; sk.buffers]);
+        for step in &sk.steps[r] {
+            match *step {
+                Step::Send { buf, .. } => {
+                    assert!(!rd[buf], "{cut:?}");
+                    w[buf] = true;
+                }
+                Step::Receive { buf, .. } => {
+                    assert!(!w[buf], "{cut:?}");
+                    rd[buf] = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(next, sk.steps.len());
+    // The halo's computes and sends are one pass, and a stretch ends only where it must: the
+    // step after it reads a buffer it wrote or writes one it read.
+    assert_eq!(cut[0], Stretch::Local(0..7), "{cut:?}");
+    for w in cut.windows(2) {
+        if let [Stretch::Local(a), Stretch::Local(b)] = w {
+            let forced = match sk.steps[b.start] {
+                Step::Receive { buf, .. } => (sk.steps[a.clone()].iter())
+                    .any(|s| matches!(*s, Step::Send { buf: x, .. } if x == buf)),
+                Step::Send { buf, .. } => (sk.steps[a.clone()].iter())
+                    .any(|s| matches!(*s, Step::Receive { buf: x, .. } if x == buf)),
+                _ => false,
+            };
+            assert!(forced, "{a:?} then {b:?}: {cut:?}");
+        }
+    }
+}
+
+#[test]
+fn local_stretches_give_what_step_by_step_passes_give_under_noise() {
+    // Reference clock with seeded detours on every rank (it asks at every step), and the
+    // index of a noisy trace (quiet times: the closed form), against step-by-step passes.
+    let c = Costs { o: 300, l: 2_000 };
+    let l = nonblocking_loop();
+    for n in [1u64, 5, 8, 13] {
+        let sk = Skeleton::new(&l, &growth(n), 1.0).unwrap();
+        let ranks = || {
+            let mut v = vec![RefRank::default(); n as usize];
+            for (g, r) in v.iter_mut().enumerate() {
+                let g = g as u64;
+                r.detours = (0..40)
+                    .map(|k| (k * 9_000 + g * 1_313 % 7_000, 2_500 + g * 100))
+                    .collect();
+            }
+            v
+        };
+        let want = step_by_step(&Ref, &mut ranks(), &sk, c);
+        assert_eq!(once(&Ref, &mut ranks(), &l, n, c.o, c.l), want, "{n} ranks");
+        // 5 µs detours about every 20 µs: every rank meets some in its ≈ 40 µs.
+        let spec: jitter_trace::synth::Spec = "poisson:rate=50000/s,dur=5us".parse().unwrap();
+        let trace = jitter_trace::synth::synthesize(&spec, 1, 200_000_000, 3).unwrap();
+        let t = TraceInput::new(&trace, "dense.jtr", "dense", PlanOptions::ideal(), 1).unwrap();
+        let ix: Vec<PlanIndex> = t.plans.iter().map(|p| p.index().unwrap()).collect();
+        let clock = IdxClock {
+            ix: &ix,
+            place: Timelines::new(1, &[t.plans[0].period_ns()])
+                .unwrap()
+                .placement,
+            fraction: 1.0,
+        };
+        let fresh = || {
+            (0..n)
+                .map(|g| clock.rank(0, g * 7_777_777, 1))
+                .collect::<Vec<_>>()
+        };
+        let want = step_by_step(&clock, &mut fresh(), &sk, c);
+        assert_eq!(
+            once(&clock, &mut fresh(), &l, n, c.o, c.l),
+            want,
+            "{n} ranks, index"
+        );
+        let quiet = step_by_step(&QuietClock, &mut vec![1; n as usize], &sk, c);
+        assert_ne!(want, quiet, "{n} ranks: no detour met");
+    }
 }
