@@ -215,6 +215,30 @@ fn phase_ns(cfg: &DesConfig, n: u64, busy: f64, longest: Option<(&[u64], u64, f6
     }
 }
 
+/// Detours per trace ns of `t`, averaged over the streams the ranks replay.
+pub(crate) fn density(t: &TraceInput) -> f64 {
+    (t.plans.iter())
+        .map(|p| p.records().len() as f64 / p.period_ns().max(1) as f64)
+        .sum::<f64>()
+        / t.plans.len().max(1) as f64
+}
+
+/// How long the slowest of `n` ranks that replay independent offsets (sync none) lags behind
+/// the others per `work_ns` of work, ns: [`SLOWEST_RANK_FACTOR`] × the longest detour the n
+/// ranks meet in it, as [`phase_ns`] prices the loop's phase.
+pub(crate) fn slowest_lag_ns(t: &TraceInput, work_ns: f64, n: u64) -> f64 {
+    let busy = t.info.noise_ratio.clamp(0.0, 0.9);
+    let met = density(t) * work_ns / (1.0 - busy);
+    let records0 = t.plans.first().map_or(0, |p| p.records().len() as u64);
+    let top = longest_detours(t, (records0 as f64 / met.max(1.0)).ceil() as usize);
+    if top.is_empty() {
+        return 0.0;
+    }
+    let draws = (n as f64 * met).max(1.0);
+    let rank = ((records0 as f64 / draws).ceil() as usize).clamp(1, top.len());
+    SLOWEST_RANK_FACTOR * top[rank - 1] as f64
+}
+
 /// What the estimate knows of one trace for the simulation's cost per rank-phase.
 struct TraceShape<'a> {
     /// Detours per trace ns, averaged over the streams the ranks replay.
@@ -385,12 +409,7 @@ pub fn estimate(
             continue;
         }
         // Detours per trace ns, averaged over the streams the ranks replay.
-        let density = t
-            .plans
-            .iter()
-            .map(|p| p.records().len() as f64 / p.period_ns().max(1) as f64)
-            .sum::<f64>()
-            / t.plans.len().max(1) as f64;
+        let density = density(t);
         let busy = t.info.noise_ratio.clamp(0.0, 0.9);
         let indexed = fast(t);
         // Without resyncs (sync none) the ranks replay independent offsets, and a phase lasts

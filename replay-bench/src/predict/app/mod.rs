@@ -146,23 +146,29 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
         &app.growth(n),
         spec.platform.options().scale,
     )?;
-    let rounds: f64 = (sk.steps.iter())
-        .map(|s| match s {
-            // Each round in closed form, and at most one question of the engine per round.
-            skeleton::Step::Collective(a) => {
-                super::collective::round_count(*a, n) as f64
-                    * (budget::COLLECTIVE_NS_PER_ROUND + budget::COLLECTIVE_NS_PER_ASK)
-            }
-            _ => 2.0 * budget::INDEXED_NS_PER_EVENT,
-        })
-        .sum();
+    let opts = spec.platform.options();
     // The walk where the index is not exact: timer errors or an O-after-a-gap curve; it walks
     // every detour an iteration meets (its compute at least).
-    let opts = spec.platform.options();
     let walk = spec.des.drift_sd_ns > 0.0 || !opts.overhead_by_gap.points().is_empty();
-    let densest = (traces.iter()).fold(0f64, |a, t| a.max(t.info.detours_per_s));
-    let walked = densest * sk.compute_ns as f64 * 1e-9 * budget::NS_PER_EVENT;
-    let per_rank_iteration = if walk { rounds * 3.0 + walked } else { rounds };
+    let rounds: f64 = (sk.steps.iter())
+        .map(|s| match s {
+            skeleton::Step::Collective(a) => super::collective::round_count(*a, n) as f64,
+            _ => 0.0,
+        })
+        .sum();
+    let costs = Costs::scaled(&spec.des.comm.resolved(), opts.scale);
+    let per_rank_iteration = |t: &TraceInput, mode: SyncMode| {
+        if walk {
+            // Every round and step asked, each detour of the compute walked.
+            let others = sk.steps.len() as f64 - collectives(&sk) as f64;
+            let asked = rounds * (budget::COLLECTIVE_NS_PER_ROUND + budget::COLLECTIVE_NS_PER_ASK)
+                + others * 2.0 * budget::INDEXED_NS_PER_EVENT;
+            let walked = budget::density(t) * sk.compute_ns as f64 * budget::NS_PER_EVENT;
+            asked * 3.0 + walked
+        } else {
+            cost_indexed(&sk, rounds, t, (mode, n), costs)
+        }
+    };
     // States per point: one where the ranks stay alike (as `Point::simulate` decides), else N.
     let states = |t: &TraceInput, mode: SyncMode| {
         let common = mode != SyncMode::None;
@@ -173,11 +179,22 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
             n as f64
         }
     };
-    let rank_iterations: f64 = (traces.iter())
-        .flat_map(|t| spec.modes.iter().map(move |&m| states(t, m)))
-        .sum::<f64>()
-        * spec.des.phases as f64
-        * app.draws(spec) as f64;
+    // The index of every replayed stream, compiled once (none when walked).
+    let index_ns = if walk {
+        0.0
+    } else {
+        (traces.iter().flat_map(|t| t.plans.iter()))
+            .map(|p| p.records().len() as f64 * budget::INDEX_NS_PER_RECORD)
+            .sum()
+    };
+    let repeats = spec.des.phases as f64 * app.draws(spec) as f64;
+    let (mut rank_iterations, mut ns) = (0.0, 0.0);
+    for t in traces {
+        for &m in &spec.modes {
+            rank_iterations += states(t, m) * repeats;
+            ns += states(t, m) * repeats * per_rank_iteration(t, m);
+        }
+    }
     let threads = rayon::current_num_threads() as f64 * budget::THREAD_EFFICIENCY;
     let state = if walk {
         RANK_STATE_BYTES
@@ -187,9 +204,55 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
     let per_rank = (state + 8 * (3 + sk.buffers) + super::collective::BYTES_PER_RANK) as u64;
     Ok(Estimate {
         events: rank_iterations * sk.steps.len() as f64,
-        seconds: rank_iterations * per_rank_iteration / threads.max(1.0) * 1e-9,
+        seconds: (ns / threads.max(1.0) + index_ns) * 1e-9,
         bytes: n.checked_mul(per_rank),
     })
+}
+
+/// Cost of one step inside a local stretch once the rank's quiet time is known (an addition
+/// and a maximum; [`cost_indexed`]), ns: calibrated with the release test `predict_estimate`.
+pub const APP_NS_PER_LOCAL_STEP: f64 = 3.0;
+
+/// Collective steps of `sk`.
+fn collectives(sk: &Skeleton) -> usize {
+    (sk.steps.iter())
+        .filter(|s| matches!(s, skeleton::Step::Collective(_)))
+        .count()
+}
+
+/// One rank-iteration on the index, ns: each local stretch one quiet-time search and an
+/// addition per step ([`APP_NS_PER_LOCAL_STEP`]), each detour met in the compute one question;
+/// the collectives' `rounds` in closed form and one question per detour due while a rank is in
+/// them (at most one per round): their noise-free rounds and, without resyncs, the slowest
+/// rank's lag ([`budget::slowest_lag_ns`]), as the loop's estimate prices its collectives.
+fn cost_indexed(sk: &Skeleton, rounds: f64, t: &TraceInput, at: (SyncMode, u64), c: Costs) -> f64 {
+    let (mode, n) = at;
+    let density = budget::density(t);
+    let busy = t.info.noise_ratio.clamp(0.0, 0.9);
+    let local: f64 = (stretch::stretches(&sk.steps, sk.buffers).iter())
+        .map(|s| match s {
+            stretch::Stretch::Local(r) => {
+                budget::INDEXED_NS_PER_EVENT + r.len() as f64 * APP_NS_PER_LOCAL_STEP
+            }
+            stretch::Stretch::Single(i) => match sk.steps[*i] {
+                skeleton::Step::Collective(_) => 0.0,
+                _ => budget::INDEXED_NS_PER_EVENT,
+            },
+        })
+        .sum();
+    let compute = sk.compute_ns as f64;
+    let met = density * compute / (1.0 - busy);
+    let lag = if mode == SyncMode::None {
+        budget::slowest_lag_ns(t, compute, n)
+    } else {
+        0.0
+    };
+    let due = density * (rounds * (2 * c.o + c.l) as f64 + lag);
+    // A detour met in a stretch: the question, then the rank's quiet time asked again.
+    local
+        + met * (budget::COLLECTIVE_NS_PER_ASK + budget::INDEXED_NS_PER_EVENT)
+        + rounds * budget::COLLECTIVE_NS_PER_ROUND
+        + due.min(rounds) * budget::COLLECTIVE_NS_PER_ASK
 }
 
 /// Predicts `app` on every trace, mode and rank count of `spec`, over its draws.
