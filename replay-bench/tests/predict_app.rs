@@ -5,10 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use jitter_profile::histogram::{Distribution, LogHistogram};
-use jitter_profile::profile::{FORMAT, VERSION};
-use jitter_profile::{Call, MainLoop, Profile, Site, Slot};
 use replay_bench::report::Report;
+
+#[path = "common/halo_profile.rs"]
+mod halo_profile;
+
+use halo_profile::profile;
 
 fn write_trace(dir: &Path) -> PathBuf {
     let spec = "periodic:period=4ms,dur=400us".parse().unwrap();
@@ -16,51 +18,6 @@ fn write_trace(dir: &Path) -> PathBuf {
     let p = dir.join("p4.jtr");
     jitter_trace::write_trace(&p, &t).unwrap();
     p
-}
-
-fn slot(site: Site, mean_ns: f64) -> Slot {
-    let mut h = LogHistogram::default();
-    h.add(mean_ns as u64, 10);
-    Slot {
-        site,
-        compute: Distribution::of(&h, mean_ns).unwrap(),
-        call_mean_ns: 0.0,
-        shared: false,
-    }
-}
-
-/// A halo (Sendrecv both ways) and an allreduce, profiled at 2 ranks.
-fn profile(main_loop: bool) -> Profile {
-    let on = |call| Site {
-        comm_size: 2,
-        bytes: 8,
-        ..Site::of(call)
-    };
-    let sr = Site {
-        peer: 1,
-        root: 1,
-        ..on(Call::Sendrecv)
-    };
-    Profile {
-        format: FORMAT.into(),
-        version: VERSION,
-        program: "./halo".into(),
-        job: "j".into(),
-        ranks: 2,
-        reported: Vec::new(),
-        missing: Vec::new(),
-        cartesian: None,
-        main_loop: main_loop.then(|| MainLoop {
-            iterations: 100,
-            ranks: vec![0, 1],
-            compute_share: 1.0,
-            slots: vec![
-                slot(sr, 500_000.0),
-                slot(sr, 0.0),
-                slot(on(Call::Allreduce), 300_000.0),
-            ],
-        }),
-    }
 }
 
 fn run(args: &[&str]) -> Output {
@@ -76,7 +33,7 @@ fn predicts_a_profile_at_several_rank_counts_with_its_model_line() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path());
     let app = dir.path().join("app.json");
-    profile(true).write(&app).unwrap();
+    profile(true, &[300_000.0]).write(&app).unwrap();
     let out = dir.path().join("r.json");
     let o = run(&[
         "--app",
@@ -130,9 +87,9 @@ fn bad_profiles_give_one_error_line() {
     let dir = tempfile::tempdir().unwrap();
     let trace = write_trace(dir.path());
     let no_loop = dir.path().join("no-loop.json");
-    profile(false).write(&no_loop).unwrap();
+    profile(false, &[300_000.0]).write(&no_loop).unwrap();
     let unknown = dir.path().join("unknown.json");
-    let text = serde_json::to_string(&profile(true))
+    let text = serde_json::to_string(&profile(true, &[300_000.0]))
         .unwrap()
         .replace("\"allreduce\"", "\"gatherv\"");
     std::fs::write(&unknown, text).unwrap();

@@ -6,58 +6,12 @@
 //! --release -p replay-bench --test predict_estimate`), where it is calibrated.
 
 use indicatif::ProgressBar;
-use jitter_emulator::{PlanOptions, SyncMode};
-use replay_bench::predict::{
-    budget, Algorithm, BarrierModel, CommModel, DesConfig, Engine, LoopShape, Model, Platform,
-    PredictSpec, TraceInput,
-};
 
-/// CPU time of this process so far, s.
-fn cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_PROCESS_CPUTIME_ID exists on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime");
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
+#[path = "common/estimate.rs"]
+mod estimate;
 
-/// A 60 s trace of `spec`, seed 3, as `jitter-trace synth` writes it (the dense one's index,
-/// ≈ 170 MB, does not fit in a cache, as at scale).
-fn input(spec: &str, label: &str) -> TraceInput {
-    let t = jitter_trace::synth::synthesize(&spec.parse().unwrap(), 1, 60_000_000_000, 3).unwrap();
-    TraceInput::new(&t, &format!("{label}.jtr"), label, PlanOptions::ideal(), 1).unwrap()
-}
-
-/// The default loop (barrier, compute, barrier) of `ranks` × `phases`, sync none, with
-/// `algorithm` at the default costs (a 1 µs stage; o = l = a third of it).
-fn spec(algorithm: Algorithm, engine: Engine, ranks: u64, phases: u64) -> PredictSpec {
-    PredictSpec {
-        ranks: vec![ranks],
-        modes: vec![SyncMode::None],
-        model: Model::Des,
-        des: DesConfig {
-            quanta_ns: 1_000_000,
-            phases,
-            ranks_per_node: 1,
-            barrier: BarrierModel { stage_ns: 1000.0 },
-            comm: CommModel {
-                algorithm,
-                shape: LoopShape::BarrierComputeBarrier,
-                o_ns: 1000.0 / 3.0,
-                l_ns: 1000.0 / 3.0,
-            },
-            drift_sd_ns: 0.0,
-            seed: 1,
-            window: None,
-        },
-        platform: Platform::ideal(),
-        engine,
-        draws: 1,
-    }
-}
+use estimate::{cpu_seconds, input, spec};
+use replay_bench::predict::{budget, Algorithm, Engine};
 
 // The estimate is calibrated on the release build (what users run); a test build runs the
 // simulation's dependencies unoptimised, several times slower.
