@@ -419,10 +419,13 @@ impl IndexedReplay {
         }
     }
 
-    /// [`IndexedReplay::leave_barrier`] where [`IndexedReplay::compute_fast`] applies: one
-    /// search on the injections' starts; `None` (nothing changed) elsewhere.
+    /// Idling until `b` on the fast path, the search [`IndexedReplay::leave_barrier_fast`] and
+    /// [`IndexedReplay::receive_fast`] share (no state changed): the fast path's first
+    /// injection `i0`, the first injection `i` due at or after `b`, and the end of the one due
+    /// before `b` where it still runs at `b` (it holds the rank). `None` off the fast path or
+    /// with no injection due at or after `b`.
     #[inline]
-    pub fn leave_barrier_fast(&mut self, ix: &PlanIndex, b: u64) -> Option<u64> {
+    fn idle_until_fast(&self, ix: &PlanIndex, b: u64) -> Option<(usize, usize, Option<u64>)> {
         let i0 = self.fast_start(ix)?;
         let v = &ix.fast[..];
         // Due at or after b: r0 + (a − p) ≥ b, i.e. a ≥ p + (b − r0) (every a ≥ p).
@@ -436,11 +439,17 @@ impl IndexedReplay {
         // due before b, j = i and `end` is not used.
         let j = i.max(i0 + 1) - 1;
         let end = self.r0 + (v[j].a - self.p) + (v[i].cs() - v[j].cs());
-        let held = (i > i0) & (end > b);
-        let (out, built) = if held {
-            (end, i as u64)
-        } else {
-            (b, i as u64 + 1)
+        Some((i0, i, ((i > i0) & (end > b)).then_some(end)))
+    }
+
+    /// [`IndexedReplay::leave_barrier`] where [`IndexedReplay::compute_fast`] applies: one
+    /// search on the injections' starts; `None` (nothing changed) elsewhere.
+    #[inline]
+    pub fn leave_barrier_fast(&mut self, ix: &PlanIndex, b: u64) -> Option<u64> {
+        let (i0, i, held) = self.idle_until_fast(ix, b)?;
+        let (out, built) = match held {
+            Some(end) => (end, i as u64),
+            None => (b, i as u64 + 1),
         };
         if !self.before_limit(ix, built) {
             return None;
@@ -459,18 +468,9 @@ impl IndexedReplay {
     /// questions asked one after the other then answer.
     #[inline]
     pub fn receive_fast(&mut self, ix: &PlanIndex, b: u64, work: u64) -> Option<(u64, u64)> {
-        let i0 = self.fast_start(ix)?;
+        let (i0, i, held) = self.idle_until_fast(ix, b)?;
         let v = &ix.fast[..];
-        // The first injection due at or after b (as `leave_barrier_fast`).
-        let t = self.p + b.saturating_sub(self.r0);
-        let i = first_at_least(v, i0, t, |e| e.a);
-        if i >= v.len() {
-            return None;
-        }
-        // The last injection due before b holds the rank while it still runs at b.
-        let j = i.max(i0 + 1) - 1;
-        let end = self.r0 + (v[j].a - self.p) + (v[i].cs() - v[j].cs());
-        let ready = if (i > i0) & (end > b) { end } else { b };
+        let ready = held.unwrap_or(b);
         // Injection i is the next: the work ends on time when it is due at or after the end;
         // the walk then looked at it, so its look-ahead is injection i + 1.
         let due = self.r0 + (v[i].a - self.p);

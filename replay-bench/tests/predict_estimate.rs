@@ -10,7 +10,7 @@ use indicatif::ProgressBar;
 #[path = "common/estimate.rs"]
 mod estimate;
 
-use estimate::{cpu_seconds, input, spec};
+use estimate::{cpu_seconds, one_thread, sparse_and_dense, spec};
 use replay_bench::predict::{budget, Algorithm, Engine};
 
 // The estimate is calibrated on the release build (what users run); a test build runs the
@@ -21,15 +21,8 @@ use replay_bench::predict::{budget, Algorithm, Engine};
     ignore = "times the release build: cargo test --release -p replay-bench --test predict_estimate"
 )]
 fn the_estimate_is_within_twice_the_cost_for_every_collective_density_and_engine() {
-    let sparse = input("periodic:period=4ms,dur=120us", "sparse");
-    let dense = input(
-        "periodic:period=4ms,dur=120us+poisson:rate=20000/s,dur=exp:300ns",
-        "dense",
-    );
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .unwrap();
+    let [sparse, dense] = sparse_and_dense();
+    let pool = one_thread();
     let mut report = Vec::new();
     let mut off = Vec::new();
     for (engine, ranks, phases) in [(Engine::Indexed, 16384, 100), (Engine::Walk, 2048, 100)] {

@@ -11,7 +11,7 @@ mod estimate;
 #[path = "common/halo_profile.rs"]
 mod halo_profile;
 
-use estimate::{cpu_seconds, input, spec};
+use estimate::{cpu_seconds, one_thread, sparse_and_dense, spec};
 
 #[test]
 #[cfg_attr(
@@ -25,15 +25,8 @@ fn the_app_estimate_is_within_twice_the_cost_on_sparse_and_dense_traces() {
         .write(&path)
         .unwrap();
     let app = App::read(&path).unwrap();
-    let sparse = input("periodic:period=4ms,dur=120us", "sparse");
-    let dense = input(
-        "periodic:period=4ms,dur=120us+poisson:rate=20000/s,dur=exp:300ns",
-        "dense",
-    );
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .unwrap();
+    let [sparse, dense] = sparse_and_dense();
+    let pool = one_thread();
     let (mut report, mut off) = (Vec::new(), Vec::new());
     for trace in [&sparse, &dense] {
         // Sync none (`spec`): with resyncs the symmetric ranks are one state and the job is its

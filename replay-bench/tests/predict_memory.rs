@@ -10,6 +10,11 @@ use std::process::Command;
 
 use jitter_trace::{Detour, Epilogue, Header, StreamSummary, TraceWriter};
 
+#[path = "../../traces/tests/common/peak_rss.rs"]
+mod peak_rss;
+
+use peak_rss::peak_rss_kb;
+
 /// Most the peak RSS may grow when only the streams not replayed grow, KB: the pass holds one
 /// batch of chunks and a histogram per stream, whatever their length (measured on the 2-vCPU
 /// VM, debug build, 2026-11-27: see the journal of s5-streams).
@@ -73,28 +78,9 @@ fn peak_kb(trace: &Path, k: &str) -> i64 {
         "none",
         "--trace",
     ];
-    let mut child = Command::new(env!("CARGO_BIN_EXE_replay-bench"))
-        .args(args)
-        .arg(trace)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our own child, not yet waited for (`Child::wait` comes after);
-    // `status` and `usage` are valid for writes for the call.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    // Reaped by `wait4` already: std's own wait finds no child (ECHILD), which says nothing.
-    let _ = child.wait();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "predict -k {k} failed ({status})"
-    );
-    usage.ru_maxrss
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_replay-bench"));
+    cmd.args(args).arg(trace);
+    peak_rss_kb(cmd)
 }
 
 #[test]

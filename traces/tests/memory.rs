@@ -13,6 +13,12 @@ use std::sync::OnceLock;
 
 use jitter_trace::{Detour, Header, TraceWriter};
 
+mod common {
+    pub mod peak_rss;
+}
+
+use common::peak_rss::peak_rss_kb;
+
 /// Most the peak RSS of a streaming command may grow from 10⁶ to 4·10⁶ detours, KB. Measured
 /// on the 2-vCPU VM (debug build, 2026-11-27): at most 2.6 MB (`slice` to `.jtr`, whose writer
 /// gathers up to 2¹⁸ detours, 4 MiB, into a chunk: bounded, but fuller on a longer stream);
@@ -72,27 +78,9 @@ fn peak_kb(dir: &Path, trace: &Path, args: &[&str]) -> i64 {
                 .replace("{out}", &dir.join("out").display().to_string())
         })
         .collect();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_jitter-trace"))
-        .args(&args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our own child, not yet waited for (`Child::wait` comes after);
-    // `status` and `usage` are valid for writes for the call.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    // Reaped by `wait4` already: std's own wait finds no child (ECHILD), which says nothing.
-    let _ = child.wait();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{args:?} failed ({status})"
-    );
-    usage.ru_maxrss
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jitter-trace"));
+    cmd.args(&args);
+    peak_rss_kb(cmd)
 }
 
 /// The short (10⁶ detours) and the long (4·10⁶) trace, written once for every case of this

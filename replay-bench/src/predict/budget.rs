@@ -206,12 +206,8 @@ fn phase_ns(cfg: &DesConfig, n: u64, busy: f64, longest: Option<(&[u64], u64, f6
     let work = cfg.quanta_ns as f64 + cfg.barrier.latency_ns(n);
     let mean = work / (1.0 - busy);
     match longest {
-        Some((top, records, met)) if !top.is_empty() => {
-            let draws = (n as f64 * met).max(1.0);
-            let rank = ((records as f64 / draws).ceil() as usize).clamp(1, top.len());
-            mean + SLOWEST_RANK_FACTOR * top[rank - 1] as f64
-        }
-        _ => mean,
+        Some((top, records, met)) => mean + slowest_extra_ns(top, records, met, n),
+        None => mean,
     }
 }
 
@@ -231,11 +227,18 @@ pub(crate) fn slowest_lag_ns(t: &TraceInput, work_ns: f64, n: u64) -> f64 {
     let met = density(t) * work_ns / (1.0 - busy);
     let records0 = t.plans.first().map_or(0, |p| p.records().len() as u64);
     let top = longest_detours(t, (records0 as f64 / met.max(1.0)).ceil() as usize);
+    slowest_extra_ns(&top, records0, met, n)
+}
+
+/// What the slowest of `n` ranks adds to a phase in which each meets `met` of a stream's
+/// `records` detours: [`SLOWEST_RANK_FACTOR`] × the longest detour one of the n·met draws
+/// meets (`top`: the stream's longest, longest first; 0 without any).
+fn slowest_extra_ns(top: &[u64], records: u64, met: f64, n: u64) -> f64 {
     if top.is_empty() {
         return 0.0;
     }
     let draws = (n as f64 * met).max(1.0);
-    let rank = ((records0 as f64 / draws).ceil() as usize).clamp(1, top.len());
+    let rank = ((records as f64 / draws).ceil() as usize).clamp(1, top.len());
     SLOWEST_RANK_FACTOR * top[rank - 1] as f64
 }
 

@@ -37,6 +37,14 @@ pub struct BackgroundPlans {
     pub lap: jitter_emulator::PlanStats,
 }
 
+/// What a prediction's report says of the whole trace, however much of it was read.
+struct Whole {
+    streams: usize,
+    noise_ratio: f64,
+    detours_per_s: f64,
+    digest: String,
+}
+
 impl TraceInput {
     /// Prepares streams `0..ranks_per_node` of `trace` with `options` (all its streams when it
     /// has fewer: the ranks beyond them replay copies, `jitter_emulator::placement`).
@@ -47,24 +55,14 @@ impl TraceInput {
         options: PlanOptions,
         ranks_per_node: u64,
     ) -> anyhow::Result<Self> {
+        let whole = Whole {
+            streams: trace.streams.len(),
+            noise_ratio: trace.noise_ratio(),
+            detours_per_s: trace.detours_per_s(),
+            digest: jitter_trace::digest::content_digest(trace),
+        };
         let plans = plans_of(trace, path, options, ranks_per_node)?;
-        Ok(TraceInput {
-            label: label.to_string(),
-            info: TraceInfo {
-                path: path.to_string(),
-                label: label.to_string(),
-                host: trace.header.host.clone(),
-                kernel: trace.header.kernel_release.clone(),
-                streams: trace.streams.len(),
-                noise_ratio: trace.noise_ratio(),
-                detours_per_s: trace.detours_per_s(),
-                nodes: Vec::new(),
-                integrity: None,
-                digest: Some(jitter_trace::digest::content_digest(trace)),
-            },
-            plans,
-            background: None,
-        })
+        Ok(Self::of(trace, path, label, whole, plans))
     }
 
     /// [`TraceInput::new`] of a trace read with only the streams its ranks replay
@@ -78,25 +76,36 @@ impl TraceInput {
         ranks_per_node: u64,
     ) -> anyhow::Result<Self> {
         let (trace, facts) = (&replayed.trace, &replayed.facts);
-        let plans = plans_of(trace, path, options, ranks_per_node)?;
         let (noise_ratio, detours_per_s) = facts.pooled(0..facts.streams());
-        Ok(TraceInput {
+        let whole = Whole {
+            streams: facts.streams(),
+            noise_ratio,
+            detours_per_s,
+            digest: facts.digest.clone(),
+        };
+        let plans = plans_of(trace, path, options, ranks_per_node)?;
+        Ok(Self::of(trace, path, label, whole, plans))
+    }
+
+    /// The input of `plans` made from `trace` (its header), described by `whole`.
+    fn of(trace: &Trace, path: &str, label: &str, whole: Whole, plans: Vec<Arc<Plan>>) -> Self {
+        TraceInput {
             label: label.to_string(),
             info: TraceInfo {
                 path: path.to_string(),
                 label: label.to_string(),
                 host: trace.header.host.clone(),
                 kernel: trace.header.kernel_release.clone(),
-                streams: facts.streams(),
-                noise_ratio,
-                detours_per_s,
+                streams: whole.streams,
+                noise_ratio: whole.noise_ratio,
+                detours_per_s: whole.detours_per_s,
                 nodes: Vec::new(),
                 integrity: None,
-                digest: Some(facts.digest.clone()),
+                digest: Some(whole.digest),
             },
             plans,
             background: None,
-        })
+        }
     }
 
     /// One input of a node-trace set (each prepared by [`TraceInput::new`], in node order):

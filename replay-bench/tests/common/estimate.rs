@@ -55,3 +55,23 @@ pub fn spec(algorithm: Algorithm, engine: Engine, ranks: u64, phases: u64) -> Pr
         draws: 1,
     }
 }
+
+/// The sparse (`periodic:period=4ms,dur=120us`) and dense (that plus
+/// `poisson:rate=20000/s,dur=exp:300ns`) 60 s traces.
+pub fn sparse_and_dense() -> [TraceInput; 2] {
+    [
+        input("periodic:period=4ms,dur=120us", "sparse"),
+        input(
+            "periodic:period=4ms,dur=120us+poisson:rate=20000/s,dur=exp:300ns",
+            "dense",
+        ),
+    ]
+}
+
+/// One worker thread: the estimate for one thread is set against its CPU time.
+pub fn one_thread() -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap()
+}
