@@ -47,6 +47,7 @@ pub mod rewritten;
 pub mod sanity;
 pub mod scan;
 pub mod sidecar;
+pub mod sidecar_reader;
 pub mod sliced;
 pub mod stats;
 pub mod steal;

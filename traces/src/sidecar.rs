@@ -5,7 +5,8 @@
 //!
 //! The sidecar leaves the `.jtr` format untouched, so every reader of format version 1 still
 //! accepts the trace; it names the trace's collection start so that a sidecar of another
-//! collection is refused.
+//! collection is refused. [`crate::sidecar_reader`] reads it detour by detour, in the memory
+//! of one detour, for every analysis that passes over it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
