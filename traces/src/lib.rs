@@ -46,6 +46,7 @@ pub mod plot;
 pub mod rewritten;
 pub mod sanity;
 pub mod scan;
+pub mod selection;
 pub mod sidecar;
 pub mod sidecar_reader;
 pub mod sliced;
@@ -55,6 +56,7 @@ pub mod stream_order;
 pub mod summary;
 pub mod synth;
 pub mod table;
+pub mod tally;
 pub mod transform;
 pub mod units;
 

@@ -18,13 +18,13 @@ use crate::sidecar::{AttributedDetour, Attribution, CpuAttribution, Steal, ATTRI
 
 /// What a pass over a sidecar is shown, detour by detour, in the file's order.
 pub trait DetourVisitor {
-    /// One detour of the CPU numbered `cpu`.
-    fn detour(&mut self, cpu: u32, d: &AttributedDetour) -> Result<(), TraceError>;
+    /// One detour of the CPU numbered `cpu`, entry `entry` of the sidecar's `cpus`.
+    fn detour(&mut self, entry: usize, cpu: u32, d: &AttributedDetour) -> Result<(), TraceError>;
 }
 
-impl<F: FnMut(u32, &AttributedDetour) -> Result<(), TraceError>> DetourVisitor for F {
-    fn detour(&mut self, cpu: u32, d: &AttributedDetour) -> Result<(), TraceError> {
-        self(cpu, d)
+impl<F: FnMut(usize, u32, &AttributedDetour) -> Result<(), TraceError>> DetourVisitor for F {
+    fn detour(&mut self, entry: usize, cpu: u32, d: &AttributedDetour) -> Result<(), TraceError> {
+        self(entry, cpu, d)
     }
 }
 
@@ -46,9 +46,9 @@ pub trait DetourSource {
 
 impl DetourSource for Attribution {
     fn pass(&self, v: &mut dyn DetourVisitor) -> Result<Frame, TraceError> {
-        for c in &self.cpus {
+        for (entry, c) in self.cpus.iter().enumerate() {
             for d in &c.detours {
-                v.detour(c.cpu, d)?;
+                v.detour(entry, c.cpu, d)?;
             }
         }
         Ok(Frame {
@@ -62,6 +62,8 @@ impl DetourSource for Attribution {
 #[derive(Debug, Clone)]
 pub struct SidecarFile {
     path: std::path::PathBuf,
+    /// The `collection_start_unix_ns` of the trace it must belong to.
+    collection: Option<u64>,
 }
 
 impl SidecarFile {
@@ -69,7 +71,15 @@ impl SidecarFile {
     pub fn new(path: &Path) -> Self {
         SidecarFile {
             path: path.to_path_buf(),
+            collection: None,
         }
+    }
+
+    /// The same file, refused by every pass unless it belongs to the collection started at
+    /// `start_unix_ns` (the trace header's `collection_start_unix_ns`).
+    pub fn of_collection(mut self, start_unix_ns: u64) -> Self {
+        self.collection = Some(start_unix_ns);
+        self
     }
 
     /// Its path.
@@ -80,7 +90,16 @@ impl SidecarFile {
 
 impl DetourSource for SidecarFile {
     fn pass(&self, v: &mut dyn DetourVisitor) -> Result<Frame, TraceError> {
-        visit(&self.path, v)
+        let frame = visit(&self.path, v)?;
+        let found = frame.attribution.collection_start_unix_ns;
+        match self.collection {
+            Some(start) if start != found => Err(TraceError::Argument(format!(
+                "{} belongs to another collection (started at {found} ns, the trace at {start} \
+                 ns)",
+                self.path.display()
+            ))),
+            _ => Ok(frame),
+        }
     }
 }
 
@@ -285,6 +304,7 @@ impl<'de> Visitor<'de> for CpusSeed<'_> {
         loop {
             let mut count = 0u64;
             let seed = CpuSeed {
+                entry: out.len(),
                 v: &mut *self.v,
                 failed: &mut *self.failed,
                 count: &mut count,
@@ -302,6 +322,7 @@ impl<'de> Visitor<'de> for CpusSeed<'_> {
 
 /// One element of `cpus`.
 struct CpuSeed<'a> {
+    entry: usize,
     v: &'a mut dyn DetourVisitor,
     failed: &'a mut Option<TraceError>,
     count: &'a mut u64,
@@ -359,6 +380,7 @@ impl<'de> Visitor<'de> for CpuSeed<'_> {
                         )
                     })?;
                     let seed = DetoursSeed {
+                        entry: self.entry,
                         cpu,
                         v: &mut *self.v,
                         failed: &mut *self.failed,
@@ -387,6 +409,7 @@ impl<'de> Visitor<'de> for CpuSeed<'_> {
 
 /// A CPU's `detours` array, each element shown to the visitor and dropped.
 struct DetoursSeed<'a> {
+    entry: usize,
     cpu: u32,
     v: &'a mut dyn DetourVisitor,
     failed: &'a mut Option<TraceError>,
@@ -411,7 +434,7 @@ impl<'de> Visitor<'de> for DetoursSeed<'_> {
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
         while let Some(d) = seq.next_element::<AttributedDetour>()? {
             *self.count += 1;
-            if let Err(e) = self.v.detour(self.cpu, &d) {
+            if let Err(e) = self.v.detour(self.entry, self.cpu, &d) {
                 *self.failed = Some(e);
                 return Err(de::Error::custom("the pass stopped"));
             }
@@ -475,7 +498,7 @@ mod tests {
     /// Every detour a pass shows, with its CPU.
     fn shown(path: &Path) -> Result<(Frame, Vec<(u32, AttributedDetour)>), TraceError> {
         let mut seen = Vec::new();
-        let frame = visit(path, &mut |cpu: u32, d: &AttributedDetour| {
+        let frame = visit(path, &mut |_: usize, cpu: u32, d: &AttributedDetour| {
             seen.push((cpu, d.clone()));
             Ok(())
         })?;
@@ -499,7 +522,8 @@ mod tests {
             assert_eq!(frame.detours, [40, 0, 17]);
             assert_eq!(seen, expected);
             assert_eq!(
-                a.pass(&mut |_: u32, _: &AttributedDetour| Ok(())).unwrap(),
+                a.pass(&mut |_: usize, _: u32, _: &AttributedDetour| Ok(()))
+                    .unwrap(),
                 frame
             );
         }
@@ -571,7 +595,7 @@ mod tests {
         assert!(e.contains("come before its `cpu`"), "{e}");
         std::fs::write(&p, serde_json::to_vec(&sample()).unwrap()).unwrap();
         let mut n = 0;
-        let e = visit(&p, &mut |_: u32, _: &AttributedDetour| {
+        let e = visit(&p, &mut |_: usize, _: u32, _: &AttributedDetour| {
             n += 1;
             match n {
                 5 => Err(TraceError::Argument("enough".into())),

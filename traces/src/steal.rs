@@ -175,11 +175,17 @@ impl Comparison {
 
 /// The comparison per measured CPU, then for all of them together (when more than one).
 pub fn comparisons(a: &Attribution) -> Vec<Comparison> {
-    let mut out: Vec<Comparison> = a
-        .cpus
-        .iter()
-        .map(|c| {
-            let unattributed = c.detours.iter().map(|d| d.unattributed_ns()).sum();
+    let unattributed: Vec<u64> = (a.cpus.iter())
+        .map(|c| c.detours.iter().map(|d| d.unattributed_ns()).sum())
+        .collect();
+    comparisons_of(a, &unattributed)
+}
+
+/// [`comparisons`] of the CPU entries of `a` (their detours not read: a sidecar's frame) with
+/// `unattributed[i]` the time no event explains in entry i's detours, ns.
+pub fn comparisons_of(a: &Attribution, unattributed: &[u64]) -> Vec<Comparison> {
+    let mut out: Vec<Comparison> = (a.cpus.iter().zip(unattributed))
+        .map(|(c, &unattributed)| {
             Comparison::new(
                 Some(c.cpu),
                 1,

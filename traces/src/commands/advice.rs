@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use jitter_trace::attribution::Mode;
+use jitter_trace::attribution::{report_of, Scope};
 
-use crate::commands::input::load_attribution;
+use crate::commands::input::attribution_file;
 use crate::commands::output::print_json;
 
 /// `jitter-trace advice`.
@@ -27,15 +27,11 @@ impl AdviceArgs {
         if !(self.min_share.is_finite() && (0.0..1.0).contains(&self.min_share)) {
             bail!("--min-share must be in [0, 1), got {}", self.min_share);
         }
-        let a = load_attribution(&self.trace)?;
+        let report = report_of(&attribution_file(&self.trace)?, Scope::default())?;
         let header = jitter_trace::TraceReader::open(&self.trace)?
             .header()
             .clone();
-        let hints = advise(
-            &jitter_trace::attribution::report_in(&a, Mode::Frequency),
-            &NodeConfig::of_header(&header),
-            self.min_share,
-        );
+        let hints = advise(&report, &NodeConfig::of_header(&header), self.min_share);
         if json {
             print_json(&serde_json::to_value(&hints)?)
         } else {

@@ -6,14 +6,14 @@ use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
 use jitter_trace::attribution::{
-    csv as attribution_csv, render, report_with_periods, samples, within_runs, Mode,
+    csv as attribution_csv, render, report_of, samples_of, Mode, Scope,
 };
 use jitter_trace::changes::{diff, render_diff};
 use jitter_trace::output::{check_output, write_output_bytes};
 use jitter_trace::plot::{source_bars_svg, source_density_svg};
 use jitter_trace::units::parse_duration_ns;
 
-use crate::commands::input::load_attribution;
+use crate::commands::input::attribution_file;
 use crate::commands::output::{check_svg, print_json};
 
 /// `jitter-trace attribution`.
@@ -67,18 +67,26 @@ impl AttributionArgs {
         }
         check_svg(bars_svg.as_ref(), "--bars-svg")?;
         check_svg(density_svg.as_ref(), "--density-svg")?;
-        let mut a = load_attribution(&trace)?;
-        if let Some(b) = &bucket {
-            let (lo, hi) = b
-                .split_once("..")
-                .ok_or_else(|| anyhow!("--bucket must be LO..HI, e.g. 11us..13us"))?;
-            let (lo, hi) = (parse_duration_ns(lo)?, parse_duration_ns(hi)?);
-            if !(lo >= 0.0 && hi > lo) {
-                bail!("--bucket {b}: the upper end must exceed the lower one");
+        let a = attribution_file(&trace)?;
+        let runs = match &bucket {
+            None => None,
+            Some(b) => {
+                let (lo, hi) = b
+                    .split_once("..")
+                    .ok_or_else(|| anyhow!("--bucket must be LO..HI, e.g. 11us..13us"))?;
+                let (lo, hi) = (parse_duration_ns(lo)?, parse_duration_ns(hi)?);
+                if !(lo >= 0.0 && hi > lo) {
+                    bail!("--bucket {b}: the upper end must exceed the lower one");
+                }
+                Some((lo.round() as u64, hi.round() as u64))
             }
-            a = within_runs(&a, lo.round() as u64, hi.round() as u64);
-        }
-        let mut report = report_with_periods(&a, mode);
+        };
+        let scope = Scope {
+            mode,
+            runs,
+            periods: true,
+        };
+        let mut report = report_of(&a, scope)?;
         if bucket.is_some() {
             // Steal is counted for the whole run: nothing to compare a bucket's detours with.
             report.steal.clear();
@@ -87,7 +95,7 @@ impl AttributionArgs {
             write_output_bytes(p, attribution_csv(&report).as_bytes())?;
         }
         if bars_svg.is_some() || density_svg.is_some() {
-            let by_source = samples(&a, mode);
+            let by_source = samples_of(&a, mode, runs)?;
             let name = trace.file_stem().map_or(trace.display().to_string(), |s| {
                 s.to_string_lossy().into_owned()
             });
@@ -113,9 +121,14 @@ impl DiffArgs {
     /// Runs the subcommand; `json`: print JSON instead of text.
     pub(crate) fn run(self, json: bool) -> Result<()> {
         let DiffArgs { base, new, mode } = self;
+        let scope = Scope {
+            mode,
+            runs: None,
+            periods: true,
+        };
         let d = diff(
-            &report_with_periods(&load_attribution(&base)?, mode),
-            &report_with_periods(&load_attribution(&new)?, mode),
+            &report_of(&attribution_file(&base)?, scope)?,
+            &report_of(&attribution_file(&new)?, scope)?,
         );
         if json {
             print_json(&serde_json::to_value(&d)?)

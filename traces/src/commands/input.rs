@@ -10,6 +10,7 @@ use jitter_trace::attribution::{sidecar_path, Attribution};
 use jitter_trace::integrity::{Integrity, Salvage, SALVAGED_NOTE};
 use jitter_trace::interop::{import, Format};
 use jitter_trace::scan::{scan_trace, ChunkSink, Scan};
+use jitter_trace::sidecar_reader::SidecarFile;
 use jitter_trace::stream_order::{StreamSource, TraceFile};
 use jitter_trace::units::parse_duration_ns;
 use jitter_trace::{Trace, TraceError};
@@ -168,6 +169,27 @@ pub(crate) struct Source {
 
 /// Reads the attribution sidecar of `trace` and checks that it belongs to that collection.
 pub(crate) fn load_attribution(trace: &Path) -> Result<Attribution> {
+    let a = Attribution::read(&existing_sidecar(trace)?)?;
+    let start = collection_start(trace)?;
+    if start != a.collection_start_unix_ns {
+        bail!(
+            "{} belongs to another collection (started at {} ns, the trace at {start} ns)",
+            sidecar_path(trace).display(),
+            a.collection_start_unix_ns
+        );
+    }
+    Ok(a)
+}
+
+/// The attribution sidecar of `trace`, to be read detour by detour: each pass refuses it
+/// unless it belongs to the trace's collection.
+pub(crate) fn attribution_file(trace: &Path) -> Result<SidecarFile> {
+    let sidecar = existing_sidecar(trace)?;
+    Ok(SidecarFile::new(&sidecar).of_collection(collection_start(trace)?))
+}
+
+/// The sidecar path of `trace`, or the error of a trace collected without `--attribute`.
+fn existing_sidecar(trace: &Path) -> Result<std::path::PathBuf> {
     let sidecar = sidecar_path(trace);
     if !sidecar.exists() {
         bail!(
@@ -176,15 +198,11 @@ pub(crate) fn load_attribution(trace: &Path) -> Result<Attribution> {
             sidecar.display()
         );
     }
-    let a = Attribution::read(&sidecar)?;
+    Ok(sidecar)
+}
+
+/// The `collection_start_unix_ns` of the trace's header.
+fn collection_start(trace: &Path) -> Result<u64> {
     let reader = jitter_trace::TraceReader::open(trace)?;
-    let start = reader.header().collection_start_unix_ns;
-    if start != a.collection_start_unix_ns {
-        bail!(
-            "{} belongs to another collection (started at {} ns, the trace at {start} ns)",
-            sidecar.display(),
-            a.collection_start_unix_ns
-        );
-    }
-    Ok(a)
+    Ok(reader.header().collection_start_unix_ns)
 }

@@ -8,10 +8,11 @@ use serde_json::json;
 
 use jitter_trace::attribution::sidecar_path;
 use jitter_trace::output::write_output;
+use jitter_trace::sidecar_reader::DetourSource;
 use jitter_trace::units::parse_duration_ns;
 use jitter_trace::TraceError;
 
-use crate::commands::input::{load_attribution, source, Input};
+use crate::commands::input::{attribution_file, source, Input};
 use crate::commands::output::print_json;
 
 /// `jitter-trace perfetto`.
@@ -38,7 +39,7 @@ impl PerfettoArgs {
         use jitter_trace::interop::perfetto::{write_trace_events, Export};
         let t = source(std::slice::from_ref(&self.trace), &self.input)?.src;
         let a = if sidecar_path(&self.trace).exists() {
-            Some(load_attribution(&self.trace)?)
+            Some(attribution_file(&self.trace)?)
         } else {
             None
         };
@@ -63,7 +64,8 @@ impl PerfettoArgs {
         };
         let mut omitted = Default::default();
         write_output(&self.output, |w| -> Result<(), TraceError> {
-            omitted = write_trace_events(t.as_ref(), a.as_ref(), &e, w)?;
+            let a = a.as_ref().map(|a| a as &dyn DetourSource);
+            omitted = write_trace_events(t.as_ref(), a, &e, w)?;
             Ok(())
         })?;
         if json {

@@ -10,11 +10,12 @@
 //! `max_slices` are slices; the counter track still counts every detour, and the file's
 //! `metadata` says how many detours (and how much time) are in the counters only. Among equal
 //! run-times at that boundary the earlier CPU, then the earlier start, is a slice. The file is
-//! written as the trace is read stream by stream: it holds the slices kept, the counters and
-//! the attribution, never every detour.
+//! written as the trace is read stream by stream, then the attribution detour by detour: it
+//! holds the slices kept (with their sources) and the counters, never every detour.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::hash::Hasher;
 use std::io::Write;
 
 use serde::Serialize;
@@ -23,6 +24,7 @@ use serde_json::{json, Value};
 use crate::attribution::{AttributedDetour, Attribution};
 use crate::error::TraceError;
 use crate::model::Trace;
+use crate::sidecar_reader::DetourSource;
 use crate::stream_order::StreamSource;
 
 /// Width of one bin of the noise counter, ns.
@@ -146,6 +148,7 @@ pub fn trace_events(
     e: &Export,
 ) -> Result<(Value, Omitted), TraceError> {
     let mut bytes = Vec::new();
+    let attribution = attribution.map(|a| a as &dyn DetourSource);
     let omitted = write_trace_events(trace, attribution, e, &mut bytes)?;
     let doc = serde_json::from_slice(&bytes)
         .map_err(|e| TraceError::io("cannot read events back", e.into()))?;
@@ -154,11 +157,14 @@ pub fn trace_events(
 
 /// Writes the trace-event JSON of the trace of `src` (read stream by stream) to `out`, in
 /// the memory of the `max_slices` slices kept and the counters (one per CPU and 100 ms):
-/// nothing grows with the number of detours but what `attribution` holds. Ties among the
-/// longest detours at the `max_slices` boundary keep the earlier CPU, then the earlier start.
+/// nothing grows with the number of detours. The attribution (a sidecar file read detour by
+/// detour, or one in memory) is read once after the trace: each CPU entry's detours must be
+/// its stream's (their starts and run-times, compared by a 64-bit digest of the sequence and
+/// its length), and the slices' sources are kept. Ties among the longest detours at the
+/// `max_slices` boundary keep the earlier CPU, then the earlier start.
 pub fn write_trace_events(
     src: &dyn StreamSource,
-    attribution: Option<&Attribution>,
+    attribution: Option<&dyn DetourSource>,
     e: &Export,
     out: &mut dyn Write,
 ) -> Result<Omitted, TraceError> {
@@ -180,10 +186,8 @@ pub fn write_trace_events(
         }),
     )?;
     let mut longest = Longest::new(e.max_slices);
-    let mut att: Vec<Option<&[AttributedDetour]>> = Vec::new();
+    let mut digests = Vec::new();
     for (i, s) in trace.streams.iter().enumerate() {
-        let a = attribution.map(|a| entry(a, i, s)).transpose()?;
-        att.push(a);
         push(
             &mut events,
             &json!({
@@ -193,14 +197,10 @@ pub fn write_trace_events(
         )?;
         let mut bins: BTreeMap<u64, u64> = BTreeMap::new();
         let mut index = 0usize;
+        let mut digest = Digest::default();
         src.detours(i, &mut |run| {
             for d in run {
-                if a.is_some_and(|a| {
-                    a.get(index)
-                        .is_none_or(|x| (x.start_ns, x.run_ns) != (d.start_ns, d.run_ns))
-                }) {
-                    return Err(mismatch(s.cpu));
-                }
+                digest.add(d.start_ns, d.run_ns);
                 if d.end_ns() > from && d.start_ns < to {
                     add_to_bins(&mut bins, d.start_ns.max(from), d.end_ns().min(to), t0);
                     longest.offer(Item {
@@ -214,9 +214,7 @@ pub fn write_trace_events(
             }
             Ok(())
         })?;
-        if a.is_some_and(|a| a.len() != index) {
-            return Err(mismatch(s.cpu));
-        }
+        digests.push(digest);
         let (lo, hi) = (s.begin_ns.max(from), s.end_ns.min(to));
         let mut b = (lo.saturating_sub(t0) / COUNTER_BIN_NS) * COUNTER_BIN_NS + t0;
         while b < hi {
@@ -238,6 +236,10 @@ pub fn write_trace_events(
         }
     }
     let (items, omitted) = longest.finish();
+    let attributed = match attribution {
+        Some(a) => Some(slice_sources(a, &trace.streams, &digests, &items)?),
+        None => None,
+    };
     let metadata = json!({
         "host": trace.header.host,
         "kernel": trace.header.kernel_release,
@@ -252,9 +254,9 @@ pub fn write_trace_events(
     out.write_all(b",\"traceEvents\":[").map_err(io)?;
     out.write_all(&events).map_err(io)?;
     drop(events);
-    for x in &items {
+    for (k, x) in items.iter().enumerate() {
         let cpu = trace.streams[x.stream].cpu;
-        let attributed = att[x.stream].map(|a| &a[x.index]);
+        let attributed = attributed.as_ref().and_then(|a| a[k].as_ref());
         out.write_all(b",").map_err(io)?;
         serde_json::to_writer(&mut *out, &slice(x, attributed, cpu, us(x.start_ns)))
             .map_err(|e| io(e.into()))?;
@@ -263,19 +265,73 @@ pub fn write_trace_events(
     Ok(omitted)
 }
 
-/// The attribution's detours of stream `i` (checked against its detours as they are read).
-fn entry<'a>(
-    a: &'a Attribution,
-    i: usize,
-    s: &crate::model::Stream,
-) -> Result<&'a [AttributedDetour], TraceError> {
-    match a.cpus.iter().find(|c| c.cpu == s.cpu) {
-        Some(c) => Ok(&c.detours),
-        None => Err(TraceError::Argument(format!(
-            "the attribution has no entry for CPU {} (stream {i})",
-            s.cpu
-        ))),
+/// A stream's or CPU entry's sequence of (start, run-time): its length and a 64-bit digest.
+#[derive(Debug, Clone, Default)]
+struct Digest {
+    count: u64,
+    hash: std::hash::DefaultHasher,
+}
+
+impl Digest {
+    fn add(&mut self, start_ns: u64, run_ns: u64) {
+        self.count += 1;
+        self.hash.write_u64(start_ns);
+        self.hash.write_u64(run_ns);
     }
+
+    fn value(&self) -> (u64, u64) {
+        (self.count, self.hash.finish())
+    }
+}
+
+/// The attributed detour of each slice in `items` (in their order), in one pass over the
+/// attribution `a`: the first CPU entry of each stream's CPU must hold that stream's detours
+/// (`digests`, in stream order), or the attribution is refused as another trace's.
+fn slice_sources(
+    a: &dyn DetourSource,
+    streams: &[crate::model::Stream],
+    digests: &[Digest],
+    items: &[Item],
+) -> Result<Vec<Option<AttributedDetour>>, TraceError> {
+    let mut wanted: BTreeMap<u32, BTreeSet<usize>> = BTreeMap::new();
+    for x in items {
+        wanted
+            .entry(streams[x.stream].cpu)
+            .or_default()
+            .insert(x.index);
+    }
+    let mut entries: Vec<Digest> = Vec::new();
+    let mut kept: BTreeMap<(usize, usize), AttributedDetour> = BTreeMap::new();
+    let frame = a.pass(&mut |entry: usize, cpu: u32, d: &AttributedDetour| {
+        if entries.len() <= entry {
+            entries.resize(entry + 1, Digest::default());
+        }
+        let index = entries[entry].count as usize;
+        entries[entry].add(d.start_ns, d.run_ns);
+        if wanted.get(&cpu).is_some_and(|w| w.contains(&index)) {
+            kept.insert((entry, index), d.clone());
+        }
+        Ok(())
+    })?;
+    entries.resize(frame.detours.len(), Digest::default());
+    let cpus = &frame.attribution.cpus;
+    let mut entry_of = Vec::with_capacity(streams.len());
+    for (i, s) in streams.iter().enumerate() {
+        let Some(entry) = cpus.iter().position(|c| c.cpu == s.cpu) else {
+            return Err(TraceError::Argument(format!(
+                "the attribution has no entry for CPU {} (stream {i})",
+                s.cpu
+            )));
+        };
+        if entries[entry].value() != digests[i].value() {
+            return Err(mismatch(s.cpu));
+        }
+        entry_of.push(entry);
+    }
+    Ok(items
+        .iter()
+        .map(|x| kept.remove(&(entry_of[x.stream], x.index)))
+        .collect())
 }
 
 /// The error of an attribution that is not this trace's.

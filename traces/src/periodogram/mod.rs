@@ -24,15 +24,17 @@
 //! at least [`MIN_CYCLES`] times into the window.
 
 mod period;
+mod segments;
 
 pub use period::{
     Occurrences, Period, FALSE_ALARM, MAX_BINS, MAX_PERIODS, MAX_SEGMENTS, MIN_BIN_NS, MIN_CYCLES,
     MIN_OCCURRENCES, NEIGHBOURHOOD,
 };
+pub use segments::{BinnedSegment, Segments};
 
 // The spectrum itself (rustfft): only with the `periodogram` feature, which the collector and
 // the libraries loaded into MPI jobs leave out.
 #[cfg(feature = "periodogram")]
 mod spectrum;
 #[cfg(feature = "periodogram")]
-pub use spectrum::periods;
+pub use spectrum::{periods, periods_binned};

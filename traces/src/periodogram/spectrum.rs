@@ -3,59 +3,30 @@
 use rustfft::{num_complex::Complex, FftPlanner};
 
 use super::period::*;
+use super::segments::{BinnedSegment, Segments};
 
 /// The significant periods of a source seen on one or more CPUs, strongest family first (by
 /// the summed power of its peaks); empty when no period is significant.
 pub fn periods(cpus: &[Occurrences]) -> Vec<Period> {
-    let sorted: Vec<Vec<u64>> = cpus
-        .iter()
-        .map(|c| {
-            let mut t: Vec<u64> = c
-                .times_ns
-                .iter()
-                .copied()
-                .filter(|&t| t >= c.begin_ns && t < c.end_ns)
-                .collect();
-            t.sort_unstable();
-            t
-        })
-        .collect();
-    let max_len = MAX_BINS as u64 * MIN_BIN_NS;
-    let mut segments: Vec<Occurrences> = Vec::new();
-    for (c, t) in cpus.iter().zip(&sorted) {
-        let len = c.end_ns.saturating_sub(c.begin_ns);
-        let parts = len.div_ceil(max_len).max(1);
-        for i in 0..parts {
-            let begin = c.begin_ns + len * i / parts;
-            let end = c.begin_ns + len * (i + 1) / parts;
-            let (a, b) = (
-                t.partition_point(|&x| x < begin),
-                t.partition_point(|&x| x < end),
-            );
-            segments.push(Occurrences {
-                begin_ns: begin,
-                end_ns: end,
-                times_ns: &t[a..b],
-            });
+    let windows: Vec<(u64, u64)> = cpus.iter().map(|c| (c.begin_ns, c.end_ns)).collect();
+    let mut segments = Segments::new(&windows);
+    for (i, c) in cpus.iter().enumerate() {
+        for &t in c.times_ns {
+            segments.add(i, t);
         }
     }
-    if segments.len() > MAX_SEGMENTS {
-        let all = std::mem::take(&mut segments);
-        segments = (0..MAX_SEGMENTS)
-            .map(|i| all[i * all.len() / MAX_SEGMENTS])
-            .collect();
-    }
-    segment_periods(&segments)
+    periods_binned(&segments.binned().collect::<Vec<_>>())
 }
 
-/// [`periods`] of segments no longer than `MAX_BINS · MIN_BIN_NS`, their times sorted.
-fn segment_periods(cpus: &[Occurrences]) -> Vec<Period> {
+/// [`periods`] of the kept segments of [`Segments`], binned (the same periods, to the bit, as
+/// the occurrence times binned into them give).
+pub fn periods_binned(cpus: &[BinnedSegment]) -> Vec<Period> {
     let span = cpus
         .iter()
         .map(|c| c.end_ns.saturating_sub(c.begin_ns))
         .max()
         .unwrap_or(0);
-    let n: usize = cpus.iter().map(|c| c.times_ns.len()).sum();
+    let n: usize = cpus.iter().map(|c| c.count).sum();
     if n < MIN_OCCURRENCES || span == 0 {
         return Vec::new();
     }
@@ -75,18 +46,13 @@ fn segment_periods(cpus: &[Occurrences]) -> Vec<Period> {
         // The Hann window spans this CPU's data; the rest of the series is zero padding.
         let used =
             (((c.end_ns.saturating_sub(c.begin_ns)) as f64 / dt).ceil() as usize).clamp(1, bins);
-        let mut count = 0usize;
-        buf.iter_mut().for_each(|x| *x = Complex::new(0.0, 0.0));
-        for &t in c.times_ns {
-            if t < c.begin_ns || t >= c.end_ns {
-                continue;
-            }
-            let b = (((t - c.begin_ns) as f64 / dt) as usize).min(used - 1);
-            buf[b].re += 1.0;
-            count += 1;
-        }
+        let count = c.count;
         if count == 0 {
             continue;
+        }
+        buf.iter_mut().for_each(|x| *x = Complex::new(0.0, 0.0));
+        for (x, &k) in buf.iter_mut().zip(&c.counts) {
+            x.re = f64::from(k);
         }
         if window.len() != used {
             window = (0..used)
