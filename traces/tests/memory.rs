@@ -1,4 +1,5 @@
-//! Each `jitter-trace` command that reads a trace stream by stream holds the same memory for a
+//! Each `jitter-trace` command that reads a trace stream by stream (or a sidecar detour by
+//! detour) holds the same memory for a
 //! trace of 10⁶ detours as for one four times as long: its peak resident set (the child's
 //! `ru_maxrss`, from `wait4`) grows by less than [`MARGIN_KB`] between the two. A command that
 //! holds the trace (`convert` to LogGOPSim, whose export is written from the trace in memory:
@@ -161,4 +162,100 @@ fn compare_holds_its_grids_and_cells() {
 #[test]
 fn stats_holds_its_histograms() {
     assert_flat(&["stats", "{}"]);
+}
+
+/// Writes the sidecar `<trace>.attr.json` of a trace of [`trace`]'s making with `n` detours,
+/// detour by detour (this process must not grow: its children's peak RSS starts at its own):
+/// every detour attributed to one of four sources, half of it explained.
+fn sidecar(trace: &Path, n: usize) {
+    use std::io::Write;
+
+    use jitter_trace::attribution::{sidecar_path, AttributedDetour, Part};
+    let per = n / STREAMS;
+    let end = 5_000 * per as u64 + 5_000;
+    let file = std::fs::File::create(sidecar_path(trace)).unwrap();
+    let mut w = std::io::BufWriter::new(file);
+    write!(
+        w,
+        r#"{{"version":1,"collection_start_unix_ns":0,"trace_clock":"x86-tsc","events":[],"cpus":["#
+    )
+    .unwrap();
+    for s in 0..STREAMS {
+        let comma = if s > 0 { "," } else { "" };
+        write!(w, r#"{comma}{{"cpu":{s},"begin_ns":0,"end_ns":{end},"events":0,"events_lost":0,"detours":["#).unwrap();
+        for i in 0..per {
+            let (start, run) = (5_000 * i as u64 + s as u64, 300 + (i as u64 * 7919) % 4000);
+            let source = ["timer", "irq:virtio0", "task:kworker/0:1", "ipi:call"][i % 4];
+            let ns = run / 2 + (i as u64 % 7);
+            let d = AttributedDetour {
+                start_ns: start,
+                run_ns: run,
+                source: source.into(),
+                combination: source.into(),
+                explained_ns: ns,
+                parts: vec![Part {
+                    source: source.into(),
+                    start_ns: start,
+                    ns,
+                }],
+            };
+            if i > 0 {
+                w.write_all(b",").unwrap();
+            }
+            serde_json::to_writer(&mut w, &d).unwrap();
+        }
+        w.write_all(b"]}").unwrap();
+    }
+    w.write_all(br#"],"notes":{}}"#).unwrap();
+    w.flush().unwrap();
+}
+
+/// The short (5·10⁴ detours) and the long (2·10⁵) attributed trace, written once: a sidecar
+/// holds about 150 bytes of JSON per detour, so these are 7.5 and 30 MB.
+fn attributed() -> &'static (tempfile::TempDir, PathBuf, PathBuf) {
+    static TRACES: OnceLock<(tempfile::TempDir, PathBuf, PathBuf)> = OnceLock::new();
+    TRACES.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let (short, long) = (trace(dir.path(), 50_000), trace(dir.path(), 200_000));
+        sidecar(&short, 50_000);
+        sidecar(&long, 200_000);
+        (dir, short, long)
+    })
+}
+
+/// Peak RSS of the command on the short and the long attributed trace, KB.
+fn attributed_peaks(args: &[&str]) -> (i64, i64) {
+    let (_, short, long) = attributed();
+    let out = tempfile::tempdir().unwrap();
+    let a = peak_kb(out.path(), short, args);
+    let b = peak_kb(out.path(), long, args);
+    eprintln!("{args:?}: {a} KB at 5·10^4 attributed detours, {b} KB at 2·10^5");
+    (a, b)
+}
+
+#[test]
+fn the_sidecars_commands_hold_no_detour() {
+    for args in [
+        &["attribution", "{}"][..],
+        &[
+            "attribution",
+            "{}",
+            "--mode",
+            "time",
+            "--bucket",
+            "1us..3us",
+        ],
+        &["diff", "{}", "{}"],
+        &["advice", "{}"],
+        &["perfetto", "{}", "--max-slices", "1000", "-o", "{out}.json"],
+    ] {
+        let (a, b) = attributed_peaks(args);
+        assert!(
+            b - a < MARGIN_KB,
+            "{args:?}: peak RSS grew from {a} KB to {b} KB with the sidecar's length"
+        );
+    }
+    // The control: `filter` reads the sidecar whole (and the trace).
+    let (a, b) = attributed_peaks(&["filter", "{}", "--drop", "timer", "-o", "{out}.jtr"]);
+    assert!(b - a > 2 * MARGIN_KB, "filter: {a} KB, then {b} KB");
 }
