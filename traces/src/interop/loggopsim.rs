@@ -9,7 +9,8 @@
 //! period, and the file does not end in a newline (LogGOPSim reads the empty line after a final
 //! newline as a second copy of the last record). Import drops that end record. A trace
 //! with several streams is exported as one file per stream, its name the output name with
-//! [`CPU_PLACEHOLDER`] replaced by the stream's CPU (e.g. `node.cpu{cpu}.lgs`).
+//! [`CPU_PLACEHOLDER`] replaced by the stream's CPU (e.g. `node.cpu{cpu}.lgs`). A trace read
+//! stream by stream is written a run of detours at a time (`Codec::export_streams`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use super::codec::{assemble, int, io_w, lines, parse_err, with_file, Codec, Imported, Part};
 use crate::error::TraceError;
 use crate::model::{Detour, Stream, Trace};
+use crate::stream_order::{for_each_record, StreamSource};
 
 /// The LogGOPSim noise-trace codec (import and export).
 pub(super) struct LogGopSim;
@@ -34,20 +36,39 @@ impl Codec for LogGopSim {
         if trace.streams.len() == 1 {
             return with_file(path, |w| write_loggopsim(&trace.streams[0], w));
         }
-        if !path.to_string_lossy().contains(CPU_PLACEHOLDER) {
-            return Err(TraceError::Argument(format!(
-                "a LogGOPSim file holds one stream and this trace has {}: put {CPU_PLACEHOLDER} \
-                 in the output name for one file per CPU (e.g. node.cpu{CPU_PLACEHOLDER}.lgs), \
-                 or keep one CPU with `slice --cpus`",
-                trace.streams.len()
-            )));
-        }
+        check_placeholder(path, trace.streams.len())?;
         for s in &trace.streams {
             let p = per_stream_path(path, s.cpu);
             with_file(&p, |w| write_loggopsim(s, w))?;
         }
         Ok(())
     }
+
+    /// The bytes of [`Codec::export`], a stream at a time in the memory of one run of detours.
+    fn export_streams(&self, src: &dyn StreamSource, path: &Path) -> Result<(), TraceError> {
+        let streams = &src.frame().streams;
+        if streams.len() == 1 {
+            return with_file(path, |w| write_loggopsim_stream(src, 0, w));
+        }
+        check_placeholder(path, streams.len())?;
+        for (i, s) in streams.iter().enumerate() {
+            let p = per_stream_path(path, s.cpu);
+            with_file(&p, |w| write_loggopsim_stream(src, i, w))?;
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a multi-stream output name without [`CPU_PLACEHOLDER`], before anything is written.
+fn check_placeholder(path: &Path, streams: usize) -> Result<(), TraceError> {
+    if path.to_string_lossy().contains(CPU_PLACEHOLDER) {
+        return Ok(());
+    }
+    Err(TraceError::Argument(format!(
+        "a LogGOPSim file holds one stream and this trace has {streams}: put {CPU_PLACEHOLDER} \
+         in the output name for one file per CPU (e.g. node.cpu{CPU_PLACEHOLDER}.lgs), \
+         or keep one CPU with `slice --cpus`"
+    )))
 }
 
 /// What a multi-stream LogGOPSim output name holds where each file's CPU number goes.
@@ -77,6 +98,40 @@ pub fn write_loggopsim(stream: &Stream, w: &mut dyn Write) -> Result<(), TraceEr
         write!(w, "\n{}\t{}", r.start_ns - b, r.run_ns).map_err(io_w)?;
     }
     write!(w, "\n{}\t0", stream.end_ns - b).map_err(io_w)?;
+    Ok(())
+}
+
+/// [`write_loggopsim`] of stream `stream` of `src`, its detours read a run at a time.
+fn write_loggopsim_stream(
+    src: &dyn StreamSource,
+    stream: usize,
+    w: &mut dyn Write,
+) -> Result<(), TraceError> {
+    let s = &src.frame().streams[stream];
+    let b = s.begin_ns;
+    write!(
+        w,
+        "# jitter-trace cpu={} begin_ns={b} end_ns={} origin_ns={b}",
+        s.cpu, s.end_ns
+    )
+    .map_err(io_w)?;
+    let mut index = 0usize;
+    for_each_record(src, stream, &mut |r| {
+        let rel = r
+            .start_ns
+            .checked_sub(b)
+            .ok_or_else(|| TraceError::Invalid {
+                stream,
+                index,
+                reason: format!(
+                    "starts at {} ns, before the window's begin {b} ns",
+                    r.start_ns
+                ),
+            })?;
+        index += 1;
+        write!(w, "\n{rel}\t{}", r.run_ns).map_err(io_w)
+    })?;
+    write!(w, "\n{}\t0", s.end_ns - b).map_err(io_w)?;
     Ok(())
 }
 

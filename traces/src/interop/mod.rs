@@ -131,8 +131,8 @@ pub fn import(paths: &[PathBuf], format: Format) -> Result<Imported, TraceError>
     format.codec().import(paths)
 }
 
-/// Writes the trace of `src` to `path` in `format`, stream by stream (in the memory of one
-/// run of detours for `.jtr`, CSV and JSON lines; a LogGOPSim export reads it whole).
+/// Writes the trace of `src` to `path` in `format`, stream by stream, in the memory of one
+/// run of detours.
 pub fn export_streams(
     src: &dyn StreamSource,
     path: &Path,
