@@ -1,18 +1,22 @@
 //! Each `jitter-trace` command that reads a trace stream by stream holds the same memory for a
 //! trace of 10⁶ detours as for one four times as long: its peak resident set (the child's
-//! `ru_maxrss`, from `wait4`) grows by less than [`MARGIN_KB`] between the two. A command that
-//! holds the trace (`convert` of a CSV input, read whole: 24 bytes a detour and more, about
-//! 100 MB more for the longer trace) is the control: it must grow by more than twice the
-//! margin, or the measurement could not tell the two apart. The traces are written once for
-//! all cases. Run single-threaded (`--test-threads=1`): the commands are timed by nothing,
-//! but two at once would share the machine's memory pressure.
+//! `ru_maxrss`, from `wait4`) grows by less than [`MARGIN_KB`] between the two. So do the
+//! imports of text inputs (a CSV whose rows come last first, sorted on disk; LogGOPSim files).
+//! A command that holds what it makes (`synth`: 24 bytes a detour and more) is the control: it
+//! must grow by more than twice the margin, or the measurement could not tell the two apart.
+//! The inputs are written once for all cases. Run single-threaded (`--test-threads=1`): the
+//! commands are timed by nothing, but two at once would share the machine's memory pressure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use jitter_trace::interop::{export_streams, Format};
-use jitter_trace::stream_order::TraceFile;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+
+use jitter_trace::interop::{export_streams, per_stream_path, Format};
+use jitter_trace::stream_order::{StreamSource, TraceFile};
 use jitter_trace::{Detour, Header, TraceWriter};
 
 mod common {
@@ -25,7 +29,8 @@ use common::peak_rss::peak_rss_kb;
 /// on the 2-vCPU VM (debug build, 2026-11-27): at most 2.6 MB (`slice` to `.jtr`, whose writer
 /// gathers up to 2¹⁸ detours, 4 MiB, into a chunk: bounded, but fuller on a longer stream);
 /// every other command within ±0.4 MB; the control (`scale`, then) grew by 170 MB; since
-/// s5, the control (`convert` to LogGOPSim) 37 → 119 MB, `scale` and `merge` +0.4 MB.
+/// s5, the control (`convert` to LogGOPSim) 37 → 119 MB, `scale` and `merge` +0.4 MB; since
+/// s6, text imports −1.1 to +0.6 MB (18–22 MB), the control (`synth`) 40 → 134 MB.
 const MARGIN_KB: i64 = 8 * 1024;
 
 /// Streams of the generated traces.
@@ -71,13 +76,14 @@ fn trace(dir: &Path, n: usize) -> PathBuf {
     path
 }
 
-/// Runs `jitter-trace args…` (`{}` stands for the trace, `{out}` for an output in `dir`) and
-/// returns its peak resident set, KB.
-fn peak_kb(dir: &Path, trace: &Path, args: &[&str]) -> i64 {
+/// Runs `jitter-trace args…` (`{}` stands for the input files, `{out}` for an output in `dir`)
+/// and returns its peak resident set, KB.
+fn peak_kb(dir: &Path, inputs: &[PathBuf], args: &[&str]) -> i64 {
+    let out = dir.join("out").display().to_string();
     let args: Vec<String> = (args.iter())
-        .map(|a| {
-            a.replace("{}", &trace.display().to_string())
-                .replace("{out}", &dir.join("out").display().to_string())
+        .flat_map(|a| match *a {
+            "{}" => inputs.iter().map(|p| p.display().to_string()).collect(),
+            a => vec![a.replace("{out}", &out)],
         })
         .collect();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_jitter-trace"));
@@ -97,14 +103,22 @@ fn traces() -> &'static (tempfile::TempDir, PathBuf, PathBuf) {
     })
 }
 
-/// Peak RSS of the command on the short and the long trace, KB.
-fn peaks(args: &[&str]) -> (i64, i64) {
-    let (_, short, long) = traces();
+/// Peak RSS of the command on the short and the long input, KB.
+fn peaks_on(short: &[PathBuf], long: &[PathBuf], args: &[&str]) -> (i64, i64) {
     let out = tempfile::tempdir().unwrap();
     let a = peak_kb(out.path(), short, args);
     let b = peak_kb(out.path(), long, args);
-    eprintln!("{args:?}: {a} KB at 10^6 detours, {b} KB at 4·10^6");
+    eprintln!(
+        "{args:?} of {:?}: {a} KB at 10^6 detours, {b} KB at 4·10^6",
+        short[0]
+    );
     (a, b)
+}
+
+/// [`peaks_on`] the two `.jtr` traces.
+fn peaks(args: &[&str]) -> (i64, i64) {
+    let (_, short, long) = traces();
+    peaks_on(&[short.clone()], &[long.clone()], args)
 }
 
 fn assert_flat(args: &[&str]) {
@@ -115,35 +129,103 @@ fn assert_flat(args: &[&str]) {
     );
 }
 
-/// The short and the long trace as CSV (written once, stream by stream, from the `.jtr`).
-fn csv_traces() -> &'static (PathBuf, PathBuf) {
-    static CSV: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    CSV.get_or_init(|| {
+fn assert_flat_on(short: &[PathBuf], long: &[PathBuf], args: &[&str]) {
+    let (a, b) = peaks_on(short, long, args);
+    assert!(
+        b - a < MARGIN_KB,
+        "{args:?}: peak RSS grew from {a} KB to {b} KB with the input's length"
+    );
+}
+
+/// The rows of [`trace`]'s trace of `n` detours as CSV, the last first: every stream's rows
+/// out of order, for the import to sort (on disk, in bounded memory).
+fn reversed_csv(dir: &Path, n: usize) -> PathBuf {
+    let path = dir.join(format!("r{n}.csv"));
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(w, "cpu,start_ns,run_ns").unwrap();
+    for i in (0..n / STREAMS).rev() {
+        for s in (0..STREAMS).rev() {
+            let (start, run) = (5_000 * i as u64 + s as u64, 300 + (i as u64 * 7919) % 4000);
+            writeln!(w, "{s},{start},{run}").unwrap();
+        }
+    }
+    w.flush().unwrap();
+    path
+}
+
+/// The short and the long trace as reversed CSV ([`reversed_csv`]) and as LogGOPSim files
+/// (one per stream, from the `.jtr`), written once.
+fn text_traces() -> &'static [Vec<PathBuf>; 4] {
+    static TEXT: OnceLock<[Vec<PathBuf>; 4]> = OnceLock::new();
+    TEXT.get_or_init(|| {
         let (dir, short, long) = traces();
-        let as_csv = |jtr: &Path| {
-            let csv = dir
-                .path()
-                .join(jtr.with_extension("csv").file_name().unwrap());
+        let lgs = |jtr: &Path| {
+            let stem = jtr.file_stem().unwrap().to_string_lossy().into_owned();
+            let name = dir.path().join(format!("{stem}.cpu{{cpu}}.lgs"));
             let file = TraceFile::open(jtr).unwrap();
-            export_streams(&file, &csv, Format::Csv).unwrap();
-            csv
+            export_streams(&file, &name, Format::LogGopSim).unwrap();
+            (0..STREAMS as u32)
+                .map(|c| per_stream_path(&name, c))
+                .collect()
         };
-        (as_csv(short), as_csv(long))
+        [
+            vec![reversed_csv(dir.path(), 1_000_000)],
+            vec![reversed_csv(dir.path(), 4_000_000)],
+            lgs(short),
+            lgs(long),
+        ]
     })
 }
 
 #[test]
 fn the_control_grows_with_the_length() {
-    let (short, long) = csv_traces();
+    // `synth` holds the trace it makes: 10^6, then 4·10^6 detours over four streams.
+    let out = tempfile::tempdir().unwrap();
+    let synth = |seconds: &str| {
+        let args = ["synth", "periodic:period=5us,dur=300ns", "--streams", "4"];
+        let more = ["--duration", seconds, "-o", "{out}.jtr"];
+        peak_kb(out.path(), &[], &[&args[..], &more[..]].concat())
+    };
+    let (a, b) = (synth("1250ms"), synth("5s"));
+    eprintln!("synth: {a} KB at 10^6 detours, {b} KB at 4·10^6");
+    assert!(b - a > 2 * MARGIN_KB, "synth: {a} KB, then {b} KB");
+}
+
+#[test]
+fn text_inputs_are_imported_in_bounded_memory() {
+    let [csv_short, csv_long, lgs_short, lgs_long] = text_traces();
+    assert_flat_on(lgs_short, lgs_long, &["stats", "{}"]);
+    // The long CSV sorted on disk (four runs a stream, merged) holds the trace's detours.
     let out = tempfile::tempdir().unwrap();
     let args = ["convert", "{}", "-o", "{out}.jtr"];
-    let a = peak_kb(out.path(), short, &args);
-    let b = peak_kb(out.path(), long, &args);
-    eprintln!("{args:?} of CSV: {a} KB at 10^6 detours, {b} KB at 4·10^6");
-    assert!(
-        b - a > 2 * MARGIN_KB,
-        "convert of a CSV: {a} KB, then {b} KB"
-    );
+    let a = peak_kb(out.path(), csv_short, &args);
+    let b = peak_kb(out.path(), csv_long, &args);
+    eprintln!("{args:?} of the reversed CSV: {a} KB at 10^6 detours, {b} KB at 4·10^6");
+    assert!(b - a < MARGIN_KB, "convert of a CSV: {a} KB, then {b} KB");
+    // Compared stream by stream, so that this process stays small (a child's peak counts the
+    // parent's pages it was forked with).
+    let back = TraceFile::open(&out.path().join("out.jtr")).unwrap();
+    let original = TraceFile::open(&traces().2).unwrap();
+    assert_eq!(back.frame().streams.len(), STREAMS);
+    for s in 0..STREAMS {
+        assert_eq!(
+            fingerprint(&back, s),
+            fingerprint(&original, s),
+            "stream {s}"
+        );
+    }
+}
+
+/// The detours of stream `s` hashed in order, and how many.
+fn fingerprint(src: &dyn StreamSource, s: usize) -> (u64, usize) {
+    let (mut h, mut n) = (DefaultHasher::new(), 0);
+    src.detours(s, &mut |run| {
+        run.iter().for_each(|d| (d.start_ns, d.run_ns).hash(&mut h));
+        n += run.len();
+        Ok(())
+    })
+    .unwrap();
+    (h.finish(), n)
 }
 
 #[test]

@@ -15,8 +15,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::codec::{assemble, int, io_w, lines, parse_err, with_file, Codec, Imported, Part};
+use super::codec::{assemble, int, io_w, lines, parse_err, with_file, Codec, Part};
+use super::spill::{cap, Spilled, Store};
 use crate::error::TraceError;
+use crate::load::read_trace;
 use crate::model::{Detour, Stream, Trace};
 use crate::stream_order::{for_each_record, StreamSource};
 
@@ -28,8 +30,8 @@ impl Codec for LogGopSim {
         "LogGOPSim"
     }
 
-    fn import(&self, paths: &[PathBuf]) -> Result<Imported, TraceError> {
-        read_loggopsim(paths).map(Imported::complete)
+    fn spill(&self, paths: &[PathBuf]) -> Result<Spilled, TraceError> {
+        spill_loggopsim(paths)
     }
 
     fn export(&self, trace: &Trace, path: &Path) -> Result<(), TraceError> {
@@ -137,14 +139,15 @@ fn write_loggopsim_stream(
 
 /// Reads LogGOPSim/netgauge noise traces, one stream per file.
 pub fn read_loggopsim(paths: &[PathBuf]) -> Result<Trace, TraceError> {
+    Ok(read_trace(spill_loggopsim(paths)?.path())?.trace)
+}
+
+/// [`read_loggopsim`] into a temporary `.jtr`, in bounded memory ([`super::spill`]).
+fn spill_loggopsim(paths: &[PathBuf]) -> Result<Spilled, TraceError> {
+    let store = Store::new()?;
     let mut parts = Vec::new();
     for (i, path) in paths.iter().enumerate() {
-        let mut part = Part {
-            cpu: i as u32,
-            window: None,
-            detours: Vec::new(),
-            path: path.clone(),
-        };
+        let mut part = Part::new(i as u32, path);
         // Starts are relative to this (the `origin_ns` of an export; 0 otherwise).
         let mut origin = 0u64;
         for (n, line) in lines(path)? {
@@ -184,11 +187,13 @@ pub fn read_loggopsim(paths: &[PathBuf]) -> Result<Trace, TraceError> {
             if run_ns == 0 && part.window.is_some_and(|(_, e)| e == start_ns) {
                 continue;
             }
-            part.detours.push((Detour { start_ns, run_ns }, n));
+            let row = (Detour { start_ns, run_ns }, n);
+            part.detours.push(&store, row, cap(1))?;
         }
+        part.detours.seal(&store)?;
         parts.push(part);
     }
-    assemble(parts, "loggopsim")
+    assemble(parts, store, "loggopsim", |_| {})
 }
 
 /// The jitter-trace comment: CPU, window and the origin of the starts (0 when absent).
