@@ -118,7 +118,11 @@ fn peaks_on(short: &[PathBuf], long: &[PathBuf], args: &[&str]) -> (i64, i64) {
 /// [`peaks_on`] the two `.jtr` traces.
 fn peaks(args: &[&str]) -> (i64, i64) {
     let (_, short, long) = traces();
-    peaks_on(&[short.clone()], &[long.clone()], args)
+    peaks_on(
+        std::slice::from_ref(short),
+        std::slice::from_ref(long),
+        args,
+    )
 }
 
 fn assert_flat(args: &[&str]) {
