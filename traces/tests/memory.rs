@@ -1,7 +1,8 @@
 //! Each `jitter-trace` command that reads a trace stream by stream holds the same memory for a
 //! trace of 10⁶ detours as for one four times as long: its peak resident set (the child's
 //! `ru_maxrss`, from `wait4`) grows by less than [`MARGIN_KB`] between the two. So do the
-//! imports of text inputs (a CSV whose rows come last first, sorted on disk; LogGOPSim files).
+//! imports of text inputs (a CSV whose rows come last first, sorted on disk; LogGOPSim files),
+//! from 5·10⁵ to 2·10⁶ rows: above the import's buffer of 2¹⁸ rows, and half the parsing time.
 //! A command that holds what it makes (`synth`: 24 bytes a detour and more) is the control: it
 //! must grow by more than twice the margin, or the measurement could not tell the two apart.
 //! The inputs are written once for all cases. Run single-threaded (`--test-threads=1`): the
@@ -30,7 +31,9 @@ use common::peak_rss::peak_rss_kb;
 /// gathers up to 2¹⁸ detours, 4 MiB, into a chunk: bounded, but fuller on a longer stream);
 /// every other command within ±0.4 MB; the control (`scale`, then) grew by 170 MB; since
 /// s5, the control (`convert` to LogGOPSim) 37 → 119 MB, `scale` and `merge` +0.4 MB; since
-/// s6, text imports −1.1 to +0.6 MB (18–22 MB), the control (`synth`) 40 → 134 MB.
+/// s6, text imports −1.1 to +0.6 MB (18–22 MB), the control (`synth`) 40 → 134 MB; with the
+/// text inputs at 5·10⁵ → 2·10⁶ rows, `stats` of LogGOPSim files 16.5 → 21.1 MB (its buffers
+/// not yet full at 5·10⁵; a whole read would grow by about 50 MB), the CSV import flat.
 const MARGIN_KB: i64 = 8 * 1024;
 
 /// Streams of the generated traces.
@@ -109,8 +112,8 @@ fn peaks_on(short: &[PathBuf], long: &[PathBuf], args: &[&str]) -> (i64, i64) {
     let a = peak_kb(out.path(), short, args);
     let b = peak_kb(out.path(), long, args);
     eprintln!(
-        "{args:?} of {:?}: {a} KB at 10^6 detours, {b} KB at 4·10^6",
-        short[0]
+        "{args:?}: {a} KB on {:?}, {b} KB on {:?}",
+        short[0], long[0]
     );
     (a, b)
 }
@@ -157,12 +160,17 @@ fn reversed_csv(dir: &Path, n: usize) -> PathBuf {
     path
 }
 
-/// The short and the long trace as reversed CSV ([`reversed_csv`]) and as LogGOPSim files
-/// (one per stream, from the `.jtr`), written once.
-fn text_traces() -> &'static [Vec<PathBuf>; 4] {
-    static TEXT: OnceLock<[Vec<PathBuf>; 4]> = OnceLock::new();
+/// Rows of the short and the long text input.
+const TEXT_ROWS: [usize; 2] = [500_000, 2_000_000];
+
+/// The short and the long text input as reversed CSV ([`reversed_csv`]) and as LogGOPSim files
+/// (one per stream, from a `.jtr` of as many detours), written once; and that long `.jtr`.
+fn text_traces() -> &'static ([Vec<PathBuf>; 4], PathBuf) {
+    static TEXT: OnceLock<([Vec<PathBuf>; 4], PathBuf)> = OnceLock::new();
     TEXT.get_or_init(|| {
-        let (dir, short, long) = traces();
+        let dir = &traces().0;
+        let [n_short, n_long] = TEXT_ROWS;
+        let (short, long) = (trace(dir.path(), n_short), trace(dir.path(), n_long));
         let lgs = |jtr: &Path| {
             let stem = jtr.file_stem().unwrap().to_string_lossy().into_owned();
             let name = dir.path().join(format!("{stem}.cpu{{cpu}}.lgs"));
@@ -172,12 +180,13 @@ fn text_traces() -> &'static [Vec<PathBuf>; 4] {
                 .map(|c| per_stream_path(&name, c))
                 .collect()
         };
-        [
-            vec![reversed_csv(dir.path(), 1_000_000)],
-            vec![reversed_csv(dir.path(), 4_000_000)],
-            lgs(short),
-            lgs(long),
-        ]
+        let text = [
+            vec![reversed_csv(dir.path(), n_short)],
+            vec![reversed_csv(dir.path(), n_long)],
+            lgs(&short),
+            lgs(&long),
+        ];
+        (text, long)
     })
 }
 
@@ -197,19 +206,19 @@ fn the_control_grows_with_the_length() {
 
 #[test]
 fn text_inputs_are_imported_in_bounded_memory() {
-    let [csv_short, csv_long, lgs_short, lgs_long] = text_traces();
+    let ([csv_short, csv_long, lgs_short, lgs_long], long) = text_traces();
     assert_flat_on(lgs_short, lgs_long, &["stats", "{}"]);
     // The long CSV sorted on disk (four runs a stream, merged) holds the trace's detours.
     let out = tempfile::tempdir().unwrap();
     let args = ["convert", "{}", "-o", "{out}.jtr"];
     let a = peak_kb(out.path(), csv_short, &args);
     let b = peak_kb(out.path(), csv_long, &args);
-    eprintln!("{args:?} of the reversed CSV: {a} KB at 10^6 detours, {b} KB at 4·10^6");
+    eprintln!("{args:?} of the reversed CSV: {a} KB at 5·10^5 rows, {b} KB at 2·10^6");
     assert!(b - a < MARGIN_KB, "convert of a CSV: {a} KB, then {b} KB");
     // Compared stream by stream, so that this process stays small (a child's peak counts the
     // parent's pages it was forked with).
     let back = TraceFile::open(&out.path().join("out.jtr")).unwrap();
-    let original = TraceFile::open(&traces().2).unwrap();
+    let original = TraceFile::open(long).unwrap();
     assert_eq!(back.frame().streams.len(), STREAMS);
     for s in 0..STREAMS {
         assert_eq!(
