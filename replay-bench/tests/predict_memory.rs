@@ -1,7 +1,9 @@
 //! `replay-bench predict` holds the records of the streams it replays only: with
 //! `--ranks-per-node 1` its peak resident set (the child's `ru_maxrss`, from `wait4`) is the
 //! same whether the trace's other three streams hold 9·10⁵ or 3.6·10⁶ detours together
-//! (stream 0 the same in both), while `--ranks-per-node 4` (every stream replayed: the control) grows with them.
+//! (stream 0 the same in both), and so does `--drivers` (which reads the trace again for its
+//! size classes), while `--ranks-per-node 4` (every stream replayed: the control) grows with
+//! them.
 //! Timed by nothing; run single-threaded (`--test-threads=1`) so that two children do not
 //! share the machine's memory pressure.
 
@@ -64,8 +66,8 @@ fn trace(dir: &Path, others: u64) -> PathBuf {
     path
 }
 
-/// Peak RSS of `replay-bench predict` on `trace` with `k` ranks per node, KB.
-fn peak_kb(trace: &Path, k: &str) -> i64 {
+/// Peak RSS of `replay-bench predict` on `trace` with `k` ranks per node and `more` flags, KB.
+fn peak_kb(trace: &Path, k: &str, more: &[&str]) -> i64 {
     let args = [
         "predict",
         "--ranks",
@@ -79,7 +81,7 @@ fn peak_kb(trace: &Path, k: &str) -> i64 {
         "--trace",
     ];
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_replay-bench"));
-    cmd.args(args).arg(trace);
+    cmd.args(args).arg(trace).args(more);
     peak_rss_kb(cmd)
 }
 
@@ -88,10 +90,21 @@ fn predict_holds_the_streams_it_replays_only() {
     let dir = tempfile::tempdir().unwrap();
     let short = trace(dir.path(), 300_000);
     let long = trace(dir.path(), 1_200_000);
-    let (a, b) = (peak_kb(&short, "1"), peak_kb(&long, "1"));
+    let (a, b) = (peak_kb(&short, "1", &[]), peak_kb(&long, "1", &[]));
     eprintln!("--ranks-per-node 1: {a} KB with 9·10^5 other detours, {b} KB with 3.6·10^6");
     assert!(b - a < MARGIN_KB, "peak RSS grew from {a} KB to {b} KB");
-    let (c, d) = (peak_kb(&short, "4"), peak_kb(&long, "4"));
+    // `--drivers` reads the trace again for its size classes: the replayed streams only.
+    let drivers = ["--drivers"];
+    let (a, b) = (
+        peak_kb(&short, "1", &drivers),
+        peak_kb(&long, "1", &drivers),
+    );
+    eprintln!("--drivers, --ranks-per-node 1: {a} KB, then {b} KB");
+    assert!(
+        b - a < MARGIN_KB,
+        "--drivers: peak RSS grew from {a} KB to {b} KB"
+    );
+    let (c, d) = (peak_kb(&short, "4", &[]), peak_kb(&long, "4", &[]));
     eprintln!("--ranks-per-node 4 (control): {c} KB, then {d} KB");
     assert!(d - c > 2 * MARGIN_KB, "the control: {c} KB, then {d} KB");
 }

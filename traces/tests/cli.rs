@@ -733,3 +733,42 @@ fn transforms_refuse_results_that_are_not_the_trace_asked_for() {
         &text[..80.min(text.len())]
     );
 }
+
+#[test]
+fn a_text_input_is_imported_through_a_temporary_trace_removed_on_every_exit() {
+    let d = tempfile::tempdir().unwrap();
+    let tmp = d.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let in_tmp = |args: &[&str]| {
+        (bin().current_dir(d.path()).env("TMPDIR", &tmp).args(args))
+            .output()
+            .unwrap()
+    };
+    let left = || std::fs::read_dir(&tmp).unwrap().count();
+    // Rows out of order: grouped by CPU and sorted by start.
+    let csv = "cpu,start_ns,run_ns\n1,900,5\n0,300,20\n1,100,7\n0,50,10\n";
+    std::fs::write(d.path().join("t.csv"), csv).unwrap();
+    let o = in_tmp(&["convert", "t.csv", "-o", "t2.csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let back = std::fs::read_to_string(d.path().join("t2.csv")).unwrap();
+    let expected = "cpu,start_ns,run_ns,sleep_ns\n0,50,10,240\n0,300,20,585\n\
+                    1,100,7,793\n1,900,5,0\n";
+    assert_eq!(back, expected);
+    assert_eq!(left(), 0, "a temporary import was left behind");
+    // A malformed row (an overlap found once sorted) names its line; nothing left either.
+    std::fs::write(d.path().join("o.csv"), format!("{csv}0,305,1\n")).unwrap();
+    let o = in_tmp(&["stats", "o.csv"]);
+    assert_error(
+        &o,
+        "o.csv:6: detour at 305 ns overlaps the one at 300 ns (run 20 ns)",
+    );
+    assert_eq!(left(), 0, "a failed import left its temporary behind");
+    // A directory that cannot hold the import: one line naming what failed.
+    let o = (bin()
+        .current_dir(d.path())
+        .env("TMPDIR", d.path().join("missing")))
+    .args(["stats", "t.csv"])
+    .output()
+    .unwrap();
+    assert_error(&o, "cannot create a temporary directory to import");
+}

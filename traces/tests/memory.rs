@@ -1,17 +1,24 @@
 //! Each `jitter-trace` command that reads a trace stream by stream (or a sidecar detour by
 //! detour) holds the same memory for a
 //! trace of 10⁶ detours as for one four times as long: its peak resident set (the child's
-//! `ru_maxrss`, from `wait4`) grows by less than [`MARGIN_KB`] between the two. A command that
-//! holds the trace (`convert` to LogGOPSim, whose export is written from the trace in memory:
-//! 24 bytes a detour and more, 72 MB more for the longer trace) is the control: it must grow by
-//! more than twice the margin, or the measurement could not tell the two apart. The two traces
-//! are written once for all cases. Run single-threaded (`--test-threads=1`): the commands are
-//! timed by nothing, but two at once would share the machine's memory pressure.
+//! `ru_maxrss`, from `wait4`) grows by less than [`MARGIN_KB`] between the two. So do the
+//! imports of text inputs (a CSV whose rows come last first, sorted on disk; LogGOPSim files),
+//! from 5·10⁵ to 2·10⁶ rows: above the import's buffer of 2¹⁸ rows, and half the parsing time.
+//! A command that holds what it makes (`synth`: 24 bytes a detour and more) is the control: it
+//! must grow by more than twice the margin, or the measurement could not tell the two apart.
+//! The inputs are written once for all cases. Run single-threaded (`--test-threads=1`): the
+//! commands are timed by nothing, but two at once would share the machine's memory pressure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+
+use jitter_trace::interop::{export_streams, per_stream_path, Format};
+use jitter_trace::stream_order::{StreamSource, TraceFile};
 use jitter_trace::{Detour, Header, TraceWriter};
 
 mod common {
@@ -24,7 +31,10 @@ use common::peak_rss::peak_rss_kb;
 /// on the 2-vCPU VM (debug build, 2026-11-27): at most 2.6 MB (`slice` to `.jtr`, whose writer
 /// gathers up to 2¹⁸ detours, 4 MiB, into a chunk: bounded, but fuller on a longer stream);
 /// every other command within ±0.4 MB; the control (`scale`, then) grew by 170 MB; since
-/// s5, the control (`convert` to LogGOPSim) 37 → 119 MB, `scale` and `merge` +0.4 MB.
+/// s5, the control (`convert` to LogGOPSim) 37 → 119 MB, `scale` and `merge` +0.4 MB; since
+/// s6, text imports −1.1 to +0.6 MB (18–22 MB), the control (`synth`) 40 → 134 MB; with the
+/// text inputs at 5·10⁵ → 2·10⁶ rows, `stats` of LogGOPSim files 16.5 → 21.1 MB (its buffers
+/// not yet full at 5·10⁵; a whole read would grow by about 50 MB), the CSV import flat.
 const MARGIN_KB: i64 = 8 * 1024;
 
 /// Streams of the generated traces.
@@ -70,13 +80,14 @@ fn trace(dir: &Path, n: usize) -> PathBuf {
     path
 }
 
-/// Runs `jitter-trace args…` (`{}` stands for the trace, `{out}` for an output in `dir`) and
-/// returns its peak resident set, KB.
-fn peak_kb(dir: &Path, trace: &Path, args: &[&str]) -> i64 {
+/// Runs `jitter-trace args…` (`{}` stands for the input files, `{out}` for an output in `dir`)
+/// and returns its peak resident set, KB.
+fn peak_kb(dir: &Path, inputs: &[PathBuf], args: &[&str]) -> i64 {
+    let out = dir.join("out").display().to_string();
     let args: Vec<String> = (args.iter())
-        .map(|a| {
-            a.replace("{}", &trace.display().to_string())
-                .replace("{out}", &dir.join("out").display().to_string())
+        .flat_map(|a| match *a {
+            "{}" => inputs.iter().map(|p| p.display().to_string()).collect(),
+            a => vec![a.replace("{out}", &out)],
         })
         .collect();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_jitter-trace"));
@@ -96,14 +107,26 @@ fn traces() -> &'static (tempfile::TempDir, PathBuf, PathBuf) {
     })
 }
 
-/// Peak RSS of the command on the short and the long trace, KB.
-fn peaks(args: &[&str]) -> (i64, i64) {
-    let (_, short, long) = traces();
+/// Peak RSS of the command on the short and the long input, KB.
+fn peaks_on(short: &[PathBuf], long: &[PathBuf], args: &[&str]) -> (i64, i64) {
     let out = tempfile::tempdir().unwrap();
     let a = peak_kb(out.path(), short, args);
     let b = peak_kb(out.path(), long, args);
-    eprintln!("{args:?}: {a} KB at 10^6 detours, {b} KB at 4·10^6");
+    eprintln!(
+        "{args:?}: {a} KB on {:?}, {b} KB on {:?}",
+        short[0], long[0]
+    );
     (a, b)
+}
+
+/// [`peaks_on`] the two `.jtr` traces.
+fn peaks(args: &[&str]) -> (i64, i64) {
+    let (_, short, long) = traces();
+    peaks_on(
+        std::slice::from_ref(short),
+        std::slice::from_ref(long),
+        args,
+    )
 }
 
 fn assert_flat(args: &[&str]) {
@@ -114,13 +137,109 @@ fn assert_flat(args: &[&str]) {
     );
 }
 
+fn assert_flat_on(short: &[PathBuf], long: &[PathBuf], args: &[&str]) {
+    let (a, b) = peaks_on(short, long, args);
+    assert!(
+        b - a < MARGIN_KB,
+        "{args:?}: peak RSS grew from {a} KB to {b} KB with the input's length"
+    );
+}
+
+/// The rows of [`trace`]'s trace of `n` detours as CSV, the last first: every stream's rows
+/// out of order, for the import to sort (on disk, in bounded memory).
+fn reversed_csv(dir: &Path, n: usize) -> PathBuf {
+    let path = dir.join(format!("r{n}.csv"));
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(w, "cpu,start_ns,run_ns").unwrap();
+    for i in (0..n / STREAMS).rev() {
+        for s in (0..STREAMS).rev() {
+            let (start, run) = (5_000 * i as u64 + s as u64, 300 + (i as u64 * 7919) % 4000);
+            writeln!(w, "{s},{start},{run}").unwrap();
+        }
+    }
+    w.flush().unwrap();
+    path
+}
+
+/// Rows of the short and the long text input.
+const TEXT_ROWS: [usize; 2] = [500_000, 2_000_000];
+
+/// The short and the long text input as reversed CSV ([`reversed_csv`]) and as LogGOPSim files
+/// (one per stream, from a `.jtr` of as many detours), written once; and that long `.jtr`.
+fn text_traces() -> &'static ([Vec<PathBuf>; 4], PathBuf) {
+    static TEXT: OnceLock<([Vec<PathBuf>; 4], PathBuf)> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let dir = &traces().0;
+        let [n_short, n_long] = TEXT_ROWS;
+        let (short, long) = (trace(dir.path(), n_short), trace(dir.path(), n_long));
+        let lgs = |jtr: &Path| {
+            let stem = jtr.file_stem().unwrap().to_string_lossy().into_owned();
+            let name = dir.path().join(format!("{stem}.cpu{{cpu}}.lgs"));
+            let file = TraceFile::open(jtr).unwrap();
+            export_streams(&file, &name, Format::LogGopSim).unwrap();
+            (0..STREAMS as u32)
+                .map(|c| per_stream_path(&name, c))
+                .collect()
+        };
+        let text = [
+            vec![reversed_csv(dir.path(), n_short)],
+            vec![reversed_csv(dir.path(), n_long)],
+            lgs(&short),
+            lgs(&long),
+        ];
+        (text, long)
+    })
+}
+
 #[test]
 fn the_control_grows_with_the_length() {
-    let (a, b) = peaks(&["convert", "{}", "-o", "{out}{cpu}.lgs"]);
-    assert!(
-        b - a > 2 * MARGIN_KB,
-        "convert to LogGOPSim: {a} KB, then {b} KB"
-    );
+    // `synth` holds the trace it makes: 10^6, then 4·10^6 detours over four streams.
+    let out = tempfile::tempdir().unwrap();
+    let synth = |seconds: &str| {
+        let args = ["synth", "periodic:period=5us,dur=300ns", "--streams", "4"];
+        let more = ["--duration", seconds, "-o", "{out}.jtr"];
+        peak_kb(out.path(), &[], &[&args[..], &more[..]].concat())
+    };
+    let (a, b) = (synth("1250ms"), synth("5s"));
+    eprintln!("synth: {a} KB at 10^6 detours, {b} KB at 4·10^6");
+    assert!(b - a > 2 * MARGIN_KB, "synth: {a} KB, then {b} KB");
+}
+
+#[test]
+fn text_inputs_are_imported_in_bounded_memory() {
+    let ([csv_short, csv_long, lgs_short, lgs_long], long) = text_traces();
+    assert_flat_on(lgs_short, lgs_long, &["stats", "{}"]);
+    // The long CSV sorted on disk (four runs a stream, merged) holds the trace's detours.
+    let out = tempfile::tempdir().unwrap();
+    let args = ["convert", "{}", "-o", "{out}.jtr"];
+    let a = peak_kb(out.path(), csv_short, &args);
+    let b = peak_kb(out.path(), csv_long, &args);
+    eprintln!("{args:?} of the reversed CSV: {a} KB at 5·10^5 rows, {b} KB at 2·10^6");
+    assert!(b - a < MARGIN_KB, "convert of a CSV: {a} KB, then {b} KB");
+    // Compared stream by stream, so that this process stays small (a child's peak counts the
+    // parent's pages it was forked with).
+    let back = TraceFile::open(&out.path().join("out.jtr")).unwrap();
+    let original = TraceFile::open(long).unwrap();
+    assert_eq!(back.frame().streams.len(), STREAMS);
+    for s in 0..STREAMS {
+        assert_eq!(
+            fingerprint(&back, s),
+            fingerprint(&original, s),
+            "stream {s}"
+        );
+    }
+}
+
+/// The detours of stream `s` hashed in order, and how many.
+fn fingerprint(src: &dyn StreamSource, s: usize) -> (u64, usize) {
+    let (mut h, mut n) = (DefaultHasher::new(), 0);
+    src.detours(s, &mut |run| {
+        run.iter().for_each(|d| (d.start_ns, d.run_ns).hash(&mut h));
+        n += run.len();
+        Ok(())
+    })
+    .unwrap();
+    (h.finish(), n)
 }
 
 #[test]
@@ -133,6 +252,7 @@ fn scale_and_merge_hold_one_chunk() {
 fn convert_holds_one_chunk() {
     assert_flat(&["convert", "{}", "-o", "{out}.csv"]);
     assert_flat(&["convert", "{}", "-o", "{out}.jtr"]);
+    assert_flat(&["convert", "{}", "-o", "{out}{cpu}.lgs"]);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use jitter_trace::compare::{compare, compare_sources};
 use jitter_trace::format::{Epilogue, TraceWriter};
 use jitter_trace::interop::perfetto::{write_trace_events, Export};
-use jitter_trace::interop::{export, export_streams, Format};
+use jitter_trace::interop::{export, export_streams, per_stream_path, Format};
 use jitter_trace::load::read_trace;
 use jitter_trace::rewritten::{Merged, Scaled};
 use jitter_trace::sliced::{Part, SliceSpec, Sliced};
@@ -75,15 +75,30 @@ fn every_export_stream_by_stream_is_the_export_of_the_whole_trace() {
             ("jsonl", Format::JsonLines),
             ("lgs", Format::LogGopSim),
         ] {
-            if format == Format::LogGopSim && whole.streams.len() > 1 {
-                continue;
-            }
-            let a = dir.path().join(format!("a.{ext}"));
-            let b = dir.path().join(format!("b.{ext}"));
+            // Several streams in LogGOPSim: one file per CPU, named by the placeholder.
+            let cpu = if format == Format::LogGopSim && whole.streams.len() > 1 {
+                ".cpu{cpu}"
+            } else {
+                ""
+            };
+            let a = dir.path().join(format!("a{cpu}.{ext}"));
+            let b = dir.path().join(format!("b{cpu}.{ext}"));
             export(&whole, &a, format).unwrap();
             export_streams(&file, &b, format).unwrap();
-            let (a, b) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
-            assert!(a == b, "{} as {ext}: the bytes differ", path.display());
+            for s in &whole.streams {
+                let (a, b) = (per_stream_path(&a, s.cpu), per_stream_path(&b, s.cpu));
+                let (a, b) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+                assert!(a == b, "{} as {ext}: the bytes differ", path.display());
+            }
+        }
+        if whole.streams.len() > 1 {
+            // Without the placeholder, refused word for word as the export in memory, and
+            // nothing written.
+            let c = dir.path().join("c.lgs");
+            let e = export_streams(&file, &c, Format::LogGopSim).unwrap_err();
+            let f = export(&whole, &c, Format::LogGopSim).unwrap_err();
+            assert_eq!(e.to_string(), f.to_string());
+            assert!(!c.exists());
         }
     }
 }

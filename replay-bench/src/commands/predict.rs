@@ -306,12 +306,15 @@ fn drivers_of(
 ) -> anyhow::Result<Vec<drivers::Drivers>> {
     let n = spec.ranks.iter().copied().max().unwrap_or(1);
     let mut out = Vec::new();
+    // The streams the prediction replays, as `load_traces` read them (the classes and the
+    // variants without them are of those streams only).
+    let k = args.ranks_per_node.k;
     for (path, input) in args.traces.iter().zip(traces) {
-        let loaded = jitter_trace::read_trace(path)
+        let read = jitter_trace::read_replayed(path, |i, _| (i as u64) < k)
             .with_context(|| format!("cannot read trace {}", path.display()))?;
-        loaded.accept(&path.display().to_string(), args.salvage.choice())?;
+        (read.facts).accept(&path.display().to_string(), args.salvage.choice())?;
         for &mode in &spec.modes {
-            out.push(drivers::drivers(&loaded.trace, input, spec, n, mode)?);
+            out.push(drivers::drivers(&read.trace, input, spec, n, mode)?);
         }
     }
     Ok(out)

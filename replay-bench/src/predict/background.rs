@@ -5,13 +5,19 @@
 //! united with a stream of the platform's detours tiled over the same timeline, and the union
 //! is replayed as recorded. The baseline replays the platform's stream alone on the same
 //! timeline, so a rank meets the same platform noise in both and the two runs are paired.
+//! Every platform stream is replayed (tiled), so its detours are kept (16 bytes each,
+//! [`read_platform`]: one pass, no records), never the platform trace itself.
 
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use jitter_emulator::{Plan, PlanOptions, PlanStats};
+use std::path::Path;
+
+use jitter_trace::facts::{Facts, FactsSink};
 use jitter_trace::model::unite;
-use jitter_trace::{Detour, Stream, Trace};
+use jitter_trace::scan::{scan_trace, ChunkSink};
+use jitter_trace::{Detour, Record, Stream, Trace, TraceError};
 
 use super::input::TraceInput;
 
@@ -29,34 +35,99 @@ pub struct Background {
     window_ns: u64,
 }
 
+/// A platform-noise trace as read ([`read_platform`]): its frame, every stream's detours as
+/// their chunks came, and the whole trace's facts (integrity, warnings), all from one pass.
+#[derive(Debug)]
+pub struct PlatformRead {
+    frame: Trace,
+    runs: Vec<Vec<Vec<Detour>>>,
+    /// The whole trace's integrity and warnings ([`jitter_trace::Loaded::warnings`]).
+    pub facts: Facts,
+}
+
+/// Keeps every chunk's detours, and the facts of all.
+#[derive(Default)]
+struct Runs {
+    runs: Vec<Vec<Vec<Detour>>>,
+    facts: FactsSink,
+}
+
+impl ChunkSink for Runs {
+    fn take(&mut self, stream: usize, detours: Vec<Detour>) {
+        self.facts.record(stream, &detours);
+        if self.runs.len() <= stream {
+            self.runs.resize_with(stream + 1, Vec::new);
+        }
+        self.runs[stream].push(detours);
+    }
+}
+
+/// Reads the platform-noise trace at `path` in one pass, keeping its detours (16 bytes each:
+/// the whole trace is replayed, tiled) but no records.
+pub fn read_platform(path: &Path) -> Result<PlatformRead, TraceError> {
+    let mut sink = Runs::default();
+    let scan = scan_trace(path, &mut sink)?;
+    let facts = sink.facts.facts(&scan);
+    Ok(PlatformRead {
+        frame: scan.frame,
+        runs: sink.runs,
+        facts,
+    })
+}
+
 impl Background {
     /// Takes the platform's streams from `trace` (read from `label`); a stream without any
     /// detour, or a trace without streams, is refused.
     pub fn new(trace: &Trace, label: &str) -> anyhow::Result<Self> {
+        Self::build(trace, label, |_, s| {
+            Ok(s.records.iter().map(Record::detour).collect())
+        })
+    }
+
+    /// [`Background::new`] of the trace [`read_platform`] read, its chunks checked as a
+    /// stream of a loaded trace (in order, inside its window) one stream at a time.
+    pub fn of_read(read: PlatformRead, label: &str) -> anyhow::Result<Self> {
+        let PlatformRead {
+            frame, mut runs, ..
+        } = read;
+        Self::build(&frame, label, |i, s| {
+            let runs = runs.get_mut(i).map(std::mem::take).unwrap_or_default();
+            let slices: Vec<&[Detour]> = runs.iter().map(Vec::as_slice).collect();
+            let checked = Stream::from_detour_runs(s.cpu, s.begin_ns, s.end_ns, &slices)?;
+            drop(slices);
+            drop(runs);
+            Ok(checked.records.iter().map(Record::detour).collect())
+        })
+    }
+
+    /// The background of the streams of `frame`, stream `i`'s detours from `detours(i, s)`.
+    fn build(
+        frame: &Trace,
+        label: &str,
+        mut detours: impl FnMut(usize, &Stream) -> anyhow::Result<Vec<Detour>>,
+    ) -> anyhow::Result<Self> {
         anyhow::ensure!(
-            !trace.streams.is_empty(),
+            !frame.streams.is_empty(),
             "platform-noise trace {label} has no stream"
         );
-        let (begin, end) = jitter_emulator::plan::common_window(trace);
+        let (begin, end) = jitter_emulator::plan::common_window(frame);
         anyhow::ensure!(
             end > begin,
             "platform-noise trace {label} has an empty window"
         );
-        let streams = (trace.streams.iter().enumerate())
+        let streams = (frame.streams.iter().enumerate())
             .map(|(i, s)| {
+                let mut ds = detours(i, s)?;
                 anyhow::ensure!(
-                    !s.records.is_empty(),
+                    !ds.is_empty(),
                     "platform-noise trace {label}: stream {i} (CPU {}) holds no detour; \
                      collect it longer",
                     s.cpu
                 );
-                Ok(s.records
-                    .iter()
-                    .map(|r| Detour {
-                        start_ns: r.start_ns - begin,
-                        run_ns: r.run_ns,
-                    })
-                    .collect())
+                for d in &mut ds {
+                    d.start_ns -= begin;
+                }
+                Ok(ds)
             })
             .collect::<anyhow::Result<Vec<Vec<Detour>>>>()?;
         Ok(Background {
@@ -303,5 +374,30 @@ mod tests {
             "{e}"
         );
         assert!(bg.check_tiling(10_000_000).is_ok());
+    }
+
+    #[test]
+    fn a_platform_read_in_one_pass_is_the_platform_loaded_whole() {
+        let s: Spec = "periodic:period=10ms,dur=50us+poisson:rate=3000/s,dur=exp:2us"
+            .parse()
+            .unwrap();
+        let platform = synthesize(&s, 3, 250_000_000, 7).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.jtr");
+        jitter_trace::write_trace(&path, &platform).unwrap();
+        let whole = Background::new(&jitter_trace::read_trace(&path).unwrap().trace, "p").unwrap();
+        let read = read_platform(&path).unwrap();
+        assert!(read.facts.integrity().is_whole());
+        let one = Background::of_read(read, "p").unwrap();
+        assert_eq!(one.streams, whole.streams);
+        assert_eq!(one.window_ns, whole.window_ns);
+        assert_eq!(one.streams[1].len(), platform.streams[1].records.len());
+        // A stream with no detour is refused by both, word for word.
+        let mut quiet = platform.clone();
+        quiet.streams[2] = Stream::from_detours(2, 0, 250_000_000, &[]).unwrap();
+        jitter_trace::write_trace(&path, &quiet).unwrap();
+        let e = Background::of_read(read_platform(&path).unwrap(), "p").unwrap_err();
+        let f = Background::new(&quiet, "p").unwrap_err();
+        assert_eq!(e.to_string(), f.to_string());
     }
 }

@@ -202,4 +202,31 @@ mod tests {
         assert!(line.contains("of detours ≥ 1.00 ms (3 detours"), "{line}");
         assert!(line.contains("driven by a handful of events"), "{line}");
     }
+
+    #[test]
+    fn the_drivers_of_the_replayed_streams_read_alone_are_those_of_the_whole_trace() {
+        // Three streams, two replayed: the third is read for the facts, never kept.
+        let mut trace = stalls();
+        let mut second = trace.streams[0].clone();
+        second.cpu = 1;
+        let third: jitter_trace::synth::Spec = "periodic:period=1ms,dur=20us".parse().unwrap();
+        let third = jitter_trace::synth::synthesize(&third, 1, 10_000_000_000, 2).unwrap();
+        let mut third = third.streams[0].clone();
+        third.cpu = 2;
+        trace.streams.extend([second, third]);
+        trace.sync_header();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jtr");
+        jitter_trace::write_trace(&path, &trace).unwrap();
+        let read = jitter_trace::read_replayed(&path, |i, _| i < 2).unwrap();
+        assert!(read.trace.streams[2].records.is_empty());
+        let mut spec =
+            PredictSpec::ideal_offloaded(vec![512], vec![SyncMode::None], 100, Engine::Indexed);
+        spec.des.ranks_per_node = 2;
+        let input = TraceInput::new(&trace, "s.jtr", "s", PlanOptions::ideal(), 2).unwrap();
+        let whole = drivers(&trace, &input, &spec, 512, SyncMode::None).unwrap();
+        let part = drivers(&read.trace, &input, &spec, 512, SyncMode::None).unwrap();
+        assert_eq!(whole, part);
+        assert_eq!(whole.classes.len(), 3, "{whole:?}");
+    }
 }

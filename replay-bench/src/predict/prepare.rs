@@ -219,13 +219,13 @@ fn with_platform_noise(
         "--platform-noise is modelled by the simulation only (--model des)"
     );
     background::check_setup(&platform.options(), platform.lateness_sd_ns > 0.0)?;
-    let loaded = jitter_trace::read_trace(path)
+    let read = background::read_platform(path)
         .with_context(|| format!("cannot read platform-noise trace {}", path.display()))?;
-    loaded.accept(&path.display().to_string(), args.salvage.choice())?;
-    for w in loaded.warnings() {
+    (read.facts).accept(&path.display().to_string(), args.salvage.choice())?;
+    for w in read.facts.warnings() {
         eprintln!("warning: {}: {w}", path.display());
     }
-    let bg = background::Background::new(&loaded.trace, &stem(path))?;
+    let bg = background::Background::of_read(read, &stem(path))?;
     // The platform's streams are laid out as further node traces of k streams each: a
     // trace of fewer streams than k (replayed in copies) has no such layout yet.
     for t in &traces {

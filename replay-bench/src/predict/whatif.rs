@@ -4,7 +4,9 @@
 //! and with every kernel source removed (only the unattributed rest left: what tuning the node
 //! could reach at best) — and every variant is predicted by [`super::predict`], the engines
 //! and report of `replay-bench predict`, with the same platform, rank counts, sync modes and
-//! seeds. Nothing here predicts on its own.
+//! seeds. Nothing here predicts on its own. Each variant is planned as soon as it is filtered
+//! and its trace dropped: beside the trace and its attribution (both read whole: the filter
+//! needs every stream and its sidecar), one filtered trace at a time.
 //!
 //! A prediction is deterministic given its seed, and which stretch of a heavy-tailed trace the
 //! offsets land on moves it, so each question is asked over `--seeds` seeds (seed, seed + 1,
@@ -121,10 +123,40 @@ pub struct WhatIf {
 /// A (ranks, sync mode) point of the table.
 pub type Point = (u64, String);
 
-/// One question: its filtered trace and what its row says about it.
+/// One question: what its row says, and its filtered trace prepared for prediction (the
+/// trace itself is dropped as soon as it is prepared: one variant's trace at a time).
 struct Variant {
     row: VariantRow,
-    trace: Trace,
+    /// Its plans, `None` once handed to the prediction or when `empty`.
+    input: Option<TraceInput>,
+    /// No detour left on any replayed stream: nothing to plan, its SD is 0.
+    empty: bool,
+}
+
+/// How every variant is prepared: the trace's name, the platform's plan options and the
+/// streams a node's ranks replay.
+struct Prep<'a> {
+    path: &'a str,
+    options: jitter_emulator::PlanOptions,
+    k: u64,
+}
+
+impl Prep<'_> {
+    /// The variant of `trace` with `row`: its whole noise ratio, and its plans unless no
+    /// replayed stream holds a detour (one left without detours on some of them is refused
+    /// by `TraceInput::new`, named).
+    fn variant(&self, mut row: VariantRow, trace: &Trace) -> anyhow::Result<Variant> {
+        row.noise_ratio = trace.noise_ratio();
+        let k = usize::try_from(self.k).unwrap_or(usize::MAX);
+        let empty = (trace.streams.iter().take(k)).all(|s| s.records.is_empty());
+        let input = if empty {
+            None
+        } else {
+            let input = TraceInput::new(trace, self.path, &row.label, self.options, self.k);
+            Some(input.with_context(|| format!("variant `{}`", row.label))?)
+        };
+        Ok(Variant { row, input, empty })
+    }
 }
 
 /// Reads the trace's attribution sidecar and checks that it is this collection's.
@@ -152,6 +184,7 @@ fn variants(
     trace: &Trace,
     a: &Attribution,
     args: &WhatIfArgs,
+    prep: &Prep,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Vec<Variant>> {
     let min_share = args.min_share;
@@ -167,16 +200,13 @@ fn variants(
             sd_pct: Vec::new(),
             saving_pp: Vec::new(),
         };
-    let mut out = vec![Variant {
-        row: row("collected", Question::Collected, None),
-        trace: trace.clone(),
-    }];
+    // The first filter checks the attribution against the trace before anything is planned.
     let unattributed = vec![Selector::Source(UNATTRIBUTED.into())];
     let kernel = filter(trace, a, &SourceFilter::keep(unattributed))?;
-    out.push(Variant {
-        row: row("no kernel sources", Question::WithoutKernel, None),
-        trace: kernel.trace,
-    });
+    let mut out = vec![prep.variant(row("collected", Question::Collected, None), trace)?];
+    let no_kernel = row("no kernel sources", Question::WithoutKernel, None);
+    out.push(prep.variant(no_kernel, &kernel.trace)?);
+    drop(kernel);
     let (mut small, mut small_share) = (0, 0.0);
     for s in &report.rows {
         if s.share < min_share {
@@ -190,16 +220,13 @@ fn variants(
             Removal::Net => drop,
             Removal::WithWakeups => drop.with_wakeups(),
         };
-        let without = filter(trace, a, &drop)?;
+        let label = format!("without {}", s.source);
+        let without = filter(trace, a, &drop)?.trace;
+        out.push(prep.variant(row(&label, Question::Without, Some(s)), &without)?);
+        std::mem::drop(without);
         let only = filter(trace, a, &SourceFilter::keep(one))?;
-        out.push(Variant {
-            row: row(&format!("without {}", s.source), Question::Without, Some(s)),
-            trace: without.trace,
-        });
-        out.push(Variant {
-            row: row(&format!("only {}", s.source), Question::Only, Some(s)),
-            trace: only.trace,
-        });
+        let label = format!("only {}", s.source);
+        out.push(prep.variant(row(&label, Question::Only, Some(s)), &only.trace)?);
     }
     if small > 0 {
         notes.push(format!(
@@ -209,38 +236,19 @@ fn variants(
             small_share * 100.0
         ));
     }
-    for v in &mut out {
-        v.row.noise_ratio = v.trace.noise_ratio();
-    }
     Ok(out)
 }
 
 /// Predicts every variant over the draws and fills in their rows.
 fn predict_variants(
     variants: &mut [Variant],
-    path: &str,
     spec: &PredictSpec,
     seeds: &[u64],
     args: &PredictArgs,
 ) -> anyhow::Result<(Vec<Point>, Vec<crate::report::Report>)> {
     // A variant left without detours on every replayed stream replays nothing: its SD is 0 by
-    // definition (no plan can be made of it); one left without detours on some of them is
-    // refused by TraceInput::new, named.
-    let k = usize::try_from(args.ranks_per_node.k).unwrap_or(usize::MAX);
-    let empty = |v: &Variant| (v.trace.streams.iter().take(k)).all(|s| s.records.is_empty());
-    let inputs = (variants.iter())
-        .filter(|v| !empty(v))
-        .map(|v| {
-            TraceInput::new(
-                &v.trace,
-                path,
-                &v.row.label,
-                spec.platform.options(),
-                args.ranks_per_node.k,
-            )
-            .with_context(|| format!("variant `{}`", v.row.label))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    // definition (no plan can be made of it).
+    let inputs: Vec<TraceInput> = variants.iter_mut().filter_map(|v| v.input.take()).collect();
     // The predictor's budget before anything runs: every variant, every draw.
     let mut estimate = super::budget::estimate(&inputs, spec, 1, 0, rayon::current_num_threads());
     estimate.seconds *= seeds.len() as f64;
@@ -249,7 +257,7 @@ fn predict_variants(
     // sd[variant][point][draw]
     let mut sd: Vec<BTreeMap<(u64, String), Vec<f64>>> = vec![BTreeMap::new(); variants.len()];
     for &seed in seeds {
-        for (i, _) in variants.iter().enumerate().filter(|(_, v)| empty(v)) {
+        for (i, _) in variants.iter().enumerate().filter(|(_, v)| v.empty) {
             for &n in &spec.ranks {
                 for m in &spec.modes {
                     sd[i].entry((n, m.to_string())).or_default().push(0.0);
@@ -269,7 +277,7 @@ fn predict_variants(
             sd[i].entry(key).or_default().push(r.sd_qtbt_pct);
         }
     }
-    anyhow::ensure!(!empty(&variants[0]), "a stream of the trace has no detours");
+    anyhow::ensure!(!variants[0].empty, "a stream of the trace has no detours");
     let points: Vec<Point> = spec
         .ranks
         .iter()
@@ -316,7 +324,14 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
         .trace;
     let a = load_attribution(path, &trace)?;
     let mut notes = Vec::new();
-    let mut vs = variants(&trace, &a, args, &mut notes)?;
+    let shown = path.display().to_string();
+    let prep = Prep {
+        path: &shown,
+        options: spec.platform.options(),
+        k: p.ranks_per_node.k,
+    };
+    let mut vs = variants(&trace, &a, args, &prep, &mut notes)?;
+    drop(trace);
     notes.push(
         match args.removal {
             Removal::Net => {
@@ -333,8 +348,7 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
     let seeds: Vec<u64> = (0..args.seeds)
         .map(|d| p.seed.value.wrapping_add(d))
         .collect();
-    let shown = path.display().to_string();
-    let (points, reports) = predict_variants(&mut vs, &shown, &spec, &seeds, p)?;
+    let (points, reports) = predict_variants(&mut vs, &spec, &seeds, p)?;
     let rows: Vec<VariantRow> = vs.into_iter().map(|v| v.row).collect();
     let interaction_pp = interaction(&rows, points.len());
     notes.push(

@@ -1,5 +1,7 @@
 //! How `jitter-trace` reads its input traces: the `--from`/`--salvage` flags, loading with the
-//! one integrity policy, and the attribution sidecar beside a trace.
+//! one integrity policy, and the attribution sidecar beside a trace. Every command that reads
+//! in bounded memory reads a `.jtr`: a text input (CSV, sysjitter, LogGOPSim) is imported
+//! into a temporary one first, in one pass ([`jtr_of`]).
 
 use std::path::{Path, PathBuf};
 
@@ -8,10 +10,10 @@ use clap::Args;
 
 use jitter_trace::attribution::{sidecar_path, Attribution};
 use jitter_trace::integrity::{Integrity, Salvage, SALVAGED_NOTE};
-use jitter_trace::interop::{import, Format};
+use jitter_trace::interop::{import, import_to_file, Format, Spilled};
 use jitter_trace::scan::{scan_trace, ChunkSink, Scan};
 use jitter_trace::sidecar_reader::SidecarFile;
-use jitter_trace::stream_order::{StreamSource, TraceFile};
+use jitter_trace::stream_order::{RunSink, StreamSource, TraceFile};
 use jitter_trace::units::parse_duration_ns;
 use jitter_trace::{Trace, TraceError};
 
@@ -76,23 +78,40 @@ fn named(path: &Path, e: &TraceError) -> anyhow::Error {
     }
 }
 
-/// One pass over a single `.jtr` input in constant memory in its length, with the policy of
-/// [`load_checked`] (refused unless `--salvage`; what was kept named on stderr); `None` for the
-/// other formats, which are read whole with [`load_checked`].
+/// The `.jtr` file an input is read from: a single `.jtr` input itself; a text input (CSV,
+/// sysjitter, LogGOPSim) imported into a temporary one in one pass, in bounded memory
+/// (`interop::import_to_file`), removed when the [`Spilled`] returned with it is dropped.
+fn jtr_of(paths: &[PathBuf], input: &Input) -> Result<(PathBuf, Option<Spilled>)> {
+    let first = paths.first().ok_or_else(|| anyhow!("no input file"))?;
+    let format = Format::resolve(input.from, first)?;
+    if format != Format::Jtr {
+        let spilled = import_to_file(paths, format).map_err(|e| named(first, &e))?;
+        return Ok((spilled.path().to_path_buf(), Some(spilled)));
+    }
+    if paths.len() != 1 {
+        let e = TraceError::Argument(format!(".jtr input is a single file, got {}", paths.len()));
+        return Err(named(first, &e));
+    }
+    Ok((first.clone(), None))
+}
+
+/// One pass over an input's `.jtr` ([`jtr_of`]) in constant memory in its length, with the
+/// policy of [`load_checked`] (refused unless `--salvage`; what was kept named on stderr).
 pub(crate) fn scan_checked<S: ChunkSink>(
     paths: &[PathBuf],
     input: &Input,
     sink: &mut S,
-) -> Result<Option<(Scan, Integrity)>> {
-    let Some((scan, integrity)) = scan_unchecked(paths, input, sink)? else {
-        return Ok(None);
-    };
+) -> Result<Scanned> {
+    let scanned = scan_unchecked(paths, input, sink)?;
     let name = paths[0].display().to_string();
-    let integrity = integrity.check(&name, Salvage::from_flag(input.salvage))?;
+    let integrity = (scanned.integrity).check(&name, Salvage::from_flag(input.salvage))?;
     if let Some(w) = integrity.warning() {
         eprintln!("warning: {name}: {w}");
     }
-    Ok(Some((scan, integrity)))
+    Ok(Scanned {
+        integrity,
+        ..scanned
+    })
 }
 
 /// [`scan_checked`] applying no policy, as [`import_unchecked`].
@@ -100,16 +119,25 @@ pub(crate) fn scan_unchecked<S: ChunkSink>(
     paths: &[PathBuf],
     input: &Input,
     sink: &mut S,
-) -> Result<Option<(Scan, Integrity)>> {
-    let [path] = paths else {
-        return Ok(None);
-    };
-    if Format::resolve(input.from, path)? != Format::Jtr {
-        return Ok(None);
-    }
-    let scan = scan_trace(path, sink).map_err(|e| named(path, &e))?;
+) -> Result<Scanned> {
+    let (file, spilled) = jtr_of(paths, input)?;
+    let scan = scan_trace(&file, sink).map_err(|e| named(&paths[0], &e))?;
     let integrity = scan.integrity();
-    Ok(Some((scan, integrity)))
+    Ok(Scanned {
+        scan,
+        integrity,
+        file,
+        _spilled: spilled,
+    })
+}
+
+/// What one pass over an input learnt, and the `.jtr` file to read again for more passes.
+pub(crate) struct Scanned {
+    pub(crate) scan: Scan,
+    pub(crate) integrity: Integrity,
+    /// The `.jtr` read: the input, or the temporary import of a text input.
+    pub(crate) file: PathBuf,
+    _spilled: Option<Spilled>,
 }
 
 /// Another pass over a `.jtr` file a [`scan_checked`] of `records` detours read, into `sink`;
@@ -130,21 +158,14 @@ pub(crate) fn rescan(
     Ok(())
 }
 
-/// A trace to read stream by stream: a single `.jtr` input from its file, in constant memory
-/// in its length ([`TraceFile`]); the other formats read whole. The policy of
+/// A trace to read stream by stream from its `.jtr` ([`jtr_of`]: a text input imported into a
+/// temporary one first), in constant memory in its length ([`TraceFile`]). The policy of
 /// [`load_checked`] is applied (refused unless `--salvage`; what was kept named on stderr; a
 /// salvaged defect carried in the frame's notes).
 pub(crate) fn source(paths: &[PathBuf], input: &Input) -> Result<Source> {
-    let first = paths.first().ok_or_else(|| anyhow!("no input file"))?;
-    if paths.len() > 1 || Format::resolve(input.from, first)? != Format::Jtr {
-        let trace = load(paths, input)?;
-        let detours = trace.record_count() as u64;
-        return Ok(Source {
-            src: Box::new(trace),
-            detours,
-        });
-    }
-    let mut file = TraceFile::open(first).map_err(|e| named(first, &e))?;
+    let (path, spilled) = jtr_of(paths, input)?;
+    let first = &paths[0];
+    let mut file = TraceFile::open(&path).map_err(|e| named(first, &e))?;
     let name = first.display().to_string();
     let integrity = (file.scan().integrity()).check(&name, Salvage::from_flag(input.salvage))?;
     if let Some(w) = integrity.warning() {
@@ -157,7 +178,10 @@ pub(crate) fn source(paths: &[PathBuf], input: &Input) -> Result<Source> {
     }
     Ok(Source {
         detours: file.scan().record_count(),
-        src: Box::new(file),
+        src: Box::new(InputFile {
+            file,
+            _spilled: spilled,
+        }),
     })
 }
 
@@ -165,6 +189,23 @@ pub(crate) fn source(paths: &[PathBuf], input: &Input) -> Result<Source> {
 pub(crate) struct Source {
     pub(crate) src: Box<dyn StreamSource>,
     pub(crate) detours: u64,
+}
+
+/// An input's `.jtr` read stream by stream, with the temporary import it may be (removed when
+/// this is dropped).
+struct InputFile {
+    file: TraceFile,
+    _spilled: Option<Spilled>,
+}
+
+impl StreamSource for InputFile {
+    fn frame(&self) -> &Trace {
+        self.file.frame()
+    }
+
+    fn detours(&self, stream: usize, sink: &mut RunSink) -> Result<(), TraceError> {
+        self.file.detours(stream, sink)
+    }
 }
 
 /// Reads the attribution sidecar of `trace` and checks that it belongs to that collection.

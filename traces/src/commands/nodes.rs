@@ -11,7 +11,7 @@ use jitter_trace::integrity::Salvage;
 use jitter_trace::integrity::Integrity;
 use jitter_trace::nodes::{NodeSink, NodeSummary};
 
-use crate::commands::input::{duration_arg, import_unchecked, scan_unchecked, Input};
+use crate::commands::input::{duration_arg, scan_unchecked, Input};
 use crate::commands::output::{check_svg, print_json};
 
 /// `jitter-trace nodes`.
@@ -101,8 +101,8 @@ impl NodesArgs {
     }
 }
 
-/// One node's row and what its trace lacks: a `.jtr` in one pass in constant memory in its
-/// length, another format read whole.
+/// One node's row and what its trace lacks, in one pass in constant memory in its length (a
+/// text input through its temporary `.jtr`).
 fn summarise(
     path: &PathBuf,
     input: &Input,
@@ -111,9 +111,6 @@ fn summarise(
 ) -> Result<(NodeSummary, Integrity)> {
     let paths = std::slice::from_ref(path);
     let mut sink = NodeSink::new(top);
-    if let Some((scan, integrity)) = scan_unchecked(paths, input, &mut sink)? {
-        return Ok((sink.summary(&scan, name), integrity));
-    }
-    let (t, integrity) = import_unchecked(paths, input)?;
-    Ok((NodeSummary::of_trace(&t, name, top), integrity))
+    let scanned = scan_unchecked(paths, input, &mut sink)?;
+    Ok((sink.summary(&scanned.scan, name), scanned.integrity))
 }

@@ -1,8 +1,8 @@
 //! `jitter-trace stats`: statistics per stream and overall, and what an injector can reproduce.
 //!
-//! A `.jtr` input is read in one pass in constant memory in its length
+//! The input is read in one pass in constant memory in its length
 //! (`jitter_trace::stats::StatsSink`; with `--share`, a few more passes find the covering
-//! detour exactly); other formats are read whole. Both print the same numbers.
+//! detour exactly); a text input is imported into a temporary `.jtr` first.
 
 use std::path::PathBuf;
 
@@ -12,11 +12,11 @@ use serde_json::json;
 
 use jitter_trace::integrity::Integrity;
 use jitter_trace::stats::{
-    injectability, kth_longest, scale_for_kth, scale_for_share, share_rank, Injectability,
-    InjectableTally, ScaleChoice, StatsSink, TraceStats,
+    kth_longest, scale_for_kth, share_rank, Injectability, InjectableTally, ScaleChoice, StatsSink,
+    TraceStats,
 };
 
-use crate::commands::input::{duration_arg, load_checked, rescan, scan_checked, Input};
+use crate::commands::input::{duration_arg, rescan, scan_checked, Input};
 use crate::commands::output::print_json;
 
 /// `jitter-trace stats`.
@@ -54,16 +54,13 @@ struct Findings {
 impl StatsArgs {
     /// Runs the subcommand; `json`: print JSON instead of text.
     pub(crate) fn run(self, json: bool) -> Result<()> {
-        let found = match self.scanned()? {
-            Some(f) => f,
-            None => self.loaded()?,
-        };
+        let found = self.scanned()?;
         print(&found, self.overhead, json)
     }
 
-    /// The findings of one pass (and, with `--share`, a few more) over a `.jtr` input in
-    /// constant memory; `None` for the other formats.
-    fn scanned(&self) -> Result<Option<Findings>> {
+    /// The findings of one pass (and, with `--share`, a few more) over the input's `.jtr` (a
+    /// text input's temporary import) in constant memory.
+    fn scanned(&self) -> Result<Findings> {
         let tallies: Result<Vec<InjectableTally>, _> = match self.overhead {
             Some(o) => (self.scale.iter())
                 .map(|&s| InjectableTally::new(o, s))
@@ -71,15 +68,14 @@ impl StatsArgs {
             None => Ok(Vec::new()),
         };
         let mut sink = StatsSink::new(tallies.as_ref().cloned().unwrap_or_default());
-        let Some((scan, integrity)) = scan_checked(&self.inputs, &self.input, &mut sink)? else {
-            return Ok(None);
-        };
+        let scanned = scan_checked(&self.inputs, &self.input, &mut sink)?;
+        let (scan, integrity) = (&scanned.scan, scanned.integrity.clone());
         tallies?;
-        let stats = sink.stats(&scan);
+        let stats = sink.stats(scan);
         let mut choice = None;
         match (self.overhead, self.share) {
             (Some(o), Some(share)) => {
-                let path = &self.inputs[0];
+                let path = &scanned.file;
                 let n = scan.record_count();
                 let k = share_rank(share, n)?;
                 let kth = if n == 0 {
@@ -96,34 +92,10 @@ impl StatsArgs {
             (None, Some(_)) => bail!("--share needs --overhead"),
             _ => {}
         }
-        Ok(Some(Findings {
-            stats,
-            integrity,
-            inject: sink.injectability(),
-            choice,
-        }))
-    }
-
-    /// The findings of the trace read whole (formats other than `.jtr`).
-    fn loaded(&self) -> Result<Findings> {
-        let (trace, integrity) = load_checked(&self.inputs, &self.input)?;
-        let stats = TraceStats::of_trace(&trace);
-        let mut inject = Vec::new();
-        let mut choice = None;
-        if let Some(o) = self.overhead {
-            for &s in &self.scale {
-                inject.push(injectability(&trace.streams, o, s)?);
-            }
-            if let Some(sh) = self.share {
-                choice = Some(scale_for_share(&trace.streams, o, sh)?);
-            }
-        } else if self.share.is_some() {
-            bail!("--share needs --overhead");
-        }
         Ok(Findings {
             stats,
             integrity,
-            inject,
+            inject: sink.injectability(),
             choice,
         })
     }

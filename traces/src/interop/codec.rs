@@ -1,6 +1,7 @@
 //! What every format's file shares: the [`Codec`] trait (a format's import and export halves),
 //! [`Imported`], writing through the safe writer, reading numbered lines, and assembling
-//! streams parsed from text into a trace (the common window of formats without one).
+//! streams parsed from text into a temporary `.jtr` (the common window of formats without
+//! one; their rows held by [`super::spill`]).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -8,9 +9,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::spill::{Rows, Spilled, Store};
 use crate::error::TraceError;
-use crate::format::Completeness;
-use crate::model::{Detour, Header, Stream, Trace};
+use crate::format::{Completeness, Epilogue, StreamSummary, TraceWriter};
+use crate::load::read_trace;
+use crate::model::{Detour, Header, Trace};
 use crate::stream_order::{for_each_record, StreamSource};
 
 /// How one format is read and written: one implementation per file, picked by
@@ -20,8 +23,20 @@ pub trait Codec: Sync {
     /// The format's name in the "… is an import/export format only" errors.
     fn name(&self) -> &'static str;
 
-    /// Reads a trace from `paths` (one file per stream where the format holds one stream).
+    /// Reads a trace from `paths` (one file per stream where the format holds one stream)
+    /// into memory: by default the `.jtr` of [`Codec::spill`], read whole.
     fn import(&self, paths: &[PathBuf]) -> Result<Imported, TraceError> {
+        let spilled = self.spill(paths)?;
+        let loaded = read_trace(spilled.path())?;
+        Ok(Imported {
+            trace: loaded.trace,
+            completeness: loaded.completeness,
+        })
+    }
+
+    /// Reads a text input into a temporary `.jtr` file in bounded memory (one pass over the
+    /// text, each stream's rows sorted on disk where they come out of order: `spill`).
+    fn spill(&self, paths: &[PathBuf]) -> Result<Spilled, TraceError> {
         let _ = paths;
         Err(TraceError::Argument(format!(
             "{} is an export format only",
@@ -54,16 +69,6 @@ pub struct Imported {
     pub trace: Trace,
     /// How complete a `.jtr` input was (always complete for the text formats).
     pub completeness: Completeness,
-}
-
-impl Imported {
-    /// A trace read whole (every text format).
-    pub(super) fn complete(trace: Trace) -> Imported {
-        Imported {
-            trace,
-            completeness: Completeness::Complete,
-        }
-    }
 }
 
 /// The one path of a single-file format's input, else an error naming `what` it is.
@@ -163,48 +168,103 @@ pub(super) fn int(path: &Path, line: usize, field: &str, what: &str) -> Result<u
     })
 }
 
-/// Detours of one input file, with an optional known window, and where each came from.
+/// Detours of one input file (or one CPU of a CSV), with an optional known window, and where
+/// each came from.
 pub(super) struct Part {
     pub(super) cpu: u32,
     pub(super) window: Option<(u64, u64)>,
-    pub(super) detours: Vec<(Detour, usize)>,
+    pub(super) detours: Rows,
     pub(super) path: PathBuf,
 }
 
-/// Builds a trace from parts, sorting each by start and checking for overlaps.
-pub(super) fn assemble(parts: Vec<Part>, label: &str) -> Result<Trace, TraceError> {
-    let lo = parts
-        .iter()
-        .flat_map(|p| p.detours.iter().map(|(d, _)| d.start_ns))
-        .min()
-        .unwrap_or(0);
-    let hi = parts
-        .iter()
-        .flat_map(|p| p.detours.iter().map(|(d, _)| d.end_ns()))
-        .max()
-        .unwrap_or(0);
-    let mut trace = Trace {
-        header: Header {
-            tool_version: crate::TOOL_VERSION.into(),
-            ..Header::default()
-        },
-        ..Trace::default()
+impl Part {
+    /// A part of `cpu` read from `path`, its window not known (yet).
+    pub(super) fn new(cpu: u32, path: &Path) -> Part {
+        Part {
+            cpu,
+            window: None,
+            detours: Rows::default(),
+            path: path.to_path_buf(),
+        }
+    }
+}
+
+/// Detours written to the `.jtr` of an import at a time.
+const CHUNK: usize = 1 << 16;
+
+/// Builds a trace from parts (each sorted by start, checked for overlaps and against its
+/// window) into a `.jtr` file in `store`, stream by stream: the trace [`Stream::from_detours`]
+/// of each part would make, `header` tuned by `tune` (e.g. sysjitter's frequency).
+pub(super) fn assemble(
+    parts: Vec<Part>,
+    store: Store,
+    label: &str,
+    tune: impl FnOnce(&mut Header),
+) -> Result<Spilled, TraceError> {
+    let lo = parts.iter().filter_map(|p| p.detours.lo).min().unwrap_or(0);
+    let hi = parts.iter().map(|p| p.detours.hi).max().unwrap_or(0);
+    let mut header = Header {
+        tool_version: crate::TOOL_VERSION.into(),
+        stream_cpus: parts.iter().map(|p| p.cpu).collect(),
+        ..Header::default()
     };
-    trace.header.labels.insert("imported".into(), label.into());
-    for mut p in parts {
-        if trace.streams.iter().any(|s| s.cpu == p.cpu) {
+    header.labels.insert("imported".into(), label.into());
+    tune(&mut header);
+    let path = store.file("import.jtr");
+    let mut w = TraceWriter::create(&path, &header)?;
+    let mut streams: Vec<StreamSummary> = Vec::with_capacity(parts.len());
+    for (i, p) in parts.into_iter().enumerate() {
+        if header.stream_cpus[..i].contains(&p.cpu) {
             return Err(TraceError::Argument(format!(
                 "{}: CPU {} appears in two inputs",
                 p.path.display(),
                 p.cpu
             )));
         }
-        p.detours.sort_by_key(|(d, _)| d.start_ns);
-        for w in p.detours.windows(2) {
-            let ((a, _), (b, line)) = (w[0], w[1]);
+        let (b, e) = p.window.unwrap_or((lo, hi));
+        let (first, last) = write_part(&mut w, i, p.detours, &store, &p.path)?;
+        let first = first.unwrap_or(b);
+        let last = last.unwrap_or(e);
+        if first < b || last > e {
+            return Err(parse_err(
+                &p.path,
+                1,
+                format!("detours [{first}, {last}] ns lie outside the stated window [{b}, {e}] ns"),
+            ));
+        }
+        streams.push(StreamSummary {
+            begin_ns: b,
+            end_ns: e,
+            ..StreamSummary::default()
+        });
+    }
+    let duration_ns = streams.iter().map(|s| s.end_ns - s.begin_ns).max();
+    w.finish(Epilogue {
+        duration_ns: duration_ns.unwrap_or(0),
+        streams,
+        ..Epilogue::default()
+    })?;
+    store.drop_rows()?;
+    Ok(Spilled::new(store, path))
+}
+
+/// Writes the rows of one part as stream `stream`, in order of start, refusing an overlap at
+/// its line; returns the first start and the last end.
+fn write_part<W: Write>(
+    w: &mut TraceWriter<W>,
+    stream: usize,
+    rows: Rows,
+    store: &Store,
+    path: &Path,
+) -> Result<(Option<u64>, Option<u64>), TraceError> {
+    let mut prev: Option<Detour> = None;
+    let mut first = None;
+    let mut buf: Vec<Detour> = Vec::with_capacity(CHUNK);
+    rows.for_each_sorted(store, &mut |(b, line)| {
+        if let Some(a) = prev {
             if b.start_ns <= a.start_ns || b.start_ns < a.end_ns() {
                 return Err(parse_err(
-                    &p.path,
+                    path,
                     line,
                     format!(
                         "detour at {} ns overlaps the one at {} ns (run {} ns)",
@@ -213,20 +273,15 @@ pub(super) fn assemble(parts: Vec<Part>, label: &str) -> Result<Trace, TraceErro
                 ));
             }
         }
-        let ds: Vec<Detour> = p.detours.iter().map(|(d, _)| *d).collect();
-        let (b, e) = p.window.unwrap_or((lo, hi));
-        let first = ds.first().map_or(b, |d| d.start_ns);
-        let last = ds.last().map_or(e, Detour::end_ns);
-        if first < b || last > e {
-            return Err(parse_err(
-                &p.path,
-                1,
-                format!("detours [{first}, {last}] ns lie outside the stated window [{b}, {e}] ns"),
-            ));
+        first.get_or_insert(b.start_ns);
+        prev = Some(b);
+        buf.push(b);
+        if buf.len() == CHUNK {
+            w.append(stream, &buf)?;
+            buf.clear();
         }
-        trace.streams.push(Stream::from_detours(p.cpu, b, e, &ds)?);
-    }
-    trace.sync_header();
-    trace.validate()?;
-    Ok(trace)
+        Ok(())
+    })?;
+    w.append(stream, &buf)?;
+    Ok((first, prev.map(|d| d.end_ns())))
 }

@@ -1,14 +1,17 @@
 //! **CSV** (import and export): a header line, then `cpu,start_ns,run_ns` (export adds
-//! `sleep_ns`, which import ignores). Rows may come in any order; they are grouped by CPU. Every
-//! CSV is read and written with the `csv` crate.
+//! `sleep_ns`, which import ignores). Rows may come in any order; they are grouped by CPU (in
+//! bounded memory, sorted on disk where they come out of order: [`super::spill`]). Every CSV
+//! is read and written with the `csv` crate.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::codec::{
-    assemble, each_row, int, io_w, open, parse_err, single, with_file, Codec, Imported, Part,
+    assemble, each_row, int, io_w, open, parse_err, single, with_file, Codec, Part,
 };
+use super::spill::{cap, Spilled, Store};
 use crate::error::TraceError;
+use crate::load::read_trace;
 use crate::model::{Detour, Trace};
 use crate::stream_order::StreamSource;
 
@@ -20,8 +23,8 @@ impl Codec for Csv {
         "CSV"
     }
 
-    fn import(&self, paths: &[PathBuf]) -> Result<Imported, TraceError> {
-        read_csv(single(paths, self.name())?).map(Imported::complete)
+    fn spill(&self, paths: &[PathBuf]) -> Result<Spilled, TraceError> {
+        spill_csv(single(paths, self.name())?)
     }
 
     fn export(&self, trace: &Trace, path: &Path) -> Result<(), TraceError> {
@@ -53,6 +56,12 @@ pub fn write_csv_streams(src: &dyn StreamSource, w: &mut dyn Write) -> Result<()
 /// Reads a CSV file with a header and `cpu,start_ns,run_ns[,...]` rows (fields may be quoted;
 /// blank lines are skipped; columns after the third are ignored).
 pub fn read_csv(path: &Path) -> Result<Trace, TraceError> {
+    Ok(read_trace(spill_csv(path)?.path())?.trace)
+}
+
+/// [`read_csv`] into a temporary `.jtr`, in bounded memory ([`super::spill`]).
+fn spill_csv(path: &Path) -> Result<Spilled, TraceError> {
+    let store = Store::new()?;
     let mut rows = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .flexible(true)
@@ -92,19 +101,20 @@ pub fn read_csv(path: &Path) -> Result<Trace, TraceError> {
         let i = match parts.iter().position(|p| p.cpu == cpu) {
             Some(i) => i,
             None => {
-                parts.push(Part {
-                    cpu,
-                    window: None,
-                    detours: Vec::new(),
-                    path: path.to_path_buf(),
-                });
+                // The parts read at once share the memory budget.
+                let shared = cap(parts.len() + 1);
+                for p in &mut parts {
+                    p.detours.trim(&store, shared)?;
+                }
+                parts.push(Part::new(cpu, path));
                 parts.len() - 1
             }
         };
-        parts[i].detours.push((Detour { start_ns, run_ns }, n));
+        let (row, shared) = ((Detour { start_ns, run_ns }, n), cap(parts.len()));
+        parts[i].detours.push(&store, row, shared)?;
     }
     parts.sort_by_key(|p| p.cpu);
-    assemble(parts, "csv")
+    assemble(parts, store, "csv", |_| {})
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::codec::{single, Codec, Imported};
+use super::spill::Spilled;
 use crate::error::TraceError;
 use std::io::Write;
 
@@ -27,6 +28,12 @@ impl Codec for Jtr {
             trace: l.trace,
             completeness: l.completeness,
         })
+    }
+
+    fn spill(&self, _: &[PathBuf]) -> Result<Spilled, TraceError> {
+        Err(TraceError::Argument(
+            "a .jtr input is read in place, not imported".into(),
+        ))
     }
 
     fn export(&self, trace: &Trace, path: &Path) -> Result<(), TraceError> {

@@ -9,14 +9,18 @@
 //! period, and the file does not end in a newline (LogGOPSim reads the empty line after a final
 //! newline as a second copy of the last record). Import drops that end record. A trace
 //! with several streams is exported as one file per stream, its name the output name with
-//! [`CPU_PLACEHOLDER`] replaced by the stream's CPU (e.g. `node.cpu{cpu}.lgs`).
+//! [`CPU_PLACEHOLDER`] replaced by the stream's CPU (e.g. `node.cpu{cpu}.lgs`). A trace read
+//! stream by stream is written a run of detours at a time (`Codec::export_streams`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::codec::{assemble, int, io_w, lines, parse_err, with_file, Codec, Imported, Part};
+use super::codec::{assemble, int, io_w, lines, parse_err, with_file, Codec, Part};
+use super::spill::{cap, Spilled, Store};
 use crate::error::TraceError;
+use crate::load::read_trace;
 use crate::model::{Detour, Stream, Trace};
+use crate::stream_order::{for_each_record, StreamSource};
 
 /// The LogGOPSim noise-trace codec (import and export).
 pub(super) struct LogGopSim;
@@ -26,28 +30,47 @@ impl Codec for LogGopSim {
         "LogGOPSim"
     }
 
-    fn import(&self, paths: &[PathBuf]) -> Result<Imported, TraceError> {
-        read_loggopsim(paths).map(Imported::complete)
+    fn spill(&self, paths: &[PathBuf]) -> Result<Spilled, TraceError> {
+        spill_loggopsim(paths)
     }
 
     fn export(&self, trace: &Trace, path: &Path) -> Result<(), TraceError> {
         if trace.streams.len() == 1 {
             return with_file(path, |w| write_loggopsim(&trace.streams[0], w));
         }
-        if !path.to_string_lossy().contains(CPU_PLACEHOLDER) {
-            return Err(TraceError::Argument(format!(
-                "a LogGOPSim file holds one stream and this trace has {}: put {CPU_PLACEHOLDER} \
-                 in the output name for one file per CPU (e.g. node.cpu{CPU_PLACEHOLDER}.lgs), \
-                 or keep one CPU with `slice --cpus`",
-                trace.streams.len()
-            )));
-        }
+        check_placeholder(path, trace.streams.len())?;
         for s in &trace.streams {
             let p = per_stream_path(path, s.cpu);
             with_file(&p, |w| write_loggopsim(s, w))?;
         }
         Ok(())
     }
+
+    /// The bytes of [`Codec::export`], a stream at a time in the memory of one run of detours.
+    fn export_streams(&self, src: &dyn StreamSource, path: &Path) -> Result<(), TraceError> {
+        let streams = &src.frame().streams;
+        if streams.len() == 1 {
+            return with_file(path, |w| write_loggopsim_stream(src, 0, w));
+        }
+        check_placeholder(path, streams.len())?;
+        for (i, s) in streams.iter().enumerate() {
+            let p = per_stream_path(path, s.cpu);
+            with_file(&p, |w| write_loggopsim_stream(src, i, w))?;
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a multi-stream output name without [`CPU_PLACEHOLDER`], before anything is written.
+fn check_placeholder(path: &Path, streams: usize) -> Result<(), TraceError> {
+    if path.to_string_lossy().contains(CPU_PLACEHOLDER) {
+        return Ok(());
+    }
+    Err(TraceError::Argument(format!(
+        "a LogGOPSim file holds one stream and this trace has {streams}: put {CPU_PLACEHOLDER} \
+         in the output name for one file per CPU (e.g. node.cpu{CPU_PLACEHOLDER}.lgs), \
+         or keep one CPU with `slice --cpus`"
+    )))
 }
 
 /// What a multi-stream LogGOPSim output name holds where each file's CPU number goes.
@@ -80,16 +103,51 @@ pub fn write_loggopsim(stream: &Stream, w: &mut dyn Write) -> Result<(), TraceEr
     Ok(())
 }
 
+/// [`write_loggopsim`] of stream `stream` of `src`, its detours read a run at a time.
+fn write_loggopsim_stream(
+    src: &dyn StreamSource,
+    stream: usize,
+    w: &mut dyn Write,
+) -> Result<(), TraceError> {
+    let s = &src.frame().streams[stream];
+    let b = s.begin_ns;
+    write!(
+        w,
+        "# jitter-trace cpu={} begin_ns={b} end_ns={} origin_ns={b}",
+        s.cpu, s.end_ns
+    )
+    .map_err(io_w)?;
+    let mut index = 0usize;
+    for_each_record(src, stream, &mut |r| {
+        let rel = r
+            .start_ns
+            .checked_sub(b)
+            .ok_or_else(|| TraceError::Invalid {
+                stream,
+                index,
+                reason: format!(
+                    "starts at {} ns, before the window's begin {b} ns",
+                    r.start_ns
+                ),
+            })?;
+        index += 1;
+        write!(w, "\n{rel}\t{}", r.run_ns).map_err(io_w)
+    })?;
+    write!(w, "\n{}\t0", s.end_ns - b).map_err(io_w)?;
+    Ok(())
+}
+
 /// Reads LogGOPSim/netgauge noise traces, one stream per file.
 pub fn read_loggopsim(paths: &[PathBuf]) -> Result<Trace, TraceError> {
+    Ok(read_trace(spill_loggopsim(paths)?.path())?.trace)
+}
+
+/// [`read_loggopsim`] into a temporary `.jtr`, in bounded memory ([`super::spill`]).
+fn spill_loggopsim(paths: &[PathBuf]) -> Result<Spilled, TraceError> {
+    let store = Store::new()?;
     let mut parts = Vec::new();
     for (i, path) in paths.iter().enumerate() {
-        let mut part = Part {
-            cpu: i as u32,
-            window: None,
-            detours: Vec::new(),
-            path: path.clone(),
-        };
+        let mut part = Part::new(i as u32, path);
         // Starts are relative to this (the `origin_ns` of an export; 0 otherwise).
         let mut origin = 0u64;
         for (n, line) in lines(path)? {
@@ -129,11 +187,13 @@ pub fn read_loggopsim(paths: &[PathBuf]) -> Result<Trace, TraceError> {
             if run_ns == 0 && part.window.is_some_and(|(_, e)| e == start_ns) {
                 continue;
             }
-            part.detours.push((Detour { start_ns, run_ns }, n));
+            let row = (Detour { start_ns, run_ns }, n);
+            part.detours.push(&store, row, cap(1))?;
         }
+        part.detours.seal(&store)?;
         parts.push(part);
     }
-    assemble(parts, "loggopsim")
+    assemble(parts, store, "loggopsim", |_| {})
 }
 
 /// The jitter-trace comment: CPU, window and the origin of the starts (0 when absent).

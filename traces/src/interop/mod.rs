@@ -15,6 +15,9 @@
 //!
 //! Formats without a window (CSV, and noise traces without the jitter-trace comment) get the
 //! window `[earliest start, latest end]` over all files of the import, the same for every stream.
+//! A text input is read in one pass into a temporary `.jtr` ([`import_to_file`], `spill`:
+//! each stream's rows sorted on disk where they come out of order), which every reader then
+//! reads as any `.jtr`, in bounded memory.
 
 mod codec;
 mod csv;
@@ -22,6 +25,7 @@ mod jsonl;
 mod jtr;
 mod loggopsim;
 pub mod perfetto;
+mod spill;
 mod sysjitter;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +39,7 @@ pub use self::codec::{Codec, Imported};
 pub use self::csv::{read_csv, write_csv};
 pub use self::jsonl::write_jsonl;
 pub use self::loggopsim::{per_stream_path, read_loggopsim, write_loggopsim, CPU_PLACEHOLDER};
+pub use self::spill::Spilled;
 pub use self::sysjitter::read_sysjitter;
 
 /// A trace file format this crate reads or writes.
@@ -131,8 +136,15 @@ pub fn import(paths: &[PathBuf], format: Format) -> Result<Imported, TraceError>
     format.codec().import(paths)
 }
 
-/// Writes the trace of `src` to `path` in `format`, stream by stream (in the memory of one
-/// run of detours for `.jtr`, CSV and JSON lines; a LogGOPSim export reads it whole).
+/// Reads a text input (CSV, sysjitter, LogGOPSim) from `paths` into a temporary `.jtr` file,
+/// in bounded memory in the input's length (see `spill`), with the errors and the trace of
+/// [`import`]; the file is removed when the [`Spilled`] is dropped.
+pub fn import_to_file(paths: &[PathBuf], format: Format) -> Result<Spilled, TraceError> {
+    format.codec().spill(paths)
+}
+
+/// Writes the trace of `src` to `path` in `format`, stream by stream, in the memory of one
+/// run of detours.
 pub fn export_streams(
     src: &dyn StreamSource,
     path: &Path,

@@ -4,7 +4,8 @@
 //! `<timestamp ns> <delta us> <interruption cycles> <interruption ns>`, files written with
 //! `--sort` three: `<timestamp ns> <interruption cycles> <interruption ns>`. The timestamp is
 //! when the thread got the CPU back (the *end* of the interruption) relative to the start of the
-//! run, so a detour is `start = timestamp − ns, run = ns`. Lines are sorted by time on import.
+//! run, so a detour is `start = timestamp − ns, run = ns`. Lines are sorted by time on import
+//! (in bounded memory, on disk where they come out of order: [`super::spill`]).
 //! Truncation to ns in sysjitter can make a detour start up to a few ns before the previous one
 //! ends; such a start is moved to the previous end (and the run shortened by as much). The
 //! stream window is `[0, total_runtime]` (or `[0, last end]` without that line); the CPU id is
@@ -12,8 +13,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::codec::{assemble, int, lines, parse_err, Codec, Imported, Part};
+use super::codec::{assemble, int, lines, parse_err, Codec, Part};
+use super::spill::{cap, Rows, Spilled, Store};
 use crate::error::TraceError;
+use crate::load::read_trace;
 use crate::model::{Detour, Trace};
 
 /// The sysjitter `--raw` codec (import only).
@@ -24,13 +27,19 @@ impl Codec for Sysjitter {
         "sysjitter raw output"
     }
 
-    fn import(&self, paths: &[PathBuf]) -> Result<Imported, TraceError> {
-        read_sysjitter(paths).map(Imported::complete)
+    fn spill(&self, paths: &[PathBuf]) -> Result<Spilled, TraceError> {
+        spill_sysjitter(paths)
     }
 }
 
 /// Reads sysjitter `--raw` files, one stream per file.
 pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
+    Ok(read_trace(spill_sysjitter(paths)?.path())?.trace)
+}
+
+/// [`read_sysjitter`] into a temporary `.jtr`, in bounded memory ([`super::spill`]).
+fn spill_sysjitter(paths: &[PathBuf]) -> Result<Spilled, TraceError> {
+    let store = Store::new()?;
     let mut parts = Vec::new();
     let mut mhz = None;
     let mut threshold = None;
@@ -41,7 +50,7 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
             .and_then(|e| e.parse::<u32>().ok())
             .unwrap_or(i as u32);
         let mut runtime_ns: Option<u64> = None;
-        let mut rows: Vec<(Detour, usize)> = Vec::new();
+        let mut rows = Rows::default();
         let mut columns = None;
         for (n, line) in lines(path)? {
             let line = line?;
@@ -109,16 +118,13 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
                     ));
                 }
             }
-            rows.push((
-                Detour {
-                    start_ns: ts.saturating_sub(ns),
-                    run_ns: ns.min(ts),
-                },
-                n,
-            ));
+            let d = Detour {
+                start_ns: ts.saturating_sub(ns),
+                run_ns: ns.min(ts),
+            };
+            rows.push(&store, (d, n), cap(1))?;
         }
-        let kept = settle(path, rows)?;
-        let last_end = kept.last().map_or(0, |(d, _)| d.end_ns());
+        let (kept, last_end) = settle(path, rows, &store)?;
         parts.push(Part {
             cpu,
             window: Some((0, runtime_ns.unwrap_or(0).max(last_end))),
@@ -126,26 +132,27 @@ pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
             path: path.clone(),
         });
     }
-    let mut t = assemble(parts, "sysjitter")?;
-    if let Some(m) = mhz {
-        t.header.tsc_khz = m * 1000;
-    }
-    if let Some(th) = threshold {
-        t.header.threshold_ns = th;
-    }
-    Ok(t)
+    assemble(parts, store, "sysjitter", |h| {
+        if let Some(m) = mhz {
+            h.tsc_khz = m * 1000;
+        }
+        if let Some(th) = threshold {
+            h.threshold_ns = th;
+        }
+    })
 }
 
 /// The interruptions of one file in order of start, each moved to start at the end of the one
 /// before where sysjitter's separate truncations make them overlap by a few ns (at most
-/// 1 µs); a duplicate or a larger overlap is an error naming its line.
-fn settle(path: &Path, mut rows: Vec<(Detour, usize)>) -> Result<Vec<(Detour, usize)>, TraceError> {
-    rows.sort_by_key(|(d, _)| d.start_ns);
+/// 1 µs); a duplicate or a larger overlap is an error naming its line. Returns them with the
+/// last one's end.
+fn settle(path: &Path, rows: Rows, store: &Store) -> Result<(Rows, u64), TraceError> {
     // sysjitter truncates cycles to ns separately for the timestamp and the interruption, so
     // a start may fall a few ns before the previous end: move it to that end.
-    let mut kept: Vec<(Detour, usize)> = Vec::with_capacity(rows.len());
-    for (mut d, n) in rows {
-        if let Some(&(last, m)) = kept.last() {
+    let mut kept = Rows::default();
+    let mut last_kept: Option<(Detour, usize)> = None;
+    rows.for_each_sorted(store, &mut |(mut d, n)| {
+        if let Some((last, m)) = last_kept {
             if d == last {
                 return Err(parse_err(path, n, format!("duplicates line {m}")));
             }
@@ -170,12 +177,15 @@ fn settle(path: &Path, mut rows: Vec<(Detour, usize)>) -> Result<Vec<(Detour, us
                 d.start_ns = end;
             }
             if d.start_ns <= last.start_ns {
-                continue;
+                return Ok(());
             }
         }
-        kept.push((d, n));
-    }
-    Ok(kept)
+        kept.push(store, (d, n), cap(1))?;
+        last_kept = Some((d, n));
+        Ok(())
+    })?;
+    kept.seal(store)?;
+    Ok((kept, last_kept.map_or(0, |(d, _)| d.end_ns())))
 }
 
 #[cfg(test)]
