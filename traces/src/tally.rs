@@ -135,10 +135,7 @@ impl Source {
 
     /// The gap since this CPU's last occurrence (none for its first), and the new last.
     fn gap(&mut self, cpu: u32, start: u64) -> Option<u64> {
-        match self.last.insert(cpu, start) {
-            Some(last) => Some(start.saturating_sub(last)),
-            None => None,
-        }
+        (self.last.insert(cpu, start)).map(|last| start.saturating_sub(last))
     }
 }
 

@@ -347,8 +347,8 @@ fn attributed() -> &'static (tempfile::TempDir, PathBuf, PathBuf) {
 fn attributed_peaks(args: &[&str]) -> (i64, i64) {
     let (_, short, long) = attributed();
     let out = tempfile::tempdir().unwrap();
-    let a = peak_kb(out.path(), short, args);
-    let b = peak_kb(out.path(), long, args);
+    let a = peak_kb(out.path(), std::slice::from_ref(short), args);
+    let b = peak_kb(out.path(), std::slice::from_ref(long), args);
     eprintln!("{args:?}: {a} KB at 5·10^4 attributed detours, {b} KB at 2·10^5");
     (a, b)
 }
