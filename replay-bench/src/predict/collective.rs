@@ -22,8 +22,9 @@
 //! `Clocks::quiet_until` without asking the engine; a receive (idle until the message is there,
 //! then o) is one question, `Clocks::receive`. When one plan, one process and every rank
 //! sending and receiving each round make all ranks alike (`symmetric`), they are one state.
-//! Under MPI each round's send ends go only to their receivers' processes, as (receiver, end)
-//! pairs in one `MPI_Alltoallv` (`Scratch`'s routes): O(own ranks) per process and round.
+//! Under MPI each round's send ends that cross to another process go only to their receivers'
+//! processes, as (receiver, end) pairs in one `MPI_Alltoallv` (`Scratch`'s routes); the others
+//! stay in the process: O(own ranks) per process and round.
 
 use jitter_trace::units::format_ns;
 use rayon::prelude::*;
@@ -212,9 +213,10 @@ pub struct Scratch {
     bufs: round::Buffers,
 }
 
-/// The exchange of a round's send ends between processes: each process sends every one of
-/// its senders' ends, as a (receiver, end) pair, to the process holding the receiver
-/// (`MPI_Alltoallv`), so a process handles O(its ranks) per round, not O(all ranks).
+/// The exchange of a round's send ends between processes: each process sends its senders'
+/// ends whose receivers another process holds, as (receiver, end) pairs, to that process
+/// (`MPI_Alltoallv`); the ends of its own receivers it keeps. A process handles O(its ranks)
+/// per round, not O(all ranks), and sends only what crosses.
 #[derive(Debug, Default)]
 struct Routes {
     /// First global rank of each process, then the rank count: process p holds
@@ -297,16 +299,21 @@ impl Routes {
 
     /// Sends the ends in `sent` (local ranks from `lo`) of `round`'s senders to their
     /// receivers' processes and fills `arrived` with the ends this process's receivers wait for.
+    /// An end whose receiver is in this process is written into `arrived` at once; only the
+    /// pairs that cross to another process travel (for a dissemination round of distance d on
+    /// contiguous blocks, min(d, block) per boundary).
     fn exchange(&mut self, comm: &dyn Collective, round: Round, n: u64, lo: u64, sent: &[u64]) {
+        let hi = lo + sent.len() as u64;
+        let mine = |g: u64| lo <= g && g < hi;
         let (mut at, mut to_at) = (0, 0);
         self.to.counts.fill(0);
         self.from.counts.fill(0);
-        for g in lo..lo + sent.len() as u64 {
-            if let Some(dst) = round.to(g, n) {
+        for g in lo..hi {
+            if let Some(dst) = round.to(g, n).filter(|&d| !mine(d)) {
                 let p = self.owner(&mut to_at, dst);
                 self.to.counts[p] += 2;
             }
-            if let Some(src) = round.from(g, n) {
+            if let Some(src) = round.from(g, n).filter(|&s| !mine(s)) {
                 let p = self.owner(&mut at, src);
                 self.from.counts[p] += 2;
             }
@@ -317,15 +324,17 @@ impl Routes {
         for (c, &d) in self.to.counts.iter_mut().zip(&self.to.displs) {
             *c = d;
         }
-        for (i, &end) in sent.iter().enumerate() {
-            let g = lo + i as u64;
-            if let Some(dst) = round.to(g, n) {
-                let p = self.owner(&mut to_at, dst);
-                let k = self.to.counts[p] as usize;
-                self.send[k] = dst;
-                self.send[k + 1] = end;
-                self.to.counts[p] += 2;
+        for (g, &end) in (lo..hi).zip(sent) {
+            let Some(dst) = round.to(g, n) else { continue };
+            if mine(dst) {
+                self.arrived[(dst - lo) as usize] = end;
+                continue;
             }
+            let p = self.owner(&mut to_at, dst);
+            let k = self.to.counts[p] as usize;
+            self.send[k] = dst;
+            self.send[k + 1] = end;
+            self.to.counts[p] += 2;
         }
         for (c, &d) in self.to.counts.iter_mut().zip(&self.to.displs) {
             *c -= d;
