@@ -199,7 +199,7 @@ pub fn filter(trace: &Trace, a: &Attribution, f: &SourceFilter) -> Result<Filter
             "name at least one source to filter".into(),
         ));
     }
-    let threshold = trace.header.threshold_ns.max(0.0).ceil() as u64;
+    let threshold = threshold_of(&trace.header);
     let mut out = Filtered {
         trace: without_streams(trace),
         attribution: without_cpus(a),
@@ -209,64 +209,27 @@ pub fn filter(trace: &Trace, a: &Attribution, f: &SourceFilter) -> Result<Filter
         shortened: 0,
         wakeups: 0,
     };
+    let mut tally = Tally::default();
     for (i, s) in trace.streams.iter().enumerate() {
-        let ca = (a.cpus.iter().find(|c| c.cpu == s.cpu)).ok_or_else(|| {
-            TraceError::Argument(format!(
-                "the attribution has no entry for CPU {} (stream {i})",
-                s.cpu
-            ))
-        })?;
+        let ca = (a.cpus.iter().find(|c| c.cpu == s.cpu)).ok_or_else(|| no_entry(s.cpu, i))?;
         if ca.detours.len() != s.records.len() {
-            return Err(TraceError::Argument(format!(
-                "the attribution of CPU {} holds {} detours, the trace {}: not this trace's",
+            return Err(other_count(
                 s.cpu,
-                ca.detours.len(),
-                s.records.len()
-            )));
+                ca.detours.len() as u64,
+                s.records.len() as u64,
+            ));
         }
         let mut detours = Vec::with_capacity(s.records.len());
         let mut kept = Vec::with_capacity(s.records.len());
         for (j, (r, d)) in s.records.iter().zip(&ca.detours).enumerate() {
-            if (r.start_ns, r.run_ns) != (d.start_ns, d.run_ns) {
-                return Err(TraceError::Argument(format!(
-                    "detour {j} of CPU {} starts at {} ns for {} ns in the trace and at {} ns \
-                     for {} ns in the attribution: not this trace's",
-                    s.cpu, r.start_ns, r.run_ns, d.start_ns, d.run_ns
-                )));
+            same_detour(s.cpu, j, &r.detour(), d)?;
+            if let Some(k) = filter_one(f, threshold, d, &mut tally) {
+                detours.push(Detour {
+                    start_ns: k.start_ns,
+                    run_ns: k.run_ns,
+                });
+                kept.push(k);
             }
-            let woken = f.woke_dropped_task(&d.parts);
-            out.wakeups += u64::from(woken);
-            let path = |p: &Part| {
-                woken
-                    && matches!(
-                        Category::of(&p.source),
-                        Category::Periodic | Category::Scheduling
-                    )
-            };
-            let parts: Vec<Part> = (d.parts.iter())
-                .filter(|p| f.keeps(&p.source) && !path(p))
-                .cloned()
-                .collect();
-            let explained: u64 = parts.iter().map(|p| p.ns).sum();
-            let rest = if f.keeps(UNATTRIBUTED) && !woken {
-                d.unattributed_ns()
-            } else {
-                0
-            };
-            let run_ns = (explained + rest).min(d.run_ns);
-            out.removed_ns += d.run_ns - run_ns;
-            if run_ns == 0 || run_ns < threshold {
-                out.emptied += u64::from(run_ns == 0);
-                out.below_threshold += u64::from(run_ns > 0);
-                out.removed_ns += run_ns;
-                continue;
-            }
-            out.shortened += u64::from(run_ns < d.run_ns);
-            detours.push(Detour {
-                start_ns: d.start_ns,
-                run_ns,
-            });
-            kept.push(attributed(d.start_ns, run_ns, parts));
         }
         let mut stream = Stream::from_detours(s.cpu, s.begin_ns, s.end_ns, &detours)?;
         stream.counters = s.counters.clone();
@@ -276,7 +239,95 @@ pub fn filter(trace: &Trace, a: &Attribution, f: &SourceFilter) -> Result<Filter
         out.attribution.cpus.push(cpu);
     }
     out.trace.sync_header();
-    let labels = &mut out.trace.header.labels;
+    label(&mut out.trace.header, f, tally.removed_ns);
+    tally.set(&mut out);
+    Ok(out)
+}
+
+/// The trace's detour threshold, whole ns: a detour left shorter is dropped.
+pub(crate) fn threshold_of(h: &crate::model::Header) -> u64 {
+    h.threshold_ns.max(0.0).ceil() as u64
+}
+
+/// What a filter took away, counted detour by detour (the fields of [`Filtered`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Detour time removed, ns (including the detours below the threshold).
+    pub removed_ns: u64,
+    /// Detours that lost all their time.
+    pub emptied: u64,
+    /// Detours left shorter than the trace's threshold, dropped.
+    pub below_threshold: u64,
+    /// Detours that lost part of their time and stay.
+    pub shortened: u64,
+    /// Detours whose wake-up path went with a dropped task.
+    pub wakeups: u64,
+    /// Detours that stay.
+    pub kept: u64,
+}
+
+impl Tally {
+    /// Adds `o`'s counts.
+    pub(crate) fn add(&mut self, o: &Tally) {
+        self.removed_ns += o.removed_ns;
+        self.emptied += o.emptied;
+        self.below_threshold += o.below_threshold;
+        self.shortened += o.shortened;
+        self.wakeups += o.wakeups;
+        self.kept += o.kept;
+    }
+
+    fn set(&self, out: &mut Filtered) {
+        out.removed_ns = self.removed_ns;
+        out.emptied = self.emptied;
+        out.below_threshold = self.below_threshold;
+        out.shortened = self.shortened;
+        out.wakeups = self.wakeups;
+    }
+}
+
+/// The detour `d` filtered by `f` (`None`: gone, emptied or below `threshold`), counted.
+pub(crate) fn filter_one(
+    f: &SourceFilter,
+    threshold: u64,
+    d: &AttributedDetour,
+    tally: &mut Tally,
+) -> Option<AttributedDetour> {
+    let woken = f.woke_dropped_task(&d.parts);
+    tally.wakeups += u64::from(woken);
+    let path = |p: &Part| {
+        woken
+            && matches!(
+                Category::of(&p.source),
+                Category::Periodic | Category::Scheduling
+            )
+    };
+    let parts: Vec<Part> = (d.parts.iter())
+        .filter(|p| f.keeps(&p.source) && !path(p))
+        .cloned()
+        .collect();
+    let explained: u64 = parts.iter().map(|p| p.ns).sum();
+    let rest = if f.keeps(UNATTRIBUTED) && !woken {
+        d.unattributed_ns()
+    } else {
+        0
+    };
+    let run_ns = (explained + rest).min(d.run_ns);
+    tally.removed_ns += d.run_ns - run_ns;
+    if run_ns == 0 || run_ns < threshold {
+        tally.emptied += u64::from(run_ns == 0);
+        tally.below_threshold += u64::from(run_ns > 0);
+        tally.removed_ns += run_ns;
+        return None;
+    }
+    tally.shortened += u64::from(run_ns < d.run_ns);
+    tally.kept += 1;
+    Some(attributed(d.start_ns, run_ns, parts))
+}
+
+/// The header's labels say what `f` removed, after what earlier filters did.
+pub(crate) fn label(header: &mut crate::model::Header, f: &SourceFilter, removed_ns: u64) {
+    let labels = &mut header.labels;
     let before = labels.get(LABEL_FILTER).cloned();
     let described = f.describe();
     labels.insert(
@@ -288,9 +339,40 @@ pub fn filter(trace: &Trace, a: &Attribution, f: &SourceFilter) -> Result<Filter
         .unwrap_or(0);
     labels.insert(
         LABEL_REMOVED_NS.into(),
-        (removed_before + out.removed_ns).to_string(),
+        (removed_before + removed_ns).to_string(),
     );
-    Ok(out)
+}
+
+/// The error of a trace's stream `i` on `cpu` that the attribution has no entry for.
+pub(crate) fn no_entry(cpu: u32, i: usize) -> TraceError {
+    TraceError::Argument(format!(
+        "the attribution has no entry for CPU {cpu} (stream {i})"
+    ))
+}
+
+/// The error of an attribution whose entry for `cpu` holds `held` detours, the trace `trace`.
+pub(crate) fn other_count(cpu: u32, held: u64, trace: u64) -> TraceError {
+    TraceError::Argument(format!(
+        "the attribution of CPU {cpu} holds {held} detours, the trace {trace}: not this trace's"
+    ))
+}
+
+/// Detour `j` of `cpu` as the trace has it (`r`) and as the attribution has it (`d`): the
+/// same start and run-time, or the error saying the attribution is another trace's.
+pub(crate) fn same_detour(
+    cpu: u32,
+    j: usize,
+    r: &Detour,
+    d: &AttributedDetour,
+) -> Result<(), TraceError> {
+    if (r.start_ns, r.run_ns) != (d.start_ns, d.run_ns) {
+        return Err(TraceError::Argument(format!(
+            "detour {j} of CPU {cpu} starts at {} ns for {} ns in the trace and at {} ns \
+             for {} ns in the attribution: not this trace's",
+            r.start_ns, r.run_ns, d.start_ns, d.run_ns
+        )));
+    }
+    Ok(())
 }
 
 /// The trace without its streams (header, self windows, notes).
@@ -304,7 +386,7 @@ fn without_streams(t: &Trace) -> Trace {
 }
 
 /// The attribution without its CPUs.
-fn without_cpus(a: &Attribution) -> Attribution {
+pub(crate) fn without_cpus(a: &Attribution) -> Attribution {
     Attribution {
         version: a.version,
         collection_start_unix_ns: a.collection_start_unix_ns,
@@ -316,7 +398,7 @@ fn without_cpus(a: &Attribution) -> Attribution {
 }
 
 /// One CPU's attribution without its detours.
-fn without_detours(c: &CpuAttribution) -> CpuAttribution {
+pub(crate) fn without_detours(c: &CpuAttribution) -> CpuAttribution {
     CpuAttribution {
         cpu: c.cpu,
         begin_ns: c.begin_ns,
@@ -333,7 +415,7 @@ fn without_detours(c: &CpuAttribution) -> CpuAttribution {
 /// A detour of `run_ns` with the sources `parts` left in it, its dominant source and
 /// combination made as the collector makes them (the first of the largest; order of
 /// appearance; `unattributed` when none).
-fn attributed(start_ns: u64, run_ns: u64, parts: Vec<Part>) -> AttributedDetour {
+pub(crate) fn attributed(start_ns: u64, run_ns: u64, parts: Vec<Part>) -> AttributedDetour {
     let dominant = (parts.iter()).fold(None::<&Part>, |best, p| match best {
         Some(b) if b.ns >= p.ns => Some(b),
         _ => Some(p),

@@ -10,8 +10,10 @@
 //!   [`stream_order`] (stream after stream in constant memory, for writers);
 //! - numbers from a trace: [`stats`] (also in one pass), [`summary`] (quantiles, intervals,
 //!   the histogram every crate uses), [`compare`], [`nodes`] ([`node`]: one row), [`sanity`], [`digest`];
-//! - new traces from old: [`transform`], [`synth`], [`filter`], [`interop`] (other formats);
-//! - the `--attribute` sidecar and its analyses: [`sidecar`], [`attribution`], [`changes`],
+//! - new traces from old: [`transform`], [`synth`], [`filter`] ([`filter_streams`]: in
+//!   constant memory), [`interop`] (other formats);
+//! - the `--attribute` sidecar ([`sidecar_writer`]: detour by detour) and its analyses:
+//!   [`sidecar`], [`attribution`], [`changes`],
 //!   [`steal`], [`periodogram`], [`advice`];
 //! - what every binary of the workspace shares: [`cli`], [`output`], [`table`], [`units`],
 //!   [`error`].
@@ -31,6 +33,7 @@ pub mod digest;
 pub mod error;
 pub mod facts;
 pub mod filter;
+pub mod filter_streams;
 pub mod format;
 pub mod integrity;
 pub mod interop;
@@ -49,6 +52,7 @@ pub mod scan;
 pub mod selection;
 pub mod sidecar;
 pub mod sidecar_reader;
+pub mod sidecar_writer;
 pub mod sliced;
 pub mod stats;
 pub mod steal;

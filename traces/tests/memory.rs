@@ -368,6 +368,8 @@ fn the_sidecars_commands_hold_no_detour() {
         &["diff", "{}", "{}"],
         &["advice", "{}"],
         &["perfetto", "{}", "--max-slices", "1000", "-o", "{out}.json"],
+        &["filter", "{}", "--drop", "timer", "-o", "{out}.jtr"],
+        &["filter", "{}", "--keep", "task,irq", "-o", "{out}.csv"],
     ] {
         let (a, b) = attributed_peaks(args);
         assert!(
@@ -375,7 +377,6 @@ fn the_sidecars_commands_hold_no_detour() {
             "{args:?}: peak RSS grew from {a} KB to {b} KB with the sidecar's length"
         );
     }
-    // The control: `filter` reads the sidecar whole (and the trace).
-    let (a, b) = attributed_peaks(&["filter", "{}", "--drop", "timer", "-o", "{out}.jtr"]);
-    assert!(b - a > 2 * MARGIN_KB, "filter: {a} KB, then {b} KB");
+    // No control of its own: `the_control_grows_with_the_length` is the margin's. `filter`
+    // was this one's until it read the sidecar whole no more (58 → 186 MB before).
 }

@@ -2,15 +2,18 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
 
 use jitter_trace::attribution::sidecar_path;
+use jitter_trace::filter_streams::{FilterPlan, SharedSidecar};
 use jitter_trace::interop::Format;
 
-use crate::commands::input::{load, load_attribution, Input};
-use crate::commands::output::{report_written, save, Output};
+use crate::commands::input::{attribution_file_unchecked, check_collection, source, Input};
+use crate::commands::output::{report_count, save_streams, Count, Output};
 
 /// `jitter-trace filter`.
 #[derive(Debug, Args)]
@@ -40,9 +43,10 @@ pub(crate) struct FilterArgs {
 }
 
 impl FilterArgs {
-    /// Runs the subcommand; `json`: print JSON instead of text.
+    /// Runs the subcommand; `json`: print JSON instead of text. The trace is read stream by
+    /// stream and its sidecar detour by detour (`filter_streams`), in constant memory.
     pub(crate) fn run(self, json: bool) -> Result<()> {
-        use jitter_trace::filter::{filter, SourceFilter};
+        use jitter_trace::filter::SourceFilter;
         let FilterArgs {
             trace,
             drop,
@@ -51,8 +55,8 @@ impl FilterArgs {
             input,
             output,
         } = self;
-        let t = load(std::slice::from_ref(&trace), &input)?;
-        let a = load_attribution(&trace)?;
+        let source = source(std::slice::from_ref(&trace), &input)?;
+        let sidecar = attribution_file_unchecked(&trace)?;
         let f = if keep.is_empty() {
             let f = SourceFilter::drop(drop);
             if with_wakeups {
@@ -63,19 +67,32 @@ impl FilterArgs {
         } else {
             SourceFilter::keep(keep)
         };
-        let filtered = filter(&t, &a, &f)?;
-        let written = save(&filtered.trace, &output)?;
-        if Format::resolve(output.to, &output.output)? == Format::Jtr {
-            filtered.attribution.write(&sidecar_path(&output.output))?;
-        }
+        let shared: SharedSidecar = Arc::new(sidecar.clone());
+        let plan = FilterPlan::planned(source.src.as_ref(), shared, &f)?;
+        check_collection(&trace, plan.collection_start_unix_ns())?;
+        plan.check()?;
+        let tally = plan.tally();
+        let format = Format::for_output(output.to, &output.output)?;
+        let (written, count) = if format == Format::Jtr {
+            let path = &output.output;
+            (plan.write_jtr(path, &sidecar_path(path)))
+                .with_context(|| path.display().to_string())?;
+            let count = Count {
+                streams: plan.frame().streams.len(),
+                records: tally.kept,
+            };
+            (vec![path.clone()], count)
+        } else {
+            save_streams(&plan.source(), &output)?
+        };
         let extra = json!({
             "filter": f.describe(),
-            "removed_ns": filtered.removed_ns,
-            "emptied": filtered.emptied,
-            "below_threshold": filtered.below_threshold,
-            "shortened": filtered.shortened,
-            "wakeups": filtered.wakeups,
+            "removed_ns": tally.removed_ns,
+            "emptied": tally.emptied,
+            "below_threshold": tally.below_threshold,
+            "shortened": tally.shortened,
+            "wakeups": tally.wakeups,
         });
-        report_written(json, &filtered.trace, &written, extra)
+        report_count(json, count, &written, extra)
     }
 }

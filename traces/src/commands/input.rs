@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
-use jitter_trace::attribution::{sidecar_path, Attribution};
+use jitter_trace::attribution::sidecar_path;
 use jitter_trace::integrity::{Integrity, Salvage, SALVAGED_NOTE};
-use jitter_trace::interop::{import, import_to_file, Format, Spilled};
+use jitter_trace::interop::{import_to_file, Format, Spilled};
 use jitter_trace::scan::{scan_trace, ChunkSink, Scan};
 use jitter_trace::sidecar_reader::SidecarFile;
 use jitter_trace::stream_order::{RunSink, StreamSource, TraceFile};
@@ -31,40 +31,6 @@ pub(crate) struct Input {
 
 pub(crate) fn duration_arg(s: &str) -> Result<f64, String> {
     parse_duration_ns(s).map_err(|e| e.to_string())
-}
-
-/// Reads a trace and applies the one policy on what it lacks (ring loss, damage, truncation:
-/// refused unless `--salvage`; what was kept named on stderr).
-pub(crate) fn load(paths: &[PathBuf], input: &Input) -> Result<Trace> {
-    let (trace, _) = load_checked(paths, input)?;
-    Ok(trace)
-}
-
-/// [`load`], with what the trace lacks; a salvaged defect is carried in the trace's notes, so
-/// that a trace written from it says so too.
-pub(crate) fn load_checked(paths: &[PathBuf], input: &Input) -> Result<(Trace, Integrity)> {
-    let first = paths.first().ok_or_else(|| anyhow!("no input file"))?;
-    let (mut trace, integrity) = import_unchecked(paths, input)?;
-    let name = first.display().to_string();
-    let integrity = integrity.check(&name, Salvage::from_flag(input.salvage))?;
-    if let Some(w) = integrity.warning() {
-        eprintln!("warning: {name}: {w}");
-    }
-    if integrity.salvaged {
-        if let Some(defect) = &integrity.defect {
-            trace.notes.insert(SALVAGED_NOTE.into(), defect.clone());
-        }
-    }
-    Ok((trace, integrity))
-}
-
-/// Reads a trace with what it lacks, applying no policy (`nodes` marks such a node unusable).
-pub(crate) fn import_unchecked(paths: &[PathBuf], input: &Input) -> Result<(Trace, Integrity)> {
-    let first = paths.first().ok_or_else(|| anyhow!("no input file"))?;
-    let format = Format::resolve(input.from, first)?;
-    let imported = import(paths, format).map_err(|e| named(first, &e))?;
-    let integrity = Integrity::of(&imported.trace, &imported.completeness);
-    Ok((imported.trace, integrity))
 }
 
 /// A reader's error as one line that names the file once.
@@ -96,7 +62,7 @@ fn jtr_of(paths: &[PathBuf], input: &Input) -> Result<(PathBuf, Option<Spilled>)
 }
 
 /// One pass over an input's `.jtr` ([`jtr_of`]) in constant memory in its length, with the
-/// policy of [`load_checked`] (refused unless `--salvage`; what was kept named on stderr).
+/// one integrity policy (refused unless `--salvage`; what was kept named on stderr).
 pub(crate) fn scan_checked<S: ChunkSink>(
     paths: &[PathBuf],
     input: &Input,
@@ -114,7 +80,7 @@ pub(crate) fn scan_checked<S: ChunkSink>(
     })
 }
 
-/// [`scan_checked`] applying no policy, as [`import_unchecked`].
+/// [`scan_checked`] applying no policy (`nodes` marks such a node unusable).
 pub(crate) fn scan_unchecked<S: ChunkSink>(
     paths: &[PathBuf],
     input: &Input,
@@ -160,7 +126,7 @@ pub(crate) fn rescan(
 
 /// A trace to read stream by stream from its `.jtr` ([`jtr_of`]: a text input imported into a
 /// temporary one first), in constant memory in its length ([`TraceFile`]). The policy of
-/// [`load_checked`] is applied (refused unless `--salvage`; what was kept named on stderr; a
+/// [`scan_checked`] is applied (refused unless `--salvage`; what was kept named on stderr; a
 /// salvaged defect carried in the frame's notes).
 pub(crate) fn source(paths: &[PathBuf], input: &Input) -> Result<Source> {
     let (path, spilled) = jtr_of(paths, input)?;
@@ -208,25 +174,31 @@ impl StreamSource for InputFile {
     }
 }
 
-/// Reads the attribution sidecar of `trace` and checks that it belongs to that collection.
-pub(crate) fn load_attribution(trace: &Path) -> Result<Attribution> {
-    let a = Attribution::read(&existing_sidecar(trace)?)?;
-    let start = collection_start(trace)?;
-    if start != a.collection_start_unix_ns {
-        bail!(
-            "{} belongs to another collection (started at {} ns, the trace at {start} ns)",
-            sidecar_path(trace).display(),
-            a.collection_start_unix_ns
-        );
-    }
-    Ok(a)
-}
-
 /// The attribution sidecar of `trace`, to be read detour by detour: each pass refuses it
 /// unless it belongs to the trace's collection.
 pub(crate) fn attribution_file(trace: &Path) -> Result<SidecarFile> {
     let sidecar = existing_sidecar(trace)?;
     Ok(SidecarFile::new(&sidecar).of_collection(collection_start(trace)?))
+}
+
+/// The attribution sidecar of `trace`, to be read detour by detour, its collection not yet
+/// checked ([`check_collection`] after its first pass: the order in which a sidecar read
+/// whole was refused).
+pub(crate) fn attribution_file_unchecked(trace: &Path) -> Result<SidecarFile> {
+    Ok(SidecarFile::new(&existing_sidecar(trace)?))
+}
+
+/// Refuses a sidecar of `trace` that names the collection started at `found` ns unless it is
+/// the trace's.
+pub(crate) fn check_collection(trace: &Path, found: u64) -> Result<()> {
+    let start = collection_start(trace)?;
+    if start != found {
+        bail!(
+            "{} belongs to another collection (started at {found} ns, the trace at {start} ns)",
+            sidecar_path(trace).display()
+        );
+    }
+    Ok(())
 }
 
 /// The sidecar path of `trace`, or the error of a trace collected without `--attribute`.

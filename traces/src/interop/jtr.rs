@@ -48,7 +48,7 @@ impl Codec for Jtr {
 
 /// Writes the trace of `src` (its frame valid) to `out` stream by stream, in chunks of
 /// [`MAX_CHUNK_RECORDS`] detours: the bytes [`crate::format::write_to`] writes for the same trace.
-fn write_streams<W: Write>(out: W, src: &dyn StreamSource) -> Result<W, TraceError> {
+pub(crate) fn write_streams<W: Write>(out: W, src: &dyn StreamSource) -> Result<W, TraceError> {
     let frame = src.frame();
     let mut w = TraceWriter::new(out, &frame.header)?;
     let mut buf: Vec<Detour> = Vec::new();

@@ -38,6 +38,7 @@ use crate::stream_order::StreamSource;
 pub use self::codec::{Codec, Imported};
 pub use self::csv::{read_csv, write_csv};
 pub use self::jsonl::write_jsonl;
+pub(crate) use self::jtr::write_streams as write_jtr_streams;
 pub use self::loggopsim::{per_stream_path, read_loggopsim, write_loggopsim, CPU_PLACEHOLDER};
 pub use self::spill::Spilled;
 pub use self::sysjitter::read_sysjitter;
