@@ -332,20 +332,12 @@ pub fn write_goal(l: &MainLoop, spec: &GoalSpec, w: &mut impl Write) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::histogram::{Distribution, LogHistogram};
     use crate::profile::Slot;
     use crate::site::PEER_NONE;
     use std::collections::{BTreeMap, HashSet};
 
     fn slot(site: Site, mean_ns: f64) -> Slot {
-        let mut h = LogHistogram::default();
-        h.add(mean_ns as u64, 10);
-        Slot {
-            site,
-            compute: Distribution::of(&h, mean_ns).unwrap(),
-            call_mean_ns: 0.0,
-            shared: false,
-        }
+        Slot::constant(site, mean_ns).unwrap()
     }
 
     fn solver() -> MainLoop {

@@ -83,6 +83,22 @@ pub struct Slot {
     pub shared: bool,
 }
 
+impl Slot {
+    /// A slot of a synthetic profile: `site` after a compute of `compute_ns` every time (ten
+    /// samples of that length), no time in the call, not shared; `None` where the histogram
+    /// gives no distribution.
+    pub fn constant(site: Site, compute_ns: f64) -> Option<Slot> {
+        let mut h = LogHistogram::default();
+        h.add(compute_ns as u64, 10);
+        Some(Slot {
+            site,
+            compute: Distribution::of(&h, compute_ns)?,
+            call_mean_ns: 0.0,
+            shared: false,
+        })
+    }
+}
+
 /// The repeating sequence of calls.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MainLoop {

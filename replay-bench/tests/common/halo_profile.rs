@@ -2,19 +2,11 @@
 
 #![allow(dead_code)]
 
-use jitter_profile::histogram::{Distribution, LogHistogram};
 use jitter_profile::profile::{FORMAT, VERSION};
 use jitter_profile::{Call, MainLoop, Profile, Site, Slot};
 
 pub fn slot(site: Site, mean_ns: f64) -> Slot {
-    let mut h = LogHistogram::default();
-    h.add(mean_ns as u64, 10);
-    Slot {
-        site,
-        compute: Distribution::of(&h, mean_ns).unwrap(),
-        call_mean_ns: 0.0,
-        shared: false,
-    }
+    Slot::constant(site, mean_ns).unwrap()
 }
 
 /// A halo (Sendrecv both ways) and allreduces after `allreduces_ns` of compute each, profiled

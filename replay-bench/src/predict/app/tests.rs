@@ -2,7 +2,6 @@
 
 use indicatif::ProgressBar;
 use jitter_emulator::{PlanOptions, PlanStats, SyncMode, SyncSchedule};
-use jitter_profile::histogram::{Distribution, LogHistogram};
 use jitter_profile::site::PEER_NONE;
 use jitter_profile::{Call, MainLoop, Site, Slot};
 
@@ -16,14 +15,7 @@ use crate::predict::des::{BarrierModel, DesConfig, Engine};
 use crate::predict::platform::Platform;
 
 pub(crate) fn slot(site: Site, mean_ns: f64) -> Slot {
-    let mut h = LogHistogram::default();
-    h.add(mean_ns as u64, 10);
-    Slot {
-        site,
-        compute: Distribution::of(&h, mean_ns).unwrap(),
-        call_mean_ns: 0.0,
-        shared: false,
-    }
+    Slot::constant(site, mean_ns).unwrap()
 }
 
 pub(crate) fn on(call: Call, n: u32) -> Site {
