@@ -12,8 +12,8 @@
 # 60 phases, --sync none,phase,every:7, on the default platform and with `--timer itimer` (timer
 # errors: the walk); the default collective with --draws 3; the walk engine at 37 and 256 ranks
 # (dissemination, binomial tree); compute-allreduce; compute-barrier with the binomial tree;
-# dissemination with o = 50 ns, l = 2 us and with o = 0; and two runs under `mpirun -np 2`
-# (default collective, binomial tree). JITTER_TRACE_BIN names jitter-trace (default: next to
+# dissemination with o = 50 ns, l = 2 us and with o = 0; three runs under `mpirun -np 2`
+# (default collective, binomial tree, recursive doubling) and one under `-np 3`. JITTER_TRACE_BIN names jitter-trace (default: next to
 # BIN, else target/release/jitter-trace); MPIRUN the launcher.
 set -euo pipefail
 
@@ -85,10 +85,15 @@ case_ dense-compute-barrier-binomial "${d[@]}" "${table[@]}" --loop-shape comput
 case_ dense-logp-50-2000 "${d[@]}" "${table[@]}" --collective dissemination --logp-o-ns 50 \
     --logp-l-ns 2000
 case_ dense-logp-o0 "${d[@]}" "${table[@]}" --collective dissemination --logp-o-ns 0
-for c in dissemination binomial-tree; do
+for c in dissemination binomial-tree recursive-doubling; do
     echo "dense-mpi2-$c" >&2
     timeout 600 "${mpirun[@]}" -np 2 "$rb" predict --force --quanta 1ms "${d[@]}" \
         --ranks 1000,4099 --phases 60 --sync none,every:7 --collective "$c" --threads 1 \
         -o "$dir/dense-mpi2-$c.json" >/dev/null
 done
+# Three processes: blocks of unequal size whose boundaries no power of two aligns.
+echo "dense-mpi3-dissemination" >&2
+timeout 600 "${mpirun[@]}" --oversubscribe -np 3 "$rb" predict --force --quanta 1ms "${d[@]}" \
+    --ranks 1000,4099 --phases 60 --sync none,every:7 --threads 1 -o "$dir/dense-mpi3-dissemination.json" \
+    >/dev/null
 echo "$(find . -maxdepth 1 -name '*.json' | wc -l) reports in $(pwd)" >&2

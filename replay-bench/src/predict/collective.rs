@@ -22,19 +22,19 @@
 //! `Clocks::quiet_until` without asking the engine; a receive (idle until the message is there,
 //! then o) is one question, `Clocks::receive`. When one plan, one process and every rank
 //! sending and receiving each round make all ranks alike (`symmetric`), they are one state.
-//! Under MPI each round's send ends that cross to another process go only to their receivers'
-//! processes, as (receiver, end) pairs in one `MPI_Alltoallv` (`Scratch`'s routes); the others
-//! stay in the process: O(own ranks) per process and round.
+//! Each process runs its block of ranks in closed form ([`round::block`]); under MPI the send
+//! ends that cross to another process go only to their receivers' processes, as (receiver, end)
+//! pairs in one `MPI_Alltoallv` per round (`Scratch`'s routes), after the sends that meet noise
+//! were asked: O(own ranks) per process and round, one process being the block of all ranks.
 
 use jitter_trace::units::format_ns;
-use rayon::prelude::*;
 
 use crate::comm::{Collective, Parts};
 
 mod round;
 
 pub(crate) use round::idle_then_work;
-use round::{quiet_times, receive, work, Round};
+use round::{receive, work, Round};
 pub use round::{Clocks, Costs};
 
 /// How a collective is carried out.
@@ -209,7 +209,7 @@ pub struct Scratch {
     quiet: Vec<u64>,
     /// With more than one process: the exchange of send ends.
     routes: Option<Routes>,
-    /// In one process: the buffers of the rounds in closed form.
+    /// The buffers of the rounds in closed form.
     bufs: round::Buffers,
 }
 
@@ -227,7 +227,8 @@ struct Routes {
     /// The outgoing pairs by destination process, and the incoming ones by source.
     to: Parts,
     from: Parts,
-    /// The source's send end of each local receiver, by local rank.
+    /// The source's send end of each local receiver whose source another process holds, by
+    /// local rank (written for the receivers of the round's incoming pairs).
     arrived: Vec<u64>,
 }
 
@@ -268,14 +269,10 @@ impl Scratch {
         } else {
             None
         };
-        let bufs = if routes.is_none() {
-            round::Buffers {
-                next: zeros(local, "next times")?,
-                flags: zeros(local, "round flags")?,
-                renewed: zeros(local, "renewed quiet times")?,
-            }
-        } else {
-            round::Buffers::default()
+        let bufs = round::Buffers {
+            next: zeros(local, "next times")?,
+            flags: zeros(local, "round flags")?,
+            renewed: zeros(local, "renewed quiet times")?,
         };
         Ok(Scratch {
             sent: zeros(local, "send times")?,
@@ -287,69 +284,92 @@ impl Scratch {
 }
 
 impl Routes {
-    /// The process holding global rank `g`, starting from the last answer (`at`): neighbouring
-    /// ranks mostly have neighbouring partners.
+    /// The process holding global rank `g` (process p holds `bounds[p]..bounds[p + 1]`),
+    /// starting from the last answer (`at`): neighbouring ranks mostly have neighbouring partners.
     #[inline]
-    fn owner(&self, at: &mut usize, g: u64) -> usize {
-        if !(self.bounds[*at] <= g && g < self.bounds[*at + 1]) {
-            *at = self.bounds.partition_point(|&b| b <= g) - 1;
+    fn owner(bounds: &[u64], at: &mut usize, g: u64) -> usize {
+        if !(bounds[*at] <= g && g < bounds[*at + 1]) {
+            *at = bounds.partition_point(|&b| b <= g) - 1;
         }
         *at
     }
 
-    /// Sends the ends in `sent` (local ranks from `lo`) of `round`'s senders to their
-    /// receivers' processes and fills `arrived` with the ends this process's receivers wait for.
-    /// An end whose receiver is in this process is written into `arrived` at once; only the
-    /// pairs that cross to another process travel (for a dissemination round of distance d on
-    /// contiguous blocks, min(d, block) per boundary).
-    fn exchange(&mut self, comm: &dyn Collective, round: Round, n: u64, lo: u64, sent: &[u64]) {
-        let hi = lo + sent.len() as u64;
-        let mine = |g: u64| lo <= g && g < hi;
+    /// Sends the ends of `round`'s senders among this process's `len` ranks from `lo` whose
+    /// receivers another process holds, as (receiver, end) pairs with `end_of(local sender)`, to
+    /// those processes; returns how many values of `recv` arrived: the (receiver, end) pairs of
+    /// this process's receivers whose sources another process holds. Only the pairs that cross
+    /// travel (for a dissemination round of distance d on contiguous blocks, min(d, block) per
+    /// boundary); every process calls it every round, with or without ranks.
+    fn exchange(
+        &mut self,
+        comm: &dyn Collective,
+        round: Round,
+        (n, lo, len): (u64, u64, usize),
+        end_of: &dyn Fn(usize) -> u64,
+    ) -> usize {
+        let block = (lo, lo + len as u64);
+        let Routes {
+            bounds,
+            send,
+            recv,
+            to,
+            from,
+            ..
+        } = self;
         let (mut at, mut to_at) = (0, 0);
-        self.to.counts.fill(0);
-        self.from.counts.fill(0);
-        for g in lo..hi {
-            if let Some(dst) = round.to(g, n).filter(|&d| !mine(d)) {
-                let p = self.owner(&mut to_at, dst);
-                self.to.counts[p] += 2;
-            }
-            if let Some(src) = round.from(g, n).filter(|&s| !mine(s)) {
-                let p = self.owner(&mut at, src);
-                self.from.counts[p] += 2;
-            }
-        }
-        self.to.lay_out();
-        let incoming = self.from.lay_out();
+        to.counts.fill(0);
+        from.counts.fill(0);
+        round.crossing(true, n, block, |_, dst| {
+            to.counts[Self::owner(bounds, &mut to_at, dst)] += 2;
+        });
+        round.crossing(false, n, block, |_, src| {
+            from.counts[Self::owner(bounds, &mut at, src)] += 2;
+        });
+        to.lay_out();
+        let incoming = from.lay_out();
         // The outgoing counts become each destination's fill cursor, then are restored.
-        for (c, &d) in self.to.counts.iter_mut().zip(&self.to.displs) {
+        for (c, &d) in to.counts.iter_mut().zip(&to.displs) {
             *c = d;
         }
-        for (g, &end) in (lo..hi).zip(sent) {
-            let Some(dst) = round.to(g, n) else { continue };
-            if mine(dst) {
-                self.arrived[(dst - lo) as usize] = end;
-                continue;
-            }
-            let p = self.owner(&mut to_at, dst);
-            let k = self.to.counts[p] as usize;
-            self.send[k] = dst;
-            self.send[k + 1] = end;
-            self.to.counts[p] += 2;
-        }
-        for (c, &d) in self.to.counts.iter_mut().zip(&self.to.displs) {
+        round.crossing(true, n, block, |g, dst| {
+            let p = Self::owner(bounds, &mut to_at, dst);
+            let k = to.counts[p] as usize;
+            send[k] = dst;
+            send[k + 1] = end_of((g - lo) as usize);
+            to.counts[p] += 2;
+        });
+        for (c, &d) in to.counts.iter_mut().zip(&to.displs) {
             *c -= d;
         }
-        comm.exchange(&self.send, &self.to, &mut self.recv, &self.from);
-        for pair in self.recv[..incoming].chunks_exact(2) {
-            self.arrived[(pair[0] - lo) as usize] = pair[1];
-        }
+        comm.exchange(send, to, recv, from);
+        incoming
+    }
+}
+
+/// The routes of this process's send ends with the collective that carries them.
+struct Crossing<'a> {
+    comm: &'a dyn Collective,
+    routes: &'a mut Routes,
+}
+
+impl round::Exchange for Crossing<'_> {
+    fn exchange(
+        &mut self,
+        round: Round,
+        block: (u64, u64, usize),
+        end_of: &dyn Fn(usize) -> u64,
+    ) -> (&[u64], &mut [u64]) {
+        let incoming = self.routes.exchange(self.comm, round, block, end_of);
+        let r = &mut *self.routes;
+        (&r.recv[..incoming], &mut r.arrived[..block.2])
     }
 }
 
 /// Bytes per simulated rank an algorithmic collective adds: the loop's clock and phase start
-/// per rank, the send ends and the quiet times; under MPI ([`MPI_BYTES_PER_RANK`] more) the
-/// outgoing and incoming (receiver, end) pairs and the arrived ends.
-pub const BYTES_PER_RANK: usize = 32;
+/// per rank, the send ends, the quiet times and the closed form's next times, flags and renewed
+/// quiet times; under MPI ([`MPI_BYTES_PER_RANK`] more) the outgoing and incoming
+/// (receiver, end) pairs and the arrived ends.
+pub const BYTES_PER_RANK: usize = 49;
 
 /// Bytes per simulated rank the exchange between processes adds to [`BYTES_PER_RANK`].
 pub const MPI_BYTES_PER_RANK: usize = 40;
@@ -394,92 +414,28 @@ pub fn run<C: Clocks>(
             return;
         }
     }
-    if scratch.routes.is_none() && lo == 0 && states.len() as u64 == n {
-        let Scratch {
-            sent, quiet, bufs, ..
-        } = scratch;
-        round::local(
-            clocks,
-            &rounds(alg, n),
-            costs,
-            states,
-            t,
-            (sent, quiet, bufs),
-        );
-        return;
-    }
-    run_rounds(comm, clocks, call, states, t, scratch);
-}
-
-/// [`run`] round by round: every rank's send, then (its end passed to its receiver's process)
-/// every rank's receive, each question answered from the rank's quiet time where it covers it.
-/// What the closed form of one process ([`round::local`]) must equal; the way under MPI.
-fn run_rounds<C: Clocks>(
-    comm: &dyn Collective,
-    clocks: &C,
-    call: &Call,
-    states: &mut [C::Rank],
-    t: &mut [u64],
-    scratch: &mut Scratch,
-) {
-    let chunk = super::ranks::chunk_of(states.len());
-    let Call { alg, costs, n, lo } = *call;
-    let Costs { o, l } = costs;
-    // The states changed since the last collective (compute, resync): their quiet times anew.
-    quiet_times(clocks, states, &mut scratch.quiet[..states.len()]);
-    for round in rounds(alg, n) {
-        let sent_local = &mut scratch.sent[..];
-        let quiet = &mut scratch.quiet[..];
-        // The senders.
-        states
-            .par_chunks_mut(chunk)
-            .zip(t.par_chunks_mut(chunk))
-            .zip(sent_local.par_chunks_mut(chunk))
-            .zip(quiet.par_chunks_mut(chunk))
-            .enumerate()
-            .for_each(|(c, (((sts, ts), ss), qs))| {
-                let g0 = lo + (c * chunk) as u64;
-                let each = sts.iter_mut().zip(ts.iter_mut().zip(ss)).zip(qs.iter_mut());
-                for (i, ((s, (tt, sd)), qt)) in each.enumerate() {
-                    let g = g0 + i as u64;
-                    if round.to(g, n).is_some() {
-                        *tt = work(clocks, s, (g - lo) as usize, *tt, o, qt);
-                        *sd = *tt;
-                    }
-                }
-            });
-        if let Some(routes) = scratch.routes.as_mut() {
-            routes.exchange(comm, round, n, lo, &scratch.sent);
-        }
-        let (sent, arrived) = match &scratch.routes {
-            Some(r) => (&[][..], &r.arrived[..]),
-            None => (&scratch.sent[..], &[][..]),
-        };
-        let quiet = &mut scratch.quiet[..];
-        // The receivers.
-        states
-            .par_chunks_mut(chunk)
-            .zip(t.par_chunks_mut(chunk))
-            .zip(quiet.par_chunks_mut(chunk))
-            .enumerate()
-            .for_each(|(c, ((sts, ts), qs))| {
-                let g0 = lo + (c * chunk) as u64;
-                for (i, ((s, tt), qt)) in sts.iter_mut().zip(ts.iter_mut()).zip(qs).enumerate() {
-                    let g = g0 + i as u64;
-                    if let Some(src) = round.from(g, n) {
-                        let local = (g - lo) as usize;
-                        // One process: the source's end by its rank; else as it arrived.
-                        let end = if arrived.is_empty() {
-                            sent[src as usize]
-                        } else {
-                            arrived[local]
-                        };
-                        let arrival = end + l;
-                        *tt = receive(clocks, s, local, (*tt).max(arrival), o, qt);
-                    }
-                }
-            });
-    }
+    let Scratch {
+        sent,
+        quiet,
+        routes,
+        bufs,
+    } = scratch;
+    let mut crossing = routes.as_mut().map(|routes| Crossing { comm, routes });
+    let block = round::Block {
+        n,
+        lo,
+        routes: crossing.as_mut().map(|c| c as &mut dyn round::Exchange),
+    };
+    let rounds = rounds(alg, n);
+    round::block(
+        clocks,
+        &rounds,
+        costs,
+        block,
+        states,
+        t,
+        (sent, quiet, bufs),
+    );
 }
 
 /// Whether every rank sends and receives in every round of `alg` on `n` ranks

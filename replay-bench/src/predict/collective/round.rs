@@ -1,19 +1,24 @@
 //! What a collective asks of a rank's clock ([`Clocks`], [`Costs`]), its rounds ([`Round`]) and
-//! how one process runs them over all its ranks ([`local`]) without asking the engine where no rank meets a detour.
+//! how a process runs them over its block of ranks ([`block`]) without asking the engine where no
+//! rank meets a detour.
 //!
 //! A round without noise has a closed form: a rank that sends at `t` ends its send at `t + o`;
 //! one that receives from `src` leaves at `max(own, t_src + o + l) + o` (`own`: its time after
 //! its own send). That answer is the engine's wherever the rank's quiet time
 //! ([`Clocks::quiet_until`]) covers it and its source's send ended by the source's: then every
 //! question of the round would have been answered from the quiet times, changing no state.
-//! [`local`] therefore runs each round as one arithmetic pass over all ranks (for the
+//! [`block`] therefore runs each round as one arithmetic pass over its ranks (for the
 //! dissemination's shift, a loop over contiguous slices that the compiler vectorises, for AVX2
 //! where the CPU has it), which also flags the ranks where it does not hold; only those are
 //! asked, in the order the round-by-round walk asks them (every send of the round, then every
 //! receive), each asking for its index lines [`ASK_AHEAD`] flagged ranks ahead. A receive is
 //! one question ([`Clocks::receive`]: the wait and the work, detours that begin and end in the
-//! wait stepped over, in one search of the indexed engine). Exactness against that walk
-//! ([`super::run_rounds`]) is what the tests check.
+//! wait stepped over, in one search of the indexed engine). Under MPI a receiver whose source
+//! another process holds gets the source's true send end (asked first where the send met
+//! noise, then exchanged: [`Exchange`]) and is closed-formed from it ([`crossing`]): its
+//! flag then rests on its own quiet time alone. One process is the block of all ranks, with no
+//! such receiver. Exactness against the round-by-round walk (`run_rounds` in the tests), and of
+//! blocks split over processes against one process, is what the tests check.
 
 use rayon::prelude::*;
 
@@ -108,6 +113,54 @@ impl Round {
             Round::Unfold(p) => (g >= p).then(|| g - p),
             Round::Gather(d) => (g & (2 * d - 1) == 0 && g + d < n).then_some(g + d),
             Round::Bcast(d) => (g & (2 * d - 1) == d).then(|| g - d),
+        }
+    }
+
+    /// Calls `f(g, partner)` for every rank `g` in `lo..hi` whose partner (its receiver where
+    /// `to`, else its source) lies outside `lo..hi`: the messages of the round that cross to or
+    /// from another process. A shift's or a long xor's partners are contiguous stretches, so
+    /// only the crossing ranks are visited; the other rounds are scanned rank by rank.
+    pub(super) fn crossing(
+        self,
+        to: bool,
+        n: u64,
+        (lo, hi): (u64, u64),
+        mut f: impl FnMut(u64, u64),
+    ) {
+        let mut stretch = |a: u64, b: u64, pa: u64| {
+            // Partners pa + k inside lo..hi for k in k0..k1.
+            let len = b.saturating_sub(a);
+            let k0 = lo.saturating_sub(pa).min(len);
+            let k1 = hi.saturating_sub(pa).clamp(k0, len);
+            for k in (0..k0).chain(k1..len) {
+                f(a + k, pa + k);
+            }
+        };
+        match self {
+            Round::Shift(d) => {
+                // To g + d (from g − d), wrapping at n − d (at d).
+                let (cut, ahead, behind) = if to { (n - d, d, n - d) } else { (d, n - d, d) };
+                stretch(lo, hi.min(cut), lo + ahead);
+                let b = lo.max(cut);
+                stretch(b, hi, b.wrapping_sub(behind));
+            }
+            Round::Xor(d, p) if d >= XOR_BLOCKED => {
+                let end = hi.min(p);
+                let mut g = lo;
+                while g < end {
+                    let e = ((g | (d - 1)) + 1).min(end);
+                    stretch(g, e, g ^ d);
+                    g = e;
+                }
+            }
+            _ => {
+                for g in lo..hi {
+                    let partner = if to { self.to(g, n) } else { self.from(g, n) };
+                    if let Some(x) = partner.filter(|&x| x < lo || x >= hi) {
+                        f(g, x);
+                    }
+                }
+            }
         }
     }
 }
@@ -266,19 +319,36 @@ fn shift_stretch_body(
     }
 }
 
-/// What a round starts from: the times and quiet times of all `n` ranks, and the costs.
+/// The sends of a stretch of ranks whose sources lie in another process (their ends are not
+/// here yet): each rank's own send end and its [`SEND_LATE`] flag; the exit and [`ASK`] follow
+/// once the ends arrived ([`crossing`]).
+#[inline]
+fn sends_stretch(t: &[u64], q: &[u64], out: &mut [u64], fl: &mut [u8], c: Costs) {
+    let n = out.len();
+    let (t, q, fl) = (&t[..n], &q[..n], &mut fl[..n]);
+    for i in 0..n {
+        let own = t[i] + c.o;
+        out[i] = own;
+        fl[i] = u8::from(own > q[i]) << 1;
+    }
+}
+
+/// What a round starts from: the times and quiet times of this process's ranks `lo..` (by
+/// local rank), the rank count `n` and the costs.
 #[derive(Clone, Copy)]
 struct Start<'a> {
     t: &'a [u64],
     q: &'a [u64],
     n: u64,
+    lo: usize,
     c: Costs,
 }
 
-/// The closed form of round `round` for ranks `g0..g0 + out.len()` (from `at`): each rank's
-/// noise-free exit and its flags ([`ASK`], [`SEND_LATE`]).
+/// The closed form of round `round` for ranks `g0..g0 + out.len()` (global, from `at`): each
+/// rank's noise-free exit and its flags ([`ASK`], [`SEND_LATE`]); for a rank whose source
+/// another process holds, its send only ([`sends_stretch`]).
 fn closed_form(round: Round, at: Start<'_>, g0: usize, out: &mut [u64], fl: &mut [u8]) {
-    let Start { t, q, n, c } = at;
+    let Start { t, n, lo, .. } = at;
     let len = out.len();
     if let Round::Shift(d) = round {
         let (d, n) = (d as usize, n as usize);
@@ -286,14 +356,12 @@ fn closed_form(round: Round, at: Start<'_>, g0: usize, out: &mut [u64], fl: &mut
         let split = d.saturating_sub(g0).min(len);
         let (o1, o2) = out.split_at_mut(split);
         let (f1, f2) = fl.split_at_mut(split);
-        let (a, b, e) = (g0, g0 + split, g0 + len);
-        if a < b {
-            let (sa, sb) = (a + n - d, b + n - d);
-            shift_stretch(&t[a..b], &q[a..b], &t[sa..sb], &q[sa..sb], o1, f1, c);
+        let (a, b) = (g0, g0 + split);
+        if split > 0 {
+            stretch(at, a, a + n - d, o1, f1);
         }
-        if b < e {
-            let (sb, se) = (b - d, e - d);
-            shift_stretch(&t[b..e], &q[b..e], &t[sb..se], &q[sb..se], o2, f2, c);
+        if split < len {
+            stretch(at, b, b - d, o2, f2);
         }
         return;
     }
@@ -302,7 +370,7 @@ fn closed_form(round: Round, at: Start<'_>, g0: usize, out: &mut [u64], fl: &mut
         Round::Xor(d, p) if d >= XOR_BLOCKED => xor_blocks(d as usize, p as usize, at, g0, out, fl),
         // Only multiples of d send or receive: the others leave as they came, unflagged.
         Round::Gather(d) | Round::Bcast(d) => {
-            out.copy_from_slice(&t[g0..g0 + len]);
+            out.copy_from_slice(&t[g0 - lo..g0 - lo + len]);
             fl.fill(0);
             let d = d as usize;
             let first = g0.div_ceil(d) * d;
@@ -318,50 +386,108 @@ fn closed_form(round: Round, at: Start<'_>, g0: usize, out: &mut [u64], fl: &mut
     }
 }
 
+/// The closed form of the ranks `a..a + out.len()` (global) whose sources are the contiguous
+/// `sa..`: where the sources are this process's, [`shift_stretch`]; where another's, the sends
+/// only ([`sends_stretch`]). In one process the sources are all here: one call.
+#[inline]
+fn stretch(at: Start<'_>, a: usize, sa: usize, out: &mut [u64], fl: &mut [u8]) {
+    let Start { t, q, lo, c, .. } = at;
+    let (len, hi) = (out.len(), lo + t.len());
+    // Sources sa + k in lo..hi: k in k0..k1.
+    let k0 = lo.saturating_sub(sa).min(len);
+    let k1 = hi.saturating_sub(sa).clamp(k0, len);
+    let (r, s) = (a - lo, sa.max(lo) - lo);
+    if k0 > 0 {
+        sends_stretch(
+            &t[r..r + k0],
+            &q[r..r + k0],
+            &mut out[..k0],
+            &mut fl[..k0],
+            c,
+        );
+    }
+    if k0 < k1 {
+        let (rs, re) = (r + k0, r + k1);
+        let (ts, qs) = (&t[s..s + (k1 - k0)], &q[s..s + (k1 - k0)]);
+        let (o, f) = (&mut out[k0..k1], &mut fl[k0..k1]);
+        shift_stretch(&t[rs..re], &q[rs..re], ts, qs, o, f, c);
+    }
+    if k1 < len {
+        let (rs, re) = (r + k1, r + len);
+        sends_stretch(&t[rs..re], &q[rs..re], &mut out[k1..], &mut fl[k1..], c);
+    }
+}
+
 /// Xor rounds of distances from this one on run in contiguous half-blocks ([`xor_blocks`]);
 /// shorter ones rank by rank (a call per half-block would cost more than it saves).
 const XOR_BLOCKED: u64 = 8;
 
 /// The closed form of an Xor round of distance `d` among the ranks below `p`, for ranks
 /// `g0..g0 + out.len()`: each half-block of d ranks receives from the other half of its block,
-/// a contiguous stretch ([`shift_stretch`]); ranks from p on take no part.
+/// a contiguous stretch ([`stretch`]); ranks from p on take no part.
 fn xor_blocks(d: usize, p: usize, at: Start<'_>, g0: usize, out: &mut [u64], fl: &mut [u8]) {
-    let Start { t, q, c, .. } = at;
+    let (t, lo) = (at.t, at.lo);
     let end = g0 + out.len();
     let mut g = g0;
     while g < end {
         if g >= p {
-            out[g - g0..].copy_from_slice(&t[g..end]);
+            out[g - g0..].copy_from_slice(&t[g - lo..end - lo]);
             fl[g - g0..].fill(0);
             return;
         }
         // The end of g's half-block (d is a power of two; p a multiple of 2d).
         let e = ((g | (d - 1)) + 1).min(end).min(p);
-        let (s, se) = (g ^ d, (g ^ d) + (e - g));
         let (o, f) = (&mut out[g - g0..e - g0], &mut fl[g - g0..e - g0]);
-        shift_stretch(&t[g..e], &q[g..e], &t[s..se], &q[s..se], o, f, c);
+        stretch(at, g, g ^ d, o, f);
         g = e;
     }
 }
 
-/// The closed form of round `round` for rank `g`: its noise-free exit and its flags.
+/// The closed form of round `round` for rank `g` (global): its noise-free exit and its flags;
+/// where another process holds its source, its send only (as [`sends_stretch`]).
 #[inline]
 fn one_rank(round: Round, at: Start<'_>, g: usize) -> (u64, u8) {
-    let Start { t, q, n, c } = at;
-    let gg = g as u64;
+    let Start { t, q, n, lo, c } = at;
+    let (gg, i) = (g as u64, g - lo);
     let sends = round.to(gg, n).is_some();
-    let own = if sends { t[g] + c.o } else { t[g] };
-    let late = sends && own > q[g];
-    let (exit, ask) = match round.from(gg, n) {
+    let own = if sends { t[i] + c.o } else { t[i] };
+    let late = sends && own > q[i];
+    let src = round.from(gg, n).map(|s| s as usize);
+    let (exit, ask) = match src.filter(|&s| lo <= s && s < lo + t.len()) {
         Some(src) => {
-            let src = src as usize;
-            let src_sent = t[src] + c.o;
+            let src_sent = t[src - lo] + c.o;
             let exit = own.max(src_sent + c.l) + c.o;
-            (exit, exit > q[g] || src_sent > q[src])
+            (exit, exit > q[i] || src_sent > q[src - lo])
         }
         None => (own, late),
     };
     (exit, u8::from(ask) | (u8::from(late) << 1))
+}
+
+/// The closed form of the receivers whose sources another process holds, from their sources'
+/// true send ends (`incoming`: (receiver, end) pairs, global ranks), kept in `arrived` by local
+/// rank for the questions: each exit and its flags, the source's end taken as given (it was
+/// asked where it met noise), so only the receiver's own quiet time decides [`ASK`].
+fn crossing(round: Round, at: Start<'_>, incoming: &[u64], ends: Ends<'_>) {
+    let Start { t, q, n, lo, c } = at;
+    for pair in incoming.chunks_exact(2) {
+        let (g, end) = (pair[0], pair[1]);
+        let i = g as usize - lo;
+        let sends = round.to(g, n).is_some();
+        let own = if sends { t[i] + c.o } else { t[i] };
+        let late = sends && own > q[i];
+        let exit = own.max(end + c.l) + c.o;
+        ends.arrived[i] = end;
+        ends.out[i] = exit;
+        ends.flags[i] = u8::from(exit > q[i]) | (u8::from(late) << 1);
+    }
+}
+
+/// Where [`crossing`] writes, by local rank.
+struct Ends<'a> {
+    arrived: &'a mut [u64],
+    out: &'a mut [u64],
+    flags: &'a mut [u8],
 }
 
 /// Calls `f(i, flags)` for every `i` whose flags share a bit with `mask`, skipping eight
@@ -414,98 +540,99 @@ fn each_flagged_ahead(fl: &[u8], mask: u8, mut f: impl FnMut(usize, u8, bool)) {
     }
 }
 
-/// One collective of `rounds` over all ranks in this process (`states`, `t` by rank): each
-/// round in closed form, the flagged ranks asked (see the module doc). `sent` and `quiet` are
-/// the caller's scratch (one entry per rank).
-pub(super) fn local<C: Clocks>(
+/// How the send ends of a round cross between processes (under MPI).
+pub(super) trait Exchange {
+    /// Sends the ends (`end_of(local sender)`) of `round`'s senders among the `len` ranks from
+    /// `lo` of `n` whose receivers another process holds; returns the incoming (receiver, end)
+    /// pairs of this process's receivers whose sources another holds, and the buffer their ends
+    /// are kept in by local rank. Every process calls it every round, with or without ranks.
+    fn exchange(
+        &mut self,
+        round: Round,
+        block: (u64, u64, usize),
+        end_of: &dyn Fn(usize) -> u64,
+    ) -> (&[u64], &mut [u64]);
+}
+
+/// The ranks one process holds, `lo..lo + states` of `n`, and under MPI how the rounds' send
+/// ends cross to the other processes (`routes`; `None`: one process holds every rank).
+pub(super) struct Block<'a> {
+    pub(super) n: u64,
+    pub(super) lo: u64,
+    pub(super) routes: Option<&'a mut dyn Exchange>,
+}
+
+/// One collective of `rounds` over this process's ranks (`states`, `t` by local rank): each
+/// round in closed form, the flagged ranks asked (see the module doc). Under MPI, after the
+/// late sends were asked, the send ends that cross to another process travel
+/// ([`Exchange`]) and the receivers they reach are closed-formed from them
+/// ([`crossing`]) before any question of a receive. `sent` and `quiet` are the caller's scratch
+/// (one entry per rank).
+pub(super) fn block<C: Clocks>(
     clocks: &C,
     rounds: &[Round],
     costs: Costs,
+    mut at: Block<'_>,
     states: &mut [C::Rank],
     t: &mut [u64],
     scratch: (&mut [u64], &mut [u64], &mut Buffers),
 ) {
     let (sent, quiet, bufs) = scratch;
-    let bufs: &mut Buffers = bufs;
-    let n = states.len();
-    let chunk = chunk_of(n);
-    let o = costs.o;
+    let len = states.len();
+    debug_assert!(at.routes.is_some() || (at.lo == 0 && len as u64 == at.n));
+    let (n, lo, o) = (at.n, at.lo as usize, costs.o);
+    let chunk = chunk_of(len);
+    let (sent, quiet) = (&mut sent[..len], &mut quiet[..len]);
     quiet_times(clocks, states, quiet);
-    let (mut cur, mut nxt): (&mut [u64], &mut [u64]) = (t, &mut bufs.next[..n]);
-    let flags = &mut bufs.flags[..n];
-    let renewed = &mut bufs.renewed[..n];
+    let (mut cur, mut nxt): (&mut [u64], &mut [u64]) = (t, &mut bufs.next[..len]);
+    let flags = &mut bufs.flags[..len];
+    let renewed = &mut bufs.renewed[..len];
     let mut swapped = false;
     for &round in rounds {
-        // Every rank's noise-free exit and whether it holds; then, chunk by chunk, the sends
-        // that meet noise, asked before any receive (as the walk does), their renewed quiet
-        // times kept apart (the other chunks read the ones the round began with).
-        {
-            let (cur_all, quiet_all) = (&*cur, &*quiet);
-            let ends = nxt
-                .par_chunks_mut(chunk)
-                .zip(flags.par_chunks_mut(chunk))
-                .zip(sent.par_chunks_mut(chunk))
-                .zip(renewed.par_chunks_mut(chunk))
-                .zip(states.par_chunks_mut(chunk));
-            ends.enumerate()
-                .for_each(|(c, ((((out, fl), ss), rs), sts))| {
-                    let g0 = c * chunk;
-                    let at = Start {
-                        t: cur_all,
-                        q: quiet_all,
-                        n: n as u64,
-                        c: costs,
-                    };
-                    closed_form(round, at, g0, out, fl);
-                    each_flagged(fl, SEND_LATE, |i, _| {
-                        let g = g0 + i;
-                        let mut q = quiet_all[g];
-                        ss[i] = work(clocks, &mut sts[i], g, cur_all[g], o, &mut q);
-                        rs[i] = q;
-                    });
-                });
-        }
-        // The flagged exits, asked with the sends' true ends.
-        {
-            let (cur, sent, flags_all) = (&*cur, &*sent, &*flags);
-            let sent_by = |g: usize| {
-                if flags_all[g] & SEND_LATE != 0 {
-                    sent[g]
+        let start = Start {
+            t: cur,
+            q: quiet,
+            n,
+            lo,
+            c: costs,
+        };
+        let written = Written {
+            out: nxt,
+            flags,
+            sent,
+            renewed,
+        };
+        sends(clocks, round, start, states, written, chunk);
+        let mut arrived: &[u64] = &[];
+        if let Some(routes) = at.routes.as_deref_mut() {
+            let (fl, ss, ts) = (&*flags, &*sent, &*cur);
+            let end_of = |i: usize| {
+                if fl[i] & SEND_LATE != 0 {
+                    ss[i]
                 } else {
-                    cur[g] + o
+                    ts[i] + o
                 }
             };
-            states
-                .par_chunks_mut(chunk)
-                .zip(nxt.par_chunks_mut(chunk))
-                .zip(quiet.par_chunks_mut(chunk))
-                .zip(flags_all.par_chunks(chunk))
-                .zip(renewed.par_chunks(chunk))
-                .enumerate()
-                .for_each(|(c, ((((sts, out), qs), fl), rs))| {
-                    each_flagged_ahead(fl, ASK, |i, f, ahead| {
-                        let g = c * chunk + i;
-                        if ahead {
-                            clocks.prefetch(&sts[i], g);
-                            return;
-                        }
-                        if f & SEND_LATE != 0 {
-                            qs[i] = rs[i];
-                        }
-                        let own = match round.to(g as u64, n as u64) {
-                            Some(_) => sent_by(g),
-                            None => cur[g],
-                        };
-                        out[i] = match round.from(g as u64, n as u64) {
-                            Some(src) => {
-                                let arrival = sent_by(src as usize) + costs.l;
-                                receive(clocks, &mut sts[i], g, own.max(arrival), o, &mut qs[i])
-                            }
-                            None => own,
-                        };
-                    });
-                });
+            let (incoming, ends) = routes.exchange(round, (n, at.lo, len), &end_of);
+            let to = Ends {
+                arrived: &mut *ends,
+                out: nxt,
+                flags,
+            };
+            crossing(round, start, incoming, to);
+            arrived = ends;
         }
+        let asked = Asked {
+            cur,
+            sent,
+            flags,
+            renewed,
+            arrived,
+            n,
+            lo,
+            costs,
+        };
+        asks(clocks, round, asked, states, (nxt, quiet), chunk);
         std::mem::swap(&mut cur, &mut nxt);
         swapped = !swapped;
     }
@@ -513,4 +640,125 @@ pub(super) fn local<C: Clocks>(
         // The last round's exits are in the buffer: `nxt` is the caller's `t`.
         nxt.copy_from_slice(cur);
     }
+}
+
+/// What the first pass of a round writes, by local rank: the noise-free exits and the flags,
+/// and the late sends' true ends and renewed quiet times.
+struct Written<'a> {
+    out: &'a mut [u64],
+    flags: &'a mut [u8],
+    sent: &'a mut [u64],
+    renewed: &'a mut [u64],
+}
+
+/// A round's first pass: every rank's noise-free exit and whether it holds; then, chunk by
+/// chunk, the sends that meet noise, asked before any receive (as the walk does), their renewed
+/// quiet times kept apart (the other chunks read the ones the round began with).
+fn sends<C: Clocks>(
+    clocks: &C,
+    round: Round,
+    at: Start<'_>,
+    states: &mut [C::Rank],
+    w: Written<'_>,
+    chunk: usize,
+) {
+    let (cur, quiet, o) = (at.t, at.q, at.c.o);
+    let ends = w
+        .out
+        .par_chunks_mut(chunk)
+        .zip(w.flags.par_chunks_mut(chunk))
+        .zip(w.sent.par_chunks_mut(chunk))
+        .zip(w.renewed.par_chunks_mut(chunk))
+        .zip(states.par_chunks_mut(chunk));
+    ends.enumerate()
+        .for_each(|(c, ((((out, fl), ss), rs), sts))| {
+            let l0 = c * chunk;
+            closed_form(round, at, at.lo + l0, out, fl);
+            each_flagged(fl, SEND_LATE, |i, _| {
+                let g = l0 + i;
+                let mut q = quiet[g];
+                ss[i] = work(clocks, &mut sts[i], g, cur[g], o, &mut q);
+                rs[i] = q;
+            });
+        });
+}
+
+/// What a round's questions read, by local rank: the times it began with, the late sends'
+/// ends, the flags and renewed quiet times, the crossing sources' ends (empty in one process).
+struct Asked<'a> {
+    cur: &'a [u64],
+    sent: &'a [u64],
+    flags: &'a [u8],
+    renewed: &'a [u64],
+    arrived: &'a [u64],
+    n: u64,
+    lo: usize,
+    costs: Costs,
+}
+
+/// A round's second pass: the flagged exits asked with the sends' true ends (`out` and the
+/// quiet times by local rank).
+fn asks<C: Clocks>(
+    clocks: &C,
+    round: Round,
+    a: Asked<'_>,
+    states: &mut [C::Rank],
+    (out, quiet): (&mut [u64], &mut [u64]),
+    chunk: usize,
+) {
+    let Asked {
+        cur,
+        sent,
+        flags,
+        renewed,
+        arrived,
+        n,
+        lo,
+        costs,
+    } = a;
+    let sent_by = |i: usize| {
+        if flags[i] & SEND_LATE != 0 {
+            sent[i]
+        } else {
+            cur[i] + costs.o
+        }
+    };
+    let hi = lo + cur.len();
+    states
+        .par_chunks_mut(chunk)
+        .zip(out.par_chunks_mut(chunk))
+        .zip(quiet.par_chunks_mut(chunk))
+        .zip(flags.par_chunks(chunk))
+        .zip(renewed.par_chunks(chunk))
+        .enumerate()
+        .for_each(|(c, ((((sts, out), qs), fl), rs))| {
+            each_flagged_ahead(fl, ASK, |i, f, ahead| {
+                let l = c * chunk + i;
+                if ahead {
+                    clocks.prefetch(&sts[i], l);
+                    return;
+                }
+                if f & SEND_LATE != 0 {
+                    qs[i] = rs[i];
+                }
+                let g = (lo + l) as u64;
+                let own = match round.to(g, n) {
+                    Some(_) => sent_by(l),
+                    None => cur[l],
+                };
+                out[i] = match round.from(g, n).map(|s| s as usize) {
+                    Some(src) => {
+                        // The source's end: this process's, or as it arrived from another.
+                        let end = if lo <= src && src < hi {
+                            sent_by(src - lo)
+                        } else {
+                            arrived[l]
+                        };
+                        let until = own.max(end + costs.l);
+                        receive(clocks, &mut sts[i], l, until, costs.o, &mut qs[i])
+                    }
+                    None => own,
+                };
+            });
+        });
 }

@@ -1,5 +1,42 @@
+use super::round::quiet_times;
 use super::*;
 use crate::comm::Solo;
+
+/// [`run`] round by round in one process: every rank's send, then every rank's receive, each
+/// question answered from the rank's quiet time where it covers it (with [`Ref`], which tells
+/// none, every question asked). What the closed form ([`round::block`]) must equal.
+fn run_rounds<C: Clocks>(clocks: &C, call: &Call, states: &mut [C::Rank], t: &mut [u64]) {
+    let Call { alg, costs, n, .. } = *call;
+    let Costs { o, l } = costs;
+    assert_eq!(states.len() as u64, n, "the walk holds every rank");
+    let mut quiet = vec![0; states.len()];
+    let mut sent = vec![0; states.len()];
+    quiet_times(clocks, states, &mut quiet);
+    for round in rounds(alg, n) {
+        for (g, ((s, tt), q)) in states
+            .iter_mut()
+            .zip(t.iter_mut())
+            .zip(&mut quiet)
+            .enumerate()
+        {
+            if round.to(g as u64, n).is_some() {
+                *tt = work(clocks, s, g, *tt, o, q);
+                sent[g] = *tt;
+            }
+        }
+        for (g, ((s, tt), q)) in states
+            .iter_mut()
+            .zip(t.iter_mut())
+            .zip(&mut quiet)
+            .enumerate()
+        {
+            if let Some(src) = round.from(g as u64, n) {
+                let arrival = sent[src as usize] + l;
+                *tt = receive(clocks, s, g, (*tt).max(arrival), o, q);
+            }
+        }
+    }
+}
 
 /// A reference clock: each rank's detours as sorted (start, span), consumed in order with
 /// the semantics the engines implement (a detour due before the growing end of work takes
@@ -183,6 +220,41 @@ fn every_message_has_a_matching_sender() {
     }
 }
 
+#[test]
+fn crossing_messages_are_the_partners_outside_the_block() {
+    for alg in [
+        Algorithm::Dissemination,
+        Algorithm::RecursiveDoubling,
+        Algorithm::BinomialTree,
+    ] {
+        for n in 1..70u64 {
+            for round in rounds(alg, n) {
+                for (lo, hi) in [
+                    (0, n),
+                    (0, n / 3),
+                    (n / 3, n),
+                    (n / 4, n / 2 + 1),
+                    (1, n - 1),
+                ] {
+                    let (lo, hi) = (lo.min(n), hi.clamp(lo.min(n), n));
+                    for to in [true, false] {
+                        let mut got = Vec::new();
+                        round.crossing(to, n, (lo, hi), |g, x| got.push((g, x)));
+                        got.sort_unstable();
+                        let want: Vec<(u64, u64)> = (lo..hi)
+                            .filter_map(|g| {
+                                let x = if to { round.to(g, n) } else { round.from(g, n) };
+                                x.filter(|&x| x < lo || x >= hi).map(|x| (g, x))
+                            })
+                            .collect();
+                        assert_eq!(got, want, "{alg:?} {n} {round:?} {lo}..{hi} to {to}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// [`Ref`] that also tells its quiet time (the due of its next detour), so that `run` answers
 /// most questions without asking it.
 struct QuietRef;
@@ -220,43 +292,97 @@ proptest::proptest! {
         }
     }
 
-    /// The ranks split over processes (threads here, exchanging as MPI would) leave every
-    /// collective when one process holding them all lets them leave: every algorithm, 2 to
-    /// 5 processes (some with no rank when they outnumber the ranks), twice in a row.
+    /// The ranks split over processes (threads here, exchanging as MPI would; each process
+    /// runs its block in closed form) leave every collective when one process holding them
+    /// all lets them leave, in the same states: every algorithm, 2 to 5 processes (some with
+    /// no rank when they outnumber the ranks), twice in a row.
     #[test]
     fn a_split_over_processes_changes_no_exit(
         (n, alg, o, l, entries, detours) in case(),
         procs in 2usize..6,
     ) {
-        let ranks = ref_ranks(&detours[..n]);
-        let mut t_solo = entries[..n].to_vec();
-        let mut solo = ranks.clone();
-        let nn = n as u64;
-        let mut sc = Scratch::new(nn, 0, nn, 1).unwrap();
-        let mailbox = Mailbox::new(procs);
-        let split: Vec<u64> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..procs)
-                .map(|me| {
-                    let (lo, hi) = crate::predict::ranks::share(nn, procs as u64, me as u64);
-                    let mut mine = ranks[lo as usize..hi as usize].to_vec();
-                    let mut t = entries[lo as usize..hi as usize].to_vec();
-                    let comm = Threads { me, mailbox: &mailbox };
-                    scope.spawn(move || {
-                        let mut sc = Scratch::new(nn, lo, hi, procs).unwrap();
-                        for _ in 0..2 {
-                            run(&comm, &QuietRef, &Call { alg, costs: Costs { o, l }, n: nn, lo }, &mut mine, &mut t, &mut sc);
-                        }
-                        t
-                    })
-                })
-                .collect();
-            workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
-        });
-        for _ in 0..2 {
-            run(&Solo, &QuietRef, &Call { alg, costs: Costs { o, l }, n: nn, lo: 0 }, &mut solo, &mut t_solo, &mut sc);
-        }
-        proptest::prop_assert_eq!(t_solo, split);
+        split_against_one_process(procs, alg, Costs { o, l }, &entries[..n], &detours[..n])?;
     }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+    /// As `a_split_over_processes_changes_no_exit` over blocks of more ranks than one chunk
+    /// holds, so that a round's sources cross both chunk and block boundaries, in one stretch.
+    #[test]
+    fn a_split_over_processes_changes_no_exit_across_chunks(
+        n in 2049usize..5000,
+        alg in proptest::sample::select(vec![
+            Algorithm::Dissemination,
+            Algorithm::RecursiveDoubling,
+            Algorithm::BinomialTree,
+        ]),
+        procs in 2usize..4,
+        o in 0u64..50,
+        l in 0u64..100,
+        seed in 0u64..1_000_000,
+    ) {
+        let (entries, detours) = random_ranks(n, seed);
+        split_against_one_process(procs, alg, Costs { o, l }, &entries, &detours)?;
+    }
+}
+
+/// The ranks split into `procs` blocks, each run by a thread as one process of an MPI run,
+/// against one process holding them all, twice in a row: the same exits and the same states.
+fn split_against_one_process(
+    procs: usize,
+    alg: Algorithm,
+    costs: Costs,
+    entries: &[u64],
+    detours: &[Vec<(u64, u64)>],
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    let ranks = ref_ranks(detours);
+    let nn = entries.len() as u64;
+    let mut t_solo = entries.to_vec();
+    let mut solo = ranks.clone();
+    let mut sc = Scratch::new(nn, 0, nn, 1).unwrap();
+    let mailbox = Mailbox::new(procs);
+    let split: Vec<(Vec<RefRank>, Vec<u64>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..procs)
+            .map(|me| {
+                let (lo, hi) = crate::predict::ranks::share(nn, procs as u64, me as u64);
+                let mut mine = ranks[lo as usize..hi as usize].to_vec();
+                let mut t = entries[lo as usize..hi as usize].to_vec();
+                let comm = Threads {
+                    me,
+                    mailbox: &mailbox,
+                };
+                scope.spawn(move || {
+                    let mut sc = Scratch::new(nn, lo, hi, procs).unwrap();
+                    let call = Call {
+                        alg,
+                        costs,
+                        n: nn,
+                        lo,
+                    };
+                    for _ in 0..2 {
+                        run(&comm, &QuietRef, &call, &mut mine, &mut t, &mut sc);
+                    }
+                    (mine, t)
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let call = Call {
+        alg,
+        costs,
+        n: nn,
+        lo: 0,
+    };
+    for _ in 0..2 {
+        run(&Solo, &QuietRef, &call, &mut solo, &mut t_solo, &mut sc);
+    }
+    let t_split: Vec<u64> = split.iter().flat_map(|(_, t)| t.iter().copied()).collect();
+    proptest::prop_assert_eq!(t_solo, t_split);
+    let states: Vec<&RefRank> = split.iter().flat_map(|(s, _)| s).collect();
+    proptest::prop_assert!(solo.iter().eq(states), "states differ");
+    Ok(())
 }
 
 proptest::proptest! {
@@ -288,15 +414,7 @@ proptest::proptest! {
         l in 0u64..100,
         seed in 0u64..1_000_000,
     ) {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-        let entries: Vec<u64> = (0..n).map(|_| rng.random_range(0..2_000)).collect();
-        let detours: Vec<Vec<(u64, u64)>> = (0..n)
-            .map(|_| {
-                let k = rng.random_range(0..6);
-                (0..k).map(|_| (rng.random_range(1..800), rng.random_range(1..200))).collect()
-            })
-            .collect();
+        let (entries, detours) = random_ranks(n, seed);
         closed_form_against_walk(n, alg, Costs { o, l }, &entries, &detours)?;
     }
 }
@@ -320,10 +438,9 @@ fn closed_form_against_walk(
     };
     let (mut walk, mut closed) = (ranks.clone(), ranks);
     let (mut tw, mut tc) = (entries.to_vec(), entries.to_vec());
-    let mut sw = Scratch::new(nn, 0, nn, 1).unwrap();
     let mut sc = Scratch::new(nn, 0, nn, 1).unwrap();
     for k in 0..3u64 {
-        run_rounds(&Solo, &Ref, &call, &mut walk, &mut tw, &mut sw);
+        run_rounds(&Ref, &call, &mut walk, &mut tw);
         run(&Solo, &QuietRef, &call, &mut closed, &mut tc, &mut sc);
         proptest::prop_assert_eq!(&tw, &tc, "collective {}", k);
         proptest::prop_assert!(walk == closed, "states after collective {}", k);
@@ -354,6 +471,22 @@ fn case() -> impl proptest::strategy::Strategy<
         proptest::collection::vec(0u64..2_000, 40),
         proptest::collection::vec(proptest::collection::vec((1u64..300, 1u64..200), 0..20), 40),
     )
+}
+
+/// `n` ranks' entry times and detours (gap before each, span), drawn from `seed`.
+fn random_ranks(n: usize, seed: u64) -> (Vec<u64>, Vec<Vec<(u64, u64)>>) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let entries: Vec<u64> = (0..n).map(|_| rng.random_range(0..2_000)).collect();
+    let detours: Vec<Vec<(u64, u64)>> = (0..n)
+        .map(|_| {
+            let k = rng.random_range(0..6);
+            (0..k)
+                .map(|_| (rng.random_range(1..800), rng.random_range(1..200)))
+                .collect()
+        })
+        .collect();
+    (entries, detours)
 }
 
 /// Reference ranks with the given detours, each a list of (gap before it, span).
