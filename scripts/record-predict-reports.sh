@@ -13,8 +13,9 @@
 # errors: the walk); the default collective with --draws 3; the walk engine at 37 and 256 ranks
 # (dissemination, binomial tree); compute-allreduce; compute-barrier with the binomial tree;
 # dissemination with o = 50 ns, l = 2 us and with o = 0; three runs under `mpirun -np 2`
-# (default collective, binomial tree, recursive doubling) and one under `-np 3`. JITTER_TRACE_BIN names jitter-trace (default: next to
-# BIN, else target/release/jitter-trace); MPIRUN the launcher.
+# (default collective, binomial tree, recursive doubling) and one under `-np 3` (default).
+# JITTER_TRACE_BIN names jitter-trace (default: next to BIN, else target/release/jitter-trace);
+# MPIRUN the launcher.
 set -euo pipefail
 
 if [ "${1:-}" = "--compare" ]; then
@@ -94,6 +95,6 @@ done
 # Three processes: blocks of unequal size whose boundaries no power of two aligns.
 echo "dense-mpi3-dissemination" >&2
 timeout 600 "${mpirun[@]}" --oversubscribe -np 3 "$rb" predict --force --quanta 1ms "${d[@]}" \
-    --ranks 1000,4099 --phases 60 --sync none,every:7 --threads 1 -o "$dir/dense-mpi3-dissemination.json" \
-    >/dev/null
+    --ranks 1000,4099 --phases 60 --sync none,every:7 --threads 1 \
+    -o "$dir/dense-mpi3-dissemination.json" >/dev/null
 echo "$(find . -maxdepth 1 -name '*.json' | wc -l) reports in $(pwd)" >&2

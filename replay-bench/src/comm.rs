@@ -31,6 +31,19 @@ pub trait Collective {
     /// Personalised all-to-all (`MPI_Alltoallv`): rank p's part of `send` (`to`) goes to rank
     /// p, and rank p's values for this rank land in its part of `recv` (`from`).
     fn exchange(&self, send: &[u64], to: &Parts, recv: &mut [u64], from: &Parts);
+    /// [`Collective::exchange`] with `meanwhile` run while the values travel (under MPI
+    /// `MPI_Ialltoallv`, `meanwhile`, then the wait); by default, after the exchange.
+    fn exchange_during(
+        &self,
+        send: &[u64],
+        to: &Parts,
+        recv: &mut [u64],
+        from: &Parts,
+        meanwhile: &mut dyn FnMut(),
+    ) {
+        self.exchange(send, to, recv, from);
+        meanwhile();
+    }
 }
 
 /// How the buffer of an all-to-all is split by rank: `counts[p]` values from `displs[p]`.
@@ -186,6 +199,24 @@ impl Collective for Mpi {
         let send = Partition::new(send, &to.counts[..], &to.displs[..]);
         let mut recv = PartitionMut::new(recv, &from.counts[..], &from.displs[..]);
         self.comm.all_to_all_varcount_into(&send, &mut recv);
+    }
+    fn exchange_during(
+        &self,
+        send: &[u64],
+        to: &Parts,
+        recv: &mut [u64],
+        from: &Parts,
+        meanwhile: &mut dyn FnMut(),
+    ) {
+        let send = Partition::new(send, &to.counts[..], &to.displs[..]);
+        let mut recv = PartitionMut::new(recv, &from.counts[..], &from.displs[..]);
+        mpi::request::scope(|scope| {
+            let pending = self
+                .comm
+                .immediate_all_to_all_varcount_into(scope, &send, &mut recv);
+            meanwhile();
+            pending.wait();
+        });
     }
 }
 

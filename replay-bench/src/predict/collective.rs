@@ -296,7 +296,8 @@ impl Routes {
 
     /// Sends the ends of `round`'s senders among this process's `len` ranks from `lo` whose
     /// receivers another process holds, as (receiver, end) pairs with `end_of(local sender)`, to
-    /// those processes; returns how many values of `recv` arrived: the (receiver, end) pairs of
+    /// those processes, running `meanwhile` while they travel; returns how many values of
+    /// `recv` arrived: the (receiver, end) pairs of
     /// this process's receivers whose sources another process holds. Only the pairs that cross
     /// travel (for a dissemination round of distance d on contiguous blocks, min(d, block) per
     /// boundary); every process calls it every round, with or without ranks.
@@ -306,6 +307,7 @@ impl Routes {
         round: Round,
         (n, lo, len): (u64, u64, usize),
         end_of: &dyn Fn(usize) -> u64,
+        meanwhile: &mut dyn FnMut(),
     ) -> usize {
         let block = (lo, lo + len as u64);
         let Routes {
@@ -341,7 +343,7 @@ impl Routes {
         for (c, &d) in to.counts.iter_mut().zip(&to.displs) {
             *c -= d;
         }
-        comm.exchange(send, to, recv, from);
+        comm.exchange_during(send, to, recv, from, meanwhile);
         incoming
     }
 }
@@ -358,8 +360,11 @@ impl round::Exchange for Crossing<'_> {
         round: Round,
         block: (u64, u64, usize),
         end_of: &dyn Fn(usize) -> u64,
+        meanwhile: &mut dyn FnMut(),
     ) -> (&[u64], &mut [u64]) {
-        let incoming = self.routes.exchange(self.comm, round, block, end_of);
+        let incoming = self
+            .routes
+            .exchange(self.comm, round, block, end_of, meanwhile);
         let r = &mut *self.routes;
         (&r.recv[..incoming], &mut r.arrived[..block.2])
     }

@@ -453,12 +453,14 @@ fn one_rank(round: Round, at: Start<'_>, g: usize) -> (u64, u8) {
     let own = if sends { t[i] + c.o } else { t[i] };
     let late = sends && own > q[i];
     let src = round.from(gg, n).map(|s| s as usize);
-    let (exit, ask) = match src.filter(|&s| lo <= s && s < lo + t.len()) {
-        Some(src) => {
+    let (exit, ask) = match src {
+        Some(src) if lo <= src && src < lo + t.len() => {
             let src_sent = t[src - lo] + c.o;
             let exit = own.max(src_sent + c.l) + c.o;
             (exit, exit > q[i] || src_sent > q[src - lo])
         }
+        // Another process holds the source: the exit and ASK follow from its end.
+        Some(_) => (own, false),
         None => (own, late),
     };
     (exit, u8::from(ask) | (u8::from(late) << 1))
@@ -546,11 +548,13 @@ pub(super) trait Exchange {
     /// `lo` of `n` whose receivers another process holds; returns the incoming (receiver, end)
     /// pairs of this process's receivers whose sources another holds, and the buffer their ends
     /// are kept in by local rank. Every process calls it every round, with or without ranks.
+    /// `meanwhile` runs while the ends travel.
     fn exchange(
         &mut self,
         round: Round,
         block: (u64, u64, usize),
         end_of: &dyn Fn(usize) -> u64,
+        meanwhile: &mut dyn FnMut(),
     ) -> (&[u64], &mut [u64]);
 }
 
@@ -603,36 +607,68 @@ pub(super) fn block<C: Clocks>(
             renewed,
         };
         sends(clocks, round, start, states, written, chunk);
-        let mut arrived: &[u64] = &[];
-        if let Some(routes) = at.routes.as_deref_mut() {
-            let (fl, ss, ts) = (&*flags, &*sent, &*cur);
-            let end_of = |i: usize| {
-                if fl[i] & SEND_LATE != 0 {
-                    ss[i]
-                } else {
-                    ts[i] + o
-                }
-            };
-            let (incoming, ends) = routes.exchange(round, (n, at.lo, len), &end_of);
-            let to = Ends {
-                arrived: &mut *ends,
-                out: nxt,
-                flags,
-            };
-            crossing(round, start, incoming, to);
-            arrived = ends;
-        }
         let asked = Asked {
             cur,
             sent,
             flags,
             renewed,
-            arrived,
             n,
             lo,
             costs,
         };
-        asks(clocks, round, asked, states, (nxt, quiet), chunk);
+        let Some(routes) = at.routes.as_deref_mut() else {
+            asks(clocks, round, asked, states, (nxt, quiet), chunk);
+            std::mem::swap(&mut cur, &mut nxt);
+            swapped = !swapped;
+            continue;
+        };
+        // Under MPI the receivers whose sources are here are asked while the crossing ends
+        // travel (the others are not flagged [`ASK`] yet), then those that arrived.
+        let (fl, ss, ts) = (&*flags, &*sent, &*cur);
+        let end_of = |i: usize| {
+            if fl[i] & SEND_LATE != 0 {
+                ss[i]
+            } else {
+                ts[i] + o
+            }
+        };
+        let mut interior = || asks(clocks, round, asked, states, (nxt, quiet), chunk);
+        let (incoming, ends) = routes.exchange(round, (n, at.lo, len), &end_of, &mut interior);
+        let start = Start {
+            t: cur,
+            q: quiet,
+            n,
+            lo,
+            c: costs,
+        };
+        let to = Ends {
+            arrived: &mut *ends,
+            out: nxt,
+            flags,
+        };
+        crossing(round, start, incoming, to);
+        let asked = Asked {
+            cur,
+            sent,
+            flags,
+            renewed,
+            n,
+            lo,
+            costs,
+        };
+        for pair in incoming.chunks_exact(2) {
+            let l = pair[0] as usize - lo;
+            if flags[l] & ASK != 0 {
+                nxt[l] = ask(
+                    clocks,
+                    round,
+                    &asked,
+                    &mut states[l],
+                    l,
+                    (&mut quiet[l], ends),
+                );
+            }
+        }
         std::mem::swap(&mut cur, &mut nxt);
         swapped = !swapped;
     }
@@ -684,20 +720,67 @@ fn sends<C: Clocks>(
 }
 
 /// What a round's questions read, by local rank: the times it began with, the late sends'
-/// ends, the flags and renewed quiet times, the crossing sources' ends (empty in one process).
+/// ends, the flags and renewed quiet times.
+#[derive(Clone, Copy)]
 struct Asked<'a> {
     cur: &'a [u64],
     sent: &'a [u64],
     flags: &'a [u8],
     renewed: &'a [u64],
-    arrived: &'a [u64],
     n: u64,
     lo: usize,
     costs: Costs,
 }
 
-/// A round's second pass: the flagged exits asked with the sends' true ends (`out` and the
-/// quiet times by local rank).
+impl Asked<'_> {
+    /// The true end of local rank `l`'s send of the round.
+    #[inline]
+    fn sent_by(&self, l: usize) -> u64 {
+        if self.flags[l] & SEND_LATE != 0 {
+            self.sent[l]
+        } else {
+            self.cur[l] + self.costs.o
+        }
+    }
+}
+
+/// The question of flagged local rank `l` (state `st`, quiet time `q`): its exit from its own
+/// send's true end and its source's (this process's, or as it arrived from another: `arrived`
+/// by local rank, read only for a source another process holds).
+#[inline]
+fn ask<C: Clocks>(
+    clocks: &C,
+    round: Round,
+    a: &Asked<'_>,
+    st: &mut C::Rank,
+    l: usize,
+    (q, arrived): (&mut u64, &[u64]),
+) -> u64 {
+    let (lo, n, c) = (a.lo, a.n, a.costs);
+    if a.flags[l] & SEND_LATE != 0 {
+        *q = a.renewed[l];
+    }
+    let g = (lo + l) as u64;
+    let own = match round.to(g, n) {
+        Some(_) => a.sent_by(l),
+        None => a.cur[l],
+    };
+    match round.from(g, n).map(|s| s as usize) {
+        Some(src) => {
+            let end = if lo <= src && src < lo + a.cur.len() {
+                a.sent_by(src - lo)
+            } else {
+                arrived[l]
+            };
+            receive(clocks, st, l, own.max(end + c.l), c.o, q)
+        }
+        None => own,
+    }
+}
+
+/// A round's second pass: the ranks flagged [`ASK`] asked with the sends' true ends (`out` and
+/// the quiet times by local rank); a rank whose source another process holds is flagged only
+/// once its source's end arrived ([`crossing`]), so none is asked here.
 fn asks<C: Clocks>(
     clocks: &C,
     round: Round,
@@ -706,59 +789,20 @@ fn asks<C: Clocks>(
     (out, quiet): (&mut [u64], &mut [u64]),
     chunk: usize,
 ) {
-    let Asked {
-        cur,
-        sent,
-        flags,
-        renewed,
-        arrived,
-        n,
-        lo,
-        costs,
-    } = a;
-    let sent_by = |i: usize| {
-        if flags[i] & SEND_LATE != 0 {
-            sent[i]
-        } else {
-            cur[i] + costs.o
-        }
-    };
-    let hi = lo + cur.len();
     states
         .par_chunks_mut(chunk)
         .zip(out.par_chunks_mut(chunk))
         .zip(quiet.par_chunks_mut(chunk))
-        .zip(flags.par_chunks(chunk))
-        .zip(renewed.par_chunks(chunk))
+        .zip(a.flags.par_chunks(chunk))
         .enumerate()
-        .for_each(|(c, ((((sts, out), qs), fl), rs))| {
-            each_flagged_ahead(fl, ASK, |i, f, ahead| {
+        .for_each(|(c, (((sts, out), qs), fl))| {
+            each_flagged_ahead(fl, ASK, |i, _, ahead| {
                 let l = c * chunk + i;
                 if ahead {
                     clocks.prefetch(&sts[i], l);
                     return;
                 }
-                if f & SEND_LATE != 0 {
-                    qs[i] = rs[i];
-                }
-                let g = (lo + l) as u64;
-                let own = match round.to(g, n) {
-                    Some(_) => sent_by(l),
-                    None => cur[l],
-                };
-                out[i] = match round.from(g, n).map(|s| s as usize) {
-                    Some(src) => {
-                        // The source's end: this process's, or as it arrived from another.
-                        let end = if lo <= src && src < hi {
-                            sent_by(src - lo)
-                        } else {
-                            arrived[l]
-                        };
-                        let until = own.max(end + costs.l);
-                        receive(clocks, &mut sts[i], l, until, costs.o, &mut qs[i])
-                    }
-                    None => own,
-                };
+                out[i] = ask(clocks, round, &a, &mut sts[i], l, (&mut qs[i], &[]));
             });
         });
 }

@@ -562,10 +562,22 @@ impl Collective for Threads<'_> {
         unreachable!("collective::run exchanges send ends only")
     }
     fn exchange(&self, send: &[u64], to: &Parts, recv: &mut [u64], from: &Parts) {
+        self.exchange_during(send, to, recv, from, &mut || {});
+    }
+    /// As MPI would: `meanwhile` runs after the values were posted, before they are read.
+    fn exchange_during(
+        &self,
+        send: &[u64],
+        to: &Parts,
+        recv: &mut [u64],
+        from: &Parts,
+        meanwhile: &mut dyn FnMut(),
+    ) {
         let row = &self.mailbox.slots[self.me];
         for (q, slot) in row.iter().enumerate() {
             *slot.lock().unwrap() = to.of(send, q).to_vec();
         }
+        meanwhile();
         self.barrier();
         for (q, row) in self.mailbox.slots.iter().enumerate() {
             let got = row[self.me].lock().unwrap();
