@@ -656,17 +656,16 @@ pub(super) fn block<C: Clocks>(
             lo,
             costs,
         };
-        for pair in incoming.chunks_exact(2) {
-            let l = pair[0] as usize - lo;
+        // In order, each flagged rank's lines asked for [`ASK_AHEAD`] pairs earlier.
+        let receivers = incoming.iter().step_by(2).map(|&g| g as usize - lo);
+        let ahead = receivers.clone().skip(ASK_AHEAD).map(Some);
+        for (l, la) in receivers.zip(ahead.chain(std::iter::repeat(None))) {
+            if let Some(la) = la.filter(|&la| flags[la] & ASK != 0) {
+                clocks.prefetch(&states[la], la);
+            }
             if flags[l] & ASK != 0 {
-                nxt[l] = ask(
-                    clocks,
-                    round,
-                    &asked,
-                    &mut states[l],
-                    l,
-                    (&mut quiet[l], ends),
-                );
+                let q = (&mut quiet[l], &*ends);
+                nxt[l] = ask(clocks, round, &asked, &mut states[l], l, q);
             }
         }
         std::mem::swap(&mut cur, &mut nxt);
