@@ -39,8 +39,6 @@ pub struct IndexedReplay {
     consumed_before: u64,
     i_first: u64,
     next: u64,
-    head_a: u64,
-    head_span: u64,
     /// Unrolled injections below this end before the fraction limit (learnt once per start).
     i_safe: u64,
     /// [`IndexedReplay::quiet_until`], kept by every change of the replay (from the entry its
@@ -55,6 +53,15 @@ pub struct IndexedReplay {
 /// entries: [`PlanIndex::bucket_keys`]).
 const NOT_FAST: u32 = u32::MAX;
 
+/// The start and span of segment `seg`'s head injection (where the replay's `HEAD_INJ` says it
+/// has one; the replay keeps neither: they are the segment's).
+#[inline]
+fn head_of(ix: &PlanIndex, seg: &SegmentStart) -> (u64, u64) {
+    seg.head
+        .as_ref()
+        .map_or((0, 0), |h| (h.a, ix.opts.scaled(h.g.run)))
+}
+
 impl Default for IndexedReplay {
     /// A replay of nothing yet: no fast path, nothing quiet (ask the index's `replay` for one).
     fn default() -> Self {
@@ -64,8 +71,6 @@ impl Default for IndexedReplay {
             consumed_before: 0,
             i_first: 0,
             next: 0,
-            head_a: 0,
-            head_span: 0,
             i_safe: 0,
             quiet: 0,
             i_fast: NOT_FAST,
@@ -149,8 +154,6 @@ impl PlanIndex {
             consumed_before,
             i_first: self.gcum(&self.groups.ginj, seg.g_mid),
             next: 0,
-            head_a: 0,
-            head_span: 0,
             i_safe: 0,
             quiet: 0,
             i_fast: NOT_FAST,
@@ -167,8 +170,6 @@ impl PlanIndex {
             let span = self.opts.scaled(h.g.run);
             if span > self.opts.overhead_ns {
                 r.flags |= HEAD_INJ;
-                r.head_a = h.a;
-                r.head_span = span;
             }
         }
         if r.flags & DEAD != 0 {
@@ -264,10 +265,17 @@ impl IndexedReplay {
 
     /// Start and group end of virtual injection `v` (`v` below the bound's count).
     #[inline]
-    fn entry(&self, ix: &PlanIndex, bound: Option<&Bound>, v: u64) -> (u64, u64) {
+    fn entry(
+        &self,
+        ix: &PlanIndex,
+        seg: &SegmentStart,
+        bound: Option<&Bound>,
+        v: u64,
+    ) -> (u64, u64) {
         let h = self.h(bound);
         if v < h {
-            return (self.head_a, self.head_a);
+            let a = head_of(ix, seg).0;
+            return (a, a);
         }
         let i = self.i_first + (v - h);
         if let Some(b) = bound {
@@ -282,12 +290,12 @@ impl IndexedReplay {
 
     /// Σ span of the virtual injections before `v` (`v` up to the bound's count).
     #[inline]
-    fn cs_before(&self, ix: &PlanIndex, bound: Option<&Bound>, v: u64) -> u64 {
+    fn cs_before(&self, ix: &PlanIndex, seg: &SegmentStart, bound: Option<&Bound>, v: u64) -> u64 {
         let h = self.h(bound);
         if v <= h {
-            return if v == 1 { self.head_span } else { 0 };
+            return if v == 1 { head_of(ix, seg).1 } else { 0 };
         }
-        let hs = if h == 1 { self.head_span } else { 0 };
+        let hs = if h == 1 { head_of(ix, seg).1 } else { 0 };
         let i = self.i_first + (v - h);
         if let Some(b) = bound {
             if i > b.mid_end {
@@ -321,7 +329,7 @@ impl IndexedReplay {
             let (k, out, early) = query(self, None);
             // The walk built every injection up to the one after the last it looked at.
             let built = if early { k } else { k + 1 };
-            if self.entry(ix, None, built).1 <= self.limit_pos(ix) {
+            if self.entry(ix, seg, None, built).1 <= self.limit_pos(ix) {
                 self.next = k;
                 return out;
             }
@@ -575,14 +583,15 @@ impl IndexedReplay {
                 Some(b) => (b.count, u64::MAX),
                 None => (u64::MAX / 2, r.limit_pos(ix)),
             };
-            let cs_next = r.cs_before(ix, bound, next);
+            let cs_next = r.cs_before(ix, seg, bound, next);
             let k = gallop(next, hi, |v| {
-                let a = r.entry(ix, bound, v).0;
+                let a = r.entry(ix, seg, bound, v).0;
                 a >= limit
-                    || r.due(ix, a).saturating_add(cs_next) >= start + q + r.cs_before(ix, bound, v)
+                    || r.due(ix, a).saturating_add(cs_next)
+                        >= start + q + r.cs_before(ix, seg, bound, v)
             });
             let cs_k = if k < hi || bound.is_some() {
-                r.cs_before(ix, bound, k)
+                r.cs_before(ix, seg, bound, k)
             } else {
                 cs_next
             };
@@ -611,12 +620,12 @@ impl IndexedReplay {
                 None => (u64::MAX / 2, r.limit_pos(ix)),
             };
             let k = gallop(next, hi, |v| {
-                let a = r.entry(ix, bound, v).0;
+                let a = r.entry(ix, seg, bound, v).0;
                 a >= limit || r.due(ix, a) >= b
             });
             if k > next {
-                let a = r.entry(ix, bound, k - 1).0;
-                let span = r.cs_before(ix, bound, k) - r.cs_before(ix, bound, k - 1);
+                let a = r.entry(ix, seg, bound, k - 1).0;
+                let span = r.cs_before(ix, seg, bound, k) - r.cs_before(ix, seg, bound, k - 1);
                 let end = r.due(ix, a) + span;
                 if end > b {
                     return (k, end, true);
