@@ -99,6 +99,16 @@ else
         --output "$out/trace.jtr" --label source=demo | tee "$out/collect.txt"
 fi
 jb_step "trace statistics" 120 "$bin/jitter-trace" stats "$out/trace.jtr" | tee "$out/stats.txt"
+# A trace the predictor refuses (CPUs busy with other work: a prediction would be that work's
+# slowdown) stops the demo here, before minutes of replays: the predictor's own check, on 16
+# ranks for one phase.
+rc=0
+jb_step "trace check" 120 "$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks 16 \
+    --phases 1 --quanta 1ms >>"$log" 2>"$out/check-trace.err" || rc=$?
+if [ "$rc" -ne 0 ]; then
+    cat "$out/check-trace.err" >&2
+    jb_fail "$rc" "the predictor refuses this trace (above); collect again on a quiet machine or give one with --trace (kept: $out/trace.jtr)"
+fi
 for kind in density timeseries cdf; do
     jb_step "trace plot ($kind)" 120 "$bin/jitter-trace" plot "$out/trace.jtr" --kind "$kind" \
         -o "$out/$kind.svg" >>"$log"

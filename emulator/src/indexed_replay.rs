@@ -1,11 +1,14 @@
 //! One rank's replay in a [`PlanIndex`] ([`IndexedReplay`], what the predictor keeps per rank:
 //! no allocation, no shared pointer) and where a replay segment begins ([`SegmentStart`]): the
 //! compute and barrier questions of the predictor answered by search, with the cursor's counts
-//! (its executed-injection rule) and its fraction limit.
+//! (its executed-injection rule) and its fraction limit. The replay keeps its fast path's next
+//! entry and its quiet time (set from the entry a fast answer has just read, recomputed after
+//! any other change), so that asking for them reads no line of the index.
 
 use crate::plan::{replayed_ns, PlanStats, RawGroup};
 use crate::plan_index::{
-    first_at_least, gallop, prefetch, PlanIndex, PrefetchTicket, FIRST_BLOCK, FIRST_LINEAR,
+    first_at_least, gallop, prefetch, FastEntry, PlanIndex, PrefetchTicket, FIRST_BLOCK,
+    FIRST_LINEAR,
 };
 
 /// Where a replay segment that starts at one timeline point begins in a [`PlanIndex`]: a pure
@@ -29,18 +32,51 @@ struct HeadGroup {
 /// A replay in a [`PlanIndex`]: what the predictor keeps per rank (no allocation, no shared
 /// pointer), answering the compute and barrier questions by search. Counts follow the
 /// cursor's executed-injection rule with [`Cursor::confirm`] after every executed injection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexedReplay {
     p: u64,
     r0: u64,
     consumed_before: u64,
     i_first: u64,
     next: u64,
-    head_a: u64,
-    head_span: u64,
     /// Unrolled injections below this end before the fraction limit (learnt once per start).
     i_safe: u64,
+    /// [`IndexedReplay::quiet_until`], kept by every change of the replay (from the entry its
+    /// answer has just read), so that asking it reads no index line.
+    quiet: u64,
+    /// [`IndexedReplay::fast_start`], kept as the quiet time is ([`NOT_FAST`]: none).
+    i_fast: u32,
     flags: u8,
+}
+
+/// [`IndexedReplay`]'s `i_fast` where the fast path does not apply (the index has fewer
+/// entries: [`PlanIndex::bucket_keys`]).
+const NOT_FAST: u32 = u32::MAX;
+
+/// The start and span of segment `seg`'s head injection (where the replay's `HEAD_INJ` says it
+/// has one; the replay keeps neither: they are the segment's).
+#[inline]
+fn head_of(ix: &PlanIndex, seg: &SegmentStart) -> (u64, u64) {
+    seg.head
+        .as_ref()
+        .map_or((0, 0), |h| (h.a, ix.opts.scaled(h.g.run)))
+}
+
+impl Default for IndexedReplay {
+    /// A replay of nothing yet: no fast path, nothing quiet (ask the index's `replay` for one).
+    fn default() -> Self {
+        IndexedReplay {
+            p: 0,
+            r0: 0,
+            consumed_before: 0,
+            i_first: 0,
+            next: 0,
+            i_safe: 0,
+            quiet: 0,
+            i_fast: NOT_FAST,
+            flags: 0,
+        }
+    }
 }
 
 const HEAD_INJ: u8 = 1;
@@ -107,6 +143,7 @@ impl PlanIndex {
             let limit = r.limit_pos(self);
             r.i_safe = gallop(r.i_first, self.fast.len() as u64, |i| self.b_u(i) >= limit);
         }
+        r.refresh(self);
         r
     }
 
@@ -117,9 +154,9 @@ impl PlanIndex {
             consumed_before,
             i_first: self.gcum(&self.groups.ginj, seg.g_mid),
             next: 0,
-            head_a: 0,
-            head_span: 0,
             i_safe: 0,
+            quiet: 0,
+            i_fast: NOT_FAST,
             flags: 0,
         };
         let limit_pos = r.limit_pos(self);
@@ -133,8 +170,6 @@ impl PlanIndex {
             let span = self.opts.scaled(h.g.run);
             if span > self.opts.overhead_ns {
                 r.flags |= HEAD_INJ;
-                r.head_a = h.a;
-                r.head_span = span;
             }
         }
         if r.flags & DEAD != 0 {
@@ -230,10 +265,17 @@ impl IndexedReplay {
 
     /// Start and group end of virtual injection `v` (`v` below the bound's count).
     #[inline]
-    fn entry(&self, ix: &PlanIndex, bound: Option<&Bound>, v: u64) -> (u64, u64) {
+    fn entry(
+        &self,
+        ix: &PlanIndex,
+        seg: &SegmentStart,
+        bound: Option<&Bound>,
+        v: u64,
+    ) -> (u64, u64) {
         let h = self.h(bound);
         if v < h {
-            return (self.head_a, self.head_a);
+            let a = head_of(ix, seg).0;
+            return (a, a);
         }
         let i = self.i_first + (v - h);
         if let Some(b) = bound {
@@ -248,12 +290,12 @@ impl IndexedReplay {
 
     /// Σ span of the virtual injections before `v` (`v` up to the bound's count).
     #[inline]
-    fn cs_before(&self, ix: &PlanIndex, bound: Option<&Bound>, v: u64) -> u64 {
+    fn cs_before(&self, ix: &PlanIndex, seg: &SegmentStart, bound: Option<&Bound>, v: u64) -> u64 {
         let h = self.h(bound);
         if v <= h {
-            return if v == 1 { self.head_span } else { 0 };
+            return if v == 1 { head_of(ix, seg).1 } else { 0 };
         }
-        let hs = if h == 1 { self.head_span } else { 0 };
+        let hs = if h == 1 { head_of(ix, seg).1 } else { 0 };
         let i = self.i_first + (v - h);
         if let Some(b) = bound {
             if i > b.mid_end {
@@ -287,7 +329,7 @@ impl IndexedReplay {
             let (k, out, early) = query(self, None);
             // The walk built every injection up to the one after the last it looked at.
             let built = if early { k } else { k + 1 };
-            if self.entry(ix, None, built).1 <= self.limit_pos(ix) {
+            if self.entry(ix, seg, None, built).1 <= self.limit_pos(ix) {
                 self.next = k;
                 return out;
             }
@@ -316,7 +358,13 @@ impl IndexedReplay {
     /// Where the fast path applies (S = 1, away from the limit, the head of the segment passed):
     /// the unrolled index of the next injection.
     #[inline]
-    fn fast_start(&self, ix: &PlanIndex) -> Option<usize> {
+    fn fast_start(&self) -> Option<usize> {
+        (self.i_fast != NOT_FAST).then_some(self.i_fast as usize)
+    }
+
+    /// [`IndexedReplay::fast_start`] from the replay's counts (what `i_fast` keeps).
+    #[inline]
+    fn fast_now(&self, ix: &PlanIndex) -> Option<usize> {
         let h = u64::from(self.flags & HEAD_INJ != 0);
         if self.flags & BOUNDED != 0 || self.next < h {
             return None;
@@ -331,7 +379,7 @@ impl IndexedReplay {
     /// (nothing changed) elsewhere; `compute` then answers.
     #[inline]
     pub fn compute_fast(&mut self, ix: &PlanIndex, start: u64, q: u64) -> Option<u64> {
-        let i0 = self.fast_start(ix)?;
+        let i0 = self.fast_start()?;
         let v = &ix.fast[..];
         let end0 = start + q;
         // The first injection left out is due at or after the grown end:
@@ -351,6 +399,10 @@ impl IndexedReplay {
             return None;
         }
         self.next += (i - i0) as u64;
+        // Injection i is the next, its look-ahead before the limit: due when the rank is next
+        // asked ([`IndexedReplay::quiet_now`]); `i < v.len() < u32::MAX`.
+        self.i_fast = i as u32;
+        self.quiet = self.due_fast(&v[i]);
         Some(end0 + v[i].cs() - base)
     }
 
@@ -364,7 +416,7 @@ impl IndexedReplay {
     /// entry, which its last search has just read.
     #[inline]
     pub fn prefetch_compute(&self, ix: &PlanIndex, start: u64, q: u64) -> PrefetchTicket {
-        let Some(i0) = self.fast_start(ix) else {
+        let Some(i0) = self.fast_start() else {
             return PrefetchTicket::default();
         };
         let v = &ix.fast[..];
@@ -387,7 +439,7 @@ impl IndexedReplay {
     /// block from there. Changes nothing.
     #[inline]
     pub fn prefetch_barrier(&self, ix: &PlanIndex) {
-        let Some(i0) = self.fast_start(ix) else {
+        let Some(i0) = self.fast_start() else {
             return;
         };
         let v = &ix.fast[..];
@@ -409,14 +461,35 @@ impl IndexedReplay {
     /// Replay time by which nothing is due where the fast path applies (0 elsewhere): a compute
     /// window that ends by it, or a barrier that completes by it, is answered on time and
     /// leaves the replay as it is (the next injection is due at or after the window's end).
+    /// Kept in the replay ([`IndexedReplay::quiet_now`] after every change), so reading it
+    /// touches no line of the index.
     #[inline]
-    pub fn quiet_until(&self, ix: &PlanIndex) -> u64 {
-        match self.fast_start(ix) {
-            Some(i0) if self.before_limit(ix, i0 as u64 + 1) => {
-                self.r0 + ix.fast[i0].a.saturating_sub(self.p)
-            }
+    pub fn quiet_until(&self) -> u64 {
+        self.quiet
+    }
+
+    /// [`IndexedReplay::quiet_until`] from the index: the next injection's due where the fast
+    /// path applies and the walk's look-ahead past it is before the fraction limit, else 0.
+    #[inline]
+    fn quiet_now(&self, ix: &PlanIndex) -> u64 {
+        match self.fast_now(ix) {
+            Some(i0) if self.before_limit(ix, i0 as u64 + 1) => self.due_fast(&ix.fast[i0]),
             _ => 0,
         }
+    }
+
+    /// Sets what the replay keeps of its counts (`i_fast`, `quiet`) from them, after a change
+    /// other than a fast answer (which sets them from the entry it read).
+    #[inline]
+    fn refresh(&mut self, ix: &PlanIndex) {
+        self.i_fast = self.fast_now(ix).map_or(NOT_FAST, |i| i as u32);
+        self.quiet = self.quiet_now(ix);
+    }
+
+    /// Replay time at which fast-path entry `e` is due.
+    #[inline]
+    fn due_fast(&self, e: &FastEntry) -> u64 {
+        self.r0 + e.a.saturating_sub(self.p)
     }
 
     /// Idling until `b` on the fast path, the search [`IndexedReplay::leave_barrier_fast`] and
@@ -424,9 +497,9 @@ impl IndexedReplay {
     /// injection `i0`, the first injection `i` due at or after `b`, and the end of the one due
     /// before `b` where it still runs at `b` (it holds the rank). `None` off the fast path or
     /// with no injection due at or after `b`.
-    #[inline]
+    #[inline(always)]
     fn idle_until_fast(&self, ix: &PlanIndex, b: u64) -> Option<(usize, usize, Option<u64>)> {
-        let i0 = self.fast_start(ix)?;
+        let i0 = self.fast_start()?;
         let v = &ix.fast[..];
         // Due at or after b: r0 + (a − p) ≥ b, i.e. a ≥ p + (b − r0) (every a ≥ p).
         let t = self.p + b.saturating_sub(self.r0);
@@ -455,6 +528,13 @@ impl IndexedReplay {
             return None;
         }
         self.next += (i - i0) as u64;
+        // Injection i is the next (see `quiet_now`).
+        self.i_fast = i as u32;
+        self.quiet = if held.is_none() || self.before_limit(ix, i as u64 + 1) {
+            self.due_fast(&ix.fast[i])
+        } else {
+            0
+        };
         Some(out)
     }
 
@@ -473,12 +553,14 @@ impl IndexedReplay {
         let ready = held.unwrap_or(b);
         // Injection i is the next: the work ends on time when it is due at or after the end;
         // the walk then looked at it, so its look-ahead is injection i + 1.
-        let due = self.r0 + (v[i].a - self.p);
+        let due = self.due_fast(&v[i]);
         let exit = ready + work;
         if due < exit || !self.before_limit(ix, i as u64 + 1) {
             return None;
         }
         self.next += (i - i0) as u64;
+        self.i_fast = i as u32;
+        self.quiet = due;
         Some((exit, due))
     }
 
@@ -488,20 +570,28 @@ impl IndexedReplay {
         if let Some(end) = self.compute_fast(ix, start, q) {
             return end;
         }
+        let end = self.compute_slow(ix, seg, start, q);
+        self.refresh(ix);
+        end
+    }
+
+    /// [`IndexedReplay::compute`] by the general search (the quiet time left to the caller).
+    fn compute_slow(&mut self, ix: &PlanIndex, seg: &SegmentStart, start: u64, q: u64) -> u64 {
         self.answer(ix, seg, |r, bound| {
             let next = r.next;
             let (hi, limit) = match bound {
                 Some(b) => (b.count, u64::MAX),
                 None => (u64::MAX / 2, r.limit_pos(ix)),
             };
-            let cs_next = r.cs_before(ix, bound, next);
+            let cs_next = r.cs_before(ix, seg, bound, next);
             let k = gallop(next, hi, |v| {
-                let a = r.entry(ix, bound, v).0;
+                let a = r.entry(ix, seg, bound, v).0;
                 a >= limit
-                    || r.due(ix, a).saturating_add(cs_next) >= start + q + r.cs_before(ix, bound, v)
+                    || r.due(ix, a).saturating_add(cs_next)
+                        >= start + q + r.cs_before(ix, seg, bound, v)
             });
             let cs_k = if k < hi || bound.is_some() {
-                r.cs_before(ix, bound, k)
+                r.cs_before(ix, seg, bound, k)
             } else {
                 cs_next
             };
@@ -515,6 +605,14 @@ impl IndexedReplay {
         if let Some(exit) = self.leave_barrier_fast(ix, b) {
             return exit;
         }
+        let exit = self.leave_slow(ix, seg, b);
+        self.refresh(ix);
+        exit
+    }
+
+    /// [`IndexedReplay::leave_barrier`] by the general search (the quiet time left to the
+    /// caller).
+    fn leave_slow(&mut self, ix: &PlanIndex, seg: &SegmentStart, b: u64) -> u64 {
         self.answer(ix, seg, |r, bound| {
             let next = r.next;
             let (hi, limit) = match bound {
@@ -522,12 +620,12 @@ impl IndexedReplay {
                 None => (u64::MAX / 2, r.limit_pos(ix)),
             };
             let k = gallop(next, hi, |v| {
-                let a = r.entry(ix, bound, v).0;
+                let a = r.entry(ix, seg, bound, v).0;
                 a >= limit || r.due(ix, a) >= b
             });
             if k > next {
-                let a = r.entry(ix, bound, k - 1).0;
-                let span = r.cs_before(ix, bound, k) - r.cs_before(ix, bound, k - 1);
+                let a = r.entry(ix, seg, bound, k - 1).0;
+                let span = r.cs_before(ix, seg, bound, k) - r.cs_before(ix, seg, bound, k - 1);
                 let end = r.due(ix, a) + span;
                 if end > b {
                     return (k, end, true);
@@ -554,6 +652,7 @@ impl IndexedReplay {
         if dead != 0 {
             self.flags |= DEAD | EMPTY | BOUNDED;
         }
+        self.refresh(ix);
         st
     }
 

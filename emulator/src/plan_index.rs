@@ -679,16 +679,16 @@ pub(crate) fn prefetch<T>(e: &T) {
 /// for answers expected near `lo` (a barrier's): the first [`FIRST_LINEAR`] entries counted
 /// without a branch, then blocks of 8 entries, each with one branch and a branch-free search
 /// inside, then galloping.
-#[inline]
+#[inline(always)]
 pub(crate) fn first_at_least(
     v: &[FastEntry],
     lo: usize,
     t: u64,
     key: impl Fn(&FastEntry) -> u64 + Copy,
 ) -> usize {
-    const W: usize = FIRST_BLOCK;
     // The next few first, counted: most answers (a message's o, an idle wait) are among them,
-    // on the line already read; a block's last entry is often a line further.
+    // on the line already read; a block's last entry is often a line further. Inlined into
+    // every search; the blocks beyond are a call.
     let Some(first) = v.get(lo..lo + FIRST_LINEAR) else {
         return first_at_least_near_end(v, lo, t, key);
     };
@@ -696,8 +696,20 @@ pub(crate) fn first_at_least(
     if below < FIRST_LINEAR {
         return lo + below;
     }
+    first_at_least_far(v, lo + FIRST_LINEAR - 1, t, key)
+}
+
+/// [`first_at_least`] past its first [`FIRST_LINEAR`] entries, from entry `at` (below `t`):
+/// blocks of [`FIRST_BLOCK`] entries, then galloping.
+#[inline(never)]
+fn first_at_least_far(
+    v: &[FastEntry],
+    mut at: usize,
+    t: u64,
+    key: impl Fn(&FastEntry) -> u64 + Copy,
+) -> usize {
+    const W: usize = FIRST_BLOCK;
     // Entry `at` is below t (the block search needs only its last entry at or above).
-    let mut at = lo + FIRST_LINEAR - 1;
     for _ in 0..FIRST_BLOCKS {
         let Some(block) = v.get(at..at + W) else {
             break;

@@ -150,3 +150,54 @@ fn quick_demo_produces_a_consistent_study() {
     }
     assert!(Path::new(&out.join("calibration.json")).exists());
 }
+
+/// A trace of a CPU busy with other work (60 % of its time in detours) stops the demo right
+/// after its statistics, with the predictor's reason and the trace kept: no replay is started.
+#[test]
+fn a_busy_trace_stops_the_demo_before_any_replay() {
+    let bins = bin_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let busy = tmp.path().join("busy.jtr");
+    let synth = Command::new(bins.join("jitter-trace"))
+        .args([
+            "synth",
+            "periodic:period=1ms,dur=600us",
+            "--duration",
+            "2s",
+            "-o",
+        ])
+        .arg(&busy)
+        .output()
+        .expect("jitter-trace runs");
+    assert!(synth.status.success(), "{synth:?}");
+    let out = tmp.path().join("study");
+    let run = Command::new("bash")
+        .arg(workspace_root().join("scripts/demo.sh"))
+        .args(["--quick", "--np-max", "1", "--bin-dir"])
+        .arg(&bins)
+        .arg("--trace")
+        .arg(&busy)
+        .arg("--out")
+        .arg(&out)
+        .current_dir(workspace_root())
+        .output()
+        .expect("bash runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains("60.0 % of the time was spent in detours")
+            && stderr.contains("the predictor refuses this trace"),
+        "stderr:\n{stderr}"
+    );
+    assert!(out.join("trace.jtr").exists() && out.join("stats.txt").exists());
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("run-") || n == "calibration.json"),
+        "the demo went on past the check: {names:?}"
+    );
+}

@@ -138,6 +138,14 @@ fn searches_in_crowded_buckets_and_near_the_end_find_the_first_key_at_least() {
     }
 }
 
+impl IndexedReplay {
+    /// Whether what the replay keeps of its counts (the fast path's next entry, the quiet
+    /// time) is what they give.
+    fn kept(&self, ix: &PlanIndex) -> bool {
+        self.fast_start() == self.fast_now(ix) && self.quiet_until() == self.quiet_now(ix)
+    }
+}
+
 /// The predictor's walk (des.rs without timer errors): the reference for the index.
 struct Walk {
     c: Cursor,
@@ -215,17 +223,21 @@ proptest! {
                 let new = ix.segment_start(off);
                 done += r.resync(&ix, &seg, &new, start);
                 seg = new;
+                prop_assert!(r.kept(&ix), "kept counts after resync");
             }
             prop_assert_eq!(r.segment(&ix), seg);
             let q = q + 1;
             let (e1, e2) = (w.compute(start, q), r.compute(&ix, &seg, start, q));
             prop_assert_eq!(e1, e2, "compute at op {}", k);
             let b = e1 + wait;
+            prop_assert!(r.kept(&ix), "kept counts after compute {}", k);
             let (x1, x2) = (w.leave(b), r.leave_barrier(&ix, &seg, b));
             prop_assert_eq!(x1, x2, "bottom barrier at op {}", k);
+            prop_assert!(r.kept(&ix), "kept counts after barrier {}", k);
             let t = x1 + top;
             let (s1, s2) = (w.leave(t), r.leave_barrier(&ix, &seg, t));
             prop_assert_eq!(s1, s2, "top barrier at op {}", k);
+            prop_assert!(r.kept(&ix), "kept counts after top {}", k);
             start = s1;
             let mut got = done;
             got += r.stats(&ix, &seg);
@@ -273,6 +285,7 @@ proptest! {
             let mut f = r;
             if let Some(e) = f.compute_fast(&ix, start, q) {
                 prop_assert_eq!(e, e1);
+                prop_assert!(f.kept(&ix));
                 fast += 1;
             }
             // The first question after the start is answered fast when its window is far
@@ -287,6 +300,7 @@ proptest! {
                 let mut f = r;
                 if let Some(x) = f.leave_barrier_fast(&ix, b) {
                     prop_assert_eq!(x, x1);
+                    prop_assert!(f.kept(&ix));
                     fast += 1;
                 }
                 prop_assert_eq!(r.leave_barrier(&ix, &seg, b), x1);
@@ -329,11 +343,12 @@ proptest! {
             let got = f.receive_fast(&ix, b, work);
             let ready = r.leave_barrier(&ix, &seg, b);
             let exit = r.compute(&ix, &seg, ready, work);
+            prop_assert!(r.kept(&ix), "kept counts at op {}", k);
             if let Some((x, quiet)) = got {
                 fast += 1;
                 prop_assert_eq!(x, exit, "exit at op {}", k);
                 prop_assert_eq!(f, r, "state at op {}", k);
-                prop_assert_eq!(quiet, r.quiet_until(&ix), "quiet time at op {}", k);
+                prop_assert_eq!(quiet, r.quiet_until(), "quiet time at op {}", k);
                 prop_assert!(quiet >= exit);
                 prop_assert_eq!(f.stats(&ix, &seg), r.stats(&ix, &seg));
             } else {
@@ -401,7 +416,7 @@ fn questions_past_the_lap_end_are_answered_fast_in_the_second_lap_as_the_walk() 
     };
     let seg = ix.segment_start(offset);
     let mut r = ix.replay(&seg);
-    let second_lap = |r: &IndexedReplay| matches!(r.fast_start(&ix), Some(i) if i >= m);
+    let second_lap = |r: &IndexedReplay| matches!(r.fast_start(), Some(i) if i >= m);
     let (mut start, mut computed, mut left, mut held) = (0u64, 0u32, 0u32, 0u32);
     for _ in 0..30 {
         let e1 = w.compute(start, 3_000);

@@ -460,15 +460,20 @@ impl ReplayEngine for IdxClocks<'_> {
     type Segments = Vec<SegmentStart>;
     #[inline]
     fn locate(&self, g: usize) -> usize {
+        // One plan (the usual case): no search, no placement arithmetic per question.
+        if self.ix.len() == 1 {
+            return 0;
+        }
         match &self.bounds {
-            // One plan (the usual case): no search per question.
-            Some(b) if b.len() == 2 => 0,
             Some(b) => b.partition_point(|&x| x <= g) - 1,
             None => self.place.plan(self.lo + g as u64),
         }
     }
     #[inline]
     fn step(&self, mut at: usize, g: usize) -> usize {
+        if self.ix.len() == 1 {
+            return 0;
+        }
         match &self.bounds {
             Some(b) => {
                 while g >= b[at + 1] {
@@ -557,8 +562,8 @@ impl ReplayEngine for IdxClocks<'_> {
         r.rep.prefetch_barrier(&self.ix[si]);
     }
     #[inline]
-    fn quiet(&self, r: &IdxRank, si: usize) -> u64 {
-        r.rep.quiet_until(&self.ix[si])
+    fn quiet(&self, r: &IdxRank, _: usize) -> u64 {
+        r.rep.quiet_until()
     }
     #[inline]
     fn receive_fast(&self, r: &mut IdxRank, si: usize, until: u64, o: u64) -> Option<(u64, u64)> {

@@ -87,8 +87,8 @@ impl Clocks for IdxClock<'_> {
         }
     }
     #[inline]
-    fn quiet_until(&self, r: &IdxRank, g: usize) -> u64 {
-        r.rep.quiet_until(&self.ix[plan_of(self.place, g)])
+    fn quiet_until(&self, r: &IdxRank, _: usize) -> u64 {
+        r.rep.quiet_until()
     }
     #[inline]
     fn copies_of(&self, r: &IdxRank) -> u64 {
