@@ -161,6 +161,13 @@ impl<'a> FilterPlan<'a> {
         Ok(())
     }
 
+    /// Writes the filtered trace alone (`.jtr`, its attribution not written) to `out`, e.g. a
+    /// temporary file to read back: the bytes [`FilterPlan::write_jtr`] writes to its `path`.
+    pub fn write_jtr_to<W: std::io::Write>(&self, out: W) -> Result<W, TraceError> {
+        self.frame.validate()?;
+        crate::interop::write_jtr_streams(out, &self.source())
+    }
+
     /// Every stream beside its CPU's detours, in order: the counts first, then each detour
     /// (the errors of [`crate::filter::filter`]).
     pub fn check(&self) -> Result<(), TraceError> {
@@ -470,6 +477,11 @@ mod tests {
         let (path, side) = (dir.join("s.jtr"), dir.join("s.jtr.attr.json"));
         plan.write_jtr(&path, &side).unwrap();
         let out = (std::fs::read(path).unwrap(), std::fs::read(side).unwrap());
+        let alone = plan.write_jtr_to(Vec::new()).unwrap();
+        assert!(
+            alone == out.0,
+            "the trace alone is the trace written with its sidecar"
+        );
         (out.0, out.1, plan.tally())
     }
 

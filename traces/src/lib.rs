@@ -49,6 +49,7 @@ pub mod plot;
 pub mod rewritten;
 pub mod sanity;
 pub mod scan;
+pub mod scratch;
 pub mod selection;
 pub mod sidecar;
 pub mod sidecar_reader;
@@ -69,7 +70,9 @@ pub use error::TraceError;
 pub use format::{write_trace, Completeness, Epilogue, StreamSummary, TraceReader, TraceWriter};
 pub use integrity::{Integrity, Salvage};
 pub use interop::Format;
-pub use load::{read_replayed, read_trace, read_trace_streams, Loaded, Replayed};
+pub use load::{
+    read_replayed, read_replayed_from, read_trace, read_trace_streams, Loaded, Replayed,
+};
 pub use model::{Detour, Header, Record, Stream, Trace, Window};
 pub use stats::{Injectability, ScaleChoice, Stats, TraceStats};
 pub use synth::Spec;

@@ -142,13 +142,21 @@ pub fn read_replayed(
     path: &Path,
     keep: impl Fn(usize, usize) -> bool,
 ) -> Result<Replayed, TraceError> {
+    read_replayed_from(open(path)?, keep)
+}
+
+/// [`read_replayed`] of the trace in `input` (e.g. a temporary file written a moment ago).
+pub fn read_replayed_from<R: Read>(
+    input: R,
+    keep: impl Fn(usize, usize) -> bool,
+) -> Result<Replayed, TraceError> {
     let mut sink = ForReplay {
         keep,
         streams: 0,
         runs: Vec::new(),
         facts: FactsSink::default(),
     };
-    let scan = scan_from(open(path)?, &mut sink)?;
+    let scan = scan_from(input, &mut sink)?;
     let facts = sink.facts.facts(&scan);
     Ok(Replayed {
         trace: assemble(scan.frame, &sink.runs)?,

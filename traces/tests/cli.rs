@@ -770,5 +770,59 @@ fn a_text_input_is_imported_through_a_temporary_trace_removed_on_every_exit() {
     .args(["stats", "t.csv"])
     .output()
     .unwrap();
-    assert_error(&o, "cannot create a temporary directory to import");
+    assert_error(&o, "cannot create a temporary file to import");
+}
+
+/// `jitter-trace stats` of a CSV killed with SIGKILL in the middle of its import (once its
+/// spilled rows are on disk) leaves nothing in its `$TMPDIR`: the import's files were unlinked
+/// as they were created. (Before, its `jitter-trace-import-*` directory stayed.)
+#[test]
+fn an_import_killed_mid_way_leaves_nothing_in_tmpdir() {
+    use std::io::Write as _;
+    let d = tempfile::tempdir().unwrap();
+    let tmp = d.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    // 10⁶ rows of one CPU, last first: the import sorts them on disk (runs of 2¹⁸ rows).
+    let csv = d.path().join("big.csv");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&csv).unwrap());
+    writeln!(w, "cpu,start_ns,run_ns").unwrap();
+    for i in (0..1_000_000u64).rev() {
+        writeln!(w, "0,{},{}", 1_000 + i * 1_000, 100 + i % 300).unwrap();
+    }
+    drop(w);
+    let mut child = (bin().current_dir(d.path()).env("TMPDIR", &tmp))
+        .args(["stats", "big.csv"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait (at most 120 s) until the child holds a file under TMPDIR with rows in it.
+    let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
+    let spilled = || {
+        let Ok(entries) = std::fs::read_dir(&fds) else {
+            return false;
+        };
+        entries.flatten().any(|e| {
+            let into_tmp = std::fs::read_link(e.path()).is_ok_and(|l| l.starts_with(&tmp));
+            into_tmp && std::fs::metadata(e.path()).is_ok_and(|m| m.len() > 0)
+        })
+    };
+    let begun = std::time::Instant::now();
+    while !spilled() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the import ended before it was caught spilling"
+        );
+        assert!(begun.elapsed().as_secs() < 120, "no spill within 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "killed mid-way: {status:?}");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

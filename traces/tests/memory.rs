@@ -370,6 +370,14 @@ fn the_sidecars_commands_hold_no_detour() {
         &["perfetto", "{}", "--max-slices", "1000", "-o", "{out}.json"],
         &["filter", "{}", "--drop", "timer", "-o", "{out}.jtr"],
         &["filter", "{}", "--keep", "task,irq", "-o", "{out}.csv"],
+        &[
+            "attribution",
+            "{}",
+            "--bars-svg",
+            "{out}b.svg",
+            "--density-svg",
+            "{out}d.svg",
+        ],
     ] {
         let (a, b) = attributed_peaks(args);
         assert!(

@@ -4,9 +4,16 @@
 //! and with every kernel source removed (only the unattributed rest left: what tuning the node
 //! could reach at best) — and every variant is predicted by [`super::predict`], the engines
 //! and report of `replay-bench predict`, with the same platform, rank counts, sync modes and
-//! seeds. Nothing here predicts on its own. Each variant is planned as soon as it is filtered
-//! and its trace dropped: beside the trace and its attribution (both read whole: the filter
-//! needs every stream and its sidecar), one filtered trace at a time.
+//! seeds. Nothing here predicts on its own.
+//!
+//! Memory: nothing held grows with the trace's length but every variant's plans of the
+//! replayed streams (what `predict` holds of its traces). The trace is read stream by stream ([`TraceFile`]) and its sidecar detour
+//! by detour ([`SidecarFile`]: the per-source table in a few passes, `report_of`); each variant
+//! is filtered in constant memory ([`FilterPlan`]) into a temporary `.jtr` that is unlinked
+//! while open (`tempfile::tempfile`: nothing is left behind, however the process ends) and read
+//! back as `predict` reads its inputs (`read_replayed_from`: the replayed streams' detours and
+//! the whole variant's facts), then planned and dropped. The numbers are those of the variants
+//! filtered whole in memory, byte for byte.
 //!
 //! A prediction is deterministic given its seed, and which stretch of a heavy-tailed trace the
 //! offsets land on moves it, so each question is asked over `--seeds` seeds (seed, seed + 1,
@@ -17,19 +24,23 @@
 //! that interaction (all removed − Σ each removed) per rank count and sync mode.
 
 use std::collections::BTreeMap;
+use std::io::{BufReader, BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use jitter_trace::attribution::{
-    report_in, report_with_periods, sidecar_path, Attribution, Mode, UNATTRIBUTED,
-};
-use jitter_trace::filter::{filter, Selector, SourceFilter};
+use jitter_trace::attribution::{report_of, sidecar_path, Mode, Scope, UNATTRIBUTED};
+use jitter_trace::filter::{Selector, SourceFilter};
+use jitter_trace::filter_streams::{FilterPlan, SharedSidecar};
+use jitter_trace::scratch::Scratch;
+use jitter_trace::sidecar_reader::SidecarFile;
+use jitter_trace::stream_order::{StreamSource, TraceFile};
 use jitter_trace::summary::mean_ci95;
 use jitter_trace::table::{Align, Table};
-use jitter_trace::Trace;
+use jitter_trace::{read_replayed, read_replayed_from, Replayed};
 
 use super::input::TraceInput;
 use super::points::predict;
@@ -142,25 +153,67 @@ struct Prep<'a> {
 }
 
 impl Prep<'_> {
-    /// The variant of `trace` with `row`: its whole noise ratio, and its plans unless no
-    /// replayed stream holds a detour (one left without detours on some of them is refused
-    /// by `TraceInput::new`, named).
-    fn variant(&self, mut row: VariantRow, trace: &Trace) -> anyhow::Result<Variant> {
-        row.noise_ratio = trace.noise_ratio();
+    /// Which streams a variant's read keeps: those a node's ranks replay.
+    fn keep(&self) -> impl Fn(usize, usize) -> bool {
+        let k = self.k;
+        move |i, _| (i as u64) < k
+    }
+
+    /// The variant with `row` of the trace read in `replayed`: its whole noise ratio, and its
+    /// plans unless no replayed stream holds a detour (one left without detours on some of
+    /// them is refused by `TraceInput::replayed`, named).
+    fn variant(&self, mut row: VariantRow, replayed: &Replayed) -> anyhow::Result<Variant> {
+        let facts = &replayed.facts;
+        row.noise_ratio = facts.pooled(0..facts.streams()).0;
         let k = usize::try_from(self.k).unwrap_or(usize::MAX);
-        let empty = (trace.streams.iter().take(k)).all(|s| s.records.is_empty());
+        let empty = (replayed.trace.streams.iter().take(k)).all(|s| s.records.is_empty());
         let input = if empty {
             None
         } else {
-            let input = TraceInput::new(trace, self.path, &row.label, self.options, self.k);
+            let input = TraceInput::replayed(replayed, self.path, &row.label, self.options, self.k);
             Some(input.with_context(|| format!("variant `{}`", row.label))?)
         };
         Ok(Variant { row, input, empty })
     }
+
+    /// The trace filtered by `plan`, written to a temporary `.jtr` unlinked while open and
+    /// read back with the replayed streams' detours only.
+    fn filtered(&self, plan: &FilterPlan) -> anyhow::Result<Replayed> {
+        let scratch = Scratch::new("for a variant")?;
+        let mut file = scratch.file();
+        let mut w = plan.write_jtr_to(BufWriter::with_capacity(1 << 16, file))?;
+        w.flush()
+            .context("cannot write a variant's temporary trace")?;
+        drop(w);
+        (file.seek(SeekFrom::Start(0))).context("cannot read a variant's temporary trace")?;
+        let input = BufReader::with_capacity(1 << 16, file);
+        Ok(read_replayed_from(input, self.keep())?)
+    }
 }
 
-/// Reads the trace's attribution sidecar and checks that it is this collection's.
-fn load_attribution(path: &Path, trace: &Trace) -> anyhow::Result<Attribution> {
+/// The attributed trace read stream by stream, and its sidecar detour by detour.
+struct Attributed<'a> {
+    path: &'a Path,
+    file: TraceFile,
+    sidecar: SharedSidecar,
+}
+
+impl Attributed<'_> {
+    /// `f` planned over the trace and its sidecar (one pass over the sidecar).
+    fn plan<'s>(&'s self, f: &'s SourceFilter) -> anyhow::Result<FilterPlan<'s>> {
+        Ok(FilterPlan::planned(
+            &self.file,
+            Arc::clone(&self.sidecar),
+            f,
+        )?)
+    }
+}
+
+/// The trace at `path` and its attribution sidecar, which must exist and be this collection's
+/// (the errors, in their order, of reading both whole: the sidecar's own from its first pass).
+fn open_attributed<'a>(path: &'a Path) -> anyhow::Result<Attributed<'a>> {
+    let file =
+        TraceFile::open(path).with_context(|| format!("cannot read trace {}", path.display()))?;
     let sidecar = sidecar_path(path);
     anyhow::ensure!(
         sidecar.exists(),
@@ -168,27 +221,48 @@ fn load_attribution(path: &Path, trace: &Trace) -> anyhow::Result<Attribution> {
         path.display(),
         sidecar.display()
     );
-    let a = Attribution::read(&sidecar)?;
-    anyhow::ensure!(
-        a.collection_start_unix_ns == trace.header.collection_start_unix_ns,
-        "{} belongs to another collection than {}",
-        sidecar.display(),
-        path.display()
-    );
-    Ok(a)
+    Ok(Attributed {
+        path,
+        file,
+        sidecar: Arc::new(SidecarFile::new(&sidecar)),
+    })
 }
 
-/// The variants of `trace`: as collected, without every kernel source, and per source with a
-/// share of at least `min_share` without it and with it only.
+/// Refuses a sidecar that names another collection than the trace's.
+fn check_collection(src: &Attributed, plan: &FilterPlan) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        plan.collection_start_unix_ns() == src.file.frame().header.collection_start_unix_ns,
+        "{} belongs to another collection than {}",
+        sidecar_path(src.path).display(),
+        src.path.display()
+    );
+    Ok(())
+}
+
+/// The variants of the trace: as collected, without every kernel source, and per source with
+/// a share of at least `min_share` without it and with it only; and the share of the noise
+/// time some kernel event explains.
 fn variants(
-    trace: &Trace,
-    a: &Attribution,
+    src: &Attributed,
     args: &WhatIfArgs,
     prep: &Prep,
     notes: &mut Vec<String>,
-) -> anyhow::Result<Vec<Variant>> {
+) -> anyhow::Result<(Vec<Variant>, f64)> {
     let min_share = args.min_share;
-    let report = report_with_periods(a, Mode::Frequency);
+    let unattributed = vec![Selector::Source(UNATTRIBUTED.into())];
+    let keep_rest = SourceFilter::keep(unattributed);
+    // The first pass over the sidecar reads its frame: its collection is checked before the
+    // table is made, and the first filter checks it against the trace before anything is
+    // planned (the order in which the sidecar read whole was refused).
+    let kernel = src.plan(&keep_rest)?;
+    check_collection(src, &kernel)?;
+    let scope = Scope {
+        mode: Mode::Frequency,
+        runs: None,
+        periods: true,
+    };
+    let report = report_of(src.sidecar.as_ref(), scope)?;
+    kernel.check()?;
     let row =
         |label: &str, question, source: Option<&jitter_trace::attribution::SourceRow>| VariantRow {
             label: label.to_string(),
@@ -200,12 +274,12 @@ fn variants(
             sd_pct: Vec::new(),
             saving_pp: Vec::new(),
         };
-    // The first filter checks the attribution against the trace before anything is planned.
-    let unattributed = vec![Selector::Source(UNATTRIBUTED.into())];
-    let kernel = filter(trace, a, &SourceFilter::keep(unattributed))?;
-    let mut out = vec![prep.variant(row("collected", Question::Collected, None), trace)?];
+    let collected = read_replayed(src.path, prep.keep())
+        .with_context(|| format!("cannot read trace {}", src.path.display()))?;
+    let mut out = vec![prep.variant(row("collected", Question::Collected, None), &collected)?];
+    drop(collected);
     let no_kernel = row("no kernel sources", Question::WithoutKernel, None);
-    out.push(prep.variant(no_kernel, &kernel.trace)?);
+    out.push(prep.variant(no_kernel, &prep.filtered(&kernel)?)?);
     drop(kernel);
     let (mut small, mut small_share) = (0, 0.0);
     for s in &report.rows {
@@ -221,12 +295,13 @@ fn variants(
             Removal::WithWakeups => drop.with_wakeups(),
         };
         let label = format!("without {}", s.source);
-        let without = filter(trace, a, &drop)?.trace;
+        let without = prep.filtered(&src.plan(&drop)?)?;
         out.push(prep.variant(row(&label, Question::Without, Some(s)), &without)?);
         std::mem::drop(without);
-        let only = filter(trace, a, &SourceFilter::keep(one))?;
+        let keep = SourceFilter::keep(one);
+        let only = prep.filtered(&src.plan(&keep)?)?;
         let label = format!("only {}", s.source);
-        out.push(prep.variant(row(&label, Question::Only, Some(s)), &only.trace)?);
+        out.push(prep.variant(row(&label, Question::Only, Some(s)), &only)?);
     }
     if small > 0 {
         notes.push(format!(
@@ -236,7 +311,7 @@ fn variants(
             small_share * 100.0
         ));
     }
-    Ok(out)
+    Ok((out, report.explained))
 }
 
 /// Predicts every variant over the draws and fills in their rows.
@@ -319,10 +394,7 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
     );
     let path = &p.traces[0];
     let (_, spec) = prepare(p)?;
-    let trace = jitter_trace::read_trace(path)
-        .with_context(|| format!("cannot read trace {}", path.display()))?
-        .trace;
-    let a = load_attribution(path, &trace)?;
+    let src = open_attributed(path)?;
     let mut notes = Vec::new();
     let shown = path.display().to_string();
     let prep = Prep {
@@ -330,8 +402,8 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
         options: spec.platform.options(),
         k: p.ranks_per_node.k,
     };
-    let mut vs = variants(&trace, &a, args, &prep, &mut notes)?;
-    drop(trace);
+    let (mut vs, explained) = variants(&src, args, &prep, &mut notes)?;
+    drop(src);
     notes.push(
         match args.removal {
             Removal::Net => {
@@ -360,7 +432,7 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
         trace: shown,
         points,
         seeds,
-        explained: report_in(&a, Mode::Frequency).explained,
+        explained,
         rows,
         interaction_pp,
         notes,
@@ -489,8 +561,8 @@ impl WhatIf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jitter_trace::attribution::{AttributedDetour, CpuAttribution, Part};
-    use jitter_trace::{Detour, Stream};
+    use jitter_trace::attribution::{AttributedDetour, Attribution, CpuAttribution, Part};
+    use jitter_trace::{Detour, Stream, Trace};
     use std::path::PathBuf;
 
     /// One CPU, 4 s: a daemon (`task:d`, every 9 ms for 170 µs, from 1 ms) and the tick

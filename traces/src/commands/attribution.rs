@@ -5,12 +5,10 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
-use jitter_trace::attribution::{
-    csv as attribution_csv, render, report_of, samples_of, Mode, Scope,
-};
+use jitter_trace::attribution::{csv as attribution_csv, render, report_of, Mode, Scope};
 use jitter_trace::changes::{diff, render_diff};
 use jitter_trace::output::{check_output, write_output_bytes};
-use jitter_trace::plot::{source_bars_svg, source_density_svg};
+use jitter_trace::plot::{source_bars_of, source_density_of, SpilledSeries};
 use jitter_trace::units::parse_duration_ns;
 
 use crate::commands::input::attribution_file;
@@ -95,17 +93,17 @@ impl AttributionArgs {
             write_output_bytes(p, attribution_csv(&report).as_bytes())?;
         }
         if bars_svg.is_some() || density_svg.is_some() {
-            let by_source = samples_of(&a, mode, runs)?;
+            let by_source = SpilledSeries::read(&a, mode, runs)?;
             let name = trace.file_stem().map_or(trace.display().to_string(), |s| {
                 s.to_string_lossy().into_owned()
             });
             if let Some(p) = &bars_svg {
                 let title = format!("Noise time per detour run-time, by source: {name}");
-                source_bars_svg(&by_source, &title, p)?;
+                source_bars_of(&by_source, &title, p)?;
             }
             if let Some(p) = &density_svg {
                 let title = format!("Time per detour, by source: {name}");
-                source_density_svg(&by_source, &title, p)?;
+                source_density_of(&by_source, &title, p)?;
             }
         }
         if json {

@@ -210,8 +210,8 @@ pub(super) fn assemble(
     };
     header.labels.insert("imported".into(), label.into());
     tune(&mut header);
-    let path = store.file("import.jtr");
-    let mut w = TraceWriter::create(&path, &header)?;
+    let out = std::io::BufWriter::with_capacity(1 << 16, store.jtr.file());
+    let mut w = TraceWriter::new(out, &header)?;
     let mut streams: Vec<StreamSummary> = Vec::with_capacity(parts.len());
     for (i, p) in parts.into_iter().enumerate() {
         if header.stream_cpus[..i].contains(&p.cpu) {
@@ -239,13 +239,16 @@ pub(super) fn assemble(
         });
     }
     let duration_ns = streams.iter().map(|s| s.end_ns - s.begin_ns).max();
-    w.finish(Epilogue {
+    let mut out = w.finish(Epilogue {
         duration_ns: duration_ns.unwrap_or(0),
         streams,
         ..Epilogue::default()
     })?;
+    out.flush()
+        .map_err(|e| TraceError::io("cannot write the import's temporary trace", e))?;
+    drop(out);
     store.drop_rows()?;
-    Ok(Spilled::new(store, path))
+    Ok(Spilled::new(store))
 }
 
 /// Writes the rows of one part as stream `stream`, in order of start, refusing an overlap at

@@ -8,18 +8,19 @@
 //! Memory: at most [`BUDGET_ROWS`] rows (24 bytes each, 6 MiB) buffered over the parts being
 //! read, [`KEEP_ROWS`] per finished part, and a merge's buffers (6 KiB per run; a run per
 //! [`BUDGET_ROWS`] rows of an input out of order). Disk: 24 bytes per row in a temporary
-//! directory under `$TMPDIR` ([`Store`]), removed when the store is dropped: on every return,
-//! error or not (not when a signal ends the process).
+//! file, then the `.jtr` made of them in another ([`Store`]): both [`crate::scratch`] files,
+//! unlinked while open, so nothing is left under `$TMPDIR` however the process ends.
 
 use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::error::TraceError;
 use crate::model::Detour;
+use crate::scratch::Scratch;
 
 /// A detour and the line it came from.
 pub(super) type Row = (Detour, usize);
@@ -41,37 +42,27 @@ pub(super) fn cap(parts: usize) -> usize {
     (BUDGET_ROWS / parts.max(1)).max(KEEP_ROWS)
 }
 
-/// The temporary directory of one import: the spilled rows, then the `.jtr` made of them.
+/// The scratch files of one import: the spilled rows, then the `.jtr` made of them.
 pub(super) struct Store {
-    dir: tempfile::TempDir,
-    rows: File,
+    rows: Scratch,
+    pub(super) jtr: Scratch,
     written: Cell<u64>,
 }
 
 impl Store {
-    /// A new store under `$TMPDIR`.
+    /// A new store (two scratch files under `$TMPDIR`).
     pub(super) fn new() -> Result<Store, TraceError> {
-        let dir = (tempfile::Builder::new().prefix("jitter-trace-import-"))
-            .tempdir()
-            .map_err(|e| TraceError::io("cannot create a temporary directory to import", e))?;
-        let rows = (OpenOptions::new().read(true).write(true).create_new(true))
-            .open(dir.path().join("rows"))
-            .map_err(|e| TraceError::io("cannot create a temporary file to import", e))?;
         Ok(Store {
-            dir,
-            rows,
+            rows: Scratch::new("to import")?,
+            jtr: Scratch::new("to import")?,
             written: Cell::new(0),
         })
     }
 
-    /// Where a file of the store goes.
-    pub(super) fn file(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
     /// The spilled rows are no longer needed (the `.jtr` holds them): frees their disk.
     pub(super) fn drop_rows(&self) -> Result<(), TraceError> {
-        (self.rows.set_len(0)).map_err(|e| TraceError::io("cannot truncate the import's rows", e))
+        (self.rows.file().set_len(0))
+            .map_err(|e| TraceError::io("cannot truncate the import's rows", e))
     }
 
     /// Writes `rows` as one run.
@@ -83,8 +74,11 @@ impl Store {
             bytes.extend_from_slice(&(*line as u64).to_le_bytes());
         }
         let first = self.written.get();
-        (self.rows.write_all_at(&bytes, first * ROW_BYTES as u64))
-            .map_err(|e| TraceError::io("cannot write the import's temporary rows", e))?;
+        (self
+            .rows
+            .file()
+            .write_all_at(&bytes, first * ROW_BYTES as u64))
+        .map_err(|e| TraceError::io("cannot write the import's temporary rows", e))?;
         self.written.set(first + rows.len() as u64);
         Ok(Run {
             first,
@@ -222,7 +216,7 @@ impl Rows {
         if !self.out_of_order {
             // In order: the runs follow one another.
             for r in &mut readers {
-                while let Some(row) = r.next(&store.rows, &mut bytes)? {
+                while let Some(row) = r.next(store.rows.file(), &mut bytes)? {
                     f(row)?;
                 }
             }
@@ -230,13 +224,13 @@ impl Rows {
         }
         let mut heap = BinaryHeap::with_capacity(readers.len());
         for (i, r) in readers.iter_mut().enumerate() {
-            if let Some((d, line)) = r.next(&store.rows, &mut bytes)? {
+            if let Some((d, line)) = r.next(store.rows.file(), &mut bytes)? {
                 heap.push(Reverse((d.start_ns, line, i, d.run_ns)));
             }
         }
         while let Some(Reverse((start_ns, line, i, run_ns))) = heap.pop() {
             f((Detour { start_ns, run_ns }, line))?;
-            if let Some((d, line)) = readers[i].next(&store.rows, &mut bytes)? {
+            if let Some((d, line)) = readers[i].next(store.rows.file(), &mut bytes)? {
                 heap.push(Reverse((d.start_ns, line, i, d.run_ns)));
             }
         }
@@ -244,19 +238,21 @@ impl Rows {
     }
 }
 
-/// A text input imported into a temporary `.jtr` file, removed when this is dropped.
+/// A text input imported into a temporary `.jtr` file, gone when this is dropped (and when
+/// the process ends: a [`Scratch`] file).
 pub struct Spilled {
     store: Store,
     path: PathBuf,
 }
 
 impl Spilled {
-    pub(super) fn new(store: Store, path: PathBuf) -> Spilled {
+    pub(super) fn new(store: Store) -> Spilled {
+        let path = store.jtr.path();
         Spilled { store, path }
     }
 
-    /// The temporary `.jtr` file.
-    pub fn path(&self) -> &Path {
+    /// A name that opens the temporary `.jtr` file while this lives ([`Scratch::path`]).
+    pub fn path(&self) -> &std::path::Path {
         &self.path
     }
 }
@@ -264,7 +260,7 @@ impl Spilled {
 impl std::fmt::Debug for Spilled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Spilled")
-            .field("dir", &self.store.dir.path())
+            .field("jtr", &self.store.jtr)
             .field("path", &self.path)
             .finish()
     }
@@ -318,9 +314,8 @@ mod tests {
         }
         assert!(!rows.out_of_order && rows.runs.len() == 200);
         assert_eq!(sorted(rows, &store), expected);
-        let dir = store.dir.path().to_path_buf();
-        assert!(dir.join("rows").exists());
-        drop(store);
-        assert!(!dir.exists(), "the store is removed when dropped");
+        // The rows' file has no name: only the open handle reaches it.
+        let link = std::fs::read_link(store.rows.path()).unwrap();
+        assert!(link.to_string_lossy().ends_with("(deleted)"), "{link:?}");
     }
 }

@@ -6,7 +6,9 @@ use plotters::coord::combinators::LogCoord;
 use plotters::prelude::*;
 
 use super::look::{chart_on, mesh, svg_with_legend, y_label_area, Chart, Mark, Series};
-use crate::compare::{density, Grid, GRID_POINTS};
+use crate::compare::Grid;
+#[cfg(test)]
+use crate::compare::{density, GRID_POINTS};
 use crate::error::TraceError;
 use crate::stream_order::StreamSource;
 
@@ -60,6 +62,7 @@ fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceE
 
 /// The density of each sample of log run-times on one shared grid, as (run µs, share per grid
 /// step × `weight(sample)`) points, and the grid.
+#[cfg(test)]
 pub(super) fn density_curves(
     xs: &[Vec<f64>],
     weight: impl Fn(&[f64]) -> f64,

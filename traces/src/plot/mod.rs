@@ -16,7 +16,9 @@
 //! - **attribution** (`jitter-trace attribution --bars-svg/--density-svg`): noise time per
 //!   detour run-time bucket stacked by source ([`source_bars_svg`]), and each source's
 //!   log-density of its time per detour ([`source_density_svg`]); at most [`MAX_SOURCES`]
-//!   sources, the legend in a panel right of the data.
+//!   sources, the legend in a panel right of the data. From a sidecar, the samples go to a
+//!   scratch file in drawing order ([`SpilledSeries`]) and the charts are drawn from it in a
+//!   few passes ([`source_bars_of`], [`source_density_of`]): the same SVG, in constant memory.
 //! - **nodes** ([`nodes_svg`]): one box per node of a cluster-wide collection (`jitter-trace
 //!   nodes`), in ranking order: box p20–p80 with the median, whiskers from the shortest detour
 //!   to p99.9, a cross at the longest; outliers in red.
@@ -34,6 +36,7 @@ mod cdf;
 mod density;
 mod look;
 mod nodes;
+mod source_series;
 mod sources;
 mod timeseries;
 
@@ -48,7 +51,8 @@ pub use look::{
     axis_number, label_area_for, ticks, y_label_area, Chart, Series, MAX_POINTS, X_LABEL_AREA,
 };
 pub use nodes::nodes_svg;
-pub use sources::{source_bars_svg, source_density_svg, MAX_SOURCES};
+pub use source_series::{SourceSeries, SpilledSeries, MAX_SOURCES};
+pub use sources::{source_bars_of, source_bars_svg, source_density_of, source_density_svg};
 pub use timeseries::TimeSeries;
 
 /// What to plot.

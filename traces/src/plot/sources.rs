@@ -8,39 +8,19 @@ use plotters::coord::combinators::LogCoord;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-use super::density::{density_curves, peak_and_span};
+use super::density::peak_and_span;
 use super::look::{chart_on, mesh, svg_with_legend, y_label_area, Mark};
+#[cfg(test)]
+use super::source_series::MAX_SOURCES;
+use super::source_series::{InMemory, SourceSeries};
 use crate::attribution::SourceSamples;
+use crate::compare::density::{bandwidth_of, binned, smoothed, LogSummary, Spread, MIN_BANDWIDTH};
+use crate::compare::{Grid, GRID_POINTS};
 use crate::error::TraceError;
-
-/// Most sources drawn in the attribution charts; the rest are pooled as `other`.
-pub const MAX_SOURCES: usize = 8;
+use crate::selection::Selection;
 
 /// Run-time buckets per decade in the stacked bar chart.
 const BUCKETS_PER_DECADE: f64 = 5.0;
-
-/// The first [`MAX_SOURCES`] − 1 sources and, when there are more, the rest pooled as `other`.
-fn top_sources(sources: &[SourceSamples]) -> Vec<(String, Vec<(u64, u64)>)> {
-    if sources.len() <= MAX_SOURCES {
-        return sources
-            .iter()
-            .map(|s| (s.source.clone(), s.samples.clone()))
-            .collect();
-    }
-    let mut out: Vec<(String, Vec<(u64, u64)>)> = sources[..MAX_SOURCES - 1]
-        .iter()
-        .map(|s| (s.source.clone(), s.samples.clone()))
-        .collect();
-    let rest = sources[MAX_SOURCES - 1..]
-        .iter()
-        .flat_map(|s| s.samples.iter().copied())
-        .collect();
-    out.push((
-        format!("other ({} sources)", sources.len() + 1 - MAX_SOURCES),
-        rest,
-    ));
-    out
-}
 
 /// Stacked bars of noise time per detour run-time bucket (log-spaced, µs), one colour per
 /// source: who fills each bucket. `sources` as from [`crate::attribution::samples`].
@@ -49,13 +29,22 @@ pub fn source_bars_svg(
     title: &str,
     path: &Path,
 ) -> Result<(), TraceError> {
-    let top = top_sources(sources);
-    let runs = || {
-        top.iter()
-            .flat_map(|s| s.1.iter().map(|p| p.0))
-            .filter(|&r| r > 0)
-    };
-    let (lo, hi) = match (runs().min(), runs().max()) {
+    source_bars_of(&InMemory::top(sources), title, path)
+}
+
+/// [`source_bars_svg`] of the series of `top` (in memory or spilled: the same SVG).
+pub fn source_bars_of(top: &dyn SourceSeries, title: &str, path: &Path) -> Result<(), TraceError> {
+    let labels = top.labels().to_vec();
+    let (mut lo, mut hi) = (None::<u64>, None::<u64>);
+    for i in 0..labels.len() {
+        top.each(i, &mut |r, _| {
+            if r > 0 {
+                lo = Some(lo.map_or(r, |l| l.min(r)));
+                hi = Some(hi.map_or(r, |h| h.max(r)));
+            }
+        })?;
+    }
+    let (lo, hi) = match (lo, hi) {
         (Some(lo), Some(hi)) => (lo as f64 / 1e3, hi as f64 / 1e3),
         _ => return Err(TraceError::Argument("no detours to chart".into())),
     };
@@ -64,18 +53,19 @@ pub fn source_bars_svg(
     let edge = |k: i32| 10f64.powf(k as f64 / BUCKETS_PER_DECADE);
     let buckets = (last - first + 1) as usize;
     // ms of each source in each bucket.
-    let mut ms = vec![vec![0.0f64; buckets]; top.len()];
-    for (i, (_, samples)) in top.iter().enumerate() {
-        for &(run, ns) in samples.iter().filter(|p| p.0 > 0) {
-            let k = ((run as f64 / 1e3).log10() * BUCKETS_PER_DECADE).floor() as i32;
-            ms[i][(k - first).clamp(0, buckets as i32 - 1) as usize] += ns as f64 / 1e6;
-        }
+    let mut ms = vec![vec![0.0f64; buckets]; labels.len()];
+    for (i, m) in ms.iter_mut().enumerate() {
+        top.each(i, &mut |run, ns| {
+            if run > 0 {
+                let k = ((run as f64 / 1e3).log10() * BUCKETS_PER_DECADE).floor() as i32;
+                m[(k - first).clamp(0, buckets as i32 - 1) as usize] += ns as f64 / 1e6;
+            }
+        })?;
     }
     let peak = (0..buckets)
         .map(|b| ms.iter().map(|m| m[b]).sum::<f64>())
         .fold(0.0f64, f64::max)
         .max(1e-9);
-    let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
     let y_area = y_label_area(RangedCoordf64::from(0.0..peak * 1.05));
     svg_with_legend(path, &labels, Mark::Swatch, |left, e| {
         let mut chart = chart_on(left, title, y_area)
@@ -115,24 +105,19 @@ pub fn source_density_svg(
     title: &str,
     path: &Path,
 ) -> Result<(), TraceError> {
-    let top = top_sources(sources);
-    let xs: Vec<Vec<f64>> = top
-        .iter()
-        .map(|s| {
-            s.1.iter()
-                .filter(|p| p.1 > 0)
-                .map(|p| (p.1 as f64).ln())
-                .collect()
-        })
-        .collect();
-    let all: usize = xs.iter().map(Vec::len).sum();
-    if all == 0 {
-        return Err(TraceError::Argument("no detours to chart".into()));
-    }
-    let (curves, grid) = density_curves(&xs, |x| x.len() as f64 / all as f64);
+    source_density_of(&InMemory::top(sources), title, path)
+}
+
+/// [`source_density_svg`] of the series of `top` (in memory or spilled: the same SVG).
+pub fn source_density_of(
+    top: &dyn SourceSeries,
+    title: &str,
+    path: &Path,
+) -> Result<(), TraceError> {
+    let (curves, grid) = log_densities(top)?;
     let (peak, x0, x1) = peak_and_span(&curves, &grid);
     let floor = peak * 1e-5;
-    let labels: Vec<String> = top.iter().map(|s| s.0.clone()).collect();
+    let labels = top.labels().to_vec();
     let y_area = y_label_area(LogCoord::from((floor..peak * 2.0).log_scale()));
     svg_with_legend(path, &labels, Mark::Line, |left, e| {
         let mut chart = chart_on(left, title, y_area)
@@ -153,6 +138,121 @@ pub fn source_density_svg(
         }
         Ok(())
     })
+}
+
+/// Each series' curve: (µs, share per grid cell) at every grid point.
+type Curves = Vec<Vec<(f64, f64)>>;
+
+/// The curves `density_curves` draws of the natural logs of each series' positive times,
+/// weighted by the series' share of them, computed in passes over the series: the sum, then
+/// the squared deviations, in the order a slice is summed; the quartiles from the exact order
+/// statistics (`selection`: ln is monotone, so the k-th log is the log of the k-th time); the
+/// grid from each series' extremes ([`Grid::spanning`]); the linear binning in order.
+fn log_densities(top: &dyn SourceSeries) -> Result<(Curves, Grid), TraceError> {
+    let n = top.labels().len();
+    let mut sums: Vec<LogSummary> = Vec::with_capacity(n);
+    let mut extremes = Vec::with_capacity(n);
+    for i in 0..n {
+        let (mut count, mut sum) = (0usize, 0.0f64);
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        top.each(i, &mut |_, ns| {
+            if ns > 0 {
+                count += 1;
+                sum += (ns as f64).ln();
+                lo = lo.min(ns);
+                hi = hi.max(ns);
+            }
+        })?;
+        let min = if count > 0 {
+            (lo as f64).ln()
+        } else {
+            f64::INFINITY
+        };
+        let max = if count > 0 {
+            (hi as f64).ln()
+        } else {
+            f64::NEG_INFINITY
+        };
+        sums.push(LogSummary {
+            n: count,
+            min,
+            max,
+            bandwidth: MIN_BANDWIDTH,
+        });
+        extremes.push((sum, lo, hi));
+    }
+    let all: usize = sums.iter().map(|s| s.n).sum();
+    if all == 0 {
+        return Err(TraceError::Argument("no detours to chart".into()));
+    }
+    // The four order statistics of each quartile pair, found together.
+    let mut sel = Selection::new();
+    let mut ids: Vec<Vec<(usize, usize)>> = Vec::with_capacity(n);
+    for (s, &(_, lo, hi)) in sums.iter().zip(&extremes) {
+        let mut mine = Vec::new();
+        if s.n >= 2 {
+            for q in [0.25f64, 0.75] {
+                let pos = q * (s.n - 1) as f64;
+                let (a, b) = (pos.floor() as u64, pos.ceil() as u64);
+                mine.push((sel.add(a, lo, hi), sel.add(b, lo, hi)));
+            }
+        }
+        ids.push(mine);
+    }
+    while sel.pending() {
+        sel.begin_pass();
+        for (i, mine) in ids.iter().enumerate().filter(|(_, m)| !m.is_empty()) {
+            top.each(i, &mut |_, ns| {
+                if ns > 0 {
+                    for &(a, b) in mine {
+                        sel.offer(a, ns);
+                        sel.offer(b, ns);
+                    }
+                }
+            })?;
+        }
+        sel.end_pass();
+    }
+    for (i, s) in sums.iter_mut().enumerate() {
+        if s.n < 2 {
+            continue;
+        }
+        let mean = extremes[i].0 / s.n as f64;
+        let mut squares = 0.0f64;
+        top.each(i, &mut |_, ns| {
+            if ns > 0 {
+                let x = (ns as f64).ln();
+                squares += (x - mean) * (x - mean);
+            }
+        })?;
+        let sd = (squares / (s.n - 1) as f64).sqrt();
+        let quartile = |k: usize, q: f64| -> f64 {
+            let (a, b) = ids[i][k];
+            let at = |id| (sel.value(id).unwrap_or(0) as f64).ln();
+            let pos = q * (s.n - 1) as f64;
+            at(a) + (at(b) - at(a)) * (pos - pos.floor())
+        };
+        let iqr = quartile(1, 0.75) - quartile(0, 0.25);
+        s.bandwidth = bandwidth_of(Spread { sd, iqr, n: s.n });
+    }
+    let grid = Grid::spanning(&sums, GRID_POINTS);
+    let step = grid.step();
+    let mut curves = Vec::with_capacity(n);
+    for (i, s) in sums.iter().enumerate() {
+        let w = s.n as f64 / all as f64;
+        let mut counts = vec![0.0f64; grid.points];
+        top.each(i, &mut |_, ns| {
+            if ns > 0 {
+                binned(&mut counts, (ns as f64).ln(), grid.lo, step);
+            }
+        })?;
+        let d = smoothed(counts, s.n, s.bandwidth, &grid);
+        let curve = (0..grid.points)
+            .map(|j| (grid.run_ns(j) / 1e3, d.values[j] * step * w))
+            .collect();
+        curves.push(curve);
+    }
+    Ok((curves, grid))
 }
 
 #[cfg(test)]
@@ -224,6 +324,110 @@ mod tests {
         }
         assert!(source_bars_svg(&[], "t", &dir.path().join("e.svg")).is_err());
         assert!(source_density_svg(&[], "t", &dir.path().join("e.svg")).is_err());
+    }
+
+    /// Sources of varied sizes: source i has 40 + 37·i samples, some with a zero time or a
+    /// zero run-time, times spread over three decades.
+    fn varied(n: usize) -> Vec<SourceSamples> {
+        (0..n)
+            .map(|i| SourceSamples {
+                source: format!("s{i:02}"),
+                samples: (0..40 + 37 * i as u64)
+                    .map(|k| {
+                        let h = (k * 2_654_435_761 + i as u64 * 40_503) % 100_000;
+                        let run = if h % 53 == 0 { 0 } else { 200 + h * 7 };
+                        let ns = if h % 31 == 0 {
+                            0
+                        } else {
+                            run * (1 + h % 5) / 6
+                        };
+                        (run, ns)
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// An attribution of one CPU whose detours are the samples of `sources`, one after another,
+    /// each detour's part that source's time (the rest unattributed).
+    fn attributed_with(sources: &[SourceSamples]) -> crate::sidecar::Attribution {
+        let mut start = 0u64;
+        let mut detours = Vec::new();
+        for s in sources {
+            for &(run, ns) in &s.samples {
+                start += run + 1_000;
+                let part = crate::sidecar::Part {
+                    source: s.source.clone(),
+                    start_ns: start,
+                    ns: ns.min(run),
+                };
+                detours.push(crate::filter::attributed(start, run, vec![part]));
+            }
+        }
+        crate::sidecar::Attribution {
+            version: 1,
+            cpus: vec![crate::sidecar::CpuAttribution {
+                detours,
+                end_ns: start + 1_000,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// The charts drawn from a sidecar through its scratch file are byte for byte those drawn
+    /// from its samples in memory (3 sources; 12, where 5 are pooled as `other`; a bucket),
+    /// and the density's curves are, to the bit, those the in-memory `density_curves` gives.
+    #[test]
+    fn the_charts_of_a_spilled_sidecar_are_the_charts_of_its_samples_in_memory() {
+        use crate::attribution::Mode;
+        use crate::plot::density::density_curves;
+        use crate::plot::source_series::SpilledSeries;
+        let dir = tempfile::tempdir().unwrap();
+        for n in [3, 12] {
+            let a = attributed_with(&varied(n));
+            for (mode, runs) in [
+                (Mode::Frequency, None),
+                (Mode::Time, Some((1_000, 300_000))),
+            ] {
+                let samples = crate::attribution::samples_of(&a, mode, runs).unwrap();
+                let spilled = SpilledSeries::read(&a, mode, runs).unwrap();
+                let mem = InMemory::top(&samples);
+                assert_eq!(spilled.labels(), mem.labels());
+                for (k, draw) in [
+                    source_bars_of as fn(&dyn SourceSeries, &str, &Path) -> _,
+                    source_density_of,
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let (p, q) = (dir.path().join("m.svg"), dir.path().join("s.svg"));
+                    draw(&mem, "t", &p).unwrap();
+                    draw(&spilled, "t", &q).unwrap();
+                    let (m, s) = (std::fs::read(&p).unwrap(), std::fs::read(&q).unwrap());
+                    assert!(m == s, "{n} sources, {mode:?}, chart {k}");
+                }
+                let xs: Vec<Vec<f64>> = (mem.samples.iter())
+                    .map(|v| {
+                        v.iter()
+                            .filter(|p| p.1 > 0)
+                            .map(|p| (p.1 as f64).ln())
+                            .collect()
+                    })
+                    .collect();
+                let all: usize = xs.iter().map(Vec::len).sum();
+                let want = density_curves(&xs, |x| x.len() as f64 / all as f64);
+                let got = log_densities(&spilled).unwrap();
+                assert_eq!(got.1, want.1);
+                let bits = |c: &Vec<Vec<(f64, f64)>>| -> Vec<(u64, u64)> {
+                    c.iter()
+                        .flatten()
+                        .map(|p| (p.0.to_bits(), p.1.to_bits()))
+                        .collect()
+                };
+                assert_eq!(bits(&got.0), bits(&want.0), "{n} sources, {mode:?}");
+            }
+        }
     }
 
     #[test]
