@@ -584,7 +584,7 @@ pub(super) fn block<C: Clocks>(
     let (sent, quiet, bufs) = scratch;
     let len = states.len();
     debug_assert!(at.routes.is_some() || (at.lo == 0 && len as u64 == at.n));
-    let (n, lo, o) = (at.n, at.lo as usize, costs.o);
+    let (n, lo) = (at.n, at.lo as usize);
     let chunk = chunk_of(len);
     let (sent, quiet) = (&mut sent[..len], &mut quiet[..len]);
     quiet_times(clocks, states, quiet);
@@ -624,14 +624,7 @@ pub(super) fn block<C: Clocks>(
         };
         // Under MPI the receivers whose sources are here are asked while the crossing ends
         // travel (the others are not flagged [`ASK`] yet), then those that arrived.
-        let (fl, ss, ts) = (&*flags, &*sent, &*cur);
-        let end_of = |i: usize| {
-            if fl[i] & SEND_LATE != 0 {
-                ss[i]
-            } else {
-                ts[i] + o
-            }
-        };
+        let end_of = |l: usize| asked.sent_by(l);
         let mut interior = || asks(clocks, round, asked, states, (nxt, quiet), chunk);
         let (incoming, ends) = routes.exchange(round, (n, at.lo, len), &end_of, &mut interior);
         let start = Start {

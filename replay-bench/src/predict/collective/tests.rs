@@ -312,11 +312,7 @@ proptest::proptest! {
     #[test]
     fn a_split_over_processes_changes_no_exit_across_chunks(
         n in 2049usize..5000,
-        alg in proptest::sample::select(vec![
-            Algorithm::Dissemination,
-            Algorithm::RecursiveDoubling,
-            Algorithm::BinomialTree,
-        ]),
+        alg in algorithms(),
         procs in 2usize..4,
         o in 0u64..50,
         l in 0u64..100,
@@ -405,11 +401,7 @@ proptest::proptest! {
     #[test]
     fn rounds_in_closed_form_equal_the_walk_across_chunks(
         n in 1025usize..2600,
-        alg in proptest::sample::select(vec![
-            Algorithm::Dissemination,
-            Algorithm::RecursiveDoubling,
-            Algorithm::BinomialTree,
-        ]),
+        alg in algorithms(),
         o in 0u64..50,
         l in 0u64..100,
         seed in 0u64..1_000_000,
@@ -461,11 +453,7 @@ fn case() -> impl proptest::strategy::Strategy<
 > {
     (
         1usize..40,
-        proptest::sample::select(vec![
-            Algorithm::Dissemination,
-            Algorithm::RecursiveDoubling,
-            Algorithm::BinomialTree,
-        ]),
+        algorithms(),
         0u64..50,
         0u64..100,
         proptest::collection::vec(0u64..2_000, 40),
@@ -474,6 +462,15 @@ fn case() -> impl proptest::strategy::Strategy<
 }
 
 /// `n` ranks' entry times and detours (gap before each, span), drawn from `seed`.
+/// Every algorithmic collective (what the property tests draw from).
+fn algorithms() -> impl proptest::strategy::Strategy<Value = Algorithm> {
+    proptest::sample::select(vec![
+        Algorithm::Dissemination,
+        Algorithm::RecursiveDoubling,
+        Algorithm::BinomialTree,
+    ])
+}
+
 fn random_ranks(n: usize, seed: u64) -> (Vec<u64>, Vec<Vec<(u64, u64)>>) {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
