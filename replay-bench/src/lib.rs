@@ -18,27 +18,13 @@
 //! their commands, and the tables and charts (`table`, `plot`, `matching`).
 
 pub mod app;
-pub(crate) mod baseline;
 pub(crate) mod bench;
-pub(crate) mod comm;
 pub mod commands;
-pub mod comparison;
 pub mod flags;
-pub(crate) mod kernel;
-pub(crate) mod matching;
-pub(crate) mod metrics;
-pub(crate) mod noise;
-pub(crate) mod plot;
 pub mod predict;
 pub mod profile;
-pub(crate) mod replay;
-pub mod report;
 pub(crate) mod run;
-pub mod study;
-pub(crate) mod table;
 pub(crate) mod validate;
-pub mod verdict;
-pub(crate) mod windows;
 
 pub use jitter_trace::cli::error_line;
 

@@ -14,15 +14,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::comparison::{self, Comparison};
 use crate::flags::predict::PredictArgs;
 use crate::flags::shared::{PlatformChoice, RankCounts};
 use crate::flags::validate::ValidateArgs;
 use crate::predict::background;
 use crate::predict::des::Engine;
 use crate::predict::window::predict_run;
-use crate::report::{Report, ResultRow};
 use jitter_emulator::SyncMode;
+use jitter_report::comparison::{self, Comparison};
+use jitter_report::report::{Report, ResultRow};
 
 /// Runs `mpirun -np np <this binary> run ARGS`, its output into `log`, killed after `limit`.
 fn launch(
@@ -269,14 +269,14 @@ pub fn compare_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::ReportKind;
+    use jitter_report::report::ReportKind;
 
     #[test]
     fn a_run_without_phases_is_refused_with_its_stop_reason() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.json");
-        let mut r = Report::new(ReportKind::Run, crate::report::Config::default());
-        r.config.run = Some(crate::report::RunDetails {
+        let mut r = Report::new(ReportKind::Run, jitter_report::report::Config::default());
+        r.config.run = Some(jitter_report::report::RunDetails {
             stopped_by: "fraction".into(),
             ..Default::default()
         });

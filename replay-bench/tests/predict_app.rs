@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use replay_bench::report::Report;
+use jitter_report::report::Report;
 
 #[path = "common/halo_profile.rs"]
 mod halo_profile;

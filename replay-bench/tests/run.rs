@@ -16,8 +16,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use jitter_emulator::{SyncMode, SyncSchedule, TimerKind};
+use jitter_report::report::{Report, RunDetails};
 use jitter_trace::synth::{synthesize, Spec};
-use replay_bench::report::{Report, RunDetails};
 
 mod common;
 use common::{mpirun, run, Ran, BIN};
@@ -633,7 +633,7 @@ fn virtual_ranks_take_the_maximum_over_barrier_free_windows(dir: &Path) {
         ],
     );
     let rep = Report::load(&out).unwrap();
-    assert_eq!(rep.kind, replay_bench::report::ReportKind::VirtualRanks);
+    assert_eq!(rep.kind, jitter_report::report::ReportKind::VirtualRanks);
     let row = &rep.results[0];
     assert_eq!(row.ranks, k);
     assert!(row.emulator.injected > 0, "{row:?}");

@@ -167,7 +167,7 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
     let library = find_library(a.library.as_deref())?;
     let (trace, trace_noise_ratio) = check_trace(&a.trace, a.salvage)?;
     let clock = Clock::for_tools()?;
-    let platform_noise = crate::noise::measure(&clock, a.platform_probe);
+    let platform_noise = crate::bench::noise::measure(&clock, a.platform_probe);
     let stats_dir = std::env::temp_dir().join(format!("replay-bench-app-{}", std::process::id()));
     let setup = StudySetup {
         argv: command_line(a),
@@ -204,11 +204,12 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
     let ran = run_pairs(&setup, &clock, a, &mut report);
     let _ = std::fs::remove_dir_all(&stats_dir);
     ran?;
-    report.warnings = crate::noise::warning(0, platform_noise.noise_ratio, trace_noise_ratio)
-        .map(|w| w.replacen("rank 0: ", "", 1))
-        .into_iter()
-        .chain(report::library_warnings(&report.runs))
-        .collect();
+    report.warnings =
+        crate::bench::noise::warning(0, platform_noise.noise_ratio, trace_noise_ratio)
+            .map(|w| w.replacen("rank 0: ", "", 1))
+            .into_iter()
+            .chain(report::library_warnings(&report.runs))
+            .collect();
     if report.stopped.is_none() {
         report.result = Some(result_of(&report.runs));
     }

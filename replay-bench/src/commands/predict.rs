@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::comm::{agree, Collective, Mpi, Solo};
+use crate::bench::comm::{agree, Collective, Mpi, Solo};
 use crate::flags::predict::{order_stats_path, PredictArgs};
 use crate::predict::budget::{self, Estimate};
 use crate::predict::des::{self, Engine};
@@ -265,7 +265,7 @@ fn report(
     }
     println!("{model}");
     let rows = study_rows(&p);
-    print!("{}", crate::plot::render_table(&rows));
+    print!("{}", jitter_report::plot::render_table(&rows));
     for t in traces {
         for line in t.info.kept_lines() {
             println!("{line}");
@@ -288,9 +288,9 @@ fn report(
     }
     if let Some(path) = &args.plot {
         let q = jitter_trace::units::format_ns(spec.des.quanta_ns as f64);
-        crate::plot::draw(
+        jitter_report::plot::draw(
             &rows,
-            crate::plot::Metric::Qtbt,
+            jitter_report::plot::Metric::Qtbt,
             &format!("Predicted slowdown, q = {q}, {} phases", spec.des.phases),
             path,
         )?;

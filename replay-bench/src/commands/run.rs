@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::comm::{Collective, Mpi};
+use crate::bench::comm::{Collective, Mpi};
 use crate::flags::run::RunArgs;
 use crate::run::run;
 
@@ -18,7 +18,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     let agreed = result
         .as_ref()
         .err()
-        .is_some_and(|e| e.downcast_ref::<crate::comm::Agreed>().is_some());
+        .is_some_and(|e| e.downcast_ref::<crate::bench::comm::Agreed>().is_some());
     if agreed {
         // Every rank holds this error at the same point. The launcher kills the job when the
         // first rank exits non-zero, so rank 0 speaks first and the others leave after it.

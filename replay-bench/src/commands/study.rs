@@ -7,12 +7,18 @@ use jitter_trace::stats::{injectability, scale_for_share};
 use jitter_trace::units::format_ns;
 
 use crate::flags::study::{ChooseScaleArgs, StudyArgs};
-use crate::study::{load_trace, read_calibration, write_study};
+use jitter_report::study::{load_trace, read_calibration, write_study, StudyRequest};
 
 /// `replay-bench study`: writes report.md and headlines.json into the folder and prints the
 /// headlines.
 pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
-    for l in &write_study(args)?.lines {
+    let request = StudyRequest {
+        dir: args.dir.clone(),
+        report: args.report.clone(),
+        headline_ranks: args.headline_ranks,
+        salvage: args.salvage.choice(),
+    };
+    for l in &write_study(&request)?.lines {
         println!("{l}");
     }
     Ok(())
@@ -25,7 +31,7 @@ pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
     if args.max < 1 || args.max as f64 > top {
         bail!("--max must be in 1..={top}, got {}", args.max);
     }
-    let (trace, _) = load_trace(&args.trace, args.salvage)?;
+    let (trace, _) = load_trace(&args.trace, args.salvage.choice())?;
     let cal = read_calibration(&args.calibration)?;
     let o = cal.timer(args.timer).overhead.median_ns.max(0.0);
     let choice = scale_for_share(&trace.streams, o, args.share)?;

@@ -6,13 +6,13 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::comparison::{self, Comparison};
 use crate::flags::validate::ValidateArgs;
-use crate::plot::{self, StudyRow};
 use crate::predict::points::predict;
 use crate::predict::prepare::prepare;
-use crate::report::{ReportKind, ResultRow};
 use crate::validate::{compare_all, predict_args, probe_platform, run_all, MeasuredRun};
+use jitter_report::comparison::{self, Comparison};
+use jitter_report::plot::{self, StudyRow};
+use jitter_report::report::{ReportKind, ResultRow};
 
 /// `replay-bench validate`.
 pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
@@ -68,7 +68,7 @@ fn print_table(
 ) {
     println!(
         "replay-bench validate: {file} (q = {}, period {} s per run, seed {}); runs in {}",
-        crate::table::fmt_ns(a.quanta.ns as f64),
+        jitter_report::table::fmt_ns(a.quanta.ns as f64),
         a.period.as_secs_f64(),
         a.seed.value,
         dir.display()

@@ -12,7 +12,7 @@ use jitter_emulator::{ReplaySetup, SyncMode, TimerKind};
 
 use super::duration::{duration_flag, positive_duration_flag, MAX_DURATION_NS};
 use super::shared::{Quanta, RanksPerNode};
-use crate::baseline::Baseline;
+use crate::bench::baseline::Baseline;
 use crate::predict::placement::NodeTraceArgs;
 
 /// Options of `replay-bench run`.

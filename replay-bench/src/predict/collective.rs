@@ -29,7 +29,7 @@
 
 use jitter_trace::units::format_ns;
 
-use crate::comm::{Collective, Parts};
+use crate::bench::comm::{Collective, Parts};
 
 mod round;
 

@@ -45,7 +45,7 @@ use super::phase_loop::{
 use super::placement::{Placement, Timelines};
 pub use super::ranks::{ceil_log2, chunk_of, share, MIN_CHUNK};
 pub use super::simulation::{BarrierModel, DesConfig, DesOutcome};
-use crate::comm::{Collective, Solo};
+use crate::bench::comm::{Collective, Solo};
 
 /// Bytes the simulation holds per simulated rank (one `RankState`, nothing per phase).
 pub const RANK_STATE_BYTES: usize = std::mem::size_of::<RankState>();

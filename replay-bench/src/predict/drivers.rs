@@ -5,66 +5,17 @@
 //! is said so: another stretch of trace would give another answer.
 
 use jitter_emulator::SyncMode;
-use jitter_trace::units::format_ns;
 use jitter_trace::Trace;
 
 use super::des::{self, DesConfig};
 use super::input::TraceInput;
 use super::spec::PredictSpec;
-use crate::comm::Solo;
-use crate::metrics::slowdown_pct;
-pub use crate::report::{Drivers, SizeClass};
+use crate::bench::comm::Solo;
+use jitter_report::metrics::slowdown_pct;
+pub use jitter_report::report::{Drivers, SizeClass};
 
 /// The size classes: detours of at least these lengths, ns.
 pub const THRESHOLDS_NS: [u64; 4] = [10_000, 100_000, 1_000_000, 10_000_000];
-
-/// Fewer detours than this in a class that carries most of a prediction: a handful.
-pub const HANDFUL: u64 = 10;
-
-impl Drivers {
-    /// One sentence: the class of the longest detours that still carries at least half of the
-    /// prediction, how few they are, and how much of the trace the prediction replayed.
-    pub fn line(&self) -> String {
-        let head = format!(
-            "{} at {} ranks, sync {} (SD {:.2} %, {:.1} % of the trace replayed per rank)",
-            self.trace,
-            self.ranks,
-            self.sync,
-            self.sd_qtbt_pct,
-            self.coverage * 100.0
-        );
-        let Some(c) = self.classes.iter().rev().find(|c| c.sd_share >= 0.5) else {
-            return format!("{head}: no size class of detours carries half of it alone");
-        };
-        let mut s = format!(
-            "{head}: {:.0} % of it from the {} % of detours ≥ {} ({} detours, {:.1} % of the \
-             noise time)",
-            (c.sd_share * 100.0).min(100.0),
-            share_text(c.detour_share),
-            format_ns(c.threshold_ns as f64),
-            c.detours,
-            c.noise_share * 100.0
-        );
-        if c.detours < HANDFUL {
-            s.push_str(
-                "; driven by a handful of events: another stretch of trace, or a longer \
-                 collection, may give another answer",
-            );
-        }
-        s
-    }
-}
-
-fn share_text(x: f64) -> String {
-    let pct = x * 100.0;
-    if pct >= 1.0 {
-        format!("{pct:.1}")
-    } else {
-        format!("{pct:.2e}")
-            .parse::<f64>()
-            .map_or_else(|_| format!("{pct}"), |v| format!("{v}"))
-    }
-}
 
 /// The size classes of `trace`'s first `k` streams (those a prediction replays).
 fn classes_of(trace: &Trace, k: usize) -> Vec<(u64, u64, f64, f64)> {

@@ -10,7 +10,7 @@ use jitter_trace::{Replayed, Trace};
 use rayon::prelude::*;
 
 use super::placement;
-use crate::report::TraceInfo;
+use jitter_report::report::TraceInfo;
 
 /// A trace prepared for prediction: its label, description and one plan per stream used.
 #[derive(Debug, Clone)]

@@ -12,9 +12,9 @@ use super::collective::{self, Call, Clocks, CommModel, Costs, LoopShape, Scratch
 use super::placement::Timelines;
 use super::ranks::chunk_of;
 use super::simulation::{DesConfig, DesOutcome};
-use crate::comm::{Collective, Solo};
-use crate::metrics::{PhaseAverages, PhaseSample};
-use crate::report::EmulatorTotals;
+use crate::bench::comm::{Collective, Solo};
+use jitter_report::metrics::{PhaseAverages, PhaseSample};
+use jitter_report::report::EmulatorTotals;
 
 /// Reduction of one pass over the ranks (integers, so the result does not depend on how rayon
 /// splits the ranks).

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use jitter_trace::units::format_ns;
 
 use super::collective::CommModel;
-use crate::report::{Report, ReportKind};
+use jitter_report::report::{Report, ReportKind};
 
 /// Barrier stage latency used when nothing is calibrated, ns: about one network round trip of a
 /// low-latency interconnect (a dissemination barrier of N ranks takes ceil(log2 N) of them).
@@ -163,7 +163,7 @@ impl Platform {
             r.kind
         );
         anyhow::ensure!(!r.calibration.is_empty(), "{name} holds no calibration");
-        let med = |f: &dyn Fn(&crate::report::RankCost) -> f64| -> f64 {
+        let med = |f: &dyn Fn(&jitter_report::report::RankCost) -> f64| -> f64 {
             let mut v: Vec<f64> = r.calibration.iter().map(f).collect();
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
@@ -287,7 +287,7 @@ pub fn barrier_stage_from_report(path: &Path) -> anyhow::Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Config, RankCost, ResultRow};
+    use jitter_report::report::{Config, RankCost, ResultRow};
 
     #[test]
     fn calibration_files_parse_and_bad_ones_say_why() {

@@ -15,7 +15,7 @@ use super::rows::{
 use super::spec::PredictSpec;
 use super::window;
 use crate::flags::predict::Model;
-use crate::report::{DrawSpread, Report, ReportKind};
+use jitter_report::report::{DrawSpread, Report, ReportKind};
 
 /// Runs the model(s) of `spec` over every trace, rank count and mode; `progress` advances by
 /// the rank count after every simulated phase (its length: [`rank_phases`]).
@@ -24,12 +24,12 @@ pub fn predict(
     spec: &PredictSpec,
     progress: &ProgressBar,
 ) -> anyhow::Result<Prediction> {
-    predict_on(&crate::comm::Solo, traces, spec, progress)
+    predict_on(&crate::bench::comm::Solo, traces, spec, progress)
 }
 
 /// As [`predict`], with the simulated ranks split over the processes of `comm`.
 pub fn predict_on(
-    comm: &dyn crate::comm::Collective,
+    comm: &dyn crate::bench::comm::Collective,
     traces: &[TraceInput],
     spec: &PredictSpec,
     progress: &ProgressBar,
@@ -65,7 +65,7 @@ pub fn predict_on(
 
 /// One simulated point (a trace, a rank count and a mode) of [`predict_on`].
 struct Point<'a> {
-    comm: &'a dyn crate::comm::Collective,
+    comm: &'a dyn crate::bench::comm::Collective,
     input: &'a TraceInput,
     ix: Option<&'a [jitter_emulator::PlanIndex]>,
     bg_ix: Option<Option<&'a [jitter_emulator::PlanIndex]>>,
@@ -152,7 +152,7 @@ fn order_stats_rows(
 /// The simulation's rows of trace `t` into `r`: its indexes compiled once for every rank count
 /// and mode, then each point over its draws.
 fn des_rows(
-    comm: &dyn crate::comm::Collective,
+    comm: &dyn crate::bench::comm::Collective,
     r: &mut Report,
     t: &TraceInput,
     spec: &PredictSpec,

@@ -12,8 +12,8 @@ use super::input::TraceInput;
 use super::order_stats::{self, DelayDistribution, WindowStart};
 use super::platform::Platform;
 use super::spec::PredictSpec;
-use crate::metrics::slowdown_pct;
-use crate::report::{Config, PredictDetails, RankCost, Report, ResultRow};
+use jitter_report::metrics::slowdown_pct;
+use jitter_report::report::{Config, PredictDetails, RankCost, Report, ResultRow};
 
 pub(crate) fn config(traces: &[TraceInput], spec: &PredictSpec) -> Config {
     let o = &spec.platform.options();
@@ -231,8 +231,8 @@ pub fn check_plausible(p: &Prediction) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The prediction as rows of the SD-vs-ranks table and plot ([`crate::plot`]), sorted by trace,
+/// The prediction as rows of the SD-vs-ranks table and plot ([`jitter_report::plot`]), sorted by trace,
 /// sync, model and ranks.
-pub fn study_rows(p: &Prediction) -> Vec<crate::plot::StudyRow> {
-    crate::plot::rows([&p.des, &p.order_stats].into_iter().flatten())
+pub fn study_rows(p: &Prediction) -> Vec<jitter_report::plot::StudyRow> {
+    jitter_report::plot::rows([&p.des, &p.order_stats].into_iter().flatten())
 }

@@ -9,8 +9,8 @@ use jitter_emulator::PlanStats;
 use super::collective::CommModel;
 use super::placement::RunWindow;
 use super::ranks::ceil_log2;
-use crate::metrics::PhaseAverages;
-use crate::report::EmulatorTotals;
+use jitter_report::metrics::PhaseAverages;
+use jitter_report::report::EmulatorTotals;
 
 /// Barrier latency: `ceil(log2 N) · stage` (a dissemination or tree barrier of N ranks).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -128,7 +128,7 @@ pub struct WhatIf {
     /// What the table leaves out or assumes.
     pub notes: Vec<String>,
     /// `predict`'s report of every variant (its rows labelled by the variant), one per seed.
-    pub reports: Vec<crate::report::Report>,
+    pub reports: Vec<jitter_report::report::Report>,
 }
 
 /// A (ranks, sync mode) point of the table.
@@ -320,7 +320,7 @@ fn predict_variants(
     spec: &PredictSpec,
     seeds: &[u64],
     args: &PredictArgs,
-) -> anyhow::Result<(Vec<Point>, Vec<crate::report::Report>)> {
+) -> anyhow::Result<(Vec<Point>, Vec<jitter_report::report::Report>)> {
     // A variant left without detours on every replayed stream replays nothing: its SD is 0 by
     // definition (no plan can be made of it).
     let inputs: Vec<TraceInput> = variants.iter_mut().filter_map(|v| v.input.take()).collect();

@@ -25,7 +25,7 @@ use super::rows::{check_plausible, config, des_row, platform_calibration, Predic
 use super::spec::PredictSpec;
 use crate::flags::predict::{Model, PredictArgs};
 use crate::flags::shared::{PlatformChoice, RankCounts};
-use crate::report::{
+use jitter_report::report::{
     InjectionCheck, ReplayedWindows, Report, ReportKind, ResultRow, TraceInfo, WindowsOf,
 };
 
@@ -238,7 +238,7 @@ pub fn simulate(
             ..spec.des.clone()
         };
         let out = des::simulate_with(
-            &crate::comm::Solo,
+            &crate::bench::comm::Solo,
             &input.plans,
             ix.as_deref(),
             ranks,
@@ -371,7 +371,7 @@ pub fn predict_run(
 }
 
 /// `replay-bench predict --windows-of RUN.json --trace T`: the prediction of the run's windows
-/// beside its measurement, the verdict ([`crate::verdict`]) and the check of the injections;
+/// beside its measurement, the verdict ([`jitter_report::verdict`]) and the check of the injections;
 /// the report (`-o`) holds the row and [`WindowsOf`].
 pub fn main(args: &PredictArgs, engine: Engine) -> anyhow::Result<()> {
     let path = args
@@ -395,21 +395,13 @@ pub fn main(args: &PredictArgs, engine: Engine) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The platform's own noise during the run, percent (the largest ratio over its ranks).
-pub fn platform_noise_pct(run: &Report) -> f64 {
-    100.0
-        * (run.calibration.iter())
-            .map(|c| c.platform_noise_ratio)
-            .fold(0.0, f64::max)
-}
-
 /// The measurement of `w` beside `row`, its prediction (`of`: each window's SD and the check
-/// of the injections), judged by [`crate::comparison`]'s rule.
+/// of the injections), judged by [`jitter_report::comparison`]'s rule.
 pub fn render(w: &RunWindows, row: &ResultRow, of: &WindowsOf, s: f64) -> String {
     use jitter_trace::table::{Align, Table};
     use jitter_trace::units::format_ns;
     let m = &w.row;
-    let platform = platform_noise_pct(&w.run);
+    let platform = jitter_report::report::platform_noise_pct(&w.run);
     let mut out = format!(
         "like with like: {} (np {}, sync {}, {} windows of {} phases, S = {}), the same windows \
          predicted on the run's platform\n",
@@ -426,7 +418,7 @@ pub fn render(w: &RunWindows, row: &ResultRow, of: &WindowsOf, s: f64) -> String
     let blocks = (w.run.config.run.as_ref())
         .and_then(|d| d.paired.as_ref())
         .map_or(&[][..], |p| &p.blocks[..]);
-    let judged = crate::comparison::compare(crate::comparison::Inputs {
+    let judged = jitter_report::comparison::compare(jitter_report::comparison::Inputs {
         measured: m,
         platform_pct: platform,
         same_windows: Some((row, of)),
@@ -437,7 +429,7 @@ pub fn render(w: &RunWindows, row: &ResultRow, of: &WindowsOf, s: f64) -> String
         let pred = c.same_windows_pct.unwrap_or(f64::NAN);
         table.row([
             name.to_string(),
-            crate::table::fmt_sd(c.measured_pct, c.ci95_pp),
+            jitter_report::table::fmt_sd(c.measured_pct, c.ci95_pp),
             format!("{pred:.2} %"),
             if c.paired_ci95_pp.is_some() {
                 format!("{} (paired)", c.diff_words())
@@ -478,8 +470,8 @@ pub fn render(w: &RunWindows, row: &ResultRow, of: &WindowsOf, s: f64) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{PhaseAverages, PhaseSample};
-    use crate::report::EmulatorTotals;
+    use jitter_report::metrics::{PhaseAverages, PhaseSample};
+    use jitter_report::report::EmulatorTotals;
 
     fn outcome(phases: u64, qtbt: f64, period: f64, injected: u64) -> DesOutcome {
         let mut averages = PhaseAverages::default();
@@ -537,14 +529,14 @@ mod tests {
     }
 
     fn windows_at(points: [u64; 2], mode: SyncMode) -> RunWindows {
-        let window = |phase: u64| crate::report::ReplayedWindow {
+        let window = |phase: u64| jitter_report::report::ReplayedWindow {
             phase,
             points_ns: points.to_vec(),
             ..Default::default()
         };
         RunWindows {
             path: "run.json".into(),
-            run: Report::new(ReportKind::Run, crate::report::Config::default()),
+            run: Report::new(ReportKind::Run, jitter_report::report::Config::default()),
             row: ResultRow {
                 ranks: 2,
                 sync: mode.to_string(),

@@ -5,10 +5,10 @@ use anyhow::Context;
 
 use super::host::host_name;
 use super::state::{Gathered, Measured, Prepared};
-use crate::comm::{record, Collective, Mpi};
+use crate::bench::comm::{record, Collective, Mpi};
+use crate::bench::replay::ReplayTotals;
 use crate::flags::run::RunArgs;
-use crate::replay::ReplayTotals;
-use crate::report::RankCost;
+use jitter_report::report::RankCost;
 
 /// Step 6: gathers calibrations and sums emulator totals on rank 0 (`None` on other ranks).
 pub(crate) fn gather(
@@ -46,7 +46,7 @@ pub(crate) fn gather(
         ),
     };
     let windows = if p.plan.is_some() && args.virtual_ranks == 1 {
-        crate::windows::gather(comm, &m.windows, kept, per_window)
+        crate::bench::windows::gather(comm, &m.windows, kept, per_window)
     } else {
         None
     };

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use jitter_trace::{Salvage, Trace};
 
 use crate::predict::placement::{self, Placement};
-use crate::report::TraceInfo;
+use jitter_report::report::TraceInfo;
 
 /// The trace, checked, with what the report says about it.
 pub(crate) struct LoadedTrace {

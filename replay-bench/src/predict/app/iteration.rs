@@ -16,11 +16,11 @@ use rayon::prelude::*;
 use super::clock::AppClock;
 use super::skeleton::{Skeleton, Step};
 use super::stretch::{self, Stretch};
-use crate::comm::Solo;
-use crate::metrics::{PhaseAverages, PhaseSample};
+use crate::bench::comm::Solo;
 use crate::predict::collective::{self, Call, Costs, Scratch};
 use crate::predict::placement::Timelines;
 use crate::predict::ranks::chunk_of;
+use jitter_report::metrics::{PhaseAverages, PhaseSample};
 
 /// What one simulation of the skeleton takes besides the clock and the states.
 #[derive(Clone, Copy)]

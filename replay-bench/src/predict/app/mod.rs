@@ -39,7 +39,7 @@ use super::placement::{RunWindow, Timelines};
 use super::rows::{config, des_row, platform_calibration, Prediction};
 use super::spec::PredictSpec;
 use super::window;
-use crate::report::{DrawSpread, EmulatorTotals, Report, ReportKind, RunPredicted};
+use jitter_report::report::{DrawSpread, EmulatorTotals, Report, ReportKind, RunPredicted};
 
 /// A profile ready to predict: its main loop and how its peers grow.
 #[derive(Debug, Clone)]

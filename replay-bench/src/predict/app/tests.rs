@@ -317,7 +317,7 @@ fn a_loop_shaped_profile_predicts_what_the_loop_predicts() {
         .unwrap()
         .des
         .unwrap();
-    let unsynced = |r: &&crate::report::ResultRow| r.sync == "none" || r.sync == "once";
+    let unsynced = |r: &&jitter_report::report::ResultRow| r.sync == "none" || r.sync == "once";
     let (got_rows, want_rows): (Vec<_>, Vec<_>) = (
         got.results.iter().filter(unsynced).collect(),
         want.results.iter().filter(unsynced).collect(),

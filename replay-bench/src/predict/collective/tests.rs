@@ -1,6 +1,6 @@
 use super::round::quiet_times;
 use super::*;
-use crate::comm::Solo;
+use crate::bench::comm::Solo;
 
 /// [`run`] round by round in one process: every rank's send, then every rank's receive, each
 /// question answered from the rank's quiet time where it covers it (with [`Ref`], which tells
@@ -555,7 +555,7 @@ impl Collective for Threads<'_> {
     fn broadcast_u64(&self, _: &mut u64) {
         unreachable!("collective::run exchanges send ends only")
     }
-    fn gather_records(&self, _: &[u8; crate::comm::RECORD_BYTES]) -> Vec<Vec<u8>> {
+    fn gather_records(&self, _: &[u8; crate::bench::comm::RECORD_BYTES]) -> Vec<Vec<u8>> {
         unreachable!("collective::run exchanges send ends only")
     }
     fn exchange(&self, send: &[u64], to: &Parts, recv: &mut [u64], from: &Parts) {

@@ -3,9 +3,9 @@
 //! report's [`ReplayedWindows`], which `predict --windows-of` replays in virtual time (like with
 //! like: the same offsets, resyncs and blocks).
 
-use crate::comm::Collective;
-use crate::replay::WindowMark;
-use crate::report::{ReplayedWindow, ReplayedWindows};
+use super::comm::Collective;
+use super::replay::WindowMark;
+use jitter_report::report::{ReplayedWindow, ReplayedWindows};
 
 /// Most (windows × ranks) a run records: beyond, the exchange would cost more than it tells
 /// (a prediction of the same stretches is meant for the few ranks a real run has).
@@ -116,7 +116,7 @@ pub fn gather(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comm::Solo;
+    use crate::bench::comm::Solo;
 
     fn mark(phase: u64, point_ns: u64, n: u64, ns: u64, open: u64, close: u64) -> WindowMark {
         WindowMark {

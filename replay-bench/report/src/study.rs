@@ -9,13 +9,10 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use jitter_emulator::calibration::Calibration;
-use jitter_emulator::cli::SalvageArgs;
-
-use crate::flags::study::StudyArgs;
 use jitter_trace::stats::{injectability, TraceStats};
 use jitter_trace::table::{Align, Table};
 use jitter_trace::units::format_ns;
-use jitter_trace::{Integrity, Trace};
+use jitter_trace::{Integrity, Salvage, Trace};
 
 use crate::report::{Report, ResultRow};
 use jitter_trace::output::check_output;
@@ -43,18 +40,19 @@ pub struct Headlines {
 
 /// Loads a trace under the one policy on what it lacks ([`jitter_trace::integrity`]): a trace
 /// whose ring dropped detours, or that is damaged or truncated, is refused unless `salvage`.
-pub(crate) fn load_trace(path: &Path, salvage: SalvageArgs) -> anyhow::Result<(Trace, Integrity)> {
+pub fn load_trace(path: &Path, salvage: Salvage) -> anyhow::Result<(Trace, Integrity)> {
     let loaded = jitter_trace::read_trace(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let name = path.display().to_string();
-    let integrity = loaded.accept(&name, salvage.choice())?;
+    let integrity = loaded.accept(&name, salvage)?;
     if let Some(w) = integrity.warning() {
         eprintln!("warning: {name}: {w}");
     }
     Ok((loaded.trace, integrity))
 }
 
-pub(crate) fn read_calibration(path: &Path) -> anyhow::Result<Calibration> {
+/// The emulator calibration at `path` (JSON of `jitter-emulate calibrate --json`).
+pub fn read_calibration(path: &Path) -> anyhow::Result<Calibration> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_str(&text)
@@ -260,7 +258,7 @@ fn beside(dir: &Path, runs: &[(String, Report)], here: Option<&Report>) -> anyho
             here.and_then(|p| (p.results.iter()).find(|x| x.ranks == m.ranks && x.sync == m.sync));
         rows.extend(crate::comparison::compare(crate::comparison::Inputs {
             measured: m,
-            platform_pct: crate::predict::window::platform_noise_pct(r),
+            platform_pct: crate::report::platform_noise_pct(r),
             same_windows: same_row.zip(windows_of),
             blocks,
             whole,
@@ -276,9 +274,23 @@ fn beside(dir: &Path, runs: &[(String, Report)], here: Option<&Report>) -> anyho
     Ok(md)
 }
 
+/// What `replay-bench study` is asked: the demo folder, where the Markdown goes, the rank count
+/// of the predicted headline and whether a trace that lacks detours is taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudyRequest {
+    /// Folder written by scripts/demo.sh.
+    pub dir: std::path::PathBuf,
+    /// Where to write the Markdown report (default: `dir/report.md`).
+    pub report: Option<std::path::PathBuf>,
+    /// Rank count of the predicted headline.
+    pub headline_ranks: u64,
+    /// Whether to go on with a trace that lacks detours.
+    pub salvage: Salvage,
+}
+
 /// `replay-bench study`: writes report.md and headlines.json into the folder and returns the
 /// headlines.
-pub fn write_study(args: &StudyArgs) -> anyhow::Result<Headlines> {
+pub fn write_study(args: &StudyRequest) -> anyhow::Result<Headlines> {
     let dir = &args.dir;
     // Both outputs checked before anything is read.
     let (report_path, flag) = match &args.report {

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use anyhow::{bail, Context};
 
-use crate::report::Report;
+use jitter_report::report::Report;
 
 /// Where AvgMax(no jitter) comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,7 +99,7 @@ pub fn from_report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Config, ReportKind, ResultRow};
+    use jitter_report::report::{Config, ReportKind, ResultRow};
 
     #[test]
     fn parses_and_finds_rows() {

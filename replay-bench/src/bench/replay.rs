@@ -11,8 +11,8 @@ use jitter_emulator::{
     TimerKind,
 };
 
-use crate::bench::PhaseHook;
-use crate::report::EmulatorTotals;
+use super::phases::PhaseHook;
+use jitter_report::report::EmulatorTotals;
 
 /// The injector's own cost on this rank (pitfalls 1 and 2) with its spread, ns.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]

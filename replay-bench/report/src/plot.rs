@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use clap::ValueEnum;
 use jitter_trace::plot::{axis_number, label_area_for, ticks};
 use jitter_trace::table::Table;
 use plotters::coord::combinators::LogCoord;
@@ -22,7 +21,8 @@ use crate::report::{Report, ReportKind, ResultRow};
 use crate::table::fmt_pct;
 
 /// Which slowdown to plot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Metric {
     /// Eq. (2): AvgMaxQTBT.
     Qtbt,

@@ -375,6 +375,54 @@ pub struct Drivers {
     pub classes: Vec<SizeClass>,
 }
 
+/// Fewer detours than this in a class that carries most of a prediction: a handful.
+pub const HANDFUL: u64 = 10;
+
+impl Drivers {
+    /// One sentence: the class of the longest detours that still carries at least half of the
+    /// prediction, how few they are, and how much of the trace the prediction replayed.
+    pub fn line(&self) -> String {
+        let head = format!(
+            "{} at {} ranks, sync {} (SD {:.2} %, {:.1} % of the trace replayed per rank)",
+            self.trace,
+            self.ranks,
+            self.sync,
+            self.sd_qtbt_pct,
+            self.coverage * 100.0
+        );
+        let Some(c) = self.classes.iter().rev().find(|c| c.sd_share >= 0.5) else {
+            return format!("{head}: no size class of detours carries half of it alone");
+        };
+        let mut s = format!(
+            "{head}: {:.0} % of it from the {} % of detours ≥ {} ({} detours, {:.1} % of the \
+             noise time)",
+            (c.sd_share * 100.0).min(100.0),
+            share_text(c.detour_share),
+            jitter_trace::units::format_ns(c.threshold_ns as f64),
+            c.detours,
+            c.noise_share * 100.0
+        );
+        if c.detours < HANDFUL {
+            s.push_str(
+                "; driven by a handful of events: another stretch of trace, or a longer \
+                 collection, may give another answer",
+            );
+        }
+        s
+    }
+}
+
+fn share_text(x: f64) -> String {
+    let pct = x * 100.0;
+    if pct >= 1.0 {
+        format!("{pct:.1}")
+    } else {
+        format!("{pct:.2e}")
+            .parse::<f64>()
+            .map_or_else(|_| format!("{pct}"), |v| format!("{v}"))
+    }
+}
+
 /// A prediction of the stretches of a trace one real run replayed (`predict --windows-of`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowsOf {
@@ -693,6 +741,14 @@ pub fn beyond_the_trace(
             100.0 * platform_noise
         )
     })
+}
+
+/// The platform's own noise during the run, percent (the largest ratio over its ranks).
+pub fn platform_noise_pct(run: &Report) -> f64 {
+    100.0
+        * (run.calibration.iter())
+            .map(|c| c.platform_noise_ratio)
+            .fold(0.0, f64::max)
 }
 
 #[cfg(test)]

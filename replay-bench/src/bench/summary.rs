@@ -1,40 +1,14 @@
-//! Human tables: the summary of one run, and reports side by side (`replay-bench compare`).
+//! The summary of one run as rank 0 prints it: the results table over the measured baseline,
+//! the emulator's lines, why the run stopped and what its ± means.
 
 use std::fmt::Write as _;
 
-use jitter_trace::table::{Align, Table};
+use jitter_report::metrics::PhaseAverages;
+use jitter_report::report::{Report, TraceInfo};
+use jitter_report::table::{fmt_ns, fmt_pct, fmt_sd};
+use jitter_trace::table::Table;
 
-use crate::bench::LoopOutcome;
-use crate::metrics::PhaseAverages;
-use crate::report::{Report, ResultRow, TraceInfo};
-
-/// Formats ns as µs or ms with 4 significant-ish digits.
-pub fn fmt_ns(ns: f64) -> String {
-    if !ns.is_finite() {
-        "-".into()
-    } else if ns.abs() >= 1e6 {
-        format!("{:.4} ms", ns / 1e6)
-    } else {
-        format!("{:.2} us", ns / 1e3)
-    }
-}
-
-/// A percentage with three decimals, `3.021 %` (`-` when not finite).
-pub fn fmt_pct(p: f64) -> String {
-    if p.is_finite() {
-        format!("{p:.3} %")
-    } else {
-        "-".into()
-    }
-}
-
-/// A slowdown with its 95 % half-width, `3.02 % ± 0.21` (or `3.020 %` without one).
-pub fn fmt_sd(p: f64, ci95: Option<f64>) -> String {
-    match ci95 {
-        Some(h) if p.is_finite() && h.is_finite() => format!("{p:.2} % ± {h:.2}"),
-        _ => fmt_pct(p),
-    }
-}
+use super::phases::LoopOutcome;
 
 /// The summary of a run as text (rank 0 prints it); `baseline` is the measured baseline's
 /// averages (its own run, or the paired design's baseline blocks).
@@ -192,66 +166,10 @@ pub fn print_run(report: &Report, baseline: Option<&PhaseAverages>, outcome: &Lo
     print!("{}", render_run(report, baseline, outcome));
 }
 
-fn key(r: &ResultRow) -> (String, u64, String) {
-    (r.trace.clone(), r.ranks, r.sync.clone())
-}
-
-/// Rows of two reports side by side, matched by (trace, ranks, sync); unmatched rows alone.
-pub fn render_compare(a: &Report, b: &Report, a_name: &str, b_name: &str) -> String {
-    let mut keys: Vec<(String, u64, String)> = a.results.iter().map(key).collect();
-    for r in &b.results {
-        if !keys.contains(&key(r)) {
-            keys.push(key(r));
-        }
-    }
-    keys.sort();
-    let mut s = String::new();
-    let _ = writeln!(s, "A = {a_name} ({})", a.kind);
-    let _ = writeln!(s, "B = {b_name} ({})", b.kind);
-    let mut table = Table::new([
-        "trace", "ranks", "sync", "SD2 A", "SD2 B", "B-A", "SD3 A", "SD3 B", "B-A", "lost A",
-        "lost B",
-    ])
-    .align(0, Align::Left)
-    .align(2, Align::Left);
-    let find =
-        |r: &Report, k: &(String, u64, String)| r.results.iter().find(|x| key(x) == *k).cloned();
-    for k in &keys {
-        let ra = find(a, k);
-        let rb = find(b, k);
-        let v = |r: &Option<ResultRow>, f: fn(&ResultRow) -> f64| r.as_ref().map_or(f64::NAN, f);
-        let (a2, b2) = (v(&ra, |r| r.sd_qtbt_pct), v(&rb, |r| r.sd_qtbt_pct));
-        let (a3, b3) = (v(&ra, |r| r.sd_qt_pct), v(&rb, |r| r.sd_qt_pct));
-        let (la, lb) = (
-            v(&ra, |r| r.lost_rel * 100.0),
-            v(&rb, |r| r.lost_rel * 100.0),
-        );
-        table.row([
-            if k.0.is_empty() {
-                "-".into()
-            } else {
-                k.0.clone()
-            },
-            k.1.to_string(),
-            k.2.clone(),
-            fmt_pct(a2),
-            fmt_pct(b2),
-            fmt_pct(b2 - a2),
-            fmt_pct(a3),
-            fmt_pct(b3),
-            fmt_pct(b3 - a3),
-            fmt_pct(la),
-            fmt_pct(lb),
-        ]);
-    }
-    s.push_str(&table.render());
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Config, ReportKind};
+    use jitter_report::report::{Config, ReportKind, ResultRow};
 
     fn rep(kind: ReportKind, rows: &[(u64, &str, f64)]) -> Report {
         let mut r = Report::new(kind, Config::default());
@@ -269,28 +187,9 @@ mod tests {
     }
 
     #[test]
-    fn compare_matches_rows_and_keeps_the_unmatched() {
-        let a = rep(ReportKind::Run, &[(2, "none", 4.0), (2, "phase", 2.0)]);
-        let b = rep(
-            ReportKind::PredictDes,
-            &[(2, "phase", 2.5), (4, "phase", 2.6)],
-        );
-        let t = render_compare(&a, &b, "a.json", "b.json");
-        let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 6, "{t}");
-        let phase2 = lines.iter().find(|l| l.contains(" 2  phase")).unwrap();
-        assert!(
-            phase2.contains("2.000 %") && phase2.contains("2.500 %") && phase2.contains("0.500 %"),
-            "{phase2}"
-        );
-        let none = lines.iter().find(|l| l.contains("none")).unwrap();
-        assert!(none.contains("4.000 %") && none.contains(" - "), "{none}");
-    }
-
-    #[test]
     fn the_run_summary_is_one_aligned_table_then_the_emulator_lines() {
         let mut r = rep(ReportKind::Run, &[(2, "none", 4.0), (2, "phase", 12.5)]);
-        r.config.trace = Some(crate::report::TraceInfo {
+        r.config.trace = Some(jitter_report::report::TraceInfo {
             label: "t".into(),
             ..Default::default()
         });
@@ -304,7 +203,7 @@ mod tests {
             samples: Vec::new(),
             warmup_phases: 1,
             elapsed_ns: 1_000_000,
-            stopped_by: crate::bench::StopReason::Phases,
+            stopped_by: crate::bench::phases::StopReason::Phases,
             sd_max_qt_ns: 0.0,
             sd_max_qtbt_ns: 0.0,
             max_progress: 0.0,
@@ -335,15 +234,5 @@ mod tests {
             lines[6].starts_with("emulator (phase): injected 0"),
             "{text}"
         );
-    }
-
-    #[test]
-    fn units_read_well() {
-        assert_eq!(fmt_ns(1_234_567.0), "1.2346 ms");
-        assert_eq!(fmt_ns(15_500.0), "15.50 us");
-        assert_eq!(fmt_ns(f64::NAN), "-");
-        assert_eq!(fmt_sd(3.0214, Some(0.2149)), "3.02 % ± 0.21");
-        assert_eq!(fmt_sd(3.0214, None), "3.021 %");
-        assert_eq!(fmt_sd(3.0, Some(f64::NAN)), "3.000 %");
     }
 }

@@ -5,10 +5,10 @@ use jitter_collect::clock::{read_counter_ordered, Clock};
 use jitter_emulator::Fraction;
 use jitter_trace::summary::Moments;
 
-use crate::comm::Collective;
-use crate::kernel::do_work;
-use crate::metrics::{paired_slowdown, PhaseAverages, PhaseSample};
-use crate::report::BlockMeans;
+use super::comm::Collective;
+use super::kernel::do_work;
+use jitter_report::metrics::{paired_slowdown, PhaseAverages, PhaseSample};
+use jitter_report::report::BlockMeans;
 
 /// When the phase loop ends (besides the fraction rule of the emulator).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -547,7 +547,7 @@ impl<'a> Recorder<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comm::Solo;
+    use crate::bench::comm::Solo;
     use std::time::Duration;
 
     struct Recorder {

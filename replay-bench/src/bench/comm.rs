@@ -7,7 +7,7 @@ use mpi::datatype::{Partition, PartitionMut};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-/// Bytes of one gathered record (a serialised [`crate::report::RankCost`] or an error line).
+/// Bytes of one gathered record (a serialised [`jitter_report::report::RankCost`] or an error line).
 pub const RECORD_BYTES: usize = 1024;
 
 /// Collectives over all ranks of the benchmark.
