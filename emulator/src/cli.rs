@@ -14,7 +14,7 @@ use crate::fidelity::{run_drift, run_fidelity, DriftConfig, FidelityConfig};
 use crate::plan::{TimerKind, MAX_DETOUR_NS};
 use crate::process::ProcessCalibration;
 use crate::realtime::{Realtime, Watchdog};
-use crate::setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale};
+use crate::setup::{Fraction, Overrides, ReplaySetup, Scale, SetupOverrides};
 use jitter_trace::units::parse_positive_duration;
 use jitter_trace::Salvage;
 
@@ -106,14 +106,16 @@ impl ReplayArgs {
     /// The setup on a platform that costs `cost` (its timer taken unless `--timer` was given),
     /// with `base`'s S and f where these flags were not given.
     pub fn setup_over(&self, base: &ReplaySetup) -> ReplaySetup {
-        let cost = InjectionCost {
-            timer: self.timer.unwrap_or(base.cost.timer),
-            ..base.cost
-        };
-        ReplaySetup {
-            scale: self.scale.unwrap_or(base.scale),
-            fraction: self.fraction.unwrap_or(base.fraction),
-            cost: cost.overridden(&self.overrides.into()),
+        self.given().setup_over(base)
+    }
+
+    /// The values these flags gave, typed.
+    pub fn given(&self) -> SetupOverrides {
+        SetupOverrides {
+            scale: self.scale,
+            fraction: self.fraction,
+            timer: self.timer,
+            costs: self.overrides.into(),
         }
     }
 

@@ -1,8 +1,8 @@
 //! `jitter-emulator`: the JitterEmulator of jitterbench — the replay plan shared with the
 //! predictor, calibration of the injector's own cost, and the timer-driven injectors.
 //!
-//! What it offers: the plan of one stream and its walk (`Plan`, `Cursor`, `PlanOptions`) and
-//! the compiled index the predictor searches (`PlanIndex`, `IndexedReplay`); one replay's
+//! What it offers: the plan of one stream and its walk (`Plan`, `Cursor`, `PlanOptions`) and the
+//! merge rule the predictor's compiled index shares (`plan::merge_group`); one replay's
 //! checked setup (`ReplaySetup`: `Scale`, `Fraction`, `InjectionCost`) and the sync schedule
 //! (`SyncMode`, `SyncSchedule`); the in-process injector (`Emulator`, `Handle`,
 //! `EmulatorError`) and the separate-process one (`process`); calibrations of O, L and M
@@ -16,11 +16,9 @@ pub mod calibration;
 pub mod capi;
 pub mod cli;
 pub mod fidelity;
-pub mod indexed_replay;
 pub mod injector;
 pub mod placement;
 pub mod plan;
-pub mod plan_index;
 pub mod process;
 pub mod realtime;
 mod report;
@@ -28,13 +26,11 @@ pub mod setup;
 pub mod sync;
 
 pub use calibration::{Calibration, Spread};
-pub use indexed_replay::{IndexedReplay, SegmentStart};
 pub use injector::{
     Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection, ReplayPosition,
 };
 pub use plan::{
     Cursor, Injection, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind,
 };
-pub use plan_index::{PlanIndex, PrefetchTicket};
-pub use setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale};
+pub use setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale, SetupOverrides};
 pub use sync::{SyncMode, SyncSchedule};

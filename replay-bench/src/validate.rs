@@ -15,12 +15,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use crate::flags::predict::PredictArgs;
-use crate::flags::shared::{PlatformChoice, RankCounts};
+use crate::flags::shared::PlatformChoice;
 use crate::flags::validate::ValidateArgs;
-use crate::predict::background;
-use crate::predict::des::Engine;
-use crate::predict::window::predict_run;
 use jitter_emulator::SyncMode;
+use jitter_predict::background;
+use jitter_predict::des::Engine;
+use jitter_predict::request::PredictRequest;
+use jitter_predict::window::predict_run;
 use jitter_report::comparison::{self, Comparison};
 use jitter_report::report::{Report, ResultRow};
 
@@ -205,32 +206,33 @@ fn run_flags(a: &ValidateArgs, mode: SyncMode, report: &Path) -> Vec<String> {
     args
 }
 
-/// The prediction's options: the trace, counts, modes and settings of the runs, the runs' own
+/// The prediction's request: the trace, counts, modes and settings of the runs, the runs' own
 /// platform (the first run's calibration) and barrier (from a multi-process run when there is
 /// one), over the platform's recorded noise (`background`), with `--draws` offset draws.
-pub fn predict_args(
+pub fn predict_request(
     a: &ValidateArgs,
     ranks: &[u64],
     measured: &[MeasuredRun],
     background: Option<&Path>,
-) -> anyhow::Result<PredictArgs> {
+) -> anyhow::Result<PredictRequest> {
     let first = measured.first().context("no run to predict")?;
     let trace = a.trace.display().to_string();
-    let mut args =
-        PredictArgs::from_flags(&["--trace", &trace]).map_err(|e| anyhow::anyhow!("{e}"))?;
-    args.ranks = RankCounts(ranks.to_vec());
-    args.sync = a.sync.clone();
-    args.quanta = a.quanta;
-    args.phases = a.phases;
+    let mut args = PredictArgs::from_flags(&["--trace", &trace])
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .request();
+    args.ranks = ranks.to_vec();
+    args.modes = a.sync.modes.clone();
+    args.quanta_ns = a.quanta.ns;
+    args.phases = a.phases.count;
     args.platform = PlatformChoice::File(first.report.clone());
-    args.seed = a.seed;
+    args.seed = a.seed.value;
     args.calibrate_from = (measured.iter())
         .find(|m| m.row.ranks >= 2)
         .map(|m| m.report.clone());
     args.platform_noise = background.map(Path::to_path_buf);
     args.draws = a.draws;
-    args.replay = a.replay;
-    args.salvage = a.salvage;
+    args.replay = a.replay.given();
+    args.salvage = a.salvage.choice();
     Ok(args)
 }
 
@@ -239,7 +241,7 @@ pub fn predict_args(
 /// whole-trace prediction (`whole`) over offset draws beside it.
 pub fn compare_all(
     a: &ValidateArgs,
-    args: &PredictArgs,
+    args: &PredictRequest,
     measured: &[MeasuredRun],
     whole: &[ResultRow],
 ) -> anyhow::Result<Vec<Comparison>> {

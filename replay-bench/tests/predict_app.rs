@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use jitter_report::report::Report;
 
-#[path = "common/halo_profile.rs"]
+#[path = "../predict/tests/common/halo_profile.rs"]
 mod halo_profile;
 
 use halo_profile::profile;

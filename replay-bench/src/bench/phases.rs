@@ -5,8 +5,8 @@ use jitter_collect::clock::{read_counter_ordered, Clock};
 use jitter_emulator::Fraction;
 use jitter_trace::summary::Moments;
 
-use super::comm::Collective;
 use super::kernel::do_work;
+use jitter_predict::comm::Collective;
 use jitter_report::metrics::{paired_slowdown, PhaseAverages, PhaseSample};
 use jitter_report::report::BlockMeans;
 
@@ -547,7 +547,7 @@ impl<'a> Recorder<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::comm::Solo;
+    use jitter_predict::comm::Solo;
     use std::time::Duration;
 
     struct Recorder {

@@ -3,8 +3,8 @@
 //! report's [`ReplayedWindows`], which `predict --windows-of` replays in virtual time (like with
 //! like: the same offsets, resyncs and blocks).
 
-use super::comm::Collective;
 use super::replay::WindowMark;
+use jitter_predict::comm::Collective;
 use jitter_report::report::{ReplayedWindow, ReplayedWindows};
 
 /// Most (windows × ranks) a run records: beyond, the exchange would cost more than it tells
@@ -116,7 +116,7 @@ pub fn gather(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::comm::Solo;
+    use jitter_predict::comm::Solo;
 
     fn mark(phase: u64, point_ns: u64, n: u64, ns: u64, open: u64, close: u64) -> WindowMark {
         WindowMark {

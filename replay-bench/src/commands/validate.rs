@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::flags::validate::ValidateArgs;
-use crate::predict::points::predict;
-use crate::predict::prepare::prepare;
-use crate::validate::{compare_all, predict_args, probe_platform, run_all, MeasuredRun};
+use crate::validate::{compare_all, predict_request, probe_platform, run_all, MeasuredRun};
+use jitter_predict::points::predict;
+use jitter_predict::prepare::prepare;
 use jitter_report::comparison::{self, Comparison};
 use jitter_report::plot::{self, StudyRow};
 use jitter_report::report::{ReportKind, ResultRow};
@@ -34,7 +34,7 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let background = probe_platform(a, ranks.iter().copied().max().unwrap_or(1), &dir)?;
     let measured = run_all(a, &ranks, &dir)?;
-    let args = predict_args(a, &ranks, &measured, background.as_deref())?;
+    let args = predict_request(a, &ranks, &measured, background.as_deref())?;
     eprintln!("validate: predicting {} points", measured.len());
     let (traces, spec) = prepare(&args)?;
     let prediction = predict(&traces, &spec, &indicatif::ProgressBar::hidden())?;

@@ -11,9 +11,9 @@ use jitter_emulator::cli::{CalibrationArgs, ReplayArgs, SalvageArgs};
 use jitter_emulator::{ReplaySetup, SyncMode, TimerKind};
 
 use super::duration::{duration_flag, positive_duration_flag, MAX_DURATION_NS};
+use super::shared::NodeTraceArgs;
 use super::shared::{Quanta, RanksPerNode};
 use crate::bench::baseline::Baseline;
-use crate::predict::placement::NodeTraceArgs;
 
 /// Options of `replay-bench run`.
 #[derive(Debug, Clone, Args)]

@@ -5,9 +5,10 @@ use anyhow::Context;
 
 use super::host::host_name;
 use super::state::{Gathered, Measured, Prepared};
-use crate::bench::comm::{record, Collective, Mpi};
+use crate::bench::mpi::Mpi;
 use crate::bench::replay::ReplayTotals;
 use crate::flags::run::RunArgs;
+use jitter_predict::comm::{record, Collective};
 use jitter_report::report::RankCost;
 
 /// Step 6: gathers calibrations and sums emulator totals on rank 0 (`None` on other ranks).

@@ -8,11 +8,12 @@ use jitter_emulator::{Fraction, Plan};
 use super::results::slowdowns;
 use super::state::{Measured, Prepared};
 use crate::bench::baseline::{self, Baseline, Reference};
-use crate::bench::comm::{agree, Collective, Mpi};
+use crate::bench::mpi::Mpi;
 use crate::bench::phases::{run_phases, Blocks, LoopOutcome, LoopSpec, NoJitter, Until};
 use crate::bench::replay::{Replay, ReplayTotals, VirtualReplay};
 use crate::bench::windows::RankWindow;
 use crate::flags::run::{Design, RunArgs};
+use jitter_predict::comm::{agree, Collective};
 
 /// Steps 4–5b: the baseline without jitter (sequential design), the run (with the emulator
 /// when there is a trace), and the most the trace can slow one phase down.

@@ -18,12 +18,11 @@ mod results;
 mod state;
 mod trace;
 
-use crate::bench::comm::Mpi;
+use crate::bench::mpi::Mpi;
 use crate::bench::summary;
 use crate::flags::run::RunArgs;
 
 // `replay-bench app` names the duration parsers here.
-pub use crate::flags::duration::{duration_flag, positive_duration_flag};
 
 /// Runs `replay-bench run` on this rank with `comm` (every rank calls it; only rank 0 prints
 /// and writes).

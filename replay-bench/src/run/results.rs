@@ -5,11 +5,12 @@ use anyhow::{bail, Context};
 
 use super::state::{Gathered, Measured, Prepared};
 use crate::bench::baseline::{Baseline, Reference};
-use crate::bench::comm::{Collective, Mpi};
+use crate::bench::mpi::Mpi;
 use crate::bench::noise;
 use crate::bench::phases::LoopOutcome;
 use crate::flags::run::RunArgs;
-use crate::predict::placement::Placement;
+use jitter_predict::comm::Collective;
+use jitter_predict::placement::Placement;
 use jitter_report::metrics::{paired_slowdown, sequential_slowdown, PhaseAverages, Slowdown};
 use jitter_report::report::{
     BaselineDetails, Config, EmulatorTotals, PairedDetails, Report, ReportKind, ResultRow,
