@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use jitter_emulator::{Plan, PlanOptions, SyncMode};
 use jitter_predict::{
-    simulate, Analytic, BarrierModel, CommModel, DelayDistribution, DesConfig, TraceInput,
-    WindowStart,
+    comm, des, simulate, Analytic, BarrierModel, CommModel, DelayDistribution, DesConfig,
+    DesOutcome, Engine, TraceInput, WindowStart,
 };
 
 /// A commodity-Linux-like trace: 250 Hz tick, frequent short interrupts, rare long detours.
@@ -30,6 +30,12 @@ fn plans(duration_s: u64) -> Vec<Arc<Plan>> {
     TraceInput::new(&t, "bench", "bench", PlanOptions::ideal(), 1)
         .expect("plans")
         .plans
+}
+
+/// The simulation as a prediction runs it: the default engine, its indexes built first.
+fn run(pl: &[Arc<Plan>], ranks: u64, mode: SyncMode, c: &DesConfig) -> anyhow::Result<DesOutcome> {
+    let ix = des::indexes(pl, c, Engine::default());
+    simulate(&comm::Solo, pl, ix.as_deref(), ranks, mode, c, &|_| {})
 }
 
 fn cfg(phases: u64) -> DesConfig {
@@ -55,7 +61,7 @@ fn des(c: &mut Criterion) {
             g.bench_with_input(
                 BenchmarkId::new(format!("{mode}"), format!("{ranks}x{phases}")),
                 &(ranks, phases),
-                |b, &(r, p)| b.iter(|| simulate(&pl, r, mode, &cfg(p), &|_| {}).expect("runs")),
+                |b, &(r, p)| b.iter(|| run(&pl, r, mode, &cfg(p)).expect("runs")),
             );
         }
     }
@@ -95,7 +101,7 @@ fn once(spec: &str) {
             let mode: SyncMode = parts.get(3).unwrap_or(&"none").parse().expect("sync mode");
             let pl = plans(60);
             let t = Instant::now();
-            let out = simulate(&pl, ranks, mode, &cfg(phases), &|_| {}).expect("runs");
+            let out = run(&pl, ranks, mode, &cfg(phases)).expect("runs");
             let s = t.elapsed().as_secs_f64();
             let rp = (ranks * out.averages.phases) as f64;
             println!(

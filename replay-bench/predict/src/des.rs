@@ -44,8 +44,8 @@ use super::phase_loop::{
 };
 use super::placement::{Placement, Timelines};
 pub use super::ranks::{ceil_log2, chunk_of, share, MIN_CHUNK};
-pub use super::simulation::{BarrierModel, DesConfig, DesOutcome};
-use crate::comm::{Collective, Solo};
+pub use super::simulation::{pool, BarrierModel, DesConfig, DesOutcome};
+use crate::comm::Collective;
 
 /// Bytes the simulation holds per simulated rank (one `RankState`, nothing per phase).
 pub const RANK_STATE_BYTES: usize = std::mem::size_of::<RankState>();
@@ -187,49 +187,13 @@ pub fn indexes(plans: &[Arc<Plan>], cfg: &DesConfig, engine: Engine) -> Option<V
 
 /// Simulates `ranks` ranks for `cfg.phases` phases under `mode`; `plans` holds k =
 /// `cfg.ranks_per_node` plans per node trace (`plans[t·k + s]` is stream s of node trace t; one
-/// trace: `plans[s]` is stream s), mapped to ranks by [`Placement`]. `on_phase` is called
-/// after every phase (progress).
+/// trace: `plans[s]` is stream s), mapped to ranks by [`Placement`]. The ranks are split over
+/// the processes of `comm` (each simulates a contiguous share; per-phase maxima and sums are
+/// reduced; [`crate::comm::Solo`] for one process); every process gets the outcome. `ix` holds the plans'
+/// indexes, built once by the caller for every rank count and mode ([`indexes`], which says
+/// where an engine may answer from them); `None`: the walk; both give the same outcome.
+/// `on_phase` is called after every phase (progress).
 pub fn simulate(
-    plans: &[Arc<Plan>],
-    ranks: u64,
-    mode: SyncMode,
-    cfg: &DesConfig,
-    on_phase: &(dyn Fn(u64) + Sync),
-) -> anyhow::Result<DesOutcome> {
-    simulate_on(&Solo, plans, ranks, mode, cfg, on_phase)
-}
-
-/// As [`simulate`], with the ranks split over the processes of `comm` (each simulates a
-/// contiguous share; per-phase maxima and sums are reduced); every process gets the outcome.
-pub fn simulate_on(
-    comm: &dyn Collective,
-    plans: &[Arc<Plan>],
-    ranks: u64,
-    mode: SyncMode,
-    cfg: &DesConfig,
-    on_phase: &(dyn Fn(u64) + Sync),
-) -> anyhow::Result<DesOutcome> {
-    simulate_engine(comm, plans, ranks, mode, cfg, Engine::default(), on_phase)
-}
-
-/// As [`simulate_on`] with the engine chosen (the indexed one falls back to the walk where it
-/// is not exact; both give the same outcome).
-pub fn simulate_engine(
-    comm: &dyn Collective,
-    plans: &[Arc<Plan>],
-    ranks: u64,
-    mode: SyncMode,
-    cfg: &DesConfig,
-    engine: Engine,
-    on_phase: &(dyn Fn(u64) + Sync),
-) -> anyhow::Result<DesOutcome> {
-    let ix = indexes(plans, cfg, engine);
-    simulate_with(comm, plans, ix.as_deref(), ranks, mode, cfg, on_phase)
-}
-
-/// As [`simulate_engine`] with the indexes built once by the caller ([`indexes`]), so that a
-/// table of rank counts and sync modes compiles each stream once; `None`: the walk.
-pub fn simulate_with(
     comm: &dyn Collective,
     plans: &[Arc<Plan>],
     ix: Option<&[PlanIndex]>,

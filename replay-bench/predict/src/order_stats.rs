@@ -19,7 +19,11 @@
 
 use std::sync::Arc;
 
-use jitter_emulator::Plan;
+use jitter_emulator::{Plan, SyncMode};
+use jitter_report::metrics::slowdown_pct;
+use jitter_report::report::ResultRow;
+
+use super::des::DesConfig;
 
 /// Where a compute window starts relative to the noise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,6 +364,105 @@ fn segment_integral(f0: f64, f1: f64, dx: f64, n: f64) -> f64 {
         // ∫ (f0 + s u)^n du over [0, dx] = (f1^(n+1) − f0^(n+1)) / ((n+1) s), s = (f1−f0)/dx.
         dx - dx * (f1.powf(n + 1.0) - f0.powf(n + 1.0)) / ((n + 1.0) * (f1 - f0))
     }
+}
+
+/// The two delay distributions of one stream that the analytic rows need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analytic {
+    /// Windows starting anywhere (per-phase resync; the barrier-to-barrier period).
+    pub anywhere: DelayDistribution,
+    /// Windows starting outside detours (the compute window after a barrier).
+    pub after_barrier: DelayDistribution,
+}
+
+impl Analytic {
+    /// Both distributions of `plan` for quanta `quanta_ns` (unscaled).
+    pub fn from_plan(plan: &Arc<Plan>, quanta_ns: u64) -> anyhow::Result<Self> {
+        Ok(Analytic {
+            anywhere: DelayDistribution::from_plan(plan, quanta_ns, WindowStart::Anywhere)?,
+            after_barrier: DelayDistribution::from_plan(
+                plan,
+                quanta_ns,
+                WindowStart::OutsideDetours,
+            )?,
+        })
+    }
+}
+
+/// The analytic row for `ranks` ranks under `mode`, or `None` for modes it does not model.
+///
+/// `none`: independent ranks; AvgMaxQT = q + E[max of N compute delays (windows after a
+/// barrier)], AvgMaxQTBT is taken as the mean phase period q + L + E[max of N delays of windows
+/// starting anywhere]. `phase`: every rank sees the same window, started anywhere by the resync.
+pub fn order_stats_row(
+    trace: &str,
+    a: &Analytic,
+    ranks: u64,
+    mode: SyncMode,
+    des: &DesConfig,
+    scale: f64,
+) -> Option<ResultRow> {
+    order_stats_row_mix(trace, &[(a, ranks)], ranks, mode, des, scale)
+}
+
+/// [`order_stats_row`] for ranks on several node traces (one stream each), `parts[t]` = (the
+/// distributions of trace t, how many ranks replay it): `none` takes the maximum over all
+/// ranks' independent delays ([`expected_max_mix`]); `phase` the maximum over the
+/// traces present of one window each (each trace resyncs to its own point); the mean compute
+/// delay is the ranks' average. One part is [`order_stats_row`] exactly.
+pub fn order_stats_row_mix(
+    trace: &str,
+    parts: &[(&Analytic, u64)],
+    ranks: u64,
+    mode: SyncMode,
+    des: &DesConfig,
+    scale: f64,
+) -> Option<ResultRow> {
+    let q = des.quanta_ns as f64;
+    let lat = des.barrier.latency_ns(ranks);
+    type Pick = fn(&Analytic) -> &DelayDistribution;
+    let (after, anywhere): (Pick, Pick) = (|a| &a.after_barrier, |a| &a.anywhere);
+    let mix = |pick: Pick, count: fn(u64) -> f64| {
+        let v: Vec<(&DelayDistribution, f64)> =
+            parts.iter().map(|&(a, n)| (pick(a), count(n))).collect();
+        expected_max_mix(&v)
+    };
+    let mean = |pick: Pick| {
+        (parts.iter())
+            .map(|&(a, n)| n as f64 / ranks as f64 * pick(a).mean_ns())
+            .sum::<f64>()
+    };
+    let (max_qt, mean_qt, period) = match mode {
+        SyncMode::None => (
+            mix(after, |n| n as f64),
+            mean(after),
+            mix(anywhere, |n| n as f64),
+        ),
+        SyncMode::Phase => {
+            let m = mix(anywhere, |n| f64::from(u8::from(n > 0)));
+            (m, mean(anywhere), m)
+        }
+        SyncMode::Once | SyncMode::Every(_) => return None,
+    };
+    let (max_qt, mean_qt, period) = (max_qt / scale, mean_qt / scale, period / scale);
+    Some(ResultRow {
+        trace: trace.to_string(),
+        ranks,
+        sync: mode.to_string(),
+        phases: 0,
+        avg_max_qt_ns: q + max_qt,
+        avg_max_qtbt_ns: q + lat + period,
+        baseline_avg_max_qt_ns: q,
+        baseline_avg_max_qtbt_ns: q + lat,
+        sd_qtbt_pct: slowdown_pct(q + lat + period, q + lat),
+        sd_qt_pct: slowdown_pct(q + max_qt, q),
+        sd_qtbt_ci95_pct: None,
+        sd_qt_ci95_pct: None,
+        lost_rel: (max_qt - mean_qt) / (q + mean_qt),
+        emulator: Default::default(),
+        period_ns: None,
+        draws: None,
+    })
 }
 
 #[cfg(test)]

@@ -94,3 +94,27 @@ impl DesOutcome {
         e.injected_share = lap.injected_share();
     }
 }
+
+/// Adds `o`'s phases to `into` (one outcome of all their phases): averages pooled, emulator
+/// counts summed, the phase period weighted by phases.
+pub fn pool(into: &mut Option<DesOutcome>, o: DesOutcome) {
+    let Some(a) = into.as_mut() else {
+        *into = Some(o);
+        return;
+    };
+    let (na, nb) = (a.averages.phases as f64, o.averages.phases as f64);
+    if na + nb > 0.0 {
+        a.mean_period_ns = (a.mean_period_ns * na + o.mean_period_ns * nb) / (na + nb);
+    }
+    a.averages.merge(&o.averages);
+    a.requested_phases += o.requested_phases;
+    a.stopped_by_fraction |= o.stopped_by_fraction;
+    let (e, f) = (&mut a.emulator, &o.emulator);
+    e.injected += f.injected;
+    e.dropped += f.dropped;
+    e.merged += f.merged;
+    e.injected_ns += f.injected_ns;
+    e.dropped_ns += f.dropped_ns;
+    e.injected_share = jitter_emulator::plan::injected_share(e.injected_ns, e.dropped_ns);
+    e.max_progress = e.max_progress.max(f.max_progress);
+}

@@ -42,8 +42,9 @@ use jitter_trace::summary::mean_ci95;
 use jitter_trace::table::{Align, Table};
 use jitter_trace::{read_replayed, read_replayed_from, Replayed};
 
+use super::comm::Solo;
 use super::input::TraceInput;
-use super::points::predict;
+use super::prediction::predict;
 use super::prepare::prepare;
 use super::request::PredictRequest;
 use super::spec::PredictSpec;
@@ -364,8 +365,8 @@ fn predict_variants(
         }
         let mut s = spec.clone();
         s.des.seed = seed;
-        let p = predict(&inputs, &s, &ProgressBar::hidden())?;
-        super::rows::check_plausible(&p)?;
+        let p = predict(&Solo, &inputs, &s, &ProgressBar::hidden())?;
+        super::prediction_report::check_plausible(&p)?;
         let report = p.des.or(p.order_stats).context("no model ran")?;
         reports.push(report.clone());
         for r in &report.results {
@@ -705,7 +706,7 @@ mod tests {
             for seed in [5, 6] {
                 let mut s = spec.clone();
                 s.des.seed = seed;
-                let p = predict(&traces, &s, &ProgressBar::hidden()).unwrap();
+                let p = predict(&Solo, &traces, &s, &ProgressBar::hidden()).unwrap();
                 for r in p.des.unwrap().results {
                     let k = w
                         .points
@@ -793,7 +794,7 @@ mod tests {
         let (_, net) = sd(&args);
         args.predict = flags(&tick);
         let (traces, spec) = prepare(&args.predict).unwrap();
-        let p = predict(&traces, &spec, &ProgressBar::hidden()).unwrap();
+        let p = predict(&Solo, &traces, &spec, &ProgressBar::hidden()).unwrap();
         let results = p.des.unwrap().results;
         let direct: Vec<f64> = (points.iter())
             .map(|(n, s)| {

@@ -21,9 +21,11 @@ use super::des::{self, DesConfig, DesOutcome};
 use super::input::TraceInput;
 use super::placement::RunWindow;
 use super::platform::PlatformChoice;
+use super::prediction_report::{
+    check_plausible, config, des_row, platform_calibration, Prediction,
+};
 use super::prepare::prepare;
 use super::request::PredictRequest;
-use super::rows::{check_plausible, config, des_row, platform_calibration, Prediction};
 use super::spec::Model;
 use super::spec::PredictSpec;
 use jitter_report::report::{
@@ -169,30 +171,6 @@ impl RunWindows {
     }
 }
 
-/// Adds `o`'s phases to `into` (one outcome of all their phases): averages pooled, emulator
-/// counts summed, the phase period weighted by phases.
-pub fn pool(into: &mut Option<DesOutcome>, o: DesOutcome) {
-    let Some(a) = into.as_mut() else {
-        *into = Some(o);
-        return;
-    };
-    let (na, nb) = (a.averages.phases as f64, o.averages.phases as f64);
-    if na + nb > 0.0 {
-        a.mean_period_ns = (a.mean_period_ns * na + o.mean_period_ns * nb) / (na + nb);
-    }
-    a.averages.merge(&o.averages);
-    a.requested_phases += o.requested_phases;
-    a.stopped_by_fraction |= o.stopped_by_fraction;
-    let (e, f) = (&mut a.emulator, &o.emulator);
-    e.injected += f.injected;
-    e.dropped += f.dropped;
-    e.merged += f.merged;
-    e.injected_ns += f.injected_ns;
-    e.dropped_ns += f.dropped_ns;
-    e.injected_share = jitter_emulator::plan::injected_share(e.injected_ns, e.dropped_ns);
-    e.max_progress = e.max_progress.max(f.max_progress);
-}
-
 /// The prediction of a run's windows.
 #[derive(Debug, Clone)]
 pub struct WindowsPredicted {
@@ -238,7 +216,7 @@ pub fn simulate(
             })),
             ..spec.des.clone()
         };
-        let out = des::simulate_with(
+        let out = des::simulate(
             &crate::comm::Solo,
             &input.plans,
             ix.as_deref(),
@@ -256,7 +234,7 @@ pub fn simulate(
         covered_ns.push(out.mean_period_ns * out.averages.phases as f64 * ranks as f64);
         let row = des_row("", ranks, w.mode, &out);
         sd_pct.push([row.sd_qtbt_pct, row.sd_qt_pct]);
-        pool(&mut pooled, out);
+        des::pool(&mut pooled, out);
     }
     Ok(WindowsPredicted {
         outcome: pooled.context("the run has no window")?,
@@ -477,8 +455,8 @@ mod tests {
     #[test]
     fn pooling_weights_by_phases_and_sums_counts() {
         let mut p = None;
-        pool(&mut p, outcome(10, 1.1e6, 1.0e6, 3));
-        pool(&mut p, outcome(30, 1.5e6, 2.0e6, 5));
+        des::pool(&mut p, outcome(10, 1.1e6, 1.0e6, 3));
+        des::pool(&mut p, outcome(30, 1.5e6, 2.0e6, 5));
         let p = p.unwrap();
         assert_eq!(p.averages.phases, 40);
         assert!((p.averages.avg_max_qtbt_ns() - 1.4e6).abs() < 1e-6);

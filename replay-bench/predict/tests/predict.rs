@@ -41,7 +41,8 @@ fn cfg(quanta_ns: u64, phases: u64, stage_ns: f64, drift_sd_ns: f64, seed: u64) 
 }
 
 fn run(p: &[Arc<Plan>], n: u64, mode: SyncMode, c: &DesConfig) -> DesOutcome {
-    simulate(p, n, mode, c, &|_| {}).unwrap()
+    let ix = des::indexes(p, c, Engine::default());
+    simulate(&comm::Solo, p, ix.as_deref(), n, mode, c, &|_| {}).unwrap()
 }
 
 fn sd_qt(o: &DesOutcome) -> f64 {

@@ -37,8 +37,14 @@ fn the_estimate_is_within_twice_the_cost_for_every_collective_density_and_engine
                 let inputs = std::slice::from_ref(trace);
                 let est = budget::estimate(inputs, &s, 1, 0, 1).seconds;
                 let t0 = cpu_seconds();
-                let p =
-                    pool.install(|| jitter_predict::predict(inputs, &s, &ProgressBar::hidden()));
+                let p = pool.install(|| {
+                    jitter_predict::predict(
+                        &jitter_predict::comm::Solo,
+                        inputs,
+                        &s,
+                        &ProgressBar::hidden(),
+                    )
+                });
                 let took = cpu_seconds() - t0;
                 p.unwrap();
                 let ratio = est / took;

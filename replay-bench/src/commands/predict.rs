@@ -18,12 +18,12 @@ use crate::flags::predict::{order_stats_path, PredictArgs};
 use jitter_predict::budget::{self, Estimate};
 use jitter_predict::comm::{agree, Collective, Solo};
 use jitter_predict::des::{self, Engine};
-use jitter_predict::drivers;
 use jitter_predict::input::TraceInput;
-use jitter_predict::points::predict_on;
+use jitter_predict::prediction::predict;
+use jitter_predict::prediction_report::{check_plausible, study_rows, Prediction};
 use jitter_predict::prepare::{prepare, walk_note};
 use jitter_predict::progress::{TextProgress, TEXT_PROGRESS_EVERY};
-use jitter_predict::rows::{check_plausible, study_rows, Prediction};
+use jitter_predict::size_classes;
 use jitter_predict::spec::{rank_phases, PredictSpec};
 use jitter_predict::window;
 
@@ -110,7 +110,7 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     let bar = progress_bar(root && terminal, total)?;
     let lines = (root && !terminal && total > 0 && estimate.seconds > budget::TEXT_PROGRESS_S)
         .then(|| TextProgress::start(bar.clone(), estimate.seconds, TEXT_PROGRESS_EVERY));
-    let p = predict_on(comm, &traces, &spec, &bar);
+    let p = predict(comm, &traces, &spec, &bar);
     if let Some(l) = lines {
         l.stop();
     }
@@ -324,12 +324,12 @@ fn report(
     Ok(())
 }
 
-/// [`drivers::drivers`] of every trace and mode at the largest rank count.
+/// [`size_classes::drivers`] of every trace and mode at the largest rank count.
 fn drivers_of(
     args: &PredictArgs,
     traces: &[TraceInput],
     spec: &PredictSpec,
-) -> anyhow::Result<Vec<drivers::Drivers>> {
+) -> anyhow::Result<Vec<size_classes::Drivers>> {
     let n = spec.ranks.iter().copied().max().unwrap_or(1);
     let mut out = Vec::new();
     // The streams the prediction replays, as `load_traces` read them (the classes and the
@@ -340,7 +340,7 @@ fn drivers_of(
             .with_context(|| format!("cannot read trace {}", path.display()))?;
         (read.facts).accept(&path.display().to_string(), args.salvage.choice())?;
         for &mode in &spec.modes {
-            out.push(drivers::drivers(&read.trace, input, spec, n, mode)?);
+            out.push(size_classes::drivers(&read.trace, input, spec, n, mode)?);
         }
     }
     Ok(out)

@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use crate::flags::validate::ValidateArgs;
 use crate::validate::{compare_all, predict_request, probe_platform, run_all, MeasuredRun};
-use jitter_predict::points::predict;
+use jitter_predict::prediction::predict;
 use jitter_predict::prepare::prepare;
 use jitter_report::comparison::{self, Comparison};
 use jitter_report::plot::{self, StudyRow};
@@ -37,7 +37,12 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     let args = predict_request(a, &ranks, &measured, background.as_deref())?;
     eprintln!("validate: predicting {} points", measured.len());
     let (traces, spec) = prepare(&args)?;
-    let prediction = predict(&traces, &spec, &indicatif::ProgressBar::hidden())?;
+    let prediction = predict(
+        &jitter_predict::comm::Solo,
+        &traces,
+        &spec,
+        &indicatif::ProgressBar::hidden(),
+    )?;
     let des = prediction
         .des
         .context("the prediction produced no simulation report")?;

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use indicatif::ProgressBar;
 use jitter_emulator::SyncMode;
 
+use jitter_predict::comm::Solo;
 use jitter_predict::des;
-use jitter_predict::points::predict;
+use jitter_predict::prediction::predict;
 use jitter_predict::prepare::walk_note;
 use jitter_predict::request::PredictRequest;
 use jitter_predict::spec::PredictSpec;
@@ -176,7 +177,7 @@ fn a_trace_over_a_platform_adds_only_what_the_platform_does_not_already_lose() {
             flags.extend(["--platform-noise", p]);
         }
         let (traces, spec) = prepare(&PredictArgs::from_flags(&flags).unwrap()).unwrap();
-        let des = predict(&traces, &spec, &ProgressBar::hidden())
+        let des = predict(&Solo, &traces, &spec, &ProgressBar::hidden())
             .unwrap()
             .des
             .unwrap();
@@ -255,7 +256,7 @@ fn the_baseline_covers_the_stretch_of_platform_noise_the_trace_s_run_covers() {
         &bg,
     ];
     let (traces, spec) = prepare(&PredictArgs::from_flags(&flags).unwrap()).unwrap();
-    let des = predict(&traces, &spec, &ProgressBar::hidden())
+    let des = predict(&Solo, &traces, &spec, &ProgressBar::hidden())
         .unwrap()
         .des
         .unwrap();

@@ -35,13 +35,12 @@ pub use self::measured::{MeasuredRun, MeasuredRuns};
 pub use self::skeleton::{main_loop, Skeleton, ALLTOALL_MAX_RANKS};
 use super::budget::{self, Estimate};
 use super::collective::Costs;
-use super::des::{DesOutcome, INDEXED_RANK_BYTES, RANK_STATE_BYTES};
+use super::des::{self, DesOutcome, INDEXED_RANK_BYTES, RANK_STATE_BYTES};
 use super::input::TraceInput;
 use super::phase_loop::BASELINE_PHASES;
 use super::placement::{RunWindow, Timelines};
-use super::rows::{config, des_row, platform_calibration, Prediction};
+use super::prediction_report::{config, des_row, platform_calibration, Prediction};
 use super::spec::PredictSpec;
-use super::window;
 use jitter_report::report::{DrawSpread, EmulatorTotals, Report, ReportKind, RunPredicted};
 
 /// A profile ready to predict: its main loop and how its peers grow.
@@ -362,7 +361,7 @@ impl Point<'_> {
                     noise_share: noise_share(&out, n, spec.platform.options().scale),
                 });
             }
-            window::pool(&mut pooled, out);
+            des::pool(&mut pooled, out);
         }
         let draws = spread.draws;
         let out = pooled.context("no draw")?;

@@ -261,7 +261,7 @@ fn a_loop_shaped_profile_predicts_what_the_loop_predicts() {
                 .map(|m| m.parse().unwrap())
                 .to_vec();
         }
-        let want = crate::predict(&t, &loop_spec, &ProgressBar::hidden())
+        let want = crate::predict(&crate::comm::Solo, &t, &loop_spec, &ProgressBar::hidden())
             .unwrap()
             .des
             .unwrap();
@@ -313,7 +313,7 @@ fn a_loop_shaped_profile_predicts_what_the_loop_predicts() {
         slot(on(Call::Barrier, 4), 0.0),
     ]);
     let got = predict(&app, &t, &spec).unwrap().des.unwrap();
-    let want = crate::predict(&t, &spec, &ProgressBar::hidden())
+    let want = crate::predict(&crate::comm::Solo, &t, &spec, &ProgressBar::hidden())
         .unwrap()
         .des
         .unwrap();

@@ -3,6 +3,33 @@ use crate::collective::{CommModel, LoopShape};
 use jitter_emulator::PlanOptions;
 use jitter_trace::{Detour, Stream};
 
+use crate::comm::Solo;
+
+/// The simulation in this process, as a prediction runs it: the default engine, its indexes
+/// built first ([`indexes`]).
+fn sim(
+    plans: &[Arc<Plan>],
+    ranks: u64,
+    mode: SyncMode,
+    cfg: &DesConfig,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<DesOutcome> {
+    sim_engine(plans, ranks, mode, cfg, Engine::default(), on_phase)
+}
+
+/// [`sim`] with `engine`.
+fn sim_engine(
+    plans: &[Arc<Plan>],
+    ranks: u64,
+    mode: SyncMode,
+    cfg: &DesConfig,
+    engine: Engine,
+    on_phase: &(dyn Fn(u64) + Sync),
+) -> anyhow::Result<DesOutcome> {
+    let ix = indexes(plans, cfg, engine);
+    simulate(&Solo, plans, ix.as_deref(), ranks, mode, cfg, on_phase)
+}
+
 fn plan(end: u64, detours: &[(u64, u64)]) -> Arc<Plan> {
     let d: Vec<Detour> = detours
         .iter()
@@ -48,7 +75,7 @@ fn a_single_rank_pays_every_detour_in_its_window_and_the_barrier_hides_none() {
         seed: 3,
         ..cfg(100, 50, 0.0)
     };
-    let out = simulate(std::slice::from_ref(&p), 1, mode, &c, &|_| {}).unwrap();
+    let out = sim(std::slice::from_ref(&p), 1, mode, &c, &|_| {}).unwrap();
     let n = out.averages.phases as f64;
     // Total noise met in the replayed time equals the noise added to the phases.
     let total_qt = out.averages.sum_max_qt_ns;
@@ -115,9 +142,7 @@ fn results_do_not_depend_on_the_thread_count() {
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| {
-                simulate(std::slice::from_ref(&p), 3000, SyncMode::Once, &c, &|_| {}).unwrap()
-            })
+            .install(|| sim(std::slice::from_ref(&p), 3000, SyncMode::Once, &c, &|_| {}).unwrap())
     };
     let a = run(1);
     let b = run(2);
@@ -156,7 +181,7 @@ fn ranks_of_a_node_replay_its_streams_from_one_offset() {
         ..cfg(1_000, 300, 0.0)
     };
     let same = plans(&trace(&noisy));
-    let alone = simulate(
+    let alone = sim(
         &same[..1],
         1,
         SyncMode::None,
@@ -164,12 +189,12 @@ fn ranks_of_a_node_replay_its_streams_from_one_offset() {
         &|_| {},
     );
     let alone = alone.unwrap();
-    let twins = simulate(&same, 2, SyncMode::None, &pair, &|_| {}).unwrap();
+    let twins = sim(&same, 2, SyncMode::None, &pair, &|_| {}).unwrap();
     assert_eq!(alone.averages.sum_max_qt_ns, twins.averages.sum_max_qt_ns);
     assert_eq!(twins.averages.sum_lost_rel, 0.0);
     assert!(alone.averages.avg_max_qt_ns() > 1_000.0);
     let mixed = plans(&trace(&quiet));
-    let mixed = simulate(&mixed, 2, SyncMode::None, &pair, &|_| {}).unwrap();
+    let mixed = sim(&mixed, 2, SyncMode::None, &pair, &|_| {}).unwrap();
     assert!(
         mixed.averages.sum_lost_rel > 0.0,
         "rank 1 is faster than rank 0"
@@ -181,9 +206,9 @@ fn ranks_of_a_node_replay_its_streams_from_one_offset() {
     // Three ranks on two streams: rank 2 replays stream 0 again, a copy on a timeline of
     // its own (jitter_emulator::placement): under none it is no twin of rank 0; under once
     // every rank is at one point and the three are twins.
-    let copies = simulate(&same, 3, SyncMode::None, &three, &|_| {}).unwrap();
+    let copies = sim(&same, 3, SyncMode::None, &three, &|_| {}).unwrap();
     assert!(copies.averages.sum_lost_rel > 0.0, "{copies:?}");
-    let once = simulate(&same, 3, SyncMode::Once, &three, &|_| {}).unwrap();
+    let once = sim(&same, 3, SyncMode::Once, &three, &|_| {}).unwrap();
     assert_eq!(once.averages.sum_lost_rel, 0.0);
 }
 
@@ -222,9 +247,7 @@ fn the_indexed_engine_gives_the_walk_s_outcome_in_every_sync_mode() {
         for mode in ["none", "once", "phase", "every:3"] {
             let mode: SyncMode = mode.parse().unwrap();
             let c = cfg(7_000, 400, 500.0);
-            let run = |e| {
-                simulate_engine(&Solo, std::slice::from_ref(&p), 37, mode, &c, e, &|_| {}).unwrap()
-            };
+            let run = |e| sim_engine(std::slice::from_ref(&p), 37, mode, &c, e, &|_| {}).unwrap();
             let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
             assert_eq!(w, i, "{mode} S={scale} f={fraction}");
             assert!(w.emulator.injected > 0);
@@ -256,10 +279,8 @@ fn synced_ranks_of_one_plan_in_a_symmetric_collective_are_one_state_with_the_sam
                 comm: algorithmic(alg, LoopShape::BarrierComputeBarrier, 150.0, 400.0),
                 ..cfg(7_000, 200, 500.0)
             };
-            let run = |e| {
-                simulate_engine(&Solo, std::slice::from_ref(&p), ranks, mode, &c, e, &|_| {})
-                    .unwrap()
-            };
+            let run =
+                |e| sim_engine(std::slice::from_ref(&p), ranks, mode, &c, e, &|_| {}).unwrap();
             let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
             assert_eq!(w, i, "{alg:?} {ranks} {mode} S={scale}");
             assert!(w.emulator.injected > 0);
@@ -290,9 +311,8 @@ fn one_node_trace_listed_twice_gives_the_single_trace_outcome() {
                 ..cfg(7_000, 200, 500.0)
             };
             for e in [Engine::Walk, Engine::Indexed] {
-                let one =
-                    simulate_engine(&Solo, std::slice::from_ref(&p), 37, mode, &c, e, &|_| {});
-                let two = simulate_engine(&Solo, &twice, 37, mode, &c, e, &|_| {});
+                let one = sim_engine(std::slice::from_ref(&p), 37, mode, &c, e, &|_| {});
+                let two = sim_engine(&twice, 37, mode, &c, e, &|_| {});
                 assert_eq!(one.unwrap(), two.unwrap(), "{comm:?} {mode} {e:?}");
             }
         }
@@ -303,7 +323,7 @@ fn one_node_trace_listed_twice_gives_the_single_trace_outcome() {
         ..cfg(1_000, 3, 0.0)
     };
     let odd = [Arc::clone(&p), Arc::clone(&p), Arc::clone(&p)];
-    let e = simulate(&odd, 4, SyncMode::None, &three, &|_| {}).unwrap_err();
+    let e = sim(&odd, 4, SyncMode::None, &three, &|_| {}).unwrap_err();
     assert!(e.to_string().contains("whole node traces"), "{e}");
 }
 
@@ -349,7 +369,7 @@ fn both_engines_map_ranks_to_node_traces_alike() {
                 ranks_per_node: 2,
                 ..cfg(7_000, 60, 500.0)
             };
-            let run = |e| simulate_engine(&Solo, &plans, 1001, mode, &c, e, &|_| {}).unwrap();
+            let run = |e| sim_engine(&plans, 1001, mode, &c, e, &|_| {}).unwrap();
             let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
             assert_eq!(w, i, "{comm:?} {mode}");
             assert!(w.emulator.injected > 0);
@@ -384,7 +404,7 @@ fn two_node_traces_of_different_duty_give_a_slowdown_between_theirs() {
                     seed,
                     ..cfg(1_000, 2_000, 0.0)
                 };
-                let out = simulate(plans, 16, SyncMode::None, &c, &|_| {}).unwrap();
+                let out = sim(plans, 16, SyncMode::None, &c, &|_| {}).unwrap();
                 out.averages.avg_max_qt_ns() - 1_000.0
             })
             .collect();
@@ -435,7 +455,7 @@ fn algorithmic_baselines_are_the_rounds_of_the_noise_free_algorithm() {
             comm: algorithmic(alg, shape, 3.0, 4.0),
             ..cfg(1_000, 5, 0.0)
         };
-        let out = simulate(std::slice::from_ref(&p), 128, SyncMode::None, &c, &|_| {});
+        let out = sim(std::slice::from_ref(&p), 128, SyncMode::None, &c, &|_| {});
         let out = out.unwrap();
         assert_eq!(
             out.baseline_qtbt_ns,
@@ -455,7 +475,7 @@ fn algorithmic_baselines_are_the_rounds_of_the_noise_free_algorithm() {
     };
     // Recursive doubling over 64 (6 rounds) plus the fold and the unfold of 36 ranks; the
     // critical path is not a whole number of rounds: only its bounds are closed.
-    let out = simulate(std::slice::from_ref(&p), 100, SyncMode::None, &c, &|_| {}).unwrap();
+    let out = sim(std::slice::from_ref(&p), 100, SyncMode::None, &c, &|_| {}).unwrap();
     assert!(out.baseline_qtbt_ns > 1_060.0 && out.baseline_qtbt_ns <= 1_080.0);
 }
 
@@ -500,7 +520,7 @@ fn a_detour_in_a_round_delays_every_rank_offloading_holds_one() {
             comm,
             ..cfg(1_000, 1, 10.0)
         };
-        simulate(&plans, 16, SyncMode::None, &c, &|_| {}).unwrap()
+        sim(&plans, 16, SyncMode::None, &c, &|_| {}).unwrap()
     };
     let offloaded = run(CommModel::OFFLOADED);
     let dissemination = run(algorithmic(
@@ -539,10 +559,8 @@ fn the_indexed_engine_gives_the_walk_s_outcome_with_algorithmic_collectives() {
                     comm: algorithmic(alg, shape, 150.0, 400.0),
                     ..cfg(7_000, 300, 500.0)
                 };
-                let run = |e| {
-                    simulate_engine(&Solo, std::slice::from_ref(&p), 37, mode, &c, e, &|_| {})
-                        .unwrap()
-                };
+                let run =
+                    |e| sim_engine(std::slice::from_ref(&p), 37, mode, &c, e, &|_| {}).unwrap();
                 let (w, i) = (run(Engine::Walk), run(Engine::Indexed));
                 assert_eq!(w, i, "{alg:?} {shape:?} {mode} S={scale} f={fraction}");
                 assert!(w.emulator.injected > 0);
@@ -561,7 +579,7 @@ fn the_fraction_rule_stops_the_run() {
         .map(|&(start_ns, run_ns)| Detour { start_ns, run_ns })
         .collect();
     let p = Plan::new(&Stream::from_detours(0, 0, 1_000_000, &dd).unwrap(), o).unwrap();
-    let out = simulate(&[p], 4, SyncMode::None, &cfg(1_000, 10_000, 0.0), &|_| {}).unwrap();
+    let out = sim(&[p], 4, SyncMode::None, &cfg(1_000, 10_000, 0.0), &|_| {}).unwrap();
     assert!(out.stopped_by_fraction);
     // Half of a 1 ms stream holds about 500 µs / (1 µs + noise) phases, and never more.
     assert!(

@@ -56,7 +56,7 @@ pub fn drivers(
     let cfg: &DesConfig = &spec.des;
     let run = |plans: &[std::sync::Arc<jitter_emulator::Plan>]| {
         let ix = des::indexes(plans, cfg, spec.engine);
-        des::simulate_with(&Solo, plans, ix.as_deref(), ranks, mode, cfg, &|_| {})
+        des::simulate(&Solo, plans, ix.as_deref(), ranks, mode, cfg, &|_| {})
     };
     let all = run(&input.plans)?;
     let sd = |o: &des::DesOutcome| slowdown_pct(o.averages.avg_max_qtbt_ns(), o.baseline_qtbt_ns);

@@ -1,35 +1,26 @@
-//! The points of a prediction run: every trace, rank count and sync mode through the model(s)
-//! of the spec (`predict`, `predict_on` with the ranks split over processes), each simulated
-//! point over its offset draws (`Point`), pooled into the reports of a `Prediction`.
+//! A prediction: every trace, rank count and sync mode of the spec through its model(s) — the
+//! simulation (`des`, each point over its offset draws, pooled: `Point`) and the analytic tier
+//! (`order_stats`) — into the reports of a [`Prediction`] (`prediction_report`). One entry point,
+//! [`predict`]; the ranks split over the processes of its `comm`.
 
 use anyhow::Context as _;
 use indicatif::ProgressBar;
 use jitter_emulator::SyncMode;
 
+use super::comm::Collective;
 use super::des::{self, DesConfig, DesOutcome};
 use super::input::TraceInput;
+use super::order_stats::{order_stats_row_mix, Analytic};
 use super::placement::Placement;
-use super::rows::{
-    config, des_row, order_stats_row_mix, platform_calibration, Analytic, Prediction,
-};
-use super::spec::PredictSpec;
-use super::window;
-use crate::spec::Model;
+use super::prediction_report::{config, des_row, platform_calibration, Prediction};
+use super::spec::{Model, PredictSpec};
 use jitter_report::report::{DrawSpread, Report, ReportKind};
 
-/// Runs the model(s) of `spec` over every trace, rank count and mode; `progress` advances by
-/// the rank count after every simulated phase (its length: [`rank_phases`]).
+/// Runs the model(s) of `spec` over every trace, rank count and mode, the simulated ranks split
+/// over the processes of `comm` ([`crate::comm::Solo`]: this one); `progress` advances by the
+/// rank count after every simulated phase (its length: [`crate::spec::rank_phases`]).
 pub fn predict(
-    traces: &[TraceInput],
-    spec: &PredictSpec,
-    progress: &ProgressBar,
-) -> anyhow::Result<Prediction> {
-    predict_on(&crate::comm::Solo, traces, spec, progress)
-}
-
-/// As [`predict`], with the simulated ranks split over the processes of `comm`.
-pub fn predict_on(
-    comm: &dyn crate::comm::Collective,
+    comm: &dyn Collective,
     traces: &[TraceInput],
     spec: &PredictSpec,
     progress: &ProgressBar,
@@ -63,9 +54,9 @@ pub fn predict_on(
     })
 }
 
-/// One simulated point (a trace, a rank count and a mode) of [`predict_on`].
+/// One simulated point (a trace, a rank count and a mode) of [`predict`].
 struct Point<'a> {
-    comm: &'a dyn crate::comm::Collective,
+    comm: &'a dyn Collective,
     input: &'a TraceInput,
     ix: Option<&'a [crate::plan_index::PlanIndex]>,
     bg_ix: Option<Option<&'a [crate::plan_index::PlanIndex]>>,
@@ -80,8 +71,7 @@ impl Point<'_> {
     fn simulate(&self, cfg: &DesConfig) -> anyhow::Result<DesOutcome> {
         let (comm, t, n, mode) = (self.comm, self.input, self.ranks, self.mode);
         let progress = self.progress;
-        let mut out =
-            des::simulate_with(comm, &t.plans, self.ix, n, mode, cfg, &|_| progress.inc(n))?;
+        let mut out = des::simulate(comm, &t.plans, self.ix, n, mode, cfg, &|_| progress.inc(n))?;
         if let (Some(b), Some(bix)) = (&t.background, &self.bg_ix) {
             // The baseline: the platform's noise alone, the same ranks and offsets,
             // over the same stretch of the timeline: its phases are shorter, and the
@@ -93,7 +83,7 @@ impl Point<'_> {
                     phases,
                     ..cfg.clone()
                 };
-                des::simulate_with(comm, &b.plans, *bix, n, mode, &cfg, &|_| {})
+                des::simulate(comm, &b.plans, *bix, n, mode, &cfg, &|_| {})
             };
             let mut b0 = base(cfg.phases)?;
             let span = out.mean_period_ns * out.averages.phases as f64;
@@ -152,7 +142,7 @@ fn order_stats_rows(
 /// The simulation's rows of trace `t` into `r`: its indexes compiled once for every rank count
 /// and mode, then each point over its draws.
 fn des_rows(
-    comm: &dyn crate::comm::Collective,
+    comm: &dyn Collective,
     r: &mut Report,
     t: &TraceInput,
     spec: &PredictSpec,
@@ -211,7 +201,7 @@ impl Point<'_> {
             let widen = |r: &mut [f64; 2], x: f64| *r = [r[0].min(x), r[1].max(x)];
             widen(&mut spread.sd_qtbt_range_pct, row.sd_qtbt_pct);
             widen(&mut spread.sd_qt_range_pct, row.sd_qt_pct);
-            window::pool(&mut pooled, out);
+            des::pool(&mut pooled, out);
         }
         let out = pooled.context("no draw")?;
         let draws = spec.draws.max(1);
