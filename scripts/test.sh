@@ -34,11 +34,13 @@ done
 # Both steps resolve features as the workspace build above does (jitter-trace with its default
 # features, which `-p` of its dependents alone would not select): otherwise cargo rebuilds
 # jitter-trace and the four crates above it a second time (minutes of CI).
-jb_say "tests: jitter-trace, jitter-profile"
-jb_step "tests: jitter-trace, jitter-profile" 900 \
-    cargo test --quiet --no-fail-fast -p jitter-trace -p jitter-profile
-jb_say "tests: jitter-collect, jitter-emulator (and its preload library), replay-bench, end-to-end (one at a time)"
+jb_say "tests: jitter-trace, jitter-profile, jitter-report, jitter-predict"
+jb_step "tests: jitter-trace, jitter-profile, jitter-report, jitter-predict" 900 \
+    cargo test --quiet --no-fail-fast -p jitter-trace -p jitter-profile -p jitter-report \
+    -p jitter-predict
+jb_say "tests: jitter-collect, jitter-emulator (its tools, its preload library), replay-bench, end-to-end (one at a time)"
 # Five crates one test at a time (the preload library's MPI test times a program under mpirun).
 jb_step "tests: jitter-collect, jitter-emulator, replay-bench, end-to-end" 1800 \
     cargo test --quiet --no-fail-fast --features jitter-trace/default \
-    -p jitter-collect -p jitter-emulator -p jitter-preload -p replay-bench -p jitterbench-tests -- --test-threads=1
+    -p jitter-collect -p jitter-emulator -p jitter-emulator-cli -p jitter-preload -p replay-bench \
+    -p jitterbench-tests -- --test-threads=1

@@ -7,14 +7,15 @@
 //! (`SyncMode`, `SyncSchedule`); the in-process injector (`Emulator`, `Handle`,
 //! `EmulatorError`) and the separate-process one (`process`); calibrations of O, L and M
 //! (`Calibration`, kept by `cache`, judged by `fidelity`); the one placement rule
-//! (`placement::slot`); the C ABI (`capi`); and the command lines of every replaying tool
-//! (`cli`). Calibrations print themselves (`report`, `Display` impls only); `realtime` is
-//! SCHED_FIFO and pinning, restored on drop.
+//! (`placement::slot`); and the C ABI (`capi`). Calibrations print themselves (`report`,
+//! `Display` impls only); `realtime` is SCHED_FIFO and pinning, restored on drop. The command
+//! lines of every replaying tool and the binaries `jitter-emulate`, `jitter-inject` are
+//! `jitter-emulator-cli`'s (emulator/cli/): the preload library links this crate into users'
+//! MPI ranks, so nothing here parses a command line, draws a bar or starts a thread pool.
 
 pub mod cache;
 pub mod calibration;
 pub mod capi;
-pub mod cli;
 pub mod fidelity;
 pub mod injector;
 pub mod placement;

@@ -424,7 +424,12 @@ fn a_resync_into_a_detour_costs_the_phase_its_rest(dir: &Path) {
 fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
     // O as the tool will use it: this host's cached (or freshly measured) calibration.
     let clock = jitter_collect::clock::Clock::calibrate(Duration::from_millis(200)).unwrap();
-    let cal = jitter_emulator::Calibration::load_or_measure(&clock, false).unwrap();
+    let cal = jitter_emulator::Calibration::load_or_measure(
+        &clock,
+        false,
+        &jitter_emulator::calibration::StartLine,
+    )
+    .unwrap();
     let o = cal
         .cost(TimerKind::Abstime, &Default::default())
         .overhead_ns;

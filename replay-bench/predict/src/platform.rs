@@ -136,7 +136,11 @@ impl Platform {
     pub fn this(timer: TimerKind) -> anyhow::Result<Self> {
         let clock = jitter_collect::clock::Clock::for_tools()
             .map_err(|e| anyhow::anyhow!("cannot calibrate the cycle counter: {e}"))?;
-        let c = jitter_emulator::Calibration::load_or_measure(&clock, false)?;
+        let c = jitter_emulator::Calibration::load_or_measure(
+            &clock,
+            false,
+            &jitter_emulator::calibration::StartLine,
+        )?;
         Ok(Platform::from_calibration(&c, timer, "this".into()))
     }
 

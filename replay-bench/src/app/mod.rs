@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use jitter_collect::clock::Clock;
-use jitter_emulator::cli::SalvageArgs;
+use jitter_emulator_cli::SalvageArgs;
 
 use jitter_trace::Stats;
 

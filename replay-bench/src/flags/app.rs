@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use jitter_emulator::cli::SalvageArgs;
 use jitter_emulator::{Scale, SyncMode};
+use jitter_emulator_cli::SalvageArgs;
 use regex::Regex;
 
 use super::duration::{duration_flag, positive_duration_flag};

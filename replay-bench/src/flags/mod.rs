@@ -2,7 +2,7 @@
 //! (`Cli`, `Command`), each command's options and the flags several commands share, each
 //! defined once and flattened where it is taken. Parsing turns every value into its type (a
 //! duration in ns, `RankCounts`, `PlatformChoice`, `SyncMode`, `Design`, `Model`; S, f, the
-//! timer and O/L/M through `jitter_emulator::cli::ReplayArgs`): the library receives typed
+//! timer and O/L/M through `jitter_emulator_cli::ReplayArgs`): the library receives typed
 //! options and never a string, and a command that starts another says its options back as
 //! flags (`to_flags`).
 //!

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use jitter_emulator::cli::{ReplayArgs, SalvageArgs};
+use jitter_emulator_cli::{ReplayArgs, SalvageArgs};
 
 use super::duration::duration_flag;
 use super::shared::NodeTraceArgs;

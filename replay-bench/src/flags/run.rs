@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::Args;
 
-use jitter_emulator::cli::{CalibrationArgs, ReplayArgs, SalvageArgs};
 use jitter_emulator::{ReplaySetup, SyncMode, TimerKind};
+use jitter_emulator_cli::{CalibrationArgs, ReplayArgs, SalvageArgs};
 
 use super::duration::{duration_flag, positive_duration_flag, MAX_DURATION_NS};
 use super::shared::NodeTraceArgs;

@@ -1,4 +1,12 @@
-//! Command lines of the `jitter-emulate` and `jitter-inject` binaries (thin `main`s call these).
+//! `jitter-emulator-cli`: the command lines of every tool that replays a trace, and the
+//! emulator's own tools. The flag groups every replaying tool spells alike (`ReplayArgs`,
+//! `OverrideArgs`, `SalvageArgs`, `CalibrationArgs`: `replay-bench` flattens them too), and the
+//! command lines of `jitter-emulate` and `jitter-inject` (`emulate_main`, `inject_main`, which
+//! their thin `main`s call), with the calibration's progress bar (`progress`). Here and not in
+//! `jitter-emulator`, whose library the preload library links into users' MPI ranks: no clap,
+//! no progress bar there.
+
+pub mod progress;
 
 use std::time::Duration;
 
@@ -9,14 +17,16 @@ use jitter_collect::clock::Clock;
 
 use std::path::PathBuf;
 
-use crate::calibration::Calibration;
-use crate::fidelity::{run_drift, run_fidelity, DriftConfig, FidelityConfig};
-use crate::plan::{TimerKind, MAX_DETOUR_NS};
-use crate::process::ProcessCalibration;
-use crate::realtime::{Realtime, Watchdog};
-use crate::setup::{Fraction, Overrides, ReplaySetup, Scale, SetupOverrides};
+use jitter_emulator::calibration::Calibration;
+use jitter_emulator::fidelity::{run_drift, run_fidelity, DriftConfig, FidelityConfig};
+use jitter_emulator::plan::{TimerKind, MAX_DETOUR_NS};
+use jitter_emulator::process::ProcessCalibration;
+use jitter_emulator::realtime::{Realtime, Watchdog};
+use jitter_emulator::setup::{Fraction, Overrides, ReplaySetup, Scale, SetupOverrides};
 use jitter_trace::units::parse_positive_duration;
 use jitter_trace::Salvage;
+
+use crate::progress::CalibrationBar;
 
 /// `--salvage`, the same in every replaying tool: whether to go on with a trace that lacks
 /// detours (ring loss, damage, truncation; [`jitter_trace::integrity`]).
@@ -166,7 +176,7 @@ impl CalibrationArgs {
                 }
                 Ok(c)
             }
-            None => Calibration::load_or_measure(clock, self.recalibrate)
+            None => Calibration::load_or_measure(clock, self.recalibrate, &CalibrationBar::new())
                 .context("cannot calibrate the injector"),
         }
     }
@@ -327,8 +337,8 @@ pub fn emulate_main() -> Result<()> {
         } => {
             let clock = Clock::for_tools()?;
             // At SCHED_FIFO: a bug in a measurement loop must not hold the CPU forever.
-            let watchdog = crate::fidelity::arm_calibration_watchdog()?;
-            let mut c = Calibration::load_or_measure(&clock, refresh)?;
+            let watchdog = jitter_emulator::fidelity::arm_calibration_watchdog()?;
+            let mut c = Calibration::load_or_measure(&clock, refresh, &CalibrationBar::new())?;
             drop(watchdog);
             if let Some(v) = overhead_by_gap {
                 c.use_overhead_by_gap(v == "on");
@@ -342,8 +352,8 @@ pub fn emulate_main() -> Result<()> {
             }
             Ok(())
         }
-        Command::Fidelity(args) => run_fidelity(&args.into()),
-        Command::Drift(args) => run_drift(&args.into()),
+        Command::Fidelity(args) => run_fidelity(&args.into(), &CalibrationBar::new()),
+        Command::Drift(args) => run_drift(&args.into(), &CalibrationBar::new()),
     }
 }
 
@@ -392,7 +402,7 @@ pub fn inject_main() -> Result<()> {
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
-    use crate::plan::Plan;
+    use jitter_emulator::plan::Plan;
 
     let a: InjectCli = jitter_trace::cli::parse();
     let loaded = jitter_trace::read_trace(&a.trace)
@@ -428,7 +438,7 @@ pub fn inject_main() -> Result<()> {
     // No planned injection spins longer than MAX_DETOUR_NS; one second more without sleeping
     // is a bug, and the watchdog ends the process instead of holding the CPU.
     let _watchdog = Watchdog::arm(Duration::from_nanos(
-        crate::plan::MAX_DETOUR_NS + 1_000_000_000,
+        jitter_emulator::plan::MAX_DETOUR_NS + 1_000_000_000,
     ))
     .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")?;
     let rt = Realtime::enter(a.priority, Some(a.cpu)).map_err(|e| match e {
@@ -483,7 +493,7 @@ pub fn inject_main() -> Result<()> {
         setup.cost.overhead_ns,
         setup.cost.min_sleep_ns
     );
-    let st = crate::process::replay(plan.cursor(a.offset_ns), &clock, duration_ns, &stop);
+    let st = jitter_emulator::process::replay(plan.cursor(a.offset_ns), &clock, duration_ns, &stop);
     drop(rt);
     if let Some(kept) = integrity.kept_line() {
         println!("{name}: {kept}");

@@ -1,8 +1,8 @@
-//! `jitter-inject`: replay a trace's jitter on one CPU from a separate SCHED_FIFO process.
+//! `jitter-emulate`: calibrate the in-process injector and measure its fidelity.
 
 fn main() {
     jitter_trace::cli::init();
-    if let Err(e) = jitter_emulator::cli::inject_main() {
+    if let Err(e) = jitter_emulator_cli::emulate_main() {
         eprintln!("error: {}", jitter_trace::cli::error_line(&e));
         std::process::exit(1);
     }
