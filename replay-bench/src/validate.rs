@@ -117,7 +117,8 @@ pub fn probe_platform(a: &ValidateArgs, cpus: u64, dir: &Path) -> anyhow::Result
         cpus: Some(jitter_collect::cpuset::CpuList::from_ids(ids)),
         duration: Some(probe),
         output: output.clone(),
-        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        // The line above says how long it takes; no bar (the collector's is its binary's).
+        progress: None,
         verbose: true,
         ..jitter_collect::session::Config::default()
     };

@@ -7,12 +7,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::counter::{DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
-use crate::cpuset::CpuList;
-use crate::daemon::DaemonArgs;
-use crate::ftq::Quantum;
-use crate::session::{collect, Config, Mode, SchedPolicy, Threshold};
-use crate::table;
+use jitter_collect::counter::{DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
+use jitter_collect::cpuset::CpuList;
+use jitter_collect::daemon::DaemonArgs;
+use jitter_collect::ftq::Quantum;
+use jitter_collect::session::{collect, Config, Mode, SchedPolicy, Threshold};
+use jitter_collect::table;
 
 /// Probe policy names on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -212,14 +212,18 @@ impl Cli {
             ring_capacity: self.ring,
             mode,
             ftq_csv: self.ftq_csv.clone(),
-            progress: !self.quiet,
+            progress: if self.quiet {
+                None
+            } else {
+                crate::bar::for_collection(duration)
+            },
             verbose: !self.quiet,
             lock_memory: !self.no_mlock,
             handle_signals: true,
             attribute: self.attribute,
             trace_clock: self.trace_clock.map(|c| match c {
-                TraceClockArg::X86Tsc => crate::tracefs::TraceClock::X86Tsc,
-                TraceClockArg::Mono => crate::tracefs::TraceClock::Mono,
+                TraceClockArg::X86Tsc => jitter_collect::tracefs::TraceClock::X86Tsc,
+                TraceClockArg::Mono => jitter_collect::tracefs::TraceClock::Mono,
             }),
         })
     }
@@ -228,7 +232,7 @@ impl Cli {
 /// Runs the tool: collects, then prints the table (or JSON) on stdout.
 pub fn run(cli: Cli) -> Result<()> {
     if let Some(Command::Daemon(args)) = &cli.command {
-        let d = crate::daemon::run(args)?;
+        let d = jitter_collect::daemon::run(args)?;
         println!("wakeups {}", d.wakeups);
         println!("wake-lateness-median-ns {}", d.lateness_median_ns);
         println!("wake-lateness-p95-ns {}", d.lateness_p95_ns);
@@ -331,7 +335,7 @@ fn ring_loss(rows: &[table::CpuRow]) -> jitter_trace::Integrity {
 /// `--check`: measures and prints the machine's fitness to collect and to replay.
 fn check(cli: &Cli, config: &Config) -> Result<()> {
     let mut warnings = Vec::new();
-    let clock = crate::session::choose_clock(config.khz, &mut warnings)?;
+    let clock = jitter_collect::session::choose_clock(config.khz, &mut warnings)?;
     if !cli.quiet {
         for w in &warnings {
             eprintln!("warning: {w}");
@@ -340,10 +344,13 @@ fn check(cli: &Cli, config: &Config) -> Result<()> {
     // The CPU is checked like a collection's (it exists, is online, is allowed) before the
     // measurement pins a thread to it.
     let cpu = match &config.cpus {
-        Some(c) => crate::cpuset::select(Some(c))?.ids().first().copied(),
+        Some(c) => jitter_collect::cpuset::select(Some(c))?
+            .ids()
+            .first()
+            .copied(),
         None => None,
     };
-    let report = crate::check::run(cpu, clock)?;
+    let report = jitter_collect::check::run(cpu, clock)?;
     if cli.json {
         let text = serde_json::to_string_pretty(&report).context("cannot encode JSON")?;
         println!("{text}");

@@ -1,13 +1,17 @@
-//! `jitter-collect`: record every detour on every selected CPU into a `.jtr` trace.
+//! `jitter-collect`: record every detour on every selected CPU into a `.jtr` trace. The command
+//! line (`cli`) and its progress bar (`bar`) over the library `jitter_collect`.
+
+mod bar;
+mod cli;
 
 use std::process::ExitCode;
 
-use jitter_collect::cli::Cli;
+use cli::Cli;
 
 fn main() -> ExitCode {
     jitter_trace::cli::init();
     let cli: Cli = jitter_trace::cli::parse();
-    match jitter_collect::cli::run(cli) {
+    match cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", jitter_trace::cli::error_line(&e));
