@@ -63,7 +63,7 @@ binaries() {
             [ -x "$b" ] || { echo "error: $b is missing (JB_BIN_DIR=$JB_BIN_DIR)" >&2; exit 1; }
         done
     else
-        cargo build --release -q -p jitter-trace -p replay-bench
+        cargo build --release -q -p jitter-trace-tool -p replay-bench
         jt=target/release/jitter-trace rb=target/release/replay-bench
     fi
 }

@@ -20,7 +20,7 @@ pub mod profile;
 pub(crate) mod run;
 pub(crate) mod validate;
 
-pub use jitter_trace::cli::error_line;
+pub use jitter_cli::error_line;
 
 /// A failure already reported (by rank 0, before the ranks left): exit non-zero silently.
 #[derive(Debug, thiserror::Error)]

@@ -27,7 +27,6 @@
 pub mod advice;
 pub mod attribution;
 pub mod changes;
-pub mod cli;
 pub mod compare;
 pub mod digest;
 pub mod error;
@@ -44,8 +43,7 @@ pub mod node;
 pub mod nodes;
 pub mod output;
 pub mod periodogram;
-#[cfg(feature = "plot")]
-pub mod plot;
+
 pub mod rewritten;
 pub mod sanity;
 pub mod scan;

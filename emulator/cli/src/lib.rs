@@ -314,7 +314,7 @@ impl From<DriftArgs> for DriftConfig {
 
 /// Entry point of `jitter-emulate`.
 pub fn emulate_main() -> Result<()> {
-    let cli: EmulateCli = jitter_trace::cli::parse();
+    let cli: EmulateCli = jitter_cli::parse();
     let _rt = if cli.no_fifo {
         None
     } else {
@@ -404,7 +404,7 @@ pub fn inject_main() -> Result<()> {
 
     use jitter_emulator::plan::Plan;
 
-    let a: InjectCli = jitter_trace::cli::parse();
+    let a: InjectCli = jitter_cli::parse();
     let loaded = jitter_trace::read_trace(&a.trace)
         .with_context(|| format!("cannot read {}", a.trace.display()))?;
     let name = a.trace.display().to_string();

@@ -136,7 +136,7 @@ pub fn agree<T, C: Collective + ?Sized>(comm: &C, outcome: anyhow::Result<T>) ->
         return outcome;
     }
     let msg = match &outcome {
-        Err(e) => jitter_trace::cli::error_line(e),
+        Err(e) => jitter_trace::error::chain_line(e.as_ref()),
         Ok(_) => String::new(),
     };
     let all = comm.gather_records(&record(msg.as_bytes()));

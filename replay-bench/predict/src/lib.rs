@@ -21,6 +21,7 @@ pub mod background;
 pub mod budget;
 pub mod collective;
 pub mod comm;
+pub(crate) mod decode;
 pub mod des;
 pub mod indexed_replay;
 pub mod input;

@@ -13,9 +13,31 @@
 //! [`PlanIndex::prefetch_entries`] reads; `prefetch_barrier`), a hint that never changes an
 //! answer.
 
-use jitter_trace::memory::{large_vec, large_vec_filled};
+use jitter_trace::memory::{large_vec, HUGE_PAGE};
 
 use jitter_emulator::plan::{merge_group, DetourSource, Plan, PlanOptions, PlanStats, RawGroup};
+
+/// A [`large_vec`] (`jitter_trace::memory`) of `n` elements written in chunks side by side on the worker threads
+/// (`fill(first, chunk)` writes every element of `chunk`, elements `first..`), each thread
+/// taking the page faults of its own chunks.
+pub(crate) fn large_vec_filled<T: Send>(
+    n: usize,
+    fill: impl Fn(usize, &mut [std::mem::MaybeUninit<T>]) + Sync,
+) -> Vec<T> {
+    use rayon::prelude::*;
+    let mut v = large_vec(n);
+    // A few chunks per thread, each at least a huge page's worth of elements.
+    let chunk =
+        (n / (4 * rayon::current_num_threads())).max(HUGE_PAGE / std::mem::size_of::<T>().max(1));
+    v.spare_capacity_mut()[..n]
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(c, part)| fill(c * chunk, part));
+    // SAFETY: the vector has capacity for `n` elements (`large_vec(n)`), and `fill` wrote
+    // every element of each chunk of the first `n`, which cover them all.
+    unsafe { v.set_len(n) };
+    v
+}
 
 /// One injection of the compiled lap: start and end of its (merged) detours on the compiled
 /// timeline, and the Σ span of the injections before it.

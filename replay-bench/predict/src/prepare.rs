@@ -55,6 +55,7 @@ fn refuse_busy(facts: &Facts, path: &Path, force: bool) -> anyhow::Result<()> {
 
 /// Resolves a request into traces and a spec (reads every file; simulates nothing).
 pub fn prepare(args: &PredictRequest) -> anyhow::Result<(Vec<TraceInput>, PredictSpec)> {
+    super::decode::register();
     let ranks = args.ranks.clone();
     let modes = args.modes.clone();
     check_sync_modes(&modes)?;

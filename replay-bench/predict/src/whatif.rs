@@ -283,7 +283,7 @@ fn variants(
     let scope = Scope {
         mode: Mode::Frequency,
         runs: None,
-        periods: true,
+        periods: Some(jitter_trace::periodogram::periods_binned),
     };
     let report = report_of(src.sidecar.as_ref(), scope)?;
     kernel.check()?;

@@ -4,13 +4,13 @@
 //!
 //! Measured points carry their 95 % interval as a bar; a prediction with a spread over offset
 //! draws carries it as a band ([`spread`] is the one place that reads it from a row). Tick
-//! labels are plain numbers (`jitter_trace::plot::axis_number`), the y label area fits them
+//! labels are plain numbers (`jitter_plot::axis_number`), the y label area fits them
 //! and the axis title, and the legend sits right of the data.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use jitter_trace::plot::{axis_number, label_area_for, ticks};
+use jitter_plot::{axis_number, label_area_for, ticks};
 use jitter_trace::table::Table;
 use plotters::coord::combinators::LogCoord;
 use plotters::coord::ranged1d::{Ranged as _, ValueFormatter};
@@ -249,7 +249,7 @@ fn draw_series(series: &Lines, metric: Metric, title: &str, path: &Path) -> anyh
     builder
         .caption(title, ("sans-serif", 22))
         .margin(12)
-        .x_label_area_size(jitter_trace::plot::X_LABEL_AREA);
+        .x_label_area_size(jitter_plot::X_LABEL_AREA);
     let x_range = (x_min..x_max).log_scale();
     // The y label area fits the widest tick label plotters will put there.
     let y_area = |ticks: Vec<f64>| label_area_for(ticks, axis_pct);

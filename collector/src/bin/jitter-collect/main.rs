@@ -9,12 +9,12 @@ use std::process::ExitCode;
 use cli::Cli;
 
 fn main() -> ExitCode {
-    jitter_trace::cli::init();
-    let cli: Cli = jitter_trace::cli::parse();
+    jitter_cli::init();
+    let cli: Cli = jitter_cli::parse();
     match cli::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", jitter_trace::cli::error_line(&e));
+            eprintln!("error: {}", jitter_cli::error_line(&e));
             ExitCode::FAILURE
         }
     }

@@ -4,7 +4,7 @@ use super::*;
 use crate::plan_index::*;
 use jitter_emulator::plan::*;
 
-use jitter_trace::memory::{large_vec_filled, HUGE_PAGE};
+use jitter_trace::memory::HUGE_PAGE;
 use jitter_trace::{Detour, Stream};
 use proptest::prelude::*;
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::Args;
 
+use jitter_plot::{plot, series_names, PlotKind, Series};
 use jitter_trace::compare::compare_sources;
-use jitter_trace::plot::{plot, series_names, PlotKind, Series};
 
 use crate::commands::input::{source, Input};
 use crate::commands::output::{check_svg, print_json};

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::commands::input::{source, Input, Source};
 use crate::commands::output::{check_svg, print_json};
-use jitter_trace::plot::{plot, series_names, PlotKind, Series};
+use jitter_plot::{plot, series_names, PlotKind, Series};
 
 /// `jitter-trace plot`.
 #[derive(Debug, Args)]

@@ -7,8 +7,8 @@ use plotters::prelude::*;
 use plotters::coord::combinators::LogCoord;
 
 use super::look::{axis_number, chart_on, svg_file, ticks, y_label_area, SIZE};
-use crate::error::TraceError;
-use crate::nodes::NodeRow;
+use jitter_trace::error::TraceError;
+use jitter_trace::nodes::NodeRow;
 
 /// One box per node (run-times in µs on a log axis), in the order of `rows`.
 pub fn nodes_svg(rows: &[NodeRow], title: &str, path: &Path) -> Result<(), TraceError> {
@@ -105,11 +105,11 @@ pub fn nodes_svg(rows: &[NodeRow], title: &str, path: &Path) -> Result<(), Trace
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::{synthesize, Spec};
+    use jitter_trace::synth::{synthesize, Spec};
 
     #[test]
     fn nodes_draw_one_box_each_and_outliers_in_red() {
-        use crate::nodes::{rank, NodeSummary, OUTLIER_Z};
+        use jitter_trace::nodes::{rank, NodeSummary, OUTLIER_Z};
         let s: Spec = "poisson:rate=2000/s,dur=exp:3us".parse().unwrap();
         let mut nodes: Vec<NodeSummary> = (0..4)
             .map(|i| {

@@ -1,7 +1,7 @@
 //! SVG plots of traces: log-density and CDF of run-times, and detour time series, each able to
 //! overlay several traces (e.g. a collected trace and its emulation).
 //!
-//! - **density**: the Parzen estimate of [`crate::compare::density`] on one shared log-spaced grid,
+//! - **density**: the Parzen estimate of [`jitter_trace::compare::density`] on one shared log-spaced grid,
 //!   as the probability of each grid cell on a log axis against run-time (µs, log axis), like
 //!   Fig. 1 of paper 001. Cells below 10⁻⁷ of the peak are not drawn.
 //! - **cdf**: the empirical distribution function of run-times (µs, log axis), drawn through at
@@ -9,7 +9,7 @@
 //!   the run-time histogram beyond (each within 0.1 % of the exact one: at most a pixel).
 //!
 //! Every chart but the density reads its traces stream by stream in constant memory
-//! ([`crate::stream_order`]); the density needs every run-time (8 bytes each) for its bandwidth.
+//! ([`jitter_trace::stream_order`]); the density needs every run-time (8 bytes each) for its bandwidth.
 //! - **timeseries**: run-time (µs, log axis) against the detour start (s from the trace start).
 //!   Traces with more than [`MAX_POINTS`] detours are drawn as the longest detour of each of
 //!   [`MAX_POINTS`] equal time bins, so the spikes stay visible.
@@ -42,8 +42,8 @@ mod timeseries;
 
 use std::path::Path;
 
-use crate::error::TraceError;
-use crate::model::Header;
+use jitter_trace::error::TraceError;
+use jitter_trace::model::Header;
 
 pub use cdf::Cdf;
 pub use density::Density;
@@ -143,7 +143,7 @@ pub fn plot(kind: PlotKind, series: &[Series], title: &str, path: &Path) -> Resu
 mod tests {
     use super::look::{SIZE, TICKS};
     use super::*;
-    use crate::synth::{synthesize, Spec};
+    use jitter_trace::synth::{synthesize, Spec};
     use plotters::coord::combinators::LogCoord;
     use plotters::prelude::*;
 

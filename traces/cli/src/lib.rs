@@ -1,5 +1,8 @@
-//! What every jitterbench binary does first: Unix manners on standard output, and no panic
-//! message or backtrace for a user.
+//! `jitter-cli`: what every jitterbench binary does first and how it reads its command line:
+//! Unix manners on standard output, no panic message or backtrace for a user (`init`), help on
+//! standard output and a bad argument as one `error:` line (`parse`, `report_parse_error`), an
+//! error and its causes on one line (`error_line`). Its own crate so that the libraries, which a
+//! binary's errors pass through, link no clap.
 
 use std::panic::PanicHookInfo;
 
@@ -36,9 +39,9 @@ fn panic_message(info: &PanicHookInfo<'_>) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
-/// An error and its causes on one line, `: `-joined ([`crate::error::chain_line`]).
+/// An error and its causes on one line, `: `-joined (`jitter_trace::error::chain_line`).
 pub fn error_line(e: &anyhow::Error) -> String {
-    crate::error::chain_line(e.as_ref())
+    jitter_trace::error::chain_line(e.as_ref())
 }
 
 /// Parses a binary's command line: help and version go to standard output (exit 0), a bad
@@ -124,7 +127,7 @@ mod tests {
         assert_eq!(error_line(&e), "config: cannot parse: bad value");
         let os = std::io::Error::from_raw_os_error(libc::ENOSPC);
         let os_text = os.to_string();
-        let e = anyhow::Error::new(crate::TraceError::io("cannot write x.jtr", os))
+        let e = anyhow::Error::new(jitter_trace::TraceError::io("cannot write x.jtr", os))
             .context("collection stopped");
         assert_eq!(
             error_line(&e),

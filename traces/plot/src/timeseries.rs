@@ -9,8 +9,8 @@ use super::look::{
     chart_on, mesh, run_range_us, svg_with_legend, widen, y_label_area, Chart, Mark, RunSpan,
     Series, MAX_POINTS,
 };
-use crate::error::TraceError;
-use crate::stream_order::StreamSource;
+use jitter_trace::error::TraceError;
+use jitter_trace::stream_order::StreamSource;
 
 /// The time-series chart (`--kind timeseries`).
 #[derive(Debug, Clone, Copy)]
@@ -137,7 +137,7 @@ fn timeseries_svg(series: &[Series], title: &str, path: &Path) -> Result<(), Tra
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth::{synthesize, Spec};
+    use jitter_trace::synth::{synthesize, Spec};
 
     #[test]
     fn timeseries_keeps_the_longest_detour_of_each_bin() {

@@ -2,7 +2,7 @@
 //! sources by total time and, when there are more, the rest pooled as `other`, each a sequence
 //! of (detour run-time, the source's time in it) samples in the order the charts add them up.
 //! Held in memory ([`InMemory`], from [`SourceSamples`]), or read from a sidecar in two passes
-//! into a [`crate::scratch`] file laid out in that order ([`SpilledSeries`]: 16 bytes per
+//! into a [`jitter_trace::scratch`] file laid out in that order ([`SpilledSeries`]: 16 bytes per
 //! sample on disk; in memory a small buffer per source), so that every sum a chart makes is
 //! the same `f64` operations in the same order and the SVG is byte for byte the one drawn from
 //! memory, in memory that does not grow with the sidecar's length.
@@ -10,11 +10,11 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 
-use crate::attribution::{Mode, SourceSamples};
-use crate::error::TraceError;
-use crate::scratch::Scratch;
-use crate::sidecar::AttributedDetour;
-use crate::sidecar_reader::DetourSource;
+use jitter_trace::attribution::{Mode, SourceSamples};
+use jitter_trace::error::TraceError;
+use jitter_trace::scratch::Scratch;
+use jitter_trace::sidecar::AttributedDetour;
+use jitter_trace::sidecar_reader::DetourSource;
 
 /// Most sources drawn in the attribution charts; the rest are pooled as `other`.
 pub const MAX_SOURCES: usize = 8;
@@ -97,7 +97,7 @@ struct Slot {
 
 impl SpilledSeries {
     /// The series of the detours of `src` with run-times in `runs` (`None`: all), each
-    /// source's time in them as `mode` has it: the samples [`crate::attribution::samples_of`]
+    /// source's time in them as `mode` has it: the samples [`jitter_trace::attribution::samples_of`]
     /// holds, in two passes (totals, then the samples into their places).
     pub fn read(
         src: &dyn DetourSource,

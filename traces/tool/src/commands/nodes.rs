@@ -88,7 +88,7 @@ impl NodesArgs {
         }
         let table = jitter_trace::nodes::rank_with(nodes, criteria);
         if let Some(p) = &svg {
-            jitter_trace::plot::nodes_svg(&table.rows, "Detour run-times per node", p)?;
+            jitter_plot::nodes_svg(&table.rows, "Detour run-times per node", p)?;
         }
         if json {
             return print_json(&serde_json::to_value(&table)?);

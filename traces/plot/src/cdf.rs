@@ -8,9 +8,9 @@ use super::look::{
     chart_on, mesh, run_range_us, svg_with_legend, widen, y_label_area, Chart, Mark, RunSpan,
     Series, MAX_POINTS,
 };
-use crate::error::TraceError;
-use crate::stream_order::StreamSource;
-use crate::summary::DetourHistogram;
+use jitter_trace::error::TraceError;
+use jitter_trace::stream_order::StreamSource;
+use jitter_trace::summary::DetourHistogram;
 
 /// The CDF chart (`--kind cdf`).
 #[derive(Debug, Clone, Copy)]

@@ -13,17 +13,19 @@ use super::look::{chart_on, mesh, svg_with_legend, y_label_area, Mark};
 #[cfg(test)]
 use super::source_series::MAX_SOURCES;
 use super::source_series::{InMemory, SourceSeries};
-use crate::attribution::SourceSamples;
-use crate::compare::density::{bandwidth_of, binned, smoothed, LogSummary, Spread, MIN_BANDWIDTH};
-use crate::compare::{Grid, GRID_POINTS};
-use crate::error::TraceError;
-use crate::selection::Selection;
+use jitter_trace::attribution::SourceSamples;
+use jitter_trace::compare::density::{
+    bandwidth_of, binned, smoothed, LogSummary, Spread, MIN_BANDWIDTH,
+};
+use jitter_trace::compare::{Grid, GRID_POINTS};
+use jitter_trace::error::TraceError;
+use jitter_trace::selection::Selection;
 
 /// Run-time buckets per decade in the stacked bar chart.
 const BUCKETS_PER_DECADE: f64 = 5.0;
 
 /// Stacked bars of noise time per detour run-time bucket (log-spaced, µs), one colour per
-/// source: who fills each bucket. `sources` as from [`crate::attribution::samples`].
+/// source: who fills each bucket. `sources` as from [`jitter_trace::attribution::samples`].
 pub fn source_bars_svg(
     sources: &[SourceSamples],
     title: &str,
@@ -258,7 +260,7 @@ fn log_densities(top: &dyn SourceSeries) -> Result<(Curves, Grid), TraceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plot::look::SIZE;
+    use crate::look::SIZE;
 
     fn sources(n: usize) -> Vec<SourceSamples> {
         // Source i: 100 detours of (i + 1) · 3 µs run-time, the source holding 2/3 of each.
@@ -350,23 +352,23 @@ mod tests {
 
     /// An attribution of one CPU whose detours are the samples of `sources`, one after another,
     /// each detour's part that source's time (the rest unattributed).
-    fn attributed_with(sources: &[SourceSamples]) -> crate::sidecar::Attribution {
+    fn attributed_with(sources: &[SourceSamples]) -> jitter_trace::sidecar::Attribution {
         let mut start = 0u64;
         let mut detours = Vec::new();
         for s in sources {
             for &(run, ns) in &s.samples {
                 start += run + 1_000;
-                let part = crate::sidecar::Part {
+                let part = jitter_trace::sidecar::Part {
                     source: s.source.clone(),
                     start_ns: start,
                     ns: ns.min(run),
                 };
-                detours.push(crate::filter::attributed(start, run, vec![part]));
+                detours.push(jitter_trace::filter::attributed(start, run, vec![part]));
             }
         }
-        crate::sidecar::Attribution {
+        jitter_trace::sidecar::Attribution {
             version: 1,
-            cpus: vec![crate::sidecar::CpuAttribution {
+            cpus: vec![jitter_trace::sidecar::CpuAttribution {
                 detours,
                 end_ns: start + 1_000,
                 ..Default::default()
@@ -380,9 +382,9 @@ mod tests {
     /// and the density's curves are, to the bit, those the in-memory `density_curves` gives.
     #[test]
     fn the_charts_of_a_spilled_sidecar_are_the_charts_of_its_samples_in_memory() {
-        use crate::attribution::Mode;
-        use crate::plot::density::density_curves;
-        use crate::plot::source_series::SpilledSeries;
+        use crate::density::density_curves;
+        use crate::source_series::SpilledSeries;
+        use jitter_trace::attribution::Mode;
         let dir = tempfile::tempdir().unwrap();
         for n in [3, 12] {
             let a = attributed_with(&varied(n));
@@ -390,7 +392,7 @@ mod tests {
                 (Mode::Frequency, None),
                 (Mode::Time, Some((1_000, 300_000))),
             ] {
-                let samples = crate::attribution::samples_of(&a, mode, runs).unwrap();
+                let samples = jitter_trace::attribution::samples_of(&a, mode, runs).unwrap();
                 let spilled = SpilledSeries::read(&a, mode, runs).unwrap();
                 let mem = InMemory::top(&samples);
                 assert_eq!(spilled.labels(), mem.labels());

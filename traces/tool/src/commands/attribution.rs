@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
+use jitter_plot::{source_bars_of, source_density_of, SpilledSeries};
 use jitter_trace::attribution::{csv as attribution_csv, render, report_of, Mode, Scope};
 use jitter_trace::changes::{diff, render_diff};
 use jitter_trace::output::{check_output, write_output_bytes};
-use jitter_trace::plot::{source_bars_of, source_density_of, SpilledSeries};
 use jitter_trace::units::parse_duration_ns;
 
 use crate::commands::input::attribution_file;
@@ -82,7 +82,7 @@ impl AttributionArgs {
         let scope = Scope {
             mode,
             runs,
-            periods: true,
+            periods: Some(jitter_trace::periodogram::periods_binned),
         };
         let mut report = report_of(&a, scope)?;
         if bucket.is_some() {
@@ -122,7 +122,7 @@ impl DiffArgs {
         let scope = Scope {
             mode,
             runs: None,
-            periods: true,
+            periods: Some(jitter_trace::periodogram::periods_binned),
         };
         let d = diff(
             &report_of(&attribution_file(&base)?, scope)?,

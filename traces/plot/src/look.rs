@@ -8,9 +8,9 @@ use std::path::Path;
 use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 
-use crate::error::TraceError;
-use crate::output::write_output_bytes;
-use crate::stream_order::StreamSource;
+use jitter_trace::error::TraceError;
+use jitter_trace::output::write_output_bytes;
+use jitter_trace::stream_order::StreamSource;
 
 /// Most points drawn per trace in CDF and time-series plots.
 pub const MAX_POINTS: usize = 4000;

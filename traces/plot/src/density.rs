@@ -6,11 +6,11 @@ use plotters::coord::combinators::LogCoord;
 use plotters::prelude::*;
 
 use super::look::{chart_on, mesh, svg_with_legend, y_label_area, Chart, Mark, Series};
-use crate::compare::Grid;
+use jitter_trace::compare::Grid;
 #[cfg(test)]
-use crate::compare::{density, GRID_POINTS};
-use crate::error::TraceError;
-use crate::stream_order::StreamSource;
+use jitter_trace::compare::{density, GRID_POINTS};
+use jitter_trace::error::TraceError;
+use jitter_trace::stream_order::StreamSource;
 
 /// The density chart (`--kind density`).
 #[derive(Debug, Clone, Copy)]
@@ -26,7 +26,7 @@ impl Chart for Density {
 fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
     // Read stream by stream (`compare::densities`): the numbers of the traces read whole.
     let sources: Vec<&dyn StreamSource> = series.iter().map(|s| s.source).collect();
-    let (densities, grid) = crate::compare::densities(&sources)?;
+    let (densities, grid) = jitter_trace::compare::densities(&sources)?;
     let step = grid.step();
     let curves: Vec<Vec<(f64, f64)>> = (densities.iter())
         .map(|d| {
