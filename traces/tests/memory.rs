@@ -1,9 +1,12 @@
 //! Each `jitter-trace` command that reads a trace stream by stream (or a sidecar detour by
 //! detour) holds the same memory for a
-//! trace of 10⁶ detours as for one four times as long: its peak resident set (the child's
+//! trace of 5·10⁵ detours as for one four times as long: its peak resident set (the child's
 //! `ru_maxrss`, from `wait4`) grows by less than [`MARGIN_KB`] between the two. So do the
 //! imports of text inputs (a CSV whose rows come last first, sorted on disk; LogGOPSim files),
-//! from 5·10⁵ to 2·10⁶ rows: above the import's buffer of 2¹⁸ rows, and half the parsing time.
+//! from 3·10⁵ to 1.2·10⁶ rows: above the import's buffer of 2¹⁸ rows.
+//! The sizes still bite: a command that held the detours it read (16 bytes each at least) would
+//! grow by 24 MB from the short trace to the long one, and an import that held its rows by
+//! 14 MB, against the margin of 8 MB (halved from 10⁶ → 4·10⁶ and 5·10⁵ → 2·10⁶ for CI time).
 //! A command that holds what it makes (`synth`: 24 bytes a detour and more) is the control: it
 //! must grow by more than twice the margin, or the measurement could not tell the two apart.
 //! The inputs are written once for all cases. Run single-threaded (`--test-threads=1`): the
@@ -27,8 +30,8 @@ mod common {
 
 use common::peak_rss::peak_rss_kb;
 
-/// Most the peak RSS of a streaming command may grow from 10⁶ to 4·10⁶ detours, KB. Measured
-/// on the 2-vCPU VM (debug build, 2026-11-27): at most 2.6 MB (`slice` to `.jtr`, whose writer
+/// Most the peak RSS of a streaming command may grow from the short input to the long one, KB.
+/// Measured on the 2-vCPU VM (debug build, 2026-11-27, 10⁶ → 4·10⁶ detours): at most 2.6 MB (`slice` to `.jtr`, whose writer
 /// gathers up to 2¹⁸ detours, 4 MiB, into a chunk: bounded, but fuller on a longer stream);
 /// every other command within ±0.4 MB; the control (`scale`, then) grew by 170 MB; since
 /// s5, the control (`convert` to LogGOPSim) 37 → 119 MB, `scale` and `merge` +0.4 MB; since
@@ -95,14 +98,14 @@ fn peak_kb(dir: &Path, inputs: &[PathBuf], args: &[&str]) -> i64 {
     peak_rss_kb(cmd)
 }
 
-/// The short (10⁶ detours) and the long (4·10⁶) trace, written once for every case of this
+/// The short (5·10⁵ detours) and the long (2·10⁶) trace, written once for every case of this
 /// file (the cases run one after the other in one process: `--test-threads=1`).
 fn traces() -> &'static (tempfile::TempDir, PathBuf, PathBuf) {
     static TRACES: OnceLock<(tempfile::TempDir, PathBuf, PathBuf)> = OnceLock::new();
     TRACES.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let short = trace(dir.path(), 1_000_000);
-        let long = trace(dir.path(), 4_000_000);
+        let short = trace(dir.path(), 500_000);
+        let long = trace(dir.path(), 2_000_000);
         (dir, short, long)
     })
 }
@@ -162,7 +165,7 @@ fn reversed_csv(dir: &Path, n: usize) -> PathBuf {
 }
 
 /// Rows of the short and the long text input.
-const TEXT_ROWS: [usize; 2] = [500_000, 2_000_000];
+const TEXT_ROWS: [usize; 2] = [300_000, 1_200_000];
 
 /// The short and the long text input as reversed CSV ([`reversed_csv`]) and as LogGOPSim files
 /// (one per stream, from a `.jtr` of as many detours), written once; and that long `.jtr`.
@@ -193,15 +196,15 @@ fn text_traces() -> &'static ([Vec<PathBuf>; 4], PathBuf) {
 
 #[test]
 fn the_control_grows_with_the_length() {
-    // `synth` holds the trace it makes: 10^6, then 4·10^6 detours over four streams.
+    // `synth` holds the trace it makes: 5·10^5, then 2·10^6 detours over four streams.
     let out = tempfile::tempdir().unwrap();
     let synth = |seconds: &str| {
         let args = ["synth", "periodic:period=5us,dur=300ns", "--streams", "4"];
         let more = ["--duration", seconds, "-o", "{out}.jtr"];
         peak_kb(out.path(), &[], &[&args[..], &more[..]].concat())
     };
-    let (a, b) = (synth("1250ms"), synth("5s"));
-    eprintln!("synth: {a} KB at 10^6 detours, {b} KB at 4·10^6");
+    let (a, b) = (synth("625ms"), synth("2500ms"));
+    eprintln!("synth: {a} KB at 5·10^5 detours, {b} KB at 2·10^6");
     assert!(b - a > 2 * MARGIN_KB, "synth: {a} KB, then {b} KB");
 }
 
@@ -214,7 +217,7 @@ fn text_inputs_are_imported_in_bounded_memory() {
     let args = ["convert", "{}", "-o", "{out}.jtr"];
     let a = peak_kb(out.path(), csv_short, &args);
     let b = peak_kb(out.path(), csv_long, &args);
-    eprintln!("{args:?} of the reversed CSV: {a} KB at 5·10^5 rows, {b} KB at 2·10^6");
+    eprintln!("{args:?} of the reversed CSV: {a} KB at 3·10^5 rows, {b} KB at 1.2·10^6");
     assert!(b - a < MARGIN_KB, "convert of a CSV: {a} KB, then {b} KB");
     // Compared stream by stream, so that this process stays small (a child's peak counts the
     // parent's pages it was forked with).
