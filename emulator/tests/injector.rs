@@ -679,8 +679,6 @@ fn raw_read(fd: i32, buf: &mut [u8]) -> Result<usize, i32> {
     }
 }
 
-/// 10^5 injections (25 kHz × 10 µs busy, abstime, ≈ 4 s) while this thread writes, reads back
-/// and checksums a temp file and blocks in read(2) on a pipe fed by another thread.
 /// 10⁵ injections of 10 µs while the application writes, reads back and checksums a file and
 /// blocks on a pipe: no EINTR escapes, no checksum is wrong, and the application keeps making
 /// progress. The period comes from what a signal costs here: O is measured first (1 kHz,
@@ -721,13 +719,13 @@ fn stress(clock: &Clock) -> Result<(), String> {
     let mut file = tempfile::tempfile().map_err(|e| e.to_string())?;
     use std::os::fd::AsRawFd;
     let fd = file.as_raw_fd();
-    let (rfd, wfd, stop, feeder) = start_feeder()?;
+    let feeder = Feeder::start()?;
     // The application's own pace, alone: rounds in 0.3 s.
     let mut app = App::new();
     let t0 = Instant::now();
     let mut err: Option<String> = None;
     while t0.elapsed() < Duration::from_millis(300) && err.is_none() {
-        err = app.round(fd, rfd).err();
+        err = app.round(fd, &feeder).err();
     }
     let (alone, pace) = (app.rounds, app.rounds as f64 / t0.elapsed().as_secs_f64());
 
@@ -736,7 +734,7 @@ fn stress(clock: &Clock) -> Result<(), String> {
     let t0 = Instant::now();
     let deadline = Duration::from_nanos(TARGET * period + 50_000_000);
     while t0.elapsed() < deadline && err.is_none() {
-        err = app.round(fd, rfd).err();
+        err = app.round(fd, &feeder).err();
     }
     let took = t0.elapsed().as_secs_f64();
     let App {
@@ -748,16 +746,7 @@ fn stress(clock: &Clock) -> Result<(), String> {
     } = app;
     let rounds = rounds - alone;
     let stats = h.stop().map_err(|e| e.to_string())?;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: closing our pipe ends; the feeder sees EPIPE or the stop flag.
-    unsafe {
-        libc::close(rfd);
-    }
-    let _ = feeder.join();
-    // SAFETY: closing the write end after the feeder is done.
-    unsafe {
-        libc::close(wfd);
-    }
+    feeder.finish();
     file.flush().map_err(|e| e.to_string())?;
     if let Some(e) = err {
         return Err(e);
@@ -823,8 +812,8 @@ impl App {
         }
     }
 
-    /// One round on file `fd` and pipe `rfd`; an error other than EINTR ends the test.
-    fn round(&mut self, fd: i32, rfd: i32) -> Result<(), String> {
+    /// One round on file `fd` and the feeder's pipes; an error other than EINTR ends the test.
+    fn round(&mut self, fd: i32, feeder: &Feeder) -> Result<(), String> {
         let rounds = self.rounds;
         for (i, b) in self.block.iter_mut().enumerate() {
             *b = (i as u64)
@@ -855,10 +844,17 @@ impl App {
         if fnv(&self.back) != sum {
             self.bad_sums += 1;
         }
-        // One blocking pipe message (the feeder pauses 200 µs between messages).
+        // One blocking pipe message: asked for, answered 200 µs later.
+        loop {
+            match raw_write(feeder.ask, b"?") {
+                Ok(_) => break,
+                Err(libc::EINTR) => self.eintr += 1,
+                Err(e) => return Err(format!("pipe write errno {e}")),
+            }
+        }
         let mut got = 0;
         while got < self.msg.len() {
-            match raw_read(rfd, &mut self.msg[got..]) {
+            match raw_read(feeder.reply, &mut self.msg[got..]) {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(libc::EINTR) => self.eintr += 1,
@@ -875,45 +871,68 @@ impl App {
     }
 }
 
-/// The pipe of `stress` and its feeder thread, which writes 4 KiB messages with a known
-/// pattern, pausing so that reads block, until the stop flag or EPIPE: (read end, write end,
-/// the stop flag, the thread).
-type Feeder = (
-    i32,
-    i32,
-    std::sync::Arc<std::sync::atomic::AtomicBool>,
-    std::thread::JoinHandle<u64>,
-);
+/// The pipes of `stress` and its feeder thread, which answers each request byte on `ask` with
+/// a 4 KiB message of a known pattern on `reply` after a pause of 200 µs, so that every read of
+/// the reply blocks (and a signal can interrupt it), until `ask` is closed.
+struct Feeder {
+    ask: i32,
+    reply: i32,
+    thread: std::thread::JoinHandle<u64>,
+}
 
-/// Starts the [`Feeder`].
-fn start_feeder() -> Result<Feeder, String> {
+/// A pipe: (read end, write end).
+fn pipe() -> Result<(i32, i32), String> {
     let mut fds = [0i32; 2];
     // SAFETY: `fds` has room for the two descriptors.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
         return Err("pipe failed".into());
     }
-    let (rfd, wfd) = (fds[0], fds[1]);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let feeder = std::thread::spawn(move || {
-        let mut k = 0u64;
-        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-            let msg = [(k % 251) as u8; 4096];
-            let mut off = 0;
-            while off < msg.len() {
-                match raw_write(wfd, &msg[off..]) {
-                    Ok(n) => off += n,
-                    Err(libc::EPIPE) => return k,
-                    Err(e) => panic!("feeder write errno {e}"),
-                }
-            }
-            k += 1;
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        k
-    });
+    Ok((fds[0], fds[1]))
+}
 
-    Ok((rfd, wfd, stop, feeder))
+impl Feeder {
+    fn start() -> Result<Feeder, String> {
+        let (ask_r, ask) = pipe()?;
+        let (reply, reply_w) = pipe()?;
+        let thread = std::thread::spawn(move || {
+            let mut k = 0u64;
+            let mut byte = [0u8; 1];
+            // A closed `ask` (0) or a broken `reply` ends it.
+            while matches!(raw_read(ask_r, &mut byte), Ok(1) | Err(libc::EINTR)) {
+                std::thread::sleep(Duration::from_micros(200));
+                let msg = [(k % 251) as u8; 4096];
+                let mut off = 0;
+                while off < msg.len() {
+                    match raw_write(reply_w, &msg[off..]) {
+                        Ok(n) => off += n,
+                        Err(libc::EINTR) => {}
+                        Err(_) => return k,
+                    }
+                }
+                k += 1;
+            }
+            // SAFETY: the feeder's own ends, closed once.
+            unsafe {
+                libc::close(ask_r);
+                libc::close(reply_w);
+            }
+            k
+        });
+        Ok(Feeder { ask, reply, thread })
+    }
+
+    /// Closes the application's ends and waits for the feeder.
+    fn finish(self) {
+        // SAFETY: the application's ends, closed once; the feeder sees EOF on `ask`.
+        unsafe {
+            libc::close(self.ask);
+        }
+        let _ = self.thread.join();
+        // SAFETY: as above, after the feeder stopped writing.
+        unsafe {
+            libc::close(self.reply);
+        }
+    }
 }
 
 /// `jitter-inject` on this thread's CPU: 100 Hz × 1 ms is seen by a probe loop pinned there,
