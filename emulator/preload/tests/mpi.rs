@@ -641,12 +641,41 @@ impl StressShape {
     }
 }
 
-/// The options this host's ranks replay with: the cached calibration the library reads.
-fn host_options() -> PlanOptions {
+/// The options this host's ranks will replay with: the cached calibration the library reads.
+/// Without one for this machine, a short replay of `app` (the `signals` program) under the
+/// library measures it first, as a user's first run does (on the ranks' main threads, where
+/// the itimer's part must be measured).
+fn host_options(s: &Setup, app: &Path) -> PlanOptions {
+    use jitter_emulator::cache::MachineKey;
     use jitter_emulator::calibration::Calibration;
     use jitter_emulator::setup::{Overrides, ReplaySetup};
-    let clock = jitter_collect::clock::Clock::for_tools().expect("counter clock");
-    let cal = Calibration::load_or_measure(&clock, false).expect("the injector's calibration");
+    let path = Calibration::cache_path();
+    let cached = || {
+        Calibration::load(&path)
+            .ok()
+            .flatten()
+            .filter(|c| c.key().stale_because(&MachineKey::current(None)).is_none())
+    };
+    let cal = cached().unwrap_or_else(|| {
+        let trace = s.dir.path().join("warm-up.jtr");
+        let mut t = jitter_trace::Trace {
+            streams: vec![jitter_emulator::calibration::periodic_stream(
+                1_000_000, 100_000, 10,
+            )],
+            ..jitter_trace::Trace::default()
+        };
+        t.sync_header();
+        jitter_trace::write_trace(&trace, &t).unwrap();
+        let vars = [("JITTER_TRACE", trace.to_str().unwrap())];
+        let args = ["stress", "30", s.dir.path().to_str().unwrap()].map(String::from);
+        let out = s.mpirun_app(app, 120, false, true, &vars, &args);
+        assert!(
+            out.status.success(),
+            "the warm-up replay failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        cached().expect("the warm-up replay cached this host's calibration")
+    });
     ReplaySetup {
         cost: cal.cost(jitter_emulator::TimerKind::Abstime, &Overrides::default()),
         ..ReplaySetup::default()
@@ -665,10 +694,10 @@ fn injected_sigalrms_never_break_mpi_collectives_or_file_io() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(STRESS_SIGNALS);
     let per_rank = total / 2;
-    let host = host_options();
-    let shape = StressShape::for_host(host.overhead_ns, host.min_sleep_ns);
     let s = Setup::new();
     let app = compile(s.dir.path(), "signals");
+    let host = host_options(&s, &app);
+    let shape = StressShape::for_host(host.overhead_ns, host.min_sleep_ns);
     let trace = s.dir.path().join("dense.jtr");
     let stream =
         jitter_emulator::calibration::periodic_stream(shape.period_ns, shape.detour_ns, per_rank);
@@ -712,29 +741,12 @@ fn injected_sigalrms_never_break_mpi_collectives_or_file_io() {
     );
     say_if_the_signals_barely_met_the_program(&stdout);
     let summary: Summary = read(&jitter_preload::stats::summary_path(&stats_dir));
-    // The closed form takes the O and M the ranks replayed with (their calibration may have
-    // been measured again since this test read it, when the cached one was taken busy).
-    let used = PlanOptions {
-        overhead_ns: summary.overhead_ns,
-        min_sleep_ns: summary.min_sleep_ns,
-        ..host
-    };
-    if shape.detour_ns <= used.overhead_after(Some(shape.period_ns - shape.detour_ns))
-        || shape.period_ns - shape.detour_ns < used.min_sleep_ns
-    {
-        println!(
-            "premise not met: the ranks replayed with O = {} ns and M = {} ns, not the {} and {} \
-             ns this trace was shaped for (the calibration was measured again): detours were \
-             dropped or merged, and the closed form below counts them",
-            summary.overhead_ns, summary.min_sleep_ns, host.overhead_ns, host.min_sleep_ns
-        );
-    }
     let ranks: Vec<RankStats> = (0..2)
         .map(|r| read(&jitter_preload::stats::rank_path(&stats_dir, r)))
         .collect();
     let injected = ranks
         .iter()
-        .map(|r| check_stress_rank(r, &shape, per_rank, &used))
+        .map(|r| check_stress_rank(r, &shape, per_rank, &host))
         .sum();
     assert_eq!((summary.reported, summary.injected), (2, injected));
     println!(
@@ -746,8 +758,25 @@ fn injected_sigalrms_never_break_mpi_collectives_or_file_io() {
 /// One rank of the stress run: a whole lap of the trace replayed, every detour injected on its
 /// own but the pieces of the one a start offset splits that are no longer than O (rank 1 is a
 /// copy on its own offset, the placement rule): nothing merged, nothing else dropped, every
-/// planned injection made. Returns its injections.
-fn check_stress_rank(r: &RankStats, shape: &StressShape, per_rank: u64, used: &PlanOptions) -> u64 {
+/// planned injection made. The closed form takes the O and M the rank replayed with (it may
+/// have measured them again since `host` was read, when the cached calibration was taken on a
+/// busy machine). Returns its injections.
+fn check_stress_rank(r: &RankStats, shape: &StressShape, per_rank: u64, host: &PlanOptions) -> u64 {
+    let used = PlanOptions {
+        overhead_ns: r.overhead_ns,
+        min_sleep_ns: r.min_sleep_ns,
+        ..*host
+    };
+    if shape.detour_ns <= used.overhead_after(Some(shape.period_ns - shape.detour_ns))
+        || shape.period_ns - shape.detour_ns < used.min_sleep_ns
+    {
+        println!(
+            "premise not met: rank {} replayed with O = {} ns and M = {} ns, not the {} and {} \
+             ns this trace was shaped for (it measured them again): detours were dropped or \
+             merged, and the closed form below counts them",
+            r.rank, r.overhead_ns, r.min_sleep_ns, host.overhead_ns, host.min_sleep_ns
+        );
+    }
     let i = &r.injector;
     println!(
         "rank {}: offset {} ns, injected {}, plan {:?}, dropped {}, merged {}, missed {}, early \
@@ -769,7 +798,7 @@ fn check_stress_rank(r: &RankStats, shape: &StressShape, per_rank: u64, used: &P
         "rank {} did not finish its replay",
         r.rank
     );
-    let (detours, dropped, dropped_ns) = shape.plan(per_rank, r.offset_ns, used);
+    let (detours, dropped, dropped_ns) = shape.plan(per_rank, r.offset_ns, &used);
     assert_eq!(
         (i.plan.detours, i.plan.dropped, i.plan.dropped_ns),
         (detours, dropped, dropped_ns),
