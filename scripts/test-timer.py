@@ -53,9 +53,11 @@ def run(argv):
     binary, who = argv[0], label(argv[0])
     t0 = time.monotonic()
     env = dict(os.environ)
-    serial = os.environ.get("JB_SERIAL_PACKAGES", "").split()
-    if os.environ.get("CARGO_PKG_NAME") in serial:
+    serial = os.environ.get("CARGO_PKG_NAME") in os.environ.get("JB_SERIAL_PACKAGES", "").split()
+    if serial:
         env["RUST_TEST_THREADS"] = "1"
+    # Tests that run side by side print their line when they end: no time of their own.
+    serial = serial or "--test-threads=1" in argv or env.get("RUST_TEST_THREADS") == "1"
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda s, _f: child.send_signal(s))
@@ -67,7 +69,7 @@ def run(argv):
             break
         line += chunk
         # A test that starts prints "test NAME ... " and flushes before it runs.
-        if started is None and line.startswith(b"test ") and line.endswith(b" ... "):
+        if serial and started is None and line.startswith(b"test ") and line.endswith(b" ... "):
             started = time.monotonic()
         while b"\n" in line:
             whole, line = line.split(b"\n", 1)
@@ -88,7 +90,7 @@ def run(argv):
                 started = None
             out.write(whole + b"\n")
             out.flush()
-            if started is None and line.startswith(b"test ") and line.endswith(b" ... "):
+            if serial and started is None and line.startswith(b"test ") and line.endswith(b" ... "):
                 started = time.monotonic()
     if line:
         out.write(line)

@@ -109,7 +109,7 @@ done
 # here and the tests that need it say what they could not do.
 jb_say "this machine: the facts the timing-sensitive tests read"
 bin=${CARGO_TARGET_DIR:-target}/debug
-printf '%-17s %s (%s online CPUs), kernel %s, load average %s\n' cpu \
+printf '%-17s %s (%s online CPUs), kernel %s, load average %s\n' machine \
     "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$(nproc)" \
     "$(uname -r)" "$(cut -d' ' -f1-3 /proc/loadavg)"
 jb_step "facts: jitter-collect --check" 60 "$bin/jitter-collect" --check \

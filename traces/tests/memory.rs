@@ -9,8 +9,10 @@
 //! 14 MB, against the margin of 8 MB (halved from 10⁶ → 4·10⁶ and 5·10⁵ → 2·10⁶ for CI time).
 //! A command that holds what it makes (`synth`: 24 bytes a detour and more) is the control: it
 //! must grow by more than twice the margin, or the measurement could not tell the two apart.
-//! The inputs are written once for all cases. Run single-threaded (`--test-threads=1`): the
-//! commands are timed by nothing, but two at once would share the machine's memory pressure.
+//! The inputs are written once for all cases. The cases take one lock, so that they run one at
+//! a time whatever the harness's threads: a child's peak RSS starts at the size of the process
+//! it was forked from, and a case writing its inputs beside another's child made that child
+//! look as large as this whole process (the control then grew by 0.4 MB, from 103 MB).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,6 +31,13 @@ mod common {
 }
 
 use common::peak_rss::peak_rss_kb;
+
+/// The lock every case holds (see the module's doc).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Most the peak RSS of a streaming command may grow from the short input to the long one, KB.
 /// Measured on the 2-vCPU VM (debug build, 2026-11-27, 10⁶ → 4·10⁶ detours): at most 2.6 MB (`slice` to `.jtr`, whose writer
@@ -196,6 +205,7 @@ fn text_traces() -> &'static ([Vec<PathBuf>; 4], PathBuf) {
 
 #[test]
 fn the_control_grows_with_the_length() {
+    let _one = one_at_a_time();
     // `synth` holds the trace it makes: 5·10^5, then 2·10^6 detours over four streams.
     let out = tempfile::tempdir().unwrap();
     let synth = |seconds: &str| {
@@ -210,6 +220,7 @@ fn the_control_grows_with_the_length() {
 
 #[test]
 fn text_inputs_are_imported_in_bounded_memory() {
+    let _one = one_at_a_time();
     let ([csv_short, csv_long, lgs_short, lgs_long], long) = text_traces();
     assert_flat_on(lgs_short, lgs_long, &["stats", "{}"]);
     // The long CSV sorted on disk (four runs a stream, merged) holds the trace's detours.
@@ -247,12 +258,14 @@ fn fingerprint(src: &dyn StreamSource, s: usize) -> (u64, usize) {
 
 #[test]
 fn scale_and_merge_hold_one_chunk() {
+    let _one = one_at_a_time();
     assert_flat(&["scale", "{}", "0.5", "-o", "{out}.jtr"]);
     assert_flat(&["merge", "{}", "--min-sleep", "10us", "-o", "{out}.csv"]);
 }
 
 #[test]
 fn convert_holds_one_chunk() {
+    let _one = one_at_a_time();
     assert_flat(&["convert", "{}", "-o", "{out}.csv"]);
     assert_flat(&["convert", "{}", "-o", "{out}.jtr"]);
     assert_flat(&["convert", "{}", "-o", "{out}{cpu}.lgs"]);
@@ -260,18 +273,21 @@ fn convert_holds_one_chunk() {
 
 #[test]
 fn slice_holds_one_chunk() {
-    assert_flat(&["slice", "{}", "--start", "1s", "-o", "{out}.jsonl"]);
+    let _one = one_at_a_time();
+    assert_flat(&["slice", "{}", "--start", "500ms", "-o", "{out}.jsonl"]);
     let args = ["slice", "{}", "--cpus", "3,1", "--drop-below", "1us"];
     assert_flat(&[&args[..], &["--fraction", "0.1:0.9", "-o", "{out}.jtr"]].concat());
 }
 
 #[test]
 fn perfetto_holds_its_slices_and_counters() {
+    let _one = one_at_a_time();
     assert_flat(&["perfetto", "{}", "--max-slices", "1000", "-o", "{out}.json"]);
 }
 
 #[test]
 fn plot_holds_its_points_and_grids() {
+    let _one = one_at_a_time();
     assert_flat(&["plot", "{}", "--kind", "cdf", "-o", "{out}.svg"]);
     assert_flat(&["plot", "{}", "--kind", "timeseries", "-o", "{out}.svg"]);
     assert_flat(&["plot", "{}", "--kind", "density", "-o", "{out}.svg"]);
@@ -279,11 +295,13 @@ fn plot_holds_its_points_and_grids() {
 
 #[test]
 fn compare_holds_its_grids_and_cells() {
+    let _one = one_at_a_time();
     assert_flat(&["compare", "{}", "{}", "--plot", "{out}.svg"]);
 }
 
 #[test]
 fn stats_holds_its_histograms() {
+    let _one = one_at_a_time();
     assert_flat(&["stats", "{}"]);
 }
 
@@ -358,6 +376,7 @@ fn attributed_peaks(args: &[&str]) -> (i64, i64) {
 
 #[test]
 fn the_sidecars_commands_hold_no_detour() {
+    let _one = one_at_a_time();
     for args in [
         &["attribution", "{}"][..],
         &[
