@@ -356,6 +356,8 @@ impl Run {
             stream: self.stream,
             copy: self.copy,
             offset_ns: self.offset_ns,
+            overhead_ns: self.opts.overhead_ns,
+            min_sleep_ns: self.opts.min_sleep_ns,
             barriers: self.barriers.load(Ordering::Relaxed),
             resyncs: self.resyncs.load(Ordering::Relaxed),
             progress,

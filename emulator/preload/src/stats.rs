@@ -30,6 +30,13 @@ pub struct RankStats {
     pub copy: u64,
     /// Start offset on the trace's timeline, trace ns.
     pub offset_ns: u64,
+    /// O and M this rank's plan used, ns: its host's calibration as this rank read it (the
+    /// ranks of a host measure it again when the cached one was taken on a busy machine).
+    #[serde(default)]
+    pub overhead_ns: u64,
+    /// See `overhead_ns`.
+    #[serde(default)]
+    pub min_sleep_ns: u64,
     /// `MPI_Barrier` calls seen (phases ended).
     pub barriers: u64,
     /// Resyncs performed (at barriers, per `JITTER_SYNC`).
@@ -224,6 +231,8 @@ mod tests {
             copy: 0,
             stream: 0,
             offset_ns: 0,
+            overhead_ns: 0,
+            min_sleep_ns: 0,
             barriers: 3,
             resyncs: 2,
             progress: 0.5,
