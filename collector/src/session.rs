@@ -222,6 +222,17 @@ impl<'c> Prepared<'c> {
         if let Some((policy, prio)) = config.sched {
             check_sched(policy, prio, &cpus, config.force)?;
         }
+        if config.attribute {
+            // The sidecar is written after the collection: a path it cannot take is refused
+            // now, not after the run.
+            let sidecar = jitter_trace::attribution::sidecar_path(&config.output);
+            jitter_trace::output::check_output(
+                &sidecar,
+                "--attribute writes",
+                "the attribution (JSON)",
+                &["json"],
+            )?;
+        }
         let mut warnings = Vec::new();
         // The tracefs instance is removed when the session ends, on every path (its guard);
         // it traces from here, so the probes' start-up is in the buffer too.

@@ -74,8 +74,8 @@ pub struct PlanOptions {
     pub overhead_by_gap: OverheadByGap,
 }
 
-/// Largest scale factor S a plan accepts.
-pub const MAX_SCALE: f64 = 1000.0;
+/// Largest scale factor S a plan accepts (one constant with the trace tools' figures).
+pub const MAX_SCALE: f64 = jitter_trace::stats::MAX_SCALE;
 
 /// Longest planned injection (one detour or a merged run of them, scaled), ns: no injection
 /// holds a CPU longer; also the bound of O, M and L.

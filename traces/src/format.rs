@@ -403,9 +403,7 @@ pub struct TraceReader<R: Read> {
 impl TraceReader<BufReader<File>> {
     /// Opens `path` and reads its header.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
-        let f = File::open(path)
-            .map_err(|e| TraceError::io(format!("cannot open {}", path.display()), e))?;
-        TraceReader::new(BufReader::with_capacity(1 << 16, f))
+        TraceReader::new(crate::scan::open(path)?)
     }
 }
 

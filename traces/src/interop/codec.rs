@@ -189,6 +189,14 @@ impl Part {
     }
 }
 
+/// Header label saying how the streams' windows were found; [`WINDOW_INFERRED`] where the
+/// input states none (CSV, LogGOPSim) and they run from the first detour's start to the last
+/// one's end: rates and noise shares are then over that span, and not measured at all for a
+/// stream of fewer than two detours (`crate::stats`).
+pub const LABEL_WINDOW: &str = "window";
+/// See [`LABEL_WINDOW`].
+pub const WINDOW_INFERRED: &str = "inferred from the detours";
+
 /// Detours written to the `.jtr` of an import at a time.
 const CHUNK: usize = 1 << 16;
 
@@ -209,6 +217,11 @@ pub(super) fn assemble(
         ..Header::default()
     };
     header.labels.insert("imported".into(), label.into());
+    if parts.iter().any(|p| p.window.is_none()) {
+        header
+            .labels
+            .insert(LABEL_WINDOW.into(), WINDOW_INFERRED.into());
+    }
     tune(&mut header);
     let out = std::io::BufWriter::with_capacity(1 << 16, store.jtr.file());
     let mut w = TraceWriter::new(out, &header)?;
