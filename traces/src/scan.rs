@@ -283,20 +283,7 @@ fn frame(
     trace
 }
 
-/// Opens the trace `path` for reading through a 64 KiB buffer; a file that does not begin
-/// with the `.jtr` magic is refused naming what it is instead (`interop::sniff`), from the
-/// bytes buffered (nothing is read twice: a pipe works).
+/// Opens the trace `path` for reading ([`crate::format::open`]).
 pub(crate) fn open(path: &Path) -> Result<BufReader<File>, TraceError> {
-    use std::io::BufRead;
-    let shown = path.display();
-    let f = File::open(path).map_err(|e| TraceError::io(format!("cannot open {shown}"), e))?;
-    let mut r = BufReader::with_capacity(1 << 16, f);
-    let head = r
-        .fill_buf()
-        .map_err(|e| TraceError::io(format!("cannot read {shown}"), e))?;
-    let magic = &crate::format::MAGIC;
-    if !head.is_empty() && !head.starts_with(&magic[..head.len().min(magic.len())]) {
-        return Err(crate::interop::sniff::not_a_trace(path, head));
-    }
-    Ok(r)
+    crate::format::open(path)
 }

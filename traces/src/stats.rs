@@ -170,7 +170,7 @@ impl TraceStats {
 impl TraceStats {
     /// The rule of every rate and share printed: one over no observed time, or over a window
     /// that is only the span of one detour (an input that states no window, `header`'s
-    /// [`crate::interop::LABEL_WINDOW`]), is not a measurement and is marked so
+    /// [`crate::model::LABEL_WINDOW`]), is not a measurement and is marked so
     /// ([`Stats::unmeasured`]).
     pub fn checked(self, header: &crate::model::Header) -> TraceStats {
         // An inferred window is the span of the whole trace's detours (every stream's).
@@ -270,9 +270,9 @@ impl TraceStats {
 fn inferred(header: &crate::model::Header) -> bool {
     header
         .labels
-        .get(crate::interop::LABEL_WINDOW)
+        .get(crate::model::LABEL_WINDOW)
         .map(String::as_str)
-        == Some(crate::interop::WINDOW_INFERRED)
+        == Some(crate::model::WINDOW_INFERRED)
 }
 
 /// `shown`, or `-` where the rate and noise of `s` are not measured.
@@ -462,6 +462,17 @@ pub fn scale_for_kth(
         integer,
         at_integer: inject_at(integer as f64)?,
     }))
+}
+
+/// Refuses an input `name` of no detours for a figure that needs some: `{name} has no detours:
+/// {nothing}` (a number computed from nothing would be printed as if it meant something).
+pub fn require_detours(name: &str, detours: u64, nothing: &str) -> Result<(), TraceError> {
+    if detours > 0 {
+        return Ok(());
+    }
+    Err(TraceError::Argument(format!(
+        "{name} has no detours: {nothing}"
+    )))
 }
 
 /// `x` as a user wrote it, short: `1e300`, not its 301 digits.

@@ -127,8 +127,13 @@ fn check_room_for_job(path: &std::path::Path, ranks: u64) -> Result<(), jitter_t
     let need = ranks
         .saturating_mul(record + PROFILE_BYTES_PER_RANK)
         .saturating_add(PROFILE_BYTES);
+    let records = if ranks == 1 {
+        "the record of 1 rank".to_string()
+    } else {
+        format!("the records of {ranks} ranks")
+    };
     let what = format!(
-        "JITTER_PROFILE={} ({ranks} rank records of {} and the profile)",
+        "JITTER_PROFILE={} ({records}, {} each, and the profile)",
         path.display(),
         jitter_trace::output::bytes_shown(record)
     );

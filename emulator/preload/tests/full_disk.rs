@@ -96,8 +96,8 @@ fn a_profile_folder_without_room_for_the_records_stops_the_job_at_mpi_init_with_
         "the message below is written for this size"
     );
     let line = format!(
-        "jitter-preload: rank 0: error: JITTER_PROFILE={} (2 rank records of 2.96 MB and the \
-         profile): 6.98 MB is needed and the file system of {} has 1.05 MB free: free some \
+        "jitter-preload: rank 0: error: JITTER_PROFILE={} (the records of 2 ranks, 2.96 MB each, \
+         and the profile): 6.98 MB is needed and the file system of {} has 1.05 MB free: free some \
          space or write elsewhere",
         profile.display(),
         disk.path().display()

@@ -13,7 +13,7 @@ use super::spill::{Rows, Spilled, Store};
 use crate::error::TraceError;
 use crate::format::{Completeness, Epilogue, StreamSummary, TraceWriter};
 use crate::load::read_trace;
-use crate::model::{Detour, Header, Trace};
+use crate::model::{Detour, Header, Trace, LABEL_WINDOW, WINDOW_INFERRED};
 use crate::stream_order::{for_each_record, StreamSource};
 
 /// How one format is read and written: one implementation per file, picked by
@@ -188,14 +188,6 @@ impl Part {
         }
     }
 }
-
-/// Header label saying how the streams' windows were found; [`WINDOW_INFERRED`] where the
-/// input states none (CSV, LogGOPSim) and they run from the first detour's start to the last
-/// one's end: rates and noise shares are then over that span, and not measured at all for a
-/// stream of fewer than two detours (`crate::stats`).
-pub const LABEL_WINDOW: &str = "window";
-/// See [`LABEL_WINDOW`].
-pub const WINDOW_INFERRED: &str = "inferred from the detours";
 
 /// Detours written to the `.jtr` of an import at a time.
 const CHUNK: usize = 1 << 16;

@@ -36,7 +36,7 @@ use crate::error::TraceError;
 use crate::model::Trace;
 use crate::stream_order::StreamSource;
 
-pub use self::codec::{Codec, Imported, LABEL_WINDOW, WINDOW_INFERRED};
+pub use self::codec::{Codec, Imported};
 pub use self::csv::{read_csv, write_csv};
 pub use self::jsonl::write_jsonl;
 pub(crate) use self::jtr::write_streams as write_jtr_streams;

@@ -19,6 +19,10 @@ use serde::Deserialize;
 
 use crate::error::TraceError;
 
+/// The first bytes of a `.jtr` trace (`crate::format::MAGIC` is this: told here, where every
+/// kind is told, so that the format's reader can ask this module without a circle).
+pub const JTR_MAGIC: [u8; 8] = *b"\x89JTR\r\n\x1a\n";
+
 /// Bytes looked at to tell text from binary data.
 const HEAD: usize = 4096;
 
@@ -167,7 +171,7 @@ pub fn kind_of(path: &Path, head: &[u8]) -> Kind {
     let first = head.iter().copied().find(|b| !b.is_ascii_whitespace());
     if head.is_empty() {
         Kind::Empty
-    } else if head.starts_with(&crate::format::MAGIC) {
+    } else if head.starts_with(&JTR_MAGIC) {
         Kind::Jtr
     } else if head.starts_with(b"JBPROF01") {
         Kind::RankRecord
@@ -302,7 +306,7 @@ mod tests {
     #[test]
     fn kinds_are_told_by_their_first_bytes_and_json_by_its_fields() {
         let d = tempfile::tempdir().unwrap();
-        let mut jtr = crate::format::MAGIC.to_vec();
+        let mut jtr = JTR_MAGIC.to_vec();
         jtr.extend_from_slice(&[1, 0, 0, 0]);
         let cases: [(&str, &[u8], Kind); 12] = [
             ("e", b"", Kind::Empty),
@@ -357,7 +361,7 @@ mod tests {
         expect_json("--baseline", &p, &[JsonKind::PredictionReport], "x").unwrap();
         let other = file(d.path(), "o.json", b"{}");
         expect_json("--baseline", &other, &[JsonKind::RunReport], "x").unwrap();
-        let mut jtr = crate::format::MAGIC.to_vec();
+        let mut jtr = JTR_MAGIC.to_vec();
         jtr.push(1);
         let t = file(d.path(), "t.csv", &jtr);
         let e = check_text_input(&t, "CSV").unwrap_err().to_string();
