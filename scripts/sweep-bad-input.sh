@@ -265,8 +265,8 @@ expect 2 'bad1' -- "$JT" convert "$W/bad1.csv" -o x.jtr
 expect 2 'bad2' -- "$JT" convert "$W/bad2.csv" -o x.jtr
 expect 2 'bad3' -- "$JT" convert "$W/bad3.csv" -o x.jtr
 group "jitter-trace convert: a sysjitter file of garbage; --from with a foreign file"
-expect 2 'noise.jtr:1' -- "$JT" convert "$F/noise.jtr" --from sysjitter -o x.jtr
-expect 2 'elf.jtr:1' -- "$JT" convert "$F/elf.jtr" --from loggopsim -o x.jtr
+expect 2 'noise.jtr: this is binary data, not sysjitter' -- "$JT" convert "$F/noise.jtr" --from sysjitter -o x.jtr
+expect 2 'elf.jtr: this is an ELF executable or library, not LogGOPSim' -- "$JT" convert "$F/elf.jtr" --from loggopsim -o x.jtr
 group "jitter-trace slice: --cpus 0,0; a CPU the trace lacks; --start past the end"
 expect 2 'twice' -- "$JT" slice "$F/good.jtr" --cpus 0,0 -o s.jtr
 expect 2 'CPU 7|cpu 7' -- "$JT" slice "$F/good.jtr" --cpus 7 -o s.jtr
@@ -608,7 +608,7 @@ preload 1 'JITTER_SEED' JITTER_TRACE="$F/good.jtr" JITTER_SEED=abc
 mpi_group "libjitter_preload.so: JITTER_SALVAGE yes"
 preload 1 'JITTER_SALVAGE' JITTER_TRACE="$F/good.jtr" JITTER_SALVAGE=yes
 mpi_group "libjitter_preload.so: JITTER_STATS_DIR an existing file (checked at MPI_Init, not lost at the end)"
-preload 1 'JITTER_STATS_DIR|statsfile' JITTER_TRACE="$F/good.jtr" JITTER_STATS_DIR="$F/good2.jtr"
+preload 1 'JITTER_STATS_DIR|statsfile' JITTER_TRACE="$F/long.jtr" JITTER_STATS_DIR="$F/good2.jtr"
 mpi_group "libjitter_preload.so: a trace with 0 detours"
 preload 1 'no records: nothing to replay' JITTER_TRACE="$F/zero.jtr"
 
