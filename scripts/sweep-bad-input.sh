@@ -627,11 +627,12 @@ group "class O, outputs before the work: a full file system; a file size limit (
 expect 2 'free some space' -- "$JT" convert "$F/good.jtr" -o "$W/full/x.csv"
 expect 1 'free some space' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 -o "$W/full/p.json"
 expect 2 'File too large' -- bash -c "ulimit -f 8; exec $JT synth 'periodic:period=100us,dur=5us' --duration 10s -o s.jtr"
-group "class N, names that must exist: filter --drop task:nope, --keep nosuch; perfetto --window past the end; synth phase ≥ duration; daemon --cpu 4095"
+group "class N, names that must exist: filter --drop task:nope, --keep nosuch; perfetto --window past the end; attribution --bucket of no detour; synth phase ≥ duration; daemon --cpu 4095"
 ((ATTR)) || skip_group "(no attributed fixture: tracefs?)"
 expect 2 'has no source `task:nope` \(it has' -- "$JT" filter "$F/attr.jtr" --drop task:nope -o f.jtr
 expect 2 'has no source `nosuch`' -- "$JT" filter "$F/attr.jtr" --keep nosuch -o f.jtr
 expect 2 'the window holds none of it' -- "$JT" perfetto "$F/good.jtr" --window 100s..200s -o p.json
+expect 2 'none of the [0-9]+ detours of .* has a run-time in it' -- "$JT" attribution "$F/attr.jtr" --bucket 1s..2s
 expect 2 'phase 5.000 s: .* so the source would make no detour' -- "$JT" synth 'periodic:period=1ms,dur=10us,phase=5s' --duration 2s -o s.jtr
 expect 1 '--cpu 4095: CPU 4095 does not exist' -- "$JC" daemon --cpu 4095 --period 1ms --busy 10us --duration 1s
 group "class S, inputs named for what they are: a .jtr named .csv, a CSV named .jtr, a .jtr as a profile, a prediction as --runs-of/--platform"

@@ -88,6 +88,16 @@ pub fn window_within(
     )))
 }
 
+/// A range of run-times `[lo_ns, hi_ns)` (given with `flag`) that holds none of the
+/// `detours` of `input`.
+pub fn no_run_time_in(flag: &str, lo_ns: u64, hi_ns: u64, input: &str, detours: u64) -> TraceError {
+    TraceError::Argument(format!(
+        "{flag} {}..{}: none of the {detours} detours of {input} has a run-time in it",
+        format_ns(lo_ns as f64),
+        format_ns(hi_ns as f64)
+    ))
+}
+
 /// A time `at_ns` from the input's start (given with `flag`) must fall inside its `span_ns`;
 /// `then` says what would follow from one outside (`the source would make no detour`).
 pub fn time_within(
@@ -169,6 +179,11 @@ mod tests {
         );
         assert!(window_within("--window", 5, 6, 5, "t.jtr").is_err());
         time_within("phase", 4, 5, "the trace", "x").unwrap();
+        let e = no_run_time_in("--bucket", 1_000_000_000, 2_000_000_000, "t", 7);
+        assert_eq!(
+            e.to_string(),
+            "--bucket 1.000 s..2.000 s: none of the 7 detours of t has a run-time in it"
+        );
         let e = time_within(
             "phase",
             5_000_000_000,

@@ -183,6 +183,10 @@ fn names_and_windows_must_exist_in_the_input() {
          a phase below the duration)",
     );
     refused(
+        &run(d, &["attribution", "t.jtr", "--bucket", "1s..2s"]),
+        "--bucket 1.000 s..2.000 s: none of the 1000 detours of t.jtr has a run-time in it",
+    );
+    refused(
         &run(d, &["slice", "t.jtr", "--cpus", "7", "-o", "s.jtr"]),
         "--cpus 7: the trace has no CPU 7 (it has 0)",
     );
