@@ -273,6 +273,18 @@ fn a_figure_the_input_cannot_support_is_not_printed() {
     let noise = out.lines().find(|l| l.starts_with("noise(%)")).unwrap();
     assert_eq!(noise.split_whitespace().nth(1), Some("20.000"), "{out}");
     assert!(out.contains("# the input states no window"), "{out}");
+    // Beside a measured trace: compare shows `-` and says why; nodes marks the node unusable.
+    let o = run(d, &["compare", "one.csv", "two.csv"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("noise ratio:             - -> 20.0000 % (diff -)"),
+        "{out}"
+    );
+    assert!(out.contains("note: one.csv has 1 detour"), "{out}");
+    let o = run(d, &["nodes", "one.csv", "two.csv"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = out.lines().find(|l| l.contains(" one ")).unwrap();
+    assert!(row.ends_with("UNUSABLE") && !row.contains("NaN"), "{out}");
     // A scale no replay accepts is refused, shown as written.
     refused(
         &run(
