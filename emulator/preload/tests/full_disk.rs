@@ -85,22 +85,27 @@ fn a_profile_folder_without_room_for_the_records_stops_the_job_at_mpi_init_with_
     };
     let work = tempfile::tempdir().unwrap();
     let profile: PathBuf = disk.path().join("app.json");
+    let free = jitter_trace::output::free_bytes(disk.path()).unwrap();
     let out = run(work.path(), &profile, &work.path().join("unused"), 10);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stdout}\n{stderr}");
     no_signal(&stderr);
-    let record = std::mem::size_of::<RankRecord>();
-    assert_eq!(
-        record, 2_964_424,
-        "the message below is written for this size"
-    );
+    // Two records and the profile's share (1 MiB, and 1 KiB per rank): 6.98 MB for records of
+    // 2.96 MB.
+    let record = std::mem::size_of::<RankRecord>() as u64;
+    let need = 2 * (record + 1024) + (1 << 20);
+    assert!(free < record, "the disk must not hold even one record");
+    let shown = jitter_trace::output::bytes_shown;
     let line = format!(
-        "jitter-preload: rank 0: error: JITTER_PROFILE={} (the records of 2 ranks, 2.96 MB each, \
-         and the profile): 6.98 MB is needed and the file system of {} has 1.05 MB free: free some \
-         space or write elsewhere",
+        "jitter-preload: rank 0: error: JITTER_PROFILE={} (the records of 2 ranks, {} each, and \
+         the profile): {} is needed and the file system of {} has {} free: free some space or \
+         write elsewhere",
         profile.display(),
-        disk.path().display()
+        shown(record),
+        shown(need),
+        disk.path().display(),
+        shown(free)
     );
     assert!(stderr.contains(&line), "no `{line}` in\n{stderr}");
     // Stopped before the program's first statement after MPI_Init; no record left behind.
