@@ -222,17 +222,6 @@ impl<'c> Prepared<'c> {
         if let Some((policy, prio)) = config.sched {
             check_sched(policy, prio, &cpus, config.force)?;
         }
-        if config.attribute {
-            // The sidecar is written after the collection: a path it cannot take is refused
-            // now, not after the run.
-            let sidecar = jitter_trace::attribution::sidecar_path(&config.output);
-            jitter_trace::output::check_output(
-                &sidecar,
-                "--attribute writes",
-                "the attribution (JSON)",
-                &["json"],
-            )?;
-        }
         let mut warnings = Vec::new();
         // The tracefs instance is removed when the session ends, on every path (its guard);
         // it traces from here, so the probes' start-up is in the buffer too.
@@ -246,6 +235,17 @@ impl<'c> Prepared<'c> {
         // error removes only what this run created (`StreamingOutput`, dropped before `keep`).
         let out_file = StreamingOutput::open(output)
             .with_context(|| format!("cannot create the output {}", output.display()))?;
+        if config.attribute {
+            // The sidecar is written after the collection: a path it cannot take is refused
+            // now, not after the run.
+            let sidecar = jitter_trace::attribution::sidecar_path(&config.output);
+            jitter_trace::output::check_output(
+                &sidecar,
+                "--attribute writes",
+                "the attribution (JSON)",
+                &["json"],
+            )?;
+        }
         let file = out_file.file()?;
         let ftq_csv = match config.mode {
             Mode::Ftq(_) => Some(
