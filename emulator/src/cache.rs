@@ -217,8 +217,18 @@ impl Calibration {
         ))
     }
 
-    /// Reads a calibration file; `Ok(None)` when it does not exist.
+    /// Reads a calibration file; `Ok(None)` when it does not exist. A file of another kind
+    /// (a trace, a report) is named as what it is (`jitter_trace::interop::sniff`).
     pub fn load(path: &Path) -> anyhow::Result<Option<Calibration>> {
+        use jitter_trace::interop::sniff::{expect_json, JsonKind};
+        if path.exists() {
+            expect_json(
+                "",
+                path,
+                &[JsonKind::Calibration],
+                "an emulator calibration (jitter-emulate calibrate)",
+            )?;
+        }
         read_json(path)
     }
 

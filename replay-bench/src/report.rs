@@ -644,6 +644,17 @@ impl Report {
 
     /// Reads a report, checking its schema.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
+        use jitter_trace::interop::sniff::{expect_json, JsonKind};
+        expect_json(
+            "",
+            path,
+            &[
+                JsonKind::RunReport,
+                JsonKind::PredictionReport,
+                JsonKind::VirtualRanksReport,
+            ],
+            "a replay-bench report",
+        )?;
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let r: Report = serde_json::from_str(&text)

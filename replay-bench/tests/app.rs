@@ -303,10 +303,12 @@ fn bad_input_is_one_error_line() {
 #[test]
 fn a_damaged_trace_or_an_unwritable_output_is_refused_before_any_run() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = periodic_trace(dir.path(), 1_000_000, 100_000, 1000);
+    // Two chunks (2^18 records each at most): the damage is in the second, so a salvage keeps
+    // the first's detours (a stream left without any is refused before the runs).
+    let trace = periodic_trace(dir.path(), 1_000_000, 100_000, 300_000);
     let mut bytes = std::fs::read(&trace).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0xFF;
+    let late = bytes.len() * 19 / 20;
+    bytes[late] ^= 0xFF;
     let damaged = dir.path().join("damaged.jtr");
     std::fs::write(&damaged, &bytes).unwrap();
     let app = |extra: &[&str]| {

@@ -40,6 +40,7 @@ pub mod interop;
 pub mod load;
 pub mod memory;
 pub mod model;
+pub mod names;
 pub mod node;
 pub mod nodes;
 pub mod output;

@@ -240,6 +240,13 @@ fn prepare() -> Result<Option<Prepared>, String> {
             config.stats_dir.display()
         )
     })?;
+    // The rank's file must be writable there at the end (a folder of a full or read-only file
+    // system would lose the statistics after the whole run).
+    jitter_trace::output::check_writable(
+        &stats::rank_path(&config.stats_dir, layout.rank),
+        "JITTER_STATS_DIR",
+    )
+    .map_err(|e| chain_line(&e))?;
     let schedule = SyncSchedule {
         mode: config.sync,
         seed: config.seed,

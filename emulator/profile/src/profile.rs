@@ -315,6 +315,12 @@ impl Profile {
                 .unwrap_or(0);
             return Profile::collect(path, ranks, None, Duration::ZERO);
         }
+        jitter_trace::interop::sniff::expect_json(
+            "",
+            path,
+            &[jitter_trace::interop::sniff::JsonKind::Profile],
+            "an application profile (JITTER_PROFILE)",
+        )?;
         let text = std::fs::read_to_string(path).map_err(|e| ProfileError::io(&shown, e))?;
         let p: Profile = serde_json::from_str(&text)
             .map_err(|e| ProfileError::format(&shown, format!("not a profile: {e}")))?;

@@ -2,7 +2,8 @@
 //! from its own file (`MAP_SHARED`), so that every call it records is in the page cache at once
 //! and nothing recorded is lost when the rank dies (a crash, a kill, `MPI_Abort`): only a crash
 //! of the machine loses it. [`Recorder::record`] is the hot path: plain stores into the mapping,
-//! no allocation, no lock, no system call (the file is populated when it is mapped).
+//! no allocation, no lock, no system call (the file's blocks are reserved before it is mapped,
+//! so no store can meet a full disk, and populated when it is mapped).
 //!
 //! What it keeps: every call site ([`Site`], up to [`SITES`]), every step (a pair of
 //! consecutive sites, up to [`STEPS`]) with the distribution of the compute interval before
@@ -454,7 +455,9 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Creates (or truncates) `path`, maps it and starts the record at counter `now`.
+    /// Creates (or truncates) `path`, reserves its blocks (`jitter_trace::output::reserve`:
+    /// refused on a full file system or above the file size limit), maps it and starts the
+    /// record at counter `now`.
     pub fn create(path: &Path, id: &Identity, now: u64) -> Result<Recorder, ProfileError> {
         use std::os::fd::AsRawFd;
         let shown = path.display().to_string();
@@ -466,8 +469,13 @@ impl Recorder {
             .open(path)
             .map_err(|e| ProfileError::io(&shown, e))?;
         let size = std::mem::size_of::<RankRecord>();
-        file.set_len(size as u64)
-            .map_err(|e| ProfileError::io(&shown, e))?;
+        // Every block of the mapping is allocated now: a store into a page the file system
+        // could not back would raise SIGBUS in the middle of the program's MPI call.
+        if let Err(e) = jitter_trace::output::reserve(&file, path, size as u64) {
+            // A record that could not be reserved is no record: nothing is left to merge.
+            let _ = std::fs::remove_file(path);
+            return Err(e.into());
+        }
         // SAFETY: a new shared mapping of a file of `size` bytes, opened read-write; the
         // result is checked against MAP_FAILED before use.
         let p = unsafe {
@@ -484,7 +492,7 @@ impl Recorder {
             return Err(ProfileError::io(&shown, std::io::Error::last_os_error()));
         }
         // SAFETY: the mapping is page-aligned (≥ RankRecord's alignment of 8), `size` bytes
-        // long, zero-filled by `set_len` (a valid RankRecord: integers only), never unmapped
+        // long, zero-filled by `reserve` (a valid RankRecord: integers only), never unmapped
         // (it lives to the end of the process, which is what keeps it after a crash) and
         // reachable only through this Recorder.
         let record = unsafe { &mut *p.cast::<RankRecord>() };

@@ -139,6 +139,16 @@ fn check_trace(path: &Path, salvage: SalvageArgs) -> anyhow::Result<(PathBuf, f6
     if trace.streams.is_empty() {
         bail!("trace {} has no streams", path.display());
     }
+    // The library refuses a stream without detours in every run: said once, before any.
+    if let Some(s) = trace.streams.iter().find(|s| s.records.is_empty()) {
+        bail!(
+            "trace {}: stream of CPU {} has no detours: the library would refuse it in every \
+             run (nothing to replay); give a trace with detours on every stream (jitter-trace \
+             slice --cpus keeps some)",
+            path.display(),
+            s.cpu
+        );
+    }
     let abs = path
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", path.display()))?;
@@ -207,7 +217,7 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
     report.warnings = crate::noise::warning(0, platform_noise.noise_ratio, trace_noise_ratio)
         .map(|w| w.replacen("rank 0: ", "", 1))
         .into_iter()
-        .chain(report::library_warnings(&report.runs))
+        .chain(report::library_warnings(&report.runs, trace_noise_ratio))
         .collect();
     if report.stopped.is_none() {
         report.result = Some(result_of(&report.runs));

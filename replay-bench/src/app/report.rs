@@ -105,7 +105,7 @@ pub fn result_of(runs: &[RunRecord]) -> AppResult {
 
 /// What the library's statistics say about the runs with it: none written (it did not
 /// intercept `MPI_Init`), or a trace that ran out before the program ended.
-pub fn library_warnings(runs: &[RunRecord]) -> Vec<String> {
+pub fn library_warnings(runs: &[RunRecord], trace_noise_ratio: f64) -> Vec<String> {
     let with: Vec<&RunRecord> = runs
         .iter()
         .filter(|r| r.arm == Arm::With && r.status.success())
@@ -129,7 +129,28 @@ pub fn library_warnings(runs: &[RunRecord]) -> Vec<String> {
             "in {ran_out} runs the trace ran out before MPI_Finalize: use a longer trace"
         ));
     }
+    w.extend(injected_too_little(&with, trace_noise_ratio));
     w
+}
+
+/// The library's injected share against the trace's noise: under half of it means most of
+/// the trace's noise time is in detours the injector cannot reproduce at this S (each shorter
+/// than its cost O, dropped): the study measures another noise than the trace's.
+fn injected_too_little(with: &[&RunRecord], trace_noise_ratio: f64) -> Option<String> {
+    let shares: Vec<f64> = (with.iter())
+        .filter_map(|r| r.library.as_ref().map(|l| l.noise_share))
+        .collect();
+    let injected = jitter_trace::summary::mean(&shares)?;
+    (trace_noise_ratio > 0.0 && injected < trace_noise_ratio / 2.0).then(|| {
+        format!(
+            "the library injected {:.3} % of each rank's time where the trace holds {:.3} % of \
+             noise: most of its noise time is in detours shorter than the injector's cost at \
+             this scale, which it drops; raise --scale (replay-bench choose-scale --trace gives \
+             the S that keeps a share of them)",
+            injected * 100.0,
+            trace_noise_ratio * 100.0
+        )
+    })
 }
 
 fn num(v: f64) -> String {

@@ -141,18 +141,29 @@ pub(crate) struct StudySetup {
     pub salvage: bool,
 }
 
-/// The number in the first capture group of the last match of `re` in `text`.
+/// The number in the first capture group of the last match of `re` in `text`: a finite
+/// number above zero. The metric is a time (smaller is faster) whose slowdown is 100 · d̄ / ā:
+/// a value of zero or below has no slowdown whose sign or interval means anything
+/// (`metrics::paired_slowdown`), so it stops the study at the run that printed it.
 pub fn read_metric(re: &Regex, text: &str) -> Result<f64, String> {
     let caps = re
         .captures_iter(text)
         .last()
         .ok_or_else(|| format!("its output has no match of --metric '{}'", re.as_str()))?;
     let s = caps.get(1).map_or("", |m| m.as_str());
-    s.trim()
+    let v = s
+        .trim()
         .parse::<f64>()
         .ok()
         .filter(|v| v.is_finite())
-        .ok_or_else(|| format!("--metric captured '{s}', which is not a finite number"))
+        .ok_or_else(|| format!("--metric captured '{s}', which is not a finite number"))?;
+    if v <= 0.0 {
+        return Err(format!(
+            "--metric captured '{s}': a metric is a time, above zero (smaller is faster), and \
+             a slowdown relative to {s} has no sign to read; capture a time the program prints"
+        ));
+    }
+    Ok(v)
 }
 
 /// A run that ended the study: its record and why.
@@ -240,7 +251,14 @@ pub(crate) fn run_arm(
     };
     let what = format!("pair {} {arm}", pair.index);
     if !out.status.success() {
-        let last = out.stderr_tail.lines().rev().find(|l| !l.trim().is_empty());
+        // The reason: the last `error:` line (the library's, a rank's), else the last line
+        // that is not a launcher's banner rule.
+        let lines: Vec<&str> = (out.stderr_tail.lines())
+            .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("---"))
+            .collect();
+        let last = (lines.iter().rev().find(|l| l.contains("error:")))
+            .or(lines.last())
+            .copied();
         let reason = match out.status {
             RunStatus::TimedOut => format!(
                 "{what} did not finish within --timeout {} s and was ended",
@@ -299,5 +317,11 @@ mod tests {
             .unwrap_err()
             .contains("'abc'"));
         assert!(read_metric(&re, "time=inf s").is_err());
+        let e = read_metric(&re, "time=-6.25 s").unwrap_err();
+        assert!(
+            e.starts_with("--metric captured '-6.25': a metric is a time"),
+            "{e}"
+        );
+        assert!(read_metric(&re, "time=0 s").is_err());
     }
 }

@@ -26,6 +26,11 @@ pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
         bail!("--max must be in 1..={top}, got {}", args.max);
     }
     let (trace, _) = load_trace(&args.trace, args.salvage)?;
+    jitter_trace::stats::require_detours(
+        &args.trace.display().to_string(),
+        trace.record_count() as u64,
+        "no scale makes any of them injectable (nothing to choose); give a trace with detours",
+    )?;
     let cal = read_calibration(&args.calibration)?;
     let o = cal.timer(args.timer).overhead.median_ns.max(0.0);
     let choice = scale_for_share(&trace.streams, o, args.share)?;

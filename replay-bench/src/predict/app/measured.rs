@@ -49,6 +49,13 @@ impl MeasuredRuns {
     /// Reads the app report at `path`.
     pub fn read(path: &Path, barriers_before: u64) -> anyhow::Result<MeasuredRuns> {
         let shown = path.display().to_string();
+        use jitter_trace::interop::sniff::{expect_json, JsonKind};
+        expect_json(
+            "--runs-of",
+            path,
+            &[JsonKind::AppReport],
+            "an application study (replay-bench app)",
+        )?;
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("--runs-of: cannot read {shown}"))?;
         let report: AppReport = serde_json::from_str(&text)
