@@ -116,6 +116,20 @@ pub(crate) fn around(site: impl FnOnce() -> Site, call: impl FnOnce() -> c_int) 
     rc
 }
 
+/// Records how `MPI_Init` went (counters: the wrapper's start, `PMPI_Init`'s start and end, the
+/// wrapper's end, after the replay started); the program's compute is counted from its end.
+pub(crate) fn set_init(enter: u64, pmpi: (u64, u64), exit: u64) {
+    RECORDER.with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            if let Some(r) = r.as_mut() {
+                let rec = r.record();
+                rec.set_init(enter, pmpi, exit);
+                rec.header.last_exit = exit;
+            }
+        }
+    });
+}
+
 /// Records the Cartesian topology the program made.
 pub(crate) fn cartesian(dims: &[i32], periods: &[i32]) {
     RECORDER.with(|r| {
@@ -161,8 +175,9 @@ pub(crate) fn merge() -> Option<Result<String, String>> {
             let main = p.main_loop.as_ref().map_or_else(
                 || "no main loop found".to_string(),
                 |l| {
+                    let kinds = p.structure.as_ref().map_or(1, |s| s.variants.len());
                     format!(
-                        "main loop of {} calls × {} iterations",
+                        "main loop of {} calls × {} iterations ({kinds} kinds of iteration)",
                         l.slots.len(),
                         l.iterations
                     )
