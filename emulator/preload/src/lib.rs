@@ -44,6 +44,7 @@
 //! supported.
 
 mod calls;
+mod clock;
 pub mod config;
 mod profiling;
 pub mod stats;
@@ -222,7 +223,7 @@ fn prepare() -> Result<Option<Prepared>, String> {
     let trace = loaded.trace;
     let slot = layout.assignment(config.ranks_per_node, trace.streams.len())?;
     let (node, stream) = (slot.timeline, slot.stream);
-    let clock = Clock::for_tools().map_err(|e| format!("counter: {e}"))?;
+    let clock = crate::clock::clock()?;
     let cal = calibration(&clock)?;
     let opts = ReplaySetup {
         scale: config.scale,

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use jitter_collect::clock::{read_counter, Clock};
+use jitter_collect::clock::read_counter;
 use jitter_profile::profile::{rank_path, ranks_dir};
 use jitter_profile::{Call, Identity, Profile, Recorder, Site};
 
@@ -62,7 +62,7 @@ pub(crate) fn prepare(
     let dir = ranks_dir(&path);
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("JITTER_PROFILE: cannot create {}: {e}", dir.display()))?;
-    let clock = Clock::for_tools().map_err(|e| format!("counter: {e}"))?;
+    let clock = crate::clock::clock()?;
     let id = Identity {
         rank: layout.rank,
         ranks: layout.size,

@@ -70,6 +70,10 @@ pub struct RankSummary {
     pub in_main_loop: bool,
     /// Calls at sites or steps beyond the record's tables (not told apart).
     pub overflow_calls: u64,
+    /// Of them, calls at sites beyond the site table: their shapes are unknown to the loop
+    /// search (the others lack only their step's histogram).
+    #[serde(default)]
+    pub unknown_sites: u64,
     /// Its `MPI_Init` and its loop's time.
     #[serde(default)]
     pub timing: Option<RankTiming>,
@@ -156,6 +160,7 @@ fn summary(r: &RankRecord, l: Option<&RankLoop>, in_loop: bool) -> RankSummary {
         loop_period: l.map(|l| l.found.body_len()),
         in_main_loop: in_loop,
         overflow_calls: h.site_overflow + h.step_overflow,
+        unknown_sites: h.site_overflow,
         timing: Some(structure::timing(r, l)),
     }
 }

@@ -236,12 +236,13 @@ pub fn render(p: &Profile, shown: &str) -> String {
         "loop time = from the end of the call before the loop's first iteration to the end of its \
          last; start-up = the preload library's part of MPI_Init\n",
     );
-    let overflow: u64 = p.reported.iter().map(|r| r.overflow_calls).sum();
-    if overflow > 0 {
+    let unknown: u64 = p.reported.iter().map(|r| r.unknown_sites).sum();
+    if unknown > 0 {
         let _ = writeln!(
             out,
-            "left out: {overflow} calls at sites or steps beyond the record's tables (their \
-             shapes are unknown to the loop search)"
+            "left out: {unknown} calls at sites beyond the record's table of {} (their shapes are \
+             unknown to the loop search)",
+            crate::record::SITES
         );
     }
     if !p.missing.is_empty() {
