@@ -11,10 +11,13 @@
 # (OpenMPI builds, installed here with apt-get when missing; each input written by this script):
 #   lammps  `lmp` (package lammps): the 3-d Lennard-Jones melt (LAMMPS's bench/in.lj), 8788
 #           atoms, thermo every 100 steps, neighbour lists every 20 [--lammps-steps 2000];
-#   hpcc    `hpcc` (package hpcc): the HPC Challenge suite (HPL N=3000, PTRANS, DGEMM, STREAM,
-#           RandomAccess, FFT, b_eff) on a 1 × NP grid;
+#   gromacs `gmx_mpi mdrun` (package gromacs): a 3 nm box of 884 SPC/E waters (OPLS-AA, made
+#           here by gmx solvate and grompp), PME, v-rescale, 2 fs steps [--gromacs-steps 500];
 #   meep    `meep` (package meep-openmpi): a 2-d dielectric waveguide with a continuous source
-#           (Meep's first tutorial), no output files, resolution 10 [--meep-until 400].
+#           (Meep's first tutorial), no output files, resolution 10 [--meep-until 60];
+#   hpcc    `hpcc` (package hpcc; not in the default list): the HPC Challenge suite (HPL N=3000,
+#           PTRANS, DGEMM, STREAM, RandomAccess, FFT, b_eff) on a 1 × NP grid; its "loop" is
+#           b_eff's message loop, its compute is in the set-up.
 # For each
 # np, program, trace (a synthetic periodic one and a collected one) and sync mode it
 #   1. records the program's profile (JITTER_PROFILE, no trace) and `profile show`s it;
@@ -45,14 +48,15 @@
 #   --pairs K          counted pairs per study [20; --quick: 6]
 #   --warmup W         warm-up pairs per study [1]
 #   --np LIST          process counts, e.g. "1 2" or "1,2,4,8,16" [1 2]
-#   --programs LIST    bulk halo ring lammps hpcc meep [bulk ring lammps hpcc meep]; also
+#   --programs LIST    bulk halo ring lammps gromacs meep hpcc [bulk ring lammps gromacs meep]; also
 #                      allreduce (bulk.c with MPI_Allreduce: no barrier, so the library's phase
 #                      sync never resyncs)
 #   --metric M         replay-bench app's --metric: loop (default), wall, or iter (the held-out
 #                      programs' printed iter_ns)
 #   --scale-ranks L    rank counts of the scale predictions [4096,65536]; none: skip
-#   --lammps-steps N   LAMMPS time steps [2000; --quick: 400]
-#   --meep-until T     Meep's run-until time [400; --quick: 100]
+#   --lammps-steps N   LAMMPS time steps [500; --quick: 200]
+#   --gromacs-steps N  GROMACS time steps [500; --quick: 200]
+#   --meep-until T     Meep's run-until time [60; --quick: 20]
 #   --syncs LIST       sync modes [none phase]
 #   --periodic SPEC    synthetic trace [periodic:period=4ms,dur=200us], 120 s, one stream
 #   --collected FILE   collected trace [traces/samples/vm-daemon-cpu1.jtr]; "none": skip
@@ -78,8 +82,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 die() { echo "validate-app: error: $*" >&2; exit 1; }
-bin_dir="$root/target/release" out="" pairs="" warmup=1 nps="1 2" programs="bulk ring lammps hpcc meep"
-metric=loop scale_ranks="4096,65536" lammps_steps="" meep_until=""
+bin_dir="$root/target/release" out="" pairs="" warmup=1 nps="1 2" programs="bulk ring lammps gromacs meep"
+metric=loop scale_ranks="4096,65536" lammps_steps="" gromacs_steps="" meep_until=""
 syncs="none phase" periodic="periodic:period=4ms,dur=200us"
 collected="$root/traces/samples/vm-daemon-cpu1.jtr" iterations="" work_bulk=500000
 work_halo=400000 work_ring=460000 seed=1 platform=this predict_args="" draws=10 run_timeout=120 overhead=0
@@ -97,6 +101,7 @@ while [[ $# -gt 0 ]]; do
     --scale-ranks) need "$@"; scale_ranks="$2"; shift 2 ;;
     --lammps-steps) need "$@"; lammps_steps="$2"; shift 2 ;;
     --meep-until) need "$@"; meep_until="$2"; shift 2 ;;
+    --gromacs-steps) need "$@"; gromacs_steps="$2"; shift 2 ;;
     --syncs) need "$@"; syncs="${2//,/ }"; shift 2 ;;
     --periodic) need "$@"; periodic="$2"; shift 2 ;;
     --collected) need "$@"; collected="$2"; shift 2 ;;
@@ -118,10 +123,10 @@ while [[ $# -gt 0 ]]; do
 done
 if [[ $quick == 1 ]]; then
   pairs="${pairs:-6}" iterations="${iterations:-200}" overhead_pairs="${overhead_pairs:-10}"
-  lammps_steps="${lammps_steps:-400}" meep_until="${meep_until:-100}"
+  lammps_steps="${lammps_steps:-200}" meep_until="${meep_until:-20}" gromacs_steps="${gromacs_steps:-200}"
 else
   pairs="${pairs:-20}" iterations="${iterations:-600}" overhead_pairs="${overhead_pairs:-40}"
-  lammps_steps="${lammps_steps:-2000}" meep_until="${meep_until:-400}"
+  lammps_steps="${lammps_steps:-500}" meep_until="${meep_until:-60}" gromacs_steps="${gromacs_steps:-500}"
 fi
 case "$metric" in
   loop|wall) metric_args=(--metric "$metric") ;;
@@ -134,12 +139,13 @@ whole --work "$work_bulk" 16; whole --seed "$seed" 0; whole --run-timeout "$run_
 whole --draws "$draws" 1
 whole --overhead-pairs "$overhead_pairs" 2
 whole --lammps-steps "$lammps_steps" 1; whole --meep-until "$meep_until" 1
+whole --gromacs-steps "$gromacs_steps" 1
 [[ $scale_ranks == none || $scale_ranks =~ ^[0-9]+(,[0-9]+)*$ ]] \
   || die "--scale-ranks: give rank counts like 4096,65536, or none (got '$scale_ranks')"
 for n in $nps; do whole --np "$n" 1; done
 for p in $programs; do
-  [[ $p =~ ^(bulk|allreduce|halo|ring|lammps|hpcc|meep)$ ]] \
-    || die "--programs: unknown program '$p' (bulk, allreduce, halo, ring, lammps, hpcc, meep)"
+  [[ $p =~ ^(bulk|allreduce|halo|ring|lammps|gromacs|meep|hpcc)$ ]] \
+    || die "--programs: unknown program '$p' (bulk, allreduce, halo, ring, lammps, gromacs, meep, hpcc)"
   [[ $metric != iter || $p =~ ^(bulk|allreduce|halo|ring)$ ]] \
     || die "--metric iter: $p prints no iter_ns (give loop or wall)"
 done
@@ -169,6 +175,8 @@ if [[ $collected != none ]]; then
   collected="$(cd "$(dirname "$collected")" && pwd)/$(basename "$collected")"
 fi
 [[ $EUID == 0 ]] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# GROMACS overwrites its output files instead of keeping numbered backups of every run.
+export GMX_MAXBACKUP=-1
 unset JITTER_TRACE JITTER_PROFILE JITTER_SYNC JITTER_SEED JITTER_SCALE JITTER_RANKS_PER_NODE
 
 out="${out:-validate-app-$(date +%Y%m%d-%H%M%S)}"
@@ -197,20 +205,55 @@ program_args() {
     lammps) echo "lmp -in $out/inputs/in.lj -log none -screen none -var steps $lammps_steps" ;;
     hpcc) echo "--wdir $out/inputs/hpcc hpcc" ;;
     meep) echo "meep $out/inputs/wg.ctl" ;;
+    gromacs) echo "gmx_mpi -quiet mdrun -s $out/inputs/gmx/md.tpr -deffnm $out/inputs/gmx/run -ntomp 1 -nb cpu -notunepme" ;;
   esac
 }
 
 # The Debian package of each application, installed when its program is missing.
 package_of() {
-  case "$1" in lammps) echo lammps ;; hpcc) echo hpcc ;; meep) echo meep-openmpi ;; esac
+  case "$1" in lammps) echo lammps ;; hpcc) echo hpcc ;; meep) echo meep-openmpi ;; gromacs) echo gromacs ;; esac
 }
 program_of() {
-  case "$1" in lammps) echo lmp ;; hpcc) echo hpcc ;; meep) echo meep ;; esac
+  case "$1" in lammps) echo lmp ;; hpcc) echo hpcc ;; meep) echo meep ;; gromacs) echo gmx_mpi ;; esac
+}
+
+# GROMACS's input: a box of water made by its own tools (once).
+gromacs_input() {
+  local d="$out/inputs/gmx"
+  [[ -f $d/md.tpr ]] && return 0
+  mkdir -p "$d"
+  printf '; A box of SPC/E water (OPLS-AA)\n#include "oplsaa.ff/forcefield.itp"\n#include "oplsaa.ff/spce.itp"\n\n[ system ]\nwater\n\n[ molecules ]\n' >"$d/topol.top"
+  cat >"$d/md.mdp" <<MDP
+integrator = md
+dt = 0.002
+nsteps = $gromacs_steps
+nstlist = 10
+cutoff-scheme = Verlet
+coulombtype = PME
+rcoulomb = 0.9
+rvdw = 0.9
+tcoupl = v-rescale
+tc-grps = System
+tau-t = 0.1
+ref-t = 300
+constraints = h-bonds
+gen-vel = yes
+gen-temp = 300
+nstenergy = 100
+nstlog = 100
+nstcalcenergy = 100
+nstxout = 0
+nstvout = 0
+MDP
+  (cd "$d" && timeout 120 gmx -quiet solvate -cs spc216.gro -box 3 3 3 -o water.gro -p topol.top \
+    && timeout 120 gmx -quiet grompp -f md.mdp -c water.gro -p topol.top -o md.tpr -maxwarn 2) \
+    >"$out/logs/gromacs-input.log" 2>&1 || die "gmx solvate/grompp failed (see $out/logs/gromacs-input.log)"
 }
 
 # The applications' inputs (small, written here).
 write_inputs() {
   mkdir -p "$out/inputs/hpcc"
+  [[ " $programs " == *" gromacs "* ]] && gromacs_input
   cat >"$out/inputs/in.lj" <<'LMP'
 # 3-d Lennard-Jones melt (LAMMPS bench/in.lj), 8788 atoms; the steps from -var steps
 units           lj
@@ -404,11 +447,16 @@ scale_prediction() {
   local p=$1 n=$2 prof="$out/profiles/$1-np$2.json"
   [[ $scale_ranks != none && $has_predict_app == 1 && -f $prof ]] || return 0
   step "replay-bench predict --app $p (profiled at np $n) at $scale_ranks ranks"
+  local ranks=$scale_ranks
+  # An Alltoall in the loop is simulated up to 4096 ranks (N − 1 rounds per call).
+  grep -q '"call": "alltoall' "$prof" && ranks="$(tr ',' '\n' <<<"$ranks" | awk '$1 <= 4096' | paste -sd,)"
+  [[ -n $ranks ]] || return 0
   # shellcheck disable=SC2086
   if ! timeout -k 10 900 "$rb" predict --app "$prof" --trace "$out/traces/periodic.jtr" \
-      --ranks "$scale_ranks" --sync phase --seed "$seed" --draws "$draws" --platform "$platform" \
-      $predict_args -o "$out/predict/$p-np$n-scale.json" >"$out/logs/predict-$p-np$n-scale.log" 2>&1; then
-    failures+=("predict --app at $scale_ranks ranks failed for $p (see $out/logs/predict-$p-np$n-scale.log)")
+      --ranks "$ranks" --sync phase --seed "$seed" --draws "$draws" --phases 200 \
+      --platform "$platform" $predict_args -o "$out/predict/$p-np$n-scale.json" \
+      >"$out/logs/predict-$p-np$n-scale.log" 2>&1; then
+    failures+=("predict --app at $ranks ranks failed for $p (see $out/logs/predict-$p-np$n-scale.log)")
   fi
 }
 
