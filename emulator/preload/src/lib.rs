@@ -136,9 +136,13 @@ fn prefix() -> String {
 }
 
 /// Writes one line to stderr in one `write` (mpirun forwards the ranks' stderr in the chunks
-/// it reads, so a line written in pieces could interleave with another rank's).
+/// it reads, so a line written in pieces could interleave with another rank's), after the
+/// program's own buffered output (`fflush(NULL)`: a table the program printed comes out whole
+/// before the library's line, never with the line run into its last one).
 fn say(line: String) {
     use std::io::Write;
+    // SAFETY: fflush(NULL) flushes every open C output stream; no pointer is dereferenced.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
     let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
 

@@ -213,6 +213,30 @@ fn main_loop_of(
     Some((main, described))
 }
 
+/// The recorded sequence of `r` as a loop of one iteration (no loop holds most of the compute).
+fn recorded_loop(r: &RankRecord) -> Option<(MainLoop, LoopStructure)> {
+    let (calls, st) = structure::recorded(r)?;
+    let slots = (calls.into_iter())
+        .map(|(site, compute_ns, call_ns)| {
+            let mut h = LogHistogram::default();
+            h.add(compute_ns, 1);
+            Some(Slot {
+                site,
+                compute: Distribution::of(&h, compute_ns as f64)?,
+                call_mean_ns: call_ns as f64,
+                shared: false,
+            })
+        })
+        .collect::<Option<Vec<Slot>>>()?;
+    let main = MainLoop {
+        iterations: 1,
+        ranks: vec![r.header.rank],
+        slots,
+        compute_share: 1.0,
+    };
+    Some((main, st))
+}
+
 impl Profile {
     /// Merges the records of one job (`ranks` ranks; those not given are `missing`).
     pub fn merge(records: &[Box<RankRecord>], ranks: u64) -> Profile {
@@ -221,16 +245,27 @@ impl Profile {
         let found = loops
             .iter()
             .position(Option::is_some)
-            .and_then(|ri| main_loop_of(records, &loops, ri, &mut members));
-        let (main, structure) = match found {
-            Some((m, s)) => (Some(m), Some(s)),
-            None => (None, None),
+            .and_then(|ri| main_loop_of(records, &loops, ri, &mut members))
+            .filter(|(_, s)| s.compute_share >= structure::MIN_LOOP_COMPUTE_SHARE);
+        let (main, structure, recorded) = match found {
+            Some((m, s)) => (Some(m), Some(s), false),
+            None => match records.first().and_then(|r| recorded_loop(r)) {
+                Some((m, s)) => (Some(m), Some(s), true),
+                None => (None, None, false),
+            },
         };
         let reported: Vec<RankSummary> = records
             .iter()
             .zip(&loops)
             .zip(&members)
-            .map(|((r, l), m)| summary(r, l.as_ref(), *m && main.is_some()))
+            .map(|((r, l), m)| {
+                let mut s = summary(r, l.as_ref(), *m && main.is_some() && !recorded);
+                if recorded {
+                    s.in_main_loop = r.header.rank == records[0].header.rank;
+                    s.timing = Some(structure::recorded_timing(r));
+                }
+                s
+            })
             .collect();
         let first = records.first();
         let cartesian = records.iter().find(|r| r.header.cart_ndims > 0).map(|r| {
@@ -354,6 +389,7 @@ mod tests {
     use super::*;
     use crate::record::Identity;
     use crate::site::Call;
+    use crate::summary::render;
 
     fn record(rank: u64, loop_sites: &[(Site, u64)], iterations: u64) -> Box<RankRecord> {
         let id = Identity {
@@ -458,5 +494,34 @@ mod tests {
         assert_eq!(l.slots[1].compute.mean_ns, 10.0);
         assert_eq!(l.slots[3].compute.mean_ns, 30.0);
         assert_eq!(l.slots[2].compute.mean_ns, 300.0);
+    }
+
+    /// A pattern repeated in a corner of the run (five broadcasts of 10 ns between 5 µs of
+    /// set-up and 7 µs before MPI_Finalize) is no main loop: the loop is the recorded sequence,
+    /// every call with its own compute, one iteration from MPI_Init to MPI_Finalize.
+    #[test]
+    fn without_a_loop_holding_most_of_the_compute_the_recorded_sequence_is_replayed() {
+        let b = Site {
+            comm_size: 2,
+            bytes: 4,
+            root: 0,
+            ..Site::of(Call::Bcast)
+        };
+        let p = Profile::merge(&[record(0, &[(b, 10)], 5)], 1);
+        let st = p.structure.as_ref().unwrap();
+        assert!(st.recorded, "{st:?}");
+        let l = p.main_loop.as_ref().unwrap();
+        let calls: Vec<Call> = l.slots.iter().map(|s| s.site.call).collect();
+        let mut want = vec![Call::Barrier];
+        want.extend([Call::Bcast; 5]);
+        want.push(Call::Finalize);
+        assert_eq!((calls, l.iterations), (want, 1));
+        let means: Vec<f64> = l.slots.iter().map(|s| s.compute.mean_ns).collect();
+        assert_eq!(means, vec![5_000.0, 10.0, 10.0, 10.0, 10.0, 10.0, 7_000.0]);
+        let t = p.reported[0].timing.unwrap();
+        // 5 µs, 6 calls of 10 ns, 50 ns, 7 µs (the finalize record has no time in it).
+        assert_eq!((t.loop_start_ns, t.loop_end_ns), (Some(0), Some(12_110)));
+        assert!(p.reported[0].in_main_loop);
+        assert!(render(&p, "x").contains("no main loop: no repeating sequence"));
     }
 }

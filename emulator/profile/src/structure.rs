@@ -57,6 +57,10 @@ pub struct Variant {
 /// The main loop as found in the reference rank's sequence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoopStructure {
+    /// No loop holds most of the compute: the "loop" is the recorded sequence itself, one
+    /// iteration from the end of `MPI_Init` to `MPI_Finalize`, replayed as it is.
+    #[serde(default)]
+    pub recorded: bool,
     /// The rank it was found in.
     pub rank: u64,
     /// Calls the rank made; the record keeps the last of them (`kept_calls`).
@@ -335,11 +339,18 @@ pub(crate) fn describe(
         })
         .collect();
     let compute: u64 = (f.start..f.end).filter_map(|i| compute_before(l, i)).sum();
-    let total = r.header.compute_ticks.max(1);
+    // Over the compute of the calls kept (all of it when the record kept every call).
+    let kept: u64 = (0..l.seq.len()).filter_map(|i| compute_before(l, i)).sum();
+    let total = if complete(r) {
+        r.header.compute_ticks.max(1)
+    } else {
+        kept.max(1)
+    };
     let t = timing(r, Some(l));
     let last = l.times.last().map_or(0, |x| since_init(r, x.1));
     let (a, b) = (t.loop_start_ns.unwrap_or(0), t.loop_end_ns.unwrap_or(0));
     LoopStructure {
+        recorded: false,
         rank: r.header.rank,
         calls: r.header.calls,
         kept_calls: l.seq.len() as u64,
@@ -355,4 +366,73 @@ pub(crate) fn describe(
         output_ns: last.saturating_sub(b),
         sizes_vary: vary,
     }
+}
+
+/// The least share of the compute kept that a loop must hold to be the main loop: a pattern that
+/// repeats in a corner of the run (a few broadcasts of the set-up) is not the program's loop.
+pub const MIN_LOOP_COMPUTE_SHARE: f64 = 0.5;
+
+/// The recorded sequence of rank `r` as one iteration (every call, with the compute before it,
+/// from the end of `MPI_Init` to `MPI_Finalize`); `None` when the record lost calls (it keeps
+/// the last [`crate::record::SEQUENCE`]) or does not know a site.
+pub(crate) fn recorded(r: &RankRecord) -> Option<(Vec<(Site, u64, u64)>, LoopStructure)> {
+    if !complete(r) || r.header.site_overflow > 0 {
+        return None;
+    }
+    let seq = r.sequence();
+    let times = r.times();
+    let begin = r.header.init_exit.max(r.header.pmpi_init_exit);
+    let mut prev = begin;
+    let mut calls = Vec::with_capacity(seq.len());
+    for (&id, &(enter, exit)) in seq.iter().zip(&times) {
+        let (site, _) = r.site(id)?;
+        calls.push((
+            site,
+            r.ns(enter.saturating_sub(prev)),
+            r.ns(exit.saturating_sub(enter)),
+        ));
+        prev = exit;
+    }
+    let last = times.last().map_or(0, |t| since_init(r, t.1));
+    let n = seq.len();
+    Some((
+        calls,
+        LoopStructure {
+            recorded: true,
+            rank: r.header.rank,
+            calls: r.header.calls,
+            kept_calls: n as u64,
+            setup_calls: 0,
+            output_calls: 0,
+            period: n,
+            iterations: 1,
+            variants: vec![Variant {
+                calls: n,
+                iterations: 1,
+                call_share: 1.0,
+                every: None,
+                differs: String::new(),
+            }],
+            call_share: 1.0,
+            compute_share: 1.0,
+            setup_ns: 0,
+            loop_ns: last,
+            output_ns: 0,
+            sizes_vary: Vec::new(),
+        },
+    ))
+}
+
+/// A rank's timing when its recorded sequence is the loop: from `MPI_Init`'s end to its last
+/// call (`MPI_Finalize`).
+pub(crate) fn recorded_timing(r: &RankRecord) -> RankTiming {
+    let mut t = timing(r, None);
+    if complete(r) {
+        let last = r.times().last().map_or(0, |x| since_init(r, x.1));
+        t.loop_start_ns = Some(0);
+        t.loop_end_ns = Some(last);
+        t.iterations = 1;
+        t.barriers_before = Some(0);
+    }
+    t
 }

@@ -183,6 +183,20 @@ pub fn render(p: &Profile, shown: &str) -> String {
                  loop search compares calls, peers and communicators, not sizes)"
             );
         }
+        (Some(l), Some(st)) if st.recorded => {
+            let _ = writeln!(
+                out,
+                "no main loop: no repeating sequence of call shapes holds {:.0} % of the compute; \
+                 the loop is rank {}'s recorded sequence as it is, one iteration of {} calls \
+                 from the end of MPI_Init to MPI_Finalize ({}), replayed as recorded: growing it \
+                 to N ranks assumes every rank makes rank {}'s calls to the same relative peers",
+                100.0 * crate::structure::MIN_LOOP_COMPUTE_SHARE,
+                st.rank,
+                l.slots.len(),
+                ms(st.loop_ns as f64),
+                st.rank
+            );
+        }
         (Some(l), st) => {
             let _ = writeln!(
                 out,
