@@ -14,6 +14,12 @@ use crate::record::{RankRecord, NO_SITE};
 use crate::sequence::{detect, Found};
 use crate::site::{Call, Site};
 
+/// A slot whose bytes vary: (slot, fewest, most bytes).
+pub type SizeRange = (usize, u64, u64);
+
+/// A recorded call: its site, the compute before it and the time in it, ns.
+pub type RecordedCall = (Site, u64, u64);
+
 /// A call without its sizes: what the loop search compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shape {
@@ -89,7 +95,7 @@ pub struct LoopStructure {
     /// See `setup_ns`.
     pub output_ns: u64,
     /// Slots of the body whose bytes vary between iterations: (slot, fewest, most bytes).
-    pub sizes_vary: Vec<(usize, u64, u64)>,
+    pub sizes_vary: Vec<SizeRange>,
 }
 
 /// When a rank ran its loop and what its `MPI_Init` cost, ns from the end of `MPI_Init`.
@@ -254,13 +260,10 @@ pub(crate) fn add_samples(
 
 /// The site of each slot of the reference's body (the most frequent at its position) and the
 /// slots whose bytes vary.
-pub(crate) fn body_sites(
-    r: &RankRecord,
-    l: &RankLoop,
-) -> Option<(Vec<Site>, Vec<(usize, u64, u64)>)> {
+pub(crate) fn body_sites(r: &RankRecord, l: &RankLoop) -> Option<(Vec<Site>, Vec<SizeRange>)> {
     let p = l.found.body_len();
     let mut sites = Vec::with_capacity(p);
-    let mut vary = Vec::new();
+    let mut vary: Vec<SizeRange> = Vec::new();
     for j in 0..p {
         let mut counts: HashMap<u16, u64> = HashMap::new();
         for &(f, v) in l.found.iterations.iter().filter(|(_, v)| *v == 0) {
@@ -375,7 +378,7 @@ pub const MIN_LOOP_COMPUTE_SHARE: f64 = 0.5;
 /// The recorded sequence of rank `r` as one iteration (every call, with the compute before it,
 /// from the end of `MPI_Init` to `MPI_Finalize`); `None` when the record lost calls (it keeps
 /// the last [`crate::record::SEQUENCE`]) or does not know a site.
-pub(crate) fn recorded(r: &RankRecord) -> Option<(Vec<(Site, u64, u64)>, LoopStructure)> {
+pub(crate) fn recorded(r: &RankRecord) -> Option<(Vec<RecordedCall>, LoopStructure)> {
     if !complete(r) || r.header.site_overflow > 0 {
         return None;
     }
