@@ -44,6 +44,7 @@
 //! supported.
 
 mod calls;
+mod clock;
 pub mod config;
 mod profiling;
 pub mod stats;
@@ -135,9 +136,13 @@ fn prefix() -> String {
 }
 
 /// Writes one line to stderr in one `write` (mpirun forwards the ranks' stderr in the chunks
-/// it reads, so a line written in pieces could interleave with another rank's).
+/// it reads, so a line written in pieces could interleave with another rank's), after the
+/// program's own buffered output (`fflush(NULL)`: a table the program printed comes out whole
+/// before the library's line, never with the line run into its last one).
 fn say(line: String) {
     use std::io::Write;
+    // SAFETY: fflush(NULL) flushes every open C output stream; no pointer is dereferenced.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
     let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
 
@@ -222,7 +227,7 @@ fn prepare() -> Result<Option<Prepared>, String> {
     let trace = loaded.trace;
     let slot = layout.assignment(config.ranks_per_node, trace.streams.len())?;
     let (node, stream) = (slot.timeline, slot.stream);
-    let clock = Clock::for_tools().map_err(|e| format!("counter: {e}"))?;
+    let clock = crate::clock::clock()?;
     let cal = calibration(&clock)?;
     let opts = ReplaySetup {
         scale: config.scale,
@@ -298,6 +303,7 @@ fn start(p: Prepared) -> Result<(), String> {
 
 /// The common body of `MPI_Init` and `MPI_Init_thread`; `call` is the `PMPI_` function.
 fn init_around(call: impl FnOnce() -> c_int) -> c_int {
+    let enter = jitter_collect::clock::read_counter();
     let prepared = match no_unwind(prepare) {
         Ok(Ok(p)) => p,
         Ok(Err(msg)) | Err(msg) => die(&msg),
@@ -309,11 +315,13 @@ fn init_around(call: impl FnOnce() -> c_int) -> c_int {
     if prepared.is_none() && profile.is_none() {
         return call();
     }
+    let pmpi_enter = jitter_collect::clock::read_counter();
     let rc = if prepared.is_some() {
         with_alarm_blocked(call)
     } else {
         call()
     };
+    let pmpi_exit = jitter_collect::clock::read_counter();
     if rc != 0 {
         return rc;
     }
@@ -327,6 +335,12 @@ fn init_around(call: impl FnOnce() -> c_int) -> c_int {
             die(&msg)
         }
     }
+    // What MPI_Init cost, the library's part apart (the profile's start-up figure).
+    profiling::set_init(
+        enter,
+        (pmpi_enter, pmpi_exit),
+        jitter_collect::clock::read_counter(),
+    );
     rc
 }
 

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use jitter_collect::clock::{read_counter, Clock};
+use jitter_collect::clock::read_counter;
 use jitter_profile::profile::{rank_path, ranks_dir};
 use jitter_profile::{Call, Identity, Profile, RankRecord, Recorder, Site};
 use jitter_trace::output::{check_output, check_room};
@@ -68,7 +68,7 @@ pub(crate) fn prepare(
     }
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("JITTER_PROFILE: cannot create {}: {e}", dir.display()))?;
-    let clock = Clock::for_tools().map_err(|e| format!("counter: {e}"))?;
+    let clock = crate::clock::clock()?;
     let id = Identity {
         rank: layout.rank,
         ranks: layout.size,
@@ -185,6 +185,20 @@ pub(crate) fn around(site: impl FnOnce() -> Site, call: impl FnOnce() -> c_int) 
     rc
 }
 
+/// Records how `MPI_Init` went (counters: the wrapper's start, `PMPI_Init`'s start and end, the
+/// wrapper's end, after the replay started); the program's compute is counted from its end.
+pub(crate) fn set_init(enter: u64, pmpi: (u64, u64), exit: u64) {
+    RECORDER.with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            if let Some(r) = r.as_mut() {
+                let rec = r.record();
+                rec.set_init(enter, pmpi, exit);
+                rec.header.last_exit = exit;
+            }
+        }
+    });
+}
+
 /// Records the Cartesian topology the program made.
 pub(crate) fn cartesian(dims: &[i32], periods: &[i32]) {
     RECORDER.with(|r| {
@@ -230,8 +244,9 @@ pub(crate) fn merge() -> Option<Result<String, String>> {
             let main = p.main_loop.as_ref().map_or_else(
                 || "no main loop found".to_string(),
                 |l| {
+                    let kinds = p.structure.as_ref().map_or(1, |s| s.variants.len());
                     format!(
-                        "main loop of {} calls × {} iterations",
+                        "main loop of {} calls × {} iterations ({kinds} kinds of iteration)",
                         l.slots.len(),
                         l.iterations
                     )

@@ -8,7 +8,9 @@
 //! What it keeps: every call site ([`Site`], up to [`SITES`]), every step (a pair of
 //! consecutive sites, up to [`STEPS`]) with the distribution of the compute interval before
 //! it (counter ticks, `histogram`) and the time spent in its call, and the last [`SEQUENCE`]
-//! sites in order (from which `sequence` finds the main loop). The compute interval of a call
+//! sites in order with the counter at each call's start and end (from which `sequence` finds the
+//! main loop, and `profile` its compute per position and the time its iterations took); and how
+//! long `MPI_Init` took, the MPI library's part and the preload library's part apart. The compute interval of a call
 //! is the time from the end of the previous MPI call (or of `MPI_Init`) to its start. Keying
 //! the intervals by step rather than by site tells apart two identical calls at two places of
 //! one iteration (the two allreduces of a solver), which have different predecessors.
@@ -25,9 +27,9 @@ use crate::site::{Call, Site};
 /// `JBPROF01`.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"JBPROF01");
 /// Layout version.
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 /// Call sites a rank can tell apart; later new sites count in `site_overflow`.
-pub const SITES: usize = 128;
+pub const SITES: usize = 1024;
 const SITE_INDEX: usize = 2 * SITES;
 /// Steps (pairs of consecutive sites) a rank can tell apart; later ones count in
 /// `step_overflow`.
@@ -91,6 +93,14 @@ pub struct Header {
     pub host: [u8; NAME],
     /// The program (`argv[0]`, NUL-padded).
     pub program: [u8; 2 * NAME],
+    /// Counter when the `MPI_Init` wrapper began (0: not told).
+    pub init_enter: u64,
+    /// Counter when `PMPI_Init` began.
+    pub pmpi_init_enter: u64,
+    /// Counter when `PMPI_Init` returned.
+    pub pmpi_init_exit: u64,
+    /// Counter when the `MPI_Init` wrapper returned (the replay, if any, started just before).
+    pub init_exit: u64,
 }
 
 /// One site in the record.
@@ -138,6 +148,8 @@ pub struct RankRecord {
     steps: [StepSlot; STEPS],
     step_index: [u16; STEP_INDEX],
     sequence: [u16; SEQUENCE],
+    enters: [u64; SEQUENCE],
+    exits: [u64; SEQUENCE],
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() % 8 == 0);
@@ -151,6 +163,7 @@ const _: () = assert!(
             + (32 + 4 * BUCKETS) * STEPS
             + 2 * STEP_INDEX
             + 2 * SEQUENCE
+            + 16 * SEQUENCE
 );
 
 fn hash(words: &[u64]) -> u64 {
@@ -315,7 +328,10 @@ impl RankRecord {
             *b = b.saturating_add(1);
         }
         let h = &mut self.header;
-        self.sequence[(h.calls as usize) % SEQUENCE] = id;
+        let at = (h.calls as usize) % SEQUENCE;
+        self.sequence[at] = id;
+        self.enters[at] = enter;
+        self.exits[at] = exit;
         h.calls += 1;
         h.compute_ticks += compute;
         h.call_ticks += in_call;
@@ -372,6 +388,30 @@ impl RankRecord {
         let mut v = self.sequence[at..].to_vec();
         v.extend_from_slice(&self.sequence[..at]);
         v
+    }
+
+    /// Calls kept in order: the last [`SEQUENCE`] of them.
+    pub fn sequence_len(&self) -> usize {
+        (self.header.calls as usize).min(SEQUENCE)
+    }
+
+    /// The counters at the start and end of each kept call, in the order of [`Self::sequence`].
+    pub fn times(&self) -> Vec<(u64, u64)> {
+        let calls = self.header.calls as usize;
+        let pair = |i: usize| (self.enters[i], self.exits[i]);
+        if calls <= SEQUENCE {
+            return (0..calls).map(pair).collect();
+        }
+        let at = calls % SEQUENCE;
+        (at..SEQUENCE).chain(0..at).map(pair).collect()
+    }
+
+    /// Records how `MPI_Init` went: the counters at the wrapper's start, around `PMPI_Init`, and
+    /// at the wrapper's end.
+    pub fn set_init(&mut self, init_enter: u64, pmpi: (u64, u64), init_exit: u64) {
+        let h = &mut self.header;
+        (h.init_enter, h.pmpi_init_enter) = (init_enter, pmpi.0);
+        (h.pmpi_init_exit, h.init_exit) = (pmpi.1, init_exit);
     }
 
     /// The launcher's job id.

@@ -1,8 +1,10 @@
 //! `replay-bench app`: hyperfine for MPI programs under noise. The unmodified program runs K
 //! pairs of times, once with `libjitter_preload.so` replaying the trace and once without, in an
-//! order drawn per pair from a seed, after W warm-up pairs; the slowdown of its wall time (or of
-//! a number it prints, `--metric`) comes with its paired 95 % interval, and no verdict is given
-//! where the interval is wider than the effect (the report says how many pairs would do).
+//! order drawn per pair from a seed, after W warm-up pairs; the slowdown of its main loop's time
+//! (what `predict --app` predicts; or its wall time, or a number it prints: `--metric`) comes
+//! with its paired 95 % interval, and no verdict is given where the interval is wider than the
+//! effect (the report says how many pairs would do). The library's start-up and the whole
+//! program's wall time are reported beside the loop's.
 //! Every run has a time limit; a failed run is recorded and ends the study with its status.
 
 mod launch;
@@ -25,7 +27,7 @@ use jitter_trace::Stats;
 
 pub use launch::RunStatus;
 pub use report::{pairs_of, result_of, verdict_line, AppReport, AppResult};
-pub use study::{read_metric, schedule, Arm, LibrarySummary, Pair, RunRecord};
+pub use study::{read_metric, schedule, Arm, LibrarySummary, Measure, Pair, RunRecord};
 pub use verdict::{judge, ArmSummary, Effect, Verdict};
 
 use study::StudySetup;
@@ -53,11 +55,13 @@ pub struct AppArgs {
     /// host also calibrates its injector, about 20 s).
     #[arg(long, default_value_t = 1)]
     pub warmup: u64,
-    /// Measure the number the program prints instead of its wall time: a regular expression
-    /// with one capture group, read from the last match in its standard output (smaller is
-    /// faster, like a time).
-    #[arg(long, value_name = "REGEX", value_parser = metric_flag)]
-    pub metric: Option<Regex>,
+    /// What to measure: `loop` (the program's main loop, found and timed by the library's
+    /// profile in both arms: what `predict --app` predicts), `wall` (the whole program, spawn
+    /// to exit: start-up, set-up and output included), or a regular expression with one capture
+    /// group around a number the program prints (the last match in its standard output; smaller
+    /// is faster, like a time).
+    #[arg(long, value_name = "loop|wall|REGEX", default_value = "loop", value_parser = measure_flag)]
+    pub metric: Measure,
     /// Time limit of one run (ended with SIGTERM, then SIGKILL to its process group).
     #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = crate::run::positive_duration_flag)]
     pub timeout: u64,
@@ -88,6 +92,15 @@ pub struct AppArgs {
     /// The program and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// A `--metric` flag: `loop`, `wall` or a regular expression with one capture group.
+pub fn measure_flag(s: &str) -> Result<Measure, String> {
+    match s {
+        "loop" => Ok(Measure::Loop),
+        "wall" => Ok(Measure::Wall),
+        _ => metric_flag(s).map(Measure::Printed),
+    }
 }
 
 /// A `--metric` flag: a regular expression with exactly one capture group.
@@ -186,7 +199,7 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
         scale: a.scale,
         sync: a.sync,
         ranks_per_node: a.ranks_per_node,
-        metric: a.metric.clone(),
+        measure: a.metric.clone(),
         limit: Duration::from_nanos(a.timeout),
         stats_dir: stats_dir.clone(),
         salvage: a.salvage.salvage,
@@ -200,10 +213,7 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
         ranks_per_node: a.ranks_per_node,
         host: Some(jitter_emulator::calibration::host_and_kernel().0),
         seed: a.seed,
-        metric: a.metric.as_ref().map_or_else(
-            || "wall time, ns".into(),
-            |re| format!("--metric '{}'", re.as_str()),
-        ),
+        metric: a.metric.label(),
         timeout_ns: a.timeout,
         platform_noise,
         runs: Vec::new(),
