@@ -152,6 +152,54 @@ impl InjectionCost {
     }
 }
 
+/// How detours get into a rank: a timer signal at each due time, or payment at the rank's
+/// MPI calls (module `boundary`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InjectionMode {
+    /// `SIGALRM` from a timer, the handler spins (paper 001): costs O per detour, so short
+    /// detours need a scale factor S; works whatever the program does between its calls.
+    #[default]
+    Signal,
+    /// Detours due while the rank computed are paid at its next MPI call, those due while it
+    /// waits inside a call at their time: no O, L or M, every detour at S = 1; exact for
+    /// single-threaded ranks that compute between MPI calls.
+    Boundary,
+}
+
+impl InjectionMode {
+    /// What one injection costs in this mode: `measured` (the signal injector's calibration)
+    /// or, paying at calls, nothing (no timer, no handler).
+    pub fn cost(self, measured: InjectionCost) -> InjectionCost {
+        match self {
+            InjectionMode::Signal => measured,
+            InjectionMode::Boundary => InjectionCost::ideal(TimerKind::Abstime),
+        }
+    }
+}
+
+impl FromStr for InjectionMode {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Self, PlanError> {
+        match s.trim() {
+            "signal" => Ok(InjectionMode::Signal),
+            "boundary" => Ok(InjectionMode::Boundary),
+            other => Err(PlanError::Option(format!(
+                "unknown injection mode '{other}' (use signal or boundary)"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for InjectionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            InjectionMode::Signal => "signal",
+            InjectionMode::Boundary => "boundary",
+        })
+    }
+}
+
 /// Values given on the command line in place of the measured ones, ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Overrides {
@@ -245,6 +293,26 @@ mod tests {
             ReplaySetup::ideal(TimerKind::Abstime).plan_options(),
             PlanOptions::ideal()
         );
+    }
+
+    #[test]
+    fn paying_at_calls_costs_nothing_and_the_mode_reads_back() {
+        let measured = InjectionCost {
+            timer: TimerKind::Itimer,
+            overhead_ns: 7_000,
+            overhead_by_gap: OverheadByGap::default(),
+            min_sleep_ns: 20_000,
+            lateness_ns: 3_000,
+        };
+        assert_eq!(InjectionMode::Signal.cost(measured), measured);
+        assert_eq!(
+            InjectionMode::Boundary.cost(measured),
+            InjectionCost::ideal(TimerKind::Abstime)
+        );
+        for m in [InjectionMode::Signal, InjectionMode::Boundary] {
+            assert_eq!(m.to_string().parse::<InjectionMode>().unwrap(), m);
+        }
+        assert!("timer".parse::<InjectionMode>().is_err());
     }
 
     #[test]
