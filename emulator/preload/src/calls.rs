@@ -454,6 +454,12 @@ wrappers! {
     local MPI_Request_free(request: *mut Request);
     /// `MPI_Cancel`.
     local MPI_Cancel(request: *mut Request);
+    /// `MPI_Send_init`.
+    local MPI_Send_init(buf: CP, count: c_int, datatype: H, dest: c_int, tag: c_int, comm: H,
+        request: *mut Request);
+    /// `MPI_Recv_init`.
+    local MPI_Recv_init(buf: P, count: c_int, datatype: H, source: c_int, tag: c_int, comm: H,
+        request: *mut Request);
     /// `MPI_Start`.
     local MPI_Start(request: *mut Request);
     /// `MPI_Startall`.

@@ -505,7 +505,25 @@ pub unsafe extern "C" fn MPI_Init_thread(
     let real =
         unsafe { std::mem::transmute::<*mut c_void, InitThreadFn>(PMPI_INIT_THREAD.address()) };
     // SAFETY: the caller's arguments are forwarded unchanged.
-    init_around(|| unsafe { real(argc, argv, required, provided) })
+    let rc = init_around(|| unsafe { real(argc, argv, required, provided) });
+    let level = if rc == 0 && !provided.is_null() {
+        // SAFETY: `provided` is writable and was set by a successful `PMPI_Init_thread`.
+        unsafe { *provided }
+    } else {
+        0
+    };
+    if let Some(run) = RUN.get() {
+        // MPI_THREAD_SERIALIZED and MPI_THREAD_MULTIPLE (2 and 3 in OpenMPI and MPICH): other
+        // threads may call MPI, and paying at calls disturbs only this one.
+        if run.config.inject == InjectionMode::Boundary && level >= 2 && run.layout.rank == 0 {
+            warn(
+                "JITTER_INJECT=boundary: the program may call MPI from several threads; only \
+                 the thread that called MPI_Init pays detours, the other threads' calls are \
+                 forwarded untouched and their time is not disturbed (docs/METHOD.md)",
+            );
+        }
+    }
+    rc
 }
 
 /// `MPI_Barrier`: `PMPI_Barrier`, then a resync where `JITTER_SYNC` says.
