@@ -92,25 +92,28 @@ impl Boundary {
         };
     }
 
-    /// Spins until replay time `end_ns` (at most [`MAX_DETOUR_NS`] from `start_ns`).
-    fn spin(&mut self, start_ns: u64, end_ns: u64) -> u64 {
+    /// Spins until replay time `end_ns` (at most [`MAX_DETOUR_NS`] from `start_ns`); counts the
+    /// planned span as spun. A spin that ends late (the rank was descheduled) ends the chain of
+    /// payments no later: the next one starts at this one's planned end, so that the machine's
+    /// own interruptions overlap the detours, as they would a real one, instead of adding debt.
+    fn spin(&mut self, start_ns: u64, end_ns: u64) {
         let end_ns = end_ns.min(start_ns + MAX_DETOUR_NS);
         if end_ns > start_ns {
             spin_until(self.tick_at(end_ns));
             self.spun_ns += end_ns - start_ns;
         }
-        read_counter()
     }
 
     /// Pays what the computing before now owes: every injection due before now in full, each
-    /// from the end of the previous payment. Returns the counter reading at the end.
+    /// from the planned end of the previous payment. Returns the counter reading at the end.
     pub fn settle(&mut self) -> u64 {
-        let mut tick = read_counter();
-        while let Some(p) = self.ledger.take(self.ns_at(tick), Paid::Boundary) {
-            tick = self.spin(p.start_ns, p.end_ns);
+        let mut at = self.now_ns();
+        while let Some(p) = self.ledger.take(at, Paid::Boundary) {
+            self.spin(p.start_ns, p.end_ns);
+            at = p.end_ns;
         }
         self.cache_due();
-        tick
+        read_counter()
     }
 
     /// Inside a polled call: pays, at its time, the injection due now. Returns whether it paid.
@@ -133,18 +136,20 @@ impl Boundary {
 
     /// After a blocking call entered at counter value `entered` returned at `returned`: an
     /// injection due inside it holds the rank until its own end; one due before the entry is
-    /// paid in full. Returns the counter reading at the end.
+    /// paid in full (each payment from the planned end of the previous). Returns the counter
+    /// reading at the end.
     pub fn after_blocking(&mut self, entered: u64, returned: u64) -> u64 {
         let how = Paid::OnReturn {
             entered_ns: self.ns_at(entered),
             returned_ns: self.ns_at(returned),
         };
-        let mut tick = returned;
-        while let Some(p) = self.ledger.take(self.ns_at(tick), how) {
-            tick = self.spin(p.start_ns, p.end_ns);
+        let mut at = self.ns_at(returned);
+        while let Some(p) = self.ledger.take(at, how) {
+            self.spin(p.start_ns, p.end_ns);
+            at = p.end_ns;
         }
         self.cache_due();
-        tick
+        read_counter()
     }
 
     /// Jumps to timeline point `offset_ns` now (settle first).

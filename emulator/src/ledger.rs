@@ -36,7 +36,8 @@ pub enum Paid {
     /// detour due strictly before `now`, in full from `now`.
     Boundary,
     /// Inside a call that polls a nonblocking twin: every detour due at or before `now`, in full
-    /// from `now`.
+    /// from its due time (or the end of the payment before it, if later): the rank was waiting,
+    /// so a poll that saw it late (the rank was descheduled) does not lengthen it.
     InCall,
     /// After a blocking call entered at `entered_ns` returned at `returned_ns`: every detour due
     /// before the return; one due before the entry in full from `now` (it belongs to the
@@ -55,7 +56,8 @@ pub enum Paid {
 pub struct Payment {
     /// The injection's due time.
     pub due_ns: u64,
-    /// When the payment starts (the `now` it was taken at).
+    /// When the payment starts: the `now` it was taken at, or for a detour paid inside a
+    /// polled call, its due time (or the end of the payment before it).
     pub start_ns: u64,
     /// When it ends: `start_ns + span`, or for a detour that fell inside a blocking call, the
     /// later of `start_ns` and its own end.
@@ -81,7 +83,7 @@ pub struct PaidClass {
     pub span_ns: u64,
     /// Σ time spun for them, ns (less than the span where a blocking call's wait overlapped it).
     pub spun_ns: u64,
-    /// Σ lateness (payment start − due), ns.
+    /// Σ lateness (the `now` it was paid at − due), ns.
     pub lateness_sum_ns: u64,
     /// Largest lateness, ns.
     pub lateness_max_ns: u64,
@@ -90,12 +92,12 @@ pub struct PaidClass {
 }
 
 impl PaidClass {
-    fn add(&mut self, p: &Payment) {
-        let late = p.start_ns.saturating_sub(p.due_ns);
+    fn add(&mut self, p: &Payment, now_ns: u64) {
+        let late = now_ns.saturating_sub(p.due_ns);
         self.injections += 1;
         self.detours += u64::from(p.detours);
         self.span_ns += p.span_ns;
-        self.spun_ns += p.end_ns - p.start_ns;
+        self.spun_ns += p.end_ns.saturating_sub(p.start_ns.max(now_ns));
         self.lateness_sum_ns += late;
         self.lateness_max_ns = self.lateness_max_ns.max(late);
         self.lateness[lateness_bucket(late)] += 1;
@@ -230,6 +232,8 @@ pub struct Ledger {
     pending: Option<Injection>,
     fetched: bool,
     paused: bool,
+    /// Planned end of the last payment of the segment (0 after a start or a resync).
+    last_end_ns: u64,
     stats: LedgerStats,
 }
 
@@ -241,6 +245,7 @@ impl Ledger {
             pending: None,
             fetched: false,
             paused: false,
+            last_end_ns: 0,
             stats: LedgerStats::default(),
         }
     }
@@ -296,14 +301,18 @@ impl Ledger {
         }
         let inside_wait =
             matches!(how, Paid::OnReturn { entered_ns, .. } if p.due_ns >= entered_ns);
-        let end_ns = if inside_wait {
-            now_ns.max(p.due_ns + p.span_ns)
+        let (start_ns, end_ns) = if inside_wait {
+            (now_ns, now_ns.max(p.due_ns + p.span_ns))
+        } else if how == Paid::InCall {
+            let start = p.due_ns.max(self.last_end_ns).min(now_ns);
+            (start, start + p.span_ns)
         } else {
-            now_ns + p.span_ns
+            (now_ns, now_ns + p.span_ns)
         };
+        self.last_end_ns = end_ns;
         let pay = Payment {
             due_ns: p.due_ns,
-            start_ns: now_ns,
+            start_ns,
             end_ns,
             span_ns: p.span_ns,
             detours: p.detours,
@@ -313,7 +322,7 @@ impl Ledger {
             Paid::InCall => &mut self.stats.in_call,
             _ => &mut self.stats.at_boundary,
         };
-        class.add(&pay);
+        class.add(&pay, now_ns);
         self.pending = None;
         self.fetched = false;
         self.cursor.confirm();
@@ -345,6 +354,7 @@ impl Ledger {
         self.discard(now_ns);
         self.cursor.resync(offset_ns, now_ns);
         self.paused = false;
+        self.last_end_ns = 0;
     }
 
     /// Stops owing anything from `now_ns` on; the trace's timeline runs on (see

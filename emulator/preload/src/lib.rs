@@ -586,8 +586,6 @@ pub unsafe extern "C" fn MPI_Barrier(comm: Comm) -> c_int {
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     // SAFETY: the address is the MPI library's `PMPI_Finalize`, which has this C signature.
     let real = unsafe { std::mem::transmute::<*mut c_void, FinalizeFn>(PMPI_FINALIZE.address()) };
-    // A boundary: what the computing before it owes is paid before the replay stops.
-    paying::local(|| 0);
     if let Err(msg) = no_unwind(profiling::finish) {
         warn(&msg);
     }

@@ -306,7 +306,9 @@ pub(crate) fn stop() -> Option<Stopped> {
     drop(inside);
     // SAFETY: the owner thread, outside any wrapper, with ACTIVE cleared: nothing else touches
     // the cell again.
-    let st = unsafe { (*SLOT.0.get()).take() }?;
+    let mut st = unsafe { (*SLOT.0.get()).take() }?;
+    // The end is a boundary: what the computing before it owes is paid.
+    st.boundary.settle();
     let (elapsed_ns, progress) = (st.boundary.now_ns(), st.boundary.progress());
     Some(Stopped {
         ledger: st.boundary.finish(),

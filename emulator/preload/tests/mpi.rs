@@ -778,3 +778,61 @@ fn injected_sigalrms_never_break_mpi_collectives_or_file_io() {
         injected as f64 / took
     );
 }
+
+/// Rounds of `tests/app/calls.c` in the call test.
+const CALL_ROUNDS: u32 = 30;
+
+/// Paying at calls, every wrapped call still does what MPI says: `calls.c` makes each kind of
+/// call (collectives through their twin, sends, receives, waits and probes polled or blocking,
+/// communicator creation paid on return) round after round under a dense trace (a 40 µs detour
+/// every 100 µs, no resync), checks every result, and ends; each rank paid every detour it met
+/// (a stop can miss only the one that fell due while the last call settled), at calls' entries
+/// and inside polled calls.
+#[test]
+fn every_wrapped_call_keeps_its_meaning_while_detours_are_paid_at_calls() {
+    if !have("mpicc") || !have("mpirun") {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+        return;
+    }
+    let s = Setup::new();
+    let app = compile(s.dir.path(), "calls");
+    let trace = s.dir.path().join("dense.jtr");
+    let stream = jitter_emulator::calibration::periodic_stream(100_000, 40_000, 100_000);
+    let mut t = jitter_trace::Trace {
+        streams: vec![stream],
+        ..jitter_trace::Trace::default()
+    };
+    t.sync_header();
+    jitter_trace::write_trace(&trace, &t).unwrap();
+    let stats_dir = s.dir.path().join("calls-stats");
+    let vars = [
+        ("JITTER_TRACE", trace.to_str().unwrap()),
+        ("JITTER_INJECT", "boundary"),
+        ("JITTER_SYNC", "none"),
+        ("JITTER_STATS_DIR", stats_dir.to_str().unwrap()),
+    ];
+    let args = [CALL_ROUNDS.to_string()];
+    let out = s.mpirun_app(&app, MPIRUN_LIMIT_S, false, true, &vars, &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}{stderr}");
+    assert!(
+        out.status.success() && stdout.contains(&format!("calls rounds {CALL_ROUNDS} bad 0")),
+        "the program saw a wrong result or did not end:\n{stdout}\n{stderr}"
+    );
+    for r in 0..2 {
+        let rank: RankStats = read(&jitter_preload::stats::rank_path(&stats_dir, r));
+        let b = rank.boundary.expect("the rank's account");
+        let l = &b.ledger;
+        assert!(l.missed.injections <= 1, "rank {r}: {l:?}");
+        assert!(
+            l.at_boundary.injections > 0 && l.in_call.injections > 0,
+            "rank {r}: {l:?}"
+        );
+        assert!(
+            b.calls.polled > 0 && b.calls.calls > b.calls.polled,
+            "{b:?}"
+        );
+        assert_eq!((rank.injector.dropped, rank.injector.merged), (0, 0));
+    }
+}

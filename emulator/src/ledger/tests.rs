@@ -78,7 +78,7 @@ impl Walk {
 /// Pays everything `how` owes from `now` on, one payment after another: the end.
 fn settle(l: &mut Ledger, mut now: u64, how: Paid) -> u64 {
     while let Some(p) = l.take(now, how) {
-        assert!(p.end_ns >= p.start_ns && p.start_ns == now);
+        assert!(p.end_ns >= p.start_ns && p.start_ns <= now);
         now = p.end_ns;
     }
     now
@@ -230,6 +230,22 @@ fn a_detour_due_inside_a_blocking_call_is_paid_for_what_reaches_past_its_return(
     assert_eq!(l.stats().at_boundary.injections, 1);
 }
 
+/// A poll that sees a detour late (the waiting rank was descheduled) pays it from its due time:
+/// the wait already covered the part before the poll; a boundary pays in full from now.
+#[test]
+fn a_detour_seen_late_inside_a_polled_call_is_paid_from_its_due_time() {
+    let plan = two_detours();
+    let mut l = Ledger::new(plan.cursor(0));
+    let p = l.take(1_060, Paid::InCall).unwrap();
+    assert_eq!((p.start_ns, p.end_ns), (1_000, 1_100));
+    let st = l.stats();
+    assert_eq!((st.in_call.lateness_max_ns, st.in_call.spun_ns), (60, 40));
+    // Seen after its end: nothing left to spin, paid all the same.
+    let p = l.take(2_500, Paid::InCall).unwrap();
+    assert_eq!((p.start_ns, p.end_ns), (2_000, 2_100));
+    assert_eq!(l.stats().in_call.injections, 2);
+}
+
 #[test]
 fn a_boundary_owes_what_was_due_strictly_before_it_and_a_poll_what_is_due_now() {
     let plan = two_detours();
@@ -271,13 +287,14 @@ fn a_due_injection_discarded_by_a_resync_or_a_pause_is_missed_one_not_yet_due_is
 fn the_lateness_quantiles_are_bounded_by_their_buckets() {
     let mut c = PaidClass::default();
     for late in [0u64, 1, 3, 900, 1_000_000] {
-        c.add(&Payment {
+        let p = Payment {
             due_ns: 0,
             start_ns: late,
             end_ns: late + 10,
             span_ns: 10,
             detours: 1,
-        });
+        };
+        c.add(&p, late);
     }
     assert_eq!(c.lateness_quantile_bound_ns(0.0), 0);
     assert_eq!(c.lateness_quantile_bound_ns(0.4), 1);
