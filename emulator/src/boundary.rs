@@ -154,8 +154,15 @@ impl Boundary {
 
     /// Jumps to timeline point `offset_ns` now (settle first).
     pub fn resync(&mut self, offset_ns: u64) {
-        let now = self.now_ns();
-        self.ledger.resync(offset_ns, now);
+        self.resync_at(offset_ns, read_counter());
+    }
+
+    /// Jumps to timeline point `offset_ns` as of counter value `tick`, a moment just past
+    /// (the return of the barrier that ends a phase: the predictor resyncs at the barrier's
+    /// exit, so the time the rank took to get here is not on the old segment).
+    pub fn resync_at(&mut self, offset_ns: u64, tick: u64) {
+        let at = self.ns_at(tick);
+        self.ledger.resync(offset_ns, at);
         self.next_due = 0;
     }
 

@@ -55,6 +55,8 @@ pub struct CallCounts {
 /// The state of the replaying thread.
 struct State {
     boundary: Boundary,
+    /// Counter reading when the last call that may wait returned.
+    returned: u64,
     counts: CallCounts,
     /// The account at the end of the last phase.
     phase_mark: LedgerStats,
@@ -204,8 +206,9 @@ pub(crate) fn blocking(
                     b.poll();
                 }
             });
+            st.returned = read_counter();
             if let Choice::Local(est) = choice {
-                est.record(read_counter().wrapping_sub(tick));
+                est.record(st.returned.wrapping_sub(tick));
             }
             rc
         }
@@ -220,6 +223,7 @@ pub(crate) fn blocking(
             if let Choice::Local(est) = choice {
                 est.record(returned.wrapping_sub(tick));
             }
+            st.returned = returned;
             if st.boundary.owes(returned) {
                 st.boundary.after_blocking(tick, returned);
             }
@@ -250,6 +254,7 @@ pub(crate) fn start(boundary: Boundary) {
     unsafe {
         *SLOT.0.get() = Some(State {
             boundary,
+            returned: read_counter(),
             counts: CallCounts {
                 worst_phase_time_share: 1.0,
                 ..CallCounts::default()
@@ -262,8 +267,8 @@ pub(crate) fn start(boundary: Boundary) {
     ACTIVE.store(true, Ordering::Release);
 }
 
-/// After a barrier: one phase ended (its fidelity is noted), and a resync to `offset` if given.
-/// Only on the replaying thread.
+/// After a barrier (the last call that may wait): one phase ended (its fidelity is noted), and
+/// a resync to `offset` if given. Only on the replaying thread.
 pub(crate) fn end_phase(offset: Option<u64>) -> bool {
     let Some(inside) = Inside::enter() else {
         return false;
@@ -279,7 +284,9 @@ pub(crate) fn end_phase(offset: Option<u64>) -> bool {
         st.counts.worst_phase_time_share = st.counts.worst_phase_time_share.min(share);
     }
     if let Some(offset) = offset {
-        st.boundary.resync(offset);
+        // At the barrier's return, where the predictor resyncs: a detour due after it on the
+        // old segment was never met.
+        st.boundary.resync_at(offset, st.returned);
     }
     st.phase_mark = st.boundary.stats();
     offset.is_some()
