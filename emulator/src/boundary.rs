@@ -134,6 +134,20 @@ impl Boundary {
         }
     }
 
+    /// After a polled call entered at counter value `entered` completed at `returned`: a detour
+    /// that fell due after the last poll holds the rank until its own end (the walk's barrier
+    /// exit), counted with the payments inside polled calls. Returns the counter reading.
+    pub fn after_polled(&mut self, entered: u64, returned: u64) -> u64 {
+        if !self.owes(returned) {
+            return returned;
+        }
+        let how = Paid::AtCompletion {
+            entered_ns: self.ns_at(entered),
+            returned_ns: self.ns_at(returned),
+        };
+        self.pay_after(how, returned)
+    }
+
     /// After a blocking call entered at counter value `entered` returned at `returned`: an
     /// injection due inside it holds the rank until its own end; one due before the entry is
     /// paid in full (each payment from the planned end of the previous). Returns the counter
@@ -143,6 +157,12 @@ impl Boundary {
             entered_ns: self.ns_at(entered),
             returned_ns: self.ns_at(returned),
         };
+        self.pay_after(how, returned)
+    }
+
+    /// Pays what `how` owes from counter value `returned` on, each payment from the planned end
+    /// of the previous one.
+    fn pay_after(&mut self, how: Paid, returned: u64) -> u64 {
         let mut at = self.ns_at(returned);
         while let Some(p) = self.ledger.take(at, how) {
             self.spin(p.start_ns, p.end_ns);

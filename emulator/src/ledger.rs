@@ -49,6 +49,15 @@ pub enum Paid {
         /// When it returned, replay ns.
         returned_ns: u64,
     },
+    /// As `OnReturn`, after a polled call completed: a detour that fell due after the last poll
+    /// (the rank was descheduled between two polls) holds the rank until its own end, and counts
+    /// with the payments inside polled calls.
+    AtCompletion {
+        /// When the call was entered, replay ns.
+        entered_ns: u64,
+        /// When it completed, replay ns.
+        returned_ns: u64,
+    },
 }
 
 /// One payment: spin from `start_ns` to `end_ns` (replay ns).
@@ -213,6 +222,53 @@ impl LedgerStats {
     }
 }
 
+/// The shares of each phase (between two ends of phases): how many phases missed a detour, and
+/// the smallest share of a phase's met noise time that was paid.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PhaseShares {
+    /// Phases ended.
+    pub phases: u64,
+    /// Phases in which a detour was missed.
+    pub phases_missing: u64,
+    /// The smallest share of a phase's met noise time that was paid (1 when none missed).
+    pub worst_time_share: f64,
+    /// (paid, missed) span at the end of the last phase, ns.
+    #[serde(skip)]
+    mark: (u64, u64),
+}
+
+impl Default for PhaseShares {
+    fn default() -> Self {
+        PhaseShares {
+            phases: 0,
+            phases_missing: 0,
+            worst_time_share: 1.0,
+            mark: (0, 0),
+        }
+    }
+}
+
+impl PhaseShares {
+    /// A phase ended with the ledger's account at `now`.
+    pub fn end_phase(&mut self, now: &LedgerStats) {
+        let (paid, missed) = (now.paid().span_ns, now.missed.span_ns);
+        let (p, m) = (paid - self.mark.0, missed - self.mark.1);
+        self.phases += 1;
+        if m > 0 {
+            self.phases_missing += 1;
+            self.worst_time_share = self.worst_time_share.min(p as f64 / (p + m) as f64);
+        }
+        self.mark = (paid, missed);
+    }
+
+    /// Adds another rank's phases (the worst share: the least of both).
+    pub fn merge(&mut self, b: &PhaseShares) {
+        self.phases += b.phases;
+        self.phases_missing += b.phases_missing;
+        self.worst_time_share = self.worst_time_share.min(b.worst_time_share);
+    }
+}
+
 fn share(paid: u64, missed: u64) -> f64 {
     if paid + missed == 0 {
         1.0
@@ -285,22 +341,30 @@ impl Ledger {
     /// payment that reaches past the return ends the settling (the next injection is then not
     /// asked for: the walk's barrier exit).
     pub fn take(&mut self, now_ns: u64, how: Paid) -> Option<Payment> {
-        if let Paid::OnReturn { returned_ns, .. } = how {
-            if now_ns > returned_ns {
-                return None;
+        let wait = match how {
+            Paid::OnReturn {
+                entered_ns,
+                returned_ns,
             }
+            | Paid::AtCompletion {
+                entered_ns,
+                returned_ns,
+            } => Some((entered_ns, returned_ns)),
+            Paid::Boundary | Paid::InCall => None,
+        };
+        if wait.is_some_and(|(_, returned)| now_ns > returned) {
+            return None;
         }
         let p = self.peek()?;
-        let owed = match how {
-            Paid::Boundary => p.due_ns < now_ns,
-            Paid::InCall => p.due_ns <= now_ns,
-            Paid::OnReturn { returned_ns, .. } => p.due_ns < returned_ns,
+        let owed = match (how, wait) {
+            (Paid::InCall, _) => p.due_ns <= now_ns,
+            (_, Some((_, returned))) => p.due_ns < returned,
+            _ => p.due_ns < now_ns,
         };
         if !owed {
             return None;
         }
-        let inside_wait =
-            matches!(how, Paid::OnReturn { entered_ns, .. } if p.due_ns >= entered_ns);
+        let inside_wait = wait.is_some_and(|(entered, _)| p.due_ns >= entered);
         let (start_ns, end_ns) = if inside_wait {
             (now_ns, now_ns.max(p.due_ns + p.span_ns))
         } else if how == Paid::InCall {
@@ -319,6 +383,7 @@ impl Ledger {
         };
         let class = match how {
             Paid::OnReturn { .. } if inside_wait => &mut self.stats.on_return,
+            Paid::AtCompletion { .. } if inside_wait => &mut self.stats.in_call,
             Paid::InCall => &mut self.stats.in_call,
             _ => &mut self.stats.at_boundary,
         };

@@ -35,7 +35,7 @@ pub use indexed_replay::{IndexedReplay, SegmentStart};
 pub use injector::{
     Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection, ReplayPosition,
 };
-pub use ledger::{Ledger, LedgerStats, Paid};
+pub use ledger::{Ledger, LedgerStats, Paid, PhaseShares};
 pub use plan::{
     Cursor, Injection, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind,
 };

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use serde::{Deserialize, Serialize};
 
 use jitter_collect::clock::read_counter;
-use jitter_emulator::{Boundary, LedgerStats};
+use jitter_emulator::{Boundary, LedgerStats, PhaseShares};
 
 /// Storage for one `MPI_Request` (a pointer in OpenMPI, an `int` in MPICH).
 pub(crate) type Request = u64;
@@ -44,12 +44,8 @@ pub struct CallCounts {
     pub blocking: u64,
     /// Calls that may wait and have no nonblocking twin (always forwarded blocking).
     pub without_twin: u64,
-    /// Phases ended (`MPI_Barrier` calls).
-    pub phases: u64,
-    /// Phases in which an injection was missed.
-    pub phases_missing: u64,
-    /// The smallest share of a phase's met noise time that was paid (1 when none missed).
-    pub worst_phase_time_share: f64,
+    /// The phases (ended by `MPI_Barrier`) and their shares.
+    pub phases: PhaseShares,
 }
 
 /// The state of the replaying thread.
@@ -58,8 +54,6 @@ struct State {
     /// Counter reading when the last call that may wait returned.
     returned: u64,
     counts: CallCounts,
-    /// The account at the end of the last phase.
-    phase_mark: LedgerStats,
 }
 
 struct Slot(UnsafeCell<Option<State>>);
@@ -206,9 +200,10 @@ pub(crate) fn blocking(
                     b.poll();
                 }
             });
-            st.returned = read_counter();
+            let returned = read_counter();
+            st.returned = st.boundary.after_polled(tick, returned);
             if let Choice::Local(est) = choice {
-                est.record(st.returned.wrapping_sub(tick));
+                est.record(returned.wrapping_sub(tick));
             }
             rc
         }
@@ -255,11 +250,7 @@ pub(crate) fn start(boundary: Boundary) {
         *SLOT.0.get() = Some(State {
             boundary,
             returned: read_counter(),
-            counts: CallCounts {
-                worst_phase_time_share: 1.0,
-                ..CallCounts::default()
-            },
-            phase_mark: LedgerStats::default(),
+            counts: CallCounts::default(),
         })
     };
     // SAFETY: pthread_self has no preconditions.
@@ -274,21 +265,13 @@ pub(crate) fn end_phase(offset: Option<u64>) -> bool {
         return false;
     };
     let st = &mut *inside.0;
-    let now = st.boundary.stats();
-    let missed = now.missed.span_ns - st.phase_mark.missed.span_ns;
-    let paid = now.paid().span_ns - st.phase_mark.paid().span_ns;
-    st.counts.phases += 1;
-    if missed > 0 {
-        st.counts.phases_missing += 1;
-        let share = paid as f64 / (paid + missed) as f64;
-        st.counts.worst_phase_time_share = st.counts.worst_phase_time_share.min(share);
-    }
     if let Some(offset) = offset {
         // At the barrier's return, where the predictor resyncs: a detour due after it on the
         // old segment was never met.
         st.boundary.resync_at(offset, st.returned);
     }
-    st.phase_mark = st.boundary.stats();
+    // After the resync: a detour the jump passed unpaid belongs to the phase that ended.
+    st.counts.phases.end_phase(&st.boundary.stats());
     offset.is_some()
 }
 

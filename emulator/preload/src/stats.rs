@@ -138,9 +138,7 @@ impl BoundarySummary {
         c.polled += d.polled;
         c.blocking += d.blocking;
         c.without_twin += d.without_twin;
-        c.phases += d.phases;
-        c.phases_missing += d.phases_missing;
-        c.worst_phase_time_share = c.worst_phase_time_share.min(d.worst_phase_time_share);
+        c.phases.merge(&d.phases);
         self.min_rank_detour_share = self.min_rank_detour_share.min(b.ledger.detour_share());
         self.min_rank_time_share = self.min_rank_time_share.min(b.ledger.time_share());
     }
@@ -232,10 +230,6 @@ impl Summary {
             if let Some(b) = &r.boundary {
                 self.boundary
                     .get_or_insert(BoundarySummary {
-                        calls: CallCounts {
-                            worst_phase_time_share: 1.0,
-                            ..CallCounts::default()
-                        },
                         min_rank_detour_share: 1.0,
                         min_rank_time_share: 1.0,
                         ..BoundarySummary::default()
@@ -382,6 +376,7 @@ mod tests {
     #[test]
     fn accounts_of_ranks_paying_at_calls_add_up_and_the_least_faithful_rank_shows() {
         use jitter_emulator::ledger::{Missed, PaidClass};
+        use jitter_emulator::PhaseShares;
         let paying = |r: u64, missed_ns: u64| {
             let ledger = LedgerStats {
                 at_boundary: PaidClass {
@@ -398,11 +393,20 @@ mod tests {
                 },
                 ..LedgerStats::default()
             };
+            let mut phases = PhaseShares::default();
+            let mut account = LedgerStats::default();
+            for k in 0..4 {
+                // A phase of 450 ns paid; in rank 1's first phase, 450 ns missed beside them.
+                account.at_boundary.span_ns += 450;
+                if k == 0 && missed_ns > 0 {
+                    account.missed.span_ns += 450;
+                }
+                phases.end_phase(&account);
+            }
             let calls = CallCounts {
                 calls: 20,
                 polled: 5,
-                phases: 4,
-                worst_phase_time_share: if missed_ns > 0 { 0.5 } else { 1.0 },
+                phases,
                 ..CallCounts::default()
             };
             RankStats {
@@ -419,8 +423,12 @@ mod tests {
         let b = s.boundary.unwrap();
         assert_eq!(b.ledger.paid().injections, 18);
         assert_eq!(b.ledger.missed.span_ns, 100);
-        assert_eq!((b.calls.calls, b.calls.polled, b.calls.phases), (40, 10, 8));
-        assert_eq!(b.calls.worst_phase_time_share, 0.5);
+        assert_eq!((b.calls.calls, b.calls.polled), (40, 10));
+        assert_eq!(
+            (b.calls.phases.phases, b.calls.phases.phases_missing),
+            (8, 1)
+        );
+        assert_eq!(b.calls.phases.worst_time_share, 0.5);
         assert_eq!(b.min_rank_detour_share, 0.9);
         assert_eq!(b.min_rank_time_share, 0.9);
         let line = s.line(Path::new("d"));

@@ -384,7 +384,7 @@ fn check_paid_at_calls(ranks: &[RankStats], summary: &Summary) {
         // the barrier's polled twin for a detour that falls due while it waits.
         assert_eq!(b.ledger.on_return.injections, 0, "{r:?}");
         assert!(b.ledger.at_boundary.injections > 0, "{r:?}");
-        assert_eq!(b.calls.phases, r.barriers, "{r:?}");
+        assert_eq!(b.calls.phases.phases, r.barriers, "{r:?}");
         assert!(b.calls.calls >= r.barriers, "{r:?}");
         paid += b.ledger.paid().injections;
     }

@@ -102,6 +102,24 @@ fn wait_polling(l: &mut Ledger, entry: u64, b: u64) -> u64 {
     }
 }
 
+/// The call polled every `step` ns only (the rank descheduled between polls), its completion
+/// seen at `b`: a poll pays the detour it finds due, from its due time; the completion pays what
+/// fell due after the last poll.
+fn wait_polling_sparsely(l: &mut Ledger, entry: u64, b: u64, step: u64) -> u64 {
+    let mut now = entry;
+    while now < b {
+        match l.take(now, Paid::InCall) {
+            Some(p) => now = p.end_ns.max(now),
+            None => now = (now + step).min(b),
+        }
+    }
+    let how = Paid::AtCompletion {
+        entered_ns: entry,
+        returned_ns: b.max(entry),
+    };
+    settle(l, now.max(b), how)
+}
+
 /// The same call made blocking: it returns at `b`, and what fell due inside is paid then.
 fn wait_blocking(l: &mut Ledger, entry: u64, b: u64) -> u64 {
     let how = Paid::OnReturn {
@@ -111,22 +129,34 @@ fn wait_blocking(l: &mut Ledger, entry: u64, b: u64) -> u64 {
     settle(l, b, how)
 }
 
+/// How a rank waits inside a call.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    /// Polling its nonblocking twin without pause.
+    Polling,
+    /// Polling it every so many ns.
+    PollingSparsely(u64),
+    /// Blocking.
+    Blocking,
+}
+
 /// One phase of a rank: compute `q` then a call the others complete `wait` after its entry.
 #[derive(Debug, Clone, Copy)]
 struct Phase {
     q: u64,
     wait: u64,
-    polling: bool,
+    how: Wait,
 }
 
 fn arb_phases() -> impl Strategy<Value = Vec<Phase>> {
+    let how = prop_oneof![
+        Just(Wait::Polling),
+        (1u64..3_000).prop_map(Wait::PollingSparsely),
+        Just(Wait::Blocking),
+    ];
+    let wait = prop::sample::select(vec![0u64, 1, 300, 5_000, 40_000]);
     prop::collection::vec(
-        (
-            0u64..20_000,
-            prop::sample::select(vec![0u64, 1, 300, 5_000, 40_000]),
-            any::<bool>(),
-        )
-            .prop_map(|(q, wait, polling)| Phase { q, wait, polling }),
+        (0u64..20_000, wait, how).prop_map(|(q, wait, how)| Phase { q, wait, how }),
         1..40,
     )
 }
@@ -161,10 +191,12 @@ proptest! {
             prop_assert_eq!(paid_end, end, "compute of phase {}", k);
             let b = end + ph.wait;
             t_walk = walk.leave_barrier(b);
-            t_ledger = if ph.polling {
-                wait_polling(&mut ledger, paid_end, b)
-            } else {
-                wait_blocking(&mut ledger, paid_end, b)
+            t_ledger = match ph.how {
+                Wait::Polling => wait_polling(&mut ledger, paid_end, b),
+                Wait::PollingSparsely(step) => {
+                    wait_polling_sparsely(&mut ledger, paid_end, b, step)
+                }
+                Wait::Blocking => wait_blocking(&mut ledger, paid_end, b),
             };
             prop_assert_eq!(t_ledger, t_walk, "call of phase {}", k);
         }
@@ -303,4 +335,26 @@ fn the_lateness_quantiles_are_bounded_by_their_buckets() {
     assert_eq!(c.lateness_quantile_bound_ns(1.0), 1_000_000);
     assert_eq!(c.lateness_mean_ns(), 1_000_904.0 / 5.0);
     assert_eq!(lateness_bucket(u64::MAX), LATENESS_BUCKETS - 1);
+}
+
+#[test]
+fn a_phase_with_a_missed_detour_counts_and_its_share_is_the_worst() {
+    let plan = two_detours();
+    let mut l = Ledger::new(plan.cursor(0));
+    let mut ph = PhaseShares::default();
+    l.take(1_200, Paid::Boundary).unwrap();
+    ph.end_phase(&l.stats());
+    // The second phase passes the detour at 2 000 and resyncs without paying it.
+    l.resync(0, 2_500);
+    ph.end_phase(&l.stats());
+    ph.end_phase(&l.stats());
+    assert_eq!((ph.phases, ph.phases_missing), (3, 1));
+    assert_eq!(ph.worst_time_share, 0.0);
+    let mut all = PhaseShares::default();
+    all.merge(&ph);
+    all.merge(&PhaseShares::default());
+    assert_eq!(
+        (all.phases, all.phases_missing, all.worst_time_share),
+        (3, 1, 0.0)
+    );
 }
