@@ -40,5 +40,7 @@ pub use plan::{
     Cursor, Injection, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind,
 };
 pub use plan_index::{PlanIndex, PrefetchTicket};
-pub use setup::{Fraction, InjectionCost, InjectionMode, Overrides, ReplaySetup, Scale};
+pub use setup::{
+    Fraction, InjectionChoice, InjectionCost, InjectionMode, Overrides, ReplaySetup, Scale,
+};
 pub use sync::{SyncMode, SyncSchedule};
