@@ -136,7 +136,8 @@ impl Boundary {
 
     /// After a polled call entered at counter value `entered` completed at `returned`: a detour
     /// that fell due after the last poll holds the rank until its own end (the walk's barrier
-    /// exit), counted with the payments inside polled calls. Returns the counter reading.
+    /// exit), counted with the payments inside polled calls. Returns the counter value of the
+    /// exit.
     pub fn after_polled(&mut self, entered: u64, returned: u64) -> u64 {
         if !self.owes(returned) {
             return returned;
@@ -151,7 +152,7 @@ impl Boundary {
     /// After a blocking call entered at counter value `entered` returned at `returned`: an
     /// injection due inside it holds the rank until its own end; one due before the entry is
     /// paid in full (each payment from the planned end of the previous). Returns the counter
-    /// reading at the end.
+    /// value of the exit.
     pub fn after_blocking(&mut self, entered: u64, returned: u64) -> u64 {
         let how = Paid::OnReturn {
             entered_ns: self.ns_at(entered),
@@ -161,15 +162,23 @@ impl Boundary {
     }
 
     /// Pays what `how` owes from counter value `returned` on, each payment from the planned end
-    /// of the previous one.
+    /// of the previous one; the counter value of the planned end (`returned` if nothing was
+    /// owed): where the walk leaves the call, and a resync there takes effect (a spin that
+    /// ended late does not move it).
     fn pay_after(&mut self, how: Paid, returned: u64) -> u64 {
         let mut at = self.ns_at(returned);
+        let mut paid = false;
         while let Some(p) = self.ledger.take(at, how) {
             self.spin(p.start_ns, p.end_ns);
             at = p.end_ns;
+            paid = true;
         }
         self.cache_due();
-        read_counter()
+        if paid {
+            self.tick_at(at).max(returned)
+        } else {
+            returned
+        }
     }
 
     /// Jumps to timeline point `offset_ns` now (settle first).

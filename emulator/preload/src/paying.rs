@@ -218,10 +218,11 @@ pub(crate) fn blocking(
             if let Choice::Local(est) = choice {
                 est.record(returned.wrapping_sub(tick));
             }
-            st.returned = returned;
-            if st.boundary.owes(returned) {
-                st.boundary.after_blocking(tick, returned);
-            }
+            st.returned = if st.boundary.owes(returned) {
+                st.boundary.after_blocking(tick, returned)
+            } else {
+                returned
+            };
             rc
         }
     }

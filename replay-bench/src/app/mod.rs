@@ -66,7 +66,7 @@ pub struct AppArgs {
     /// host's signal cost (its calibration cache, measured when missing), payment at calls
     /// elsewhere; the report says which and why.
     #[arg(long, default_value = "auto", value_name = "auto|signal|boundary", value_parser = inject_flag)]
-    pub inject: Option<InjectionMode>,
+    pub inject: InjectFlag,
     /// Scale factor S (`JITTER_SCALE`).
     #[arg(long, default_value_t = Scale::ONE)]
     pub scale: Scale,
@@ -96,13 +96,17 @@ pub struct AppArgs {
     pub command: Vec<String>,
 }
 
-/// An `--inject` flag: `auto` (`None`: chosen by measuring) or a mode.
-fn inject_flag(s: &str) -> Result<Option<InjectionMode>, String> {
+/// `app --inject`: a mode, or `auto` (`None`: chosen by measuring).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InjectFlag(pub Option<InjectionMode>);
+
+/// An `--inject` flag: `auto` or a mode.
+fn inject_flag(s: &str) -> Result<InjectFlag, String> {
     match s.trim() {
-        "auto" => Ok(None),
+        "auto" => Ok(InjectFlag(None)),
         other => other
             .parse()
-            .map(Some)
+            .map(|m| InjectFlag(Some(m)))
             .map_err(|e: jitter_emulator::PlanError| format!("{e} (or auto)")),
     }
 }
@@ -110,7 +114,7 @@ fn inject_flag(s: &str) -> Result<Option<InjectionMode>, String> {
 /// How the runs inject, and why: as given, or by the rule of [`InjectionChoice`] with this
 /// host's signal cost (abstime, the library's default timer).
 fn injection(a: &AppArgs, trace: &Path, clock: &Clock) -> anyhow::Result<(InjectionMode, String)> {
-    if let Some(m) = a.inject {
+    if let Some(m) = a.inject.0 {
         return Ok((m, format!("{m}: as given (--inject {m})")));
     }
     let loaded = jitter_trace::read_trace(trace)
