@@ -190,14 +190,23 @@ impl Boundary {
     /// (the return of the barrier that ends a phase: the predictor resyncs at the barrier's
     /// exit, so the time the rank took to get here is not on the old segment).
     pub fn resync_at(&mut self, offset_ns: u64, tick: u64) {
-        let at = self.ns_at(tick);
+        let at = self.catch_up(self.ns_at(tick));
         self.ledger.resync(offset_ns, at);
         self.next_due = 0;
     }
 
+    /// Pays what fell due before `at_ns` and was not paid ([`Ledger::overdue`]); the end.
+    fn catch_up(&mut self, mut at_ns: u64) -> u64 {
+        while let Some(p) = self.ledger.overdue(at_ns) {
+            self.spin(p.start_ns, p.end_ns);
+            at_ns = p.end_ns;
+        }
+        at_ns
+    }
+
     /// Pauses now: nothing is owed until [`Boundary::resume`]; the timeline runs on.
     pub fn pause(&mut self) {
-        let now = self.now_ns();
+        let now = self.catch_up(self.now_ns());
         self.ledger.pause(now);
         self.next_due = u64::MAX;
     }
@@ -243,10 +252,10 @@ impl Boundary {
         self.ledger.stats()
     }
 
-    /// Ends the replay now: its account (an injection due and not paid is missed).
+    /// Ends the replay now: its account (what fell due and was not paid is paid first).
     pub fn finish(mut self) -> LedgerStats {
-        let now = self.now_ns();
-        self.ledger.finish(now)
+        let at = self.catch_up(self.now_ns());
+        self.ledger.finish(at)
     }
 }
 

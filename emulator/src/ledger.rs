@@ -394,6 +394,40 @@ impl Ledger {
         Some(pay)
     }
 
+    /// Before a resync or a pause at `at_ns`: the next injection if it fell due before then and
+    /// was not paid (the rank's clock slipped past the walk's: a spin or a poll that ended late),
+    /// paid for what reaches past `at_ns` (counted at a call's entry). Call until `None`, at the
+    /// end of each payment; the walk never leaves one (its exit follows every detour due before
+    /// it), so asking costs it nothing: the next injection is looked up on a copy of the cursor
+    /// and fetched only when it is overdue.
+    pub fn overdue(&mut self, at_ns: u64) -> Option<Payment> {
+        if self.paused {
+            return None;
+        }
+        let next = if self.fetched {
+            self.pending
+        } else {
+            self.cursor.clone().next()
+        };
+        if next?.due_ns >= at_ns {
+            return None;
+        }
+        let p = self.peek()?;
+        let pay = Payment {
+            due_ns: p.due_ns,
+            start_ns: at_ns,
+            end_ns: at_ns.max(p.due_ns + p.span_ns),
+            span_ns: p.span_ns,
+            detours: p.detours,
+        };
+        self.last_end_ns = pay.end_ns;
+        self.stats.at_boundary.add(&pay, at_ns);
+        self.pending = None;
+        self.fetched = false;
+        self.cursor.confirm();
+        Some(pay)
+    }
+
     /// Counts the next injection as missed if it was due before `now_ns`, then forgets it. One
     /// not asked for yet is looked up on a copy of the cursor, which is left as it was.
     fn discard(&mut self, now_ns: u64) {
