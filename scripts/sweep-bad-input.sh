@@ -517,6 +517,9 @@ group "replay-bench study: --dir missing, a file, an empty folder"
 expect 1 'nope' -- "$RB" study --dir "$F/nope"
 expect 1 'good.jtr|folder|director' -- "$RB" study --dir "$F/good.jtr"
 expect 1 'adir|trace|nothing|report' -- "$RB" study --dir "$F/adir"
+group "replay-bench choose-inject: no --calibration; a lossy trace"
+expect 2 'not provided: --calibration' -- "$RB" choose-inject --trace "$F/good.jtr"
+expect 1 'dropped' -- "$RB" choose-inject --trace "$F/lossy.jtr" --calibration "$F/cal.json"
 group "replay-bench choose-scale: --max 0, --share 0 / 1.5 / nan, a lossy trace"
 expect 1 'max' -- "$RB" choose-scale --trace "$F/good.jtr" --calibration "$F/cal.json" --max 0
 expect '[12]' 'share' -- "$RB" choose-scale --trace "$F/good.jtr" --calibration "$F/cal.json" --share 1.5
@@ -532,6 +535,9 @@ group "replay-bench validate: --dir a file; -o a directory; a lossy trace (befor
 expect 1 'not a folder' -- "$RB" validate --trace "$F/good.jtr" --dir "$F/good2.jtr" --period 1s
 expect 1 'director' -- "$RB" validate --trace "$F/good.jtr" -o "$F/adir.json" --period 1s
 expect 1 'dropped' -- "$RB" validate --trace "$F/lossy.jtr" --period 1s --dir v
+group "replay-bench validate / app: --inject bogus"
+expect 2 'inject' -- "$RB" validate --trace "$F/good.jtr" --inject bogus --period 1s
+expect 2 'inject' -- "$RB" app --trace "$F/good.jtr" --inject bogus -- true
 group "replay-bench app: --runs 1, --np 0, --metric without a group, a missing library, no command"
 expect '[12]' 'runs' -- "$RB" app --trace "$F/good.jtr" --runs 1 -- true
 expect '[12]' 'np' -- "$RB" app --trace "$F/good.jtr" --np 0 -- true
@@ -569,6 +575,10 @@ expect 2 'block-phases' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --block-phase
 mpi_group "replay-bench run: conflicting flags (--until-verdict with --phases; --virtual-ranks with paired)"
 expect 2 'until-verdict|phases' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --until-verdict --phases 10
 expect 1 'virtual-ranks|sequential|paired' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --design paired --virtual-ranks 2 --period 1s
+mpi_group "replay-bench run: --inject bogus; --inject boundary with the signal injector's --overhead or --timer"
+expect 2 'inject' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --inject bogus
+expect 1 'signal injector' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --inject boundary --overhead 5us --period 1s
+expect 1 'signal injector' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --inject boundary --timer itimer --period 1s
 mpi_group "replay-bench run: --baseline of a missing or foreign file"
 expect 1 'nope' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --design sequential --baseline "$F/nope.json" --period 1s
 expect 1 'notreport|baseline' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --design sequential --baseline "$F/notreport.json" --period 1s
@@ -605,6 +615,8 @@ mpi_group "libjitter_preload.so: JITTER_RANKS_PER_NODE 0, 9 (above the streams),
 preload 1 'JITTER_RANKS_PER_NODE' JITTER_TRACE="$F/good.jtr" JITTER_RANKS_PER_NODE=0
 preload 1 'JITTER_RANKS_PER_NODE|streams' JITTER_TRACE="$F/good.jtr" JITTER_RANKS_PER_NODE=abc
 preload 1 'JITTER_SEED' JITTER_TRACE="$F/good.jtr" JITTER_SEED=abc
+mpi_group "libjitter_preload.so: JITTER_INJECT bogus"
+preload 1 'JITTER_INJECT' JITTER_TRACE="$F/good.jtr" JITTER_INJECT=bogus
 mpi_group "libjitter_preload.so: JITTER_SALVAGE yes"
 preload 1 'JITTER_SALVAGE' JITTER_TRACE="$F/good.jtr" JITTER_SALVAGE=yes
 mpi_group "libjitter_preload.so: JITTER_STATS_DIR an existing file (checked at MPI_Init, not lost at the end)"

@@ -137,20 +137,36 @@ impl Setup {
         c.output().unwrap()
     }
 
-    /// Median of the per-phase maximum compute time, ns, of one successful run.
-    fn median_qt(&self, preload: bool, vars: &[(&str, &str)], args: &[String]) -> (f64, String) {
+    /// Medians of the per-phase maximum compute time and phase time (compute and barrier),
+    /// ns, of one successful run, and its standard error.
+    fn medians(&self, preload: bool, vars: &[(&str, &str)], args: &[String]) -> (Medians, String) {
         let out = self.mpirun(preload, vars, args);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "mpirun failed: {stdout}\n{stderr}");
-        let median = stdout
-            .split_whitespace()
-            .skip_while(|w| *w != "median_max_qt_ns")
-            .nth(1)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no median in {stdout}"));
-        (median, stderr)
+        let value = |key: &str| {
+            stdout
+                .split_whitespace()
+                .skip_while(|w| *w != key)
+                .nth(1)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no {key} in {stdout}"))
+        };
+        let m = Medians {
+            qt: value("median_max_qt_ns"),
+            qtb: value("median_max_qtb_ns"),
+        };
+        (m, stderr)
     }
+}
+
+/// The medians one run of the program prints, ns.
+#[derive(Debug, Clone, Copy)]
+struct Medians {
+    /// Of the per-phase maximum compute time.
+    qt: f64,
+    /// Of the per-phase maximum phase time (compute and barrier).
+    qtb: f64,
 }
 
 fn read<T: serde::de::DeserializeOwned>(p: &Path) -> T {
@@ -178,87 +194,120 @@ fn calibrated(s: &Setup) -> (f64, [String; 3]) {
     (q_ns, [iterations, PHASES.to_string(), WARMUP.to_string()])
 }
 
-/// The median qt of ROUNDS rounds of (without, no-op, with), the arms' order rotating from
-/// round to round (without, no-op, with; then no-op, with, without; …), so that the machine
-/// drifting within a round does not always favour the same arm.
-fn interleaved(s: &Setup, args: &[String], with: &[(&str, &str)]) -> [Vec<f64>; 3] {
-    let (mut without, mut noop, mut jitter) = (Vec::new(), Vec::new(), Vec::new());
+/// The arms of the interleaved runs: without the library, the library without a trace, the
+/// trace injected by signals at S = 2, the trace paid at MPI calls at S = 1.
+const ARMS: usize = 4;
+
+/// The medians of ROUNDS rounds of the ARMS arms, the arms' order rotating from round to round,
+/// so that the machine drifting within a round does not always favour the same arm.
+fn interleaved(s: &Setup, args: &[String], arms: [&[(&str, &str)]; 2]) -> [Vec<Medians>; ARMS] {
+    let mut runs: [Vec<Medians>; ARMS] = Default::default();
     for round in 0..ROUNDS {
-        for arm in (0..3).map(|i| (i + round) % 3) {
-            match arm {
-                0 => without.push(s.median_qt(false, &[], args).0),
+        for arm in (0..ARMS).map(|i| (i + round) % ARMS) {
+            let m = match arm {
+                0 => s.medians(false, &[], args).0,
                 1 => {
-                    let (q, stderr) = s.median_qt(true, &[], args);
+                    let (m, stderr) = s.medians(true, &[], args);
                     assert!(
                         !stderr.contains("jitter-preload"),
                         "the no-op library spoke: {stderr}"
                     );
-                    noop.push(q);
+                    m
                 }
                 _ => {
-                    let (q, stderr) = s.median_qt(true, with, args);
+                    let (m, stderr) = s.medians(true, arms[arm - 2], args);
                     assert!(
                         stderr.contains("jitter-preload: rank 0: 2 of 2 ranks"),
                         "{stderr}"
                     );
-                    jitter.push(q);
+                    m
                 }
-            }
+            };
+            runs[arm].push(m);
         }
     }
-    [without, noop, jitter]
+    runs
 }
 
-/// The slowdowns against the runs without the library are d/(P − d) with the trace and 0 with
-/// the no-op library, within a tolerance from the runs' own spread.
-fn check_slowdowns(q_ns: f64, [without, noop, jitter]: &[Vec<f64>; 3]) {
+/// The median over rounds of each arm's ratio to the run without the library in its round,
+/// less 1, for the medians `of` picks.
+fn slowdown(arm: &[Medians], without: &[Medians], of: fn(&Medians) -> f64) -> f64 {
+    let mut r: Vec<f64> = arm
+        .iter()
+        .zip(without)
+        .map(|(a, b)| of(a) / of(b) - 1.0)
+        .collect();
+    median(&mut r)
+}
+
+/// The slowdowns against the runs without the library: d/(P − d) of the compute with signals,
+/// n·d over the phase time paid at calls, 0 with the no-op library, within a tolerance from the
+/// runs' own spread.
+fn check_slowdowns(q_ns: f64, runs: &[Vec<Medians>; ARMS]) {
+    let [without, noop, signal, boundary] = runs;
     let expected = DETOUR_NS as f64 / (PERIOD_NS - DETOUR_NS) as f64;
-    let base = median(&mut without.clone());
-    let spread = (without.iter().copied().fold(f64::MIN, f64::max)
-        - without.iter().copied().fold(f64::MAX, f64::min))
+    let qts: Vec<f64> = without.iter().map(|m| m.qt).collect();
+    let base = median(&mut qts.clone());
+    let spread = (qts.iter().copied().fold(f64::MIN, f64::max)
+        - qts.iter().copied().fold(f64::MAX, f64::min))
         / base;
     // Three times the runs' own spread, at least 3 %, at most half the effect (so that a
     // library that injects nothing, ~0 %, fails).
     let tolerance = (3.0 * spread).clamp(0.03, expected / 2.0);
-    let slowdown = |v: &[f64]| {
-        let mut r: Vec<f64> = v.iter().zip(without).map(|(a, b)| a / b - 1.0).collect();
-        median(&mut r)
-    };
-    let (sd_jitter, sd_noop) = (slowdown(jitter), slowdown(noop));
+    let sd_signal = slowdown(signal, without, |m| m.qt);
+    let sd_noop = slowdown(noop, without, |m| m.qt);
+    // Paid at calls at S = 1, every part of a phase (its compute and its barrier) is on the
+    // trace's timeline and pays what falls due in it: a phase of wall time W without the trace
+    // lasts T = W + (T/P)·d with it, d/(P − d) longer, whatever W, while the compute the
+    // program times between its calls does not grow (it pays at the barrier).
+    let expected_boundary = expected;
+    let sd_boundary = slowdown(boundary, without, |m| m.qtb);
+    let sd_boundary_qt = slowdown(boundary, without, |m| m.qt);
     println!(
-        "qt median without {without:?} ns, no-op {noop:?}, with {jitter:?}; spread without \
-         {:.1} %; slowdown with {:.1} % (expected {:.1} %), no-op {:.1} %, tolerance {:.1} %",
+        "without {without:?} ns, no-op {noop:?}, signals {signal:?}, at calls {boundary:?}; \
+         spread of qt without {:.1} %; compute slowdown with signals {:.1} % (expected {:.1} %), \
+         no-op {:.1} %; phase slowdown paid at calls {:.1} % (expected {:.1} %), its compute \
+         {:.1} %; tolerance {:.1} %",
         spread * 100.0,
-        sd_jitter * 100.0,
+        sd_signal * 100.0,
         expected * 100.0,
         sd_noop * 100.0,
+        sd_boundary * 100.0,
+        expected_boundary * 100.0,
+        sd_boundary_qt * 100.0,
         tolerance * 100.0
     );
     // Wall-clock injection presumes the ranks own their CPUs: on a machine so busy that they got
     // much less (other builds and tests on 2 cores), a detour takes a larger share of the CPU
     // time a rank gets and the slowdown only grows. Then only the lower bound is checked.
     let cpu_share = q_ns / base;
-    if cpu_share >= 0.8 {
-        assert!(
-            (sd_jitter - expected).abs() <= tolerance,
-            "slowdown with the trace {:.1} %, expected {:.1} % ± {:.1} %",
-            sd_jitter * 100.0,
-            expected * 100.0,
-            tolerance * 100.0
-        );
-    } else {
-        println!(
-            "the ranks got {:.0} % of a CPU (the machine is busy): checking only that the \
-             slowdown is at least {:.1} %",
-            cpu_share * 100.0,
-            (expected - tolerance) * 100.0
-        );
-        assert!(
-            sd_jitter >= expected - tolerance,
-            "slowdown with the trace {:.1} %, expected at least {:.1} %",
-            sd_jitter * 100.0,
-            (expected - tolerance) * 100.0
-        );
+    let checks = [
+        ("with signals", sd_signal, expected),
+        ("paid at calls", sd_boundary, expected_boundary),
+    ];
+    for (what, got, want) in checks {
+        if cpu_share >= 0.8 {
+            assert!(
+                (got - want).abs() <= tolerance,
+                "slowdown {what} {:.1} %, expected {:.1} % ± {:.1} %",
+                got * 100.0,
+                want * 100.0,
+                tolerance * 100.0
+            );
+        } else {
+            println!(
+                "the ranks got {:.0} % of a CPU (the machine is busy): checking only that the \
+                 slowdown {what} is at least {:.1} %",
+                cpu_share * 100.0,
+                (want - tolerance) * 100.0
+            );
+            assert!(
+                got >= want - tolerance,
+                "slowdown {what} {:.1} %, expected at least {:.1} %",
+                got * 100.0,
+                (want - tolerance) * 100.0
+            );
+        }
     }
     assert!(
         sd_noop.abs() <= tolerance,
@@ -268,8 +317,9 @@ fn check_slowdowns(q_ns: f64, [without, noop, jitter]: &[Vec<f64>; 3]) {
     );
 }
 
-/// The last run's statistics: one file per rank, and a summary that adds them up.
-fn check_stats(stats_dir: &Path) {
+/// The last run's statistics: one file per rank, and a summary that adds them up; replayed at
+/// `scale`, paid at calls (`boundary`) or injected by signals.
+fn check_stats(stats_dir: &Path, scale: f64, boundary: bool) {
     let ranks: Vec<RankStats> = (0..2)
         .map(|r| read(&jitter_preload::stats::rank_path(stats_dir, r)))
         .collect();
@@ -284,12 +334,19 @@ fn check_stats(stats_dir: &Path) {
     assert_eq!(summary.dropped, sum(|r| r.injector.dropped));
     assert_eq!(summary.merged, sum(|r| r.injector.merged));
     assert_eq!(summary.injected_ns, sum(|r| r.injector.injected_ns));
-    assert_eq!((summary.scale, summary.sync.as_str()), (SCALE, "phase"));
+    assert_eq!((summary.scale, summary.sync.as_str()), (scale, "phase"));
+    assert_eq!(
+        summary.inject.to_string(),
+        if boundary { "boundary" } else { "signal" }
+    );
+    if boundary {
+        check_paid_at_calls(&ranks, &summary);
+    }
     let share = DETOUR_NS as f64 / PERIOD_NS as f64;
     for r in &ranks {
-        // Every phase's barrier (plus the program's first) resynced; S·d = 300 µs ≫ O, so only
-        // the rest of a detour in progress at a resync can be too short to inject; the injected
-        // share of the replay is the trace's d/P.
+        // Every phase's barrier (plus the program's first) resynced; S·d ≫ O (or no O at calls),
+        // so only the rest of a detour in progress at a resync can be too short to inject; the
+        // injected share of the replay is the trace's d/P.
         let barriers = u64::from(PHASES) + 1;
         assert_eq!((r.barriers, r.resyncs), (barriers, barriers), "{r:?}");
         assert!(r.injector.dropped <= r.resyncs + 1, "{r:?}");
@@ -300,7 +357,7 @@ fn check_stats(stats_dir: &Path) {
             r.rank
         );
         // Whole detours of S·d, except the rest of one in progress at the start or a resync.
-        let whole = DETOUR_NS * SCALE as u64;
+        let whole = DETOUR_NS * scale as u64;
         let partial = r.resyncs + 1;
         assert!(
             r.injector.injected_ns <= r.injector.injected * whole,
@@ -313,6 +370,32 @@ fn check_stats(stats_dir: &Path) {
     }
 }
 
+/// Paid at calls: nothing dropped, merged or missed, every detour paid at the barrier that
+/// follows the compute, and the summary adds the ranks' accounts up.
+fn check_paid_at_calls(ranks: &[RankStats], summary: &Summary) {
+    let sum = summary.boundary.as_ref().expect("the summary's account");
+    let mut paid = 0;
+    for r in ranks {
+        let b = r.boundary.as_ref().expect("a rank's account");
+        assert_eq!((r.injector.dropped, r.injector.merged), (0, 0), "{r:?}");
+        assert_eq!(b.ledger.missed.injections, 0, "{r:?}");
+        assert_eq!((b.ledger.detour_share(), b.ledger.time_share()), (1.0, 1.0));
+        assert_eq!(b.ledger.paid().injections, r.injector.injected);
+        // The program computes, then enters MPI_Barrier: what it owes is paid there, or inside
+        // the barrier's polled twin for a detour that falls due while it waits.
+        assert_eq!(b.ledger.on_return.injections, 0, "{r:?}");
+        assert!(b.ledger.at_boundary.injections > 0, "{r:?}");
+        assert_eq!(b.calls.phases.phases, r.barriers, "{r:?}");
+        assert!(b.calls.calls >= r.barriers, "{r:?}");
+        paid += b.ledger.paid().injections;
+    }
+    assert_eq!(sum.ledger.paid().injections, paid);
+    assert_eq!(
+        (sum.min_rank_detour_share, sum.min_rank_time_share),
+        (1.0, 1.0)
+    );
+}
+
 #[test]
 fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_add_up() {
     if !have("mpicc") || !have("mpirun") {
@@ -321,22 +404,29 @@ fn a_periodic_trace_slows_an_unmodified_mpi_program_by_d_over_p_and_the_stats_ad
     }
     let s = Setup::new();
     let (q_ns, args) = calibrated(&s);
-    let stats_dir = s.dir.path().join("stats");
+    let (signal_dir, boundary_dir) = (s.dir.path().join("signal"), s.dir.path().join("calls"));
     let scale = SCALE.to_string();
     let trace = s.trace.to_str().unwrap();
-    let with = [
+    let signal = [
         ("JITTER_TRACE", trace),
         ("JITTER_SCALE", scale.as_str()),
         ("JITTER_SYNC", "phase"),
-        ("JITTER_STATS_DIR", stats_dir.to_str().unwrap()),
+        ("JITTER_STATS_DIR", signal_dir.to_str().unwrap()),
     ];
-    let runs = interleaved(&s, &args, &with);
+    let at_calls = [
+        ("JITTER_TRACE", trace),
+        ("JITTER_INJECT", "boundary"),
+        ("JITTER_SYNC", "phase"),
+        ("JITTER_STATS_DIR", boundary_dir.to_str().unwrap()),
+    ];
+    let runs = interleaved(&s, &args, [&signal, &at_calls]);
     assert!(
         !s.dir.path().join("jitter-stats").exists(),
         "the no-op library wrote statistics"
     );
     check_slowdowns(q_ns, &runs);
-    check_stats(&stats_dir);
+    check_stats(&signal_dir, SCALE, false);
+    check_stats(&boundary_dir, 1.0, true);
 }
 
 #[test]
@@ -839,5 +929,63 @@ fn say_if_the_signals_barely_met_the_program(stdout: &str) {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
+    }
+}
+
+/// Rounds of `tests/app/calls.c` in the call test.
+const CALL_ROUNDS: u32 = 30;
+
+/// Paying at calls, every wrapped call still does what MPI says: `calls.c` makes each kind of
+/// call (collectives through their twin, sends, receives, waits and probes polled or blocking,
+/// communicator creation paid on return) round after round under a dense trace (a 40 µs detour
+/// every 100 µs, no resync), checks every result, and ends; each rank paid every detour it met
+/// (a stop can miss only the one that fell due while the last call settled), at calls' entries
+/// and inside polled calls.
+#[test]
+fn every_wrapped_call_keeps_its_meaning_while_detours_are_paid_at_calls() {
+    if !have("mpicc") || !have("mpirun") {
+        println!("skipped: mpicc or mpirun is not installed (scripts/setup.sh installs OpenMPI)");
+        return;
+    }
+    let s = Setup::new();
+    let app = compile(s.dir.path(), "calls");
+    let trace = s.dir.path().join("dense.jtr");
+    let stream = jitter_emulator::calibration::periodic_stream(100_000, 40_000, 100_000);
+    let mut t = jitter_trace::Trace {
+        streams: vec![stream],
+        ..jitter_trace::Trace::default()
+    };
+    t.sync_header();
+    jitter_trace::write_trace(&trace, &t).unwrap();
+    let stats_dir = s.dir.path().join("calls-stats");
+    let vars = [
+        ("JITTER_TRACE", trace.to_str().unwrap()),
+        ("JITTER_INJECT", "boundary"),
+        ("JITTER_SYNC", "none"),
+        ("JITTER_STATS_DIR", stats_dir.to_str().unwrap()),
+    ];
+    let args = [CALL_ROUNDS.to_string()];
+    let out = s.mpirun_app(&app, MPIRUN_LIMIT_S, false, true, &vars, &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}{stderr}");
+    assert!(
+        out.status.success() && stdout.contains(&format!("calls rounds {CALL_ROUNDS} bad 0")),
+        "the program saw a wrong result or did not end:\n{stdout}\n{stderr}"
+    );
+    for r in 0..2 {
+        let rank: RankStats = read(&jitter_preload::stats::rank_path(&stats_dir, r));
+        let b = rank.boundary.expect("the rank's account");
+        let l = &b.ledger;
+        assert!(l.missed.injections <= 1, "rank {r}: {l:?}");
+        assert!(
+            l.at_boundary.injections > 0 && l.in_call.injections > 0,
+            "rank {r}: {l:?}"
+        );
+        assert!(
+            b.calls.polled > 0 && b.calls.calls > b.calls.polled,
+            "{b:?}"
+        );
+        assert_eq!((rank.injector.dropped, rank.injector.merged), (0, 0));
     }
 }

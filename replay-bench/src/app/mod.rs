@@ -22,7 +22,7 @@ use regex::Regex;
 
 use jitter_collect::clock::Clock;
 use jitter_emulator::cli::SalvageArgs;
-use jitter_emulator::{Scale, SyncMode};
+use jitter_emulator::{InjectionChoice, InjectionMode, Scale, SyncMode};
 use jitter_trace::Stats;
 
 pub use launch::RunStatus;
@@ -65,6 +65,12 @@ pub struct AppArgs {
     /// Time limit of one run (ended with SIGTERM, then SIGKILL to its process group).
     #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = crate::run::positive_duration_flag)]
     pub timeout: u64,
+    /// How the library injects (`JITTER_INJECT`): `signal`, `boundary` (paid at MPI calls, S =
+    /// 1), or `auto`: the signal where S ≤ 3 reproduces 90 % of the trace's noise time with this
+    /// host's signal cost (its calibration cache, measured when missing), payment at calls
+    /// elsewhere; the report says which and why.
+    #[arg(long, default_value = "auto", value_name = "auto|signal|boundary", value_parser = inject_flag)]
+    pub inject: InjectFlag,
     /// Scale factor S (`JITTER_SCALE`).
     #[arg(long, default_value_t = Scale::ONE)]
     pub scale: Scale,
@@ -101,6 +107,36 @@ pub fn measure_flag(s: &str) -> Result<Measure, String> {
         "wall" => Ok(Measure::Wall),
         _ => metric_flag(s).map(Measure::Printed),
     }
+}
+
+/// `app --inject`: a mode, or `auto` (`None`: chosen by measuring).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InjectFlag(pub Option<InjectionMode>);
+
+/// An `--inject` flag: `auto` or a mode.
+fn inject_flag(s: &str) -> Result<InjectFlag, String> {
+    match s.trim() {
+        "auto" => Ok(InjectFlag(None)),
+        other => other
+            .parse()
+            .map(|m| InjectFlag(Some(m)))
+            .map_err(|e: jitter_emulator::PlanError| format!("{e} (or auto)")),
+    }
+}
+
+/// How the runs inject, and why: as given, or by the rule of [`InjectionChoice`] with this
+/// host's signal cost (abstime, the library's default timer).
+fn injection(a: &AppArgs, trace: &Path, clock: &Clock) -> anyhow::Result<(InjectionMode, String)> {
+    if let Some(m) = a.inject.0 {
+        return Ok((m, format!("{m}: as given (--inject {m})")));
+    }
+    let loaded = jitter_trace::read_trace(trace)
+        .with_context(|| format!("cannot use trace {}", trace.display()))?;
+    let cal = jitter_emulator::Calibration::load_or_measure(clock, false)
+        .context("cannot calibrate the signal injector to choose how to inject (--inject)")?;
+    let o = cal.abstime.overhead.median_ns.max(0.0);
+    let choice = InjectionChoice::for_streams(&loaded.trace.streams, o)?;
+    Ok((choice.mode, choice.reason()))
 }
 
 /// A `--metric` flag: a regular expression with exactly one capture group.
@@ -190,6 +226,8 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
     let library = find_library(a.library.as_deref())?;
     let (trace, trace_noise_ratio) = check_trace(&a.trace, a.salvage)?;
     let clock = Clock::for_tools()?;
+    let (inject, inject_reason) = injection(a, &trace, &clock)?;
+    eprintln!("app: {inject_reason}");
     let platform_noise = crate::noise::measure(&clock, a.platform_probe);
     let stats_dir = std::env::temp_dir().join(format!("replay-bench-app-{}", std::process::id()));
     let setup = StudySetup {
@@ -203,12 +241,15 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
         limit: Duration::from_nanos(a.timeout),
         stats_dir: stats_dir.clone(),
         salvage: a.salvage.salvage,
+        inject,
     };
     let mut report = AppReport {
         command: setup.argv.clone(),
         trace: setup.trace.display().to_string(),
         trace_noise_ratio,
         scale: a.scale.get(),
+        inject,
+        inject_reason,
         sync: a.sync.to_string(),
         ranks_per_node: a.ranks_per_node,
         host: Some(jitter_emulator::calibration::host_and_kernel().0),

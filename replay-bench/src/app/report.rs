@@ -24,6 +24,12 @@ pub struct AppReport {
     pub trace_noise_ratio: f64,
     /// S.
     pub scale: f64,
+    /// How the library injected (`JITTER_INJECT`; `signal` in reports older than it).
+    #[serde(default)]
+    pub inject: jitter_emulator::InjectionMode,
+    /// Why (`--inject auto`: the rule and this host's signal cost).
+    #[serde(default)]
+    pub inject_reason: String,
     /// `JITTER_SYNC`.
     pub sync: String,
     /// `JITTER_RANKS_PER_NODE`, if given.
@@ -289,6 +295,9 @@ impl AppReport {
             self.sync,
             self.metric
         );
+        if !self.inject_reason.is_empty() {
+            let _ = writeln!(out, "injection: {}", self.inject_reason);
+        }
         let p = &self.platform_noise;
         let _ = writeln!(
             out,

@@ -187,6 +187,8 @@ pub(crate) struct StudySetup {
     pub stats_dir: PathBuf,
     /// `JITTER_SALVAGE=1` (`--salvage`).
     pub salvage: bool,
+    /// `JITTER_INJECT`.
+    pub inject: jitter_emulator::InjectionMode,
 }
 
 /// The number in the first capture group of the last match of `re` in `text`: a finite
@@ -248,6 +250,7 @@ fn environment(
             set.push(("LD_PRELOAD", preload(&s.library)));
         }
         set.push(("JITTER_TRACE", s.trace.clone().into_os_string()));
+        set.push(("JITTER_INJECT", s.inject.to_string().into()));
         set.push(("JITTER_SCALE", s.scale.to_string().into()));
         set.push(("JITTER_SYNC", s.sync.to_string().into()));
         set.push(("JITTER_SEED", pair.jitter_seed.to_string().into()));
