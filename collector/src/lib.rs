@@ -32,6 +32,7 @@ pub mod progress;
 pub mod ring;
 pub mod session;
 mod sidecar;
+pub mod slow_signals;
 pub mod table;
 mod threads;
 pub mod tracefs;

@@ -13,11 +13,13 @@
 //! `jitter-emulator-cli`'s (emulator/cli/): the preload library links this crate into users'
 //! MPI ranks, so nothing here parses a command line, draws a bar or starts a thread pool.
 
+pub mod boundary;
 pub mod cache;
 pub mod calibration;
 pub mod capi;
 pub mod fidelity;
 pub mod injector;
+pub mod ledger;
 pub mod placement;
 pub mod plan;
 pub mod process;
@@ -26,12 +28,17 @@ mod report;
 pub mod setup;
 pub mod sync;
 
+pub use boundary::Boundary;
 pub use calibration::{Calibration, Spread};
 pub use injector::{
     Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection, ReplayPosition,
 };
+pub use ledger::{Ledger, LedgerStats, Paid, PhaseShares};
 pub use plan::{
     Cursor, Injection, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind,
 };
-pub use setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale, SetupOverrides};
+pub use setup::{
+    Fraction, InjectionChoice, InjectionCost, InjectionMode, Overrides, ReplaySetup, Scale,
+    SetupOverrides,
+};
 pub use sync::{SyncMode, SyncSchedule};

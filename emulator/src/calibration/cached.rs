@@ -25,8 +25,18 @@ impl Calibration {
         ))
     }
 
-    /// Reads a calibration file; `Ok(None)` when it does not exist.
+    /// Reads a calibration file; `Ok(None)` when it does not exist. A file of another kind
+    /// (a trace, a report) is named as what it is (`jitter_trace::sniff`).
     pub fn load(path: &Path) -> anyhow::Result<Option<Calibration>> {
+        use jitter_trace::sniff::{expect_json, JsonKind};
+        if path.exists() {
+            expect_json(
+                "",
+                path,
+                &[JsonKind::Calibration],
+                "an emulator calibration (jitter-emulate calibrate)",
+            )?;
+        }
         read_json(path)
     }
 
@@ -91,6 +101,7 @@ mod tests {
             kernel: "6.1.0-18-amd64".into(),
             cpu_model: "AMD EPYC".into(),
             cpu: Some(1),
+            simulated_signal_ns: 0,
         }
     }
 

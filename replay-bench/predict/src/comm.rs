@@ -27,6 +27,23 @@ pub trait Collective {
     /// Personalised all-to-all (`MPI_Alltoallv`): rank p's part of `send` (`to`) goes to rank
     /// p, and rank p's values for this rank land in its part of `recv` (`from`).
     fn exchange(&self, send: &[u64], to: &Parts, recv: &mut [u64], from: &Parts);
+    /// [`Collective::barrier`] through its nonblocking twin, polled to completion with `poll`
+    /// run between two polls (paying at calls: a detour due while the rank waits is paid at its
+    /// time, and nothing progresses meanwhile); by default the barrier, then `poll` once.
+    fn barrier_polled(&self, poll: &mut dyn FnMut()) {
+        self.barrier();
+        poll();
+    }
+    /// [`Collective::all_max`] as [`Collective::barrier_polled`] is the barrier.
+    fn all_max_polled(&self, values: &mut [f64], poll: &mut dyn FnMut()) {
+        self.all_max(values);
+        poll();
+    }
+    /// [`Collective::sum_to_root`] as [`Collective::barrier_polled`] is the barrier.
+    fn sum_to_root_polled(&self, values: &mut [f64], poll: &mut dyn FnMut()) {
+        self.sum_to_root(values);
+        poll();
+    }
     /// [`Collective::exchange`] with `meanwhile` run while the values travel (under MPI
     /// `MPI_Ialltoallv`, `meanwhile`, then the wait); by default, after the exchange.
     fn exchange_during(

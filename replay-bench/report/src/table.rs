@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use jitter_trace::table::{Align, Table};
 
-use crate::report::{Report, ResultRow};
+use crate::report::{CallPayments, Report, ResultRow};
 
 /// Formats ns as µs or ms with 4 significant-ish digits.
 pub fn fmt_ns(ns: f64) -> String {
@@ -16,6 +16,36 @@ pub fn fmt_ns(ns: f64) -> String {
     } else {
         format!("{:.2} us", ns / 1e3)
     }
+}
+
+/// What the ranks paying at calls paid: shares, the least faithful rank, where, how late.
+pub fn payments_line(p: &CallPayments) -> String {
+    let least = |k: usize| {
+        p.rank_shares
+            .iter()
+            .map(|r| r[k])
+            .fold(f64::INFINITY, f64::min)
+    };
+    format!(
+        "paid at MPI calls: {:.3} % of the detours met, {:.3} % of their time (least rank {:.3} \
+         %, {:.3} %; worst phase {:.3} %, {} of {} phases missed one); at a call's entry {} \
+         (lateness p50 ≤ {}), inside a polled call {} (p99 ≤ {}), after a blocking call {}; {} \
+         calls, {:.1} polls per call",
+        p.detour_share * 100.0,
+        p.time_share * 100.0,
+        least(0) * 100.0,
+        least(1) * 100.0,
+        p.worst_phase_time_share * 100.0,
+        p.phases_missing,
+        p.phases,
+        p.at_entry.payments,
+        fmt_ns(p.at_entry.lateness_p50_at_most_ns as f64),
+        p.in_call.payments,
+        fmt_ns(p.in_call.lateness_p99_at_most_ns as f64),
+        p.on_return.payments,
+        p.calls,
+        p.polls as f64 / p.calls.max(1) as f64,
+    )
 }
 
 /// A percentage with three decimals, `3.021 %` (`-` when not finite).

@@ -1,8 +1,10 @@
 //! `replay-bench app`: hyperfine for MPI programs under noise. The unmodified program runs K
 //! pairs of times, once with `libjitter_preload.so` replaying the trace and once without, in an
-//! order drawn per pair from a seed, after W warm-up pairs; the slowdown of its wall time (or of
-//! a number it prints, `--metric`) comes with its paired 95 % interval, and no verdict is given
-//! where the interval is wider than the effect (the report says how many pairs would do).
+//! order drawn per pair from a seed, after W warm-up pairs; the slowdown of its main loop's time
+//! (what `predict --app` predicts; or its wall time, or a number it prints: `--metric`) comes
+//! with its paired 95 % interval, and no verdict is given where the interval is wider than the
+//! effect (the report says how many pairs would do). The library's start-up and the whole
+//! program's wall time are reported beside the loop's.
 //! Every run has a time limit; a failed run is recorded and ends the study with its status.
 
 mod launch;
@@ -17,8 +19,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use jitter_collect::clock::Clock;
+use jitter_emulator::{InjectionChoice, InjectionMode};
 use jitter_emulator_cli::SalvageArgs;
-
 use jitter_trace::Stats;
 
 pub use launch::RunStatus;
@@ -30,6 +32,22 @@ pub use verdict::{judge, ArmSummary, Effect, Verdict};
 use study::StudySetup;
 
 use crate::flags::app::AppArgs;
+
+/// How the runs inject, and why: as given, or by the rule of [`InjectionChoice`] with this
+/// host's signal cost (abstime, the library's default timer).
+fn injection(a: &AppArgs, trace: &Path, clock: &Clock) -> anyhow::Result<(InjectionMode, String)> {
+    if let Some(m) = a.inject.0 {
+        return Ok((m, format!("{m}: as given (--inject {m})")));
+    }
+    let loaded = jitter_trace::read_trace(trace)
+        .with_context(|| format!("cannot use trace {}", trace.display()))?;
+    let bar = jitter_emulator_cli::progress::CalibrationBar::new();
+    let cal = jitter_emulator::Calibration::load_or_measure(clock, false, &bar)
+        .context("cannot calibrate the signal injector to choose how to inject (--inject)")?;
+    let o = cal.abstime.overhead.median_ns.max(0.0);
+    let choice = InjectionChoice::for_streams(&loaded.trace.streams, o)?;
+    Ok((choice.mode, choice.reason()))
+}
 
 /// The library: `given`, else `libjitter_preload.so` beside this executable.
 fn find_library(given: Option<&Path>) -> anyhow::Result<PathBuf> {
@@ -68,6 +86,16 @@ fn check_trace(path: &Path, salvage: SalvageArgs) -> anyhow::Result<(PathBuf, f6
     if trace.streams.is_empty() {
         bail!("trace {} has no streams", path.display());
     }
+    // The library refuses a stream without detours in every run: said once, before any.
+    if let Some(s) = trace.streams.iter().find(|s| s.records.is_empty()) {
+        bail!(
+            "trace {}: stream of CPU {} has no detours: the library would refuse it in every \
+             run (nothing to replay); give a trace with detours on every stream (jitter-trace \
+             slice --cpus keeps some)",
+            path.display(),
+            s.cpu
+        );
+    }
     let abs = path
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", path.display()))?;
@@ -96,6 +124,8 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
     let library = find_library(a.library.as_deref())?;
     let (trace, trace_noise_ratio) = check_trace(&a.trace, a.salvage)?;
     let clock = Clock::for_tools()?;
+    let (inject, inject_reason) = injection(a, &trace, &clock)?;
+    eprintln!("app: {inject_reason}");
     let platform_noise = crate::bench::noise::measure(&clock, a.platform_probe);
     let stats_dir = std::env::temp_dir().join(format!("replay-bench-app-{}", std::process::id()));
     let setup = StudySetup {
@@ -105,24 +135,24 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
         scale: a.scale,
         sync: a.sync,
         ranks_per_node: a.ranks_per_node,
-        metric: a.metric.clone(),
+        measure: a.metric.clone(),
         limit: Duration::from_nanos(a.timeout),
         stats_dir: stats_dir.clone(),
         salvage: a.salvage.salvage,
+        inject,
     };
     let mut report = AppReport {
         command: setup.argv.clone(),
         trace: setup.trace.display().to_string(),
         trace_noise_ratio,
         scale: a.scale.get(),
+        inject,
+        inject_reason,
         sync: a.sync.to_string(),
         ranks_per_node: a.ranks_per_node,
         host: Some(jitter_emulator::calibration::host_and_kernel().0),
         seed: a.seed,
-        metric: a.metric.as_ref().map_or_else(
-            || "wall time, ns".into(),
-            |re| format!("--metric '{}'", re.as_str()),
-        ),
+        metric: a.metric.label(),
         timeout_ns: a.timeout,
         platform_noise,
         runs: Vec::new(),
@@ -137,7 +167,7 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
         crate::bench::noise::warning(0, platform_noise.noise_ratio, trace_noise_ratio)
             .map(|w| w.replacen("rank 0: ", "", 1))
             .into_iter()
-            .chain(report::library_warnings(&report.runs))
+            .chain(report::library_warnings(&report.runs, trace_noise_ratio))
             .collect();
     if report.stopped.is_none() {
         report.result = Some(result_of(&report.runs));

@@ -1,6 +1,7 @@
 //! `predict --app --runs-of APP_REPORT`: a `replay-bench app` report read for the predictor,
 //! which predicts each of its counted runs with the library from its own `JITTER_SEED` and the
-//! points the preload library started its ranks at.
+//! points the preload library stood at when the run's main loop began (each rank's loop timing,
+//! where the run timed its loop).
 
 use std::path::Path;
 
@@ -16,6 +17,13 @@ use super::study::Arm;
 /// ranks, sync mode and S; `barriers_before` is `--barriers-before`.
 pub fn runs_of(path: &Path, barriers_before: u64) -> anyhow::Result<MeasuredRuns> {
     let shown = path.display().to_string();
+    use jitter_trace::sniff::{expect_json, JsonKind};
+    expect_json(
+        "--runs-of",
+        path,
+        &[JsonKind::AppReport],
+        "an application study (replay-bench app)",
+    )?;
     let text =
         std::fs::read_to_string(path).with_context(|| format!("--runs-of: cannot read {shown}"))?;
     let report: AppReport = serde_json::from_str(&text)
@@ -28,6 +36,10 @@ pub fn runs_of(path: &Path, barriers_before: u64) -> anyhow::Result<MeasuredRuns
         || (report.runs.iter()).filter(|r| !r.warmup && r.arm == Arm::With && r.status.success());
     let runs: Vec<MeasuredRun> = counted()
         .filter_map(|r| r.jitter_seed.map(|seed| MeasuredRun { pair: r.pair, seed }))
+        .collect();
+    let timings = counted()
+        .filter(|r| r.jitter_seed.is_some())
+        .map(|r| r.ranks.clone())
         .collect();
     anyhow::ensure!(
         !runs.is_empty(),
@@ -52,5 +64,6 @@ pub fn runs_of(path: &Path, barriers_before: u64) -> anyhow::Result<MeasuredRuns
         sync,
         scale: report.scale,
         barriers_before,
+        timings,
     })
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use jitter_report::metrics::PhaseAverages;
 use jitter_report::report::{Report, TraceInfo};
-use jitter_report::table::{fmt_ns, fmt_pct, fmt_sd};
+use jitter_report::table::{fmt_ns, fmt_pct, fmt_sd, payments_line};
 use jitter_trace::table::Table;
 
 use super::phases::LoopOutcome;
@@ -32,13 +32,17 @@ pub fn render_run(
         },
     );
     let ranks = report.results.first().map_or(0, |r| r.ranks);
+    let inject = c.run.as_ref().map_or_else(Default::default, |r| r.inject);
+    let how = match inject {
+        jitter_emulator::InjectionMode::Signal => format!("signal injection, timer {}", c.timer),
+        jitter_emulator::InjectionMode::Boundary => "paid at MPI calls".to_string(),
+    };
     let _ = writeln!(
         s,
-        "replay-bench run: {ranks} rank(s), {trace}, sync {}, q = {}, S = {}, timer {}, seed {}",
+        "replay-bench run: {ranks} rank(s), {trace}, sync {}, q = {}, S = {}, {how}, seed {}",
         report.results.first().map_or("-", |r| r.sync.as_str()),
         fmt_ns(c.quanta_ns as f64),
         c.scale,
-        c.timer,
         c.seed
     );
     for line in c.trace.iter().flat_map(TraceInfo::kept_lines) {
@@ -62,6 +66,9 @@ pub fn render_run(
                 e.max_progress
             );
         }
+    }
+    if let Some(p) = c.run.as_ref().and_then(|r| r.payments.as_ref()) {
+        let _ = writeln!(s, "{}", payments_line(p));
     }
     stop_lines(&mut s, report, outcome);
     let noise: Vec<String> = report

@@ -1,10 +1,10 @@
 //! The options of `replay-bench app` (`AppArgs`): the program, the trace, the pairs, the
-//! library's settings and what is measured.
+//! library's settings, how it injects and what is measured (`Measure`).
 
 use std::path::PathBuf;
 
 use clap::Args;
-use jitter_emulator::{Scale, SyncMode};
+use jitter_emulator::{InjectionMode, Scale, SyncMode};
 use jitter_emulator_cli::SalvageArgs;
 use regex::Regex;
 
@@ -33,14 +33,22 @@ pub struct AppArgs {
     /// host also calibrates its injector, about 20 s).
     #[arg(long, default_value_t = 1)]
     pub warmup: u64,
-    /// Measure the number the program prints instead of its wall time: a regular expression
-    /// with one capture group, read from the last match in its standard output (smaller is
-    /// faster, like a time).
-    #[arg(long, value_name = "REGEX", value_parser = metric_flag)]
-    pub metric: Option<Regex>,
+    /// What to measure: `loop` (the program's main loop, found and timed by the library's
+    /// profile in both arms: what `predict --app` predicts), `wall` (the whole program, spawn
+    /// to exit: start-up, set-up and output included), or a regular expression with one capture
+    /// group around a number the program prints (the last match in its standard output; smaller
+    /// is faster, like a time).
+    #[arg(long, value_name = "loop|wall|REGEX", default_value = "loop", value_parser = measure_flag)]
+    pub metric: Measure,
     /// Time limit of one run (ended with SIGTERM, then SIGKILL to its process group).
     #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = positive_duration_flag)]
     pub timeout: u64,
+    /// How the library injects (`JITTER_INJECT`): `signal`, `boundary` (paid at MPI calls, S =
+    /// 1), or `auto`: the signal where S ≤ 3 reproduces 90 % of the trace's noise time with this
+    /// host's signal cost (its calibration cache, measured when missing), payment at calls
+    /// elsewhere; the report says which and why.
+    #[arg(long, default_value = "auto", value_name = "auto|signal|boundary", value_parser = inject_flag)]
+    pub inject: InjectFlag,
     /// Scale factor S (`JITTER_SCALE`).
     #[arg(long, default_value_t = Scale::ONE)]
     pub scale: Scale,
@@ -68,6 +76,52 @@ pub struct AppArgs {
     /// The program and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// What a study measures (`--metric`).
+#[derive(Debug, Clone)]
+pub enum Measure {
+    /// The main loop's time, from the profile the library records in both arms.
+    Loop,
+    /// The whole program's wall time, from spawn to exit.
+    Wall,
+    /// A number the program prints: the capture group of the regex's last match.
+    Printed(Regex),
+}
+
+impl Measure {
+    /// What the report says was measured.
+    pub fn label(&self) -> String {
+        match self {
+            Measure::Loop => "main loop time, ns (the profile's loop, longest rank)".into(),
+            Measure::Wall => "wall time, ns".into(),
+            Measure::Printed(re) => format!("--metric '{}'", re.as_str()),
+        }
+    }
+}
+
+/// A `--metric` flag: `loop`, `wall` or a regular expression with one capture group.
+pub fn measure_flag(s: &str) -> Result<Measure, String> {
+    match s {
+        "loop" => Ok(Measure::Loop),
+        "wall" => Ok(Measure::Wall),
+        _ => metric_flag(s).map(Measure::Printed),
+    }
+}
+
+/// `app --inject`: a mode, or `auto` (`None`: chosen by measuring).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InjectFlag(pub Option<InjectionMode>);
+
+/// An `--inject` flag: `auto` or a mode.
+fn inject_flag(s: &str) -> Result<InjectFlag, String> {
+    match s.trim() {
+        "auto" => Ok(InjectFlag(None)),
+        other => other
+            .parse()
+            .map(|m| InjectFlag(Some(m)))
+            .map_err(|e: jitter_emulator::PlanError| format!("{e} (or auto)")),
+    }
 }
 
 /// A `--metric` flag: a regular expression with exactly one capture group.

@@ -6,7 +6,7 @@ use anyhow::Context;
 use super::host::host_name;
 use super::state::{Gathered, Measured, Prepared};
 use crate::bench::mpi::Mpi;
-use crate::bench::replay::ReplayTotals;
+use crate::bench::replay::{CallsAccount, ReplayTotals};
 use crate::flags::run::RunArgs;
 use jitter_predict::comm::{record, Collective};
 use jitter_report::report::RankCost;
@@ -51,6 +51,20 @@ pub(crate) fn gather(
     } else {
         None
     };
+    // Paying at calls (every rank or none: one flag): the accounts added up, each rank's shares.
+    let payments = m.totals.calls.map(|a| {
+        let mut sums = a.to_sums();
+        comm.sum_to_root(&mut sums);
+        let mut maxes = a.to_maxes();
+        comm.all_max(&mut maxes);
+        let mine = [a.ledger.detour_share(), a.ledger.time_share()];
+        let shares = comm.gather_records(&record(&serde_json::to_vec(&mine).unwrap_or_default()));
+        let rank_shares = shares
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap_or([f64::NAN; 2]))
+            .collect();
+        CallsAccount::to_report(&sums, &maxes, rank_shares)
+    });
     if comm.rank() != 0 {
         return Ok(None);
     }
@@ -64,5 +78,6 @@ pub(crate) fn gather(
         emulator: ReplayTotals::from_sums(&sums, maxes[0]).to_report(),
         platform_noise_max_ns: maxes[1],
         windows,
+        payments,
     }))
 }

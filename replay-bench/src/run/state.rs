@@ -13,7 +13,7 @@ use crate::bench::noise::PlatformNoise;
 use crate::bench::phases::LoopOutcome;
 use crate::bench::replay::{EmulatorCost, ReplayTotals};
 use crate::flags::run::Design;
-use jitter_report::report::{EmulatorTotals, RankCost, ReplayedWindows};
+use jitter_report::report::{CallPayments, EmulatorTotals, RankCost, ReplayedWindows};
 
 /// Everything a rank measured about itself before the run.
 #[derive(Debug, Clone)]
@@ -60,4 +60,5 @@ pub(crate) struct Gathered {
     pub(crate) emulator: EmulatorTotals,
     pub(crate) platform_noise_max_ns: f64,
     pub(crate) windows: Option<ReplayedWindows>,
+    pub(crate) payments: Option<CallPayments>,
 }
