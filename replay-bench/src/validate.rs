@@ -221,14 +221,14 @@ pub fn predict_args(
     args.ranks = RankCounts(ranks.to_vec());
     args.sync = a.sync.clone();
     args.quanta = a.quanta;
-    args.phases = a.phases;
+    args.phases.count = Some(a.phases.or_default());
     args.platform = PlatformChoice::File(first.report.clone());
     args.seed = a.seed;
     args.calibrate_from = (measured.iter())
         .find(|m| m.row.ranks >= 2)
         .map(|m| m.report.clone());
     args.platform_noise = background.map(Path::to_path_buf);
-    args.draws = a.draws;
+    args.draws = Some(a.draws);
     args.replay = a.replay;
     args.salvage = a.salvage;
     Ok(args)
@@ -245,7 +245,7 @@ pub fn compare_all(
 ) -> anyhow::Result<Vec<Comparison>> {
     let mut base = args.clone();
     base.platform_noise = None;
-    base.draws = 1;
+    base.draws = Some(1);
     let mut all = Vec::with_capacity(2 * measured.len());
     for m in measured {
         let predicted = (whole.iter()).find(|p| p.ranks == m.row.ranks && p.sync == m.row.sync);

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use jitter_emulator::cli::{ReplayArgs, SalvageArgs};
+use jitter_trace::precision::Precision;
 
-use super::duration::duration_flag;
+use super::duration::{duration_flag, positive_duration_flag};
 use super::shared::{
     PlatformChoice, Quanta, RankCounts, RanksPerNode, Seed, SimulatedPhases, SyncModes,
 };
@@ -155,9 +156,24 @@ pub struct PredictArgs {
     pub drivers: bool,
     /// Offset draws: simulate each point this many times (seeds seed, seed + 1, …), pool their
     /// phases and report the range of the draws' slowdowns (how much the stretch of trace
-    /// replayed moves the answer).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub draws: u64,
+    /// replayed moves the answer) and their 95 % interval; fixes the work (no precision mode)
+    /// [default with --phases: 1].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub draws: Option<u64>,
+    /// Add offset draws to every point until both its slowdowns' 95 % intervals are this
+    /// narrow: relative (`2%` of the slowdown), absolute (`0.5pp`) or either (`2%,0.1pp`), or
+    /// until --max-time or --max-phases runs out; the report says the precision reached and
+    /// why each point stopped. The default mode, at 2%,0.1pp, unless --phases, --draws or
+    /// --whole-trace fixes the work.
+    #[arg(long, value_name = "PRECISION", conflicts_with_all = ["phases", "draws", "whole_trace", "windows_of", "app"])]
+    pub precision: Option<Precision>,
+    /// Time budget of the precision mode (every point gets two draws first) [default: 10min].
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration_flag, conflicts_with_all = ["phases", "draws", "whole_trace", "windows_of", "app"])]
+    pub max_time: Option<u64>,
+    /// Most phases one point of the precision mode simulates, its draws' warm-up phases
+    /// included [default: 10⁶].
+    #[arg(long, value_name = "PHASES", value_parser = clap::value_parser!(u64).range(1..), conflicts_with_all = ["phases", "draws", "whole_trace", "windows_of", "app"])]
+    pub max_phases: Option<u64>,
     /// An application profile (`JITTER_PROFILE=app.json`): predict its main loop instead of the
     /// benchmark's, --phases of its iterations at each --ranks with the trace's noise (compute =
     /// each call's mean interval; collectives by their algorithms; messages to the profiled

@@ -21,6 +21,7 @@ pub(crate) mod phase_loop;
 pub mod placement;
 pub mod platform;
 pub mod points;
+pub mod precision;
 pub mod prepare;
 pub mod progress;
 pub(crate) mod ranks;

@@ -57,7 +57,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
     let ranks = args.ranks.0.clone();
     let modes = args.sync.modes.clone();
     check_sync_modes(&modes)?;
-    anyhow::ensure!(args.phases.count >= 1, "--phases must be at least 1");
+    anyhow::ensure!(args.phases.or_default() >= 1, "--phases must be at least 1");
     let quanta = args.quanta.ns;
     let platform = platform_of(args)?;
     let (stage, comm) = costs_of(args)?;
@@ -72,7 +72,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
             .unwrap_or(0);
         longest.div_ceil(quanta.max(1)).max(1)
     } else {
-        args.phases.count
+        args.phases.or_default()
     };
     let spec = PredictSpec {
         ranks,
@@ -90,7 +90,7 @@ pub fn prepare(args: &PredictArgs) -> anyhow::Result<(Vec<TraceInput>, PredictSp
         },
         platform,
         engine: Engine::default(),
-        draws: args.draws,
+        draws: args.draws.unwrap_or(1),
     };
     Ok((traces, spec))
 }

@@ -103,6 +103,7 @@ pub fn des_row(trace: &str, ranks: u64, mode: SyncMode, o: &DesOutcome) -> Resul
         emulator: o.emulator,
         period_ns: Some([o.mean_period_ns, o.baseline_period_ns]),
         draws: None,
+        interval: None,
     }
 }
 
@@ -202,6 +203,7 @@ pub fn order_stats_row_mix(
         emulator: Default::default(),
         period_ns: None,
         draws: None,
+        interval: None,
     })
 }
 

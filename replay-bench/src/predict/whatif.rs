@@ -379,7 +379,7 @@ pub fn what_if(args: &WhatIfArgs) -> anyhow::Result<WhatIf> {
         "whatif takes one attributed --trace (no --node-traces)"
     );
     anyhow::ensure!(
-        p.draws == 1,
+        p.draws.unwrap_or(1) == 1,
         "whatif predicts each question over --seeds K seeds (their mean and interval); --draws \
          (draws pooled into one number) is predict's"
     );

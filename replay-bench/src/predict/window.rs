@@ -95,7 +95,7 @@ impl RunWindows {
         a.ranks = RankCounts(vec![self.row.ranks]);
         a.sync.modes = vec![self.mode];
         a.quanta.ns = c.quanta_ns;
-        a.phases.count = self.windows.phases_per_window;
+        a.phases.count = Some(self.windows.phases_per_window);
         a.ranks_per_node.k = (c.ranks_per_node as u64).max(1);
         a.seed.value = c.seed;
         a.model = Model::Des;
