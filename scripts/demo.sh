@@ -116,19 +116,33 @@ for kind in density timeseries cdf; do
         -o "$out/$kind.svg" >>"$log"
 done
 
-next "calibrating the emulator and choosing the scale factor"
+next "calibrating the emulator, choosing how to inject and the scale factor"
 # Measured once per host and kernel (about 20 s), then read from the cache.
 jb_step calibration 180 "$bin/jitter-emulate" calibrate --json >"$out/calibration.json"
 jb_step "calibration (text)" 180 "$bin/jitter-emulate" calibrate | tee "$out/calibration.txt"
-scale=$(jb_step "choose the scale factor" 120 "$bin/replay-bench" choose-scale \
-    --trace "$out/trace.jtr" --calibration "$out/calibration.json" --share 0.77 --max "$max_scale" --allow-capped)
+# The signal injector where a small S reproduces most of the noise time; payment at MPI calls
+# (S = 1) where the signal's cost would force a large S (the rule: docs/METHOD.md).
+inject=$(jb_step "choose how to inject" 120 "$bin/replay-bench" choose-inject \
+    --trace "$out/trace.jtr" --calibration "$out/calibration.json" 2>>"$log")
+jb_say "$(grep '^choose-inject:' "$log" | tail -1)"
+if [ "$inject" = boundary ]; then
+    scale=1 platform=ideal
+else
+    scale=$(jb_step "choose the scale factor" 120 "$bin/replay-bench" choose-scale \
+        --trace "$out/trace.jtr" --calibration "$out/calibration.json" --share 0.77 --max "$max_scale" --allow-capped)
+    platform="$out/calibration.json"
+fi
 # One replay: start-up, noise probe and the scaled time budget twice (the paired design
 # interleaves as much baseline as jitter), three times over, plus a minute.
 replay_limit=$(awk -v p="${budget%s}" -v s="$scale" -v n="${probe%s}" \
     'BEGIN { v = 60 + 3 * (2 * p * s + n); printf "%d\n", (v == int(v)) ? v : int(v) + 1 }')
-jb_say "scale factor S = $scale (smallest S that makes 77 % of the detours injectable, at most 20)"
+if [ "$inject" = boundary ]; then
+    jb_say "paying the detours at MPI calls (--inject boundary), S = 1"
+else
+    jb_say "signal injection, scale factor S = $scale (smallest S that makes 77 % of the detours injectable, at most 20)"
+fi
 
-next "replaying under mpirun: np = 1 … $np_max, sync none, once, phase (S = $scale)"
+next "replaying under mpirun: np = 1 … $np_max, sync none, once, phase ($inject, S = $scale)"
 # Each replay runs block pairs until its intervals are narrow enough for a verdict (narrower
 # than half the slowdown) or its budget of $budget of jitter (× S) runs out, then the predictor
 # replays the very stretches of the trace that run replayed (its windows) on the run's own
@@ -147,7 +161,7 @@ for np in $(seq 1 "$np_max"); do
         jb_step "replay at np $np, sync $sync" "$replay_limit" \
             "${mpirun_cmd[@]}" -np "$np" "$bin/replay-bench" run --trace "$out/trace.jtr" --label trace \
             --ranks-per-node 1 --sync "$sync" --quanta 1ms --until-verdict --max-time "$budget" \
-            --scale "$scale" --calibration "$out/calibration.json" \
+            --inject "$inject" --scale "$scale" --calibration "$out/calibration.json" \
             --noise-probe "$probe" --seed 1 -o "$out/run-np$np-$sync.json" >>"$log" 2>&1 \
             || jb_fail $? "replay at np $np, sync $sync failed; see $log"
         jb_step "prediction of the windows of np $np, sync $sync" 600 "$bin/replay-bench" predict \
@@ -175,7 +189,7 @@ jb_step "what drives the prediction" 600 "$bin/replay-bench" predict --trace "$o
 # The whole trace at the replayed np, over five offset draws, beside each run's own windows.
 jb_step "predict at the replayed np" 600 "$bin/replay-bench" predict --trace "$out/trace.jtr" \
     --ranks "$(seq -s, 1 "$np_max")" --sync none,once,phase --quanta 1ms --whole-trace \
-    --draws 5 --model des --seed 1 --platform "$out/calibration.json" --timer abstime --scale "$scale" \
+    --draws 5 --model des --seed 1 --platform "$platform" --timer abstime --scale "$scale" \
     -o "$out/predict-here.json" >>"$log" 2>&1 || jb_fail $? "prediction at np 1 … $np_max failed; see $log"
 
 next "writing $out/report.md"

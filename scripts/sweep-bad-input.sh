@@ -192,6 +192,26 @@ timeout 120 "$JE" calibrate --json >"$F/cal.json" 2>"$W/fixture.err" || { echo "
 if ((HAVE_MPI)); then
     mk mpicc -O1 -o "$F/app" "$ROOT/emulator/preload/tests/app/compute_barrier.c"
 fi
+# Issue 46's classes: an attributed trace, a trace under another format's name, a one-row CSV,
+# a platform trace of other work, and two small file systems (a 1 MiB one, and a full one).
+ATTR=1
+timeout 60 "$JC" --attribute --cpus 0 -d 1s --force -o "$F/attr.jtr" >/dev/null 2>&1 || ATTR=0
+cp "$F/good.jtr" "$F/jtr-named.csv"
+mk "$JT" convert "$F/good.jtr" -o "$F/good.csv"
+cp "$F/good.csv" "$F/csv-named.jtr"
+printf 'cpu,start_ns,run_ns\n0,1000,20000\n' >"$F/one-row.csv"
+mk "$JT" synth 'periodic:period=1ms,dur=990us' --duration 2s --streams 2 -o "$F/busy.jtr"
+SMALL=0
+mkdir -p "$W/tiny" "$W/full"
+if mount -t tmpfs -o size=1m tmpfs "$W/tiny" 2>/dev/null; then
+    if mount -t tmpfs -o size=64k tmpfs "$W/full" 2>/dev/null; then
+        SMALL=1
+        dd if=/dev/zero of="$W/full/fill" bs=4k 2>/dev/null
+    else
+        umount "$W/tiny"
+    fi
+fi
+trap 'if ((SMALL)); then umount "$W/tiny" "$W/full"; fi; [[ -n ${JB_SWEEP_KEEP:-} ]] || rm -rf "$W"' EXIT
 
 # ==== jitter-trace ============================================================================
 group "jitter-trace stats: a missing file"
@@ -245,8 +265,8 @@ expect 2 'bad1' -- "$JT" convert "$W/bad1.csv" -o x.jtr
 expect 2 'bad2' -- "$JT" convert "$W/bad2.csv" -o x.jtr
 expect 2 'bad3' -- "$JT" convert "$W/bad3.csv" -o x.jtr
 group "jitter-trace convert: a sysjitter file of garbage; --from with a foreign file"
-expect 2 'noise.jtr:1' -- "$JT" convert "$F/noise.jtr" --from sysjitter -o x.jtr
-expect 2 'elf.jtr:1' -- "$JT" convert "$F/elf.jtr" --from loggopsim -o x.jtr
+expect 2 'noise.jtr: this is binary data, not sysjitter' -- "$JT" convert "$F/noise.jtr" --from sysjitter -o x.jtr
+expect 2 'elf.jtr: this is an ELF executable or library, not LogGOPSim' -- "$JT" convert "$F/elf.jtr" --from loggopsim -o x.jtr
 group "jitter-trace slice: --cpus 0,0; a CPU the trace lacks; --start past the end"
 expect 2 'twice' -- "$JT" slice "$F/good.jtr" --cpus 0,0 -o s.jtr
 expect 2 'CPU 7|cpu 7' -- "$JT" slice "$F/good.jtr" --cpus 7 -o s.jtr
@@ -505,6 +525,9 @@ group "replay-bench study: --dir missing, a file, an empty folder"
 expect 1 'nope' -- "$RB" study --dir "$F/nope"
 expect 1 'good.jtr|folder|director' -- "$RB" study --dir "$F/good.jtr"
 expect 1 'adir|trace|nothing|report' -- "$RB" study --dir "$F/adir"
+group "replay-bench choose-inject: no --calibration; a lossy trace"
+expect 2 'not provided: --calibration' -- "$RB" choose-inject --trace "$F/good.jtr"
+expect 1 'dropped' -- "$RB" choose-inject --trace "$F/lossy.jtr" --calibration "$F/cal.json"
 group "replay-bench choose-scale: --max 0, --share 0 / 1.5 / nan, a lossy trace"
 expect 1 'max' -- "$RB" choose-scale --trace "$F/good.jtr" --calibration "$F/cal.json" --max 0
 expect '[12]' 'share' -- "$RB" choose-scale --trace "$F/good.jtr" --calibration "$F/cal.json" --share 1.5
@@ -520,6 +543,9 @@ group "replay-bench validate: --dir a file; -o a directory; a lossy trace (befor
 expect 1 'not a folder' -- "$RB" validate --trace "$F/good.jtr" --dir "$F/good2.jtr" --period 1s
 expect 1 'director' -- "$RB" validate --trace "$F/good.jtr" -o "$F/adir.json" --period 1s
 expect 1 'dropped' -- "$RB" validate --trace "$F/lossy.jtr" --period 1s --dir v
+group "replay-bench validate / app: --inject bogus"
+expect 2 'inject' -- "$RB" validate --trace "$F/good.jtr" --inject bogus --period 1s
+expect 2 'inject' -- "$RB" app --trace "$F/good.jtr" --inject bogus -- true
 group "replay-bench app: --runs 1, --np 0, --metric without a group, a missing library, no command"
 expect '[12]' 'runs' -- "$RB" app --trace "$F/good.jtr" --runs 1 -- true
 expect '[12]' 'np' -- "$RB" app --trace "$F/good.jtr" --np 0 -- true
@@ -557,6 +583,10 @@ expect 2 'block-phases' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --block-phase
 mpi_group "replay-bench run: conflicting flags (--until-verdict with --phases; --virtual-ranks with paired)"
 expect 2 'until-verdict|phases' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --until-verdict --phases 10
 expect 1 'virtual-ranks|sequential|paired' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --design paired --virtual-ranks 2 --period 1s
+mpi_group "replay-bench run: --inject bogus; --inject boundary with the signal injector's --overhead or --timer"
+expect 2 'inject' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --inject bogus
+expect 1 'signal injector' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --inject boundary --overhead 5us --period 1s
+expect 1 'signal injector' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --inject boundary --timer itimer --period 1s
 mpi_group "replay-bench run: --baseline of a missing or foreign file"
 expect 1 'nope' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --design sequential --baseline "$F/nope.json" --period 1s
 expect 1 'notreport|baseline' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --design sequential --baseline "$F/notreport.json" --period 1s
@@ -593,12 +623,64 @@ mpi_group "libjitter_preload.so: JITTER_RANKS_PER_NODE 0, 9 (above the streams),
 preload 1 'JITTER_RANKS_PER_NODE' JITTER_TRACE="$F/good.jtr" JITTER_RANKS_PER_NODE=0
 preload 1 'JITTER_RANKS_PER_NODE|streams' JITTER_TRACE="$F/good.jtr" JITTER_RANKS_PER_NODE=abc
 preload 1 'JITTER_SEED' JITTER_TRACE="$F/good.jtr" JITTER_SEED=abc
+mpi_group "libjitter_preload.so: JITTER_INJECT bogus"
+preload 1 'JITTER_INJECT' JITTER_TRACE="$F/good.jtr" JITTER_INJECT=bogus
 mpi_group "libjitter_preload.so: JITTER_SALVAGE yes"
 preload 1 'JITTER_SALVAGE' JITTER_TRACE="$F/good.jtr" JITTER_SALVAGE=yes
 mpi_group "libjitter_preload.so: JITTER_STATS_DIR an existing file (checked at MPI_Init, not lost at the end)"
-preload 1 'JITTER_STATS_DIR|statsfile' JITTER_TRACE="$F/good.jtr" JITTER_STATS_DIR="$F/good2.jtr"
+preload 1 'JITTER_STATS_DIR|statsfile' JITTER_TRACE="$F/long.jtr" JITTER_STATS_DIR="$F/good2.jtr"
 mpi_group "libjitter_preload.so: a trace with 0 detours"
 preload 1 'no records: nothing to replay' JITTER_TRACE="$F/zero.jtr"
+
+# ==== issue 46's classes: each through its one mechanism (docs/RELIABILITY.md, by class) =====
+group "class O, outputs before the work: another format's name (perfetto -o p.jtr, profile goal -o x.csv, whatif --csv w.json)"
+expect 2 'name ends in .jtr; name it .json' -- "$JT" perfetto "$F/good.jtr" -o p.jtr
+expect 1 'name ends in .csv; name it .goal' -- "$RB" profile goal "$F/nope.json" --ranks 4 -o x.csv
+expect 1 'name ends in .json; name it .csv' -- "$RB" whatif --trace "$F/nope.jtr" --ranks 2 --csv w.json
+group "class O, outputs before the work: a sidecar path that is a directory (filter -o, collect --attribute)"
+((ATTR)) || skip_group "(no attributed fixture: tracefs?)"
+mkdir -p "$W/side/x.jtr.attr.json"
+expect 2 'x.jtr.attr.json is a directory' -- "$JT" filter "$F/attr.jtr" --drop timer -o "$W/side/x.jtr"
+expect 1 'x.jtr.attr.json is a directory' --limit 10 -- "$JC" --attribute --cpus 0 -d 5s -o "$W/side/x.jtr"
+group "class O, outputs before the work: a full file system; a file size limit (an error line, not SIGXFSZ)"
+((SMALL)) || skip_group "(cannot mount a tmpfs: not root)"
+expect 2 'free some space' -- "$JT" convert "$F/good.jtr" -o "$W/full/x.csv"
+expect 1 'free some space' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 -o "$W/full/p.json"
+expect 2 'File too large' -- bash -c "ulimit -f 8; exec $JT synth 'periodic:period=100us,dur=5us' --duration 10s -o s.jtr"
+group "class N, names that must exist: filter --drop task:nope, --keep nosuch; perfetto --window past the end; attribution --bucket of no detour; synth phase ≥ duration; daemon --cpu 4095"
+((ATTR)) || skip_group "(no attributed fixture: tracefs?)"
+expect 2 'has no source `task:nope` \(it has' -- "$JT" filter "$F/attr.jtr" --drop task:nope -o f.jtr
+expect 2 'has no source `nosuch`' -- "$JT" filter "$F/attr.jtr" --keep nosuch -o f.jtr
+expect 2 'the window holds none of it' -- "$JT" perfetto "$F/good.jtr" --window 100s..200s -o p.json
+expect 2 'none of the [0-9]+ detours of .* has a run-time in it' -- "$JT" attribution "$F/attr.jtr" --bucket 1s..2s
+expect 2 'phase 5.000 s: .* so the source would make no detour' -- "$JT" synth 'periodic:period=1ms,dur=10us,phase=5s' --duration 2s -o s.jtr
+expect 1 '--cpu 4095: CPU 4095 does not exist' -- "$JC" daemon --cpu 4095 --period 1ms --busy 10us --duration 1s
+group "class S, inputs named for what they are: a .jtr named .csv, a CSV named .jtr, a .jtr as a profile, a prediction as --runs-of/--platform"
+expect 2 'this is a .jtr trace, not CSV: name it .jtr, or give --from jtr' -- "$JT" stats "$F/jtr-named.csv"
+expect 2 'this is text .*, not a .jtr trace: jitter-trace convert' -- "$JT" stats "$F/csv-named.jtr"
+expect 1 'this is a .jtr trace, not an application profile' -- "$RB" profile show "$F/good.jtr"
+expect 1 'this is a prediction report .*, not an application study' -- "$RB" predict --app "$F/loopless.json" --trace "$F/good.jtr" --ranks 2 --runs-of "$F/p.json"
+expect 1 'this is a .jtr trace, not a platform file' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --platform "$F/good.jtr"
+mpi_group "class S, inputs named for what they are: run --baseline of a prediction; JITTER_TRACE of a CSV"
+expect 1 'this is a prediction report .*, not a run.s report' --mpi -- "${RUN[@]}" --trace "$F/good.jtr" --design sequential --baseline "$F/p.json" --period 1s
+preload 1 'this is text .*, not a .jtr trace' JITTER_TRACE="$F/good.csv"
+group "class D, figures the input supports: a one-row CSV (no rate or noise), --scale 1e300, 0 detours (choose-scale, app), a busy --platform-noise"
+expect 0 'rate and noise not measured' -- "$JT" stats "$F/one-row.csv"
+grep -E '^noise' "$W/stdout" | grep -qE '[0-9]' && fail "a one-row CSV printed a noise share"
+expect 2 'scale 1e300 must be a finite number in \(0, 1000\]' -- "$JT" stats "$F/good.jtr" --overhead 10us --scale 1e300
+expect 1 'has no detours: no scale makes any of them injectable' -- "$RB" choose-scale --trace "$F/zero.jtr" --calibration "$F/cal.json"
+expect 1 'has no detours: the library would refuse it in every run' -- "$RB" app --trace "$F/zero.jtr" --library "$PRELOAD" --platform-probe 0s -- true
+expect 1 '--platform-noise .*busy.jtr: CPU 0: 99.0 %' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --platform-noise "$F/busy.jtr"
+group "class D, a metric's sign before a verdict: app --metric of a negative value stops at the run"
+expect 1 "--metric captured '-6.25': a metric is a time" -- "$RB" app --trace "$F/long.jtr" --library "$PRELOAD" --platform-probe 0s --runs 2 --warmup 0 --metric 'time: (\S+)' -- sh -c 'echo time: -6.25'
+mpi_group "class P, the preload library's profile: a 1 MiB file system, a directory, app.csv, a full JITTER_STATS_DIR (at MPI_Init, no signal)"
+((SMALL)) || skip_group "(cannot mount a tmpfs: not root)"
+preload 1 'JITTER_PROFILE=.*tiny/app.json \(the record of 1 rank, [0-9.]+ MB each, and the profile\): .* free some space' JITTER_PROFILE="$W/tiny/app.json"
+preload 1 'JITTER_PROFILE .* is a directory, not an output file' JITTER_PROFILE="$F/adir"
+preload 1 'JITTER_PROFILE .*app.csv: this writes a JSON profile' JITTER_PROFILE="$W/app.csv"
+preload 1 'JITTER_STATS_DIR .*: 1 B is needed' JITTER_TRACE="$F/long.jtr" JITTER_STATS_DIR="$W/full/stats"
+expect 1 'above this process.s file size limit' --mpi --leaves prof.json.ranks -- bash -c "ulimit -f 1024; exec env LD_PRELOAD=$PRELOAD JITTER_PROFILE=prof.json ${MPIRUN[*]} -x LD_PRELOAD -x JITTER_PROFILE $F/app 1000 5 0"
+grep -qiE 'Bus error|signal [0-9]|core dumped' "$W/stderr" && fail "a rank died of a signal"
 
 finish_group
 echo "sweep: $BAD of $GROUPS_RUN case groups mishandled, $SKIPPED skipped"

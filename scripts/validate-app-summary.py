@@ -97,6 +97,15 @@ def judge_paired(measured, d, h, platform_pct):
     return "disagree"
 
 
+def value(run):
+    """A run's measured value, as RunRecord::value: the printed metric, else the loop's time,
+    else the wall time."""
+    for key in ("metric", "loop_ns", "wall_ns"):
+        if isinstance(run.get(key), (int, float)):
+            return run[key]
+    return None
+
+
 def seed_matched(app, runs_report, measured, platform_pct):
     """The seed-matched columns of a study from its app report and predict --runs-of report."""
     by_pair = {}
@@ -104,7 +113,7 @@ def seed_matched(app, runs_report, measured, platform_pct):
         if not r.get("warmup") and (r.get("status") or {}).get("ended") == "exited":
             by_pair.setdefault(r["pair"], {})[r["arm"]] = r
     pairs = {k: v for k, v in by_pair.items() if "with" in v and "without" in v}
-    base = [v["without"]["metric"] for v in pairs.values()]
+    base = [value(v["without"]) for v in pairs.values()]
     if not base or not isinstance(measured, (int, float)):
         return {}
     a = sum(base) / len(base)
@@ -114,7 +123,7 @@ def seed_matched(app, runs_report, measured, platform_pct):
         if k not in predicted:
             continue
         v, m = pairs[k], predicted[k]
-        s_i = 100 * (v["with"]["metric"] - v["without"]["metric"]) / a
+        s_i = 100 * (value(v["with"]) - value(v["without"])) / a
         diffs.append(s_i - m["sd_qtbt_pct"])
         preds.append(m["sd_qtbt_pct"])
         lib = (v["with"].get("library") or {}).get("noise_share")
@@ -195,6 +204,12 @@ def study_rows(out):
             "pairs": eff.get("pairs"), "app_verdict": eff.get("verdict"),
             "pairs_needed": eff.get("pairs_needed"),
             "injected_share": res.get("injected_share"),
+            "metric": app.get("metric"),
+            "wall_pct": (res.get("wall") or {}).get("slowdown_pct"),
+            "wall_ci95_pp": (res.get("wall") or {}).get("slowdown_ci95_pct"),
+            "startup_ms": [x / 1e6 for x in res["startup_ns"]] if res.get("startup_ns") else None,
+            "outside_loop_s": [x / 1e9 for x in res["outside_loop_ns"]]
+            if res.get("outside_loop_ns") else None,
             "trace_noise_ratio": app.get("trace_noise_ratio"),
             "platform_noise_pct": platform_pct, "stopped": app.get("stopped"),
             "warnings": app.get("warnings", []), "app_report": f"app/{fname}",
@@ -270,11 +285,42 @@ def overhead_rows(out):
     return rows
 
 
+def scale_rows(out):
+    """predict/PROGRAM-npN-scale.json: each profile predicted at large rank counts."""
+    rows = []
+    pred_dir = os.path.join(out, "predict")
+    for fname in sorted(os.listdir(pred_dir)) if os.path.isdir(pred_dir) else []:
+        if not fname.endswith("-scale.json"):
+            continue
+        program, np_ = fname[:-len("-scale.json")].split("-", 1)
+        report = load(os.path.join(pred_dir, fname)) or {}
+        for r in report.get("results", []):
+            draws = r.get("draws") or {}
+            rows.append({"program": program, "profiled_np": int(np_[2:]), "ranks": r.get("ranks"),
+                         "sync": r.get("sync"), "predicted_pct": r.get("sd_qtbt_pct"),
+                         "predicted_ci95_pp": r.get("sd_qtbt_ci95_pct"),
+                         "draw_range_pct": draws.get("sd_qtbt_range_pct"),
+                         "report": f"predict/{fname}"})
+    return rows
+
+
 def main():
     out = sys.argv[1]
-    rows, overhead = study_rows(out), overhead_rows(out)
+    rows, overhead, scale = study_rows(out), overhead_rows(out), scale_rows(out)
     with open(os.path.join(out, "summary.json"), "w") as f:
-        json.dump({"studies": rows, "overhead": overhead}, f, indent=2)
+        json.dump({"studies": rows, "overhead": overhead, "scale": scale}, f, indent=2)
+    if scale:
+        print(f"{'predicted at scale':18} {'profiled np':>11} {'ranks':>7} {'sync':6} "
+              f"{'slowdown % ± h (95 %)':>22} {'over draws %':>18}")
+        for r in scale:
+            p = fmt(r["predicted_pct"])
+            if isinstance(r.get("predicted_ci95_pp"), (int, float)):
+                p += f" ± {fmt(r['predicted_ci95_pp'])}"
+            rng = r.get("draw_range_pct")
+            rng = f"[{fmt(rng[0])}, {fmt(rng[1])}]" if rng else "-"
+            print(f"{r['program']:18} {r['profiled_np']:>11} {r['ranks']:>7} {r['sync']:6} "
+                  f"{p:>22} {rng:>18}")
+        print()
     if rows:
         head = f"{'program':9} {'np':>3} {'trace':10} {'sync':7} {'measured % ± h (95 %)':>22} " \
                f"{'predicted %':>22} {'diff pp':>8} {'platform %':>10}  verdict"
@@ -292,9 +338,23 @@ def main():
             print(f"{r['program']:9} {r['np']:>3} {r['trace']:10} {r['sync']:7} {m:>22} {p:>22} "
                   f"{fmt(r.get('difference_pp')):>8} {fmt(r['platform_noise_pct']):>10}  "
                   f"{r['verdict']}")
-        print("measured: replay-bench app's paired slowdown of the program's iter_ns; verdict:"
+        metrics = sorted({r.get("metric") or "?" for r in rows})
+        print(f"measured: replay-bench app's paired slowdown of: {'; '.join(metrics)}; verdict:"
               " replay-bench/src/verdict.rs (inside the 95 % interval, or within 1 pp + platform"
               " noise)")
+        beside = [r for r in rows if r.get("wall_pct") is not None or r.get("startup_ms")]
+        if beside:
+            print(f"\n{'program':9} {'np':>3} {'trace':10} {'sync':7} {'metric %':>8} "
+                  f"{'wall time % ± h':>18} {'start-up ms (without, with)':>28} "
+                  f"{'outside the loop s (without, with)':>35}")
+            for r in beside:
+                w = f"{fmt(r.get('wall_pct'))} ± {fmt(r.get('wall_ci95_pp'))}"
+                su = r.get("startup_ms")
+                su = f"{fmt(su[0], 1)}, {fmt(su[1], 1)}" if su else "-"
+                ol = r.get("outside_loop_s")
+                ol = f"{fmt(ol[0], 3)}, {fmt(ol[1], 3)}" if ol else "-"
+                print(f"{r['program']:9} {r['np']:>3} {r['trace']:10} {r['sync']:7} "
+                      f"{fmt(r['measured_pct']):>8} {w:>18} {su:>28} {ol:>35}")
     matched = [r for r in rows if "seed_matched_verdict" in r]
     if matched:
         print("\nseed-matched (each measured run beside the prediction of its own seed and the"

@@ -180,7 +180,9 @@ static ENTRIES: [AtomicU64; MAX_ENTRIES] = [const { AtomicU64::new(0) }; MAX_ENT
 static ENTRY_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 extern "C" fn on_alarm(_: libc::c_int) {
-    // Async-signal-safe: one counter read and two atomic operations on static memory.
+    // Async-signal-safe: one counter read and two atomic operations on static memory (and the
+    // spin of a simulated slow host, a test build's).
+    crate::slow_signals::pay();
     let t = read_counter();
     let i = ENTRY_COUNT.fetch_add(1, Ordering::Relaxed);
     if let Some(slot) = ENTRIES.get(i) {
@@ -213,6 +215,7 @@ fn sigalrm_cost(clock: &Clock, threshold: u64) -> Result<(Option<Spread>, f64)> 
         SaFlags::SA_RESTART,
         SigSet::empty(),
     );
+    crate::slow_signals::configure(clock).map_err(CollectError::Refused)?;
     ENTRY_COUNT.store(0, Ordering::Relaxed);
     // SAFETY: the handler is async-signal-safe (see `on_alarm`); the previous one is restored.
     let old = unsafe { sigaction(Signal::SIGALRM, &handler) }.context("sigaction(SIGALRM)")?;

@@ -82,6 +82,9 @@ impl DaemonArgs {
         if duration > MAX_DURATION {
             refuse!("--duration {}: at most 24h", self.duration);
         }
+        // The CPU must exist, be online and in this process's mask (the rule of --cpus).
+        cpuset::select(Some(&cpuset::CpuList::from_ids(vec![self.cpu])))
+            .map_err(|e| CollectError::Refused(format!("--cpu {}: {e}", self.cpu)))?;
         if let Some(p) = self.rt.filter(|p| !(1..=99).contains(p)) {
             refuse!("--rt {p}: a priority is 1-99");
         }

@@ -29,6 +29,7 @@ mod progress;
 pub mod ring;
 pub mod session;
 mod sidecar;
+pub mod slow_signals;
 pub mod table;
 mod threads;
 pub mod tracefs;

@@ -235,6 +235,17 @@ impl<'c> Prepared<'c> {
         // error removes only what this run created (`StreamingOutput`, dropped before `keep`).
         let out_file = StreamingOutput::open(output)
             .with_context(|| format!("cannot create the output {}", output.display()))?;
+        if config.attribute {
+            // The sidecar is written after the collection: a path it cannot take is refused
+            // now, not after the run.
+            let sidecar = jitter_trace::attribution::sidecar_path(&config.output);
+            jitter_trace::output::check_output(
+                &sidecar,
+                "--attribute writes",
+                "the attribution (JSON)",
+                &["json"],
+            )?;
+        }
         let file = out_file.file()?;
         let ftq_csv = match config.mode {
             Mode::Ftq(_) => Some(

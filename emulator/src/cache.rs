@@ -25,6 +25,14 @@ pub struct MachineKey {
     /// The CPU measured on (None: any CPU, as the in-process emulator runs wherever its rank
     /// does).
     pub cpu: Option<usize>,
+    /// The cost a simulated slow host added to every SIGALRM, ns (`jitter_collect::slow_signals`;
+    /// 0 on a real host): a calibration of the simulated host never serves the real one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub simulated_signal_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl MachineKey {
@@ -36,6 +44,8 @@ impl MachineKey {
             kernel: read_trimmed("/proc/sys/kernel/osrelease"),
             cpu_model: cpu_model(&cpuinfo, cpu).unwrap_or_else(|| "unknown".into()),
             cpu,
+            // A bad value is refused where the spin is armed; here it only keys the cache.
+            simulated_signal_ns: jitter_collect::slow_signals::requested_ns().unwrap_or(0),
         }
     }
 
@@ -53,6 +63,12 @@ impl MachineKey {
         }
         if self.cpu != now.cpu {
             return Some(format!("measured on CPU {:?}, not {:?}", self.cpu, now.cpu));
+        }
+        if self.simulated_signal_ns != now.simulated_signal_ns {
+            return Some(format!(
+                "measured with {} ns added to every SIGALRM (a simulated slow host), now {} ns",
+                self.simulated_signal_ns, now.simulated_signal_ns
+            ));
         }
         None
     }
@@ -201,8 +217,18 @@ impl Calibration {
         ))
     }
 
-    /// Reads a calibration file; `Ok(None)` when it does not exist.
+    /// Reads a calibration file; `Ok(None)` when it does not exist. A file of another kind
+    /// (a trace, a report) is named as what it is (`jitter_trace::interop::sniff`).
     pub fn load(path: &Path) -> anyhow::Result<Option<Calibration>> {
+        use jitter_trace::interop::sniff::{expect_json, JsonKind};
+        if path.exists() {
+            expect_json(
+                "",
+                path,
+                &[JsonKind::Calibration],
+                "an emulator calibration (jitter-emulate calibrate)",
+            )?;
+        }
         read_json(path)
     }
 
@@ -262,6 +288,7 @@ mod tests {
             kernel: "6.1.0-18-amd64".into(),
             cpu_model: "AMD EPYC".into(),
             cpu: Some(1),
+            simulated_signal_ns: 0,
         }
     }
 
@@ -302,6 +329,13 @@ mod tests {
                     ..key()
                 },
                 "CPU Some(1)",
+            ),
+            (
+                MachineKey {
+                    simulated_signal_ns: 25_000,
+                    ..key()
+                },
+                "simulated slow host",
             ),
         ];
         for (now, says) in changes {

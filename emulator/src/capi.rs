@@ -84,7 +84,7 @@ fn emulator_code(e: &EmulatorError) -> c_int {
         EmulatorError::AlreadyRunning => JB_ERR_ALREADY_RUNNING,
         EmulatorError::NotRunning => JB_ERR_NOT_RUNNING,
         EmulatorError::Plan(_) | EmulatorError::NothingToInject => JB_ERR_TRACE,
-        EmulatorError::TimerMismatch { .. } => JB_ERR_ARGUMENT,
+        EmulatorError::TimerMismatch { .. } | EmulatorError::SimulatedHost(_) => JB_ERR_ARGUMENT,
         EmulatorError::SignalInUse => JB_ERR_SIGNAL_IN_USE,
         _ => JB_ERR_SYSTEM,
     }

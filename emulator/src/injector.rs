@@ -101,6 +101,10 @@ pub enum EmulatorError {
     /// A calibration could not stand behind its number.
     #[error("calibration failed: {0}")]
     Calibration(String),
+    /// The simulated slow host of a test build was asked for with a bad value
+    /// (`jitter_collect::slow_signals`).
+    #[error("{0}")]
+    SimulatedHost(String),
 }
 
 /// What an injector run did.
@@ -395,6 +399,8 @@ impl Inner {
 /// The signal handler. Async-signal-safe: atomics, counter reads, clock_gettime, setitimer /
 /// timer_settime, and plain arithmetic on the slot; errno is restored on exit.
 extern "C" fn on_signal(_sig: libc::c_int) {
+    // A simulated slow host's added cost (test builds only; empty otherwise).
+    jitter_collect::slow_signals::pay();
     let mut entry = read_counter();
     // SAFETY: __errno_location returns this thread's errno slot, valid for the thread's life.
     let errno = unsafe { libc::__errno_location() };
@@ -581,6 +587,7 @@ fn start_claimed(
         return Err(EmulatorError::SignalBlocked);
     }
     check_signal_free()?;
+    jitter_collect::slow_signals::configure(&config.clock).map_err(EmulatorError::SimulatedHost)?;
     let log = vec![LoggedInjection::default(); capacity];
     let origin_ns = mono_ns();
     let first = cursor.next().ok_or(EmulatorError::NothingToInject)?;

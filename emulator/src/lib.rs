@@ -11,6 +11,7 @@
 //! (`cli`). Calibrations print themselves (`report`, `Display` impls only); `realtime` is
 //! SCHED_FIFO and pinning, restored on drop.
 
+pub mod boundary;
 pub mod cache;
 pub mod calibration;
 pub mod capi;
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod fidelity;
 pub mod indexed_replay;
 pub mod injector;
+pub mod ledger;
 pub mod placement;
 pub mod plan;
 pub mod plan_index;
@@ -27,14 +29,18 @@ mod report;
 pub mod setup;
 pub mod sync;
 
+pub use boundary::Boundary;
 pub use calibration::{Calibration, Spread};
 pub use indexed_replay::{IndexedReplay, SegmentStart};
 pub use injector::{
     Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection, ReplayPosition,
 };
+pub use ledger::{Ledger, LedgerStats, Paid, PhaseShares};
 pub use plan::{
     Cursor, Injection, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind,
 };
 pub use plan_index::{PlanIndex, PrefetchTicket};
-pub use setup::{Fraction, InjectionCost, Overrides, ReplaySetup, Scale};
+pub use setup::{
+    Fraction, InjectionChoice, InjectionCost, InjectionMode, Overrides, ReplaySetup, Scale,
+};
 pub use sync::{SyncMode, SyncSchedule};

@@ -74,8 +74,8 @@ pub struct PlanOptions {
     pub overhead_by_gap: OverheadByGap,
 }
 
-/// Largest scale factor S a plan accepts.
-pub const MAX_SCALE: f64 = 1000.0;
+/// Largest scale factor S a plan accepts (one constant with the trace tools' figures).
+pub const MAX_SCALE: f64 = jitter_trace::stats::MAX_SCALE;
 
 /// Longest planned injection (one detour or a merged run of them, scaled), ns: no injection
 /// holds a CPU longer; also the bound of O, M and L.
@@ -230,6 +230,13 @@ pub enum PlanError {
     /// The stream has nothing to replay.
     #[error("stream {0} has no records: nothing to replay")]
     Empty(usize),
+    /// The stream's window holds no time outside its detours.
+    #[error(
+        "stream {0} has no time between its detours (its window is only their span, as in a \
+         trace imported from a format that states no window): a replay would be one detour \
+         after another"
+    )]
+    NoQuietTime(usize),
     /// The stream index does not exist.
     #[error("stream {index} does not exist (the trace has {count})")]
     NoStream {
@@ -391,6 +398,10 @@ impl Plan {
         stream.validate(index)?;
         if stream.records.is_empty() {
             return Err(PlanError::Empty(index));
+        }
+        let noise: u64 = stream.records.iter().map(|r| r.run_ns).sum();
+        if noise >= end_ns.saturating_sub(begin_ns) {
+            return Err(PlanError::NoQuietTime(index));
         }
         let first = stream.records[0].start_ns;
         let last = stream.records[stream.records.len() - 1].end_ns();

@@ -152,6 +152,144 @@ impl InjectionCost {
     }
 }
 
+/// How detours get into a rank: a timer signal at each due time, or payment at the rank's
+/// MPI calls (module `boundary`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InjectionMode {
+    /// `SIGALRM` from a timer, the handler spins (paper 001): costs O per detour, so short
+    /// detours need a scale factor S; works whatever the program does between its calls.
+    #[default]
+    Signal,
+    /// Detours due while the rank computed are paid at its next MPI call, those due while it
+    /// waits inside a call at their time: no O, L or M, every detour at S = 1; exact for
+    /// single-threaded ranks that compute between MPI calls.
+    Boundary,
+}
+
+impl InjectionMode {
+    /// What one injection costs in this mode: `measured` (the signal injector's calibration)
+    /// or, paying at calls, nothing (no timer, no handler).
+    pub fn cost(self, measured: InjectionCost) -> InjectionCost {
+        match self {
+            InjectionMode::Signal => measured,
+            InjectionMode::Boundary => InjectionCost::ideal(TimerKind::Abstime),
+        }
+    }
+}
+
+impl FromStr for InjectionMode {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Self, PlanError> {
+        match s.trim() {
+            "signal" => Ok(InjectionMode::Signal),
+            "boundary" => Ok(InjectionMode::Boundary),
+            other => Err(PlanError::Option(format!(
+                "unknown injection mode '{other}' (use signal or boundary)"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for InjectionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            InjectionMode::Signal => "signal",
+            InjectionMode::Boundary => "boundary",
+        })
+    }
+}
+
+/// The largest S at which the signal injector is still the main job's choice: beyond it every
+/// replayed phase lasts S× longer and a run of the same length has S× fewer phases.
+pub const FAITHFUL_SCALE: u64 = 3;
+
+/// The share of the trace's noise time the signal injector must reproduce at an S no larger
+/// than [`FAITHFUL_SCALE`] to be chosen.
+pub const FAITHFUL_NOISE_SHARE: f64 = 0.9;
+
+/// How the main job (`scripts/demo.sh`, `study`) and `replay-bench app` inject on a machine, and
+/// why: the signal injector where a small S reproduces most of the noise time, payment at
+/// calls where the signal's cost would force a large S.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct InjectionChoice {
+    /// The mode chosen.
+    pub mode: InjectionMode,
+    /// The signal's cost O it was chosen on, ns.
+    pub overhead_ns: f64,
+    /// The smallest S (at most [`crate::plan::MAX_SCALE`]) at which the signal injector
+    /// reproduces [`FAITHFUL_NOISE_SHARE`] of the noise time; `None`: none does.
+    pub scale_for_share: Option<u64>,
+    /// The share of the noise time the signal injector reproduces at [`FAITHFUL_SCALE`].
+    pub share_at_faithful_scale: f64,
+}
+
+impl InjectionChoice {
+    /// The rule for `streams` and a signal that costs `overhead_ns`: signal if
+    /// [`FAITHFUL_NOISE_SHARE`] of the noise time is injectable at S ≤ [`FAITHFUL_SCALE`], else
+    /// boundary.
+    pub fn for_streams(
+        streams: &[jitter_trace::Stream],
+        overhead_ns: f64,
+    ) -> Result<InjectionChoice, PlanError> {
+        let noise_at = |s: u64| {
+            jitter_trace::stats::injectability(streams, overhead_ns, s as f64)
+                .map(|i| i.noise)
+                .map_err(|e| PlanError::Option(e.to_string()))
+        };
+        // The share injectable grows with S: the smallest S reaching it, by bisection.
+        let top = crate::plan::MAX_SCALE as u64;
+        let scale_for_share = if noise_at(top)? < FAITHFUL_NOISE_SHARE {
+            None
+        } else {
+            let (mut lo, mut hi) = (0u64, top);
+            while hi - lo > 1 {
+                let mid = (lo + hi) / 2;
+                if noise_at(mid)? >= FAITHFUL_NOISE_SHARE {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            Some(hi)
+        };
+        let faithful = scale_for_share.is_some_and(|s| s <= FAITHFUL_SCALE);
+        Ok(InjectionChoice {
+            mode: if faithful {
+                InjectionMode::Signal
+            } else {
+                InjectionMode::Boundary
+            },
+            overhead_ns,
+            scale_for_share,
+            share_at_faithful_scale: noise_at(FAITHFUL_SCALE)?,
+        })
+    }
+
+    /// Why, in one sentence.
+    pub fn reason(&self) -> String {
+        let needs = match self.scale_for_share {
+            Some(s) => format!("S = {s}"),
+            None => format!("no S up to {}", crate::plan::MAX_SCALE),
+        };
+        let o = self.overhead_ns / 1e3;
+        match self.mode {
+            InjectionMode::Signal => format!(
+                "signal injection: a signal costs O = {o:.1} µs here, and {needs} reproduces {:.0} \
+                 % of the trace's noise time (at most S = {FAITHFUL_SCALE} is needed)",
+                FAITHFUL_NOISE_SHARE * 100.0
+            ),
+            InjectionMode::Boundary => format!(
+                "paid at MPI calls: a signal costs O = {o:.1} µs here, so the signal injector \
+                 reproduces {:.1} % of the trace's noise time at S = {FAITHFUL_SCALE} and needs \
+                 {needs} for {:.0} %; paying at calls injects every detour at S = 1",
+                self.share_at_faithful_scale * 100.0,
+                FAITHFUL_NOISE_SHARE * 100.0
+            ),
+        }
+    }
+}
+
 /// Values given on the command line in place of the measured ones, ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Overrides {
@@ -245,6 +383,58 @@ mod tests {
             ReplaySetup::ideal(TimerKind::Abstime).plan_options(),
             PlanOptions::ideal()
         );
+    }
+
+    #[test]
+    fn paying_at_calls_costs_nothing_and_the_mode_reads_back() {
+        let measured = InjectionCost {
+            timer: TimerKind::Itimer,
+            overhead_ns: 7_000,
+            overhead_by_gap: OverheadByGap::default(),
+            min_sleep_ns: 20_000,
+            lateness_ns: 3_000,
+        };
+        assert_eq!(InjectionMode::Signal.cost(measured), measured);
+        assert_eq!(
+            InjectionMode::Boundary.cost(measured),
+            InjectionCost::ideal(TimerKind::Abstime)
+        );
+        for m in [InjectionMode::Signal, InjectionMode::Boundary] {
+            assert_eq!(m.to_string().parse::<InjectionMode>().unwrap(), m);
+        }
+        assert!("timer".parse::<InjectionMode>().is_err());
+    }
+
+    #[test]
+    fn the_signal_is_chosen_where_a_small_scale_reproduces_most_of_the_noise() {
+        use jitter_trace::{Detour, Stream};
+        // 100 detours of 10 µs.
+        let d: Vec<Detour> = (0..100)
+            .map(|k| Detour {
+                start_ns: k * 1_000_000,
+                run_ns: 10_000,
+            })
+            .collect();
+        let s = Stream::from_detours(0, 0, 100_000_000, &d).unwrap();
+        // O = 20 µs: S = 3 makes them 30 µs, all injectable.
+        let c = InjectionChoice::for_streams(std::slice::from_ref(&s), 20_000.0).unwrap();
+        assert_eq!(
+            (c.mode, c.scale_for_share),
+            (InjectionMode::Signal, Some(3))
+        );
+        assert_eq!(c.share_at_faithful_scale, 1.0);
+        assert!(c.reason().starts_with("signal injection"), "{}", c.reason());
+        // O = 50 µs: S = 6 is needed (S·run > O), beyond S = 3.
+        let c = InjectionChoice::for_streams(std::slice::from_ref(&s), 50_000.0).unwrap();
+        assert_eq!(
+            (c.mode, c.scale_for_share),
+            (InjectionMode::Boundary, Some(6))
+        );
+        assert_eq!(c.share_at_faithful_scale, 0.0);
+        assert!(c.reason().contains("needs S = 6"), "{}", c.reason());
+        // An O no S up to the bound beats.
+        let c = InjectionChoice::for_streams(std::slice::from_ref(&s), 1e8).unwrap();
+        assert_eq!((c.mode, c.scale_for_share), (InjectionMode::Boundary, None));
     }
 
     #[test]

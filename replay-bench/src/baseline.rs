@@ -58,6 +58,14 @@ pub fn from_report(
     ranks: u64,
     quanta_ns: u64,
 ) -> anyhow::Result<Reference> {
+    // A prediction holds no measured no-jitter row: named as what it is.
+    use jitter_trace::interop::sniff::{expect_json, JsonKind};
+    expect_json(
+        "--baseline",
+        path,
+        &[JsonKind::RunReport, JsonKind::VirtualRanksReport],
+        "a run's report (replay-bench run)",
+    )?;
     let report = Report::load(path)?;
     if report.config.quanta_ns != quanta_ns {
         bail!(

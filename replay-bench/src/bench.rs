@@ -171,6 +171,57 @@ pub trait PhaseHook {
     /// block of the paired design): where the replay starts it is what a prediction of the same
     /// stretches replays (`ReplayedWindows` in the report).
     fn open_window(&mut self, _phase: u64) {}
+    /// Whether the hook pays detours at the loop's MPI calls (`--inject boundary`): each
+    /// collective of the loop then pays at its entry ([`PhaseHook::settle`]) and runs through
+    /// its nonblocking twin with [`PhaseHook::poll`] between two polls, in baseline and jitter
+    /// blocks alike (the calls cost the same in both).
+    fn pays_at_calls(&self) -> bool {
+        false
+    }
+    /// At the entry of an MPI call: pays what the computing before it owes.
+    fn settle(&mut self) {}
+    /// Inside a polled call: pays the detour due now.
+    fn poll(&mut self) {}
+    /// A polled call just completed: what fell due after its last poll is paid, and a resync at
+    /// the next phase takes effect from here.
+    fn returned(&mut self) {}
+    /// After the phase's second barrier: paying at calls, the phase's fidelity is noted.
+    fn end_phase(&mut self) {}
+}
+
+/// The loop's barrier, as the hook pays (module docs of `replay`).
+fn barrier<C, H>(comm: &C, hook: &mut H)
+where
+    C: Collective + ?Sized,
+    H: PhaseHook + ?Sized,
+{
+    if hook.pays_at_calls() {
+        hook.settle();
+        comm.barrier_polled(&mut || hook.poll());
+        hook.returned();
+    } else {
+        comm.barrier();
+    }
+}
+
+/// The loop's reductions after a phase (`[qt, qtb, progress, stop]` to all, the qt sum to rank
+/// 0), as the hook pays.
+fn reduce<C, H>(comm: &C, hook: &mut H, maxes: &mut [f64], sum: &mut [f64])
+where
+    C: Collective + ?Sized,
+    H: PhaseHook + ?Sized,
+{
+    if hook.pays_at_calls() {
+        hook.settle();
+        comm.all_max_polled(maxes, &mut || hook.poll());
+        hook.returned();
+        hook.settle();
+        comm.sum_to_root_polled(sum, &mut || hook.poll());
+        hook.returned();
+    } else {
+        comm.all_max(maxes);
+        comm.sum_to_root(sum);
+    }
 }
 
 /// No emulator: the benchmark without jitter.
@@ -291,7 +342,7 @@ where
             _ => true,
         };
         let ends_pair = spec.blocks.is_some_and(|b| !warm && b.ends_pair(m));
-        comm.barrier();
+        barrier(comm, hook);
         if spec.blocks.is_some() {
             hook.set_jitter(jitter);
         }
@@ -311,8 +362,9 @@ where
         // One compute window per (virtual) rank: qt is the longest, its sum feeds the mean.
         let windows = spec.virtual_ranks.max(1);
         let (qt, qt_sum, first_t1) = compute(clock, spec, hook, (phase, carried), &mut x);
-        comm.barrier();
+        barrier(comm, hook);
         let t3 = read_counter_ordered();
+        hook.end_phase();
         last_end = t3;
         // Virtual ranks record qt only (no barrier among them): qtb is then qt.
         let qtb = if windows > 1 {
@@ -335,9 +387,8 @@ where
         };
         let code = stop_code(root_stop);
         let mut maxes = [qt, qtb, hook.progress(), code];
-        comm.all_max(&mut maxes);
         let mut sum = [qt_sum];
-        comm.sum_to_root(&mut sum);
+        reduce(comm, hook, &mut maxes, &mut sum);
         // The stop rule of partial replay, as the predictor's: a phase in which some rank's
         // replay reached f had its noise cut short, so it is not recorded and the run ends.
         let cut = !warm && spec.fraction.is_some_and(|f| f.reached(maxes[2]));
@@ -399,6 +450,11 @@ fn compute<H: PhaseHook + ?Sized>(
         let t1 = t1.wrapping_sub(clock.ns_to_ticks(span.wrapping_sub(carried)));
         carried = span;
         *x = do_work(spec.iterations, *x);
+        if hook.pays_at_calls() {
+            // The barrier is the next call: what the compute owes is paid on entering it, and
+            // the window holds it (the predictor's compute window).
+            hook.settle();
+        }
         let t2 = read_counter_ordered();
         if v == 0 {
             first_t1 = t1;

@@ -31,6 +31,23 @@ pub trait Collective {
     /// Personalised all-to-all (`MPI_Alltoallv`): rank p's part of `send` (`to`) goes to rank
     /// p, and rank p's values for this rank land in its part of `recv` (`from`).
     fn exchange(&self, send: &[u64], to: &Parts, recv: &mut [u64], from: &Parts);
+    /// [`Collective::barrier`] through its nonblocking twin, polled to completion with `poll`
+    /// run between two polls (paying at calls: a detour due while the rank waits is paid at its
+    /// time, and nothing progresses meanwhile); by default the barrier, then `poll` once.
+    fn barrier_polled(&self, poll: &mut dyn FnMut()) {
+        self.barrier();
+        poll();
+    }
+    /// [`Collective::all_max`] as [`Collective::barrier_polled`] is the barrier.
+    fn all_max_polled(&self, values: &mut [f64], poll: &mut dyn FnMut()) {
+        self.all_max(values);
+        poll();
+    }
+    /// [`Collective::sum_to_root`] as [`Collective::barrier_polled`] is the barrier.
+    fn sum_to_root_polled(&self, values: &mut [f64], poll: &mut dyn FnMut()) {
+        self.sum_to_root(values);
+        poll();
+    }
     /// [`Collective::exchange`] with `meanwhile` run while the values travel (under MPI
     /// `MPI_Ialltoallv`, `meanwhile`, then the wait); by default, after the exchange.
     fn exchange_during(
@@ -200,6 +217,34 @@ impl Collective for Mpi {
         let mut recv = PartitionMut::new(recv, &from.counts[..], &from.displs[..]);
         self.comm.all_to_all_varcount_into(&send, &mut recv);
     }
+    fn barrier_polled(&self, poll: &mut dyn FnMut()) {
+        until_done(self.comm.immediate_barrier(), poll);
+    }
+    fn all_max_polled(&self, values: &mut [f64], poll: &mut dyn FnMut()) {
+        let send = values.to_vec();
+        mpi::request::scope(|scope| {
+            let op = SystemOperation::max();
+            let r = self
+                .comm
+                .immediate_all_reduce_into(scope, &send[..], values, op);
+            until_done(r, poll);
+        });
+    }
+    fn sum_to_root_polled(&self, values: &mut [f64], poll: &mut dyn FnMut()) {
+        let root = self.comm.process_at_rank(0);
+        let send = values.to_vec();
+        let op = SystemOperation::sum();
+        mpi::request::scope(|scope| {
+            if self.comm.rank() == 0 {
+                until_done(
+                    root.immediate_reduce_into_root(scope, &send[..], values, op),
+                    poll,
+                );
+            } else {
+                until_done(root.immediate_reduce_into(scope, &send[..], op), poll);
+            }
+        });
+    }
     fn exchange_during(
         &self,
         send: &[u64],
@@ -217,6 +262,22 @@ impl Collective for Mpi {
             meanwhile();
             pending.wait();
         });
+    }
+}
+
+/// Tests `request` until it completes, running `poll` between two tests.
+fn until_done<'a, D: ?Sized, S: mpi::request::Scope<'a>>(
+    mut request: mpi::request::Request<'a, D, S>,
+    poll: &mut dyn FnMut(),
+) {
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(r) => {
+                request = r;
+                poll();
+            }
+        }
     }
 }
 

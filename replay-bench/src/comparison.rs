@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 
+use jitter_emulator::InjectionMode;
 use serde::{Deserialize, Serialize};
 
 use jitter_trace::table::{Align, Table};
@@ -19,6 +20,9 @@ use crate::verdict::{self, Verdict};
 /// One measured slowdown beside its predictions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
+    /// How the run injected (`signal` in tables written before it was recorded).
+    #[serde(default)]
+    pub inject: InjectionMode,
     /// Processes.
     pub ranks: u64,
     /// Sync mode.
@@ -65,6 +69,8 @@ pub struct Inputs<'a> {
     pub blocks: &'a [BlockMeans],
     /// The whole-trace prediction at the run's ranks and mode.
     pub whole: Option<&'a ResultRow>,
+    /// How the run injected.
+    pub inject: InjectionMode,
 }
 
 /// The two comparisons (eq. 2 and eq. 3) of one run.
@@ -97,6 +103,7 @@ pub fn compare(i: Inputs<'_>) -> [Comparison; 2] {
             }
         });
         Comparison {
+            inject: i.inject,
             ranks: m.ranks,
             sync: m.sync.clone(),
             metric: metric.into(),
@@ -159,6 +166,7 @@ impl Comparison {
 /// The table (markdown when `markdown`, else text) and the closing count.
 pub fn render(rows: &[Comparison], markdown: bool) -> String {
     let mut t = Table::new([
+        "inject",
         "ranks",
         "sync",
         "SD",
@@ -170,10 +178,11 @@ pub fn render(rows: &[Comparison], markdown: bool) -> String {
         "whole trace ± 95 % [draws]",
         "platform",
     ])
-    .align(1, Align::Left)
+    .align(0, Align::Left)
     .align(2, Align::Left)
-    .align(6, Align::Left)
-    .align(7, Align::Left);
+    .align(3, Align::Left)
+    .align(7, Align::Left)
+    .align(8, Align::Left);
     for c in rows {
         let whole = match (c.whole_pct, c.whole_range_pct) {
             (Some(w), range) => {
@@ -186,6 +195,7 @@ pub fn render(rows: &[Comparison], markdown: bool) -> String {
             (None, _) => pct(None),
         };
         t.row([
+            c.inject.to_string(),
             c.ranks.to_string(),
             c.sync.clone(),
             c.metric.clone(),
@@ -211,6 +221,44 @@ pub fn render(rows: &[Comparison], markdown: bool) -> String {
         verdict::summary(&verdicts)
     );
     s
+}
+
+/// One line per (ranks, sync, SD) measured in both injection modes: the two measured SDs, their
+/// difference with the 95 % half-width of a difference of two independent runs
+/// (√(h₁² + h₂²)), and whether they agree (|d| ≤ h), beside each mode's own verdict; the modes
+/// replay the same trace, the signal injector with what its S leaves injectable.
+pub fn modes_side_by_side(rows: &[Comparison]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in rows.iter().filter(|c| c.inject == InjectionMode::Signal) {
+        let Some(b) = rows.iter().find(|c| {
+            c.inject == InjectionMode::Boundary
+                && (c.ranks, &c.sync, &c.metric) == (s.ranks, &s.sync, &s.metric)
+        }) else {
+            continue;
+        };
+        let d = s.measured_pct - b.measured_pct;
+        let h = match (s.ci95_pp, b.ci95_pp) {
+            (Some(x), Some(y)) => Some((x * x + y * y).sqrt()),
+            _ => None,
+        };
+        let words = match h {
+            Some(h) if d.abs() <= h => format!("{d:+.2} ± {h:.2} pp: agree"),
+            Some(h) => format!("{d:+.2} ± {h:.2} pp: differ"),
+            None => format!("{d:+.2} pp: no interval"),
+        };
+        out.push(format!(
+            "signal vs boundary, np {} {} {}: {} and {} measured, {words}; each against its \
+             prediction: {} / {}",
+            s.ranks,
+            s.sync,
+            s.metric,
+            crate::table::fmt_sd(s.measured_pct, s.ci95_pp),
+            crate::table::fmt_sd(b.measured_pct, b.ci95_pp),
+            s.verdict_words(),
+            b.verdict_words()
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -251,6 +299,7 @@ mod tests {
             same_windows: Some((&same, &windows)),
             blocks: &[],
             whole: Some(&whole),
+            inject: InjectionMode::Signal,
         });
         assert_eq!(e2.verdict, Verdict::Inside);
         assert_eq!(e2.whole_range_pct, Some([1.7, 8.4]));
@@ -266,6 +315,7 @@ mod tests {
             same_windows: None,
             blocks: &[],
             whole: None,
+            inject: InjectionMode::Signal,
         });
         assert_eq!(n.verdict, Verdict::NoVerdict);
     }
@@ -320,6 +370,7 @@ mod tests {
             same_windows: Some((&same, &windows)),
             blocks: &blocks,
             whole: None,
+            inject: InjectionMode::Signal,
         });
         e2
     }
@@ -349,5 +400,32 @@ mod tests {
         );
         let text = render(&[judge_windows([10.2, 29.8, 5.1, 14.9])], false);
         assert!(text.contains("+0.00 ± 0.29 pp"), "{text}");
+    }
+
+    #[test]
+    fn both_injection_modes_of_one_point_are_set_side_by_side_with_the_interval_of_a_difference() {
+        let row = |inject, measured_pct, ci: f64| Comparison {
+            inject,
+            ranks: 2,
+            sync: "phase".into(),
+            metric: "eq.3".into(),
+            measured_pct,
+            ci95_pp: Some(ci),
+            same_windows_pct: None,
+            paired_ci95_pp: None,
+            injection_agrees: None,
+            whole_pct: None,
+            whole_range_pct: None,
+            platform_pct: 0.0,
+            verdict: Verdict::NoVerdict,
+        };
+        let signal = row(InjectionMode::Signal, 10.0, 3.0);
+        let lines = modes_side_by_side(&[signal.clone(), row(InjectionMode::Boundary, 14.0, 4.0)]);
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].contains("-4.00 ± 5.00 pp: agree"), "{}", lines[0]);
+        let lines = modes_side_by_side(&[signal.clone(), row(InjectionMode::Boundary, 16.0, 4.0)]);
+        assert!(lines[0].contains("-6.00 ± 5.00 pp: differ"), "{}", lines[0]);
+        // A point measured in one mode only has no line.
+        assert!(modes_side_by_side(&[signal]).is_empty());
     }
 }

@@ -131,8 +131,12 @@ pub struct Slowdown {
 /// metric. SD = 100 · d̄ / ā with dᵢ = bᵢ − aᵢ; the interval is the paired t-interval
 /// 100 · t₀.₉₇₅,ₙ₋₁ · s_d / (√n · ā) (ā taken as exact: its own relative error is the
 /// platform's noise over n blocks, second order against d̄'s).
+///
+/// A reference ā of zero or below (a metric that is not a time) gives NaN for both: a
+/// slowdown relative to it has no sign to read, and its interval would come out negative.
 pub fn paired_slowdown(pairs: &[(f64, f64)]) -> Slowdown {
     let a = mean(&pairs.iter().map(|p| p.0).collect::<Vec<_>>()).unwrap_or(f64::NAN);
+    let a = if a > 0.0 { a } else { f64::NAN };
     let diffs: Vec<f64> = pairs.iter().map(|p| p.1 - p.0).collect();
     let (d, half) = mean_ci95(&diffs);
     Slowdown {

@@ -53,7 +53,12 @@ pub struct GoalArgs {
 
 fn goal(a: &GoalArgs) -> anyhow::Result<()> {
     use std::io::Write;
-    jitter_trace::output::check_writable(&a.output, "--output")?;
+    jitter_trace::output::check_output(
+        &a.output,
+        "--output",
+        "a LogGOPSim GOAL schedule (text)",
+        &["goal", "txt"],
+    )?;
     let p = load(&a.profile)?;
     let Some(l) = p.main_loop.as_ref() else {
         anyhow::bail!(

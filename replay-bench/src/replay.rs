@@ -1,18 +1,28 @@
 //! The in-process JitterEmulator of one rank, seen from the benchmark: its measured cost, its
 //! start at the node's offset, resyncs at the phases the sync schedule names, and its totals.
+//!
+//! Two injectors behind one hook ([`Injector`]): the timer signal (`--inject signal`) and the
+//! payment at the loop's MPI calls (`--inject boundary`, `jitter_emulator::Boundary`): the
+//! compute's detours are paid when the rank enters the phase's barrier (before t2, so that qt
+//! holds them), the barrier and the reductions after it run through their nonblocking twins with
+//! the detours that fall due inside paid at their time, and a resync takes effect at the return
+//! of the barrier before it (the predictor's exit). Baseline blocks pause either injector; the
+//! calls stay polled in them, so both blocks' calls cost the same.
 
 use std::sync::Arc;
 
 use anyhow::Context;
+use jitter_collect::clock::read_counter;
 use jitter_collect::clock::Clock;
 use jitter_emulator::calibration::Calibration as EmulatorCalibration;
+use jitter_emulator::ledger::{Missed, PaidClass, LATENESS_BUCKETS};
 use jitter_emulator::{
-    Emulator, Handle, InjectionCost, InjectorConfig, InjectorStats, Overrides, Plan, SyncSchedule,
-    TimerKind,
+    Boundary, Emulator, Handle, InjectionCost, InjectionMode, InjectorConfig, InjectorStats,
+    LedgerStats, Overrides, PhaseShares, Plan, ReplayPosition, SyncSchedule, TimerKind,
 };
 
 use crate::bench::PhaseHook;
-use crate::report::EmulatorTotals;
+use crate::report::{CallPayments, EmulatorTotals, PaymentClass};
 
 /// The injector's own cost on this rank (pitfalls 1 and 2) with its spread, ns.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
@@ -54,6 +64,21 @@ pub struct ReplayTotals {
     pub noise_ns: u64,
     /// Share of the stream replayed.
     pub progress: f64,
+    /// Paying at calls: the rank's account.
+    pub calls: Option<CallsAccount>,
+}
+
+/// What a rank paying at its calls did: its ledger's account, its phases' shares, its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct CallsAccount {
+    /// Paid by class, missed, the plan's counts.
+    pub ledger: LedgerStats,
+    /// The phases and their shares.
+    pub phases: PhaseShares,
+    /// MPI calls of the loop (each a boundary, each through its nonblocking twin).
+    pub calls: u64,
+    /// Polls of those calls' requests.
+    pub polls: u64,
 }
 
 impl ReplayTotals {
@@ -79,6 +104,7 @@ impl ReplayTotals {
             dropped_ns: s[4] as u64,
             noise_ns: s[5] as u64,
             progress: max_progress,
+            calls: None,
         }
     }
 
@@ -92,6 +118,22 @@ impl ReplayTotals {
             dropped_ns: st.plan.dropped_ns,
             noise_ns: st.plan.noise_ns,
             progress,
+            calls: None,
+        }
+    }
+
+    /// The totals of a rank that paid at its calls.
+    pub fn from_calls(account: CallsAccount, progress: f64) -> Self {
+        let (l, paid) = (&account.ledger, account.ledger.paid());
+        ReplayTotals {
+            injected: paid.injections,
+            dropped: l.plan.dropped,
+            merged: l.plan.merged,
+            injected_ns: paid.span_ns,
+            dropped_ns: l.plan.dropped_ns,
+            noise_ns: l.plan.noise_ns,
+            progress,
+            calls: Some(account),
         }
     }
 
@@ -132,10 +174,214 @@ pub struct WindowMark {
     pub closed_ns: u64,
 }
 
+/// Values of one [`PaidClass`] in [`CallsAccount::to_sums`].
+const CLASS_SUMS: usize = 5 + LATENESS_BUCKETS;
+/// Length of [`CallsAccount::to_sums`].
+pub const CALLS_SUMS: usize = 3 * CLASS_SUMS + 7;
+
+impl CallsAccount {
+    /// The counts to add up over ranks, as floats (one MPI reduction).
+    pub fn to_sums(self) -> [f64; CALLS_SUMS] {
+        let mut v = [0.0; CALLS_SUMS];
+        let l = &self.ledger;
+        for (k, c) in [&l.at_boundary, &l.in_call, &l.on_return]
+            .iter()
+            .enumerate()
+        {
+            let at = &mut v[k * CLASS_SUMS..(k + 1) * CLASS_SUMS];
+            let head = [
+                c.injections,
+                c.detours,
+                c.span_ns,
+                c.spun_ns,
+                c.lateness_sum_ns,
+            ];
+            for (x, y) in at.iter_mut().zip(head.iter().chain(&c.lateness)) {
+                *x = *y as f64;
+            }
+        }
+        let m = &l.missed;
+        let tail = [
+            m.injections,
+            m.detours,
+            m.span_ns,
+            self.phases.phases,
+            self.phases.phases_missing,
+            self.calls,
+            self.polls,
+        ];
+        for (x, y) in v[3 * CLASS_SUMS..].iter_mut().zip(tail) {
+            *x = y as f64;
+        }
+        v
+    }
+
+    /// The largest values over ranks: each class's largest lateness, and 1 − the worst phase's
+    /// time share (its largest is the worst share).
+    pub fn to_maxes(self) -> [f64; 4] {
+        let l = &self.ledger;
+        [
+            l.at_boundary.lateness_max_ns as f64,
+            l.in_call.lateness_max_ns as f64,
+            l.on_return.lateness_max_ns as f64,
+            1.0 - self.phases.worst_time_share,
+        ]
+    }
+
+    /// The report's form of the sums and maxima over ranks, with each rank's shares.
+    pub fn to_report(sums: &[f64], maxes: &[f64; 4], rank_shares: Vec<[f64; 2]>) -> CallPayments {
+        let class = |k: usize| {
+            let at = &sums[k * CLASS_SUMS..(k + 1) * CLASS_SUMS];
+            let mut c = PaidClass {
+                injections: at[0] as u64,
+                detours: at[1] as u64,
+                span_ns: at[2] as u64,
+                spun_ns: at[3] as u64,
+                lateness_sum_ns: at[4] as u64,
+                lateness_max_ns: maxes[k] as u64,
+                ..PaidClass::default()
+            };
+            for (b, x) in c.lateness.iter_mut().zip(&at[5..]) {
+                *b = *x as u64;
+            }
+            c
+        };
+        let (a, i, r) = (class(0), class(1), class(2));
+        let t = &sums[3 * CLASS_SUMS..];
+        let ledger = LedgerStats {
+            at_boundary: a,
+            in_call: i,
+            on_return: r,
+            missed: Missed {
+                injections: t[0] as u64,
+                detours: t[1] as u64,
+                span_ns: t[2] as u64,
+            },
+            ..LedgerStats::default()
+        };
+        let report = |c: &PaidClass| PaymentClass {
+            payments: c.injections,
+            detours: c.detours,
+            span_ns: c.span_ns,
+            lateness_mean_ns: c.lateness_mean_ns(),
+            lateness_p50_at_most_ns: c.lateness_quantile_bound_ns(0.5),
+            lateness_p99_at_most_ns: c.lateness_quantile_bound_ns(0.99),
+            lateness_max_ns: c.lateness_max_ns,
+        };
+        CallPayments {
+            detour_share: ledger.detour_share(),
+            time_share: ledger.time_share(),
+            rank_shares,
+            phases: t[3] as u64,
+            phases_missing: t[4] as u64,
+            worst_phase_time_share: 1.0 - maxes[3],
+            at_entry: report(&a),
+            in_call: report(&i),
+            on_return: report(&r),
+            missed: ledger.missed.detours,
+            missed_ns: ledger.missed.span_ns,
+            calls: t[5] as u64,
+            polls: t[6] as u64,
+        }
+    }
+}
+
+/// The injector of one rank: a timer signal, or payment at the loop's calls (the larger, once
+/// per rank: not boxed).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum Injector {
+    Signal(Handle),
+    Calls {
+        boundary: Boundary,
+        /// Counter readings when the last call was entered (after paying) and when the last
+        /// polled call completed.
+        entered: u64,
+        /// See `entered`.
+        returned: u64,
+        phases: PhaseShares,
+        calls: u64,
+        polls: u64,
+    },
+}
+
+impl Injector {
+    fn pause(&mut self) {
+        match self {
+            Injector::Signal(h) => h.pause(),
+            Injector::Calls { boundary, .. } => boundary.pause(),
+        }
+    }
+
+    fn resume(&mut self) {
+        match self {
+            Injector::Signal(h) => h.resume(),
+            Injector::Calls { boundary, .. } => boundary.resume(),
+        }
+    }
+
+    fn resync(&mut self, offset: u64) {
+        match self {
+            Injector::Signal(h) => h.resync(offset),
+            Injector::Calls {
+                boundary, returned, ..
+            } => boundary.resync_at(offset, *returned),
+        }
+    }
+
+    fn position(&self) -> ReplayPosition {
+        match self {
+            Injector::Signal(h) => h.position(),
+            Injector::Calls { boundary, .. } => boundary.position(),
+        }
+    }
+
+    fn injected_span_ns(&self) -> u64 {
+        match self {
+            Injector::Signal(h) => h.injected_span_ns(),
+            Injector::Calls { boundary, .. } => boundary.spun_ns(),
+        }
+    }
+
+    fn progress(&self) -> f64 {
+        match self {
+            Injector::Signal(h) => h.progress(),
+            Injector::Calls { boundary, .. } => boundary.progress(),
+        }
+    }
+
+    fn stop(self) -> anyhow::Result<ReplayTotals> {
+        match self {
+            Injector::Signal(h) => {
+                let progress = h.progress();
+                let stats = h.stop().context("cannot stop the emulator")?;
+                Ok(ReplayTotals::from_stats(&stats, progress))
+            }
+            Injector::Calls {
+                mut boundary,
+                phases,
+                calls,
+                polls,
+                ..
+            } => {
+                boundary.settle();
+                let progress = boundary.progress();
+                let account = CallsAccount {
+                    ledger: boundary.finish(),
+                    phases,
+                    calls,
+                    polls,
+                };
+                Ok(ReplayTotals::from_calls(account, progress))
+            }
+        }
+    }
+}
+
 /// A running emulator with its sync schedule: the benchmark's [`PhaseHook`].
 #[derive(Debug)]
 pub struct Replay {
-    handle: Handle,
+    handle: Injector,
     schedule: SyncSchedule,
     timeline_ns: u64,
     resyncs: u64,
@@ -157,15 +403,29 @@ impl Replay {
         plan: &Arc<Plan>,
         node: u64,
         schedule: SyncSchedule,
-        clock: &Clock,
+        (clock, mode): (&Clock, InjectionMode),
     ) -> anyhow::Result<Replay> {
         let timeline_ns = plan.period_ns();
         let cursor = plan.cursor(schedule.start_offset(node, timeline_ns));
-        let config = InjectorConfig {
-            timer: plan.options().timer,
-            clock: *clock,
+        let handle = match mode {
+            InjectionMode::Signal => {
+                let config = InjectorConfig {
+                    timer: plan.options().timer,
+                    clock: *clock,
+                };
+                Injector::Signal(
+                    Emulator::start(cursor, config).context("cannot start the emulator")?,
+                )
+            }
+            InjectionMode::Boundary => Injector::Calls {
+                boundary: Boundary::start(cursor, *clock),
+                entered: read_counter(),
+                returned: read_counter(),
+                phases: PhaseShares::default(),
+                calls: 0,
+                polls: 0,
+            },
         };
-        let handle = Emulator::start(cursor, config).context("cannot start the emulator")?;
         Ok(Replay {
             handle,
             schedule,
@@ -193,9 +453,7 @@ impl Replay {
 
     /// Stops the injector and returns its totals.
     pub fn stop(self) -> anyhow::Result<ReplayTotals> {
-        let progress = self.handle.progress();
-        let stats = self.handle.stop().context("cannot stop the emulator")?;
-        Ok(ReplayTotals::from_stats(&stats, progress))
+        self.handle.stop()
     }
 }
 
@@ -224,7 +482,7 @@ impl VirtualReplay {
         schedule: SyncSchedule,
         clock: &Clock,
     ) -> anyhow::Result<VirtualReplay> {
-        let replay = Replay::start(plan, first_id, schedule, clock)?;
+        let replay = Replay::start(plan, first_id, schedule, (clock, InjectionMode::Signal))?;
         let timeline = plan.period_ns();
         let points = (first_id..first_id + k)
             .map(|id| schedule.start_offset(id, timeline))
@@ -344,6 +602,59 @@ impl PhaseHook for Replay {
 
     fn progress(&self) -> f64 {
         self.handle.progress()
+    }
+
+    fn pays_at_calls(&self) -> bool {
+        matches!(self.handle, Injector::Calls { .. })
+    }
+
+    fn settle(&mut self) {
+        if let Injector::Calls {
+            boundary,
+            calls,
+            entered,
+            ..
+        } = &mut self.handle
+        {
+            *calls += 1;
+            *entered = read_counter();
+            if boundary.owes(*entered) {
+                *entered = boundary.settle();
+            }
+        }
+    }
+
+    fn poll(&mut self) {
+        if let Injector::Calls {
+            boundary, polls, ..
+        } = &mut self.handle
+        {
+            *polls += 1;
+            if boundary.owes(read_counter()) {
+                boundary.poll();
+            }
+        }
+    }
+
+    fn returned(&mut self) {
+        if let Injector::Calls {
+            boundary,
+            entered,
+            returned,
+            ..
+        } = &mut self.handle
+        {
+            *returned = boundary.after_polled(*entered, read_counter());
+        }
+    }
+
+    fn end_phase(&mut self) {
+        if let Injector::Calls {
+            boundary, phases, ..
+        } = &mut self.handle
+        {
+            phases.end_phase(&boundary.stats());
+        }
     }
 }
 

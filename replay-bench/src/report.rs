@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use jitter_emulator::TimerKind;
+use jitter_emulator::{InjectionMode, TimerKind};
 
 use crate::metrics::Slowdown;
 use serde::{Deserialize, Serialize};
@@ -206,6 +206,68 @@ pub struct RunDetails {
     /// with virtual ranks, or from older reports): `predict --windows-of` replays the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub windows: Option<ReplayedWindows>,
+    /// How detours got into the ranks (`signal` in reports written before it was recorded).
+    #[serde(default)]
+    pub inject: InjectionMode,
+    /// Paying at calls: what the ranks paid, where and how late, and what they missed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payments: Option<CallPayments>,
+}
+
+/// What the ranks of a run paying at calls (`--inject boundary`) paid and missed: the fidelity
+/// of the mode, from the counters each rank's ledger keeps (`jitter_emulator::ledger`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CallPayments {
+    /// Share of the detours the ranks met that they paid (paid ÷ (paid + missed)), all ranks.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub detour_share: f64,
+    /// Share of the noise time they met that they paid.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub time_share: f64,
+    /// Each rank's [detour, time] shares, by rank.
+    pub rank_shares: Vec<[f64; 2]>,
+    /// Phases, summed over ranks (warm-up and both blocks of the paired design included).
+    pub phases: u64,
+    /// Of those, the ones in which a rank missed a detour.
+    pub phases_missing: u64,
+    /// The smallest share of one rank's phase's noise time that was paid.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub worst_phase_time_share: f64,
+    /// Paid at a call's entry, for the computing before it.
+    pub at_entry: PaymentClass,
+    /// Paid at its time inside a call polled through its nonblocking twin.
+    pub in_call: PaymentClass,
+    /// Paid after a blocking call returned (none in the benchmark: its calls are all polled).
+    pub on_return: PaymentClass,
+    /// Missed detours and their time, ns, all ranks.
+    pub missed: u64,
+    /// See `missed`.
+    pub missed_ns: u64,
+    /// The loop's MPI calls, all ranks (each a boundary, each through its nonblocking twin).
+    pub calls: u64,
+    /// Polls of those calls' requests.
+    pub polls: u64,
+}
+
+/// The payments of one class, all ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct PaymentClass {
+    /// Injections paid.
+    pub payments: u64,
+    /// Trace detours in them.
+    pub detours: u64,
+    /// Their planned span, ns (scaled).
+    pub span_ns: u64,
+    /// Mean lateness (paid at − due), ns: for payments at a call's entry, the computing between
+    /// the detour and the call.
+    #[serde(deserialize_with = "nan_if_null")]
+    pub lateness_mean_ns: f64,
+    /// Upper bounds of the lateness's median and 99th percentile (log₂ buckets), ns.
+    pub lateness_p50_at_most_ns: u64,
+    /// See `lateness_p50_at_most_ns`.
+    pub lateness_p99_at_most_ns: u64,
+    /// Largest lateness, ns.
+    pub lateness_max_ns: u64,
 }
 
 /// The stretches of its trace a run's measured jitter phases replayed: one window per jitter
@@ -673,6 +735,17 @@ impl Report {
 
     /// Reads a report, checking its schema.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
+        use jitter_trace::interop::sniff::{expect_json, JsonKind};
+        expect_json(
+            "",
+            path,
+            &[
+                JsonKind::RunReport,
+                JsonKind::PredictionReport,
+                JsonKind::VirtualRanksReport,
+            ],
+            "a replay-bench report",
+        )?;
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let r: Report = serde_json::from_str(&text)

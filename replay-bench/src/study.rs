@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use jitter_emulator::calibration::Calibration;
 use jitter_emulator::cli::SalvageArgs;
+use jitter_emulator::InjectionMode;
 
 use crate::flags::study::StudyArgs;
 use jitter_trace::stats::{injectability, TraceStats};
@@ -272,6 +273,7 @@ fn beside(dir: &Path, runs: &[(String, Report)], here: Option<&Report>) -> anyho
             same_windows: same_row.zip(windows_of),
             blocks,
             whole,
+            inject: (r.config.run.as_ref()).map_or_else(Default::default, |d| d.inject),
         }));
     }
     md.push_str(&crate::comparison::render(&rows, true));
@@ -411,17 +413,42 @@ fn emulator_section(md: &mut String, c: &Calibration, runs: &[(String, Report)],
             format_ns(t.min_sleep_ns as f64)
         );
     }
-    if let Some((_, r)) = runs.first() {
-        let s = r.config.scale;
-        let o = c.timer(r.config.timer).overhead.median_ns.max(0.0);
-        if let Ok(cover) = injectability(&trace.streams, o, s) {
-            let _ = writeln!(
+    let Some((_, r)) = runs.first() else {
+        return;
+    };
+    let s = r.config.scale;
+    let o = c.timer(r.config.timer).overhead.median_ns.max(0.0);
+    let inject = r
+        .config
+        .run
+        .as_ref()
+        .map_or_else(Default::default, |d| d.inject);
+    if let Ok(choice) = jitter_emulator::InjectionChoice::for_streams(&trace.streams, o) {
+        let _ = writeln!(md, "\nHow the runs inject: {}.", choice.reason());
+    }
+    match inject {
+        InjectionMode::Signal => {
+            if let Ok(cover) = injectability(&trace.streams, o, s) {
+                let _ = writeln!(
                     md,
-                    "\nAt S = {s} the injector reproduces {:.1} % of the detours and {:.1} % of the noise time \
-                     (S·run > O); the rest is dropped and counted.",
+                    "\nThe runs injected by signal at S = {s}: the injector reproduces {:.1} % of \
+                     the detours and {:.1} % of the noise time (S·run > O); the rest is dropped \
+                     and counted.",
                     cover.detours * 100.0,
                     cover.noise * 100.0
                 );
+            }
+        }
+        InjectionMode::Boundary => {
+            md.push_str(
+                "\nThe runs paid the detours at their MPI calls (`--inject boundary`, S = 1, no \
+                 O, L or M: docs/METHOD.md):\n\n",
+            );
+            for (name, r) in runs {
+                if let Some(p) = r.config.run.as_ref().and_then(|d| d.payments.as_ref()) {
+                    let _ = writeln!(md, "- {name}: {}", crate::table::payments_line(p));
+                }
+            }
         }
     }
 }

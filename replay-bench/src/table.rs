@@ -58,13 +58,17 @@ pub fn render_run(
         },
     );
     let ranks = report.results.first().map_or(0, |r| r.ranks);
+    let inject = c.run.as_ref().map_or_else(Default::default, |r| r.inject);
+    let how = match inject {
+        jitter_emulator::InjectionMode::Signal => format!("signal injection, timer {}", c.timer),
+        jitter_emulator::InjectionMode::Boundary => "paid at MPI calls".to_string(),
+    };
     let _ = writeln!(
         s,
-        "replay-bench run: {ranks} rank(s), {trace}, sync {}, q = {}, S = {}, timer {}, seed {}",
+        "replay-bench run: {ranks} rank(s), {trace}, sync {}, q = {}, S = {}, {how}, seed {}",
         report.results.first().map_or("-", |r| r.sync.as_str()),
         fmt_ns(c.quanta_ns as f64),
         c.scale,
-        c.timer,
         c.seed
     );
     for line in c.trace.iter().flat_map(TraceInfo::kept_lines) {
@@ -89,6 +93,9 @@ pub fn render_run(
             );
         }
     }
+    if let Some(p) = c.run.as_ref().and_then(|r| r.payments.as_ref()) {
+        let _ = writeln!(s, "{}", payments_line(p));
+    }
     stop_lines(&mut s, report, outcome);
     let noise: Vec<String> = report
         .calibration
@@ -109,6 +116,36 @@ pub fn render_run(
         let _ = writeln!(s, "warning: {w}");
     }
     s
+}
+
+/// What the ranks paying at calls paid: shares, the least faithful rank, where, how late.
+pub fn payments_line(p: &crate::report::CallPayments) -> String {
+    let least = |k: usize| {
+        p.rank_shares
+            .iter()
+            .map(|r| r[k])
+            .fold(f64::INFINITY, f64::min)
+    };
+    format!(
+        "paid at MPI calls: {:.3} % of the detours met, {:.3} % of their time (least rank {:.3} \
+         %, {:.3} %; worst phase {:.3} %, {} of {} phases missed one); at a call's entry {} \
+         (lateness p50 ≤ {}), inside a polled call {} (p99 ≤ {}), after a blocking call {}; {} \
+         calls, {:.1} polls per call",
+        p.detour_share * 100.0,
+        p.time_share * 100.0,
+        least(0) * 100.0,
+        least(1) * 100.0,
+        p.worst_phase_time_share * 100.0,
+        p.phases_missing,
+        p.phases,
+        p.at_entry.payments,
+        fmt_ns(p.at_entry.lateness_p50_at_most_ns as f64),
+        p.in_call.payments,
+        fmt_ns(p.in_call.lateness_p99_at_most_ns as f64),
+        p.on_return.payments,
+        p.calls,
+        p.polls as f64 / p.calls.max(1) as f64,
+    )
 }
 
 /// The run's results table: the measured baseline's averages (if any) over each result row.

@@ -22,7 +22,7 @@ use crate::predict::background;
 use crate::predict::des::Engine;
 use crate::predict::window::predict_run;
 use crate::report::{Report, ResultRow};
-use jitter_emulator::SyncMode;
+use jitter_emulator::{InjectionMode, SyncMode};
 
 /// Runs `mpirun -np np <this binary> run ARGS`, its output into `log`, killed after `limit`.
 fn launch(
@@ -85,20 +85,33 @@ fn launch(
     Ok(())
 }
 
+/// Whether the prediction of `mode`'s runs can take the platform's recorded noise (S = 1, f = 1,
+/// no itimer: see `predict --platform-noise`); why not, if not.
+pub fn platform_noise_fits(a: &ValidateArgs, mode: InjectionMode) -> Result<(), String> {
+    let setup = a
+        .replay_for(mode)
+        .setup_over(&jitter_emulator::ReplaySetup::default());
+    let itimer = setup.cost.timer == jitter_emulator::TimerKind::Itimer;
+    background::check_setup(&setup.plan_options(), itimer).map_err(|e| e.to_string())
+}
+
 /// Records the machine's own noise on CPUs `0..cpus` (those `mpirun` binds the runs' ranks
 /// to) for `a.platform_probe` into `dir/platform.jtr`, with the collector's probe as the runs'
-/// ranks would see it; `None` where the prediction cannot take it (a probe of 0 s, S ≠ 1, f < 1
-/// or the itimer: see `predict --platform-noise`), with the reason printed.
+/// ranks would see it; `None` where no mode's prediction can take it (a probe of 0 s, S ≠ 1,
+/// f < 1 or the itimer: see `predict --platform-noise`), with the reason printed.
 pub fn probe_platform(a: &ValidateArgs, cpus: u64, dir: &Path) -> anyhow::Result<Option<PathBuf>> {
     if a.platform_probe == 0 {
         return Ok(None);
     }
     let probe = Duration::from_nanos(a.platform_probe);
-    let setup = a
-        .replay
-        .setup_over(&jitter_emulator::ReplaySetup::default());
-    let itimer = setup.cost.timer == jitter_emulator::TimerKind::Itimer;
-    if let Err(e) = background::check_setup(&setup.plan_options(), itimer) {
+    let fits: Vec<Result<(), String>> = (a.inject_modes().into_iter())
+        .map(|m| platform_noise_fits(a, m))
+        .collect();
+    if let Some(Err(e)) = fits
+        .iter()
+        .find(|f| f.is_err())
+        .filter(|_| fits.iter().all(Result::is_err))
+    {
         eprintln!("validate: the platform's noise is not modelled: {e}");
         return Ok(None);
     }
@@ -146,6 +159,8 @@ fn load_run(path: &Path, np: u64) -> anyhow::Result<Report> {
 /// platform showed on any rank (a ratio).
 #[derive(Debug, Clone)]
 pub struct MeasuredRun {
+    /// How it injected.
+    pub inject: InjectionMode,
     /// The run's report.
     pub report: PathBuf,
     /// Its result.
@@ -154,40 +169,54 @@ pub struct MeasuredRun {
     pub noise: f64,
 }
 
-/// The real runs: `mpirun -np np replay-bench run` at each process count and sync mode, their
-/// reports and logs in `dir`.
+/// The real runs: `mpirun -np np replay-bench run` for each injection mode, process count and
+/// sync mode, interleaved (mode innermost, so that both modes meet the same minutes of the
+/// machine), their reports and logs in `dir`.
 pub fn run_all(a: &ValidateArgs, ranks: &[u64], dir: &Path) -> anyhow::Result<Vec<MeasuredRun>> {
     // The paired design runs the period twice (baseline and jitter blocks), after the
     // calibration (cached, else about 20 s) and the 1 s noise probe.
     let limit = a.period * 3 + Duration::from_secs(120);
-    let total = ranks.len() * a.sync.modes.len();
+    let injects = a.inject_modes();
+    let total = ranks.len() * a.sync.modes.len() * injects.len();
     let mut measured = Vec::with_capacity(total);
     let t0 = Instant::now();
     for &np in ranks {
         for &mode in &a.sync.modes {
-            let name = format!("run-np{np}-{}", mode.to_string().replace(':', "-"));
-            let report = dir.join(format!("{name}.json"));
-            eprintln!(
-                "validate: [{}/{total}] mpirun -np {np} run --sync {mode} ({:.0} s so far)",
-                measured.len() + 1,
-                t0.elapsed().as_secs_f64()
-            );
-            let args = run_flags(a, mode, &report);
-            launch(a, np, &args, &dir.join(format!("{name}.log")), limit)?;
-            let r = load_run(&report, np)?;
-            let noise = (r.calibration.iter())
-                .map(|c| c.platform_noise_ratio)
-                .fold(0.0, f64::max);
-            let row = (r.results.into_iter().next())
-                .with_context(|| format!("{} holds no result", report.display()))?;
-            measured.push(MeasuredRun { report, row, noise });
+            for &inject in &injects {
+                let name = format!("run-{inject}-np{np}-{}", mode.to_string().replace(':', "-"));
+                let report = dir.join(format!("{name}.json"));
+                eprintln!(
+                    "validate: [{}/{total}] mpirun -np {np} run --sync {mode} --inject {inject} \
+                     ({:.0} s so far)",
+                    measured.len() + 1,
+                    t0.elapsed().as_secs_f64()
+                );
+                let args = run_flags(a, (mode, inject), &report);
+                launch(a, np, &args, &dir.join(format!("{name}.log")), limit)?;
+                let r = load_run(&report, np)?;
+                let noise = (r.calibration.iter())
+                    .map(|c| c.platform_noise_ratio)
+                    .fold(0.0, f64::max);
+                let row = (r.results.into_iter().next())
+                    .with_context(|| format!("{} holds no result", report.display()))?;
+                measured.push(MeasuredRun {
+                    inject,
+                    report,
+                    row,
+                    noise,
+                });
+            }
         }
     }
     Ok(measured)
 }
 
 /// The flags of one run (`replay-bench run`, in another process), from `validate`'s own.
-fn run_flags(a: &ValidateArgs, mode: SyncMode, report: &Path) -> Vec<String> {
+fn run_flags(
+    a: &ValidateArgs,
+    (mode, inject): (SyncMode, InjectionMode),
+    report: &Path,
+) -> Vec<String> {
     let mut args: Vec<String> = vec!["--trace".into(), a.trace.display().to_string()];
     args.extend(a.quanta.to_flags());
     args.extend([
@@ -200,21 +229,24 @@ fn run_flags(a: &ValidateArgs, mode: SyncMode, report: &Path) -> Vec<String> {
         "--output".into(),
         report.display().to_string(),
     ]);
-    args.extend(a.replay.to_flags());
+    args.extend(["--inject".into(), inject.to_string()]);
+    args.extend(a.replay_for(inject).to_flags());
     args.extend(a.salvage.to_flags());
     args
 }
 
-/// The prediction's options: the trace, counts, modes and settings of the runs, the runs' own
-/// platform (the first run's calibration) and barrier (from a multi-process run when there is
-/// one), over the platform's recorded noise (`background`), with `--draws` offset draws.
+/// The prediction's options for the runs of one injection mode (`measured`): the trace,
+/// counts, modes and settings of the runs, the runs' own platform (the first run's calibration:
+/// nothing paying at calls) and barrier (from a multi-process run when there is one), over the
+/// platform's recorded noise (`background`), with `--draws` offset draws.
 pub fn predict_args(
     a: &ValidateArgs,
     ranks: &[u64],
-    measured: &[MeasuredRun],
+    measured: &[&MeasuredRun],
     background: Option<&Path>,
 ) -> anyhow::Result<PredictArgs> {
     let first = measured.first().context("no run to predict")?;
+    let inject = first.inject;
     let trace = a.trace.display().to_string();
     let mut args =
         PredictArgs::from_flags(&["--trace", &trace]).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -227,9 +259,11 @@ pub fn predict_args(
     args.calibrate_from = (measured.iter())
         .find(|m| m.row.ranks >= 2)
         .map(|m| m.report.clone());
-    args.platform_noise = background.map(Path::to_path_buf);
+    args.platform_noise = background
+        .filter(|_| platform_noise_fits(a, inject).is_ok())
+        .map(Path::to_path_buf);
     args.draws = Some(a.draws);
-    args.replay = a.replay;
+    args.replay = a.replay_for(inject);
     args.salvage = a.salvage;
     Ok(args)
 }
@@ -240,7 +274,7 @@ pub fn predict_args(
 pub fn compare_all(
     a: &ValidateArgs,
     args: &PredictArgs,
-    measured: &[MeasuredRun],
+    measured: &[&MeasuredRun],
     whole: &[ResultRow],
 ) -> anyhow::Result<Vec<Comparison>> {
     let mut base = args.clone();
@@ -261,6 +295,7 @@ pub fn compare_all(
                 .and_then(|d| d.paired.as_ref())
                 .map_or(&[][..], |p| &p.blocks[..]),
             whole: predicted,
+            inject: m.inject,
         }));
     }
     Ok(all)

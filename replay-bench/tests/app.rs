@@ -162,7 +162,16 @@ fn the_wall_time_slowdown_of_a_known_delay_lies_in_its_interval() {
     let script = r#"if [ -n "$JITTER_TRACE" ]; then sleep 0.3; else sleep 0.2; fi"#;
     let o = app_sh(
         dir.path(),
-        &["--runs", "8", "--warmup", "0", "-o", json.to_str().unwrap()],
+        &[
+            "--runs",
+            "8",
+            "--warmup",
+            "0",
+            "--metric",
+            "wall",
+            "-o",
+            json.to_str().unwrap(),
+        ],
         script,
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -221,7 +230,14 @@ fn a_failed_run_is_recorded_and_stops_the_study_with_its_status() {
     let script = r#"if [ -n "$JITTER_TRACE" ]; then echo "boom" >&2; exit 3; fi; echo ok"#;
     let o = app_sh(
         dir.path(),
-        &["--runs", "3", "-o", json.to_str().unwrap()],
+        &[
+            "--runs",
+            "3",
+            "--metric",
+            "wall",
+            "-o",
+            json.to_str().unwrap(),
+        ],
         script,
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -244,12 +260,39 @@ fn a_failed_run_is_recorded_and_stops_the_study_with_its_status() {
     );
 }
 
+/// The default metric is the main loop's time, from the profile the library records: a program
+/// the library cannot profile (no MPI) stops the study at its first run, saying what to do.
+#[test]
+fn the_loop_metric_of_a_program_without_mpi_stops_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("app.json");
+    let o = app_sh(
+        dir.path(),
+        &["--runs", "2", "-o", json.to_str().unwrap()],
+        "true",
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the library wrote no profile to time the loop from")
+            && stderr.contains("give --metric wall"),
+        "{stderr}"
+    );
+    let r = load(&json);
+    assert_eq!(r.runs.len(), 1, "{:?}", r.runs);
+    assert!(r.metric.starts_with("main loop time"), "{}", r.metric);
+}
+
 #[test]
 fn a_run_past_its_time_limit_is_ended_and_stops_the_study() {
     let dir = tempfile::tempdir().unwrap();
     let script = r#"if [ -n "$JITTER_TRACE" ]; then sleep 60; fi"#;
     let t0 = Instant::now();
-    let o = app_sh(dir.path(), &["--runs", "2", "--timeout", "1s"], script);
+    let o = app_sh(
+        dir.path(),
+        &["--runs", "2", "--timeout", "1s", "--metric", "wall"],
+        script,
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(
@@ -303,10 +346,12 @@ fn bad_input_is_one_error_line() {
 #[test]
 fn a_damaged_trace_or_an_unwritable_output_is_refused_before_any_run() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = periodic_trace(dir.path(), 1_000_000, 100_000, 1000);
+    // Two chunks (2^18 records each at most): the damage is in the second, so a salvage keeps
+    // the first's detours (a stream left without any is refused before the runs).
+    let trace = periodic_trace(dir.path(), 1_000_000, 100_000, 300_000);
     let mut bytes = std::fs::read(&trace).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0xFF;
+    let late = bytes.len() * 19 / 20;
+    bytes[late] ^= 0xFF;
     let damaged = dir.path().join("damaged.jtr");
     std::fs::write(&damaged, &bytes).unwrap();
     let app = |extra: &[&str]| {

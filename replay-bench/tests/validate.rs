@@ -1,15 +1,17 @@
 //! `replay-bench validate` end to end (timing-sensitive: ONE test): real replays under mpirun at
-//! np 1 and 2 for every sync mode beside the prediction, on a periodic trace (P = 4 ms,
-//! d = 120 µs), with the platform's own noise recorded first and in the prediction. Checked
-//! always: the table's structure (a header, one line per process count, sync mode and SD
-//! equation, the closing count), its JSON and the platform trace. Checked when the machine is
-//! quiet enough (every run's platform probe below [`NOISY`], as in paired.rs): each one-rank
-//! measurement without resync (`none`, `once`) against its prediction, within the interval
-//! widened to a family-wise 99 % (two runs judged at once) or within [`BETWEEN_RUNS_PP`] (the
-//! other rows are printed; see the end of the test); otherwise a NOT CHECKED line says why.
+//! np 1 and 2, sync `none` and `phase`, both injection modes (signal and paid at calls) beside
+//! their predictions, on a periodic trace (P = 4 ms, d = 120 µs), with the platform's own noise
+//! recorded first and in the predictions. Checked always: the table's structure (a header, one
+//! line per mode, process count, sync mode and SD equation, the closing count, the two modes
+//! side by side), its JSON and the platform trace. Checked when the machine is quiet enough
+//! (every run's platform probe below [`NOISY`], as in paired.rs): each one-rank measurement
+//! without resync (`none`) against its prediction, within the interval widened to a
+//! family-wise 99 % (two runs judged at once) or within [`BETWEEN_RUNS_PP`] (the other rows are
+//! printed; see the end of the test); otherwise a NOT CHECKED line says why.
 
 use std::process::Command;
 
+use jitter_emulator::InjectionMode;
 use jitter_trace::synth::{synthesize, Spec};
 use replay_bench::comparison::Comparison;
 use replay_bench::report::Report;
@@ -47,7 +49,16 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
     let out = Command::new(BIN)
         .args(["validate", "--trace"])
         .arg(&trace)
-        .args(["--ranks", "1,2", "--period", "2s", "--phases", "1000"])
+        .args([
+            "--ranks",
+            "1,2",
+            "--sync",
+            "none,phase",
+            "--period",
+            "2s",
+            "--phases",
+            "1000",
+        ])
         .args(["--platform-probe", "5s"])
         .arg("--dir")
         .arg(&runs)
@@ -67,33 +78,35 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
     );
     println!("{stdout}");
     let lines: Vec<&str> = stdout.lines().collect();
-    // Title, header, 2 counts × 3 modes × 2 equations, the closing count, the platform line.
-    assert_eq!(lines.len(), 1 + 1 + 12 + 1 + 1, "{stdout}");
+    // Title, header, 2 injection modes × 2 counts × 2 sync modes × 2 equations, the closing
+    // count, the platform line, and one line per point measured in both modes.
+    assert_eq!(lines.len(), 1 + 1 + 16 + 1 + 1 + 8, "{stdout}");
     assert!(lines[0].starts_with("replay-bench validate: periodic.jtr"));
     assert!(lines[1].contains("measured (95 %)") && lines[1].contains("same windows"));
-    for l in &lines[2..14] {
+    for l in &lines[2..18] {
         assert!(l.contains(" % ") && l.contains(" pp "), "{l}");
     }
     let checks: Vec<Comparison> =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(checks.len(), 12);
-    for np in [1, 2] {
-        for mode in ["none", "once", "phase"] {
-            let n = checks
-                .iter()
-                .filter(|c| c.ranks == np && c.sync == mode)
-                .count();
-            assert_eq!(n, 2, "{np} {mode}");
+    assert_eq!(checks.len(), 16);
+    for inject in [InjectionMode::Signal, InjectionMode::Boundary] {
+        for np in [1, 2] {
+            for mode in ["none", "phase"] {
+                let n = (checks.iter())
+                    .filter(|c| c.inject == inject && c.ranks == np && c.sync == mode)
+                    .count();
+                assert_eq!(n, 2, "{inject} {np} {mode}");
+            }
         }
     }
     let plot = std::fs::read_to_string(&svg).unwrap();
-    assert!(plot.contains("periodic phase (run)") && plot.contains("periodic phase (des)"));
+    assert!(plot.contains("(boundary) phase (run)") && plot.contains("(signal) phase (des)"));
     assert!(plot.contains("periodic.jtr: measured and predicted"));
     let agree = checks.iter().filter(|c| c.verdict.agrees()).count();
     assert!(
-        lines[14].starts_with(&format!("{agree} of 12 agree")),
+        lines[18].starts_with(&format!("{agree} of 16 agree")),
         "{}",
-        lines[14]
+        lines[18]
     );
     // The platform's own noise was recorded on both CPUs and is in the prediction.
     let platform = jitter_trace::read_trace(&runs.join("platform.jtr"))
@@ -101,10 +114,20 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
         .trace;
     assert_eq!(platform.streams.len(), 2);
     assert!(
-        lines[15].contains("in the whole-trace prediction as platform.jtr"),
+        lines[19].contains("in the whole-trace prediction as platform.jtr"),
         "{}",
-        lines[15]
+        lines[19]
     );
+    for l in &lines[20..] {
+        assert!(l.starts_with("signal vs boundary, np "), "{l}");
+    }
+    // Paying at calls, every run paid every detour it met, at S = 1.
+    for r in runs_of(&runs, "boundary") {
+        let p = r.config.run.as_ref().and_then(|d| d.payments.clone());
+        let p = p.expect("a run paying at calls records its payments");
+        assert!(p.detour_share > 0.999 && p.time_share > 0.999, "{p:?}");
+        assert_eq!((r.config.scale, r.results[0].emulator.dropped), (1.0, 0));
+    }
     // Each verdict follows from the difference, its interval paired window by window (every
     // run recorded its blocks, every prediction its windows), and the platform's noise (the one
     // rule); every run's windows were predicted and injected the same detours; the whole trace
@@ -150,6 +173,19 @@ fn validate_prints_one_table_of_measured_and_predicted_slowdowns() {
     judge_one_rank_runs(&checks, &stdout);
 }
 
+/// The reports of the runs of one injection mode in `runs`.
+fn runs_of(runs: &std::path::Path, inject: &str) -> Vec<Report> {
+    let prefix = format!("run-{inject}-");
+    (std::fs::read_dir(runs).unwrap())
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let name = p.file_name()?.to_str()?.to_string();
+            (name.starts_with(&prefix) && name.ends_with(".json")).then_some(p)
+        })
+        .map(|p| Report::load(&p).unwrap())
+        .collect()
+}
+
 /// The platform noise of the noisiest run in `runs` (a ratio): its largest rank's probe.
 fn noisiest_run(runs: &std::path::Path) -> f64 {
     std::fs::read_dir(runs)
@@ -171,7 +207,7 @@ fn noisiest_run(runs: &std::path::Path) -> f64 {
 
 /// The agreement asserted on a quiet machine (see the comment inside), the rest printed.
 fn judge_one_rank_runs(checks: &[Comparison], stdout: &str) {
-    // Judged: one rank without resync (`none`, `once`), the regime whose run-to-run spread
+    // Judged: one rank without resync (`none`), the regime whose run-to-run spread
     // was measured (the other vCPU takes the machine's own work). Not judged (printed): two
     // ranks, where both vCPUs are busy and every OS activity lands on a rank (spread of
     // several pp, docs/VALIDATION.md), and `phase`, whose one-rank runs of this test's debug
@@ -181,7 +217,7 @@ fn judge_one_rank_runs(checks: &[Comparison], stdout: &str) {
     // at once, each against its interval widened to a family-wise 99 % (Bonferroni) or within
     // the measured run-to-run spread; eq. 2 and eq. 3 of one run are nearly one number.
     let diff = |c: &Comparison| c.same_windows_pct.unwrap_or(f64::NAN) - c.measured_pct;
-    let judged = |c: &&Comparison| c.ranks == 1 && c.sync != "phase";
+    let judged = |c: &&Comparison| c.ranks == 1 && c.sync == "none";
     let family = |c: &&Comparison| {
         diff(c).abs() <= BETWEEN_RUNS_PP
             || c.ci95_pp

@@ -6,13 +6,26 @@ use std::panic::PanicHookInfo;
 /// Installs the process-wide behaviour shared by all binaries: writing to a closed pipe
 /// (`… | head`) ends the process quietly, as SIGPIPE does for C tools; any other failure to
 /// write standard output (a full disk) is one `error:` line and exit status 1; any other panic
-/// is one `error: internal error` line (exit status 101), never a backtrace. Call it first.
+/// is one `error: internal error` line (exit status 101), never a backtrace; a write past the
+/// file size limit (`ulimit -f`) fails with EFBIG, an error line, instead of ending the process
+/// with SIGXFSZ. Call it first.
 pub fn init() {
     // SAFETY: `signal` only sets this process's disposition of SIGPIPE back to the default
     // (terminate), which Rust's runtime had set to "ignore"; it is called at start-up, before
     // any thread that could be writing to a pipe exists, and touches no Rust-managed state.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    // SAFETY: installs a handler that does nothing (async-signal-safe) for SIGXFSZ, replacing
+    // the default action (terminate); a handler, unlike SIG_IGN, is reset by exec, so the
+    // programs a tool starts (mpirun, an application) keep the default.
+    unsafe {
+        let action = nix::sys::signal::SigAction::new(
+            nix::sys::signal::SigHandler::Handler(file_size_limit_reached),
+            nix::sys::signal::SaFlags::SA_RESTART,
+            nix::sys::signal::SigSet::empty(),
+        );
+        let _ = nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGXFSZ, &action);
     }
     std::panic::set_hook(Box::new(|info| {
         let msg = panic_message(info);
@@ -26,6 +39,9 @@ pub fn init() {
         }
     }));
 }
+
+/// SIGXFSZ's handler: nothing; the write that raised it returns EFBIG.
+extern "C" fn file_size_limit_reached(_: libc::c_int) {}
 
 /// The text a panic was raised with.
 fn panic_message(info: &PanicHookInfo<'_>) -> String {

@@ -52,15 +52,19 @@ impl Facts {
     /// The first stream whose CPU was busy with other work ([`sanity::busy`]), in stream
     /// order.
     pub fn busy(&self) -> Option<String> {
-        self.stats.iter().find_map(|s| {
-            Observation {
-                cpu: s.cpu.unwrap_or(0),
-                duration_ns: s.duration_ns,
-                noise_ns: s.noise_ns,
-                ..Observation::default()
-            }
-            .busy()
-        })
+        // A stream without an observed time has no noise ratio to judge (`Stats::unmeasured`).
+        self.stats
+            .iter()
+            .filter(|s| s.unmeasured.is_none())
+            .find_map(|s| {
+                Observation {
+                    cpu: s.cpu.unwrap_or(0),
+                    duration_ns: s.duration_ns,
+                    noise_ns: s.noise_ns,
+                    ..Observation::default()
+                }
+                .busy()
+            })
     }
 
     /// (noise ratio, detours per second per CPU) of the streams `streams` pooled (clamped to

@@ -12,6 +12,7 @@
 //! CPUs come in the sidecar's order share one parse, another order costs one more.
 
 use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::mpsc::{sync_channel, Receiver};
@@ -22,7 +23,7 @@ use crate::filter::{
     filter_one, label, no_entry, other_count, same_detour, threshold_of, SourceFilter, Tally,
 };
 use crate::model::{Detour, Trace};
-use crate::sidecar::AttributedDetour;
+use crate::sidecar::{AttributedDetour, UNATTRIBUTED};
 use crate::sidecar_reader::{DetourSource, Frame};
 use crate::sidecar_writer::SidecarWriter;
 use crate::stream_order::{frame_of, RunSink, StreamSource};
@@ -48,6 +49,8 @@ pub struct FilterPlan<'a> {
     /// The filtered trace's frame.
     frame: Trace,
     tally: Tally,
+    /// Every source label the attribution names (`unattributed` where time is unexplained).
+    labels: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for FilterPlan<'_> {
@@ -86,11 +89,20 @@ impl<'a> FilterPlan<'a> {
         }
         let threshold = threshold_of(&src.frame().header);
         let mut tallies: Vec<Tally> = Vec::new();
+        let mut labels = BTreeSet::new();
         let side = sidecar.pass(&mut |entry: usize, _cpu: u32, d: &AttributedDetour| {
             if tallies.len() <= entry {
                 tallies.resize(entry + 1, Tally::default());
             }
             filter_one(f, threshold, d, &mut tallies[entry]);
+            for p in &d.parts {
+                if !labels.contains(&p.source) {
+                    labels.insert(p.source.clone());
+                }
+            }
+            if d.unattributed_ns() > 0 && !labels.contains(UNATTRIBUTED) {
+                labels.insert(UNATTRIBUTED.to_string());
+            }
             Ok(())
         })?;
         let cpus = &side.attribution.cpus;
@@ -113,7 +125,24 @@ impl<'a> FilterPlan<'a> {
             entries,
             frame,
             tally,
+            labels,
         })
+    }
+
+    /// Refuses a filter whose selectors, given by a user with `flag`, name a source the
+    /// attribution does not have (`crate::names`): a typo would write the trace unchanged
+    /// under a filter's label (`--drop`), or a trace without noise (`--keep`).
+    pub fn require_named_sources(&self, flag: &str) -> Result<(), TraceError> {
+        let labels: Vec<&String> = self.labels.iter().collect();
+        crate::names::each_present(
+            flag,
+            &self.f.selectors,
+            |sel| self.labels.iter().any(|l| sel.matches(l)),
+            "source",
+            "the trace's attribution",
+            &labels,
+            "jitter-trace attribution lists each with its share",
+        )
     }
 
     /// The `collection_start_unix_ns` the sidecar names.

@@ -27,7 +27,7 @@ use crate::error::TraceError;
 use crate::model::{Detour, Header, Record, Trace, Window};
 
 /// The eight bytes every `.jtr` file begins with.
-pub const MAGIC: [u8; 8] = *b"\x89JTR\r\n\x1a\n";
+pub const MAGIC: [u8; 8] = crate::interop::sniff::JTR_MAGIC;
 /// The format version this build writes and reads.
 pub const FORMAT_VERSION: u16 = 1;
 /// Largest header accepted, bytes.
@@ -400,12 +400,28 @@ pub struct TraceReader<R: Read> {
     finished: bool,
 }
 
+/// Opens the trace `path` for reading through a 64 KiB buffer; a file that does not begin
+/// with the `.jtr` magic is refused naming what it is instead (`interop::sniff`), from the
+/// bytes buffered (nothing is read twice: a pipe works).
+pub(crate) fn open(path: &Path) -> Result<BufReader<File>, TraceError> {
+    use std::io::BufRead;
+    let shown = path.display();
+    let f = File::open(path).map_err(|e| TraceError::io(format!("cannot open {shown}"), e))?;
+    let mut r = BufReader::with_capacity(1 << 16, f);
+    let head = r
+        .fill_buf()
+        .map_err(|e| TraceError::io(format!("cannot read {shown}"), e))?;
+    let magic = &MAGIC;
+    if !head.is_empty() && !head.starts_with(&magic[..head.len().min(magic.len())]) {
+        return Err(crate::interop::sniff::not_a_trace(path, head));
+    }
+    Ok(r)
+}
+
 impl TraceReader<BufReader<File>> {
     /// Opens `path` and reads its header.
     pub fn open(path: &Path) -> Result<Self, TraceError> {
-        let f = File::open(path)
-            .map_err(|e| TraceError::io(format!("cannot open {}", path.display()), e))?;
-        TraceReader::new(BufReader::with_capacity(1 << 16, f))
+        TraceReader::new(open(path)?)
     }
 }
 

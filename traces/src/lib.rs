@@ -43,6 +43,7 @@ pub mod interval;
 pub mod load;
 pub mod memory;
 pub mod model;
+pub mod names;
 pub mod node;
 pub mod nodes;
 pub mod output;

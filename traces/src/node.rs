@@ -76,6 +76,9 @@ impl NodeSummary {
                  with what was kept)"
             ));
         }
+        if let Some(why) = &self.stats.unmeasured {
+            return Some(format!("its rate and noise are not measured: {why}"));
+        }
         let per_stream = self.stats.duration_ns as f64 / self.streams.max(1) as f64;
         let observed = crate::units::format_ns(per_stream);
         if self.stats.count == 0 {

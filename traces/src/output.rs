@@ -25,6 +25,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::TraceError;
 
+mod room;
+pub use room::{bytes_shown, check_room, check_size_limit, file_size_limit, free_bytes, reserve};
+
 /// How [`write_output`] put the bytes in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {
@@ -194,6 +197,14 @@ pub fn check_writable(path: &Path, what: &str) -> Result<(), TraceError> {
         }
         Target::Absent(p) | Target::Regular(p, _) => p,
     };
+    // A full file system takes an empty file but not its first block.
+    check_room(
+        room::folder_of(&target),
+        &format!("{what} {shown}"),
+        1,
+        0,
+        0,
+    )?;
     let (tmp, _file) = temp_beside(&target).map_err(|e| {
         TraceError::Argument(format!(
             "{what} {shown}: cannot write there ({})",
@@ -459,8 +470,11 @@ impl Drop for StreamingOutput {
 }
 
 /// [`write_output`] for content already in memory.
+/// Content above the file size limit is refused before anything is written (a write past it
+/// would raise SIGXFSZ in a process that did not ignore it: a library's host program).
 pub fn write_output_bytes(path: &Path, bytes: &[u8]) -> Result<Written, TraceError> {
     let shown = path.display().to_string();
+    check_size_limit(path, bytes.len() as u64)?;
     write_output(path, |w| {
         w.write_all(bytes)
             .map_err(|e| TraceError::io(format!("cannot write {shown}"), e))

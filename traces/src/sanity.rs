@@ -288,7 +288,7 @@ pub fn warnings(trace: &Trace) -> Vec<String> {
 /// [`warnings`]; without `windows_known` (a damaged or truncated file: its streams' windows
 /// were in the lost end chunk) how long each probe observed is not judged.
 pub fn warnings_of(trace: &Trace, windows_known: bool) -> Vec<String> {
-    let stats: Vec<Stats> = trace.streams.iter().map(Stats::of_stream).collect();
+    let stats = crate::stats::TraceStats::of_trace(trace).streams;
     warnings_from(trace, &stats, windows_known)
 }
 
@@ -297,6 +297,9 @@ pub fn warnings_of(trace: &Trace, windows_known: bool) -> Vec<String> {
 pub fn warnings_from(trace: &Trace, stats: &[Stats], windows_known: bool) -> Vec<String> {
     stats
         .iter()
+        // A stream whose rate and noise are not measured (`TraceStats::checked`) is judged by
+        // no rule of time: its note says why.
+        .filter(|s| s.unmeasured.is_none())
         .flat_map(|s| {
             let mut o = observe_stats(trace, s);
             if !windows_known {

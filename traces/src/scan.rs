@@ -283,9 +283,7 @@ fn frame(
     trace
 }
 
-/// Opens `path` for reading through a 64 KiB buffer.
+/// Opens the trace `path` for reading ([`crate::format::open`]).
 pub(crate) fn open(path: &Path) -> Result<BufReader<File>, TraceError> {
-    let f = File::open(path)
-        .map_err(|e| TraceError::io(format!("cannot open {}", path.display()), e))?;
-    Ok(BufReader::with_capacity(1 << 16, f))
+    crate::format::open(path)
 }

@@ -64,6 +64,11 @@ pub struct Stats {
     pub under_5us: f64,
     /// Fraction of detours shorter than 14 µs.
     pub under_14us: f64,
+    /// Why the rate and the noise share are not measured (`None`: they are): a stream that
+    /// observed no time, or whose window is only the span of its one detour. Then
+    /// `detours_per_s` and `noise_ratio` are NaN (`null` in JSON) and tables show `-`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmeasured: Option<String>,
 }
 
 /// Statistics of a whole trace: one entry per stream and the summary over all of them.
@@ -95,6 +100,16 @@ impl Stats {
     /// Statistics of run-times observed over `duration_ns`.
     pub fn from_runs(runs: impl IntoIterator<Item = u64>, duration_ns: u64) -> Stats {
         Stats::from_histogram(&DetourHistogram::of(runs), duration_ns)
+    }
+
+    /// These statistics with their rate and noise share marked not measured, for `why`.
+    pub fn unmeasured(self, why: String) -> Stats {
+        Stats {
+            detours_per_s: f64::NAN,
+            noise_ratio: f64::NAN,
+            unmeasured: Some(why),
+            ..self
+        }
     }
 
     /// Statistics of the run-times in `h`, observed over `duration_ns`.
@@ -148,10 +163,56 @@ impl TraceStats {
             overall: Stats::of_streams(&trace.streams),
             streams: trace.streams.iter().map(Stats::of_stream).collect(),
         }
+        .checked(&trace.header)
     }
 }
 
 impl TraceStats {
+    /// The rule of every rate and share printed: one over no observed time, or over a window
+    /// that is only the span of one detour (an input that states no window, `header`'s
+    /// [`crate::model::LABEL_WINDOW`]), is not a measurement and is marked so
+    /// ([`Stats::unmeasured`]).
+    pub fn checked(self, header: &crate::model::Header) -> TraceStats {
+        // An inferred window is the span of the whole trace's detours (every stream's).
+        let spans_one_detour = inferred(header) && self.overall.count < 2;
+        let check = |s: Stats| {
+            if s.duration_ns == 0 {
+                s.unmeasured("it observed no time".into())
+            } else if spans_one_detour {
+                s.unmeasured(
+                    "the input states no window, and the span of its detours is one detour".into(),
+                )
+            } else {
+                s
+            }
+        };
+        TraceStats {
+            overall: check(self.overall),
+            streams: self.streams.into_iter().map(check).collect(),
+        }
+    }
+
+    /// Notes under the table: what is not measured and why, and an inferred window.
+    pub fn notes(&self, header: &crate::model::Header) -> Vec<String> {
+        let mut notes: Vec<String> = (self.streams.iter().chain([&self.overall]))
+            .filter_map(|s| {
+                let name = s.cpu.map_or("all".to_string(), |c| format!("cpu{c}"));
+                (s.unmeasured.as_ref()).map(|w| format!("{name}: rate and noise not measured: {w}"))
+            })
+            .collect();
+        if self.streams.len() == 1 && notes.len() == 2 {
+            notes.pop();
+        }
+        if inferred(header) && self.overall.unmeasured.is_none() {
+            notes.push(
+                "the input states no window: it is taken from the first detour's start to the \
+                 last one's end, and rates and noise are over that span"
+                    .into(),
+            );
+        }
+        notes
+    }
+
     /// A text table: one row per statistic, one column per stream, then `all`.
     pub fn table(&self) -> String {
         let mut cols: Vec<&Stats> = self.streams.iter().collect();
@@ -165,13 +226,16 @@ impl TraceStats {
             ("detours", Box::new(|s: &Stats| s.count.to_string())),
             (
                 "duration(s)",
-                Box::new(|s: &Stats| format!("{:.3}", s.duration_ns as f64 / 1e9)),
+                Box::new(|s: &Stats| measured(s, format!("{:.3}", s.duration_ns as f64 / 1e9))),
             ),
             (
                 "detours/s",
-                Box::new(|s: &Stats| format!("{:.1}", s.detours_per_s)),
+                Box::new(|s: &Stats| measured(s, format!("{:.1}", s.detours_per_s))),
             ),
-            ("noise(%)", Box::new(move |s: &Stats| pct(s.noise_ratio))),
+            (
+                "noise(%)",
+                Box::new(move |s: &Stats| measured(s, pct(s.noise_ratio))),
+            ),
             ("min(us)", Box::new(move |s: &Stats| us(s.min_ns))),
             ("p20(us)", Box::new(move |s: &Stats| us(s.p20_ns))),
             ("median(us)", Box::new(move |s: &Stats| us(s.median_ns))),
@@ -199,6 +263,24 @@ impl TraceStats {
             table.row(std::iter::once(name.to_string()).chain(cols.iter().map(|s| f(s))));
         }
         table.render()
+    }
+}
+
+/// Whether the trace's windows were inferred from its detours (`interop::LABEL_WINDOW`).
+fn inferred(header: &crate::model::Header) -> bool {
+    header
+        .labels
+        .get(crate::model::LABEL_WINDOW)
+        .map(String::as_str)
+        == Some(crate::model::WINDOW_INFERRED)
+}
+
+/// `shown`, or `-` where the rate and noise of `s` are not measured.
+fn measured(s: &Stats, shown: String) -> String {
+    if s.unmeasured.is_some() {
+        "-".into()
+    } else {
+        shown
     }
 }
 
@@ -382,13 +464,51 @@ pub fn scale_for_kth(
     }))
 }
 
+/// Refuses an input `name` of no detours for a figure that needs some: `{name} has no detours:
+/// {nothing}` (a number computed from nothing would be printed as if it meant something).
+pub fn require_detours(name: &str, detours: u64, nothing: &str) -> Result<(), TraceError> {
+    if detours > 0 {
+        return Ok(());
+    }
+    Err(TraceError::Argument(format!(
+        "{name} has no detours: {nothing}"
+    )))
+}
+
+/// `x` as a user wrote it, short: `1e300`, not its 301 digits.
+pub fn number_shown(x: f64) -> String {
+    let plain = x.to_string();
+    if plain.len() > 12 {
+        format!("{x:e}")
+    } else {
+        plain
+    }
+}
+
+/// Largest scale factor S a replay accepts (the emulator's plan refuses more): the bound of
+/// every S a user asks a figure at.
+pub const MAX_SCALE: f64 = 1000.0;
+
+/// Checks a scale factor S a user asks a replay figure at: finite, in (0, [`MAX_SCALE`]].
+pub fn check_replay_scale(scale: f64) -> Result<(), TraceError> {
+    if scale.is_finite() && scale > 0.0 && scale <= MAX_SCALE {
+        Ok(())
+    } else {
+        Err(TraceError::Argument(format!(
+            "scale {} must be a finite number in (0, {MAX_SCALE}], the scales a replay accepts",
+            number_shown(scale)
+        )))
+    }
+}
+
 /// Checks that a scale factor is finite and positive.
 pub fn check_scale(scale: f64) -> Result<(), TraceError> {
     if scale.is_finite() && scale > 0.0 {
         Ok(())
     } else {
         Err(TraceError::Argument(format!(
-            "scale {scale} must be finite and greater than 0"
+            "scale {} must be finite and greater than 0",
+            number_shown(scale)
         )))
     }
 }
@@ -429,6 +549,7 @@ impl StatsSink {
             overall: Stats::from_histogram(&all, duration_ns),
             streams,
         }
+        .checked(&scan.frame.header)
     }
 
     /// The injectable shares counted, one per scale.

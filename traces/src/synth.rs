@@ -416,6 +416,18 @@ pub fn synthesize(
             "a trace needs at least one stream".into(),
         ));
     }
+    for src in &spec.sources {
+        if let Source::Periodic { phase_ns, .. } = *src {
+            // The phase names a time that must be inside the trace (`crate::names`).
+            crate::names::time_within(
+                &format!("`{src}`: phase"),
+                phase_ns.round() as u64,
+                duration_ns,
+                "a trace of this --duration",
+                "the source would make no detour (give a phase below the duration)",
+            )?;
+        }
+    }
     let expected = spec.expected_detours(duration_ns);
     if expected > MAX_DETOURS_PER_STREAM {
         return Err(TraceError::Argument(format!(

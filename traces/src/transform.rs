@@ -193,10 +193,9 @@ pub fn select_streams(trace: &Trace, cpus: &[u32]) -> Result<Trace, TraceError> 
                 .find(|s| s.cpu == c)
                 .cloned()
                 .ok_or_else(|| {
-                    TraceError::Argument(format!(
-                        "the trace has no stream for CPU {c} (it has {:?})",
-                        trace.header.stream_cpus
-                    ))
+                    let present: Vec<String> =
+                        trace.streams.iter().map(|s| s.cpu.to_string()).collect();
+                    crate::names::absent("--cpus", &c.to_string(), "CPU", "the trace", &present, "")
                 })
         })
         .collect::<Result<_, _>>()?;

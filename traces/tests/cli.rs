@@ -369,7 +369,10 @@ fn charts_of_no_run_times_and_options_that_would_do_nothing_are_refused() {
         );
     }
     let o = run(d, &["stats", "a.jtr", "--overhead", "10us", "--scale", "0"]);
-    assert_error(&o, "error: scale 0 must be finite and greater than 0");
+    assert_error(
+        &o,
+        "error: scale 0 must be a finite number in (0, 1000], the scales a replay accepts",
+    );
     let o = run(d, &["synth", "periodic:period=1ms,dur=10us", "-o", "s.jtr"]);
     assert_error(
         &o,

@@ -1,13 +1,18 @@
 //! Each `jitter-trace` command that reads a trace stream by stream (or a sidecar detour by
 //! detour) holds the same memory for a
-//! trace of 10⁶ detours as for one four times as long: its peak resident set (the child's
+//! trace of 5·10⁵ detours as for one four times as long: its peak resident set (the child's
 //! `ru_maxrss`, from `wait4`) grows by less than [`MARGIN_KB`] between the two. So do the
 //! imports of text inputs (a CSV whose rows come last first, sorted on disk; LogGOPSim files),
-//! from 5·10⁵ to 2·10⁶ rows: above the import's buffer of 2¹⁸ rows, and half the parsing time.
+//! from 3·10⁵ to 1.2·10⁶ rows: above the import's buffer of 2¹⁸ rows.
+//! The sizes still bite: a command that held the detours it read (16 bytes each at least) would
+//! grow by 24 MB from the short trace to the long one, and an import that held its rows by
+//! 14 MB, against the margin of 8 MB (halved from 10⁶ → 4·10⁶ and 5·10⁵ → 2·10⁶ for CI time).
 //! A command that holds what it makes (`synth`: 24 bytes a detour and more) is the control: it
 //! must grow by more than twice the margin, or the measurement could not tell the two apart.
-//! The inputs are written once for all cases. Run single-threaded (`--test-threads=1`): the
-//! commands are timed by nothing, but two at once would share the machine's memory pressure.
+//! The inputs are written once for all cases. The cases take one lock, so that they run one at
+//! a time whatever the harness's threads: a child's peak RSS starts at the size of the process
+//! it was forked from, and a case writing its inputs beside another's child made that child
+//! look as large as this whole process (the control then grew by 0.4 MB, from 103 MB).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,8 +32,15 @@ mod common {
 
 use common::peak_rss::peak_rss_kb;
 
-/// Most the peak RSS of a streaming command may grow from 10⁶ to 4·10⁶ detours, KB. Measured
-/// on the 2-vCPU VM (debug build, 2026-11-27): at most 2.6 MB (`slice` to `.jtr`, whose writer
+/// The lock every case holds (see the module's doc).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Most the peak RSS of a streaming command may grow from the short input to the long one, KB.
+/// Measured on the 2-vCPU VM (debug build, 2026-11-27, 10⁶ → 4·10⁶ detours): at most 2.6 MB (`slice` to `.jtr`, whose writer
 /// gathers up to 2¹⁸ detours, 4 MiB, into a chunk: bounded, but fuller on a longer stream);
 /// every other command within ±0.4 MB; the control (`scale`, then) grew by 170 MB; since
 /// s5, the control (`convert` to LogGOPSim) 37 → 119 MB, `scale` and `merge` +0.4 MB; since
@@ -95,14 +107,14 @@ fn peak_kb(dir: &Path, inputs: &[PathBuf], args: &[&str]) -> i64 {
     peak_rss_kb(cmd)
 }
 
-/// The short (10⁶ detours) and the long (4·10⁶) trace, written once for every case of this
+/// The short (5·10⁵ detours) and the long (2·10⁶) trace, written once for every case of this
 /// file (the cases run one after the other in one process: `--test-threads=1`).
 fn traces() -> &'static (tempfile::TempDir, PathBuf, PathBuf) {
     static TRACES: OnceLock<(tempfile::TempDir, PathBuf, PathBuf)> = OnceLock::new();
     TRACES.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let short = trace(dir.path(), 1_000_000);
-        let long = trace(dir.path(), 4_000_000);
+        let short = trace(dir.path(), 500_000);
+        let long = trace(dir.path(), 2_000_000);
         (dir, short, long)
     })
 }
@@ -162,7 +174,7 @@ fn reversed_csv(dir: &Path, n: usize) -> PathBuf {
 }
 
 /// Rows of the short and the long text input.
-const TEXT_ROWS: [usize; 2] = [500_000, 2_000_000];
+const TEXT_ROWS: [usize; 2] = [300_000, 1_200_000];
 
 /// The short and the long text input as reversed CSV ([`reversed_csv`]) and as LogGOPSim files
 /// (one per stream, from a `.jtr` of as many detours), written once; and that long `.jtr`.
@@ -193,20 +205,22 @@ fn text_traces() -> &'static ([Vec<PathBuf>; 4], PathBuf) {
 
 #[test]
 fn the_control_grows_with_the_length() {
-    // `synth` holds the trace it makes: 10^6, then 4·10^6 detours over four streams.
+    let _one = one_at_a_time();
+    // `synth` holds the trace it makes: 5·10^5, then 2·10^6 detours over four streams.
     let out = tempfile::tempdir().unwrap();
     let synth = |seconds: &str| {
         let args = ["synth", "periodic:period=5us,dur=300ns", "--streams", "4"];
         let more = ["--duration", seconds, "-o", "{out}.jtr"];
         peak_kb(out.path(), &[], &[&args[..], &more[..]].concat())
     };
-    let (a, b) = (synth("1250ms"), synth("5s"));
-    eprintln!("synth: {a} KB at 10^6 detours, {b} KB at 4·10^6");
+    let (a, b) = (synth("625ms"), synth("2500ms"));
+    eprintln!("synth: {a} KB at 5·10^5 detours, {b} KB at 2·10^6");
     assert!(b - a > 2 * MARGIN_KB, "synth: {a} KB, then {b} KB");
 }
 
 #[test]
 fn text_inputs_are_imported_in_bounded_memory() {
+    let _one = one_at_a_time();
     let ([csv_short, csv_long, lgs_short, lgs_long], long) = text_traces();
     assert_flat_on(lgs_short, lgs_long, &["stats", "{}"]);
     // The long CSV sorted on disk (four runs a stream, merged) holds the trace's detours.
@@ -214,7 +228,7 @@ fn text_inputs_are_imported_in_bounded_memory() {
     let args = ["convert", "{}", "-o", "{out}.jtr"];
     let a = peak_kb(out.path(), csv_short, &args);
     let b = peak_kb(out.path(), csv_long, &args);
-    eprintln!("{args:?} of the reversed CSV: {a} KB at 5·10^5 rows, {b} KB at 2·10^6");
+    eprintln!("{args:?} of the reversed CSV: {a} KB at 3·10^5 rows, {b} KB at 1.2·10^6");
     assert!(b - a < MARGIN_KB, "convert of a CSV: {a} KB, then {b} KB");
     // Compared stream by stream, so that this process stays small (a child's peak counts the
     // parent's pages it was forked with).
@@ -244,12 +258,14 @@ fn fingerprint(src: &dyn StreamSource, s: usize) -> (u64, usize) {
 
 #[test]
 fn scale_and_merge_hold_one_chunk() {
+    let _one = one_at_a_time();
     assert_flat(&["scale", "{}", "0.5", "-o", "{out}.jtr"]);
     assert_flat(&["merge", "{}", "--min-sleep", "10us", "-o", "{out}.csv"]);
 }
 
 #[test]
 fn convert_holds_one_chunk() {
+    let _one = one_at_a_time();
     assert_flat(&["convert", "{}", "-o", "{out}.csv"]);
     assert_flat(&["convert", "{}", "-o", "{out}.jtr"]);
     assert_flat(&["convert", "{}", "-o", "{out}{cpu}.lgs"]);
@@ -257,18 +273,21 @@ fn convert_holds_one_chunk() {
 
 #[test]
 fn slice_holds_one_chunk() {
-    assert_flat(&["slice", "{}", "--start", "1s", "-o", "{out}.jsonl"]);
+    let _one = one_at_a_time();
+    assert_flat(&["slice", "{}", "--start", "500ms", "-o", "{out}.jsonl"]);
     let args = ["slice", "{}", "--cpus", "3,1", "--drop-below", "1us"];
     assert_flat(&[&args[..], &["--fraction", "0.1:0.9", "-o", "{out}.jtr"]].concat());
 }
 
 #[test]
 fn perfetto_holds_its_slices_and_counters() {
+    let _one = one_at_a_time();
     assert_flat(&["perfetto", "{}", "--max-slices", "1000", "-o", "{out}.json"]);
 }
 
 #[test]
 fn plot_holds_its_points_and_grids() {
+    let _one = one_at_a_time();
     assert_flat(&["plot", "{}", "--kind", "cdf", "-o", "{out}.svg"]);
     assert_flat(&["plot", "{}", "--kind", "timeseries", "-o", "{out}.svg"]);
     assert_flat(&["plot", "{}", "--kind", "density", "-o", "{out}.svg"]);
@@ -276,11 +295,13 @@ fn plot_holds_its_points_and_grids() {
 
 #[test]
 fn compare_holds_its_grids_and_cells() {
+    let _one = one_at_a_time();
     assert_flat(&["compare", "{}", "{}", "--plot", "{out}.svg"]);
 }
 
 #[test]
 fn stats_holds_its_histograms() {
+    let _one = one_at_a_time();
     assert_flat(&["stats", "{}"]);
 }
 
@@ -355,6 +376,7 @@ fn attributed_peaks(args: &[&str]) -> (i64, i64) {
 
 #[test]
 fn the_sidecars_commands_hold_no_detour() {
+    let _one = one_at_a_time();
     for args in [
         &["attribution", "{}"][..],
         &[

@@ -1,41 +1,53 @@
-//! The profiled MPI calls besides `MPI_Barrier` (in `lib`): each wrapper forwards its arguments
-//! unchanged to its `PMPI_` twin and, under `JITTER_PROFILE`, records its site
-//! ([`profiling::around`]). Handles (communicator, datatype, op, request and status pointers)
-//! travel as pointer-sized values and are only ever passed back to the MPI library (see the
-//! crate docs on `MPI_Comm`).
+//! The wrapped MPI functions besides `MPI_Init`, `MPI_Finalize` and `MPI_Barrier` (in `lib`) and
+//! the waits of `waits`: each forwards its arguments unchanged to its `PMPI_` twin, is a
+//! boundary of call-boundary injection ([`paying`]) and, under `JITTER_PROFILE`, records its
+//! site ([`profiling::around`]) where it has one. Handles (communicator, datatype, op, request,
+//! status, window, file and message pointers) travel as pointer-sized values and are only ever
+//! passed back to the MPI library (see the crate docs on `MPI_Comm`).
+//!
+//! **Adding a function is one line** of the [`wrappers!`] list: its C signature, how it behaves
+//! and, optionally, its profile site:
+//!
+//! * `local MPI_X(args)`: returns at once (nonblocking starts, tests, queries): paid at entry;
+//! * `blocking MPI_X(args)`: may wait and has no nonblocking twin: paid at entry and, for what
+//!   fell due inside, on return;
+//! * `blocking MPI_X(args) twin MPI_IX`: a point-to-point call whose nonblocking twin takes the
+//!   same arguments and a request: polled when a detour may fall due before the call's likely
+//!   end; `twins` also wraps `MPI_IX` as a `local` call;
+//! * `collective MPI_X(args) twin[s] MPI_IX`: a collective, always polled through its twin;
+//! * `… site EXPR`: the call's [`Site`] under `JITTER_PROFILE` (the arguments are in scope).
 //!
 //! The site's bytes are count × `PMPI_Type_size`; peers are made relative with
 //! `PMPI_Comm_rank`/`PMPI_Comm_size` of the call's communicator. A call whose size query fails
 //! records 0 for it.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void, CStr};
 
 use jitter_profile::site::{relative_peer, ROOT_NONE};
 use jitter_profile::{Call, Site};
 
-use crate::profiling::{self, around};
+use crate::paying::{self, until_done, Choice, Estimate, Polled, Request};
+use crate::profiling::around;
 use crate::Next;
 
 /// Any MPI handle passed by value, or a pointer the MPI library owns the meaning of.
-type H = *mut c_void;
+pub(crate) type H = *mut c_void;
+/// `MPI_Aint`.
+type Aint = isize;
+/// `MPI_Offset`.
+type Offset = i64;
 
-static PMPI_TYPE_SIZE: Next = Next::new(c"PMPI_Type_size");
-static PMPI_COMM_SIZE: Next = Next::new(c"PMPI_Comm_size");
-static PMPI_COMM_RANK: Next = Next::new(c"PMPI_Comm_rank");
-static PMPI_ALLREDUCE: Next = Next::new(c"PMPI_Allreduce");
-static PMPI_REDUCE: Next = Next::new(c"PMPI_Reduce");
-static PMPI_BCAST: Next = Next::new(c"PMPI_Bcast");
-static PMPI_ALLGATHER: Next = Next::new(c"PMPI_Allgather");
-static PMPI_ALLTOALL: Next = Next::new(c"PMPI_Alltoall");
-static PMPI_ALLTOALLV: Next = Next::new(c"PMPI_Alltoallv");
-static PMPI_SEND: Next = Next::new(c"PMPI_Send");
-static PMPI_RECV: Next = Next::new(c"PMPI_Recv");
-static PMPI_ISEND: Next = Next::new(c"PMPI_Isend");
-static PMPI_IRECV: Next = Next::new(c"PMPI_Irecv");
-static PMPI_WAIT: Next = Next::new(c"PMPI_Wait");
-static PMPI_WAITALL: Next = Next::new(c"PMPI_Waitall");
-static PMPI_SENDRECV: Next = Next::new(c"PMPI_Sendrecv");
-static PMPI_CART_CREATE: Next = Next::new(c"PMPI_Cart_create");
+/// The `PMPI_` name of an `MPI_` function, as a C string.
+macro_rules! pmpi {
+    ($name:ident) => {{
+        const NAME: &CStr =
+            match CStr::from_bytes_with_nul(concat!("P", stringify!($name), "\0").as_bytes()) {
+                Ok(n) => n,
+                Err(_) => panic!("an MPI function's name holds no NUL"),
+            };
+        NAME
+    }};
+}
 
 /// The `PMPI_` function `next` as a function of type `F`.
 macro_rules! real {
@@ -45,6 +57,153 @@ macro_rules! real {
         unsafe { std::mem::transmute::<*mut c_void, $ty>($next.address()) }
     };
 }
+pub(crate) use real;
+
+/// `call()` recorded at the site `site` (an expression) under `JITTER_PROFILE`.
+macro_rules! profiled {
+    ($call:expr) => {
+        $call()
+    };
+    ($call:expr, $site:expr) => {
+        around(|| $site, $call)
+    };
+}
+
+/// One `#[no_mangle]` wrapper per line (module docs).
+macro_rules! wrappers {
+    () => {};
+    ($(#[$doc:meta])* local $name:ident($($a:ident: $t:ty),* $(,)?) $(site $site:expr)?;
+     $($rest:tt)*) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the MPI function of that name: the arguments are forwarded unchanged.
+        #[no_mangle]
+        #[allow(non_snake_case)]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
+            static NEXT: Next = Next::new(pmpi!($name));
+            let real = real!(NEXT, unsafe extern "C" fn($($t),*) -> c_int);
+            // SAFETY: the caller's arguments, forwarded unchanged.
+            let call = || unsafe { real($($a),*) };
+            paying::local(|| profiled!(call $(, $site)?))
+        }
+        wrappers!($($rest)*);
+    };
+    ($(#[$doc:meta])* blocking $name:ident($($a:ident: $t:ty),* $(,)?) $(site $site:expr)?;
+     $($rest:tt)*) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the MPI function of that name: the arguments are forwarded unchanged.
+        #[no_mangle]
+        #[allow(non_snake_case)]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
+            static NEXT: Next = Next::new(pmpi!($name));
+            static EST: Estimate = Estimate::new();
+            let real = real!(NEXT, unsafe extern "C" fn($($t),*) -> c_int);
+            // SAFETY: the caller's arguments, forwarded unchanged.
+            let call = || unsafe { real($($a),*) };
+            paying::blocking(Choice::Local(&EST), || profiled!(call $(, $site)?), None)
+        }
+        wrappers!($($rest)*);
+    };
+    ($(#[$doc:meta])* blocking $name:ident($($a:ident: $t:ty),* $(,)?) twin $twin:ident
+     $(site $site:expr)?; $($rest:tt)*) => {
+        wrappers!(@polled Local $(#[$doc])* $name($($a: $t),*) twin $twin $(site $site)?);
+        wrappers!($($rest)*);
+    };
+    ($(#[$doc:meta])* collective $name:ident($($a:ident: $t:ty),* $(,)?) twin $twin:ident
+     $(site $site:expr)?; $($rest:tt)*) => {
+        wrappers!(@polled Collective $(#[$doc])* $name($($a: $t),*) twin $twin $(site $site)?);
+        wrappers!($($rest)*);
+    };
+    ($(#[$doc:meta])* collective $name:ident($($a:ident: $t:ty),* $(,)?) twins $twin:ident
+     $(site $site:expr)?; $($rest:tt)*) => {
+        wrappers!($(#[$doc])* collective $name($($a: $t),*) twin $twin $(site $site)?;);
+        wrappers!(
+            #[doc = concat!("`", stringify!($twin), "`.")]
+            local $twin($($a: $t,)* request: *mut Request);
+        );
+        wrappers!($($rest)*);
+    };
+    (@polled $choice:ident $(#[$doc:meta])* $name:ident($($a:ident: $t:ty),*) twin $twin:ident
+     $(site $site:expr)?) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As the MPI function of that name: the arguments are forwarded unchanged (to it, or
+        /// to its nonblocking twin with a request of this wrapper's).
+        #[no_mangle]
+        #[allow(non_snake_case)]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
+            static NEXT: Next = Next::new(pmpi!($name));
+            static TWIN: Next = Next::new(pmpi!($twin));
+            let real = real!(NEXT, unsafe extern "C" fn($($t),*) -> c_int);
+            // SAFETY: the caller's arguments, forwarded unchanged.
+            let call = || unsafe { real($($a),*) };
+            let twin = TWIN.find().map(|p| {
+                // SAFETY: the MPI library's nonblocking twin: the same arguments and a request.
+                unsafe {
+                    std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($t,)* *mut Request)
+                        -> c_int>(p)
+                }
+            });
+            let mut run = twin.map(|f| move |pay: &mut dyn FnMut()| -> c_int {
+                #[allow(unused_mut)]
+                let mut go = || {
+                    let mut request: Request = 0;
+                    // SAFETY: the caller's arguments and a request of ours.
+                    let rc = unsafe { f($($a,)* &mut request) };
+                    if rc != 0 {
+                        return rc;
+                    }
+                    let mut status = [0u64; STATUS_WORDS];
+                    wait_request(pay, &mut request, status.as_mut_ptr().cast())
+                };
+                profiled!(go $(, $site)?)
+            });
+            paying::blocking(
+                wrappers!(@choice $choice EST),
+                || profiled!(call $(, $site)?),
+                run.as_mut().map(|r| -> Polled<'_> { r }),
+            )
+        }
+    };
+    (@choice Collective $est:ident) => { Choice::Collective };
+    (@choice Local $est:ident) => {{
+        static $est: Estimate = Estimate::new();
+        Choice::Local(&$est)
+    }};
+    ($(#[$doc:meta])* blocking $name:ident($($a:ident: $t:ty),* $(,)?) twins $twin:ident
+     $(site $site:expr)?; $($rest:tt)*) => {
+        wrappers!($(#[$doc])* blocking $name($($a: $t),*) twin $twin $(site $site)?;);
+        wrappers!(
+            #[doc = concat!("`", stringify!($twin), "`.")]
+            local $twin($($a: $t,)* request: *mut Request);
+        );
+        wrappers!($($rest)*);
+    };
+}
+
+/// `u64` words of scratch for an `MPI_Status` this library asks for and ignores (OpenMPI's
+/// is 24 bytes, MPICH's 20).
+pub(crate) const STATUS_WORDS: usize = 8;
+
+static PMPI_TEST: Next = Next::new(c"PMPI_Test");
+
+/// Polls `request` with `PMPI_Test` until it completes, paying between polls.
+pub(crate) fn wait_request(pay: &mut dyn FnMut(), request: *mut Request, status: H) -> c_int {
+    let test = real!(
+        PMPI_TEST,
+        unsafe extern "C" fn(*mut Request, *mut c_int, H) -> c_int
+    );
+    // SAFETY: a live request of the caller's and a writable flag and status.
+    until_done(pay, |flag| unsafe { test(request, flag, status) })
+}
+
+static PMPI_TYPE_SIZE: Next = Next::new(c"PMPI_Type_size");
+static PMPI_COMM_SIZE: Next = Next::new(c"PMPI_Comm_size");
+static PMPI_COMM_RANK: Next = Next::new(c"PMPI_Comm_rank");
 
 type QueryFn = unsafe extern "C" fn(H, *mut c_int) -> c_int;
 
@@ -60,7 +219,7 @@ fn query(next: &Next, handle: H) -> i32 {
     }
 }
 
-fn type_bytes(count: c_int, datatype: H) -> u64 {
+pub(crate) fn type_bytes(count: c_int, datatype: H) -> u64 {
     u64::try_from(count).unwrap_or(0) * u64::try_from(query(&PMPI_TYPE_SIZE, datatype)).unwrap_or(0)
 }
 
@@ -79,7 +238,7 @@ fn collective(call: Call, bytes: u64, comm: H, root: i32) -> Site {
 }
 
 /// A point-to-point site with `peer` (and, for `Sendrecv`, `source` in `root`).
-fn p2p(call: Call, bytes: u64, comm: H, peer: c_int, source: Option<c_int>) -> Site {
+pub(crate) fn p2p(call: Call, bytes: u64, comm: H, peer: c_int, source: Option<c_int>) -> Site {
     let (size, rank) = (comm_size(comm), query(&PMPI_COMM_RANK, comm));
     Site {
         comm_size: size.max(0) as u32,
@@ -90,411 +249,232 @@ fn p2p(call: Call, bytes: u64, comm: H, peer: c_int, source: Option<c_int>) -> S
     }
 }
 
-/// `MPI_Allreduce`.
-///
-/// # Safety
-/// As `MPI_Allreduce`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Allreduce(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    count: c_int,
-    datatype: H,
-    op: H,
-    comm: H,
-) -> c_int {
-    let f = real!(
-        PMPI_ALLREDUCE,
-        unsafe extern "C" fn(*const c_void, *mut c_void, c_int, H, H, H) -> c_int
-    );
-    let site = || {
-        collective(
-            Call::Allreduce,
-            type_bytes(count, datatype),
-            comm,
-            ROOT_NONE,
-        )
+/// `MPI_Alltoallv`'s bytes: Σ sendcounts × type size.
+fn alltoallv_bytes(sendcounts: *const c_int, sendtype: H, comm: H) -> u64 {
+    let n = usize::try_from(comm_size(comm)).unwrap_or(0);
+    let counts = if sendcounts.is_null() || n == 0 {
+        &[][..]
+    } else {
+        // SAFETY: MPI requires `sendcounts` to hold one count per rank of `comm`.
+        unsafe { std::slice::from_raw_parts(sendcounts, n) }
     };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe {
-        f(sendbuf, recvbuf, count, datatype, op, comm)
-    })
+    type_bytes(counts.iter().map(|&c| c.max(0)).sum(), sendtype)
 }
 
-/// `MPI_Reduce`.
-///
-/// # Safety
-/// As `MPI_Reduce`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Reduce(
-    sendbuf: *const c_void,
-    recvbuf: *mut c_void,
-    count: c_int,
-    datatype: H,
-    op: H,
-    root: c_int,
-    comm: H,
-) -> c_int {
-    let f = real!(
-        PMPI_REDUCE,
-        unsafe extern "C" fn(*const c_void, *mut c_void, c_int, H, H, c_int, H) -> c_int
-    );
-    let site = || collective(Call::Reduce, type_bytes(count, datatype), comm, root);
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe {
-        f(sendbuf, recvbuf, count, datatype, op, root, comm)
-    })
-}
+type P = *mut c_void;
+type CP = *const c_void;
+type Ints = *const c_int;
 
-/// `MPI_Bcast`.
-///
-/// # Safety
-/// As `MPI_Bcast`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Bcast(
-    buffer: *mut c_void,
-    count: c_int,
-    datatype: H,
-    root: c_int,
-    comm: H,
-) -> c_int {
-    let f = real!(
-        PMPI_BCAST,
-        unsafe extern "C" fn(*mut c_void, c_int, H, c_int, H) -> c_int
-    );
-    let site = || collective(Call::Bcast, type_bytes(count, datatype), comm, root);
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe { f(buffer, count, datatype, root, comm) })
-}
-
-type GatherFn = unsafe extern "C" fn(*const c_void, c_int, H, *mut c_void, c_int, H, H) -> c_int;
-
-/// `MPI_Allgather`: bytes = this rank's contribution.
-///
-/// # Safety
-/// As `MPI_Allgather`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Allgather(
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: H,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: H,
-    comm: H,
-) -> c_int {
-    let f = real!(PMPI_ALLGATHER, GatherFn);
-    let site = || {
-        collective(
-            Call::Allgather,
-            type_bytes(sendcount, sendtype),
-            comm,
-            ROOT_NONE,
-        )
-    };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe {
-        f(
-            sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-        )
-    })
-}
-
-/// `MPI_Alltoall`: bytes = what this rank sends in all.
-///
-/// # Safety
-/// As `MPI_Alltoall`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Alltoall(
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: H,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: H,
-    comm: H,
-) -> c_int {
-    let f = real!(PMPI_ALLTOALL, GatherFn);
-    let site = || {
-        let n = u64::try_from(comm_size(comm)).unwrap_or(0);
-        collective(
+wrappers! {
+    // Collectives: always through their MPI-3 twin (module docs of `paying`).
+    /// `MPI_Allreduce`.
+    collective MPI_Allreduce(sendbuf: CP, recvbuf: P, count: c_int, datatype: H, op: H, comm: H)
+        twins MPI_Iallreduce
+        site collective(Call::Allreduce, type_bytes(count, datatype), comm, ROOT_NONE);
+    /// `MPI_Reduce`.
+    collective MPI_Reduce(sendbuf: CP, recvbuf: P, count: c_int, datatype: H, op: H, root: c_int,
+        comm: H) twins MPI_Ireduce
+        site collective(Call::Reduce, type_bytes(count, datatype), comm, root);
+    /// `MPI_Bcast`.
+    collective MPI_Bcast(buffer: P, count: c_int, datatype: H, root: c_int, comm: H)
+        twins MPI_Ibcast site collective(Call::Bcast, type_bytes(count, datatype), comm, root);
+    /// `MPI_Allgather`: bytes = this rank's contribution.
+    collective MPI_Allgather(sendbuf: CP, sendcount: c_int, sendtype: H, recvbuf: P,
+        recvcount: c_int, recvtype: H, comm: H) twins MPI_Iallgather
+        site collective(Call::Allgather, type_bytes(sendcount, sendtype), comm, ROOT_NONE);
+    /// `MPI_Alltoall`: bytes = what this rank sends in all.
+    collective MPI_Alltoall(sendbuf: CP, sendcount: c_int, sendtype: H, recvbuf: P,
+        recvcount: c_int, recvtype: H, comm: H) twins MPI_Ialltoall
+        site collective(
             Call::Alltoall,
-            n * type_bytes(sendcount, sendtype),
+            u64::try_from(comm_size(comm)).unwrap_or(0) * type_bytes(sendcount, sendtype),
             comm,
             ROOT_NONE,
-        )
-    };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe {
-        f(
-            sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-        )
-    })
-}
+        );
+    /// `MPI_Alltoallv`: bytes = Σ sendcounts × type size.
+    collective MPI_Alltoallv(sendbuf: CP, sendcounts: Ints, sdispls: Ints, sendtype: H, recvbuf: P,
+        recvcounts: Ints, rdispls: Ints, recvtype: H, comm: H) twins MPI_Ialltoallv
+        site collective(Call::Alltoallv, alltoallv_bytes(sendcounts, sendtype, comm), comm,
+            ROOT_NONE);
+    /// `MPI_Alltoallw`.
+    collective MPI_Alltoallw(sendbuf: CP, sendcounts: Ints, sdispls: Ints, sendtypes: *const H,
+        recvbuf: P, recvcounts: Ints, rdispls: Ints, recvtypes: *const H, comm: H)
+        twins MPI_Ialltoallw;
+    /// `MPI_Allgatherv`.
+    collective MPI_Allgatherv(sendbuf: CP, sendcount: c_int, sendtype: H, recvbuf: P,
+        recvcounts: Ints, displs: Ints, recvtype: H, comm: H) twins MPI_Iallgatherv;
+    /// `MPI_Gather`.
+    collective MPI_Gather(sendbuf: CP, sendcount: c_int, sendtype: H, recvbuf: P, recvcount: c_int,
+        recvtype: H, root: c_int, comm: H) twins MPI_Igather;
+    /// `MPI_Gatherv`.
+    collective MPI_Gatherv(sendbuf: CP, sendcount: c_int, sendtype: H, recvbuf: P,
+        recvcounts: Ints, displs: Ints, recvtype: H, root: c_int, comm: H) twins MPI_Igatherv;
+    /// `MPI_Scatter`.
+    collective MPI_Scatter(sendbuf: CP, sendcount: c_int, sendtype: H, recvbuf: P,
+        recvcount: c_int, recvtype: H, root: c_int, comm: H) twins MPI_Iscatter;
+    /// `MPI_Scatterv`.
+    collective MPI_Scatterv(sendbuf: CP, sendcounts: Ints, displs: Ints, sendtype: H, recvbuf: P,
+        recvcount: c_int, recvtype: H, root: c_int, comm: H) twins MPI_Iscatterv;
+    /// `MPI_Reduce_scatter`.
+    collective MPI_Reduce_scatter(sendbuf: CP, recvbuf: P, recvcounts: Ints, datatype: H, op: H,
+        comm: H) twins MPI_Ireduce_scatter;
+    /// `MPI_Reduce_scatter_block`.
+    collective MPI_Reduce_scatter_block(sendbuf: CP, recvbuf: P, recvcount: c_int, datatype: H,
+        op: H, comm: H) twins MPI_Ireduce_scatter_block;
+    /// `MPI_Scan`.
+    collective MPI_Scan(sendbuf: CP, recvbuf: P, count: c_int, datatype: H, op: H, comm: H)
+        twins MPI_Iscan;
+    /// `MPI_Exscan`.
+    collective MPI_Exscan(sendbuf: CP, recvbuf: P, count: c_int, datatype: H, op: H, comm: H)
+        twins MPI_Iexscan;
+    /// `MPI_Neighbor_allgather`.
+    collective MPI_Neighbor_allgather(sendbuf: CP, sendcount: c_int, sendtype: H, recvbuf: P,
+        recvcount: c_int, recvtype: H, comm: H) twins MPI_Ineighbor_allgather;
+    /// `MPI_Neighbor_allgatherv`.
+    collective MPI_Neighbor_allgatherv(sendbuf: CP, sendcount: c_int, sendtype: H, recvbuf: P,
+        recvcounts: Ints, displs: Ints, recvtype: H, comm: H) twins MPI_Ineighbor_allgatherv;
+    /// `MPI_Neighbor_alltoall`.
+    collective MPI_Neighbor_alltoall(sendbuf: CP, sendcount: c_int, sendtype: H, recvbuf: P,
+        recvcount: c_int, recvtype: H, comm: H) twins MPI_Ineighbor_alltoall;
+    /// `MPI_Neighbor_alltoallv`.
+    collective MPI_Neighbor_alltoallv(sendbuf: CP, sendcounts: Ints, sdispls: Ints, sendtype: H,
+        recvbuf: P, recvcounts: Ints, rdispls: Ints, recvtype: H, comm: H)
+        twins MPI_Ineighbor_alltoallv;
+    /// `MPI_Neighbor_alltoallw`.
+    collective MPI_Neighbor_alltoallw(sendbuf: CP, sendcounts: Ints, sdispls: *const Aint,
+        sendtypes: *const H, recvbuf: P, recvcounts: Ints, rdispls: *const Aint,
+        recvtypes: *const H, comm: H) twins MPI_Ineighbor_alltoallw;
+    /// `MPI_Comm_dup`.
+    collective MPI_Comm_dup(comm: H, newcomm: *mut H) twin MPI_Comm_idup;
 
-/// `MPI_Alltoallv`: bytes = Σ sendcounts × type size.
-///
-/// # Safety
-/// As `MPI_Alltoallv`: the count and displacement arrays hold the communicator's size entries.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Alltoallv(
-    sendbuf: *const c_void,
-    sendcounts: *const c_int,
-    sdispls: *const c_int,
-    sendtype: H,
-    recvbuf: *mut c_void,
-    recvcounts: *const c_int,
-    rdispls: *const c_int,
-    recvtype: H,
-    comm: H,
-) -> c_int {
-    type F = unsafe extern "C" fn(
-        *const c_void,
-        *const c_int,
-        *const c_int,
-        H,
-        *mut c_void,
-        *const c_int,
-        *const c_int,
-        H,
-        H,
-    ) -> c_int;
-    let f = real!(PMPI_ALLTOALLV, F);
-    let site = || {
-        let n = usize::try_from(comm_size(comm)).unwrap_or(0);
-        let counts = if sendcounts.is_null() || n == 0 {
-            &[][..]
-        } else {
-            // SAFETY: MPI requires `sendcounts` to hold one count per rank of `comm`.
-            unsafe { std::slice::from_raw_parts(sendcounts, n) }
-        };
-        let total: c_int = counts.iter().map(|&c| c.max(0)).sum();
-        collective(
-            Call::Alltoallv,
-            type_bytes(total, sendtype),
-            comm,
-            ROOT_NONE,
-        )
-    };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe {
-        f(
-            sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
-        )
-    })
-}
+    // Sends: polled through their nonblocking twin (a rendezvous send waits for its receiver).
+    /// `MPI_Send`.
+    blocking MPI_Send(buf: CP, count: c_int, datatype: H, dest: c_int, tag: c_int, comm: H)
+        twin MPI_Isend site p2p(Call::Send, type_bytes(count, datatype), comm, dest, None);
+    /// `MPI_Ssend`.
+    blocking MPI_Ssend(buf: CP, count: c_int, datatype: H, dest: c_int, tag: c_int, comm: H)
+        twins MPI_Issend;
+    /// `MPI_Bsend`.
+    blocking MPI_Bsend(buf: CP, count: c_int, datatype: H, dest: c_int, tag: c_int, comm: H)
+        twins MPI_Ibsend;
+    /// `MPI_Rsend`.
+    blocking MPI_Rsend(buf: CP, count: c_int, datatype: H, dest: c_int, tag: c_int, comm: H)
+        twins MPI_Irsend;
 
-/// `MPI_Send`.
-///
-/// # Safety
-/// As `MPI_Send`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Send(
-    buf: *const c_void,
-    count: c_int,
-    datatype: H,
-    dest: c_int,
-    tag: c_int,
-    comm: H,
-) -> c_int {
-    let f = real!(
-        PMPI_SEND,
-        unsafe extern "C" fn(*const c_void, c_int, H, c_int, c_int, H) -> c_int
-    );
-    let site = || p2p(Call::Send, type_bytes(count, datatype), comm, dest, None);
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe { f(buf, count, datatype, dest, tag, comm) })
-}
+    // Calls that may wait and have no nonblocking twin: paid on return.
+    /// `MPI_Sendrecv_replace`.
+    blocking MPI_Sendrecv_replace(buf: P, count: c_int, datatype: H, dest: c_int, sendtag: c_int,
+        source: c_int, recvtag: c_int, comm: H, status: H);
+    /// `MPI_Comm_split`.
+    blocking MPI_Comm_split(comm: H, color: c_int, key: c_int, newcomm: *mut H);
+    /// `MPI_Comm_split_type`.
+    blocking MPI_Comm_split_type(comm: H, split_type: c_int, key: c_int, info: H,
+        newcomm: *mut H);
+    /// `MPI_Comm_create`.
+    blocking MPI_Comm_create(comm: H, group: H, newcomm: *mut H);
+    /// `MPI_Comm_free`.
+    blocking MPI_Comm_free(comm: *mut H);
+    /// `MPI_Cart_sub`.
+    blocking MPI_Cart_sub(comm: H, remain_dims: Ints, newcomm: *mut H);
+    /// `MPI_Win_create`.
+    blocking MPI_Win_create(base: P, size: Aint, disp_unit: c_int, info: H, comm: H,
+        win: *mut H);
+    /// `MPI_Win_allocate`.
+    blocking MPI_Win_allocate(size: Aint, disp_unit: c_int, info: H, comm: H, baseptr: P,
+        win: *mut H);
+    /// `MPI_Win_free`.
+    blocking MPI_Win_free(win: *mut H);
+    /// `MPI_Win_fence`.
+    blocking MPI_Win_fence(assert: c_int, win: H);
+    /// `MPI_Win_lock`.
+    blocking MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: H);
+    /// `MPI_Win_unlock`.
+    blocking MPI_Win_unlock(rank: c_int, win: H);
+    /// `MPI_Win_flush`.
+    blocking MPI_Win_flush(rank: c_int, win: H);
+    /// `MPI_File_open`.
+    blocking MPI_File_open(comm: H, filename: *const c_char, amode: c_int, info: H, fh: *mut H);
+    /// `MPI_File_close`.
+    blocking MPI_File_close(fh: *mut H);
+    /// `MPI_File_set_view`.
+    blocking MPI_File_set_view(fh: H, disp: Offset, etype: H, filetype: H,
+        datarep: *const c_char, info: H);
+    /// `MPI_File_sync`.
+    blocking MPI_File_sync(fh: H);
+    /// `MPI_File_read`.
+    blocking MPI_File_read(fh: H, buf: P, count: c_int, datatype: H, status: H);
+    /// `MPI_File_write`.
+    blocking MPI_File_write(fh: H, buf: CP, count: c_int, datatype: H, status: H);
+    /// `MPI_File_read_at`.
+    blocking MPI_File_read_at(fh: H, offset: Offset, buf: P, count: c_int, datatype: H,
+        status: H);
+    /// `MPI_File_write_at`.
+    blocking MPI_File_write_at(fh: H, offset: Offset, buf: CP, count: c_int, datatype: H,
+        status: H);
+    /// `MPI_File_read_all`.
+    blocking MPI_File_read_all(fh: H, buf: P, count: c_int, datatype: H, status: H);
+    /// `MPI_File_write_all`.
+    blocking MPI_File_write_all(fh: H, buf: CP, count: c_int, datatype: H, status: H);
+    /// `MPI_File_read_at_all`.
+    blocking MPI_File_read_at_all(fh: H, offset: Offset, buf: P, count: c_int, datatype: H,
+        status: H);
+    /// `MPI_File_write_at_all`.
+    blocking MPI_File_write_at_all(fh: H, offset: Offset, buf: CP, count: c_int, datatype: H,
+        status: H);
 
-/// `MPI_Recv`: bytes = the posted buffer.
-///
-/// # Safety
-/// As `MPI_Recv`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Recv(
-    buf: *mut c_void,
-    count: c_int,
-    datatype: H,
-    source: c_int,
-    tag: c_int,
-    comm: H,
-    status: H,
-) -> c_int {
-    let f = real!(
-        PMPI_RECV,
-        unsafe extern "C" fn(*mut c_void, c_int, H, c_int, c_int, H, H) -> c_int
-    );
-    let site = || p2p(Call::Recv, type_bytes(count, datatype), comm, source, None);
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe {
-        f(buf, count, datatype, source, tag, comm, status)
-    })
-}
-
-type NonBlockingFn = unsafe extern "C" fn(*mut c_void, c_int, H, c_int, c_int, H, H) -> c_int;
-
-/// `MPI_Isend`.
-///
-/// # Safety
-/// As `MPI_Isend`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Isend(
-    buf: *mut c_void,
-    count: c_int,
-    datatype: H,
-    dest: c_int,
-    tag: c_int,
-    comm: H,
-    request: H,
-) -> c_int {
-    let f = real!(PMPI_ISEND, NonBlockingFn);
-    let site = || p2p(Call::Isend, type_bytes(count, datatype), comm, dest, None);
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe {
-        f(buf, count, datatype, dest, tag, comm, request)
-    })
-}
-
-/// `MPI_Irecv`.
-///
-/// # Safety
-/// As `MPI_Irecv`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Irecv(
-    buf: *mut c_void,
-    count: c_int,
-    datatype: H,
-    source: c_int,
-    tag: c_int,
-    comm: H,
-    request: H,
-) -> c_int {
-    let f = real!(PMPI_IRECV, NonBlockingFn);
-    let site = || p2p(Call::Irecv, type_bytes(count, datatype), comm, source, None);
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe {
-        f(buf, count, datatype, source, tag, comm, request)
-    })
-}
-
-/// `MPI_Wait`.
-///
-/// # Safety
-/// As `MPI_Wait`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Wait(request: H, status: H) -> c_int {
-    let f = real!(PMPI_WAIT, unsafe extern "C" fn(H, H) -> c_int);
-    let site = || Site {
-        requests: 1,
-        ..Site::of(Call::Wait)
-    };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe { f(request, status) })
-}
-
-/// `MPI_Waitall`.
-///
-/// # Safety
-/// As `MPI_Waitall`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Waitall(count: c_int, requests: H, statuses: H) -> c_int {
-    let f = real!(PMPI_WAITALL, unsafe extern "C" fn(c_int, H, H) -> c_int);
-    let site = || Site {
-        requests: count.max(0) as u32,
-        ..Site::of(Call::Waitall)
-    };
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe { f(count, requests, statuses) })
-}
-
-/// `MPI_Sendrecv`: bytes = what it sends; peer = dest, the source kept beside it.
-///
-/// # Safety
-/// As `MPI_Sendrecv`.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Sendrecv(
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: H,
-    dest: c_int,
-    sendtag: c_int,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: H,
-    source: c_int,
-    recvtag: c_int,
-    comm: H,
-    status: H,
-) -> c_int {
-    type F = unsafe extern "C" fn(
-        *const c_void,
-        c_int,
-        H,
-        c_int,
-        c_int,
-        *mut c_void,
-        c_int,
-        H,
-        c_int,
-        c_int,
-        H,
-        H,
-    ) -> c_int;
-    let f = real!(PMPI_SENDRECV, F);
-    let bytes = || type_bytes(sendcount, sendtype);
-    let site = || p2p(Call::Sendrecv, bytes(), comm, dest, Some(source));
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    around(site, || unsafe {
-        f(
-            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
-            recvtag, comm, status,
-        )
-    })
-}
-
-/// `MPI_Cart_create`: forwarded; under `JITTER_PROFILE` the topology is recorded.
-///
-/// # Safety
-/// As `MPI_Cart_create`: `dims` and `periods` hold `ndims` entries.
-#[no_mangle]
-#[allow(non_snake_case)]
-pub unsafe extern "C" fn MPI_Cart_create(
-    comm_old: H,
-    ndims: c_int,
-    dims: *const c_int,
-    periods: *const c_int,
-    reorder: c_int,
-    comm_cart: H,
-) -> c_int {
-    let f = real!(
-        PMPI_CART_CREATE,
-        unsafe extern "C" fn(H, c_int, *const c_int, *const c_int, c_int, H) -> c_int
-    );
-    // SAFETY: the caller's arguments, forwarded unchanged.
-    let rc = unsafe { f(comm_old, ndims, dims, periods, reorder, comm_cart) };
-    if rc == 0 && (1..=8).contains(&ndims) && !dims.is_null() && !periods.is_null() {
-        let n = ndims as usize;
-        // SAFETY: MPI requires `dims` and `periods` to hold `ndims` entries.
-        let (d, p) = unsafe {
-            (
-                std::slice::from_raw_parts(dims, n),
-                std::slice::from_raw_parts(periods, n),
-            )
-        };
-        profiling::cartesian(d, p);
-    }
-    rc
+    // Calls that return at once: paid at entry.
+    /// `MPI_Isend`.
+    local MPI_Isend(buf: CP, count: c_int, datatype: H, dest: c_int, tag: c_int, comm: H,
+        request: *mut Request)
+        site p2p(Call::Isend, type_bytes(count, datatype), comm, dest, None);
+    /// `MPI_Irecv`.
+    local MPI_Irecv(buf: P, count: c_int, datatype: H, source: c_int, tag: c_int, comm: H,
+        request: *mut Request)
+        site p2p(Call::Irecv, type_bytes(count, datatype), comm, source, None);
+    /// `MPI_Ibarrier`.
+    local MPI_Ibarrier(comm: H, request: *mut Request);
+    /// `MPI_Imrecv`.
+    local MPI_Imrecv(buf: P, count: c_int, datatype: H, message: *mut H, request: *mut Request);
+    /// `MPI_Test`.
+    local MPI_Test(request: *mut Request, flag: *mut c_int, status: H);
+    /// `MPI_Testall`.
+    local MPI_Testall(count: c_int, requests: *mut Request, flag: *mut c_int, statuses: H);
+    /// `MPI_Testany`.
+    local MPI_Testany(count: c_int, requests: *mut Request, index: *mut c_int, flag: *mut c_int,
+        status: H);
+    /// `MPI_Testsome`.
+    local MPI_Testsome(incount: c_int, requests: *mut Request, outcount: *mut c_int,
+        indices: *mut c_int, statuses: H);
+    /// `MPI_Iprobe`.
+    local MPI_Iprobe(source: c_int, tag: c_int, comm: H, flag: *mut c_int, status: H);
+    /// `MPI_Improbe`.
+    local MPI_Improbe(source: c_int, tag: c_int, comm: H, flag: *mut c_int, message: *mut H,
+        status: H);
+    /// `MPI_Request_free`.
+    local MPI_Request_free(request: *mut Request);
+    /// `MPI_Cancel`.
+    local MPI_Cancel(request: *mut Request);
+    /// `MPI_Send_init`.
+    local MPI_Send_init(buf: CP, count: c_int, datatype: H, dest: c_int, tag: c_int, comm: H,
+        request: *mut Request);
+    /// `MPI_Recv_init`.
+    local MPI_Recv_init(buf: P, count: c_int, datatype: H, source: c_int, tag: c_int, comm: H,
+        request: *mut Request);
+    /// `MPI_Start`.
+    local MPI_Start(request: *mut Request);
+    /// `MPI_Startall`.
+    local MPI_Startall(count: c_int, requests: *mut Request);
+    /// `MPI_Put`.
+    local MPI_Put(origin: CP, origin_count: c_int, origin_type: H, target_rank: c_int,
+        target_disp: Aint, target_count: c_int, target_type: H, win: H);
+    /// `MPI_Get`.
+    local MPI_Get(origin: P, origin_count: c_int, origin_type: H, target_rank: c_int,
+        target_disp: Aint, target_count: c_int, target_type: H, win: H);
+    /// `MPI_Accumulate`.
+    local MPI_Accumulate(origin: CP, origin_count: c_int, origin_type: H, target_rank: c_int,
+        target_disp: Aint, target_count: c_int, target_type: H, op: H, win: H);
+    /// `MPI_Comm_rank`.
+    local MPI_Comm_rank(comm: H, rank: *mut c_int);
+    /// `MPI_Comm_size`.
+    local MPI_Comm_size(comm: H, size: *mut c_int);
 }

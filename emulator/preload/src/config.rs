@@ -4,12 +4,13 @@
 use std::path::PathBuf;
 
 use jitter_emulator::placement::{self, Slot};
-use jitter_emulator::{Scale, SyncMode, TimerKind};
+use jitter_emulator::{InjectionMode, Scale, SyncMode, TimerKind};
 use jitter_trace::Salvage;
 
 /// Every variable the library reads, in the order of the table in `docs/USAGE.md`.
-pub const VARIABLES: [&str; 9] = [
+pub const VARIABLES: [&str; 10] = [
     "JITTER_TRACE",
+    "JITTER_INJECT",
     "JITTER_SCALE",
     "JITTER_SYNC",
     "JITTER_RANKS_PER_NODE",
@@ -31,6 +32,9 @@ pub const DEFAULT_SEED: u64 = 0;
 pub struct Config {
     /// `JITTER_TRACE`: the `.jtr` file to replay.
     pub trace: PathBuf,
+    /// `JITTER_INJECT`: signal (default: a timer signal per detour) or boundary (detours paid
+    /// at the rank's MPI calls).
+    pub inject: InjectionMode,
     /// `JITTER_SCALE`: the scale factor S (default 1).
     pub scale: Scale,
     /// `JITTER_SYNC`: none, once, phase (resync at every `MPI_Barrier`) or every:K (default phase).
@@ -97,6 +101,12 @@ impl Config {
                 .parse::<u64>()
                 .map_err(|_| bad("JITTER_SEED", &v, "give a whole number ≥ 0"))?,
         };
+        let inject = match set("JITTER_INJECT") {
+            None => InjectionMode::Signal,
+            Some(v) => v
+                .parse::<InjectionMode>()
+                .map_err(|e| format!("JITTER_INJECT='{v}': {e}"))?,
+        };
         let timer = match set("JITTER_TIMER") {
             None => TimerKind::Abstime,
             Some(v) => v
@@ -113,6 +123,7 @@ impl Config {
             set("JITTER_STATS_DIR").map_or_else(|| DEFAULT_STATS_DIR.into(), PathBuf::from);
         Ok(Some(Config {
             trace: PathBuf::from(trace),
+            inject,
             scale,
             sync,
             ranks_per_node,
@@ -281,6 +292,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(c.trace, PathBuf::from("t.jtr"));
+        assert_eq!(c.inject, InjectionMode::Signal);
         assert_eq!(
             (c.scale, c.sync, c.ranks_per_node, c.seed),
             (Scale::ONE, SyncMode::Phase, None, DEFAULT_SEED)
@@ -302,10 +314,12 @@ mod tests {
             ("JITTER_TIMER", "itimer"),
             ("JITTER_STATS_DIR", "/tmp/s"),
             ("JITTER_SALVAGE", "1"),
+            ("JITTER_INJECT", "boundary"),
         ]))
         .unwrap()
         .unwrap();
         assert_eq!(c.salvage, Salvage::Keep);
+        assert_eq!(c.inject, InjectionMode::Boundary);
         assert_eq!(
             (c.scale, c.sync, c.ranks_per_node, c.seed),
             (Scale::new(2.5).unwrap(), SyncMode::Every(4), Some(8), 17)
@@ -330,6 +344,7 @@ mod tests {
             ("JITTER_SEED", "-3"),
             ("JITTER_TIMER", "hpet"),
             ("JITTER_SALVAGE", "yes"),
+            ("JITTER_INJECT", "timer"),
         ] {
             let e = Config::from_vars(env(&[("JITTER_TRACE", "t.jtr"), (var, value)])).unwrap_err();
             assert!(e.contains(var) && e.contains(value), "{var}={value}: {e}");

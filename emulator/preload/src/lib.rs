@@ -44,9 +44,12 @@
 //! supported.
 
 mod calls;
+mod clock;
 pub mod config;
+mod paying;
 mod profiling;
 pub mod stats;
+mod waits;
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -61,13 +64,14 @@ use jitter_collect::clock::Clock;
 use jitter_emulator::calibration::Calibration;
 use jitter_emulator::capi::{jb_emulator_resync, jb_emulator_stop, no_unwind, JB_OK};
 use jitter_emulator::{
-    Emulator, Handle, InjectorConfig, Overrides, Plan, PlanOptions, ReplaySetup, SyncSchedule,
+    Emulator, Handle, InjectionMode, InjectorConfig, InjectorStats, Overrides, Plan, PlanOptions,
+    ReplaySetup, SyncSchedule,
 };
 use jitter_trace::error::chain_line;
 use jitter_trace::Integrity;
 
 use config::{Config, Layout};
-use stats::{RankStats, Summary};
+use stats::{BoundaryStats, RankStats, Summary};
 
 /// How long rank 0 waits after `PMPI_Finalize` for rank files that are not there yet.
 pub const SUMMARY_WAIT: Duration = Duration::from_secs(10);
@@ -80,6 +84,9 @@ type InitThreadFn =
     unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int;
 type FinalizeFn = unsafe extern "C" fn() -> c_int;
 type BarrierFn = unsafe extern "C" fn(Comm) -> c_int;
+
+/// What [`Next::find`] keeps for a function the MPI library does not have.
+const MISSING: *mut c_void = std::ptr::without_provenance_mut(1);
 
 /// A `PMPI_` function of the application's MPI library, looked up once.
 pub(crate) struct Next {
@@ -95,10 +102,26 @@ impl Next {
         }
     }
 
+    /// The function's address, if the MPI library has it (a twin an older library lacks).
+    pub(crate) fn find(&self) -> Option<*mut c_void> {
+        let cached = self.address.load(Ordering::Acquire);
+        if cached == MISSING {
+            return None;
+        }
+        if !cached.is_null() {
+            return Some(cached);
+        }
+        // SAFETY: `name` is NUL-terminated; RTLD_NEXT searches the objects loaded after this one.
+        let found = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
+        let kept = if found.is_null() { MISSING } else { found };
+        self.address.store(kept, Ordering::Release);
+        (!found.is_null()).then_some(found)
+    }
+
     /// The function's address; ends the process with a message when there is none.
     pub(crate) fn address(&self) -> *mut c_void {
         let cached = self.address.load(Ordering::Acquire);
-        if !cached.is_null() {
+        if !cached.is_null() && cached != MISSING {
             return cached;
         }
         // SAFETY: `name` is NUL-terminated; RTLD_NEXT searches the objects loaded after this one.
@@ -135,9 +158,13 @@ fn prefix() -> String {
 }
 
 /// Writes one line to stderr in one `write` (mpirun forwards the ranks' stderr in the chunks
-/// it reads, so a line written in pieces could interleave with another rank's).
+/// it reads, so a line written in pieces could interleave with another rank's), after the
+/// program's own buffered output (`fflush(NULL)`: a table the program printed comes out whole
+/// before the library's line, never with the line run into its last one).
 fn say(line: String) {
     use std::io::Write;
+    // SAFETY: fflush(NULL) flushes every open C output stream; no pointer is dereferenced.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
     let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
 
@@ -199,8 +226,11 @@ fn prepare() -> Result<Option<Prepared>, String> {
     let Some(config) = Config::from_vars(env)? else {
         return Ok(None);
     };
-    // An application that handles SIGALRM itself is refused before MPI starts (every rank).
-    jitter_emulator::injector::check_signal_free().map_err(|e| e.to_string())?;
+    // An application that handles SIGALRM itself is refused before MPI starts (every rank),
+    // where the emulator would take the signal.
+    if config.inject == InjectionMode::Signal {
+        jitter_emulator::injector::check_signal_free().map_err(|e| e.to_string())?;
+    }
     let (host, _) = jitter_emulator::calibration::host_and_kernel();
     let layout = Layout::from_vars(env, &host)?;
     let shown = config.trace.display();
@@ -222,11 +252,15 @@ fn prepare() -> Result<Option<Prepared>, String> {
     let trace = loaded.trace;
     let slot = layout.assignment(config.ranks_per_node, trace.streams.len())?;
     let (node, stream) = (slot.timeline, slot.stream);
-    let clock = Clock::for_tools().map_err(|e| format!("counter: {e}"))?;
-    let cal = calibration(&clock)?;
+    let clock = crate::clock::clock()?;
+    // Paying at calls costs no O, L or M: no calibration to measure.
+    let cost = match config.inject {
+        InjectionMode::Signal => calibration(&clock)?.cost(config.timer, &Overrides::default()),
+        InjectionMode::Boundary => InjectionMode::Boundary.cost(Default::default()),
+    };
     let opts = ReplaySetup {
         scale: config.scale,
-        cost: cal.cost(config.timer, &Overrides::default()),
+        cost,
         ..ReplaySetup::default()
     }
     .plan_options();
@@ -240,6 +274,13 @@ fn prepare() -> Result<Option<Prepared>, String> {
             config.stats_dir.display()
         )
     })?;
+    // The rank's file must be writable there at the end (a folder of a full or read-only file
+    // system would lose the statistics after the whole run).
+    jitter_trace::output::check_writable(
+        &stats::rank_path(&config.stats_dir, layout.rank),
+        "JITTER_STATS_DIR",
+    )
+    .map_err(|e| chain_line(&e))?;
     let schedule = SyncSchedule {
         mode: config.sync,
         seed: config.seed,
@@ -275,9 +316,15 @@ fn with_alarm_blocked<T>(f: impl FnOnce() -> T) -> T {
     r
 }
 
-/// Starts the emulator on this thread once `PMPI_Init` succeeded.
+/// Starts the emulator (or the payment at calls) on this thread once `PMPI_Init` succeeded.
 fn start(p: Prepared) -> Result<(), String> {
     let cursor = p.plan.cursor(p.run.offset_ns);
+    if p.run.config.inject == InjectionMode::Boundary {
+        paying::start(jitter_emulator::Boundary::start(cursor, p.clock));
+        return RUN
+            .set(p.run)
+            .map_err(|_| "MPI_Init was called twice".to_string());
+    }
     let config = InjectorConfig {
         timer: p.run.opts.timer,
         clock: p.clock,
@@ -291,6 +338,7 @@ fn start(p: Prepared) -> Result<(), String> {
 
 /// The common body of `MPI_Init` and `MPI_Init_thread`; `call` is the `PMPI_` function.
 fn init_around(call: impl FnOnce() -> c_int) -> c_int {
+    let enter = jitter_collect::clock::read_counter();
     let prepared = match no_unwind(prepare) {
         Ok(Ok(p)) => p,
         Ok(Err(msg)) | Err(msg) => die(&msg),
@@ -302,11 +350,16 @@ fn init_around(call: impl FnOnce() -> c_int) -> c_int {
     if prepared.is_none() && profile.is_none() {
         return call();
     }
-    let rc = if prepared.is_some() {
+    let pmpi_enter = jitter_collect::clock::read_counter();
+    let signal = prepared
+        .as_ref()
+        .is_some_and(|p| p.run.config.inject == InjectionMode::Signal);
+    let rc = if signal {
         with_alarm_blocked(call)
     } else {
         call()
     };
+    let pmpi_exit = jitter_collect::clock::read_counter();
     if rc != 0 {
         return rc;
     }
@@ -320,6 +373,12 @@ fn init_around(call: impl FnOnce() -> c_int) -> c_int {
             die(&msg)
         }
     }
+    // What MPI_Init cost, the library's part apart (the profile's start-up figure).
+    profiling::set_init(
+        enter,
+        (pmpi_enter, pmpi_exit),
+        jitter_collect::clock::read_counter(),
+    );
     rc
 }
 
@@ -327,15 +386,75 @@ impl Run {
     /// After a barrier: one phase more, and a resync where the schedule says.
     fn after_barrier(&self) {
         let phase = self.barriers.fetch_add(1, Ordering::Relaxed) + 1;
-        if let Some(offset) = self.schedule.resync_offset(phase, self.period_ns) {
-            if jb_emulator_resync(offset) == JB_OK {
-                self.resyncs.fetch_add(1, Ordering::Relaxed);
-            }
+        let offset = self.schedule.resync_offset(phase, self.period_ns);
+        let resynced = match self.config.inject {
+            InjectionMode::Boundary => paying::end_phase(offset),
+            InjectionMode::Signal => offset.is_some_and(|o| jb_emulator_resync(o) == JB_OK),
+        };
+        if resynced {
+            self.resyncs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Ends the payment at calls (on the thread that called `MPI_Init`): the rank's file.
+    fn finish_boundary(&self) -> Result<(), String> {
+        let Some(end) = paying::stop() else {
+            return Err(
+                "MPI_Finalize was called from another thread than MPI_Init: the replay \
+                        was stopped without statistics"
+                    .into(),
+            );
+        };
+        let (ledger, paid) = (end.ledger, end.ledger.paid());
+        let injector = InjectorStats {
+            timer: self.opts.timer,
+            injected: paid.injections,
+            dropped: ledger.plan.dropped,
+            merged: ledger.plan.merged,
+            injected_ns: paid.span_ns,
+            busy_ns: paid.spun_ns,
+            lateness_mean_ns: paid.lateness_mean_ns(),
+            lateness_max_ns: paid.lateness_max_ns,
+            elapsed_ns: end.elapsed_ns,
+            plan: ledger.plan,
+            ..InjectorStats::default()
+        };
+        let stats = RankStats {
+            boundary: Some(BoundaryStats {
+                ledger,
+                calls: end.calls,
+            }),
+            ..self.rank_stats(end.progress, injector)
+        };
+        stats::write_rank(&self.config.stats_dir, &stats).map(|_| ())
+    }
+
+    /// This rank's file, for a replay that did `injector`.
+    fn rank_stats(&self, progress: f64, injector: InjectorStats) -> RankStats {
+        RankStats {
+            rank: self.layout.rank,
+            job: self.layout.job.clone(),
+            host: self.layout.host.clone(),
+            node: self.node,
+            stream: self.stream,
+            copy: self.copy,
+            offset_ns: self.offset_ns,
+            overhead_ns: self.opts.overhead_ns,
+            min_sleep_ns: self.opts.min_sleep_ns,
+            barriers: self.barriers.load(Ordering::Relaxed),
+            resyncs: self.resyncs.load(Ordering::Relaxed),
+            progress,
+            injector,
+            inject: self.config.inject,
+            boundary: None,
         }
     }
 
     /// Stops the emulator and writes this rank's file.
     fn finish(&self) -> Result<(), String> {
+        if self.config.inject == InjectionMode::Boundary {
+            return self.finish_boundary();
+        }
         let Some(handle) = HANDLE.with(|h| h.borrow_mut().take()) else {
             jb_emulator_stop();
             return Err(
@@ -348,19 +467,7 @@ impl Run {
         let injector = handle
             .stop()
             .map_err(|e| format!("cannot stop the emulator: {}", chain_line(&e)))?;
-        let stats = RankStats {
-            rank: self.layout.rank,
-            job: self.layout.job.clone(),
-            host: self.layout.host.clone(),
-            node: self.node,
-            stream: self.stream,
-            copy: self.copy,
-            offset_ns: self.offset_ns,
-            barriers: self.barriers.load(Ordering::Relaxed),
-            resyncs: self.resyncs.load(Ordering::Relaxed),
-            progress,
-            injector,
-        };
+        let stats = self.rank_stats(progress, injector);
         stats::write_rank(&self.config.stats_dir, &stats).map(|_| ())
     }
 
@@ -382,6 +489,7 @@ impl Run {
             min_sleep_ns: self.opts.min_sleep_ns,
             ranks: self.layout.size,
             integrity: self.integrity.clone(),
+            inject: c.inject,
             ..Summary::default()
         }
         .add_up(&ranks, missing);
@@ -420,7 +528,25 @@ pub unsafe extern "C" fn MPI_Init_thread(
     let real =
         unsafe { std::mem::transmute::<*mut c_void, InitThreadFn>(PMPI_INIT_THREAD.address()) };
     // SAFETY: the caller's arguments are forwarded unchanged.
-    init_around(|| unsafe { real(argc, argv, required, provided) })
+    let rc = init_around(|| unsafe { real(argc, argv, required, provided) });
+    let level = if rc == 0 && !provided.is_null() {
+        // SAFETY: `provided` is writable and was set by a successful `PMPI_Init_thread`.
+        unsafe { *provided }
+    } else {
+        0
+    };
+    if let Some(run) = RUN.get() {
+        // MPI_THREAD_SERIALIZED and MPI_THREAD_MULTIPLE (2 and 3 in OpenMPI and MPICH): other
+        // threads may call MPI, and paying at calls disturbs only this one.
+        if run.config.inject == InjectionMode::Boundary && level >= 2 && run.layout.rank == 0 {
+            warn(
+                "JITTER_INJECT=boundary: the program may call MPI from several threads; only \
+                 the thread that called MPI_Init pays detours, the other threads' calls are \
+                 forwarded untouched and their time is not disturbed (docs/METHOD.md)",
+            );
+        }
+    }
+    rc
 }
 
 /// `MPI_Barrier`: `PMPI_Barrier`, then a resync where `JITTER_SYNC` says.
@@ -437,8 +563,35 @@ pub unsafe extern "C" fn MPI_Barrier(comm: Comm) -> c_int {
         comm_size: calls::comm_size(comm).max(0) as u32,
         ..jitter_profile::Site::of(jitter_profile::Call::Barrier)
     };
+    static IBARRIER: Next = Next::new(c"PMPI_Ibarrier");
     // SAFETY: as above.
-    let rc = profiling::around(site, || unsafe { real(comm) });
+    let call = || profiling::around(site, || unsafe { real(comm) });
+    let mut run = IBARRIER.find().map(|p| {
+        // SAFETY: `PMPI_Ibarrier(comm, request)`.
+        let f = unsafe {
+            std::mem::transmute::<
+                *mut c_void,
+                unsafe extern "C" fn(Comm, *mut paying::Request) -> c_int,
+            >(p)
+        };
+        move |pay: &mut dyn FnMut()| -> c_int {
+            profiling::around(site, || {
+                let mut request: paying::Request = 0;
+                // SAFETY: the caller's communicator and a request of ours.
+                let rc = unsafe { f(comm, &mut request) };
+                if rc != 0 {
+                    return rc;
+                }
+                let mut status = [0u64; calls::STATUS_WORDS];
+                calls::wait_request(pay, &mut request, status.as_mut_ptr().cast())
+            })
+        }
+    });
+    let rc = paying::blocking(
+        paying::Choice::Collective,
+        call,
+        run.as_mut().map(|r| -> paying::Polled<'_> { r }),
+    );
     if let Some(run) = RUN.get() {
         if let Err(msg) = no_unwind(|| run.after_barrier()) {
             warn(&msg);

@@ -20,9 +20,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use jitter_collect::clock::{read_counter, Clock};
+use jitter_collect::clock::read_counter;
 use jitter_profile::profile::{rank_path, ranks_dir};
-use jitter_profile::{Call, Identity, Profile, Recorder, Site};
+use jitter_profile::{Call, Identity, Profile, RankRecord, Recorder, Site};
+use jitter_trace::output::{check_output, check_room};
 
 use crate::config::{profile_path, Layout};
 
@@ -60,9 +61,14 @@ pub(crate) fn prepare(
     let (host, _) = jitter_emulator::calibration::host_and_kernel();
     let layout = Layout::from_vars(get, &host)?;
     let dir = ranks_dir(&path);
+    let refused = |e: jitter_trace::TraceError| jitter_trace::error::chain_line(&e);
+    check_output(&path, "JITTER_PROFILE", "a JSON profile", &["json"]).map_err(refused)?;
+    if layout.rank == 0 {
+        check_room_for_job(&path, layout.size).map_err(refused)?;
+    }
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("JITTER_PROFILE: cannot create {}: {e}", dir.display()))?;
-    let clock = Clock::for_tools().map_err(|e| format!("counter: {e}"))?;
+    let clock = crate::clock::clock()?;
     let id = Identity {
         rank: layout.rank,
         ranks: layout.size,
@@ -73,16 +79,79 @@ pub(crate) fn prepare(
     };
     let file = rank_path(&dir, layout.rank);
     let recorder = Recorder::create(&file, &id, read_counter()).map_err(|e| {
-        format!(
-            "JITTER_PROFILE: cannot record into {}: {}",
-            file.display(),
-            jitter_trace::error::chain_line(&e)
-        )
+        let why = jitter_trace::error::chain_line(&e);
+        if why.contains(&*file.to_string_lossy()) {
+            format!("JITTER_PROFILE={}: {why}", path.display())
+        } else {
+            format!(
+                "JITTER_PROFILE: cannot record into {}: {why}",
+                file.display()
+            )
+        }
     })?;
     Ok(Some(Prepared {
         recorder,
         job: Job { path, layout },
     }))
+}
+
+/// Room the merged profile file may need beside the records: a fixed part and a part per rank
+/// (a written profile holds about 250 bytes per rank and a few kB per slot of its loop).
+const PROFILE_BYTES: u64 = 1 << 20;
+const PROFILE_BYTES_PER_RANK: u64 = 1 << 10;
+
+/// Rank 0, before any rank's record is reserved or while they are: refuses a profile folder
+/// whose file system cannot hold every rank's record and the merged profile. The records of
+/// this folder already there (of this job, reserved meanwhile, or of an earlier one, which
+/// their ranks truncate) count as room, so the answer does not depend on which rank came
+/// first. Each rank then reserves its own record (`Recorder::create`).
+fn check_room_for_job(path: &std::path::Path, ranks: u64) -> Result<(), jitter_trace::TraceError> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = ranks_dir(path);
+    let record = std::mem::size_of::<RankRecord>() as u64;
+    let held: u64 = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.strip_prefix("rank-")
+                .and_then(|n| n.strip_suffix(".prof"))
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|r| r < ranks)
+        })
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| (m.blocks() * 512).min(record))
+        .sum();
+    let need = ranks
+        .saturating_mul(record + PROFILE_BYTES_PER_RANK)
+        .saturating_add(PROFILE_BYTES);
+    let records = if ranks == 1 {
+        "the record of 1 rank".to_string()
+    } else {
+        format!("the records of {ranks} ranks")
+    };
+    let what = format!(
+        "JITTER_PROFILE={} ({records}, {} each, and the profile)",
+        path.display(),
+        jitter_trace::output::bytes_shown(record)
+    );
+    // The records' folder, or before it exists the profile's (which holds it).
+    let folder = if dir.is_dir() {
+        dir.clone()
+    } else {
+        profile_folder(path)
+    };
+    check_room(&folder, &what, need, record, held)
+}
+
+/// The folder the profile file is written in.
+fn profile_folder(path: &std::path::Path) -> std::path::PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => ".".into(),
+    }
 }
 
 /// Starts recording on this thread (after `PMPI_Init`): compute is counted from now.
@@ -114,6 +183,20 @@ pub(crate) fn around(site: impl FnOnce() -> Site, call: impl FnOnce() -> c_int) 
         }
     });
     rc
+}
+
+/// Records how `MPI_Init` went (counters: the wrapper's start, `PMPI_Init`'s start and end, the
+/// wrapper's end, after the replay started); the program's compute is counted from its end.
+pub(crate) fn set_init(enter: u64, pmpi: (u64, u64), exit: u64) {
+    RECORDER.with(|r| {
+        if let Ok(mut r) = r.try_borrow_mut() {
+            if let Some(r) = r.as_mut() {
+                let rec = r.record();
+                rec.set_init(enter, pmpi, exit);
+                rec.header.last_exit = exit;
+            }
+        }
+    });
 }
 
 /// Records the Cartesian topology the program made.
@@ -161,8 +244,9 @@ pub(crate) fn merge() -> Option<Result<String, String>> {
             let main = p.main_loop.as_ref().map_or_else(
                 || "no main loop found".to_string(),
                 |l| {
+                    let kinds = p.structure.as_ref().map_or(1, |s| s.variants.len());
                     format!(
-                        "main loop of {} calls × {} iterations",
+                        "main loop of {} calls × {} iterations ({kinds} kinds of iteration)",
                         l.slots.len(),
                         l.iterations
                     )
@@ -176,8 +260,11 @@ pub(crate) fn merge() -> Option<Result<String, String>> {
         })
         .map_err(|e| {
             format!(
-                "JITTER_PROFILE={shown}: {}",
-                jitter_trace::error::chain_line(&e)
+                "JITTER_PROFILE={shown}: {}; the ranks' records are kept in {}: replay-bench \
+                 profile show {} merges them",
+                jitter_trace::error::chain_line(&e),
+                dir.display(),
+                dir.display()
             )
         }),
     )

@@ -7,7 +7,18 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use jitter_emulator::plan::TimerKind;
-use jitter_emulator::InjectorStats;
+use jitter_emulator::{InjectionMode, InjectorStats, LedgerStats};
+
+pub use crate::paying::CallCounts;
+
+/// What a rank paying at its calls (`JITTER_INJECT=boundary`) did besides the injector's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct BoundaryStats {
+    /// What it paid, by class, what it missed, and the plan's counts.
+    pub ledger: LedgerStats,
+    /// What its calls did.
+    pub calls: CallCounts,
+}
 use jitter_trace::summary::mean;
 
 /// One rank's replay, as written to `rank-<r>.json`.
@@ -30,6 +41,13 @@ pub struct RankStats {
     pub copy: u64,
     /// Start offset on the trace's timeline, trace ns.
     pub offset_ns: u64,
+    /// O and M this rank's plan used, ns: its host's calibration as this rank read it (the
+    /// ranks of a host measure it again when the cached one was taken on a busy machine).
+    #[serde(default)]
+    pub overhead_ns: u64,
+    /// See `overhead_ns`.
+    #[serde(default)]
+    pub min_sleep_ns: u64,
     /// `MPI_Barrier` calls seen (phases ended).
     pub barriers: u64,
     /// Resyncs performed (at barriers, per `JITTER_SYNC`).
@@ -39,6 +57,12 @@ pub struct RankStats {
     /// The injector's counts: injected, dropped, merged, injected_ns, busy_ns, lateness, …
     #[serde(flatten)]
     pub injector: InjectorStats,
+    /// How detours got into the rank (`JITTER_INJECT`).
+    #[serde(default)]
+    pub inject: InjectionMode,
+    /// Paying at calls: the account and the calls' counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boundary: Option<BoundaryStats>,
 }
 
 /// Rank 0's `summary.json`: the settings of the run and the ranks' counts added up.
@@ -92,6 +116,60 @@ pub struct Summary {
     /// on a node than the trace has streams: the placement rule).
     #[serde(default)]
     pub copies: u64,
+    /// `JITTER_INJECT`.
+    #[serde(default)]
+    pub inject: InjectionMode,
+    /// Paying at calls: the ranks' accounts and counts added up, and the least faithful rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boundary: Option<BoundarySummary>,
+}
+
+/// The ranks' [`BoundaryStats`] added up.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct BoundarySummary {
+    /// Σ of the ranks' accounts.
+    pub ledger: LedgerStats,
+    /// Σ of the ranks' call counts (the worst phase share: the least over ranks).
+    pub calls: CallCounts,
+    /// The smallest share of a rank's met detours it paid.
+    pub min_rank_detour_share: f64,
+    /// The smallest share of a rank's met noise time it paid.
+    pub min_rank_time_share: f64,
+}
+
+impl BoundarySummary {
+    fn add(&mut self, b: &BoundaryStats) {
+        self.ledger.merge(&b.ledger);
+        let (c, d) = (&mut self.calls, &b.calls);
+        c.calls += d.calls;
+        c.polled += d.polled;
+        c.blocking += d.blocking;
+        c.without_twin += d.without_twin;
+        c.phases.merge(&d.phases);
+        self.min_rank_detour_share = self.min_rank_detour_share.min(b.ledger.detour_share());
+        self.min_rank_time_share = self.min_rank_time_share.min(b.ledger.time_share());
+    }
+
+    /// The summary line's part: shares paid, where, and how late.
+    pub fn line(&self) -> String {
+        let (l, p) = (&self.ledger, self.ledger.paid());
+        format!(
+            "paid at MPI calls: {:.3} % of the detours met and {:.3} % of their time (least \
+             rank {:.3} %, {:.3} %); at the next call {}, inside a polled call {}, after a \
+             blocking call {}; lateness p50 ≤ {} ns, p99 ≤ {} ns; {} calls, {} polled",
+            l.detour_share() * 100.0,
+            l.time_share() * 100.0,
+            self.min_rank_detour_share * 100.0,
+            self.min_rank_time_share * 100.0,
+            l.at_boundary.injections,
+            l.in_call.injections,
+            l.on_return.injections,
+            p.lateness_quantile_bound_ns(0.5),
+            p.lateness_quantile_bound_ns(0.99),
+            self.calls.calls,
+            self.calls.polled,
+        )
+    }
 }
 
 /// `dir/rank-<rank>.json`.
@@ -156,6 +234,15 @@ impl Summary {
                 self.exhausted.push(r.rank);
             }
             self.copies += u64::from(r.copy > 0);
+            if let Some(b) = &r.boundary {
+                self.boundary
+                    .get_or_insert(BoundarySummary {
+                        min_rank_detour_share: 1.0,
+                        min_rank_time_share: 1.0,
+                        ..BoundarySummary::default()
+                    })
+                    .add(b);
+            }
         }
         let shares: Vec<f64> = ranks
             .iter()
@@ -176,10 +263,11 @@ impl Summary {
     /// The one line rank 0 prints on stderr.
     pub fn line(&self, dir: &Path) -> String {
         let mut s = format!(
-            "{} of {} ranks: injected {} detours ({:.1} ms, {:.1} % of the replay), dropped {}, \
-             merged {}; statistics in {}",
+            "{} of {} ranks ({} injection): injected {} detours ({:.1} ms, {:.1} % of the \
+             replay), dropped {}, merged {}; statistics in {}",
             self.reported,
             self.ranks,
+            self.inject,
             self.injected,
             self.injected_ns as f64 / 1e6,
             self.noise_share * 100.0,
@@ -187,6 +275,9 @@ impl Summary {
             self.merged,
             dir.display()
         );
+        if let Some(b) = &self.boundary {
+            s += &format!("; {}", b.line());
+        }
         if let Some(kept) = self.integrity.as_ref().and_then(|i| i.kept_line()) {
             s += &format!("; trace {kept}");
         }
@@ -224,6 +315,8 @@ mod tests {
             copy: 0,
             stream: 0,
             offset_ns: 0,
+            overhead_ns: 0,
+            min_sleep_ns: 0,
             barriers: 3,
             resyncs: 2,
             progress: 0.5,
@@ -235,6 +328,8 @@ mod tests {
                 merged: 2,
                 ..InjectorStats::default()
             },
+            inject: InjectionMode::Signal,
+            boundary: None,
         }
     }
 
@@ -283,5 +378,78 @@ mod tests {
         assert!(text.contains("\"timer\": \"abstime\""), "{text}");
         let back: Summary = serde_json::from_str(&text).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// Ranks paying at calls: their accounts add up, the least faithful rank is kept, and the
+    /// line names the mode and the shares.
+    #[test]
+    fn accounts_of_ranks_paying_at_calls_add_up_and_the_least_faithful_rank_shows() {
+        use jitter_emulator::ledger::{Missed, PaidClass};
+        use jitter_emulator::PhaseShares;
+        let paying = |r: u64, missed_ns: u64| {
+            let ledger = LedgerStats {
+                at_boundary: PaidClass {
+                    injections: 9,
+                    detours: 9,
+                    span_ns: 900,
+                    spun_ns: 900,
+                    ..PaidClass::default()
+                },
+                missed: Missed {
+                    injections: u64::from(missed_ns > 0),
+                    detours: u64::from(missed_ns > 0),
+                    span_ns: missed_ns,
+                },
+                ..LedgerStats::default()
+            };
+            let mut phases = PhaseShares::default();
+            let mut account = LedgerStats::default();
+            for k in 0..4 {
+                // A phase of 450 ns paid; in rank 1's first phase, 450 ns missed beside them.
+                account.at_boundary.span_ns += 450;
+                if k == 0 && missed_ns > 0 {
+                    account.missed.span_ns += 450;
+                }
+                phases.end_phase(&account);
+            }
+            let calls = CallCounts {
+                calls: 20,
+                polled: 5,
+                phases,
+                ..CallCounts::default()
+            };
+            RankStats {
+                inject: InjectionMode::Boundary,
+                boundary: Some(BoundaryStats { ledger, calls }),
+                ..rank(r, "j", 9, 900, 10_000)
+            }
+        };
+        let s = Summary {
+            inject: InjectionMode::Boundary,
+            ..empty()
+        }
+        .add_up(&[paying(0, 0), paying(1, 100)], vec![2]);
+        let b = s.boundary.unwrap();
+        assert_eq!(b.ledger.paid().injections, 18);
+        assert_eq!(b.ledger.missed.span_ns, 100);
+        assert_eq!((b.calls.calls, b.calls.polled), (40, 10));
+        assert_eq!(
+            (b.calls.phases.phases, b.calls.phases.phases_missing),
+            (8, 1)
+        );
+        assert_eq!(b.calls.phases.worst_time_share, 0.5);
+        assert_eq!(b.min_rank_detour_share, 0.9);
+        assert_eq!(b.min_rank_time_share, 0.9);
+        let line = s.line(Path::new("d"));
+        assert!(line.contains("(boundary injection)"), "{line}");
+        assert!(
+            line.contains("94.737 % of their time (least rank 90.000 %"),
+            "{line}"
+        );
+        // A signal run's summary has no such account.
+        assert!(empty()
+            .add_up(&[rank(0, "j", 1, 1, 1)], vec![])
+            .boundary
+            .is_none());
     }
 }

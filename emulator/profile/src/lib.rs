@@ -4,7 +4,8 @@
 //! * `site` — a call site ([`Site`]: the call, bytes, communicator size, relative peer, root).
 //! * `histogram` — the fixed-layout log-linear buckets of a compute interval's distribution.
 //! * `record` — one rank's raw record, a file mapped into the rank ([`Recorder`]: the hot path).
-//! * `sequence` — the main loop of a sequence of sites.
+//! * `sequence` — the main loop of a sequence of call shapes (set-up, variants, output).
+//! * `structure` — a rank's loop: shapes, the compute per position, its time and `MPI_Init`'s.
 //! * `profile` — the job's profile, merged from the rank records ([`Profile`]), and its file.
 //! * `summary` — the text summary.
 //! * `peers` — how recorded peer offsets grow to any number of ranks (ring, Cartesian, P/2).
@@ -21,6 +22,7 @@ pub mod profile;
 pub mod record;
 pub mod sequence;
 pub mod site;
+pub mod structure;
 pub mod summary;
 
 pub use error::ProfileError;

@@ -1,14 +1,15 @@
 //! The job's profile (`JITTER_PROFILE=app.json`): what the ranks did between and in their MPI
 //! calls, merged from the rank records, and its file.
 //!
-//! Each rank's main loop is found in its sequence of sites (`sequence`); the lowest rank with a
-//! loop is the reference, and every rank whose loop is the same sequence of sites (rotated to
-//! start where the reference's starts) adds its compute intervals to the loop's slots. Slot j's
-//! interval is the step from slot j − 1's site to slot j's (for j = 0, from the last slot's):
-//! where one step occurs at two slots of an iteration its intervals cannot be told apart, and
-//! both slots say `shared`. Ranks whose loop differs (a boundary rank that sends to no one) are
-//! listed and left out of the slots. Records of ranks that died are merged as they were when
-//! they died, marked `finished: false`.
+//! Each rank's main loop is found in its sequence of call shapes (`structure`, `sequence`); the
+//! lowest rank with a loop is the reference, and every rank whose loop body is the same sequence
+//! of shapes (rotated to start where the reference's starts) adds its compute intervals to the
+//! loop's slots. Slot j's interval is the compute before the body's j-th call at each iteration
+//! of the body, read from the record's counters position by position (`shared` is never set:
+//! positions are told apart exactly). Iterations of other variants (work every k steps, output
+//! every m) are described in `structure`, not in the slots. Ranks whose loop differs (a boundary
+//! rank that sends to no one) are listed and left out of the slots. Records of ranks that died
+//! are merged as they were when they died, marked `finished: false`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,13 +19,14 @@ use serde::{Deserialize, Serialize};
 use crate::error::ProfileError;
 use crate::histogram::{Distribution, LogHistogram};
 use crate::record::{RankRecord, FINISHED};
-use crate::sequence::{main_loop, rotation};
+use crate::sequence::rotation;
 use crate::site::Site;
+use crate::structure::{self, rank_loop, LoopStructure, RankLoop, RankTiming};
 
 /// The value of the file's `format` field.
 pub const FORMAT: &str = "jitterbench-profile";
 /// The file's version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The folder of the rank records of the profile `path`: `<path>.ranks`.
 pub fn ranks_dir(path: &Path) -> PathBuf {
@@ -68,6 +70,13 @@ pub struct RankSummary {
     pub in_main_loop: bool,
     /// Calls at sites or steps beyond the record's tables (not told apart).
     pub overflow_calls: u64,
+    /// Of them, calls at sites beyond the site table: their shapes are unknown to the loop
+    /// search (the others lack only their step's histogram).
+    #[serde(default)]
+    pub unknown_sites: u64,
+    /// Its `MPI_Init` and its loop's time.
+    #[serde(default)]
+    pub timing: Option<RankTiming>,
 }
 
 /// One call of the main loop and the compute before it.
@@ -134,41 +143,12 @@ pub struct Profile {
     pub cartesian: Option<Cartesian>,
     /// The main loop, if one was found.
     pub main_loop: Option<MainLoop>,
+    /// What the main loop is made of (variants, set-up, output, coverage), if one was found.
+    #[serde(default)]
+    pub structure: Option<LoopStructure>,
 }
 
-/// A rank's main loop: its sites in order (rotated to the reference) and slot intervals.
-struct RankLoop {
-    sites: Vec<Site>,
-    steps: Vec<(u16, u16)>,
-    iterations: u64,
-}
-
-fn rank_loop(r: &RankRecord) -> Option<RankLoop> {
-    let seq = r.sequence();
-    let span = main_loop(&seq)?;
-    let body = &seq[span.start..span.start + span.period];
-    let sites = body
-        .iter()
-        .map(|&id| r.site(id).map(|(s, _)| s))
-        .collect::<Option<Vec<Site>>>()?;
-    let p = body.len();
-    let steps = (0..p).map(|j| (body[(j + p - 1) % p], body[j])).collect();
-    let iterations = body
-        .iter()
-        .filter_map(|&id| {
-            let (_, count) = r.site(id)?;
-            let times = body.iter().filter(|&&b| b == id).count() as u64;
-            Some(count / times)
-        })
-        .min()?;
-    Some(RankLoop {
-        sites,
-        steps,
-        iterations,
-    })
-}
-
-fn summary(r: &RankRecord, period: Option<usize>, in_loop: bool) -> RankSummary {
+fn summary(r: &RankRecord, l: Option<&RankLoop>, in_loop: bool) -> RankSummary {
     let h = &r.header;
     RankSummary {
         rank: h.rank,
@@ -177,80 +157,115 @@ fn summary(r: &RankRecord, period: Option<usize>, in_loop: bool) -> RankSummary 
         calls: h.calls,
         compute_ns: r.ns(h.compute_ticks),
         mpi_ns: r.ns(h.call_ticks),
-        loop_period: period,
+        loop_period: l.map(|l| l.found.body_len()),
         in_main_loop: in_loop,
         overflow_calls: h.site_overflow + h.step_overflow,
+        unknown_sites: h.site_overflow,
+        timing: Some(structure::timing(r, l)),
     }
+}
+
+/// The main loop of the reference rank `ri` with the slots of every member rank (those whose
+/// body is the reference's, rotated), and the loop's structure.
+fn main_loop_of(
+    records: &[Box<RankRecord>],
+    loops: &[Option<RankLoop>],
+    ri: usize,
+    members: &mut [bool],
+) -> Option<(MainLoop, LoopStructure)> {
+    let refl = loops[ri].as_ref()?;
+    let p = refl.body.len();
+    let mut hists = vec![LogHistogram::default(); p];
+    let mut sums = vec![(0u64, 0f64, 0f64); p]; // count, Σ compute ns, Σ call ns
+    for (i, (r, l)) in records.iter().zip(loops).enumerate() {
+        let Some(l) = l else { continue };
+        let Some(rot) = rotation(&l.body, &refl.body) else {
+            continue;
+        };
+        members[i] = true;
+        structure::add_samples(r, l, rot, &mut hists, &mut sums);
+    }
+    let r = &records[ri];
+    let (sites, vary) = structure::body_sites(r, refl)?;
+    let slots = (0..p)
+        .map(|j| {
+            let (count, compute, call) = sums[j];
+            Some(Slot {
+                site: sites[j],
+                compute: Distribution::of(&hists[j], compute / count.max(1) as f64)?,
+                call_mean_ns: call / count.max(1) as f64,
+                shared: false,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let described = structure::describe(r, refl, vary);
+    let main = MainLoop {
+        iterations: described.iterations,
+        ranks: records
+            .iter()
+            .zip(members.iter())
+            .filter(|(_, m)| **m)
+            .map(|(r, _)| r.header.rank)
+            .collect(),
+        slots,
+        compute_share: described.compute_share,
+    };
+    Some((main, described))
+}
+
+/// The recorded sequence of `r` as a loop of one iteration (no loop holds most of the compute).
+fn recorded_loop(r: &RankRecord) -> Option<(MainLoop, LoopStructure)> {
+    let (calls, st) = structure::recorded(r)?;
+    let slots = (calls.into_iter())
+        .map(|(site, compute_ns, call_ns)| {
+            let mut h = LogHistogram::default();
+            h.add(compute_ns, 1);
+            Some(Slot {
+                site,
+                compute: Distribution::of(&h, compute_ns as f64)?,
+                call_mean_ns: call_ns as f64,
+                shared: false,
+            })
+        })
+        .collect::<Option<Vec<Slot>>>()?;
+    let main = MainLoop {
+        iterations: 1,
+        ranks: vec![r.header.rank],
+        slots,
+        compute_share: 1.0,
+    };
+    Some((main, st))
 }
 
 impl Profile {
     /// Merges the records of one job (`ranks` ranks; those not given are `missing`).
     pub fn merge(records: &[Box<RankRecord>], ranks: u64) -> Profile {
         let loops: Vec<Option<RankLoop>> = records.iter().map(|r| rank_loop(r)).collect();
-        let reference = loops.iter().position(Option::is_some);
-        let mut main = None;
         let mut members = vec![false; records.len()];
-        if let Some(ri) = reference {
-            let refl = loops[ri].as_ref().expect("the reference has a loop");
-            let p = refl.sites.len();
-            let mut hists = vec![LogHistogram::default(); p];
-            let mut sums = vec![(0u64, 0f64, 0f64); p]; // count, Σ compute ns, Σ call ns
-            for (i, (r, l)) in records.iter().zip(&loops).enumerate() {
-                let Some(l) = l else { continue };
-                let Some(rot) = rotation(&l.sites, &refl.sites) else {
-                    continue;
-                };
-                members[i] = true;
-                for (j, (h, s)) in hists.iter_mut().zip(sums.iter_mut()).enumerate() {
-                    let (prev, site) = l.steps[(j + rot) % p];
-                    let Some(step) = r.step(prev, site) else {
-                        continue;
-                    };
-                    h.add_ticks(&step.buckets, |t| r.ns(t));
-                    s.0 += step.count;
-                    s.1 += r.ns(step.compute_ticks) as f64;
-                    s.2 += r.ns(step.call_ticks) as f64;
-                }
-            }
-            let slots = (0..p)
-                .filter_map(|j| {
-                    let (count, compute, call) = sums[j];
-                    let shared = refl.steps.iter().filter(|s| **s == refl.steps[j]).count() > 1;
-                    Some(Slot {
-                        site: refl.sites[j],
-                        compute: Distribution::of(&hists[j], compute / count.max(1) as f64)?,
-                        call_mean_ns: call / count.max(1) as f64,
-                        shared,
-                    })
-                })
-                .collect::<Vec<_>>();
-            let r = &records[ri];
-            let in_loop: f64 = refl
-                .steps
-                .iter()
-                .enumerate()
-                .filter(|(j, s)| refl.steps[..*j].iter().all(|t| t != *s))
-                .filter_map(|(_, &(prev, site))| r.step(prev, site))
-                .map(|s| r.ns(s.compute_ticks) as f64)
-                .sum();
-            let total = r.ns(r.header.compute_ticks).max(1) as f64;
-            main = (slots.len() == p).then(|| MainLoop {
-                iterations: refl.iterations,
-                ranks: records
-                    .iter()
-                    .zip(&members)
-                    .filter(|(_, m)| **m)
-                    .map(|(r, _)| r.header.rank)
-                    .collect(),
-                slots,
-                compute_share: (in_loop / total).min(1.0),
-            });
-        }
+        let found = loops
+            .iter()
+            .position(Option::is_some)
+            .and_then(|ri| main_loop_of(records, &loops, ri, &mut members))
+            .filter(|(_, s)| s.compute_share >= structure::MIN_LOOP_COMPUTE_SHARE);
+        let (main, structure, recorded) = match found {
+            Some((m, s)) => (Some(m), Some(s), false),
+            None => match records.first().and_then(|r| recorded_loop(r)) {
+                Some((m, s)) => (Some(m), Some(s), true),
+                None => (None, None, false),
+            },
+        };
         let reported: Vec<RankSummary> = records
             .iter()
             .zip(&loops)
             .zip(&members)
-            .map(|((r, l), m)| summary(r, l.as_ref().map(|l| l.sites.len()), *m && main.is_some()))
+            .map(|((r, l), m)| {
+                let mut s = summary(r, l.as_ref(), *m && main.is_some() && !recorded);
+                if recorded {
+                    s.in_main_loop = r.header.rank == records[0].header.rank;
+                    s.timing = Some(structure::recorded_timing(r));
+                }
+                s
+            })
             .collect();
         let first = records.first();
         let cartesian = records.iter().find(|r| r.header.cart_ndims > 0).map(|r| {
@@ -272,6 +287,7 @@ impl Profile {
             reported,
             cartesian,
             main_loop: main,
+            structure,
         }
     }
 
@@ -315,6 +331,12 @@ impl Profile {
                 .unwrap_or(0);
             return Profile::collect(path, ranks, None, Duration::ZERO);
         }
+        jitter_trace::interop::sniff::expect_json(
+            "",
+            path,
+            &[jitter_trace::interop::sniff::JsonKind::Profile],
+            "an application profile (JITTER_PROFILE)",
+        )?;
         let text = std::fs::read_to_string(path).map_err(|e| ProfileError::io(&shown, e))?;
         let p: Profile = serde_json::from_str(&text)
             .map_err(|e| ProfileError::format(&shown, format!("not a profile: {e}")))?;
@@ -373,6 +395,7 @@ mod tests {
     use super::*;
     use crate::record::Identity;
     use crate::site::Call;
+    use crate::summary::render;
 
     fn record(rank: u64, loop_sites: &[(Site, u64)], iterations: u64) -> Box<RankRecord> {
         let id = Identity {
@@ -425,16 +448,34 @@ mod tests {
         assert!(p.reported[0].in_main_loop && !p.reported[1].in_main_loop);
         assert_eq!(p.reported[1].loop_period, Some(2));
         let means: Vec<f64> = l.slots.iter().map(|s| s.compute.mean_ns).collect();
-        // Slot 0's step (allreduce → halo +1) is first taken from the barrier: 39 of 40.
+        // Per position, every iteration: the first one's compute after the barrier too.
         assert_eq!(means, vec![1_000.0, 100.0, 2_000.0, 300.0]);
-        assert_eq!(l.slots[0].compute.count, 39);
+        assert_eq!(l.slots[0].compute.count, 40);
         assert_eq!(l.slots[3].compute.count, 40);
         assert!(l.slots.iter().all(|s| !s.shared));
         assert_eq!(l.slots[2].site, a);
         // Compute in the loop over all compute (barrier's 5 µs and finalize's 7 µs outside).
-        let inside = 39.0 * 1_000.0 + 40.0 * (100.0 + 2_000.0 + 300.0);
-        let want = inside / (inside + 1_000.0 + 5_000.0 + 7_000.0);
+        let inside = 40.0 * (1_000.0 + 100.0 + 2_000.0 + 300.0);
+        let want = inside / (inside + 5_000.0 + 7_000.0);
         assert!((l.compute_share - want).abs() < 1e-9, "{}", l.compute_share);
+        // The loop's time: from the barrier's end (5 µs + 10 ns in the call) over 40 iterations
+        // of 3.4 µs of compute and 4 calls of 10 ns; the barrier before it, finalize after.
+        let t = p.reported[0].timing.unwrap();
+        assert_eq!(
+            (t.loop_start_ns, t.loop_end_ns),
+            (Some(5_010), Some(5_010 + 40 * 3_440))
+        );
+        assert_eq!((t.iterations, t.barriers_before), (40, Some(1)));
+        assert_eq!(t.last_barrier_exit_ns, Some(5_010));
+        let st = p.structure.as_ref().unwrap();
+        assert_eq!(
+            (st.setup_calls, st.output_calls, st.variants.len()),
+            (1, 1, 1)
+        );
+        assert_eq!(
+            (st.setup_ns, st.loop_ns, st.output_ns),
+            (5_010, 40 * 3_440, 7_010)
+        );
         // A file round trip keeps everything.
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("app.json");
@@ -443,21 +484,53 @@ mod tests {
     }
 
     #[test]
-    fn one_step_at_two_slots_is_marked_shared() {
+    fn one_step_at_two_slots_is_told_apart_by_its_position() {
         let (a, b, c) = (
             Site::of(Call::Barrier),
             Site::of(Call::Wait),
             Site::of(Call::Bcast),
         );
         let body = [(a, 100), (b, 10), (a, 300), (b, 30), (c, 1)];
-        let l = Profile::merge(&[record(0, &body, 10)], 1)
+        // 100 iterations: the loop holds most of the compute (10 would leave it to the set-up's
+        // 5 µs and finalize's 7 µs, and the recorded sequence would be the loop).
+        let l = Profile::merge(&[record(0, &body, 100)], 1)
             .main_loop
             .unwrap();
         let shared: Vec<bool> = l.slots.iter().map(|s| s.shared).collect();
-        // Steps: c→a, a→b, b→a, a→b, b→c: a→b at slots 1 and 3, its intervals together.
-        assert_eq!(shared, vec![false, true, false, true, false]);
-        assert_eq!(l.slots[1].compute.mean_ns, 20.0);
-        assert_eq!(l.slots[3].compute.mean_ns, 20.0);
+        // Steps: c→a, a→b, b→a, a→b, b→c: a→b at slots 1 and 3, each with its own compute.
+        assert_eq!(shared, vec![false; 5]);
+        assert_eq!(l.slots[1].compute.mean_ns, 10.0);
+        assert_eq!(l.slots[3].compute.mean_ns, 30.0);
         assert_eq!(l.slots[2].compute.mean_ns, 300.0);
+    }
+
+    /// A pattern repeated in a corner of the run (five broadcasts of 10 ns between 5 µs of
+    /// set-up and 7 µs before MPI_Finalize) is no main loop: the loop is the recorded sequence,
+    /// every call with its own compute, one iteration from MPI_Init to MPI_Finalize.
+    #[test]
+    fn without_a_loop_holding_most_of_the_compute_the_recorded_sequence_is_replayed() {
+        let b = Site {
+            comm_size: 2,
+            bytes: 4,
+            root: 0,
+            ..Site::of(Call::Bcast)
+        };
+        let p = Profile::merge(&[record(0, &[(b, 10)], 5)], 1);
+        let st = p.structure.as_ref().unwrap();
+        assert!(st.recorded, "{st:?}");
+        let l = p.main_loop.as_ref().unwrap();
+        let calls: Vec<Call> = l.slots.iter().map(|s| s.site.call).collect();
+        let mut want = vec![Call::Barrier];
+        want.extend([Call::Bcast; 5]);
+        want.push(Call::Finalize);
+        assert_eq!((calls, l.iterations), (want, 1));
+        let means: Vec<f64> = l.slots.iter().map(|s| s.compute.mean_ns).collect();
+        assert_eq!(means, vec![5_000.0, 10.0, 10.0, 10.0, 10.0, 10.0, 7_000.0]);
+        let t = p.reported[0].timing.unwrap();
+        // 5 µs, 5 broadcasts of 10 ns after 10 ns each, 7 µs, 7 calls of 10 ns (the test's
+        // record gives its finalize 10 ns too).
+        assert_eq!((t.loop_start_ns, t.loop_end_ns), (Some(0), Some(12_120)));
+        assert!(p.reported[0].in_main_loop);
+        assert!(render(&p, "x").contains("no main loop: no repeating sequence"));
     }
 }

@@ -2,12 +2,15 @@
 //! from its own file (`MAP_SHARED`), so that every call it records is in the page cache at once
 //! and nothing recorded is lost when the rank dies (a crash, a kill, `MPI_Abort`): only a crash
 //! of the machine loses it. [`Recorder::record`] is the hot path: plain stores into the mapping,
-//! no allocation, no lock, no system call (the file is populated when it is mapped).
+//! no allocation, no lock, no system call (the file's blocks are reserved before it is mapped,
+//! so no store can meet a full disk, and populated when it is mapped).
 //!
 //! What it keeps: every call site ([`Site`], up to [`SITES`]), every step (a pair of
 //! consecutive sites, up to [`STEPS`]) with the distribution of the compute interval before
 //! it (counter ticks, `histogram`) and the time spent in its call, and the last [`SEQUENCE`]
-//! sites in order (from which `sequence` finds the main loop). The compute interval of a call
+//! sites in order with the counter at each call's start and end (from which `sequence` finds the
+//! main loop, and `profile` its compute per position and the time its iterations took); and how
+//! long `MPI_Init` took, the MPI library's part and the preload library's part apart. The compute interval of a call
 //! is the time from the end of the previous MPI call (or of `MPI_Init`) to its start. Keying
 //! the intervals by step rather than by site tells apart two identical calls at two places of
 //! one iteration (the two allreduces of a solver), which have different predecessors.
@@ -24,9 +27,9 @@ use crate::site::{Call, Site};
 /// `JBPROF01`.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"JBPROF01");
 /// Layout version.
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 /// Call sites a rank can tell apart; later new sites count in `site_overflow`.
-pub const SITES: usize = 128;
+pub const SITES: usize = 1024;
 const SITE_INDEX: usize = 2 * SITES;
 /// Steps (pairs of consecutive sites) a rank can tell apart; later ones count in
 /// `step_overflow`.
@@ -90,6 +93,14 @@ pub struct Header {
     pub host: [u8; NAME],
     /// The program (`argv[0]`, NUL-padded).
     pub program: [u8; 2 * NAME],
+    /// Counter when the `MPI_Init` wrapper began (0: not told).
+    pub init_enter: u64,
+    /// Counter when `PMPI_Init` began.
+    pub pmpi_init_enter: u64,
+    /// Counter when `PMPI_Init` returned.
+    pub pmpi_init_exit: u64,
+    /// Counter when the `MPI_Init` wrapper returned (the replay, if any, started just before).
+    pub init_exit: u64,
 }
 
 /// One site in the record.
@@ -137,6 +148,8 @@ pub struct RankRecord {
     steps: [StepSlot; STEPS],
     step_index: [u16; STEP_INDEX],
     sequence: [u16; SEQUENCE],
+    enters: [u64; SEQUENCE],
+    exits: [u64; SEQUENCE],
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() % 8 == 0);
@@ -150,6 +163,7 @@ const _: () = assert!(
             + (32 + 4 * BUCKETS) * STEPS
             + 2 * STEP_INDEX
             + 2 * SEQUENCE
+            + 16 * SEQUENCE
 );
 
 fn hash(words: &[u64]) -> u64 {
@@ -314,7 +328,10 @@ impl RankRecord {
             *b = b.saturating_add(1);
         }
         let h = &mut self.header;
-        self.sequence[(h.calls as usize) % SEQUENCE] = id;
+        let at = (h.calls as usize) % SEQUENCE;
+        self.sequence[at] = id;
+        self.enters[at] = enter;
+        self.exits[at] = exit;
         h.calls += 1;
         h.compute_ticks += compute;
         h.call_ticks += in_call;
@@ -371,6 +388,30 @@ impl RankRecord {
         let mut v = self.sequence[at..].to_vec();
         v.extend_from_slice(&self.sequence[..at]);
         v
+    }
+
+    /// Calls kept in order: the last [`SEQUENCE`] of them.
+    pub fn sequence_len(&self) -> usize {
+        (self.header.calls as usize).min(SEQUENCE)
+    }
+
+    /// The counters at the start and end of each kept call, in the order of [`Self::sequence`].
+    pub fn times(&self) -> Vec<(u64, u64)> {
+        let calls = self.header.calls as usize;
+        let pair = |i: usize| (self.enters[i], self.exits[i]);
+        if calls <= SEQUENCE {
+            return (0..calls).map(pair).collect();
+        }
+        let at = calls % SEQUENCE;
+        (at..SEQUENCE).chain(0..at).map(pair).collect()
+    }
+
+    /// Records how `MPI_Init` went: the counters at the wrapper's start, around `PMPI_Init`, and
+    /// at the wrapper's end.
+    pub fn set_init(&mut self, init_enter: u64, pmpi: (u64, u64), init_exit: u64) {
+        let h = &mut self.header;
+        (h.init_enter, h.pmpi_init_enter) = (init_enter, pmpi.0);
+        (h.pmpi_init_exit, h.init_exit) = (pmpi.1, init_exit);
     }
 
     /// The launcher's job id.
@@ -454,7 +495,9 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Creates (or truncates) `path`, maps it and starts the record at counter `now`.
+    /// Creates (or truncates) `path`, reserves its blocks (`jitter_trace::output::reserve`:
+    /// refused on a full file system or above the file size limit), maps it and starts the
+    /// record at counter `now`.
     pub fn create(path: &Path, id: &Identity, now: u64) -> Result<Recorder, ProfileError> {
         use std::os::fd::AsRawFd;
         let shown = path.display().to_string();
@@ -466,8 +509,13 @@ impl Recorder {
             .open(path)
             .map_err(|e| ProfileError::io(&shown, e))?;
         let size = std::mem::size_of::<RankRecord>();
-        file.set_len(size as u64)
-            .map_err(|e| ProfileError::io(&shown, e))?;
+        // Every block of the mapping is allocated now: a store into a page the file system
+        // could not back would raise SIGBUS in the middle of the program's MPI call.
+        if let Err(e) = jitter_trace::output::reserve(&file, path, size as u64) {
+            // A record that could not be reserved is no record: nothing is left to merge.
+            let _ = std::fs::remove_file(path);
+            return Err(e.into());
+        }
         // SAFETY: a new shared mapping of a file of `size` bytes, opened read-write; the
         // result is checked against MAP_FAILED before use.
         let p = unsafe {
@@ -484,7 +532,7 @@ impl Recorder {
             return Err(ProfileError::io(&shown, std::io::Error::last_os_error()));
         }
         // SAFETY: the mapping is page-aligned (≥ RankRecord's alignment of 8), `size` bytes
-        // long, zero-filled by `set_len` (a valid RankRecord: integers only), never unmapped
+        // long, zero-filled by `reserve` (a valid RankRecord: integers only), never unmapped
         // (it lives to the end of the process, which is what keeps it after a crash) and
         // reachable only through this Recorder.
         let record = unsafe { &mut *p.cast::<RankRecord>() };

@@ -5,8 +5,9 @@ use std::fmt::Write;
 
 use jitter_trace::table::Table;
 
-use crate::profile::Profile;
+use crate::profile::{MainLoop, Profile};
 use crate::site::{Call, Site};
+use crate::structure::LoopStructure;
 
 fn ms(ns: f64) -> String {
     if ns >= 1e6 {
@@ -44,6 +45,117 @@ pub fn describe(s: &Site) -> String {
     out
 }
 
+/// What the loop is made of: set-up, output, the kinds of iteration and their shares.
+fn structure_lines(st: &LoopStructure) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  found in rank {}'s last {} of {} calls: {} calls of set-up before it ({}), {} calls \
+         after it ({}); the loop holds {:.1} % of the calls kept and took {}",
+        st.rank,
+        st.kept_calls,
+        st.calls,
+        st.setup_calls,
+        ms(st.setup_ns as f64),
+        st.output_calls,
+        ms(st.output_ns as f64),
+        100.0 * st.call_share,
+        ms(st.loop_ns as f64)
+    );
+    if st.kept_calls < st.calls {
+        let _ = writeln!(
+            out,
+            "  the record keeps the last {} calls: the loop's earlier iterations are not in it",
+            st.kept_calls
+        );
+    }
+    let mut t = Table::new([
+        "kind",
+        "calls",
+        "iterations",
+        "share of calls",
+        "recurs",
+        "differs from the body",
+    ])
+    .left(1)
+    .align(5, jitter_trace::table::Align::Left);
+    for (v, k) in st.variants.iter().enumerate() {
+        t.row([
+            if v == 0 {
+                "body".into()
+            } else {
+                format!("variant {v}")
+            },
+            k.calls.to_string(),
+            k.iterations.to_string(),
+            format!("{:.1} %", 100.0 * k.call_share),
+            match k.every {
+                Some(1) => "every iteration".into(),
+                Some(e) => format!("every {e} iterations"),
+                None if k.iterations == 1 => "once".into(),
+                None => "irregularly".into(),
+            },
+            if v == 0 {
+                "-".into()
+            } else {
+                k.differs.clone()
+            },
+        ]);
+    }
+    out.push_str(&t.render());
+    if st.variants.len() > 1 {
+        out.push_str(
+            "the slots below are the body's; a prediction replays the body every iteration (the \
+             variants' extra calls are not replayed)\n",
+        );
+    }
+    out
+}
+
+/// The body's calls with the compute before each.
+fn slot_table(l: &MainLoop, st: Option<&LoopStructure>) -> String {
+    let mut out = String::new();
+    let mut t = Table::new([
+        "slot",
+        "call",
+        "compute mean (95 % CI)",
+        "p50",
+        "p90",
+        "p99",
+        "n",
+        "in call",
+    ])
+    .left(2);
+    for (j, s) in l.slots.iter().enumerate() {
+        let c = &s.compute;
+        let mut call = describe(&s.site);
+        if let Some((_, lo, hi)) = st.and_then(|st| st.sizes_vary.iter().find(|v| v.0 == j)) {
+            let _ = write!(call, " (bytes vary: {lo}–{hi})");
+        }
+        t.row([
+            format!("{j}{}", if s.shared { "*" } else { "" }),
+            call,
+            format!("{} ± {}", ms(c.mean_ns), ms(c.mean_ci95_ns())),
+            ms(c.p50_ns as f64),
+            ms(c.p90_ns as f64),
+            ms(c.p99_ns as f64),
+            c.count.to_string(),
+            ms(s.call_mean_ns),
+        ]);
+    }
+    out.push_str(&t.render());
+    if l.slots.iter().any(|s| s.shared) {
+        out.push_str(
+            "* the same pair of calls occurs at two slots: their compute is counted together\n",
+        );
+    }
+    out.push_str(
+        "compute = the time before the call since the previous MPI call ended; quantiles within \
+         1.6 %\n",
+    );
+    out
+}
+
 /// The summary, ending in a newline.
 pub fn render(p: &Profile, shown: &str) -> String {
     let mut out = String::new();
@@ -63,14 +175,29 @@ pub fn render(p: &Profile, shown: &str) -> String {
             c.dims, c.periods
         );
     }
-    match &p.main_loop {
-        None => {
+    match (&p.main_loop, &p.structure) {
+        (None, _) => {
             let _ = writeln!(
                 out,
-                "no main loop: no sequence of calls repeats three times in any rank"
+                "no main loop: no sequence of call shapes repeats three times in any rank (the \
+                 loop search compares calls, peers and communicators, not sizes)"
             );
         }
-        Some(l) => {
+        (Some(l), Some(st)) if st.recorded => {
+            let _ = writeln!(
+                out,
+                "no main loop: no repeating sequence of call shapes holds {:.0} % of the compute; \
+                 the loop is rank {}'s recorded sequence as it is, one iteration of {} calls \
+                 from the end of MPI_Init to MPI_Finalize ({}), replayed as recorded: growing it \
+                 to N ranks assumes every rank makes rank {}'s calls to the same relative peers",
+                100.0 * crate::structure::MIN_LOOP_COMPUTE_SHARE,
+                st.rank,
+                l.slots.len(),
+                ms(st.loop_ns as f64),
+                st.rank
+            );
+        }
+        (Some(l), st) => {
             let _ = writeln!(
                 out,
                 "main loop: {} calls per iteration, {} iterations, ranks {:?}; {:.1} % of rank \
@@ -81,45 +208,22 @@ pub fn render(p: &Profile, shown: &str) -> String {
                 100.0 * l.compute_share,
                 l.ranks.first().copied().unwrap_or(0)
             );
-            let mut t = Table::new([
-                "slot",
-                "call",
-                "compute mean (95 % CI)",
-                "p50",
-                "p90",
-                "p99",
-                "n",
-                "in call",
-            ])
-            .left(2);
-            for (j, s) in l.slots.iter().enumerate() {
-                let c = &s.compute;
-                t.row([
-                    format!("{j}{}", if s.shared { "*" } else { "" }),
-                    describe(&s.site),
-                    format!("{} ± {}", ms(c.mean_ns), ms(c.mean_ci95_ns())),
-                    ms(c.p50_ns as f64),
-                    ms(c.p90_ns as f64),
-                    ms(c.p99_ns as f64),
-                    c.count.to_string(),
-                    ms(s.call_mean_ns),
-                ]);
+            if let Some(st) = st {
+                out.push_str(&structure_lines(st));
             }
-            out.push_str(&t.render());
-            if l.slots.iter().any(|s| s.shared) {
-                out.push_str(
-                    "* the same pair of calls occurs at two slots: their compute is counted \
-                     together\n",
-                );
-            }
-            out.push_str(
-                "compute = the time before the call since the previous MPI call ended; \
-                 quantiles within 1.6 %\n",
-            );
+            out.push_str(&slot_table(l, st.as_ref()));
         }
     }
     let mut t = Table::new([
-        "rank", "host", "state", "calls", "compute", "in MPI", "loop",
+        "rank",
+        "host",
+        "state",
+        "calls",
+        "compute",
+        "in MPI",
+        "loop",
+        "loop time",
+        "start-up",
     ])
     .left(3);
     for r in &p.reported {
@@ -135,9 +239,26 @@ pub fn render(p: &Profile, shown: &str) -> String {
                 (Some(n), false) => format!("other ({n} calls)"),
                 (None, _) => "none".to_string(),
             },
+            r.timing
+                .and_then(|t| t.loop_ns())
+                .map_or("-".into(), |ns| ms(ns as f64)),
+            r.timing.map_or("-".into(), |t| ms(t.startup_ns as f64)),
         ]);
     }
     out.push_str(&t.render());
+    out.push_str(
+        "loop time = from the end of the call before the loop's first iteration to the end of its \
+         last; start-up = the preload library's part of MPI_Init\n",
+    );
+    let unknown: u64 = p.reported.iter().map(|r| r.unknown_sites).sum();
+    if unknown > 0 {
+        let _ = writeln!(
+            out,
+            "left out: {unknown} calls at sites beyond the record's table of {} (their shapes are \
+             unknown to the loop search)",
+            crate::record::SITES
+        );
+    }
     if !p.missing.is_empty() {
         let _ = writeln!(out, "missing ranks: {:?}", p.missing);
     }

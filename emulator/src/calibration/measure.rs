@@ -446,6 +446,7 @@ impl Calibration {
             itimer,
             abstime,
             load: load.and_then(super::load::LoadProbe::finish),
+            simulated_signal_ns: key.simulated_signal_ns,
         })
     }
 }

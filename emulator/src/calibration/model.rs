@@ -252,6 +252,14 @@ pub struct Calibration {
     /// recorded, and where `/proc/stat` is not readable).
     #[serde(default)]
     pub load: Option<super::load::MachineLoad>,
+    /// The cost a simulated slow host added to every SIGALRM while this was measured, ns
+    /// (`jitter_collect::slow_signals`, test builds; 0 on a real host).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub simulated_signal_ns: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl Calibration {
@@ -352,6 +360,7 @@ impl Calibration {
             kernel: self.kernel.clone(),
             cpu_model: self.cpu_model.clone(),
             cpu: None,
+            simulated_signal_ns: self.simulated_signal_ns,
         }
     }
 

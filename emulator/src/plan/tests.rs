@@ -58,6 +58,25 @@ fn a_plan_refuses_scales_and_injections_beyond_its_bounds() {
 }
 
 #[test]
+fn a_stream_without_time_between_its_detours_is_refused() {
+    // A one-row CSV's stream: the window is the detour's own span.
+    let one = Stream::from_detours(
+        0,
+        1_000,
+        21_000,
+        &[Detour {
+            start_ns: 1_000,
+            run_ns: 20_000,
+        }],
+    )
+    .unwrap();
+    let e = Plan::new(&one, opts()).unwrap_err();
+    assert!(matches!(e, PlanError::NoQuietTime(0)), "{e}");
+    // One nanosecond of quiet time is a stream to replay.
+    assert!(Plan::new(&stream(20_001, &[(0, 20_000)]), opts()).is_ok());
+}
+
+#[test]
 fn ideal_replay_reproduces_the_stream_from_offset_zero() {
     let s = stream(1000, &[(100, 10), (400, 20), (900, 5)]);
     let plan = Plan::new(&s, opts()).unwrap();

@@ -1,8 +1,10 @@
 //! `replay-bench app`: hyperfine for MPI programs under noise. The unmodified program runs K
 //! pairs of times, once with `libjitter_preload.so` replaying the trace and once without, in an
-//! order drawn per pair from a seed, after W warm-up pairs; the slowdown of its wall time (or of
-//! a number it prints, `--metric`) comes with its paired 95 % interval, and no verdict is given
-//! where the interval is wider than the effect (the report says how many pairs would do).
+//! order drawn per pair from a seed, after W warm-up pairs; the slowdown of its main loop's time
+//! (what `predict --app` predicts; or its wall time, or a number it prints: `--metric`) comes
+//! with its paired 95 % interval, and no verdict is given where the interval is wider than the
+//! effect (the report says how many pairs would do). The library's start-up and the whole
+//! program's wall time are reported beside the loop's.
 //! Every run has a time limit; a failed run is recorded and ends the study with its status.
 
 mod launch;
@@ -20,12 +22,12 @@ use regex::Regex;
 
 use jitter_collect::clock::Clock;
 use jitter_emulator::cli::SalvageArgs;
-use jitter_emulator::{Scale, SyncMode};
+use jitter_emulator::{InjectionChoice, InjectionMode, Scale, SyncMode};
 use jitter_trace::Stats;
 
 pub use launch::RunStatus;
 pub use report::{pairs_of, result_of, verdict_line, AppReport, AppResult};
-pub use study::{read_metric, schedule, Arm, LibrarySummary, Pair, RunRecord};
+pub use study::{read_metric, schedule, Arm, LibrarySummary, Measure, Pair, RunRecord};
 pub use verdict::{judge, ArmSummary, Effect, Verdict};
 
 use study::StudySetup;
@@ -53,14 +55,22 @@ pub struct AppArgs {
     /// host also calibrates its injector, about 20 s).
     #[arg(long, default_value_t = 1)]
     pub warmup: u64,
-    /// Measure the number the program prints instead of its wall time: a regular expression
-    /// with one capture group, read from the last match in its standard output (smaller is
-    /// faster, like a time).
-    #[arg(long, value_name = "REGEX", value_parser = metric_flag)]
-    pub metric: Option<Regex>,
+    /// What to measure: `loop` (the program's main loop, found and timed by the library's
+    /// profile in both arms: what `predict --app` predicts), `wall` (the whole program, spawn
+    /// to exit: start-up, set-up and output included), or a regular expression with one capture
+    /// group around a number the program prints (the last match in its standard output; smaller
+    /// is faster, like a time).
+    #[arg(long, value_name = "loop|wall|REGEX", default_value = "loop", value_parser = measure_flag)]
+    pub metric: Measure,
     /// Time limit of one run (ended with SIGTERM, then SIGKILL to its process group).
     #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = crate::run::positive_duration_flag)]
     pub timeout: u64,
+    /// How the library injects (`JITTER_INJECT`): `signal`, `boundary` (paid at MPI calls, S =
+    /// 1), or `auto`: the signal where S ≤ 3 reproduces 90 % of the trace's noise time with this
+    /// host's signal cost (its calibration cache, measured when missing), payment at calls
+    /// elsewhere; the report says which and why.
+    #[arg(long, default_value = "auto", value_name = "auto|signal|boundary", value_parser = inject_flag)]
+    pub inject: InjectFlag,
     /// Scale factor S (`JITTER_SCALE`).
     #[arg(long, default_value_t = Scale::ONE)]
     pub scale: Scale,
@@ -88,6 +98,45 @@ pub struct AppArgs {
     /// The program and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// A `--metric` flag: `loop`, `wall` or a regular expression with one capture group.
+pub fn measure_flag(s: &str) -> Result<Measure, String> {
+    match s {
+        "loop" => Ok(Measure::Loop),
+        "wall" => Ok(Measure::Wall),
+        _ => metric_flag(s).map(Measure::Printed),
+    }
+}
+
+/// `app --inject`: a mode, or `auto` (`None`: chosen by measuring).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InjectFlag(pub Option<InjectionMode>);
+
+/// An `--inject` flag: `auto` or a mode.
+fn inject_flag(s: &str) -> Result<InjectFlag, String> {
+    match s.trim() {
+        "auto" => Ok(InjectFlag(None)),
+        other => other
+            .parse()
+            .map(|m| InjectFlag(Some(m)))
+            .map_err(|e: jitter_emulator::PlanError| format!("{e} (or auto)")),
+    }
+}
+
+/// How the runs inject, and why: as given, or by the rule of [`InjectionChoice`] with this
+/// host's signal cost (abstime, the library's default timer).
+fn injection(a: &AppArgs, trace: &Path, clock: &Clock) -> anyhow::Result<(InjectionMode, String)> {
+    if let Some(m) = a.inject.0 {
+        return Ok((m, format!("{m}: as given (--inject {m})")));
+    }
+    let loaded = jitter_trace::read_trace(trace)
+        .with_context(|| format!("cannot use trace {}", trace.display()))?;
+    let cal = jitter_emulator::Calibration::load_or_measure(clock, false)
+        .context("cannot calibrate the signal injector to choose how to inject (--inject)")?;
+    let o = cal.abstime.overhead.median_ns.max(0.0);
+    let choice = InjectionChoice::for_streams(&loaded.trace.streams, o)?;
+    Ok((choice.mode, choice.reason()))
 }
 
 /// A `--metric` flag: a regular expression with exactly one capture group.
@@ -139,6 +188,16 @@ fn check_trace(path: &Path, salvage: SalvageArgs) -> anyhow::Result<(PathBuf, f6
     if trace.streams.is_empty() {
         bail!("trace {} has no streams", path.display());
     }
+    // The library refuses a stream without detours in every run: said once, before any.
+    if let Some(s) = trace.streams.iter().find(|s| s.records.is_empty()) {
+        bail!(
+            "trace {}: stream of CPU {} has no detours: the library would refuse it in every \
+             run (nothing to replay); give a trace with detours on every stream (jitter-trace \
+             slice --cpus keeps some)",
+            path.display(),
+            s.cpu
+        );
+    }
     let abs = path
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", path.display()))?;
@@ -167,6 +226,8 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
     let library = find_library(a.library.as_deref())?;
     let (trace, trace_noise_ratio) = check_trace(&a.trace, a.salvage)?;
     let clock = Clock::for_tools()?;
+    let (inject, inject_reason) = injection(a, &trace, &clock)?;
+    eprintln!("app: {inject_reason}");
     let platform_noise = crate::noise::measure(&clock, a.platform_probe);
     let stats_dir = std::env::temp_dir().join(format!("replay-bench-app-{}", std::process::id()));
     let setup = StudySetup {
@@ -176,24 +237,24 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
         scale: a.scale,
         sync: a.sync,
         ranks_per_node: a.ranks_per_node,
-        metric: a.metric.clone(),
+        measure: a.metric.clone(),
         limit: Duration::from_nanos(a.timeout),
         stats_dir: stats_dir.clone(),
         salvage: a.salvage.salvage,
+        inject,
     };
     let mut report = AppReport {
         command: setup.argv.clone(),
         trace: setup.trace.display().to_string(),
         trace_noise_ratio,
         scale: a.scale.get(),
+        inject,
+        inject_reason,
         sync: a.sync.to_string(),
         ranks_per_node: a.ranks_per_node,
         host: Some(jitter_emulator::calibration::host_and_kernel().0),
         seed: a.seed,
-        metric: a.metric.as_ref().map_or_else(
-            || "wall time, ns".into(),
-            |re| format!("--metric '{}'", re.as_str()),
-        ),
+        metric: a.metric.label(),
         timeout_ns: a.timeout,
         platform_noise,
         runs: Vec::new(),
@@ -207,7 +268,7 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
     report.warnings = crate::noise::warning(0, platform_noise.noise_ratio, trace_noise_ratio)
         .map(|w| w.replacen("rank 0: ", "", 1))
         .into_iter()
-        .chain(report::library_warnings(&report.runs))
+        .chain(report::library_warnings(&report.runs, trace_noise_ratio))
         .collect();
     if report.stopped.is_none() {
         report.result = Some(result_of(&report.runs));

@@ -24,6 +24,12 @@ pub struct AppReport {
     pub trace_noise_ratio: f64,
     /// S.
     pub scale: f64,
+    /// How the library injected (`JITTER_INJECT`; `signal` in reports older than it).
+    #[serde(default)]
+    pub inject: jitter_emulator::InjectionMode,
+    /// Why (`--inject auto`: the rule and this host's signal cost).
+    #[serde(default)]
+    pub inject_reason: String,
     /// `JITTER_SYNC`.
     pub sync: String,
     /// `JITTER_RANKS_PER_NODE`, if given.
@@ -61,10 +67,26 @@ pub struct AppResult {
     pub effect: Effect,
     /// Mean of the library's injected share over the runs that reported it.
     pub injected_share: Option<f64>,
+    /// The whole program's wall time beside the loop's (when the loop or a printed number is
+    /// the metric): its slowdown holds the library's start-up and the set-up and output outside
+    /// the loop, which `predict --app` does not predict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall: Option<Effect>,
+    /// The library's start-up (its part of `MPI_Init`), mean ns per run: [without, with].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_ns: Option<[f64; 2]>,
+    /// Mean wall time outside the loop (start-up, set-up, output, launcher), ns: [without, with].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_loop_ns: Option<[f64; 2]>,
 }
 
 /// (without, with) of each counted pair, in pair order.
 pub fn pairs_of(runs: &[RunRecord]) -> Vec<(f64, f64)> {
+    pairs_by(runs, RunRecord::value)
+}
+
+/// (without, with) of `value` of each counted pair, in pair order.
+fn pairs_by(runs: &[RunRecord], value: impl Fn(&RunRecord) -> Option<f64>) -> Vec<(f64, f64)> {
     let counted: Vec<&RunRecord> = runs.iter().filter(|r| !r.warmup).collect();
     let mut out = Vec::new();
     for p in counted
@@ -76,7 +98,7 @@ pub fn pairs_of(runs: &[RunRecord]) -> Vec<(f64, f64)> {
             counted
                 .iter()
                 .find(|r| r.pair == p && r.arm == arm)
-                .and_then(|r| r.value())
+                .and_then(|r| value(r))
         };
         if let (Some(a), Some(b)) = (of(Arm::Without), of(Arm::With)) {
             out.push((a, b));
@@ -95,17 +117,28 @@ pub fn result_of(runs: &[RunRecord]) -> AppResult {
         .filter(|r| !r.warmup)
         .filter_map(|r| r.library.as_ref().map(|l| l.noise_share))
         .collect();
+    let timed = runs
+        .iter()
+        .any(|r| r.loop_ns.is_some() || r.metric.is_some());
+    let means = |value: &dyn Fn(&RunRecord) -> Option<f64>| {
+        let p = pairs_by(runs, value);
+        let (a, b): (Vec<f64>, Vec<f64>) = p.into_iter().unzip();
+        Some([mean(&a)?, mean(&b)?])
+    };
     AppResult {
         without: ArmSummary::of(&a),
         with: ArmSummary::of(&b),
         effect: judge(&pairs),
         injected_share: mean(&shares),
+        wall: timed.then(|| judge(&pairs_by(runs, |r| Some(r.wall_ns as f64)))),
+        startup_ns: means(&|r| r.startup_ns.map(|ns| ns as f64)),
+        outside_loop_ns: means(&|r| r.loop_ns.map(|ns| r.wall_ns.saturating_sub(ns) as f64)),
     }
 }
 
 /// What the library's statistics say about the runs with it: none written (it did not
 /// intercept `MPI_Init`), or a trace that ran out before the program ended.
-pub fn library_warnings(runs: &[RunRecord]) -> Vec<String> {
+pub fn library_warnings(runs: &[RunRecord], trace_noise_ratio: f64) -> Vec<String> {
     let with: Vec<&RunRecord> = runs
         .iter()
         .filter(|r| r.arm == Arm::With && r.status.success())
@@ -129,7 +162,28 @@ pub fn library_warnings(runs: &[RunRecord]) -> Vec<String> {
             "in {ran_out} runs the trace ran out before MPI_Finalize: use a longer trace"
         ));
     }
+    w.extend(injected_too_little(&with, trace_noise_ratio));
     w
+}
+
+/// The library's injected share against the trace's noise: under half of it means most of
+/// the trace's noise time is in detours the injector cannot reproduce at this S (each shorter
+/// than its cost O, dropped): the study measures another noise than the trace's.
+fn injected_too_little(with: &[&RunRecord], trace_noise_ratio: f64) -> Option<String> {
+    let shares: Vec<f64> = (with.iter())
+        .filter_map(|r| r.library.as_ref().map(|l| l.noise_share))
+        .collect();
+    let injected = jitter_trace::summary::mean(&shares)?;
+    (trace_noise_ratio > 0.0 && injected < trace_noise_ratio / 2.0).then(|| {
+        format!(
+            "the library injected {:.3} % of each rank's time where the trace holds {:.3} % of \
+             noise: most of its noise time is in detours shorter than the injector's cost at \
+             this scale, which it drops; raise --scale (replay-bench choose-scale --trace gives \
+             the S that keeps a share of them)",
+            injected * 100.0,
+            trace_noise_ratio * 100.0
+        )
+    })
 }
 
 fn num(v: f64) -> String {
@@ -138,6 +192,40 @@ fn num(v: f64) -> String {
     } else {
         format!("{v:.4}")
     }
+}
+
+/// The wall time and the library's start-up beside the metric.
+fn beside_lines(r: &AppResult) -> String {
+    let mut out = String::new();
+    if let Some([a, b]) = r.startup_ns {
+        let _ = writeln!(
+            out,
+            "the library's start-up (its part of MPI_Init): {:.1} ms per run with the trace, \
+             {:.1} ms without (outside the loop)",
+            b / 1e6,
+            a / 1e6
+        );
+    }
+    if let Some(w) = &r.wall {
+        let _ = write!(
+            out,
+            "the whole program's wall time beside it: {:+.2} % ± {:.2} pp",
+            w.slowdown_pct, w.slowdown_ci95_pct
+        );
+        match r.outside_loop_ns {
+            Some([a, b]) => {
+                let _ = writeln!(
+                    out,
+                    " (it also counts {:.3} s outside the loop without the trace, {:.3} s with: \
+                     start-up, set-up, output; predict --app predicts the loop)",
+                    a / 1e9,
+                    b / 1e9
+                );
+            }
+            None => out.push('\n'),
+        }
+    }
+    out
 }
 
 /// The verdict sentence.
@@ -167,8 +255,17 @@ impl AppReport {
     /// The tables and lines printed at the end of a study.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let mut runs =
-            Table::new(["pair", "arm", "status", "wall (s)", "metric", "injected"]).left(2);
+        let mut runs = Table::new([
+            "pair",
+            "arm",
+            "status",
+            "wall (s)",
+            "loop (s)",
+            "start-up (ms)",
+            "metric",
+            "injected",
+        ])
+        .left(2);
         for r in &self.runs {
             runs.row([
                 format!("{}{}", r.pair, if r.warmup { " (warm-up)" } else { "" }),
@@ -178,6 +275,10 @@ impl AppReport {
                 },
                 r.status.to_string(),
                 format!("{:.3}", r.wall_ns as f64 / 1e9),
+                r.loop_ns
+                    .map_or("-".into(), |ns| format!("{:.3}", ns as f64 / 1e9)),
+                r.startup_ns
+                    .map_or("-".into(), |ns| format!("{:.1}", ns as f64 / 1e6)),
                 r.metric.map_or("-".into(), num),
                 r.library
                     .as_ref()
@@ -194,6 +295,9 @@ impl AppReport {
             self.sync,
             self.metric
         );
+        if !self.inject_reason.is_empty() {
+            let _ = writeln!(out, "injection: {}", self.inject_reason);
+        }
         let p = &self.platform_noise;
         let _ = writeln!(
             out,
@@ -226,6 +330,7 @@ impl AppReport {
                 );
             }
             let _ = writeln!(out, "{}", verdict_line(&r.effect));
+            out.push_str(&beside_lines(r));
         }
         for w in &self.warnings {
             let _ = writeln!(out, "warning: {w}");

@@ -1,6 +1,13 @@
 //! The pairs of a study: their order and seeds drawn from one seed, each run launched with the
 //! environment of its arm (the library and the `JITTER_*` variables, or neither), its metric
 //! read, and what the library said it injected.
+//!
+//! The default metric is the program's main loop time ([`Measure::Loop`]): both arms run with
+//! the library recording a profile (`JITTER_PROFILE`, the same cost in both), whose merge finds
+//! the loop in each rank's calls and times it from the end of the call before its first
+//! iteration to the end of its last (`jitter_profile::structure`); the run's value is the
+//! longest rank's loop time, and the library's start-up (its part of `MPI_Init`) and each rank's
+//! point at the loop's start are kept beside it. Wall time and a printed number are the others.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -14,8 +21,32 @@ use serde::{Deserialize, Serialize};
 
 use jitter_collect::clock::Clock;
 use jitter_emulator::{Scale, SyncMode};
+use jitter_profile::structure::RankTiming;
+use jitter_profile::Profile;
 
 use super::launch::{self, Launch, Outcome, RunStatus};
+
+/// What a study measures.
+#[derive(Debug, Clone)]
+pub enum Measure {
+    /// The main loop's time, from the profile the library records in both arms.
+    Loop,
+    /// The whole program's wall time, from spawn to exit.
+    Wall,
+    /// A number the program prints: the capture group of the regex's last match.
+    Printed(Regex),
+}
+
+impl Measure {
+    /// What the report says was measured.
+    pub fn label(&self) -> String {
+        match self {
+            Measure::Loop => "main loop time, ns (the profile's loop, longest rank)".into(),
+            Measure::Wall => "wall time, ns".into(),
+            Measure::Printed(re) => format!("--metric '{}'", re.as_str()),
+        }
+    }
+}
 
 /// With or without the library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,12 +119,29 @@ pub struct RunRecord {
     pub jitter_seed: Option<u64>,
     /// What the library's `summary.json` says (runs with the library; None when it wrote none).
     pub library: Option<LibrarySummary>,
+    /// The main loop's time, ns (`--metric loop`): the longest rank's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_ns: Option<u64>,
+    /// Iterations of the loop timed (rank 0's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_iterations: Option<u64>,
+    /// The library's part of `MPI_Init` (trace, calibration, plan, record), ns: the longest
+    /// rank's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_ns: Option<u64>,
+    /// Each rank's loop timing, by rank (`--metric loop`): where its replay stood when the
+    /// loop began (`predict --app --runs-of`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankTiming>,
 }
 
 impl RunRecord {
-    /// The measured value: the metric if asked, else the wall time.
+    /// The measured value: the printed metric if asked, else the loop's time if timed, else the
+    /// wall time.
     pub fn value(&self) -> Option<f64> {
-        self.metric.or(Some(self.wall_ns as f64))
+        (self.metric)
+            .or(self.loop_ns.map(|ns| ns as f64))
+            .or(Some(self.wall_ns as f64))
     }
 }
 
@@ -132,27 +180,40 @@ pub(crate) struct StudySetup {
     /// `JITTER_RANKS_PER_NODE`.
     pub ranks_per_node: Option<u64>,
     /// `--metric`.
-    pub metric: Option<Regex>,
+    pub measure: Measure,
     /// Time limit of one run.
     pub limit: Duration,
     /// Folder of the library's statistics, one sub-folder per pair.
     pub stats_dir: PathBuf,
     /// `JITTER_SALVAGE=1` (`--salvage`).
     pub salvage: bool,
+    /// `JITTER_INJECT`.
+    pub inject: jitter_emulator::InjectionMode,
 }
 
-/// The number in the first capture group of the last match of `re` in `text`.
+/// The number in the first capture group of the last match of `re` in `text`: a finite
+/// number above zero. The metric is a time (smaller is faster) whose slowdown is 100 · d̄ / ā:
+/// a value of zero or below has no slowdown whose sign or interval means anything
+/// (`metrics::paired_slowdown`), so it stops the study at the run that printed it.
 pub fn read_metric(re: &Regex, text: &str) -> Result<f64, String> {
     let caps = re
         .captures_iter(text)
         .last()
         .ok_or_else(|| format!("its output has no match of --metric '{}'", re.as_str()))?;
     let s = caps.get(1).map_or("", |m| m.as_str());
-    s.trim()
+    let v = s
+        .trim()
         .parse::<f64>()
         .ok()
         .filter(|v| v.is_finite())
-        .ok_or_else(|| format!("--metric captured '{s}', which is not a finite number"))
+        .ok_or_else(|| format!("--metric captured '{s}', which is not a finite number"))?;
+    if v <= 0.0 {
+        return Err(format!(
+            "--metric captured '{s}': a metric is a time, above zero (smaller is faster), and \
+             a slowdown relative to {s} has no sign to read; capture a time the program prints"
+        ));
+    }
+    Ok(v)
 }
 
 /// A run that ended the study: its record and why.
@@ -176,14 +237,20 @@ fn environment(
         .filter(|k| k.starts_with("JITTER_"))
         .collect();
     let mut set = Vec::new();
+    if matches!(s.measure, Measure::Loop) {
+        // Both arms record the profile the loop is timed from.
+        set.push(("LD_PRELOAD", preload(&s.library)));
+        set.push((
+            "JITTER_PROFILE",
+            profile_path(&s.stats_dir, pair, arm).into_os_string(),
+        ));
+    }
     if arm == Arm::With {
-        let mut preload = s.library.clone().into_os_string();
-        if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
-            preload.push(":");
-            preload.push(old);
+        if !matches!(s.measure, Measure::Loop) {
+            set.push(("LD_PRELOAD", preload(&s.library)));
         }
-        set.push(("LD_PRELOAD", preload));
         set.push(("JITTER_TRACE", s.trace.clone().into_os_string()));
+        set.push(("JITTER_INJECT", s.inject.to_string().into()));
         set.push(("JITTER_SCALE", s.scale.to_string().into()));
         set.push(("JITTER_SYNC", s.sync.to_string().into()));
         set.push(("JITTER_SEED", pair.jitter_seed.to_string().into()));
@@ -201,8 +268,54 @@ fn environment(
     (set, remove)
 }
 
+/// `LD_PRELOAD` with the library first (the caller's own preloads after it).
+fn preload(library: &Path) -> OsString {
+    let mut preload = library.as_os_str().to_owned();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    preload
+}
+
 fn pair_dir(root: &Path, pair: &Pair) -> PathBuf {
     root.join(format!("pair-{}", pair.index))
+}
+
+/// The profile a run of `arm` records (`--metric loop`).
+fn profile_path(root: &Path, pair: &Pair, arm: Arm) -> PathBuf {
+    let name = match arm {
+        Arm::Without => "without.json",
+        Arm::With => "with.json",
+    };
+    pair_dir(root, pair).join(name)
+}
+
+/// The loop's time of a run from the profile it recorded; `Err`: why there is none.
+fn loop_timing(path: &Path) -> Result<(u64, u64, u64, Vec<RankTiming>), String> {
+    let p = Profile::read(path).map_err(|e| {
+        format!(
+            "the library wrote no profile to time the loop from ({}): a program the library \
+             does not intercept (static MPI, no MPI_Init) cannot be timed by its loop; give \
+             --metric wall",
+            jitter_trace::error::chain_line(&e)
+        )
+    })?;
+    if p.main_loop.is_none() {
+        return Err(format!(
+            "no main loop in its profile (no sequence of calls repeats three times; \
+             `replay-bench profile show {}` says what was recorded): give --metric wall",
+            path.display()
+        ));
+    }
+    let timings: Vec<RankTiming> = p.reported.iter().filter_map(|r| r.timing).collect();
+    let loop_ns = timings.iter().filter_map(RankTiming::loop_ns).max();
+    let Some(loop_ns) = loop_ns.filter(|&ns| ns > 0) else {
+        return Err("its profile times no loop on any rank: give --metric wall".into());
+    };
+    let startup = timings.iter().map(|t| t.startup_ns).max().unwrap_or(0);
+    let iterations = timings.first().map_or(0, |t| t.iterations);
+    Ok((loop_ns, iterations, startup, timings))
 }
 
 fn library_summary(dir: &Path) -> Option<LibrarySummary> {
@@ -237,10 +350,21 @@ pub(crate) fn run_arm(
         library: (arm == Arm::With)
             .then(|| library_summary(&pair_dir(&s.stats_dir, pair)))
             .flatten(),
+        loop_ns: None,
+        loop_iterations: None,
+        startup_ns: None,
+        ranks: Vec::new(),
     };
     let what = format!("pair {} {arm}", pair.index);
     if !out.status.success() {
-        let last = out.stderr_tail.lines().rev().find(|l| !l.trim().is_empty());
+        // The reason: the last `error:` line (the library's, a rank's), else the last line
+        // that is not a launcher's banner rule.
+        let lines: Vec<&str> = (out.stderr_tail.lines())
+            .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with("---"))
+            .collect();
+        let last = (lines.iter().rev().find(|l| l.contains("error:")))
+            .or(lines.last())
+            .copied();
         let reason = match out.status {
             RunStatus::TimedOut => format!(
                 "{what} did not finish within --timeout {} s and was ended",
@@ -253,8 +377,8 @@ pub(crate) fn run_arm(
         };
         return Ok(Err(Stop { record, reason }));
     }
-    if let Some(re) = &s.metric {
-        match read_metric(re, &out.stdout) {
+    match &s.measure {
+        Measure::Printed(re) => match read_metric(re, &out.stdout) {
             Ok(v) => record.metric = Some(v),
             Err(e) => {
                 return Ok(Err(Stop {
@@ -262,7 +386,22 @@ pub(crate) fn run_arm(
                     reason: format!("{what}: {e}"),
                 }))
             }
-        }
+        },
+        Measure::Loop => match loop_timing(&profile_path(&s.stats_dir, pair, arm)) {
+            Ok((ns, iterations, startup, ranks)) => {
+                record.loop_ns = Some(ns);
+                record.loop_iterations = Some(iterations);
+                record.startup_ns = Some(startup);
+                record.ranks = ranks;
+            }
+            Err(e) => {
+                return Ok(Err(Stop {
+                    record,
+                    reason: format!("{what}: {e}"),
+                }))
+            }
+        },
+        Measure::Wall => {}
     }
     Ok(Ok(record))
 }
@@ -299,5 +438,11 @@ mod tests {
             .unwrap_err()
             .contains("'abc'"));
         assert!(read_metric(&re, "time=inf s").is_err());
+        let e = read_metric(&re, "time=-6.25 s").unwrap_err();
+        assert!(
+            e.starts_with("--metric captured '-6.25': a metric is a time"),
+            "{e}"
+        );
+        assert!(read_metric(&re, "time=0 s").is_err());
     }
 }

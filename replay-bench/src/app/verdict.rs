@@ -77,8 +77,9 @@ pub struct Effect {
 pub fn judge(pairs: &[(f64, f64)]) -> Effect {
     let sd = paired_slowdown(pairs);
     let n = pairs.len() as u64;
-    // An interval that is NaN (fewer than two pairs) or as wide as the effect: no verdict.
-    let narrow = sd.ci95_pct.is_finite() && sd.ci95_pct < sd.pct.abs();
+    // An interval that is NaN (fewer than two pairs, a reference that is not a time), not a
+    // width (below zero) or as wide as the effect: no verdict.
+    let narrow = sd.ci95_pct.is_finite() && sd.ci95_pct >= 0.0 && sd.ci95_pct < sd.pct.abs();
     let verdict = if !narrow {
         Verdict::Inconclusive
     } else if sd.pct > 0.0 {
@@ -86,7 +87,7 @@ pub fn judge(pairs: &[(f64, f64)]) -> Effect {
     } else {
         Verdict::Faster
     };
-    let pairs_needed = (verdict == Verdict::Inconclusive)
+    let pairs_needed = (verdict == Verdict::Inconclusive && sd.pct.is_finite())
         .then(|| pairs_needed(pairs))
         .flatten();
     Effect {
@@ -144,6 +145,15 @@ mod tests {
         assert_eq!(
             (one.verdict, one.pairs_needed),
             (Verdict::Inconclusive, None)
+        );
+        // A metric below zero (not a time): no sign to read, no verdict, no count (the runs
+        // refuse such a value; this is the rule's own guard).
+        let negative: Vec<(f64, f64)> = pairs.iter().map(|&(a, b)| (-a, -b)).collect();
+        let e = judge(&negative);
+        assert_eq!((e.verdict, e.pairs_needed), (Verdict::Inconclusive, None));
+        assert!(
+            e.slowdown_pct.is_nan() && e.slowdown_ci95_pct.is_nan(),
+            "{e:?}"
         );
         // No difference at all: no verdict and no count would ever give one.
         let same = judge(&[(100.0, 100.0), (101.0, 101.0)]);

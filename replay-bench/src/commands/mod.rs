@@ -28,6 +28,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Predict(a) => predict::main_with(a.args, a.engine),
         Command::Study(a) => study::study(&a),
         Command::ChooseScale(a) => study::choose_scale(&a),
+        Command::ChooseInject(a) => study::choose_inject(&a),
         Command::Validate(a) => validate::main(&a),
         Command::Whatif(a) => whatif::main(*a),
     }

@@ -1,12 +1,12 @@
 //! The entry points of `replay-bench study` (a demo folder into `report.md` and its
-//! headlines) and `replay-bench choose-scale` (the smallest S that makes a share of a trace's
-//! detours injectable here).
+//! headlines), `replay-bench choose-scale` (the smallest S that makes a share of a trace's
+//! detours injectable here) and `replay-bench choose-inject` (signal or payment at calls).
 
 use anyhow::bail;
 use jitter_trace::stats::{injectability, scale_for_share};
 use jitter_trace::units::format_ns;
 
-use crate::flags::study::{ChooseScaleArgs, StudyArgs};
+use crate::flags::study::{ChooseInjectArgs, ChooseScaleArgs, StudyArgs};
 use crate::study::{load_trace, read_calibration, write_study};
 
 /// `replay-bench study`: writes report.md and headlines.json into the folder and prints the
@@ -26,6 +26,11 @@ pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
         bail!("--max must be in 1..={top}, got {}", args.max);
     }
     let (trace, _) = load_trace(&args.trace, args.salvage)?;
+    jitter_trace::stats::require_detours(
+        &args.trace.display().to_string(),
+        trace.record_count() as u64,
+        "no scale makes any of them injectable (nothing to choose); give a trace with detours",
+    )?;
     let cal = read_calibration(&args.calibration)?;
     let o = cal.timer(args.timer).overhead.median_ns.max(0.0);
     let choice = scale_for_share(&trace.streams, o, args.share)?;
@@ -77,5 +82,18 @@ pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
         cover.noise * 100.0
     );
     println!("{s}");
+    Ok(())
+}
+
+/// `replay-bench choose-inject`: prints `signal` or `boundary` by the rule of
+/// [`jitter_emulator::InjectionChoice`] for this trace and the calibrated signal cost, and why
+/// on stderr.
+pub fn choose_inject(args: &ChooseInjectArgs) -> anyhow::Result<()> {
+    let (trace, _) = load_trace(&args.trace, args.salvage)?;
+    let cal = read_calibration(&args.calibration)?;
+    let o = cal.timer(args.timer).overhead.median_ns.max(0.0);
+    let choice = jitter_emulator::InjectionChoice::for_streams(&trace.streams, o)?;
+    eprintln!("choose-inject: {}", choice.reason());
+    println!("{}", choice.mode);
     Ok(())
 }

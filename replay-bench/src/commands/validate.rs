@@ -34,21 +34,34 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let background = probe_platform(a, ranks.iter().copied().max().unwrap_or(1), &dir)?;
     let measured = run_all(a, &ranks, &dir)?;
-    let args = predict_args(a, &ranks, &measured, background.as_deref())?;
-    eprintln!("validate: predicting {} points", measured.len());
-    let (traces, spec) = prepare(&args)?;
-    let prediction = predict(&traces, &spec, &indicatif::ProgressBar::hidden())?;
-    let des = prediction
-        .des
-        .context("the prediction produced no simulation report")?;
-    let all = compare_all(a, &args, &measured, &des.results)?;
+    // Each injection mode against its own prediction (its own platform: the signal injector's
+    // calibration at S, or nothing paying at calls at S = 1).
+    let (mut all, mut predicted) = (Vec::new(), Vec::new());
+    for inject in a.inject_modes() {
+        let runs: Vec<&MeasuredRun> = measured.iter().filter(|m| m.inject == inject).collect();
+        let args = predict_args(a, &ranks, &runs, background.as_deref())?;
+        eprintln!("validate: predicting {} points ({inject})", runs.len());
+        let (traces, spec) = prepare(&args)?;
+        let prediction = predict(&traces, &spec, &indicatif::ProgressBar::hidden())?;
+        let des = prediction
+            .des
+            .context("the prediction produced no simulation report")?;
+        all.extend(compare_all(a, &args, &runs, &des.results)?);
+        predicted.extend(des.results.into_iter().map(|mut r| {
+            r.trace = format!("{} ({inject})", r.trace);
+            (inject, r)
+        }));
+    }
     let file = a
         .trace
         .file_name()
         .map_or_else(|| stem.clone(), |f| f.to_string_lossy().into_owned());
     print_table(a, &file, &dir, background.as_ref(), &all);
+    for line in comparison::modes_side_by_side(&all) {
+        println!("{line}");
+    }
     if let Some(svg) = &a.plot {
-        draw(&measured, &des.results, &file, svg)?;
+        draw(&measured, &predicted, &file, svg)?;
     }
     if let Some(o) = &a.output {
         let json = serde_json::to_string_pretty(&all)?;
@@ -93,16 +106,19 @@ fn print_table(
 /// curves.
 fn draw(
     measured: &[MeasuredRun],
-    predicted: &[ResultRow],
+    predicted: &[(jitter_emulator::InjectionMode, ResultRow)],
     file: &str,
     svg: &std::path::Path,
 ) -> anyhow::Result<()> {
     let rows: Vec<StudyRow> = (measured.iter())
         .map(|m| StudyRow {
             kind: ReportKind::Run,
-            row: m.row.clone(),
+            row: ResultRow {
+                trace: format!("{} ({})", m.row.trace, m.inject),
+                ..m.row.clone()
+            },
         })
-        .chain(predicted.iter().map(|row| StudyRow {
+        .chain(predicted.iter().map(|(_, row)| StudyRow {
             kind: ReportKind::PredictDes,
             row: row.clone(),
         }))

@@ -17,6 +17,11 @@ pub fn main(args: WhatIfArgs) -> anyhow::Result<()> {
             .num_threads(t)
             .build_global();
     }
+    // Every output is checked before the variants are predicted (minutes of work).
+    args.predict.check_outputs()?;
+    if let Some(p) = &args.csv {
+        jitter_trace::output::check_output(p, "--csv", "a CSV table", &["csv"])?;
+    }
     let w = what_if(&args)?;
     print!("{}", w.render());
     if let Some(p) = &args.predict.output {

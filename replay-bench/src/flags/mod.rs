@@ -33,7 +33,7 @@ pub use shared::{
     check_sync_modes, parse_ranks, PlatformChoice, Quanta, RankCounts, RanksPerNode, Seed,
     SimulatedPhases, SyncModes,
 };
-pub use study::{ChooseScaleArgs, StudyArgs};
+pub use study::{ChooseInjectArgs, ChooseScaleArgs, StudyArgs};
 pub use validate::ValidateArgs;
 pub use whatif::WhatIfArgs;
 
@@ -65,6 +65,9 @@ pub enum Command {
     Study(StudyArgs),
     /// Print the smallest scale factor that makes a share of a trace's detours injectable here.
     ChooseScale(ChooseScaleArgs),
+    /// Print how to inject a trace here (`signal` or `boundary`), and why on stderr: the
+    /// signal where S ≤ 3 reproduces 90 % of the noise time, payment at MPI calls elsewhere.
+    ChooseInject(ChooseInjectArgs),
     /// Real runs at 1 … cores processes and every sync mode beside the prediction: one table.
     Validate(Box<ValidateArgs>),
     /// What each kernel source of an attributed trace costs at scale: predict's table for the

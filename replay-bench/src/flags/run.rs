@@ -8,10 +8,10 @@ use anyhow::bail;
 use clap::Args;
 
 use jitter_emulator::cli::{CalibrationArgs, ReplayArgs, SalvageArgs};
-use jitter_emulator::{ReplaySetup, SyncMode, TimerKind};
+use jitter_emulator::{InjectionMode, ReplaySetup, SyncMode, TimerKind};
 
 use super::duration::{duration_flag, positive_duration_flag, MAX_DURATION_NS};
-use super::shared::{Quanta, RanksPerNode};
+use super::shared::{Inject, Quanta, RanksPerNode};
 use crate::baseline::Baseline;
 use crate::predict::placement::NodeTraceArgs;
 
@@ -47,6 +47,9 @@ pub struct RunArgs {
     /// Synchronisation of the replays: none, once, phase or every:K.
     #[arg(long, default_value = "none")]
     pub sync: SyncMode,
+    /// How detours get into the ranks.
+    #[command(flatten)]
+    pub inject: Inject,
     /// S, f, the timer and O/L/M in place of the calibrated ones.
     #[command(flatten)]
     pub replay: ReplayArgs,
@@ -179,6 +182,29 @@ impl RunArgs {
                 jitter_trace::units::format_ns(args.quanta.ns as f64),
                 jitter_trace::units::format_ns(least_ns)
             );
+        }
+        Ok(())
+    }
+
+    /// Why the injection mode does not fit the other options, if it does not: paying at calls
+    /// has no timer and no O, L or M, and pays on one timeline per process (no virtual ranks).
+    pub fn check_inject(&self) -> anyhow::Result<()> {
+        if self.inject.mode != InjectionMode::Boundary {
+            return Ok(());
+        }
+        let o = &self.replay.overrides;
+        if self.replay.timer.is_some()
+            || o.overhead.is_some()
+            || o.lateness.is_some()
+            || o.min_sleep.is_some()
+        {
+            bail!(
+                "--timer, --overhead, --lateness and --min-sleep are the signal injector's: \
+                 --inject boundary has no timer and pays no O, L or M"
+            );
+        }
+        if self.virtual_ranks > 1 {
+            bail!("--virtual-ranks needs --inject signal (paying at calls replays one timeline)");
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use jitter_emulator::SyncMode;
+use jitter_emulator::{InjectionMode, SyncMode};
 
 use super::duration::positive_duration_flag;
 
@@ -27,6 +27,28 @@ impl Quanta {
     /// The flag as `run` parses it back.
     pub fn to_flags(&self) -> Vec<String> {
         vec!["--quanta".into(), format!("{}ns", self.ns)]
+    }
+}
+
+/// `--inject`: how detours get into a rank of a real run (`run`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
+pub struct Inject {
+    /// How detours get into a rank: `signal` (a timer signal at each due time; the calibrated
+    /// O, L, M apply and S makes short detours injectable) or `boundary` (paid at the rank's MPI
+    /// calls, inside them at their time: no O, L or M, every detour at S = 1; docs/METHOD.md).
+    #[arg(
+        long = "inject",
+        id = "inject",
+        value_name = "signal|boundary",
+        default_value = "signal"
+    )]
+    pub mode: InjectionMode,
+}
+
+impl Inject {
+    /// The flag as `run` parses it back.
+    pub fn to_flags(&self) -> Vec<String> {
+        vec!["--inject".into(), self.mode.to_string()]
     }
 }
 

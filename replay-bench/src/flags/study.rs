@@ -1,4 +1,4 @@
-//! The options of `replay-bench study` and `replay-bench choose-scale`.
+//! The options of `replay-bench study`, `replay-bench choose-scale` and `choose-inject`.
 
 use std::path::PathBuf;
 
@@ -44,6 +44,23 @@ pub struct ChooseScaleArgs {
     /// When --max does not reach --share, print --max (with a warning) instead of failing.
     #[arg(long)]
     pub allow_capped: bool,
+    /// Whether to go on with a trace that lacks detours.
+    #[command(flatten)]
+    pub salvage: SalvageArgs,
+}
+
+/// Options of `replay-bench choose-inject`.
+#[derive(Debug, Clone, Args)]
+pub struct ChooseInjectArgs {
+    /// Trace to replay.
+    #[arg(long, value_name = "FILE")]
+    pub trace: PathBuf,
+    /// Emulator calibration (JSON of `jitter-emulate calibrate --json`): the signal's cost O.
+    #[arg(long, value_name = "FILE")]
+    pub calibration: PathBuf,
+    /// Timer whose overhead counts.
+    #[arg(long, default_value = "abstime", value_parser = parse_timer)]
+    pub timer: TimerKind,
     /// Whether to go on with a trace that lacks detours.
     #[command(flatten)]
     pub salvage: SalvageArgs,

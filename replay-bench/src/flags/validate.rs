@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use jitter_emulator::cli::{ReplayArgs, SalvageArgs};
+use jitter_emulator::InjectionMode;
 use jitter_trace::units::parse_positive_duration;
 
 use super::duration::duration_flag;
@@ -26,7 +27,18 @@ pub struct ValidateArgs {
     /// Work quanta q of one phase.
     #[command(flatten)]
     pub quanta: Quanta,
-    /// S, f, the timer and O/L/M, the same for the runs and the prediction.
+    /// How the runs inject, comma separated: `signal` (the timer signal, with S, the timer and
+    /// O/L/M below), `boundary` (paid at MPI calls, at S = 1); both run side by side, each
+    /// against its own prediction.
+    #[arg(
+        long,
+        value_name = "signal,boundary",
+        value_delimiter = ',',
+        default_value = "signal,boundary"
+    )]
+    pub inject: Vec<InjectionMode>,
+    /// S, f, the timer and O/L/M, the same for the runs and the prediction (the signal
+    /// injector's; paying at calls takes f alone).
     #[command(flatten)]
     pub replay: ReplayArgs,
     /// Whether the runs and the prediction go on with a trace that lacks detours.
@@ -81,6 +93,28 @@ impl ValidateArgs {
             }
         }
         Ok(())
+    }
+
+    /// The replay flags of the runs and the prediction of one injection mode: as given for the
+    /// signal injector; f alone paying at calls (S = 1, no timer, no O, L or M).
+    pub fn replay_for(&self, mode: InjectionMode) -> ReplayArgs {
+        match mode {
+            InjectionMode::Signal => self.replay,
+            InjectionMode::Boundary => ReplayArgs {
+                fraction: self.replay.fraction,
+                ..ReplayArgs::default()
+            },
+        }
+    }
+
+    /// The injection modes, each once, in the order given.
+    pub fn inject_modes(&self) -> Vec<InjectionMode> {
+        let mut v = self.inject.clone();
+        v.dedup();
+        if v.len() == 2 && v[0] == v[1] {
+            v.pop();
+        }
+        v
     }
 
     /// The process counts: `--ranks` or 1 … the CPUs this process may use.

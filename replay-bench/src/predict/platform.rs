@@ -79,6 +79,18 @@ impl Platform {
     /// (`jitter_emulator::Calibration`, for `timer`: `abstime` when `None`) or a run report (its
     /// median calibration over ranks, its scale, fraction and timer).
     pub fn load(path: &Path, timer: Option<TimerKind>) -> anyhow::Result<Self> {
+        use jitter_trace::interop::sniff::{expect_json, JsonKind};
+        expect_json(
+            "--platform",
+            path,
+            &[
+                JsonKind::RunReport,
+                JsonKind::PredictionReport,
+                JsonKind::VirtualRanksReport,
+                JsonKind::Calibration,
+            ],
+            "a platform file, an emulator calibration or a run's report",
+        )?;
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read platform file {}: {e}", path.display()))?;
         let value: serde_json::Value = serde_json::from_str(&text)

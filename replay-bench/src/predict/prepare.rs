@@ -38,15 +38,14 @@ pub(crate) fn walk_note(spec: &PredictSpec) -> Option<String> {
 /// Refuses a trace whose CPUs spent more than half their time in detours
 /// ([`jitter_trace::sanity::BUSY_NOISE_RATIO`]): it recorded other work, not the operating
 /// system's jitter, and its prediction would be that work's slowdown; `force` predicts anyway.
-fn refuse_busy(facts: &Facts, path: &Path, force: bool) -> anyhow::Result<()> {
+fn refuse_busy(facts: &Facts, what: &str, force: bool) -> anyhow::Result<()> {
     if force {
         return Ok(());
     }
     match facts.busy() {
         Some(why) => anyhow::bail!(
-            "trace {}: {why}; a prediction from it would be that work's slowdown (--force \
-             predicts anyway)",
-            path.display()
+            "{what}: {why}; a prediction from it would be that work's slowdown (--force \
+             predicts anyway)"
         ),
         None => Ok(()),
     }
@@ -172,7 +171,11 @@ fn load_traces(args: &PredictArgs, platform: &Platform) -> anyhow::Result<Vec<Tr
         for w in read.facts.warnings() {
             eprintln!("warning: {}: {w}", path.display());
         }
-        refuse_busy(&read.facts, path, args.force)?;
+        refuse_busy(
+            &read.facts,
+            &format!("trace {}", path.display()),
+            args.force,
+        )?;
         let mut input = input?;
         input.info.integrity = (!integrity.is_whole()).then_some(integrity);
         Ok(input)
@@ -222,6 +225,9 @@ fn with_platform_noise(
     let read = background::read_platform(path)
         .with_context(|| format!("cannot read platform-noise trace {}", path.display()))?;
     (read.facts).accept(&path.display().to_string(), args.salvage.choice())?;
+    // The platform's own noise is held to the rule of the traces it joins.
+    let what = format!("--platform-noise {}", path.display());
+    refuse_busy(&read.facts, &what, args.force)?;
     for w in read.facts.warnings() {
         eprintln!("warning: {}: {w}", path.display());
     }

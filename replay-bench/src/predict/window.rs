@@ -432,6 +432,7 @@ pub fn render(w: &RunWindows, row: &ResultRow, of: &WindowsOf, s: f64) -> String
         same_windows: Some((row, of)),
         blocks,
         whole: None,
+        inject: (w.run.config.run.as_ref()).map_or_else(Default::default, |d| d.inject),
     });
     for (name, c) in ["eq. 2", "eq. 3"].into_iter().zip(&judged) {
         let pred = c.same_windows_pct.unwrap_or(f64::NAN);

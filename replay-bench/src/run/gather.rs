@@ -7,7 +7,7 @@ use super::host::host_name;
 use super::state::{Gathered, Measured, Prepared};
 use crate::comm::{record, Collective, Mpi};
 use crate::flags::run::RunArgs;
-use crate::replay::ReplayTotals;
+use crate::replay::{CallsAccount, ReplayTotals};
 use crate::report::RankCost;
 
 /// Step 6: gathers calibrations and sums emulator totals on rank 0 (`None` on other ranks).
@@ -50,6 +50,20 @@ pub(crate) fn gather(
     } else {
         None
     };
+    // Paying at calls (every rank or none: one flag): the accounts added up, each rank's shares.
+    let payments = m.totals.calls.map(|a| {
+        let mut sums = a.to_sums();
+        comm.sum_to_root(&mut sums);
+        let mut maxes = a.to_maxes();
+        comm.all_max(&mut maxes);
+        let mine = [a.ledger.detour_share(), a.ledger.time_share()];
+        let shares = comm.gather_records(&record(&serde_json::to_vec(&mine).unwrap_or_default()));
+        let rank_shares = shares
+            .iter()
+            .map(|b| serde_json::from_slice(b).unwrap_or([f64::NAN; 2]))
+            .collect();
+        CallsAccount::to_report(&sums, &maxes, rank_shares)
+    });
     if comm.rank() != 0 {
         return Ok(None);
     }
@@ -63,5 +77,6 @@ pub(crate) fn gather(
         emulator: ReplayTotals::from_sums(&sums, maxes[0]).to_report(),
         platform_noise_max_ns: maxes[1],
         windows,
+        payments,
     }))
 }

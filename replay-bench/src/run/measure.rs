@@ -149,7 +149,7 @@ fn replay_run(
         return Ok((out, totals, Vec::new()));
     }
     let node = p.trace.as_ref().map_or(0, |t| t.timeline);
-    let started = Replay::start(plan, node, p.schedule, clock);
+    let started = Replay::start(plan, node, p.schedule, (clock, args.inject.mode));
     let mut replay = agree(comm, started)?;
     let out = run_phases(comm, clock, spec, &mut replay);
     let marks = replay.windows().to_vec();

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context};
 use jitter_collect::clock::Clock;
-use jitter_emulator::{Plan, ReplaySetup, SyncMode, SyncSchedule, TimerKind};
+use jitter_emulator::{InjectionMode, Plan, ReplaySetup, SyncMode, SyncSchedule, TimerKind};
 
 use super::host::{host_cost, host_name, online_cpus};
 use super::state::{Prepared, RankSetup};
@@ -42,6 +42,7 @@ pub(crate) fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
         }
         args.resolved_design()?;
         args.check_length()?;
+        args.check_inject()?;
         if let Baseline::File(p) = &args.baseline {
             baseline::from_report(p, comm.size() as u64, args.quanta.ns)?;
         }
@@ -66,13 +67,14 @@ pub(crate) fn prepare(comm: &Mpi, args: &RunArgs) -> anyhow::Result<Prepared> {
         comm,
         Clock::for_tools().context("cannot calibrate the cycle counter"),
     )?;
-    // S, f and the timer as given; the cost is this host's calibration (with the overrides).
+    // S, f and the timer as given; the cost is this host's calibration (with the overrides), or
+    // nothing when paying at calls (no timer, no handler: no calibration to measure).
     let given = args
         .replay
         .setup_over(&ReplaySetup::ideal(TimerKind::Abstime));
-    let cost = match &trace {
-        None => EmulatorCost::default(),
-        Some(_) => host_cost(comm, args, &clock, given.cost.timer)?,
+    let cost = match (&trace, args.inject.mode) {
+        (None, _) | (Some(_), InjectionMode::Boundary) => EmulatorCost::default(),
+        (Some(_), InjectionMode::Signal) => host_cost(comm, args, &clock, given.cost.timer)?,
     };
     let replay = ReplaySetup {
         cost: cost.cost,

@@ -70,6 +70,8 @@ pub(crate) fn run_config(
             window_ns: m.bound[1],
         }),
         windows: g.windows.clone(),
+        inject: args.inject.mode,
+        payments: g.payments.clone(),
     };
     let config = Config {
         trace: p.trace.as_ref().map(|t| t.info.clone()),

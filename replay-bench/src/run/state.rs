@@ -13,7 +13,7 @@ use crate::flags::run::Design;
 use crate::kernel::WorkRate;
 use crate::noise::PlatformNoise;
 use crate::replay::{EmulatorCost, ReplayTotals};
-use crate::report::{EmulatorTotals, RankCost, ReplayedWindows};
+use crate::report::{CallPayments, EmulatorTotals, RankCost, ReplayedWindows};
 
 /// Everything a rank measured about itself before the run.
 #[derive(Debug, Clone)]
@@ -60,4 +60,5 @@ pub(crate) struct Gathered {
     pub(crate) emulator: EmulatorTotals,
     pub(crate) platform_noise_max_ns: f64,
     pub(crate) windows: Option<ReplayedWindows>,
+    pub(crate) payments: Option<CallPayments>,
 }

@@ -31,6 +31,7 @@ pub fn profile(main_loop: bool, allreduces_ns: &[f64]) -> Profile {
         reported: Vec::new(),
         missing: Vec::new(),
         cartesian: None,
+        structure: None,
         main_loop: main_loop.then(|| MainLoop {
             iterations: 100,
             ranks: vec![0, 1],

@@ -105,3 +105,16 @@ pub fn library() -> PathBuf {
         .map(|(_, p)| p)
         .expect("libjitter_preload.so is built with replay-bench's tests (a dev-dependency)")
 }
+
+/// The line a test prints instead of its checks when `replay-bench run` refused its result
+/// because other work on the CPUs swamped the measurement (the run's plausibility check: the
+/// product is right to refuse on such a machine, and says by how much); None otherwise.
+pub fn swamped(r: &Ran) -> Option<String> {
+    let refusal = r.stderr.lines().find(|l| {
+        l.contains("implausible result:") && l.contains("other work on these CPUs swamped")
+    })?;
+    Some(format!(
+        "NOT CHECKED: the run refused its result, as it must on a machine this busy: {}",
+        refusal.trim_start_matches("error: ")
+    ))
+}

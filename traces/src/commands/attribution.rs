@@ -85,6 +85,19 @@ impl AttributionArgs {
             periods: true,
         };
         let mut report = report_of(&a, scope)?;
+        if let (Some((lo, hi)), 0) = (runs, report.detours) {
+            // A bucket is a range that must hold some of the input (`names`).
+            let all = report_of(
+                &a,
+                Scope {
+                    runs: None,
+                    ..scope
+                },
+            )?;
+            let name = trace.display().to_string();
+            let e = jitter_trace::names::no_run_time_in("--bucket", lo, hi, &name, all.detours);
+            return Err(e.into());
+        }
         if bucket.is_some() {
             // Steal is counted for the whole run: nothing to compare a bucket's detours with.
             report.steal.clear();

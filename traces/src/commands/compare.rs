@@ -71,16 +71,33 @@ impl CompareArgs {
             c.kl_divergence_reverse
         );
         println!("KS statistic:            {:.6}", c.ks_statistic);
+        // A rate or share not measured (no observed time) is `-`, and so is its difference.
+        let shown =
+            |v: f64, f: &dyn Fn(f64) -> String| if v.is_finite() { f(v) } else { "-".into() };
+        let pct = |v: f64| format!("{:.4} %", v * 100.0);
+        let diff = |v: f64| format!("{:+.4} %", v * 100.0);
         println!(
-            "noise ratio:             {:.4} % -> {:.4} % (diff {:+.4} %)",
-            c.noise_ratio_a * 100.0,
-            c.noise_ratio_b * 100.0,
-            c.noise_ratio_diff * 100.0
+            "noise ratio:             {} -> {} (diff {})",
+            shown(c.noise_ratio_a, &pct),
+            shown(c.noise_ratio_b, &pct),
+            shown(c.noise_ratio_diff, &diff)
         );
+        let rate = |v: f64| format!("{v:.1}");
+        let rate_diff = |v: f64| format!("{v:+.1}");
         println!(
-            "detours/s per CPU:       {:.1} -> {:.1} (diff {:+.1})",
-            c.detour_rate_a, c.detour_rate_b, c.detour_rate_diff
+            "detours/s per CPU:       {} -> {} (diff {})",
+            shown(c.detour_rate_a, &rate),
+            shown(c.detour_rate_b, &rate),
+            shown(c.detour_rate_diff, &rate_diff)
         );
+        for (name, n) in [(&a, c.count_a), (&b, c.count_b)] {
+            if n < 2 {
+                println!(
+                    "note: {} has {n} detour: its distances describe one value, not a distribution",
+                    name.display()
+                );
+            }
+        }
         Ok(())
     }
 }

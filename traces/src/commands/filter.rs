@@ -11,6 +11,7 @@ use serde_json::json;
 use jitter_trace::attribution::sidecar_path;
 use jitter_trace::filter_streams::{FilterPlan, SharedSidecar};
 use jitter_trace::interop::Format;
+use jitter_trace::output::check_output;
 
 use crate::commands::input::{attribution_file_unchecked, check_collection, source, Input};
 use crate::commands::output::{report_count, save_streams, Count, Output};
@@ -55,6 +56,16 @@ impl FilterArgs {
             input,
             output,
         } = self;
+        let format = output.check()?;
+        if format == Format::Jtr {
+            // A filtered .jtr is written with its attribution beside it.
+            check_output(
+                &sidecar_path(&output.output),
+                "-o writes",
+                "the attribution (JSON)",
+                &["json"],
+            )?;
+        }
         let source = source(std::slice::from_ref(&trace), &input)?;
         let sidecar = attribution_file_unchecked(&trace)?;
         let f = if keep.is_empty() {
@@ -70,9 +81,9 @@ impl FilterArgs {
         let shared: SharedSidecar = Arc::new(sidecar.clone());
         let plan = FilterPlan::planned(source.src.as_ref(), shared, &f)?;
         check_collection(&trace, plan.collection_start_unix_ns())?;
+        plan.require_named_sources(if f.keep { "--keep" } else { "--drop" })?;
         plan.check()?;
         let tally = plan.tally();
-        let format = Format::for_output(output.to, &output.output)?;
         let (written, count) = if format == Format::Jtr {
             let path = &output.output;
             (plan.write_jtr(path, &sidecar_path(path)))

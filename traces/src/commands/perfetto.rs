@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::json;
 
 use jitter_trace::attribution::sidecar_path;
-use jitter_trace::output::write_output;
+use jitter_trace::output::{check_output, write_output};
 use jitter_trace::sidecar_reader::DetourSource;
 use jitter_trace::units::parse_duration_ns;
 use jitter_trace::TraceError;
@@ -37,6 +37,12 @@ impl PerfettoArgs {
     /// Runs the subcommand; `json`: print JSON instead of text.
     pub(crate) fn run(self, json: bool) -> Result<()> {
         use jitter_trace::interop::perfetto::{write_trace_events, Export};
+        check_output(
+            &self.output,
+            "-o",
+            "Chrome/Perfetto trace events (JSON)",
+            &["json"],
+        )?;
         let t = source(std::slice::from_ref(&self.trace), &self.input)?.src;
         let a = if sidecar_path(&self.trace).exists() {
             Some(attribution_file(&self.trace)?)

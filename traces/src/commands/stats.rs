@@ -46,6 +46,8 @@ pub(crate) struct StatsArgs {
 /// What `stats` prints.
 struct Findings {
     stats: TraceStats,
+    /// What is not measured, an inferred window (`TraceStats::notes`).
+    notes: Vec<String>,
     integrity: Integrity,
     inject: Vec<Injectability>,
     choice: Option<Option<ScaleChoice>>,
@@ -63,7 +65,10 @@ impl StatsArgs {
     fn scanned(&self) -> Result<Findings> {
         let tallies: Result<Vec<InjectableTally>, _> = match self.overhead {
             Some(o) => (self.scale.iter())
-                .map(|&s| InjectableTally::new(o, s))
+                .map(|&s| {
+                    jitter_trace::stats::check_replay_scale(s)?;
+                    InjectableTally::new(o, s)
+                })
                 .collect(),
             None => Ok(Vec::new()),
         };
@@ -93,6 +98,7 @@ impl StatsArgs {
             _ => {}
         }
         Ok(Findings {
+            notes: stats.notes(&scan.frame.header),
             stats,
             integrity,
             inject: sink.injectability(),
@@ -115,12 +121,15 @@ fn print(f: &Findings, overhead: Option<f64>, json: bool) -> Result<()> {
         println!("# {kept}");
     }
     print!("{}", f.stats.table());
+    for n in &f.notes {
+        println!("# {n}");
+    }
     if let Some(o) = overhead {
         println!("\ninjectable with overhead {:.3} us:", o / 1e3);
         let mut t = jitter_trace::table::Table::new(["scale", "% of detours", "% of noise time"]);
         for i in &f.inject {
             t.row([
-                i.scale.to_string(),
+                jitter_trace::stats::number_shown(i.scale),
                 format!("{:.2}", i.detours * 100.0),
                 format!("{:.2}", i.noise * 100.0),
             ]);

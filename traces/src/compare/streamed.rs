@@ -144,7 +144,13 @@ pub(crate) fn stats(s: &dyn StreamSource) -> Result<Stats, TraceError> {
         })?;
     }
     let duration: u64 = s.frame().streams.iter().map(Stream::duration_ns).sum();
-    Ok(Stats::from_histogram(&h, duration))
+    // Rates and shares only where there is observed time (`TraceStats::checked`).
+    Ok(crate::stats::TraceStats {
+        overall: Stats::from_histogram(&h, duration),
+        streams: Vec::new(),
+    }
+    .checked(&s.frame().header)
+    .overall)
 }
 
 /// A range of run-times `[lo, hi)` still in the race, with the run-times of each trace below it.

@@ -13,7 +13,7 @@ use super::spill::{Rows, Spilled, Store};
 use crate::error::TraceError;
 use crate::format::{Completeness, Epilogue, StreamSummary, TraceWriter};
 use crate::load::read_trace;
-use crate::model::{Detour, Header, Trace};
+use crate::model::{Detour, Header, Trace, LABEL_WINDOW, WINDOW_INFERRED};
 use crate::stream_order::{for_each_record, StreamSource};
 
 /// How one format is read and written: one implementation per file, picked by
@@ -209,6 +209,11 @@ pub(super) fn assemble(
         ..Header::default()
     };
     header.labels.insert("imported".into(), label.into());
+    if parts.iter().any(|p| p.window.is_none()) {
+        header
+            .labels
+            .insert(LABEL_WINDOW.into(), WINDOW_INFERRED.into());
+    }
     tune(&mut header);
     let out = std::io::BufWriter::with_capacity(1 << 16, store.jtr.file());
     let mut w = TraceWriter::new(out, &header)?;

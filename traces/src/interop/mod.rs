@@ -25,6 +25,7 @@ mod jsonl;
 mod jtr;
 mod loggopsim;
 pub mod perfetto;
+pub mod sniff;
 mod spill;
 mod sysjitter;
 
@@ -134,13 +135,26 @@ impl FromStr for Format {
 
 /// Reads a trace from `paths` in `format` (one file per stream for sysjitter and LogGOPSim).
 pub fn import(paths: &[PathBuf], format: Format) -> Result<Imported, TraceError> {
+    check_inputs(paths, format)?;
     format.codec().import(paths)
+}
+
+/// Refuses a text input whose content is not text (`sniff`: a `.jtr` under a CSV name, an
+/// executable) before its reader complains about its first bytes.
+fn check_inputs(paths: &[PathBuf], format: Format) -> Result<(), TraceError> {
+    if format == Format::Jtr {
+        return Ok(());
+    }
+    paths
+        .iter()
+        .try_for_each(|p| sniff::check_text_input(p, format.codec().name()))
 }
 
 /// Reads a text input (CSV, sysjitter, LogGOPSim) from `paths` into a temporary `.jtr` file,
 /// in bounded memory in the input's length (see `spill`), with the errors and the trace of
 /// [`import`]; the file is removed when the [`Spilled`] is dropped.
 pub fn import_to_file(paths: &[PathBuf], format: Format) -> Result<Spilled, TraceError> {
+    check_inputs(paths, format)?;
     format.codec().spill(paths)
 }
 
@@ -258,8 +272,9 @@ pub(crate) mod tests {
         let e = export(&t, &p, Format::Sysjitter).unwrap_err().to_string();
         assert_eq!(e, "sysjitter raw output is an import format only");
         assert!(!p.exists());
-        let two = [dir.path().join("t.jtr"), dir.path().join("t.csv")];
+        let two = [dir.path().join("t.csv"), dir.path().join("t.csv")];
         let e = import(&two, Format::Csv).unwrap_err().to_string();
+        let two = [dir.path().join("t.jtr"), dir.path().join("t.csv")];
         assert_eq!(e, "CSV input is a single file, got 2");
         let e = import(&two, Format::Jtr).unwrap_err().to_string();
         assert_eq!(e, ".jtr input is a single file, got 2");

@@ -176,6 +176,10 @@ pub fn write_trace_events(
     if from >= to {
         return Err(TraceError::Argument("the window is empty".into()));
     }
+    if let Some((a, b)) = e.window {
+        let end = trace.streams.iter().map(|s| s.end_ns).max().unwrap_or(t0);
+        crate::names::window_within("--window", a, b, end.saturating_sub(t0), "the trace")?;
+    }
     let us = |ns: u64| (ns.saturating_sub(t0)) as f64 / 1e3;
     let mut events = Vec::new();
     push(

@@ -6,7 +6,9 @@
  *   compute_barrier --calibrate NS           prints the iterations that take NS (no MPI)
  *   compute_barrier ITERATIONS PHASES WARMUP  rank 0 prints, over the phases after WARMUP, the
  *                                             median and mean of the per-phase maximum over
- *                                             ranks of the compute time qt, in ns
+ *                                             ranks of the compute time qt, and the median and
+ *                                             mean of that of the phase time qtb (compute and
+ *                                             barrier), in ns
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -55,23 +57,30 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    double *qt = calloc(phases, sizeof *qt), *max_qt = calloc(phases, sizeof *max_qt);
+    double *qt = calloc(2 * phases, sizeof *qt), *max_qt = calloc(2 * phases, sizeof *max_qt);
+    double *qtb = qt + phases, *max_qtb = max_qt + phases;
     MPI_Barrier(MPI_COMM_WORLD);
     for (int p = 0; p < phases; p++) {
         double t1 = now_ns();
         work(iterations);
         qt[p] = now_ns() - t1;
         MPI_Barrier(MPI_COMM_WORLD);
+        qtb[p] = now_ns() - t1;
     }
-    MPI_Reduce(qt, max_qt, phases, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(qt, max_qt, 2 * phases, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         int n = phases - warmup;
-        double sum = 0;
-        for (int p = warmup; p < phases; p++) sum += max_qt[p];
+        double sum = 0, sum_b = 0;
+        for (int p = warmup; p < phases; p++) sum += max_qt[p], sum_b += max_qtb[p];
         qsort(max_qt + warmup, n, sizeof *max_qt, cmp);
+        qsort(max_qtb + warmup, n, sizeof *max_qtb, cmp);
         double median = n % 2 ? max_qt[warmup + n / 2]
                               : 0.5 * (max_qt[warmup + n / 2 - 1] + max_qt[warmup + n / 2]);
-        printf("median_max_qt_ns %.0f mean_max_qt_ns %.0f phases %d\n", median, sum / n, n);
+        double median_b = n % 2 ? max_qtb[warmup + n / 2]
+                                : 0.5 * (max_qtb[warmup + n / 2 - 1] + max_qtb[warmup + n / 2]);
+        printf("median_max_qt_ns %.0f mean_max_qt_ns %.0f median_max_qtb_ns %.0f "
+               "mean_max_qtb_ns %.0f phases %d\n",
+               median, sum / n, median_b, sum_b / n, n);
     }
     free(qt);
     free(max_qt);

@@ -6,7 +6,9 @@
  *   signals own-handler        installs its own SIGALRM handler, then MPI_Init; prints
  *                              "initialised" if MPI_Init returned
  *   signals stress LIMIT_S DIR rounds of MPI_Allreduce, MPI_Bcast and MPI_Barrier (every result
- *                              checked) and of file writes and reads (every block checksummed)
+ *                              checked), of file writes and reads (every block checksummed) and
+ *                              of a blocking pipe read (a thread answers each request 200 µs
+ *                              later, so that a signal can interrupt the read)
  *                              until every rank's replay has finished (jb_emulator_finished of
  *                              the preloaded library, found with dlsym) or LIMIT_S seconds
  *                              passed; every system call that fails with EINTR is counted.
@@ -18,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +33,7 @@
 #define SLOTS 16
 #define BCAST 16384
 #define REDUCE 1024
+#define MESSAGE 4096
 
 static long eintr_count, bad_count;
 
@@ -88,6 +92,68 @@ static int read_all(int fd, unsigned char *p, size_t n, off_t off) {
     return 0;
 }
 
+/* The pipes of the feeder: requests in, messages out. */
+static int ask_fd[2], reply_fd[2];
+
+/* Answers each request byte with a MESSAGE-byte message of byte k % 251 after 200 µs, until the
+ * request pipe is closed. SIGALRM is blocked here: the emulator's signal is the main thread's. */
+static void *feeder(void *arg) {
+    (void)arg;
+    sigset_t alarm;
+    sigemptyset(&alarm);
+    sigaddset(&alarm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alarm, NULL);
+    static unsigned char msg[MESSAGE];
+    unsigned char c;
+    for (long k = 0;; k++) {
+        ssize_t r = read(ask_fd[0], &c, 1);
+        if (r < 0 && errno == EINTR) {
+            k--;
+            continue;
+        }
+        if (r != 1) break;
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+        memset(msg, (int)(k % 251), MESSAGE);
+        for (size_t off = 0; off < MESSAGE;) {
+            ssize_t w = write(reply_fd[1], msg + off, MESSAGE - off);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) return NULL;
+            off += (size_t)w;
+        }
+    }
+    return NULL;
+}
+
+/* One request and its message, read while the feeder pauses (blocking), counting EINTR. */
+static int ask_and_read(long k, long round) {
+    static unsigned char msg[MESSAGE];
+    for (;;) {
+        ssize_t w = write(ask_fd[1], "?", 1);
+        if (w == 1) break;
+        if (w < 0 && errno == EINTR) {
+            eintr_count++;
+            continue;
+        }
+        return -1;
+    }
+    for (size_t got = 0; got < MESSAGE;) {
+        ssize_t r = read(reply_fd[0], msg + got, MESSAGE - got);
+        if (r < 0 && errno == EINTR) {
+            eintr_count++;
+            continue;
+        }
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+    for (size_t i = 0; i < MESSAGE; i++)
+        if (msg[i] != (unsigned char)(k % 251)) {
+            bad("pipe message differs", round);
+            break;
+        }
+    return 0;
+}
+
 static int stress(double limit_s, const char *dir) {
     int rank, size;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -99,6 +165,12 @@ static int stress(double limit_s, const char *dir) {
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
         perror(path);
+        return 1;
+    }
+    pthread_t feeder_thread;
+    if (pipe(ask_fd) != 0 || pipe(reply_fd) != 0 ||
+        pthread_create(&feeder_thread, NULL, feeder, NULL) != 0) {
+        perror("pipe or thread");
         return 1;
     }
     static unsigned char block[BLOCK], back[BLOCK], buf[BCAST];
@@ -121,6 +193,10 @@ static int stress(double limit_s, const char *dir) {
             break;
         }
         if (fnv(back, BLOCK) != slot_sum[slot]) bad("file block read back differs", round);
+        if (ask_and_read(round, round) != 0) {
+            bad("pipe failed", round);
+            break;
+        }
         /* Allreduce: sum of (rank + 1) * (round + i) over ranks. */
         for (int i = 0; i < REDUCE; i++) vals[i] = (double)(rank + 1) * (double)(round + i);
         if (MPI_Allreduce(vals, sums, REDUCE, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) !=
@@ -165,6 +241,8 @@ static int stress(double limit_s, const char *dir) {
     }
     close(fd);
     unlink(path);
+    close(ask_fd[1]);
+    pthread_join(feeder_thread, NULL);
     long mine[2] = {eintr_count, bad_count}, total[2];
     MPI_Allreduce(mine, total, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)

@@ -1,13 +1,21 @@
 //! `predict --app --runs-of APP_REPORT`: the measured runs of a `replay-bench app` report to
 //! predict one by one — each counted run with the library, at its own `JITTER_SEED` and from
-//! the points the preload library started its ranks at (`crate::app::layout`), so that each
-//! run is set beside the prediction of the stretches of trace it replayed.
+//! the points the preload library stood at when the run's main loop began, so that each run is
+//! set beside the prediction of the stretches of trace it replayed.
+//!
+//! Where the run timed its loop (`app --metric loop`: each rank's loop start and the barriers
+//! before it, from its profile), a rank's point is where its replay stood then: its start
+//! offset plus the time since `MPI_Init` returned, or, where a barrier before the loop resynced
+//! it, that resync point plus the time since that barrier returned — wall time ÷ S on the
+//! trace's timeline. Otherwise (a report without loop timings) the points are those of
+//! `crate::app::layout` after `--barriers-before` barriers, the set-up's time not added.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use jitter_emulator::{SyncMode, SyncSchedule};
+use jitter_profile::structure::RankTiming;
 
 use crate::app::layout::LibraryLayout;
 use crate::app::{AppReport, Arm};
@@ -43,12 +51,21 @@ pub struct MeasuredRuns {
     pub scale: f64,
     /// `MPI_Barrier` calls before the program's main loop (`--barriers-before`).
     pub barriers_before: u64,
+    /// Each run's ranks' loop timings (by rank; empty where the run did not time its loop).
+    pub timings: Vec<Vec<RankTiming>>,
 }
 
 impl MeasuredRuns {
     /// Reads the app report at `path`.
     pub fn read(path: &Path, barriers_before: u64) -> anyhow::Result<MeasuredRuns> {
         let shown = path.display().to_string();
+        use jitter_trace::interop::sniff::{expect_json, JsonKind};
+        expect_json(
+            "--runs-of",
+            path,
+            &[JsonKind::AppReport],
+            "an application study (replay-bench app)",
+        )?;
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("--runs-of: cannot read {shown}"))?;
         let report: AppReport = serde_json::from_str(&text)
@@ -62,6 +79,10 @@ impl MeasuredRuns {
         };
         let runs: Vec<MeasuredRun> = counted()
             .filter_map(|r| r.jitter_seed.map(|seed| MeasuredRun { pair: r.pair, seed }))
+            .collect();
+        let timings = counted()
+            .filter(|r| r.jitter_seed.is_some())
+            .map(|r| r.ranks.clone())
             .collect();
         anyhow::ensure!(
             !runs.is_empty(),
@@ -86,6 +107,7 @@ impl MeasuredRuns {
             sync,
             scale: report.scale,
             barriers_before,
+            timings,
         })
     }
 
@@ -106,11 +128,58 @@ impl MeasuredRuns {
             mode: self.sync,
             seed: run.seed,
         };
+        let timed = (self.runs.iter())
+            .position(|r| *r == run)
+            .and_then(|i| self.timings.get(i))
+            .filter(|t| t.len() as u64 == self.ranks);
+        if let Some(w) = timed.and_then(|t| self.timed_window(t, &schedule, streams, period_ns)) {
+            return Arc::new(w);
+        }
         Arc::new(RunWindow {
             phase: self.barriers_before,
             points_ns: self
                 .layout(streams)
                 .loop_points(&schedule, self.barriers_before, period_ns),
+        })
+    }
+
+    /// The window of a run that timed its loop: each rank's point when its loop began.
+    fn timed_window(
+        &self,
+        ranks: &[RankTiming],
+        schedule: &SyncSchedule,
+        streams: u64,
+        period_ns: u64,
+    ) -> Option<RunWindow> {
+        let phase = ranks.first()?.barriers_before?;
+        let layout = self.layout(streams);
+        let wrap = |ns: u64| ns % period_ns.max(1);
+        let on_trace = |wall_ns: u64| (wall_ns as f64 / self.scale).round() as u64;
+        let resync = schedule.resync_offset(phase, period_ns);
+        let earlier = (1..phase).any(|b| schedule.resync_offset(b, period_ns).is_some());
+        let points = (ranks.iter().enumerate())
+            .map(|(r, t)| {
+                let start = t.loop_start_ns?;
+                match resync {
+                    // Resynced at the last barrier before the loop: from there.
+                    Some(at) => {
+                        let since = start.saturating_sub(t.last_barrier_exit_ns?);
+                        Some(wrap(at + on_trace(since)))
+                    }
+                    // Resynced at an earlier barrier only: its time is not kept.
+                    None if earlier => None,
+                    None => {
+                        let timeline = layout.slot(r as u64).timeline;
+                        Some(wrap(
+                            schedule.start_offset(timeline, period_ns) + on_trace(start),
+                        ))
+                    }
+                }
+            })
+            .collect::<Option<Vec<u64>>>()?;
+        Some(RunWindow {
+            phase,
+            points_ns: points,
         })
     }
 
@@ -143,5 +212,73 @@ impl MeasuredRuns {
                 self.path, self.host
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs(sync: SyncMode, scale: f64, timings: Vec<Vec<RankTiming>>) -> MeasuredRuns {
+        MeasuredRuns {
+            path: "app.json".into(),
+            runs: vec![MeasuredRun { pair: 1, seed: 77 }],
+            host: "node-a".into(),
+            host_assumed: false,
+            ranks: 2,
+            ranks_per_node: None,
+            sync,
+            scale,
+            barriers_before: 0,
+            timings,
+        }
+    }
+
+    fn timing(start: u64, barriers: u64, barrier_exit: Option<u64>) -> RankTiming {
+        RankTiming {
+            startup_ns: 1_000,
+            mpi_init_ns: 2_000,
+            loop_start_ns: Some(start),
+            loop_end_ns: Some(start + 1_000_000),
+            iterations: 10,
+            barriers_before: Some(barriers),
+            last_barrier_exit_ns: barrier_exit,
+        }
+    }
+
+    /// Under phase the loop starts at the resync point of the barrier before it plus the time
+    /// since that barrier (÷ S); under none at each rank's start offset plus the time since
+    /// MPI_Init; a report without timings keeps the layout's points.
+    #[test]
+    fn a_timed_run_starts_each_rank_where_its_replay_stood_when_its_loop_began() {
+        let period = 10_000_000_000;
+        let run = MeasuredRun { pair: 1, seed: 77 };
+        let t = vec![timing(5_000_000, 1, Some(4_000_000)); 2];
+        let m = runs(SyncMode::Phase, 2.0, vec![t.clone()]);
+        let s = SyncSchedule {
+            mode: SyncMode::Phase,
+            seed: 77,
+        };
+        let at = s.resync_offset(1, period).unwrap();
+        let w = m.window(run, 1, period);
+        assert_eq!(w.phase, 1);
+        assert_eq!(w.points_ns, vec![(at + 500_000) % period; 2]);
+        let m = runs(SyncMode::None, 1.0, vec![t]);
+        let w = m.window(run, 1, period);
+        let s = SyncSchedule {
+            mode: SyncMode::None,
+            seed: 77,
+        };
+        let layout = m.layout(1);
+        for r in 0..2 {
+            let off = s.start_offset(layout.slot(r).timeline, period);
+            assert_eq!(w.points_ns[r as usize], (off + 5_000_000) % period);
+        }
+        // Without timings: the layout's points (no set-up time added).
+        let m = runs(SyncMode::None, 1.0, vec![Vec::new()]);
+        assert_eq!(
+            m.window(run, 1, period).points_ns,
+            layout.loop_points(&s, 0, period)
+        );
     }
 }

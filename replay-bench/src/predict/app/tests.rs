@@ -348,6 +348,7 @@ fn profiles_without_a_loop_or_with_a_receive_before_its_send_are_refused() {
         reported: Vec::new(),
         missing: vec![0, 1],
         cartesian: None,
+        structure: None,
         main_loop: None,
     };
     let e = main_loop(&p, "x.json").unwrap_err().to_string();
@@ -545,6 +546,7 @@ fn each_measured_run_is_predicted_from_the_library_s_point_for_its_seed() {
         sync: SyncMode::None,
         scale: 1.0,
         barriers_before: 0,
+        timings: Vec::new(),
     };
     let app = App {
         runs: Some(runs.clone()),
