@@ -416,6 +416,7 @@ mod tests {
             injection_agrees: None,
             whole_pct: None,
             whole_range_pct: None,
+            whole_ci95_pp: None,
             platform_pct: 0.0,
             verdict: Verdict::NoVerdict,
         };
