@@ -18,8 +18,9 @@
 //! table order, so that a time budget that runs out leaves every point with its share. The time
 //! budget is judged by rank 0 between draws and agreed by every process, so none is left waiting
 //! in a collective; where it stops the prediction, the result depends on the machine's speed
-//! (the report says `time`). After the pilots every point's remaining draws are known: the
-//! progress says the time they will take at each point's own pace.
+//! (the report says `time`). After every draw the progress says the time left at the pace
+//! measured so far (rank-phases per second): to the end of the pilots while they run, then to
+//! the end of the draws the pilots planned.
 
 use std::time::{Duration, Instant};
 
@@ -250,8 +251,6 @@ struct Tally {
     planned: u64,
     /// Draws the fraction rule cut short.
     cut: u64,
-    /// Wall time its draws took, s.
-    seconds: f64,
     stopped_by: Option<&'static str>,
 }
 
@@ -273,17 +272,7 @@ impl Tally {
             pilot: None,
             planned: 0,
             cut: 0,
-            seconds: 0.0,
             stopped_by: None,
-        }
-    }
-
-    /// Seconds per draw so far (0 before the first).
-    fn per_draw_s(&self) -> f64 {
-        if self.draws == 0 {
-            0.0
-        } else {
-            self.seconds / self.draws as f64
         }
     }
 
@@ -335,9 +324,7 @@ impl Rounds<'_> {
             phases: t.phases,
             ..self.spec.des.clone()
         };
-        let t0 = Instant::now();
         let out = self.point(t).simulate(&cfg, true)?;
-        t.seconds += t0.elapsed().as_secs_f64();
         t.draws += 1;
         let label = &self.traces[t.trace].label;
         anyhow::ensure!(
@@ -370,14 +357,6 @@ impl Rounds<'_> {
         let mut v = [mine];
         self.comm.all_max(&mut v);
         v[0] > 0.0
-    }
-
-    /// Seconds the draws still planned for `t` will take at its own pace.
-    fn remaining_s(&self, t: &Tally) -> f64 {
-        if t.stopped_by.is_some() {
-            return 0.0;
-        }
-        t.planned.saturating_sub(t.draws) as f64 * t.per_draw_s()
     }
 }
 
@@ -475,16 +454,22 @@ fn pilot_rank_phases(t: &[Tally], pilot: u64) -> u64 {
 
 /// Two draws of every point, then every point's pilot, then the planned draws in rounds that
 /// at most double each point's draws, until every point has its draws or the time is spent.
+/// The time left is said after every draw.
 fn run_rounds(r: &Rounds<'_>, tallies: &mut [Tally]) -> anyhow::Result<()> {
-    for t in tallies.iter_mut() {
-        while t.draws < 2 {
-            r.draw(t)?;
+    for i in 0..tallies.len() {
+        while tallies[i].draws < 2 {
+            r.draw(&mut tallies[i])?;
+            say_left(r, tallies, Stage::Pilot);
         }
     }
     // The pilots (whole), then rounds of the planned draws (at most as many as a point has).
     for stage in 0.. {
         let mut any = false;
-        for t in tallies.iter_mut().filter(|t| t.stopped_by.is_none()) {
+        for i in 0..tallies.len() {
+            let t = &tallies[i];
+            if t.stopped_by.is_some() {
+                continue;
+            }
             let more = if stage == 0 {
                 r.rule(t).pilot.saturating_sub(t.draws)
             } else {
@@ -497,11 +482,19 @@ fn run_rounds(r: &Rounds<'_>, tallies: &mut [Tally]) -> anyhow::Result<()> {
                     }
                     return Ok(());
                 }
-                r.draw(t)?;
+                r.draw(&mut tallies[i])?;
+                say_left(
+                    r,
+                    tallies,
+                    if stage == 0 {
+                        Stage::Pilot
+                    } else {
+                        Stage::Planned
+                    },
+                );
             }
             any |= more > 0;
         }
-        estimate_left(r, tallies);
         if stage > 0 && !any {
             break;
         }
@@ -517,18 +510,42 @@ fn run_rounds(r: &Rounds<'_>, tallies: &mut [Tally]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Re-estimates the progress bar's length and its message from every point's pace.
-fn estimate_left(r: &Rounds<'_>, tallies: &[Tally]) {
-    let left: f64 = tallies.iter().map(|t| r.remaining_s(t)).sum();
+/// What the draws left are counted to: every point's pilot, or the draws its pilot planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Pilot,
+    Planned,
+}
+
+/// Rank-phases of the draws `t` still has to run in `stage` (none once it stopped).
+fn rank_phases_left(r: &Rounds<'_>, t: &Tally, stage: Stage) -> u64 {
+    if t.stopped_by.is_some() {
+        return 0;
+    }
+    let target = match stage {
+        Stage::Pilot => r.rule(t).pilot,
+        Stage::Planned => t.planned,
+    };
+    target.saturating_sub(t.draws) * t.phases * t.ranks
+}
+
+/// Sets the progress bar's length to the rank-phases done and left, and its message to the
+/// time they will take at the pace measured so far (rank-phases per second of this
+/// prediction): during the pilot, to its end; after it, to the end of the planned draws.
+fn say_left(r: &Rounds<'_>, tallies: &[Tally], stage: Stage) {
+    let left: u64 = (tallies.iter())
+        .map(|t| rank_phases_left(r, t, stage))
+        .fold(0, u64::saturating_add);
     let pos = r.progress.position();
     let done_s = r.started.elapsed().as_secs_f64().max(1e-3);
-    // Rank-phases at the pace so far.
-    let rate = pos as f64 / done_s;
-    r.progress.set_length(pos + (left * rate).round() as u64);
-    r.progress.set_message(format!(
-        "about {:.0} s left, estimated from each point's pilot",
-        left
-    ));
+    r.progress.set_length(pos.saturating_add(left));
+    let secs = left as f64 * done_s / pos.max(1) as f64;
+    let what = match stage {
+        Stage::Pilot => "to the end of the pilot",
+        Stage::Planned => "to the end of the planned draws",
+    };
+    r.progress
+        .set_message(format!("about {secs:.0} s left {what}, at the pace so far"));
 }
 
 /// The point's row (its draws pooled, with their range and interval, the precision asked and
