@@ -31,10 +31,11 @@ for t in $traces; do
             for n in $ranks; do
                 load=$(cut -d' ' -f1 /proc/loadavg)
                 out="$dir/$t-$c-${p%\%}-$n.json"
-                stats=$( { /usr/bin/time -f '%e %U %S %M' timeout 900 "$bin/replay-bench" predict \
-                    --trace "$dir/$t.jtr" --ranks "$n" --sync none --quanta 1ms --collective "$c" \
-                    --precision "$p" --force -o "$out" >/dev/null 2>"$out.err"; } 2>&1 | tail -1)
-                read -r wall user sys rss <<<"$stats"
+                /usr/bin/time -o "$out.time" -f '%e %U %S %M' timeout 900 "$bin/replay-bench" \
+                    predict --trace "$dir/$t.jtr" --ranks "$n" --sync none --quanta 1ms \
+                    --collective "$c" --precision "$p" --force -o "$out" >/dev/null \
+                    2>"$out.err" || true
+                read -r wall user sys rss < <(tail -1 "$out.time")
                 row=$(jq -r '.results[0] | "\(.interval.draws) | \(.interval.phases_per_draw) | \(.sd_qtbt_pct * 100 | round / 100) % ± \(.sd_qtbt_ci95_pct * 100 | round / 100) | \(.interval.stopped_by)"' "$out" 2>/dev/null || echo "- | - | failed | -")
                 cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.1f", u + s }')
                 echo "| $t | $c | $p | $n | $wall | $cpu | $((rss / 1024)) | $load | $row |"
