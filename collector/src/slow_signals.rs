@@ -4,7 +4,7 @@
 //! long on the counter. Each signal then really costs the application that much more CPU time,
 //! as on a host whose signal delivery is slower; nothing reported is altered, the machine is.
 //! The suite's tests read O and the signal cost from the calibration and `--check`, so a run
-//! with the feature shows whether they adapt to a slow host (`scripts/test.sh --stress`).
+//! with the feature shows whether they adapt to a slow host (`scripts/test.sh --slow-signals US`).
 //!
 //! Without the feature, [`configure`] reads nothing and returns 0, and [`pay`] is empty. With
 //! it, a process that arms the spin says so on standard error once, and the emulator's

@@ -157,7 +157,7 @@ fn a_slice_stream_by_stream_equals_the_in_memory_transforms() {
             ..SliceSpec::default()
         };
         let e = Sliced::new(&file, &absent).unwrap_err().to_string();
-        assert!(e.contains("no stream for CPU 99"), "{e}");
+        assert!(e.contains("the trace has no CPU 99"), "{e}");
     }
 }
 

@@ -67,6 +67,13 @@ fn run(work: &Path, profile: &Path, fill: &Path, rounds: u32) -> std::process::O
         .unwrap()
 }
 
+/// A rank's record and what the library asks at `MPI_Init` for two ranks: two records and the
+/// profile's share (1 MiB, and 1 KiB per rank).
+fn room_for_two_ranks() -> (u64, u64) {
+    let record = std::mem::size_of::<RankRecord>() as u64;
+    (record, 2 * (record + 1024) + (1 << 20))
+}
+
 fn no_signal(stderr: &str) {
     assert!(
         !stderr.contains("signal") && !stderr.contains("Bus error"),
@@ -79,7 +86,7 @@ fn a_profile_folder_without_room_for_the_records_stops_the_job_at_mpi_init_with_
     if !common::have_mpi() {
         return;
     }
-    // 1 MiB: less than one record (2.96 MB).
+    // 1 MiB: less than one record (the record's size is checked below).
     let Some(disk) = SmallDisk::mount("1m") else {
         return;
     };
@@ -91,10 +98,7 @@ fn a_profile_folder_without_room_for_the_records_stops_the_job_at_mpi_init_with_
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stdout}\n{stderr}");
     no_signal(&stderr);
-    // Two records and the profile's share (1 MiB, and 1 KiB per rank): 6.98 MB for records of
-    // 2.96 MB.
-    let record = std::mem::size_of::<RankRecord>() as u64;
-    let need = 2 * (record + 1024) + (1 << 20);
+    let (record, need) = room_for_two_ranks();
     assert!(free < record, "the disk must not hold even one record");
     let shown = jitter_trace::output::bytes_shown;
     let line = format!(
@@ -122,9 +126,10 @@ fn a_disk_filled_while_the_program_runs_costs_the_profile_file_not_the_program()
     if !common::have_mpi() {
         return;
     }
-    // Room for the two records and the profile's share when the job starts; the program
-    // then fills the rest and goes on calling MPI.
-    let Some(disk) = SmallDisk::mount("8m") else {
+    // Room for the two records and the profile's share when the job starts, and 1 MiB more;
+    // the program then fills the rest and goes on calling MPI.
+    let (_, need) = room_for_two_ranks();
+    let Some(disk) = SmallDisk::mount(&format!("{}k", need.div_ceil(1024) + 1024)) else {
         return;
     };
     let work = tempfile::tempdir().unwrap();

@@ -281,6 +281,23 @@ fn check_slowdowns(q_ns: f64, runs: &[Vec<Medians>; ARMS]) {
     // much less (other builds and tests on 2 cores), a detour takes a larger share of the CPU
     // time a rank gets and the slowdown only grows. Then only the lower bound is checked.
     let cpu_share = q_ns / base;
+    if cpu_share < 0.8 && spread > expected {
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        println!(
+            "NOT CHECKED: the slowdowns: the ranks got {:.0} % of a CPU and the runs without the \
+             library spread over {:.1} %, more than the whole effect ({:.1} %): other work held \
+             the CPUs (load average {}); no measurement here can tell a working library from a \
+             broken one",
+            cpu_share * 100.0,
+            spread * 100.0,
+            expected * 100.0,
+            load.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        return;
+    }
     let checks = [
         ("with signals", sd_signal, expected),
         ("paid at calls", sd_boundary, expected_boundary),
