@@ -186,7 +186,10 @@ pub fn render(rows: &[Comparison], markdown: bool) -> String {
     for c in rows {
         let whole = match (c.whole_pct, c.whole_range_pct) {
             (Some(w), range) => {
-                let mut s = crate::table::fmt_sd(w, c.whole_ci95_pp);
+                let mut s = match c.whole_ci95_pp {
+                    Some(h) if h.is_finite() => crate::table::fmt_sd(w, Some(h)),
+                    _ => pct(Some(w)),
+                };
                 if let Some([lo, hi]) = range {
                     s.push_str(&format!(" [{lo:.2} – {hi:.2}]"));
                 }
