@@ -25,7 +25,7 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 echo "building (release) ..." >&2
-timeout 1200 cargo build -q --release -p jitter-collect --bin jitter-collect -p jitter-trace --bin jitter-trace
+timeout 1200 cargo build -q --release -p jitter-collect --bin jitter-collect -p jitter-trace-tool --bin jitter-trace
 BIN=$TARGET/release/jitter-collect
 TRACE=$TARGET/release/jitter-trace
 TMP=$(mktemp -d)

@@ -23,7 +23,7 @@ while [[ $# -gt 0 ]]; do
 done
 OUT_DIR=${OUT_DIR:-/tmp/jb-bench-boundary}
 mkdir -p "$OUT_DIR"
-nice -n 10 cargo build --release -p jitter-trace -p jitter-collect -p jitter-emulator -p replay-bench \
+nice -n 10 cargo build --release -p jitter-trace-tool -p jitter-collect -p jitter-emulator-cli -p replay-bench \
     -p jitter-preload 2>&1 | tail -1
 BIN=$PWD/target/release
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp \

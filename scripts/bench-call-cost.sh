@@ -28,7 +28,7 @@ done
 case "$MODE" in boundary|profile) ;; *) echo "error: --mode must be boundary or profile, got '$MODE'" >&2; exit 2 ;; esac
 OUT_DIR=${OUT_DIR:-/tmp/jb-bench-call-cost}
 rm -rf "$OUT_DIR" && mkdir -p "$OUT_DIR"
-nice -n 10 cargo build --release -p jitter-preload -p jitter-trace --features jitter-trace/plot 2>&1 | tail -1
+nice -n 10 cargo build --release -p jitter-preload -p jitter-trace-tool 2>&1 | tail -1
 LIB=$PWD/target/release/libjitter_preload.so
 mpicc -O2 -o "$OUT_DIR/call_cost" emulator/preload/tests/app/call_cost.c
 target/release/jitter-trace synth --duration 1000s -o "$OUT_DIR/sparse.jtr" 'periodic:period=100s,dur=1us' >/dev/null

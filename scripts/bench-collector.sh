@@ -13,7 +13,7 @@ ROUNDS=${ROUNDS:-3}
 RSS_SECS=${RSS_SECS:-120}
 TARGET=${CARGO_TARGET_DIR:-target}
 cargo build -q --release -p jitter-collect --bin jitter-collect --example loop_period
-cargo build -q --release -p jitter-trace --bin jitter-trace
+cargo build -q --release -p jitter-trace-tool --bin jitter-trace
 BIN=$TARGET/release/jitter-collect
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${OUT_DIR:-/tmp/jb-bench-emulator}
 mkdir -p "$OUT_DIR"
-cargo build --release -p jitter-emulator -p jitter-collect -p jitter-trace --bins 2>&1 | tail -1
+cargo build --release -p jitter-emulator-cli -p jitter-collect -p jitter-trace-tool --bins 2>&1 | tail -1
 BIN=target/release
 echo "== machine: $(nproc) vCPU, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F)"
 echo "== calibration"

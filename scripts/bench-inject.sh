@@ -22,7 +22,7 @@ probe_args=()
 [[ $PROBE == fifo ]] && probe_args=(--sched fifo --prio 1)
 mkdir -p "$OUT_DIR"
 echo "building (release)..."
-timeout 900 cargo build -q --release -p jitter-emulator -p jitter-collect -p jitter-trace --bins
+timeout 900 cargo build -q --release -p jitter-emulator-cli -p jitter-collect -p jitter-trace-tool --bins
 BIN=target/release
 echo "== machine: $(nproc) vCPU, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +'%F %H:%M') UTC, probe $PROBE"
 T="$OUT_DIR/p.jtr"

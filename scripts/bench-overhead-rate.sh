@@ -12,7 +12,7 @@ ROUNDS=${2:-3}
 REAL=${3:-traces/samples/vm-fifo-cpu1.jtr}
 OUT_DIR=${OUT_DIR:-/tmp/jb-bench-overhead-rate}
 mkdir -p "$OUT_DIR"
-cargo build --release -p jitter-emulator -p jitter-trace --bins 2>&1 | tail -1 || true
+cargo build --release -p jitter-emulator-cli -p jitter-trace-tool --bins 2>&1 | tail -1 || true
 BIN=target/release
 echo "== machine: $(nproc) vCPU, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +'%F %H:%M') UTC"
 "$BIN/jitter-trace" synth 'periodic:period=10ms,dur=150us' --duration 30s -o "$OUT_DIR/sparse.jtr" >/dev/null

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times `replay-bench predict` against the goals of issue 6 and prints one line per case with
 # wall time, throughput (rank-phases/s) and peak RSS. `--criterion` also runs the criterion
-# groups (cargo bench -p replay-bench --bench predict).
+# groups (cargo bench -p jitter-predict --bench predict).
 #
 # Cases (realistic synthetic trace, q = 1 ms, sync none, 2 threads unless RAYON_NUM_THREADS):
 #   des 2048 ranks x 10^4 phases   (goal <= 1 s)
@@ -63,7 +63,7 @@ binaries() {
             [ -x "$b" ] || { echo "error: $b is missing (JB_BIN_DIR=$JB_BIN_DIR)" >&2; exit 1; }
         done
     else
-        cargo build --release -q -p jitter-trace -p replay-bench
+        cargo build --release -q -p jitter-trace-tool -p replay-bench
         jt=target/release/jitter-trace rb=target/release/replay-bench
     fi
 }
@@ -346,8 +346,8 @@ if [ "${1:-}" = "--ab" ]; then
     exit 0
 fi
 
-cargo build --release -p replay-bench --bench predict >&2
-bin=$(cargo bench -p replay-bench --bench predict --no-run --message-format=json 2>/dev/null \
+cargo build --release -p jitter-predict --bench predict >&2
+bin=$(cargo bench -p jitter-predict --bench predict --no-run --message-format=json 2>/dev/null \
     | grep '"kind":\["bench"\]' | grep '"name":"predict"' \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$bin" ] || { echo "error: cannot find the predict bench binary" >&2; exit 1; }
@@ -362,5 +362,5 @@ done
 rm -f /tmp/bench-predict.$$
 
 if [ "${1:-}" = "--criterion" ]; then
-    cargo bench -p replay-bench --bench predict
+    cargo bench -p jitter-predict --bench predict
 fi

@@ -4,6 +4,7 @@
 #   - no dated heading in BENCHMARKS.md or VALIDATION.md (dated notes go to docs/journal/);
 #   - every module of every crate (`mod NAME;` or `mod NAME {`, test modules named `tests`
 #     aside) is named in ARCHITECTURE.md, as `NAME`, `…/NAME` or `…::NAME`;
+#   - nothing tracked (the journals aside) points outside the repository (a sibling `shared`);
 #   - every relative link in a tracked Markdown file (the raw data folders docs/benchmarks/ and
 #     docs/validation/ aside) points at a file that exists, and every link to `FILE.md#anchor`
 #     at a heading of that file.
@@ -51,6 +52,14 @@ for m in $modules; do
             emulator replay-bench tests | tr '\n' ' '| sed 's/ $//'))"
     fi
 done
+
+# Nothing points outside the repository: a clone has no sibling `shared` folder (the journals,
+# a log of the past, aside). The patterns are written so that this file does not match them.
+outside=$(git ls-files -z -- ':!docs/journal/' |
+    xargs -0 grep -nE '\.\./[s]hared|/work/[s]hared' 2>/dev/null || true)
+if [ -n "$outside" ]; then
+    while IFS= read -r line; do fail "points outside the repository: $line"; done <<<"$outside"
+fi
 
 # GitHub's heading anchors: lower case, spaces to '-', punctuation other than '-' and '_' dropped.
 anchors_of() {

@@ -5,8 +5,11 @@
   moves to `<module>/tests.rs`, which is exempt as a test file);
 - no function over 120 lines (source files and integration tests alike);
 - no `#[allow(clippy::too_many_arguments)]` (a parameter list that long becomes a named struct);
-- no import circle between the files of a crate, and no upward import (a file importing from the
-  file of a module that contains it; a module's `tests.rs` may).
+- no import circle between the files of a crate, and no upward import: neither a file importing
+  from the file of a module that contains it (a module's `tests.rs` may), nor a module tree
+  importing from a sibling tree that imports it back (the trees under one parent form layers:
+  `predict/app/measured.rs` → `crate::app`, while `app` → `crate::run` → `crate::predict`, is
+  an import up out of the predictor's layer).
 
 Prints one line per violation and exits 1 when there is any; `--summary` prints counts only.
 Run from anywhere: `python3 scripts/check-structure.py`.
@@ -265,6 +268,26 @@ def sccs(nodes, edges):
     return out
 
 
+def tree_circles(files, edges):
+    """Circles between sibling module trees: for every parent module, its children's subtrees
+    collapsed to one node each (tests modules left out, as for upward imports)."""
+    parents = {m[:k] for m in files for k in range(len(m))}
+    out = []
+    for parent in sorted(parents):
+        depth = len(parent)
+        graph = {}
+        for mod, targets in edges.items():
+            if len(mod) <= depth or mod[:depth] != parent or "tests" in mod[depth:]:
+                continue
+            a = mod[:depth + 1]
+            for t in targets:
+                if len(t) > depth and t[:depth] == parent and t[:depth + 1] != a:
+                    graph.setdefault(a, set()).add(t[:depth + 1])
+        for comp in sccs(sorted(graph), graph):
+            out.append((parent, sorted(comp)))
+    return out
+
+
 def name(mod):
     return "::".join(mod) if mod else "(crate root)"
 
@@ -292,6 +315,10 @@ def main():
         for comp in sccs(sorted(files), edges):
             problems["circle"].append(
                 f"{crate_name}: import circle between " + ", ".join(sorted(name(m) for m in comp)))
+        for parent, comp in tree_circles(files, edges):
+            problems["upward"].append(
+                f"{crate_name}: the module trees " + ", ".join(name(m) for m in comp)
+                + f" (under {name(parent)}) import each other: one must sit below the others")
         for mod, targets in edges.items():
             if mod and mod[-1] == "tests":
                 continue  # a module's tests (`<module>/tests.rs`) use their parent's items

@@ -69,7 +69,7 @@ fi
 
 # 2. Our tools.
 step "building jitter-trace and replay-bench (release)"
-(cd "$here" && timeout "$limit" cargo build -q --release -p jitter-trace -p replay-bench)
+(cd "$here" && timeout "$limit" cargo build -q --release -p jitter-trace-tool -p replay-bench)
 bin="${CARGO_TARGET_DIR:-$here/target}/release"
 
 # 3. The trace and its LogGOPSim export (one stream: every rank replays it from its own offset).

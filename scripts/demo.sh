@@ -76,8 +76,8 @@ next "set-up and build"
 jb_setup
 if [ -z "$bin_dir" ]; then
     jb_say "building release binaries (cargo build --release; the first build takes a few minutes)"
-    jb_step build 1800 cargo build --release --quiet -p jitter-trace -p jitter-collect \
-        -p jitter-emulator -p replay-bench >>"$log" 2>&1 || jb_fail $? "build failed; see $log"
+    jb_step build 1800 cargo build --release --quiet -p jitter-trace-tool -p jitter-collect \
+        -p jitter-emulator-cli -p replay-bench >>"$log" 2>&1 || jb_fail $? "build failed; see $log"
     bin_dir=target/release
 fi
 bin=$(cd "$bin_dir" && pwd)

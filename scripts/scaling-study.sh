@@ -48,7 +48,7 @@ bin="${REPLAY_BENCH:-$root/target/release/replay-bench}"
 jt="${JITTER_TRACE:-$root/target/release/jitter-trace}"
 if [[ ! -x "$bin" || ! -x "$jt" ]]; then
   say "building replay-bench and jitter-trace (release) in $root"
-  (cd "$root" && timeout 1800 cargo build --release -q -p replay-bench -p jitter-trace) ||
+  (cd "$root" && timeout 1800 cargo build --release -q -p replay-bench -p jitter-trace-tool) ||
     die "cannot build replay-bench/jitter-trace (or set REPLAY_BENCH and JITTER_TRACE)"
 fi
 out="${out:-scaling-$(date +%Y%m%d-%H%M%S)}"

@@ -28,7 +28,7 @@ VERBOSE=0
 LIMIT=${JB_SWEEP_TIMEOUT:-30}
 
 if [[ -z ${JB_SWEEP_NO_BUILD:-} ]]; then
-    cargo build --quiet -p jitter-trace -p jitter-collect -p jitter-emulator -p jitter-preload \
+    cargo build --quiet -p jitter-trace-tool -p jitter-collect -p jitter-emulator-cli -p jitter-preload \
         -p replay-bench --bins --lib || { echo "sweep: build failed" >&2; exit 2; }
 fi
 for b in jitter-trace jitter-collect jitter-emulate jitter-inject replay-bench libjitter_preload.so; do

@@ -38,7 +38,7 @@ fi
 
 python3 "$root/scripts/slurm/study-table.py" --self-test >&2 || die "study-table.py self-test"
 say "building the release binaries (at most 30 min)"
-(cd "$root" && timeout 1800 cargo build --release -q -p replay-bench -p jitter-trace \
+(cd "$root" && timeout 1800 cargo build --release -q -p replay-bench -p jitter-trace-tool \
   -p jitter-collect) || die "cargo build failed"
 
 tmp="$(mktemp -d /tmp/jitterbench-slurm.XXXXXX)"

@@ -91,24 +91,42 @@ jb_step "check-docs" 120 bash scripts/check-docs.sh
 
 jb_say "building the workspace and its tests"
 jb_step build 1800 cargo build --workspace --all-targets --quiet "${features[@]}"
-# What is loaded into a user's MPI job or runs on a production node links no plotting and no FFT
-# (jitter-trace's `plot` and `periodogram` features stay off there), and the library builds so.
-jb_say "lean libraries: jitter-trace without its default features; preload and collector without plotters and rustfft"
+bin=${CARGO_TARGET_DIR:-target}/debug
+# What is loaded into a user's MPI job or runs on a production node carries no command-line
+# parser, progress bar, thread pool, plotting or FFT (ARCHITECTURE.md, "Lean libraries"): the
+# preload library none of clap, indicatif, rayon, plotters, rustfft; the collector clap and
+# indicatif only as its own command line and progress bar. Checked twice: what the libraries
+# depend on (`cargo tree`, the collector's library without its `cli` feature), and what the
+# artefacts of the whole-workspace build above contain (the symbols of every function linked
+# into them: Cargo unites features over one build, so only code no lean path reaches stays out).
+jb_say "lean libraries: the preload library and the collector"
 jb_step "check: jitter-trace --no-default-features" 900 \
     cargo check -p jitter-trace --no-default-features --lib --quiet
-for crate in jitter-preload jitter-collect; do
-    linked=$(jb_step "cargo tree: $crate" 120 cargo tree -p "$crate" -e normal --prefix none) \
-        || jb_fail $? "cargo tree -p $crate failed"
-    if grep -E '^(plotters|rustfft) ' <<<"$linked"; then
-        jb_fail 1 "$crate links plotting or FFT crates (see above)"
+five='clap|clap_builder|clap_derive|clap_lex|indicatif|rayon|rayon-core|plotters|rustfft'
+for lean in "jitter-preload" "jitter-collect --no-default-features"; do
+    # shellcheck disable=SC2086
+    linked=$(jb_step "cargo tree: $lean" 120 cargo tree -p $lean -e normal --prefix none) \
+        || jb_fail $? "cargo tree -p $lean failed"
+    if grep -E "^($five) " <<<"$linked"; then
+        jb_fail 1 "the library of $lean depends on the crates above"
     fi
 done
+command -v nm >/dev/null || jb_fail 1 "nm (binutils) is needed to read the artefacts' symbols"
+lean_symbols() { # artefact, crates it must not carry
+    local found
+    found=$(nm -C "$1" 2>/dev/null | grep -oE "\b($2)::" | sort | uniq -c || true)
+    if [ -n "$found" ]; then
+        echo "$found"
+        jb_fail 1 "$1 carries code of the crates above"
+    fi
+}
+lean_symbols "$bin/libjitter_preload.so" "clap|clap_builder|clap_lex|indicatif|rayon|rayon_core|plotters|rustfft"
+lean_symbols "$bin/jitter-collect" "rayon|rayon_core|plotters|rustfft"
 
 # The facts the timing-sensitive tests read, measured as they will measure them: a failure
 # report then carries them. Informative only: a machine where one cannot be measured says so
 # here and the tests that need it say what they could not do.
 jb_say "this machine: the facts the timing-sensitive tests read"
-bin=${CARGO_TARGET_DIR:-target}/debug
 printf '%-17s %s (%s online CPUs), kernel %s, load average %s\n' machine \
     "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$(nproc)" \
     "$(uname -r)" "$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -124,6 +142,6 @@ jb_step "facts: jitter-emulate calibrate" 300 "$bin/jitter-emulate" calibrate \
 # time or spin on CPUs run one test at a time (scripts/test-timer.py sets RUST_TEST_THREADS=1 for
 # them: 2 cores, and timing-sensitive tests must never share the machine with each other), one
 # line per test with its time.
-export JB_SERIAL_PACKAGES="jitter-collect jitter-emulator jitter-preload replay-bench jitterbench-tests"
-jb_say "tests: jitter-trace and jitter-profile in parallel; $JB_SERIAL_PACKAGES one test at a time"
+export JB_SERIAL_PACKAGES="jitter-collect jitter-emulator jitter-emulator-cli jitter-preload replay-bench jitterbench-tests"
+jb_say "tests: the trace crates, jitter-profile, jitter-report, jitter-predict in parallel; $JB_SERIAL_PACKAGES one test at a time"
 jb_step "tests" 2700 cargo test --workspace --no-fail-fast "${features[@]}"

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -12,6 +13,7 @@ use crate::counter::{DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::{self, CpuList};
 use crate::error::{refuse, Result};
 use crate::ftq::Quantum;
+use crate::progress::Progress;
 use crate::tracefs::TraceClock;
 
 /// How the detour threshold is chosen.
@@ -89,8 +91,9 @@ pub struct Config {
     pub mode: Mode,
     /// Where FTQ mode writes its series (CSV); `None` next to the trace.
     pub ftq_csv: Option<PathBuf>,
-    /// Show a progress bar when stderr is a terminal.
-    pub progress: bool,
+    /// Where the collection reports how far it is (`jitter-collect` draws a bar on a
+    /// terminal); `None`: nowhere.
+    pub progress: Option<Arc<dyn Progress>>,
     /// Print warnings to stderr.
     pub verbose: bool,
     /// Lock memory with mlockall when permitted.
@@ -121,7 +124,7 @@ impl Default for Config {
             ring_capacity: 1 << 16,
             mode: Mode::Detours,
             ftq_csv: None,
-            progress: false,
+            progress: None,
             verbose: false,
             lock_memory: true,
             handle_signals: false,

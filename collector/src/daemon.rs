@@ -5,7 +5,6 @@
 use std::ffi::CString;
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use jitter_trace::units::parse_positive_duration;
 use nix::sys::time::TimeSpec;
 use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
@@ -16,25 +15,26 @@ use crate::error::{refuse, CollectError, Context, Result};
 use crate::watchdog::Watchdog;
 
 /// Arguments of `jitter-collect daemon`.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct DaemonArgs {
     /// Time between wake-ups: `10ms`, `10.5ms`, `250us`, ...
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub period: String,
     /// Busy time per wake-up (spun on the CPU).
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub busy: String,
     /// Task name (what attribution reports as `task:<name>`; at most 15 bytes).
-    #[arg(long, default_value = "daemon")]
+    #[cfg_attr(feature = "cli", arg(long, default_value = "daemon"))]
     pub name: String,
     /// CPU to run on.
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub cpu: u32,
     /// Run at SCHED_FIFO with this priority (1-99; `--rt` alone: 50), so it preempts a probe.
-    #[arg(long, num_args = 0..=1, default_missing_value = "50")]
+    #[cfg_attr(feature = "cli", arg(long, num_args = 0..=1, default_missing_value = "50"))]
     pub rt: Option<i32>,
     /// How long to run.
-    #[arg(short = 'd', long, default_value = "10s")]
+    #[cfg_attr(feature = "cli", arg(short = 'd', long, default_value = "10s"))]
     pub duration: String,
 }
 

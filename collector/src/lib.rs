@@ -5,15 +5,18 @@
 //! the counter every other crate times with ([`clock`], [`counter`], [`probe`]), CPU sets
 //! ([`cpuset`]), the machine's environment ([`environment`]), the `--check` and daemon modes
 //! ([`check`], [`daemon`]), real-time safety ([`watchdog`]) and the attribution of detours to
-//! kernel sources ([`tracefs`], [`attribute`]). The parts of a session (configuration checks,
-//! threads, guards, progress, header, sidecar) are internal.
+//! kernel sources ([`tracefs`], [`attribute`]). A collection reports how far it is through
+//! [`progress::Progress`]. The parts of a session (configuration checks, threads, guards,
+//! header, sidecar) are internal.
 //!
 //! Its public functions return [`CollectError`] (one type, `thiserror`, each cause chained
-//! once); only the command line ([`cli`], `main.rs`) uses `anyhow`.
+//! once). The command line, its progress bar and its `anyhow` errors are the binary's
+//! (`src/bin/jitter-collect/`): nothing here parses arguments or draws, and with the default
+//! feature `cli` off (what the emulator and the preload library take) nothing links clap or
+//! indicatif; the feature only adds the command line's derive to [`daemon::DaemonArgs`].
 
 pub mod attribute;
 pub mod check;
-pub mod cli;
 pub mod clock;
 mod config;
 pub mod counter;
@@ -25,7 +28,7 @@ pub mod ftq;
 mod guard;
 mod header;
 pub mod probe;
-mod progress;
+pub mod progress;
 pub mod ring;
 pub mod session;
 mod sidecar;

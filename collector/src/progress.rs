@@ -1,35 +1,13 @@
-//! The progress display of a collection on a terminal: a bar over the duration, or a spinner.
+//! What a collection reports while it runs (`Progress`): after every drain the writer says how
+//! much time it has observed, how many detours it kept and the noise share of the CPUs' time.
+//! The library draws nothing (it runs on production nodes and inside other tools); the command
+//! line draws a bar from it on a terminal (`jitter-collect`'s `bar`).
 
-use std::io::IsTerminal;
-
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
-use crate::config::Config;
-use crate::writer::Writer;
-
-/// The progress display, when asked for and stderr is a terminal: a bar over the duration, or
-/// a spinner without one.
-pub(crate) fn progress_bar(config: &Config) -> Option<ProgressBar> {
-    (config.progress && std::io::stderr().is_terminal()).then(|| {
-        let pb = match config.duration {
-            Some(d) => {
-                let pb = ProgressBar::new(d.as_millis() as u64);
-                pb.set_style(
-                    ProgressStyle::with_template(
-                        "{elapsed_precise} [{bar:30}] {percent:>3}% of {len}ms  {msg}",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                );
-                pb
-            }
-            None => ProgressBar::new_spinner(),
-        };
-        pb.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
-        pb
-    })
-}
-
-/// The writer's progress display, if it shows one.
-pub(crate) fn writer_progress(w: &Writer) -> Option<ProgressBar> {
-    w.progress()
+/// Where a running collection reports how far it is.
+pub trait Progress: Send + Sync + std::fmt::Debug {
+    /// `observed_ns` of the collection observed so far, `detours` kept, the noise share of the
+    /// CPUs' time, percent.
+    fn observed(&self, observed_ns: u64, detours: u64, noise_pct: f64);
+    /// The collection is over (whatever ended it).
+    fn finish(&self);
 }

@@ -7,7 +7,7 @@
 //! counted and located (`ring::LostSpans`).
 //!
 //! Its parts live beside it: the configuration and its checks (`config`), the probe and writer
-//! threads (`threads`), the signal and memory guards (`guard`), the progress display
+//! threads (`threads`), the signal and memory guards (`guard`), the progress reported
 //! (`progress`), the header's record of how it measured (`header`) and the attribution sidecar
 //! (`sidecar`).
 
@@ -40,7 +40,6 @@ use crate::config::{check, check_sched};
 pub use crate::config::{Config, Mode, SchedPolicy, Threshold, MAX_PROFILE_READS, MAX_RING};
 use crate::guard::{ignore_sigxfsz, MemoryLock, SignalGuard};
 use crate::header::{header_environment, tsc_warning};
-use crate::progress::{progress_bar, writer_progress};
 use crate::sidecar::{attribute_trace, Collected};
 use crate::threads::{
     release_to_abort, spawn_probes, spawn_writer, ProbeOutcome, Shared, WriterThread,
@@ -531,7 +530,7 @@ impl WriterInputs {
             csv: self.csv_file,
             max_detours: config.max_detours,
             stop: session.stop.clone(),
-            progress: progress_bar(config),
+            progress: config.progress.clone(),
         })?;
         let started = Started {
             header,
@@ -614,8 +613,8 @@ impl<'c> Running<'c> {
             .map_err(|_| CollectError::Failed("the writer thread panicked".into()))?;
         session.signals = SignalGuard::default(); // the handlers removed
         let irq_after = IrqSnapshot::take();
-        if let Some(pb) = &writer_progress(&writer) {
-            pb.finish_and_clear();
+        if let Some(p) = &writer.progress() {
+            p.finish();
         }
         let kept_in = session.out_file.data_path().to_path_buf();
         let kept = |e| stopped(e, &kept_in, &session.config.output);

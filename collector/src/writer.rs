@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use indicatif::ProgressBar;
 use jitter_trace::{Detour, Header, TraceWriter, Window};
 
 use crate::clock::{read_counter, Clock};
 use crate::error::{Context, Result};
 use crate::ftq::FtqConverter;
+use crate::progress::Progress;
 use crate::ring::RingConsumer;
 use crate::table::DetourHistogram;
 
@@ -148,7 +148,7 @@ pub struct Writer {
     pub total: u64,
     max_detours: Option<u64>,
     stop: Arc<AtomicBool>,
-    progress: Option<ProgressBar>,
+    progress: Option<Arc<dyn Progress>>,
     observe_ns: u64,
 }
 
@@ -171,8 +171,8 @@ pub struct WriterSetup {
     pub max_detours: Option<u64>,
     /// Set to stop the collection.
     pub stop: Arc<AtomicBool>,
-    /// Progress display, if any.
-    pub progress: Option<ProgressBar>,
+    /// Where the collection reports how far it is, if anywhere.
+    pub progress: Option<Arc<dyn Progress>>,
 }
 
 impl Writer {
@@ -285,15 +285,14 @@ impl Writer {
             }
         }
         self.observe_ns = self.now_ns();
-        if let Some(pb) = &self.progress {
+        if let Some(p) = &self.progress {
             let sum: u64 = self.streams.iter().map(|s| s.stats.sum_ns).sum();
             let span = (self.observe_ns as f64) * self.streams.len().max(1) as f64;
-            pb.set_position(self.observe_ns / 1_000_000);
-            pb.set_message(format!(
-                "{} detours, noise {:.3} %",
+            p.observed(
+                self.observe_ns,
                 self.total,
-                100.0 * sum as f64 / span.max(1.0)
-            ));
+                100.0 * sum as f64 / span.max(1.0),
+            );
         }
         let end = self.now_ns();
         let window = Window {
@@ -407,8 +406,8 @@ impl Writer {
         Ok(())
     }
 
-    /// The progress display, if any.
-    pub fn progress(&self) -> Option<ProgressBar> {
+    /// Where the collection reports how far it is, if anywhere.
+    pub fn progress(&self) -> Option<Arc<dyn Progress>> {
         self.progress.clone()
     }
 

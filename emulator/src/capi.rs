@@ -156,7 +156,7 @@ unsafe fn start(
         Err(e) => return fail(JB_ERR_ARGUMENT, e.to_string()),
     };
     let cost = if calibrate {
-        match Calibration::load_or_measure(&clock, false) {
+        match Calibration::load_or_measure(&clock, false, &crate::calibration::StartLine) {
             Ok(c) => c.cost(timer, &overrides),
             Err(e) => return fail(JB_ERR_SYSTEM, format!("calibration: {e:#}")),
         }

@@ -16,7 +16,7 @@ use jitter_trace::table::Table;
 use jitter_trace::{read_trace, Detour, Stats, Stream, Trace};
 
 use crate::calibration::{
-    default_threshold, match_single, periodic_stream, probe_detours, Calibration,
+    default_threshold, match_single, periodic_stream, probe_detours, Calibration, Progress,
 };
 use crate::injector::{Emulator, InjectorConfig, InjectorStats, LoggedInjection};
 use crate::plan::{Plan, PlanOptions, TimerKind, MAX_DETOUR_NS};
@@ -44,7 +44,7 @@ fn arm_watchdog(duration: Duration) -> Result<Watchdog> {
 
 /// Arms the watchdog of a calibration with the default settings
 /// ([`crate::calibration::longest_burst`] plus [`WATCHDOG_MARGIN`]) for this process.
-pub(crate) fn arm_calibration_watchdog() -> Result<Watchdog> {
+pub fn arm_calibration_watchdog() -> Result<Watchdog> {
     let limit = crate::calibration::longest_burst(&crate::calibration::Settings::default());
     Watchdog::arm(limit + WATCHDOG_MARGIN)
         .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")
@@ -459,7 +459,7 @@ pub(crate) fn print_report(r: &FidelityReport) {
 }
 
 /// `jitter-emulate fidelity`.
-pub(crate) fn run_fidelity(a: &FidelityConfig) -> Result<()> {
+pub fn run_fidelity(a: &FidelityConfig, progress: &dyn Progress) -> Result<()> {
     // The outputs, checked before a minute of measurement (jitter_trace::output's rules).
     if let Some(p) = &a.json {
         jitter_trace::output::check_output(p, "--json", "a JSON table", &["json"])?;
@@ -495,7 +495,7 @@ pub(crate) fn run_fidelity(a: &FidelityConfig) -> Result<()> {
     // One watchdog for the calibration (when it runs) and the measurement: the measurement's
     // bound is the larger (`watchdog_limit` ≥ 12 s > `calibration::longest_burst` + margin).
     let _watchdog = arm_watchdog(a.duration)?;
-    let cal = Calibration::load_or_measure(&clock, a.recalibrate)?;
+    let cal = Calibration::load_or_measure(&clock, a.recalibrate, progress)?;
     let threshold = default_threshold();
     let duration_ns = a.duration.as_nanos() as u64;
     eprintln!("measuring the machine's own noise for {:?} ...", a.duration);
@@ -646,14 +646,14 @@ pub(crate) fn check_periodic(period_ns: u64, run_ns: u64) -> Result<()> {
 }
 
 /// `jitter-emulate drift`.
-pub(crate) fn run_drift(a: &DriftConfig) -> Result<()> {
+pub fn run_drift(a: &DriftConfig, progress: &dyn Progress) -> Result<()> {
     check_periodic(
         a.period_us.saturating_mul(1_000),
         a.run_us.saturating_mul(1_000),
     )?;
     let clock = jitter_collect::clock::Clock::for_tools()?;
     let _watchdog = arm_watchdog(a.duration)?;
-    let cal = Calibration::load_or_measure(&clock, false)?;
+    let cal = Calibration::load_or_measure(&clock, false, progress)?;
     let mut table = Table::new(["timer", "injected", "first100 µs", "last100 µs", "max µs"]);
     for &timer in &a.timer {
         let name = timer.to_string();

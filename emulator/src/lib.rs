@@ -1,28 +1,27 @@
 //! `jitter-emulator`: the JitterEmulator of jitterbench — the replay plan shared with the
 //! predictor, calibration of the injector's own cost, and the timer-driven injectors.
 //!
-//! What it offers: the plan of one stream and its walk (`Plan`, `Cursor`, `PlanOptions`) and
-//! the compiled index the predictor searches (`PlanIndex`, `IndexedReplay`); one replay's
+//! What it offers: the plan of one stream and its walk (`Plan`, `Cursor`, `PlanOptions`) and the
+//! merge rule the predictor's compiled index shares (`plan::merge_group`); one replay's
 //! checked setup (`ReplaySetup`: `Scale`, `Fraction`, `InjectionCost`) and the sync schedule
 //! (`SyncMode`, `SyncSchedule`); the in-process injector (`Emulator`, `Handle`,
 //! `EmulatorError`) and the separate-process one (`process`); calibrations of O, L and M
 //! (`Calibration`, kept by `cache`, judged by `fidelity`); the one placement rule
-//! (`placement::slot`); the C ABI (`capi`); and the command lines of every replaying tool
-//! (`cli`). Calibrations print themselves (`report`, `Display` impls only); `realtime` is
-//! SCHED_FIFO and pinning, restored on drop.
+//! (`placement::slot`); and the C ABI (`capi`). Calibrations print themselves (`report`,
+//! `Display` impls only); `realtime` is SCHED_FIFO and pinning, restored on drop. The command
+//! lines of every replaying tool and the binaries `jitter-emulate`, `jitter-inject` are
+//! `jitter-emulator-cli`'s (emulator/cli/): the preload library links this crate into users'
+//! MPI ranks, so nothing here parses a command line, draws a bar or starts a thread pool.
 
 pub mod boundary;
 pub mod cache;
 pub mod calibration;
 pub mod capi;
-pub mod cli;
 pub mod fidelity;
-pub mod indexed_replay;
 pub mod injector;
 pub mod ledger;
 pub mod placement;
 pub mod plan;
-pub mod plan_index;
 pub mod process;
 pub mod realtime;
 mod report;
@@ -31,7 +30,6 @@ pub mod sync;
 
 pub use boundary::Boundary;
 pub use calibration::{Calibration, Spread};
-pub use indexed_replay::{IndexedReplay, SegmentStart};
 pub use injector::{
     Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection, ReplayPosition,
 };
@@ -39,8 +37,8 @@ pub use ledger::{Ledger, LedgerStats, Paid, PhaseShares};
 pub use plan::{
     Cursor, Injection, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind,
 };
-pub use plan_index::{PlanIndex, PrefetchTicket};
 pub use setup::{
     Fraction, InjectionChoice, InjectionCost, InjectionMode, Overrides, ReplaySetup, Scale,
+    SetupOverrides,
 };
 pub use sync::{SyncMode, SyncSchedule};

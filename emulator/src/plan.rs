@@ -9,8 +9,9 @@
 //!
 //! Two ways to answer "where is this rank's replay at time t": the [`Cursor`] walks injection by
 //! injection (the injector, and the predictor's `--engine walk`); the plan compiled by
-//! [`Plan::index`] (module `plan_index`) is searched instead by a per-rank replay (module
-//! `indexed_replay`). Both apply the one merge rule of this module ([`merge_group`]).
+//! The predictor's compiled index of a plan (crate `jitter-predict`, `plan_index` and
+//! `indexed_replay`) is searched instead by a per-rank replay. Both apply the one merge rule of
+//! this module ([`merge_group`]).
 
 use std::sync::Arc;
 
@@ -546,7 +547,7 @@ fn longest_injection_ns(records: &[Record], period_ns: u64, opts: &PlanOptions) 
 /// Trace ns replayed in `replay_ns` of replay time at scale `scale` (rounded), as a resync
 /// counts it towards the fraction limit.
 #[inline]
-pub(crate) fn replayed_ns(replay_ns: u64, scale: f64) -> u64 {
+pub fn replayed_ns(replay_ns: u64, scale: f64) -> u64 {
     (replay_ns as f64 / scale + 0.5) as u64
 }
 
@@ -748,8 +749,9 @@ impl Cursor {
     }
 }
 
-/// A source of trace detours on the unrolled timeline, as (start, end).
-pub(crate) trait DetourSource {
+/// A source of trace detours on the unrolled timeline, as (start, end): the cursor's position,
+/// or the predictor's compiled lap (crate `jitter-predict`), which merge by [`merge_group`].
+pub trait DetourSource {
     /// The next detour.
     fn next_raw(&mut self) -> Option<(u64, u64)>;
     /// Puts back the detour `next_raw` returned last (the one that did not merge).
@@ -772,22 +774,22 @@ impl DetourSource for PlanSource<'_> {
 /// One injection before the overhead decides whether it is dropped: detours merged by
 /// min-sleep, clipped at the fraction limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RawGroup {
+pub struct RawGroup {
     /// Σ run of the merged (clipped) detours, trace ns.
-    pub(crate) run: u64,
+    pub run: u64,
     /// Trace detours merged into it.
-    pub(crate) detours: u32,
+    pub detours: u32,
     /// Σ S·run of each detour (the noise met), ns.
-    pub(crate) noise_ns: u64,
+    pub noise_ns: u64,
     /// End of its last detour (clipped), trace ns.
-    pub(crate) end: u64,
+    pub end: u64,
 }
 
 /// The merge rule shared by the cursor and the index: starting from `first`, the following
 /// detours merge while their scaled sleep is shorter than M and they start before `limit_pos`;
 /// every end is clipped at `limit_pos`.
 #[inline]
-pub(crate) fn merge_group(
+pub fn merge_group(
     opts: &PlanOptions,
     first: (u64, u64),
     limit_pos: u64,

@@ -301,6 +301,36 @@ pub struct Overrides {
     pub min_sleep_ns: Option<u64>,
 }
 
+/// S, f, the timer and O/L/M as a user gave them (each `None` where not given), to lay over a
+/// platform's setup ([`SetupOverrides::setup_over`]): what `cli::ReplayArgs` parses into.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SetupOverrides {
+    /// S.
+    pub scale: Option<Scale>,
+    /// f.
+    pub fraction: Option<Fraction>,
+    /// The timer.
+    pub timer: Option<TimerKind>,
+    /// O, L and M.
+    pub costs: Overrides,
+}
+
+impl SetupOverrides {
+    /// The setup on a platform that costs `base` (its timer taken unless one was given), with
+    /// `base`'s S and f where none were given.
+    pub fn setup_over(&self, base: &ReplaySetup) -> ReplaySetup {
+        let cost = InjectionCost {
+            timer: self.timer.unwrap_or(base.cost.timer),
+            ..base.cost
+        };
+        ReplaySetup {
+            scale: self.scale.unwrap_or(base.scale),
+            fraction: self.fraction.unwrap_or(base.fraction),
+            cost: cost.overridden(&self.costs),
+        }
+    }
+}
+
 /// How to replay a trace: S, f and the platform's injection cost.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct ReplaySetup {

@@ -1,46 +1,26 @@
-//! `replay-bench`: the MPI Parallel Benchmark (Algorithm 1 of paper 001) with one
-//! JitterEmulator per rank, and its virtual-time predictor. Both write the same report schema.
+//! `replay-bench`: the binary over the libraries `jitter-predict` (the predictor) and
+//! `jitter-report` (the reports), with the two products that run real programs: the MPI
+//! Parallel Benchmark (Algorithm 1 of paper 001) with one JitterEmulator per rank, and the
+//! harness that times an unmodified MPI program with and without the trace.
 //!
-//! What it offers beyond its binary (the API its tests, benchmarks and the `tests` crate use):
-//! - `flags` — every command's options, parsed into types (`Cli`, `PredictArgs`, …), and
-//!   `commands` — the entry point of each subcommand;
-//! - `predict` — the predictor as a library: traces prepared (`TraceInput`, `prepare`), the
-//!   simulation and the analytic tier (`predict`, `simulate`, `order_stats`), what drives a
-//!   prediction (`drivers`) and what-if variants (`whatif`);
-//! - `report` — the one report schema of runs and predictions; `comparison` and `verdict` —
-//!   a measurement beside a prediction and the one rule it is judged by; `study` — a demo
-//!   folder's headlines; `app` — an unmodified MPI program timed with and without the trace;
+//! - `flags` — every command's options, parsed into types (`Cli`, `PredictArgs`, …); below
+//!   everything here but the libraries; `commands` — the entry point of each subcommand;
+//! - `bench` — the benchmark's parts (phase loop, kernel, MPI collectives, one rank's emulator,
+//!   platform noise, baseline, windows, the run's summary), which read no flags; `run` — one
+//!   rank's steps of `replay-bench run`; `validate` — real runs beside the prediction;
+//! - `app` — the harness (`replay-bench app`); `profile` — `replay-bench profile`;
 //! - `launcher_rank`, `error_line` and `OtherRankFailed`: what every command does about MPI
 //!   ranks and errors.
-//!
-//! Everything else is internal (`pub(crate)`): the benchmark's phase loop (`bench`, `kernel`,
-//! `comm`, `replay`, `noise`, `baseline`, `metrics`, `windows`), `run` and `validate` behind
-//! their commands, and the tables and charts (`table`, `plot`, `matching`).
 
 pub mod app;
-pub(crate) mod baseline;
 pub(crate) mod bench;
-pub(crate) mod comm;
 pub mod commands;
-pub mod comparison;
 pub mod flags;
-pub(crate) mod kernel;
-pub(crate) mod matching;
-pub(crate) mod metrics;
-pub(crate) mod noise;
-pub(crate) mod plot;
-pub mod predict;
 pub mod profile;
-pub(crate) mod replay;
-pub mod report;
 pub(crate) mod run;
-pub mod study;
-pub(crate) mod table;
 pub(crate) mod validate;
-pub mod verdict;
-pub(crate) mod windows;
 
-pub use jitter_trace::cli::error_line;
+pub use jitter_cli::error_line;
 
 /// A failure already reported (by rank 0, before the ranks left): exit non-zero silently.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@ use replay_bench::flags::Cli;
 use replay_bench::OtherRankFailed;
 
 fn main() {
-    jitter_trace::cli::init();
+    jitter_cli::init();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -16,7 +16,7 @@ fn main() {
             // exit (possibly before rank 0 has printed).
             let rank = replay_bench::launcher_rank().unwrap_or(0);
             if rank == 0 || !e.use_stderr() {
-                std::process::exit(jitter_trace::cli::report_parse_error(&e));
+                std::process::exit(jitter_cli::report_parse_error(&e));
             }
             std::thread::sleep(std::time::Duration::from_millis(300));
             std::process::exit(2);

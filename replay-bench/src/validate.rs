@@ -14,15 +14,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::comparison::{self, Comparison};
 use crate::flags::predict::PredictArgs;
-use crate::flags::shared::{PlatformChoice, RankCounts};
+use crate::flags::shared::PlatformChoice;
 use crate::flags::validate::ValidateArgs;
-use crate::predict::background;
-use crate::predict::des::Engine;
-use crate::predict::window::predict_run;
-use crate::report::{Report, ResultRow};
 use jitter_emulator::{InjectionMode, SyncMode};
+use jitter_predict::background;
+use jitter_predict::des::Engine;
+use jitter_predict::request::PredictRequest;
+use jitter_predict::window::predict_run;
+use jitter_report::comparison::{self, Comparison};
+use jitter_report::report::{Report, ResultRow};
 
 /// Runs `mpirun -np np <this binary> run ARGS`, its output into `log`, killed after `limit`.
 fn launch(
@@ -129,7 +130,8 @@ pub fn probe_platform(a: &ValidateArgs, cpus: u64, dir: &Path) -> anyhow::Result
         cpus: Some(jitter_collect::cpuset::CpuList::from_ids(ids)),
         duration: Some(probe),
         output: output.clone(),
-        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        // The line above says how long it takes; no bar (the collector's is its binary's).
+        progress: None,
         verbose: true,
         ..jitter_collect::session::Config::default()
     };
@@ -235,36 +237,37 @@ fn run_flags(
     args
 }
 
-/// The prediction's options for the runs of one injection mode (`measured`): the trace,
+/// The prediction's request for the runs of one injection mode (`measured`): the trace,
 /// counts, modes and settings of the runs, the runs' own platform (the first run's calibration:
 /// nothing paying at calls) and barrier (from a multi-process run when there is one), over the
 /// platform's recorded noise (`background`), with `--draws` offset draws.
-pub fn predict_args(
+pub fn predict_request(
     a: &ValidateArgs,
     ranks: &[u64],
     measured: &[&MeasuredRun],
     background: Option<&Path>,
-) -> anyhow::Result<PredictArgs> {
+) -> anyhow::Result<PredictRequest> {
     let first = measured.first().context("no run to predict")?;
     let inject = first.inject;
     let trace = a.trace.display().to_string();
-    let mut args =
-        PredictArgs::from_flags(&["--trace", &trace]).map_err(|e| anyhow::anyhow!("{e}"))?;
-    args.ranks = RankCounts(ranks.to_vec());
-    args.sync = a.sync.clone();
-    args.quanta = a.quanta;
-    args.phases.count = Some(a.phases.or_default());
+    let mut args = PredictArgs::from_flags(&["--trace", &trace])
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .request();
+    args.ranks = ranks.to_vec();
+    args.modes = a.sync.modes.clone();
+    args.quanta_ns = a.quanta.ns;
+    args.phases = a.phases.or_default();
     args.platform = PlatformChoice::File(first.report.clone());
-    args.seed = a.seed;
+    args.seed = a.seed.value;
     args.calibrate_from = (measured.iter())
         .find(|m| m.row.ranks >= 2)
         .map(|m| m.report.clone());
     args.platform_noise = background
         .filter(|_| platform_noise_fits(a, inject).is_ok())
         .map(Path::to_path_buf);
-    args.draws = Some(a.draws);
-    args.replay = a.replay_for(inject);
-    args.salvage = a.salvage;
+    args.draws = a.draws;
+    args.replay = a.replay_for(inject).given();
+    args.salvage = a.salvage.choice();
     Ok(args)
 }
 
@@ -273,13 +276,13 @@ pub fn predict_args(
 /// whole-trace prediction (`whole`) over offset draws beside it.
 pub fn compare_all(
     a: &ValidateArgs,
-    args: &PredictArgs,
+    args: &PredictRequest,
     measured: &[&MeasuredRun],
     whole: &[ResultRow],
 ) -> anyhow::Result<Vec<Comparison>> {
     let mut base = args.clone();
     base.platform_noise = None;
-    base.draws = Some(1);
+    base.draws = 1;
     let mut all = Vec::with_capacity(2 * measured.len());
     for m in measured {
         let predicted = (whole.iter()).find(|p| p.ranks == m.row.ranks && p.sync == m.row.sync);
@@ -304,14 +307,14 @@ pub fn compare_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::ReportKind;
+    use jitter_report::report::ReportKind;
 
     #[test]
     fn a_run_without_phases_is_refused_with_its_stop_reason() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("r.json");
-        let mut r = Report::new(ReportKind::Run, crate::report::Config::default());
-        r.config.run = Some(crate::report::RunDetails {
+        let mut r = Report::new(ReportKind::Run, jitter_report::report::Config::default());
+        r.config.run = Some(jitter_report::report::RunDetails {
             stopped_by: "fraction".into(),
             ..Default::default()
         });

@@ -1,7 +1,7 @@
 //! `replay-bench` against the classes of bad input, each through its one mechanism
 //! (docs/RELIABILITY.md, "Bad input by class"): an output checked before the work
 //! (`jitter_trace::output::check_output`), an input whose content is another kind than the
-//! flag wants (`jitter_trace::interop::sniff::expect_json`), and a figure the input cannot
+//! flag wants (`jitter_trace::sniff::expect_json`), and a figure the input cannot
 //! support (a metric that is not a time, a trace without detours, a platform trace of other
 //! work). Every refusal is exit 1 with one `error:` line and nothing on standard output.
 

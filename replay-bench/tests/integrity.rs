@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use replay_bench::report::Report;
+use jitter_report::report::Report;
 
 mod common;
 

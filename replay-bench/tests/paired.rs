@@ -14,8 +14,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use jitter_report::report::Report;
 use jitter_trace::synth::{synthesize, Spec};
-use replay_bench::report::Report;
 
 mod common;
 use common::{mpirun, run, swamped, Ran};

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use replay_bench::report::Report;
+use jitter_report::report::Report;
 
-#[path = "common/halo_profile.rs"]
+#[path = "../predict/tests/common/halo_profile.rs"]
 mod halo_profile;
 
 use halo_profile::profile;

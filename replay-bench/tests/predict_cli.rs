@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+use jitter_report::report::{Report, ReportKind};
 use replay_bench::commands::predict::main;
 use replay_bench::flags::PredictArgs;
-use replay_bench::report::{Report, ReportKind};
 
 fn write_trace(dir: &Path, name: &str, spec: &str) -> PathBuf {
     let t = jitter_trace::synth::synthesize(&spec.parse().unwrap(), 2, 5_000_000_000, 3).unwrap();

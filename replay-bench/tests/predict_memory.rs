@@ -14,7 +14,7 @@ use std::process::Command;
 
 use jitter_trace::{Detour, Epilogue, Header, StreamSummary, TraceWriter};
 
-#[path = "../../traces/tests/common/peak_rss.rs"]
+#[path = "../../traces/tool/tests/common/peak_rss.rs"]
 mod peak_rss;
 
 use peak_rss::peak_rss_kb;

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use replay_bench::report::Report;
+use jitter_report::report::Report;
 
 const BIN: &str = env!("CARGO_BIN_EXE_replay-bench");
 

@@ -111,8 +111,8 @@ fn run_refuses_a_scale_that_would_spin_for_ever() {
 
 #[test]
 fn a_negative_or_non_finite_slowdown_is_never_printed_as_a_result() {
-    use replay_bench::predict::{check_plausible, Prediction, SD_FLOOR_PCT};
-    use replay_bench::report::{Config, Report, ReportKind, ResultRow};
+    use jitter_predict::{check_plausible, Prediction, SD_FLOOR_PCT};
+    use jitter_report::report::{Config, Report, ReportKind, ResultRow};
     let with = |sd: f64| {
         let mut r = Report::new(ReportKind::PredictDes, Config::default());
         r.results.push(ResultRow {
@@ -264,7 +264,7 @@ fn report(dir: &Path, name: &str, digest: Option<&str>, quanta_ns: u64) -> PathB
 
 /// As [`report`], with `ranks` ranks.
 fn report_of(dir: &Path, name: &str, digest: Option<&str>, quanta_ns: u64, ranks: u64) -> PathBuf {
-    use replay_bench::report::{Config, Report, ReportKind, ResultRow, TraceInfo};
+    use jitter_report::report::{Config, Report, ReportKind, ResultRow, TraceInfo};
     let mut r = Report::new(
         ReportKind::Run,
         Config {

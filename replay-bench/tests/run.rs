@@ -16,8 +16,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use jitter_emulator::{SyncMode, SyncSchedule, TimerKind};
+use jitter_report::report::{Report, RunDetails};
 use jitter_trace::synth::{synthesize, Spec};
-use replay_bench::report::{Report, RunDetails};
 
 mod common;
 use common::{mpirun, run, swamped, Ran, BIN};
@@ -436,7 +436,12 @@ fn a_resync_into_a_detour_costs_the_phase_its_rest(dir: &Path) {
 fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
     // O as the tool will use it: this host's cached (or freshly measured) calibration.
     let clock = jitter_collect::clock::Clock::calibrate(Duration::from_millis(200)).unwrap();
-    let cal = jitter_emulator::Calibration::load_or_measure(&clock, false).unwrap();
+    let cal = jitter_emulator::Calibration::load_or_measure(
+        &clock,
+        false,
+        &jitter_emulator::calibration::StartLine,
+    )
+    .unwrap();
     let o = cal
         .cost(TimerKind::Abstime, &Default::default())
         .overhead_ns;
@@ -655,7 +660,7 @@ fn virtual_ranks_take_the_maximum_over_barrier_free_windows(dir: &Path) {
         return;
     };
     let rep = Report::load(&out).unwrap();
-    assert_eq!(rep.kind, replay_bench::report::ReportKind::VirtualRanks);
+    assert_eq!(rep.kind, jitter_report::report::ReportKind::VirtualRanks);
     let row = &rep.results[0];
     assert_eq!(row.ranks, k);
     assert!(row.emulator.injected > 0, "{row:?}");

@@ -12,10 +12,10 @@
 use std::process::Command;
 
 use jitter_emulator::InjectionMode;
+use jitter_report::comparison::Comparison;
+use jitter_report::report::Report;
+use jitter_report::verdict::Verdict;
 use jitter_trace::synth::{synthesize, Spec};
-use replay_bench::comparison::Comparison;
-use replay_bench::report::Report;
-use replay_bench::verdict::Verdict;
 
 mod common;
 use common::{mpirun, BIN};

@@ -6,8 +6,8 @@
 use std::process::Command;
 use std::time::Duration;
 
+use jitter_report::report::Report;
 use jitter_trace::synth::{synthesize, Spec};
-use replay_bench::report::Report;
 
 mod common;
 use common::{run, swamped, BIN};

@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::process::Command;
 
+use jitter_report::report::Report;
+use jitter_report::study::Headlines;
 use jitter_trace::stats::TraceStats;
 use jitterbench_tests::{bin_dir, workspace_root};
-use replay_bench::report::Report;
-use replay_bench::study::Headlines;
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)

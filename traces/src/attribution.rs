@@ -237,15 +237,18 @@ pub fn report_in(a: &Attribution, mode: Mode) -> Report {
 }
 
 /// What a report covers and analyses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Scope {
     /// What the rows are.
     pub mode: Mode,
     /// Only detours with run-times in `[lo, hi)` ("who fills this bucket", as
     /// [`within_runs`]); `None`: all.
     pub runs: Option<(u64, u64)>,
-    /// Whether to analyse each source's periods (the `periodogram` feature).
-    pub periods: bool,
+    /// How to find each source's periods (`None`: not analysed): `periodogram::periods_binned`
+    /// (feature `periodogram`), passed by who wants them ([`add_periods`], `jitter-trace
+    /// attribution`, `replay-bench whatif`); the collector's and the preload library's reports
+    /// never reach the FFT.
+    pub periods: Option<crate::periodogram::FindPeriods>,
 }
 
 /// The per-source table of the attribution of `src` (a sidecar file read detour by detour in
@@ -256,7 +259,7 @@ pub fn report_of(src: &dyn DetourSource, scope: Scope) -> Result<Report, TraceEr
     let plan = Plan {
         shares: &shares,
         runs: scope.runs,
-        periods: scope.periods && cfg!(feature = "periodogram"),
+        periods: scope.periods,
         top_combinations: TOP_COMBINATIONS,
     };
     let t = tally(src, &plan)?;
@@ -347,7 +350,7 @@ pub fn report_with_periods(a: &Attribution, mode: Mode) -> Report {
     let scope = Scope {
         mode,
         runs: None,
-        periods: true,
+        periods: Some(crate::periodogram::periods_binned),
     };
     // A pass over memory shows every detour and fails nowhere.
     report_of(a, scope).expect("a report of an attribution in memory")

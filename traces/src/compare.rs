@@ -20,7 +20,7 @@
 //! - **Noise ratio** and **detour rate**: as in [`crate::stats::Stats`] over all streams; the
 //!   differences are B − A.
 
-pub(crate) mod density;
+pub mod density;
 mod streamed;
 
 pub use density::{bandwidth, density, log_runs, Density, Grid, GRID_POINTS, MIN_BANDWIDTH};

@@ -415,7 +415,7 @@ pub(crate) fn without_detours(c: &CpuAttribution) -> CpuAttribution {
 /// A detour of `run_ns` with the sources `parts` left in it, its dominant source and
 /// combination made as the collector makes them (the first of the largest; order of
 /// appearance; `unattributed` when none).
-pub(crate) fn attributed(start_ns: u64, run_ns: u64, parts: Vec<Part>) -> AttributedDetour {
+pub fn attributed(start_ns: u64, run_ns: u64, parts: Vec<Part>) -> AttributedDetour {
     let dominant = (parts.iter()).fold(None::<&Part>, |best, p| match best {
         Some(b) if b.ns >= p.ns => Some(b),
         _ => Some(p),

@@ -27,7 +27,7 @@ use crate::error::TraceError;
 use crate::model::{Detour, Header, Record, Trace, Window};
 
 /// The eight bytes every `.jtr` file begins with.
-pub const MAGIC: [u8; 8] = crate::interop::sniff::JTR_MAGIC;
+pub const MAGIC: [u8; 8] = crate::sniff::JTR_MAGIC;
 /// The format version this build writes and reads.
 pub const FORMAT_VERSION: u16 = 1;
 /// Largest header accepted, bytes.
@@ -401,7 +401,7 @@ pub struct TraceReader<R: Read> {
 }
 
 /// Opens the trace `path` for reading through a 64 KiB buffer; a file that does not begin
-/// with the `.jtr` magic is refused naming what it is instead (`interop::sniff`), from the
+/// with the `.jtr` magic is refused naming what it is instead (`sniff`), from the
 /// bytes buffered (nothing is read twice: a pipe works).
 pub(crate) fn open(path: &Path) -> Result<BufReader<File>, TraceError> {
     use std::io::BufRead;
@@ -413,7 +413,7 @@ pub(crate) fn open(path: &Path) -> Result<BufReader<File>, TraceError> {
         .map_err(|e| TraceError::io(format!("cannot read {shown}"), e))?;
     let magic = &MAGIC;
     if !head.is_empty() && !head.starts_with(&magic[..head.len().min(magic.len())]) {
-        return Err(crate::interop::sniff::not_a_trace(path, head));
+        return Err(crate::sniff::not_a_trace(path, head));
     }
     Ok(r)
 }

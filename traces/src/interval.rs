@@ -26,7 +26,7 @@
 //! honest here: the per-phase variance ignores the autocorrelation (a periodic trace makes
 //! phases far from independent), and batch means within draws, pooled over draws, ignore σ_a²
 //! (two ranks at fixed offsets on a periodic trace keep their alignment for the whole draw).
-//! `replay-bench`'s coverage test shows both failing where this one covers.
+//! `jitter-predict`'s coverage test shows both failing where this one covers.
 //!
 //! **One draw** cannot show σ_a²: its interval comes from the batch means of its phases
 //! ([`BatchMeans`]: between [`MIN_BATCHES`] and 2 × [`MIN_BATCHES`] − 1 batches of equal size,

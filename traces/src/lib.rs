@@ -29,7 +29,6 @@
 pub mod advice;
 pub mod attribution;
 pub mod changes;
-pub mod cli;
 pub mod compare;
 pub mod digest;
 pub mod error;
@@ -48,8 +47,6 @@ pub mod node;
 pub mod nodes;
 pub mod output;
 pub mod periodogram;
-#[cfg(feature = "plot")]
-pub mod plot;
 pub mod precision;
 pub mod rewritten;
 pub mod sanity;
@@ -60,6 +57,7 @@ pub mod sidecar;
 pub mod sidecar_reader;
 pub mod sidecar_writer;
 pub mod sliced;
+pub mod sniff;
 pub mod stats;
 pub mod steal;
 pub mod stream_order;

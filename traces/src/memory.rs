@@ -1,28 +1,6 @@
 //! Large arrays the kernel may back with huge pages: a dense trace's records and the
 //! predictor's index are hundreds of MB written once, where 4 KiB pages cost a fault each.
 
-/// A [`large_vec`] of `n` elements written in chunks side by side on the worker threads
-/// (`fill(first, chunk)` writes every element of `chunk`, elements `first..`), each thread
-/// taking the page faults of its own chunks.
-pub fn large_vec_filled<T: Send>(
-    n: usize,
-    fill: impl Fn(usize, &mut [std::mem::MaybeUninit<T>]) + Sync,
-) -> Vec<T> {
-    use rayon::prelude::*;
-    let mut v = large_vec(n);
-    // A few chunks per thread, each at least a huge page's worth of elements.
-    let chunk =
-        (n / (4 * rayon::current_num_threads())).max(HUGE_PAGE / std::mem::size_of::<T>().max(1));
-    v.spare_capacity_mut()[..n]
-        .par_chunks_mut(chunk)
-        .enumerate()
-        .for_each(|(c, part)| fill(c * chunk, part));
-    // SAFETY: the vector has capacity for `n` elements (`large_vec(n)`), and `fill` wrote
-    // every element of each chunk of the first `n`, which cover them all.
-    unsafe { v.set_len(n) };
-    v
-}
-
 /// An empty vector with room for `n` elements, whose pages the kernel may back with huge pages
 /// (2 MiB): a dense trace's records and a predictor's index reach hundreds of MB, and with
 /// 4 KiB pages the kernel takes a fault for every 4 KiB first written (half the loading time of

@@ -10,7 +10,7 @@
 //! them the interval is the final mean ± h₀ · √(D₀ / D), the pilot's variance and its D₀ − 1
 //! degrees of freedom scaled to D draws. The final mean is independent of the pilot's variance
 //! for normal draws, which makes the coverage exactly 95 % there; for others it is measured
-//! under this very rule (`replay-bench`'s coverage test, `docs/VALIDATION.md`). Where a budget
+//! under this very rule (`jitter-predict`'s coverage test, `docs/VALIDATION.md`). Where a budget
 //! stops the draws before D, the same interval at the draws done is still the pilot's, scaled.
 
 use std::fmt;

@@ -5,20 +5,41 @@
 //! from which [`Scan::integrity`] applies the one policy of [`crate::integrity`] exactly as a
 //! whole trace would. [`crate::load`] reads whole traces through the same pass.
 //!
-//! Chunks are read in order and, when called on a worker of the caller's rayon pool, decoded a
-//! few side by side (one by one otherwise; it starts no threads); the first damaged chunk ends
+//! Chunks are read in order and decoded one by one on the reading thread, or a few side by side
+//! where a program registered a way to ([`decode_side_by_side`]: the predictor, on its thread
+//! pool; this crate starts no threads and links no thread pool); the first damaged chunk ends
 //! the pass, and every chunk before it is kept. A pass holds one batch of chunks (at most
 //! [`crate::format::MAX_CHUNK_RECORDS`] detours each) and what its sink keeps.
 
-use rayon::prelude::*;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
+use std::sync::OnceLock;
 
 use crate::error::TraceError;
 use crate::format::{Chunk, Completeness, Epilogue, TraceReader};
 use crate::integrity::{Integrity, Salvage, StreamLoss};
 use crate::model::{Detour, Header, Stream, Trace};
+
+/// One chunk's decoding, for a [`SideBySide`] to run.
+pub type Job<'a> = Box<dyn FnOnce() + Send + 'a>;
+
+/// A way to decode a few chunks side by side, which a program with a thread pool registers
+/// ([`decode_side_by_side`]).
+pub trait SideBySide: Sync {
+    /// How many chunks the calling thread should decode together now (1: one by one, on it).
+    fn batch(&self) -> usize;
+    /// Runs every job, side by side where it can; returns when all are done.
+    fn run(&self, jobs: Vec<Job<'_>>);
+}
+
+static DECODER: OnceLock<&'static dyn SideBySide> = OnceLock::new();
+
+/// Lets every later pass decode chunks side by side through `d` (the first registration holds:
+/// one per process). Without one, chunks are decoded one by one on the reading thread.
+pub fn decode_side_by_side(d: &'static dyn SideBySide) {
+    let _ = DECODER.set(d);
+}
 
 /// What a pass over a trace's chunks does with each chunk of detours.
 pub trait ChunkSink {
@@ -127,14 +148,10 @@ fn read_chunks<R: Read, S: ChunkSink + ?Sized>(
     sink: &mut S,
 ) -> (Option<Epilogue>, Option<TraceError>) {
     let n = seen.len();
-    // Decoding side by side only on a worker of a rayon pool, which the caller set up: a
-    // reader inside an application (the C API, an MPI rank of `run`) starts no threads.
-    let pooled = rayon::current_thread_index().is_some();
-    let batch = if pooled {
-        2 * rayon::current_num_threads()
-    } else {
-        1
-    };
+    // Decoding side by side only where a program registered a way to and it says so for this
+    // thread: a reader inside an application (the C API, an MPI rank of `run`) starts no threads.
+    let side = DECODER.get().copied();
+    let batch = side.map_or(1, |d| d.batch()).max(1);
     let mut sealed = Vec::with_capacity(batch);
     loop {
         sealed.clear();
@@ -152,10 +169,27 @@ fn read_chunks<R: Read, S: ChunkSink + ?Sized>(
         if sealed.is_empty() && read_error.is_none() {
             return (None, None);
         }
-        let opened: Vec<Result<Chunk, TraceError>> = if pooled {
-            sealed.par_iter().map(|c| c.open(n)).collect()
-        } else {
-            sealed.iter().map(|c| c.open(n)).collect()
+        let opened: Vec<Result<Chunk, TraceError>> = match side {
+            Some(d) if batch > 1 => {
+                let mut slots: Vec<Option<Result<Chunk, TraceError>>> =
+                    (0..sealed.len()).map(|_| None).collect();
+                let jobs: Vec<Job<'_>> = (slots.iter_mut().zip(&sealed))
+                    .map(|(slot, c)| Box::new(move || *slot = Some(c.open(n))) as Job<'_>)
+                    .collect();
+                d.run(jobs);
+                (slots.into_iter().zip(&sealed))
+                    .map(|(s, c)| {
+                        s.unwrap_or_else(|| {
+                            Err(TraceError::Chunk {
+                                chunk: c.index,
+                                offset: 0,
+                                reason: "the registered decoder did not decode it".into(),
+                            })
+                        })
+                    })
+                    .collect()
+            }
+            _ => sealed.iter().map(|c| c.open(n)).collect(),
         };
         for (c, chunk) in sealed.iter().zip(opened) {
             match chunk {

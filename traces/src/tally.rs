@@ -13,9 +13,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::TraceError;
-#[cfg(feature = "periodogram")]
-use crate::periodogram::periods_binned;
-use crate::periodogram::{Period, Segments};
+use crate::periodogram::{FindPeriods, Period, Segments};
 use crate::selection::Selection;
 use crate::sidecar::AttributedDetour;
 use crate::sidecar_reader::{DetourSource, Frame};
@@ -29,8 +27,10 @@ pub struct Plan<'a> {
     pub shares: Shares<'a>,
     /// Only the detours with run-times in `[lo, hi)`; `None`: every detour.
     pub runs: Option<(u64, u64)>,
-    /// Whether to analyse each source's periods (needs the `periodogram` feature).
-    pub periods: bool,
+    /// How to find each source's periods in its binned occurrences (`None`: not analysed): the
+    /// spectrum (`periodogram::periods_binned`, feature `periodogram`) is the caller's to pass,
+    /// so that nothing else here reaches the FFT.
+    pub periods: Option<FindPeriods>,
     /// Combinations with a median: the first this many by total time, largest first (ties
     /// by label).
     pub top_combinations: usize,
@@ -40,7 +40,7 @@ impl std::fmt::Debug for Plan<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plan")
             .field("runs", &self.runs)
-            .field("periods", &self.periods)
+            .field("periods", &self.periods.is_some())
             .field("top_combinations", &self.top_combinations)
             .finish_non_exhaustive()
     }
@@ -256,7 +256,7 @@ impl Acc {
             if s.gaps > 0 {
                 s.gaps_id = Some(sel.add(s.gaps / 2, s.gap_min, s.gap_max));
             }
-            if plan.periods {
+            if plan.periods.is_some() {
                 let w: Vec<(u64, u64)> = (s.last.keys())
                     .map(|cpu| windows.get(cpu).copied().unwrap_or_default())
                     .collect();
@@ -296,7 +296,7 @@ pub fn tally(src: &dyn DetourSource, plan: &Plan) -> Result<Tallies, TraceError>
     acc.unattributed_ns.resize(frame.detours.len(), 0);
     let mut sel = acc.prepare(plan, &frame);
     let mut passes = 1;
-    let mut bin = plan.periods;
+    let mut bin = plan.periods.is_some();
     while sel.pending() || bin {
         sel.begin_pass();
         let again = src.pass(&mut |_: usize, cpu: u32, d: &AttributedDetour| {
@@ -324,7 +324,8 @@ pub fn tally(src: &dyn DetourSource, plan: &Plan) -> Result<Tallies, TraceError>
                 median_ns: sel.value(s.times_id).unwrap_or(s.min_ns),
                 max_ns: s.max_ns,
                 median_gap_ns: s.gaps_id.and_then(|id| sel.value(id)),
-                periods: s.segments.as_ref().and_then(source_periods),
+                periods: (plan.periods.zip(s.segments.as_ref()))
+                    .map(|(find, seg)| find(&seg.binned().collect::<Vec<_>>())),
             };
             (label, tally)
         })
@@ -349,16 +350,4 @@ pub fn tally(src: &dyn DetourSource, plan: &Plan) -> Result<Tallies, TraceError>
         combinations,
         passes,
     })
-}
-
-/// The periods of one source's binned segments.
-#[cfg(feature = "periodogram")]
-fn source_periods(s: &Segments) -> Option<Vec<Period>> {
-    Some(periods_binned(&s.binned().collect::<Vec<_>>()))
-}
-
-/// Without the periodogram, periods are not analysed.
-#[cfg(not(feature = "periodogram"))]
-fn source_periods(_: &Segments) -> Option<Vec<Period>> {
-    None
 }

@@ -56,28 +56,48 @@ fn write_chunked(trace: &Trace, chunk: usize) -> Vec<u8> {
     w.finish(Epilogue::of(trace)).unwrap()
 }
 
-/// Reads `bytes` chunk by chunk (outside any pool) and side by side (on the workers of pools
-/// of 2 and 3 threads, batches of 4 and 6 chunks); all must give the same trace and the same
-/// completeness, which is returned.
+/// Chunks decoded side by side on scoped threads, batches of the thread-local `BATCH` (1: one by
+/// one): what a program with a pool registers (`scan::decode_side_by_side`; the predictor's runs
+/// them on rayon's workers).
+struct Threads;
+
+thread_local! {
+    static BATCH: std::cell::Cell<usize> = const { std::cell::Cell::new(1) };
+}
+
+impl jitter_trace::scan::SideBySide for Threads {
+    fn batch(&self) -> usize {
+        BATCH.with(|b| b.get())
+    }
+    fn run(&self, jobs: Vec<jitter_trace::scan::Job<'_>>) {
+        std::thread::scope(|s| {
+            for job in jobs {
+                s.spawn(job);
+            }
+        });
+    }
+}
+
+/// Reads `bytes` chunk by chunk and side by side (batches of 4 and 6 chunks); all must give the
+/// same trace and the same completeness, which is returned.
 fn read_both(bytes: &[u8]) -> Result<Loaded, TraceError> {
+    jitter_trace::scan::decode_side_by_side(&Threads);
     let alone = read_from(Cursor::new(bytes));
-    for threads in [2, 3] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        let pooled = pool.install(|| read_from(Cursor::new(bytes)));
-        match (&alone, &pooled) {
+    for batch in [4, 6] {
+        BATCH.with(|b| b.set(batch));
+        let side = read_from(Cursor::new(bytes));
+        BATCH.with(|b| b.set(1));
+        match (&alone, &side) {
             (Ok(a), Ok(p)) => {
-                assert_eq!(a.trace.streams, p.trace.streams, "{threads} threads");
+                assert_eq!(a.trace.streams, p.trace.streams, "batches of {batch}");
                 assert_eq!(
                     format!("{:?}", a.completeness),
                     format!("{:?}", p.completeness),
-                    "{threads} threads"
+                    "batches of {batch}"
                 );
             }
-            (Err(a), Err(p)) => assert_eq!(a.to_string(), p.to_string(), "{threads} threads"),
-            (a, p) => panic!("{threads} threads: {a:?} against {p:?}"),
+            (Err(a), Err(p)) => assert_eq!(a.to_string(), p.to_string(), "batches of {batch}"),
+            (a, p) => panic!("batches of {batch}: {a:?} against {p:?}"),
         }
     }
     alone

@@ -218,7 +218,8 @@ fn calibration(clock: &Clock) -> Result<Calibration, String> {
         .and_then(|d| std::fs::create_dir_all(d).ok())
         .and_then(|()| std::fs::File::create(&lock_path).ok())
         .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).ok());
-    Calibration::load_or_measure(clock, false).map_err(|e| format!("calibration: {e:#}"))
+    Calibration::load_or_measure(clock, false, &jitter_emulator::calibration::StartLine)
+        .map_err(|e| format!("calibration: {e:#}"))
 }
 
 /// Reads the configuration, trace and calibration and builds the plan; `None`: no-op.

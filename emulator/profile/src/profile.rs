@@ -331,10 +331,10 @@ impl Profile {
                 .unwrap_or(0);
             return Profile::collect(path, ranks, None, Duration::ZERO);
         }
-        jitter_trace::interop::sniff::expect_json(
+        jitter_trace::sniff::expect_json(
             "",
             path,
-            &[jitter_trace::interop::sniff::JsonKind::Profile],
+            &[jitter_trace::sniff::JsonKind::Profile],
             "an application profile (JITTER_PROFILE)",
         )?;
         let text = std::fs::read_to_string(path).map_err(|e| ProfileError::io(&shown, e))?;

@@ -4,7 +4,6 @@
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use indicatif::{ProgressBar, ProgressStyle};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
 
 use jitter_collect::clock::{read_counter, Clock};
@@ -16,6 +15,7 @@ use super::model::{
     lateness_sweep, match_single, min_sleep, rate_points, Calibration, RatePoint, Spread,
     TimerCalibration, MIN_MATCHED_PERCENT, OVERHEAD_RATES_HZ, SWEEP_NS, SWEEP_ROUNDS,
 };
+use super::progress::Progress;
 use crate::cache::{unix_now_s, MachineKey};
 use crate::injector::{self, mono_ns, Emulator, EmulatorError, Handle, InjectorConfig, SIGNAL};
 use crate::plan::{Plan, TimerKind};
@@ -277,12 +277,6 @@ impl Default for Settings {
     }
 }
 
-/// This host's name and kernel release.
-pub fn host_and_kernel() -> (String, String) {
-    let k = MachineKey::current(None);
-    (k.host, k.kernel)
-}
-
 /// Rounds of the O-by-rate sweep.
 const ROUNDS: u64 = 3;
 
@@ -299,7 +293,7 @@ fn sweep_rates(s: &Settings) -> Vec<u64> {
 /// An upper bound on the real-time CPU time a calibration with `s` can take without sleeping,
 /// for the watchdog: every measurement that can run back to back (the main O run, the spin run,
 /// the L run, the whole M sweep, one O-by-rate round at its slowest rate).
-pub(crate) fn longest_burst(s: &Settings) -> std::time::Duration {
+pub fn longest_burst(s: &Settings) -> std::time::Duration {
     let lateness = s.interval_ns * s.lateness_samples as u64;
     let per_interval = (s.sweep_samples.div_ceil(SWEEP_ROUNDS) * SWEEP_ROUNDS) as u64;
     let sweep: u64 = SWEEP_NS.iter().map(|&i| i * per_interval).sum();
@@ -314,7 +308,7 @@ pub(crate) fn longest_burst(s: &Settings) -> std::time::Duration {
     )
 }
 
-/// Measurement steps of one timer's calibration (for the progress bar).
+/// Measurement steps of one timer's calibration (for the progress).
 fn timer_steps(s: &Settings) -> u64 {
     3 + ROUNDS * sweep_rates(s).len() as u64 + (SWEEP_ROUNDS * SWEEP_NS.len()) as u64
 }
@@ -333,7 +327,7 @@ fn measure_overhead_by_rate(
     threshold: u64,
     s: &Settings,
     main: &Spread,
-    progress: &ProgressBar,
+    progress: &dyn Progress,
 ) -> Result<(Vec<RatePoint>, bool), EmulatorError> {
     let rates = sweep_rates(s);
     let mut extra: Vec<Vec<f64>> = vec![Vec::new(); rates.len()];
@@ -347,7 +341,7 @@ fn measure_overhead_by_rate(
             let duration_ns = (per_round * 1_000_000_000 / rates[i].max(1)).max(200_000_000);
             let o = measure_injection(timer, clock, threshold, rates[i], 1, duration_ns)?;
             extra[i].extend(o.extra_ns);
-            progress.inc(1);
+            progress.step();
         }
     }
     let spreads: Vec<Spread> = extra.iter().map(|e| Spread::of(e)).collect();
@@ -361,9 +355,9 @@ impl TimerCalibration {
         clock: &Clock,
         threshold: u64,
         s: &Settings,
-        progress: &ProgressBar,
+        progress: &dyn Progress,
     ) -> Result<Self, EmulatorError> {
-        progress.set_message(timer.to_string());
+        progress.timer(timer);
         let o = measure_injection(
             timer,
             clock,
@@ -373,7 +367,7 @@ impl TimerCalibration {
             s.overhead_duration_ns,
         )?;
         let overhead = Spread::of(&o.extra_ns);
-        progress.inc(1);
+        progress.step();
         let (overhead_by_rate, overhead_by_rate_consistent) =
             measure_overhead_by_rate(timer, clock, threshold, s, &overhead, progress)?;
         let spin = measure_injection(
@@ -385,13 +379,13 @@ impl TimerCalibration {
             s.overhead_duration_ns / 4,
         )?;
         let spin_extra_ns = Spread::of(&spin.extra_ns).median_ns - overhead.median_ns;
-        progress.inc(1);
+        progress.step();
         let lateness = Spread::of(&measure_lateness(timer, s.interval_ns, s.lateness_samples)?);
-        progress.inc(1);
+        progress.step();
         let (sweep, tolerance_ns) =
             lateness_sweep(&lateness, s.sweep_samples, |interval_ns, n| {
                 let l = measure_lateness(timer, interval_ns, n);
-                progress.inc(1);
+                progress.step();
                 l
             })?;
         Ok(TimerCalibration {
@@ -414,27 +408,19 @@ impl TimerCalibration {
 
 impl Calibration {
     /// Measures both timers (about 20 s with the default settings; main thread for itimer),
-    /// with a progress bar on a terminal and one line on stderr otherwise.
-    pub fn measure(clock: &Clock, s: &Settings) -> Result<Self, EmulatorError> {
+    /// telling `progress` how far it is.
+    pub fn measure(
+        clock: &Clock,
+        s: &Settings,
+        progress: &dyn Progress,
+    ) -> Result<Self, EmulatorError> {
         let threshold = default_threshold();
         let key = MachineKey::current(None);
         let load = super::load::LoadProbe::start();
-        let progress = ProgressBar::new(2 * timer_steps(s));
-        if progress.is_hidden() {
-            eprintln!("calibrating the emulator on this machine (about 20 s)");
-        } else {
-            progress.set_style(
-                ProgressStyle::with_template(
-                    "calibrating {msg:8} [{bar:30}] {pos}/{len} steps, eta {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
-        }
-        let itimer = TimerCalibration::measure(TimerKind::Itimer, clock, threshold, s, &progress)?;
-        let abstime =
-            TimerCalibration::measure(TimerKind::Abstime, clock, threshold, s, &progress)?;
-        progress.finish_and_clear();
+        progress.start(2 * timer_steps(s));
+        let itimer = TimerCalibration::measure(TimerKind::Itimer, clock, threshold, s, progress)?;
+        let abstime = TimerCalibration::measure(TimerKind::Abstime, clock, threshold, s, progress)?;
+        progress.finish();
         Ok(Calibration {
             host: key.host,
             kernel: key.kernel,

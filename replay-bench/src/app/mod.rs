@@ -8,8 +8,8 @@
 //! Every run has a time limit; a failed run is recorded and ends the study with its status.
 
 mod launch;
-pub mod layout;
 mod report;
+mod runs_of;
 mod study;
 mod verdict;
 
@@ -17,112 +17,21 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use clap::Args;
-use regex::Regex;
 
 use jitter_collect::clock::Clock;
-use jitter_emulator::cli::SalvageArgs;
-use jitter_emulator::{InjectionChoice, InjectionMode, Scale, SyncMode};
+use jitter_emulator::{InjectionChoice, InjectionMode};
+use jitter_emulator_cli::SalvageArgs;
 use jitter_trace::Stats;
 
 pub use launch::RunStatus;
 pub use report::{pairs_of, result_of, verdict_line, AppReport, AppResult};
-pub use study::{read_metric, schedule, Arm, LibrarySummary, Measure, Pair, RunRecord};
+pub use runs_of::runs_of;
+pub use study::{read_metric, schedule, Arm, LibrarySummary, Pair, RunRecord};
 pub use verdict::{judge, ArmSummary, Effect, Verdict};
 
 use study::StudySetup;
 
-/// Default time limit of one run.
-pub const DEFAULT_TIMEOUT: &str = "10m";
-
-/// Options of `replay-bench app`.
-#[derive(Debug, Clone, Args)]
-pub struct AppArgs {
-    /// Trace to replay in the program (.jtr).
-    #[arg(long, value_name = "FILE")]
-    pub trace: PathBuf,
-    /// Processes: runs `<launcher> -np N <command…>`; without it the command runs as given
-    /// (write the launcher into it, e.g. `-- mpirun -np 2 ./solver`).
-    #[arg(long)]
-    pub np: Option<u64>,
-    /// The launcher `--np` puts in front of the command.
-    #[arg(long, default_value = "mpirun")]
-    pub launcher: String,
-    /// Counted pairs K (one run with, one without the library each); at least 2.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..))]
-    pub runs: u64,
-    /// Warm-up pairs run first, checked and not counted (the first run with the library on a
-    /// host also calibrates its injector, about 20 s).
-    #[arg(long, default_value_t = 1)]
-    pub warmup: u64,
-    /// What to measure: `loop` (the program's main loop, found and timed by the library's
-    /// profile in both arms: what `predict --app` predicts), `wall` (the whole program, spawn
-    /// to exit: start-up, set-up and output included), or a regular expression with one capture
-    /// group around a number the program prints (the last match in its standard output; smaller
-    /// is faster, like a time).
-    #[arg(long, value_name = "loop|wall|REGEX", default_value = "loop", value_parser = measure_flag)]
-    pub metric: Measure,
-    /// Time limit of one run (ended with SIGTERM, then SIGKILL to its process group).
-    #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = crate::run::positive_duration_flag)]
-    pub timeout: u64,
-    /// How the library injects (`JITTER_INJECT`): `signal`, `boundary` (paid at MPI calls, S =
-    /// 1), or `auto`: the signal where S ≤ 3 reproduces 90 % of the trace's noise time with this
-    /// host's signal cost (its calibration cache, measured when missing), payment at calls
-    /// elsewhere; the report says which and why.
-    #[arg(long, default_value = "auto", value_name = "auto|signal|boundary", value_parser = inject_flag)]
-    pub inject: InjectFlag,
-    /// Scale factor S (`JITTER_SCALE`).
-    #[arg(long, default_value_t = Scale::ONE)]
-    pub scale: Scale,
-    /// Sync mode of the library (`JITTER_SYNC`): none, once, phase (every MPI_Barrier), every:K.
-    #[arg(long, default_value = "phase")]
-    pub sync: SyncMode,
-    /// Ranks per node k (`JITTER_RANKS_PER_NODE`); default the launcher's layout.
-    #[arg(long)]
-    pub ranks_per_node: Option<u64>,
-    /// Seed of the order of each pair and of each run's `JITTER_SEED`.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// `libjitter_preload.so` (default: beside this program, as `cargo build --release` leaves it).
-    #[arg(long, value_name = "FILE")]
-    pub library: Option<PathBuf>,
-    /// Probe this machine's own noise on this CPU for this long before the runs (0s: none).
-    #[arg(long, default_value = "1s", value_parser = crate::run::duration_flag)]
-    pub platform_probe: u64,
-    /// Write the report as JSON here.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// `--salvage`: replay a trace that lacks detours (`JITTER_SALVAGE=1` in the runs).
-    #[command(flatten)]
-    pub salvage: SalvageArgs,
-    /// The program and its arguments (after `--`).
-    #[arg(last = true, required = true, value_name = "COMMAND")]
-    pub command: Vec<String>,
-}
-
-/// A `--metric` flag: `loop`, `wall` or a regular expression with one capture group.
-pub fn measure_flag(s: &str) -> Result<Measure, String> {
-    match s {
-        "loop" => Ok(Measure::Loop),
-        "wall" => Ok(Measure::Wall),
-        _ => metric_flag(s).map(Measure::Printed),
-    }
-}
-
-/// `app --inject`: a mode, or `auto` (`None`: chosen by measuring).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InjectFlag(pub Option<InjectionMode>);
-
-/// An `--inject` flag: `auto` or a mode.
-fn inject_flag(s: &str) -> Result<InjectFlag, String> {
-    match s.trim() {
-        "auto" => Ok(InjectFlag(None)),
-        other => other
-            .parse()
-            .map(|m| InjectFlag(Some(m)))
-            .map_err(|e: jitter_emulator::PlanError| format!("{e} (or auto)")),
-    }
-}
+use crate::flags::app::AppArgs;
 
 /// How the runs inject, and why: as given, or by the rule of [`InjectionChoice`] with this
 /// host's signal cost (abstime, the library's default timer).
@@ -132,23 +41,12 @@ fn injection(a: &AppArgs, trace: &Path, clock: &Clock) -> anyhow::Result<(Inject
     }
     let loaded = jitter_trace::read_trace(trace)
         .with_context(|| format!("cannot use trace {}", trace.display()))?;
-    let cal = jitter_emulator::Calibration::load_or_measure(clock, false)
+    let bar = jitter_emulator_cli::progress::CalibrationBar::new();
+    let cal = jitter_emulator::Calibration::load_or_measure(clock, false, &bar)
         .context("cannot calibrate the signal injector to choose how to inject (--inject)")?;
     let o = cal.abstime.overhead.median_ns.max(0.0);
     let choice = InjectionChoice::for_streams(&loaded.trace.streams, o)?;
     Ok((choice.mode, choice.reason()))
-}
-
-/// A `--metric` flag: a regular expression with exactly one capture group.
-pub fn metric_flag(s: &str) -> Result<Regex, String> {
-    let re = Regex::new(s).map_err(|e| format!("not a regular expression: {e}"))?;
-    if re.captures_len() != 2 {
-        return Err(format!(
-            "give exactly one capture group around the number, e.g. 'time: ([0-9.]+)' ({} given)",
-            re.captures_len() - 1
-        ));
-    }
-    Ok(re)
 }
 
 /// The library: `given`, else `libjitter_preload.so` beside this executable.
@@ -228,7 +126,7 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
     let clock = Clock::for_tools()?;
     let (inject, inject_reason) = injection(a, &trace, &clock)?;
     eprintln!("app: {inject_reason}");
-    let platform_noise = crate::noise::measure(&clock, a.platform_probe);
+    let platform_noise = crate::bench::noise::measure(&clock, a.platform_probe);
     let stats_dir = std::env::temp_dir().join(format!("replay-bench-app-{}", std::process::id()));
     let setup = StudySetup {
         argv: command_line(a),
@@ -265,11 +163,12 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
     let ran = run_pairs(&setup, &clock, a, &mut report);
     let _ = std::fs::remove_dir_all(&stats_dir);
     ran?;
-    report.warnings = crate::noise::warning(0, platform_noise.noise_ratio, trace_noise_ratio)
-        .map(|w| w.replacen("rank 0: ", "", 1))
-        .into_iter()
-        .chain(report::library_warnings(&report.runs, trace_noise_ratio))
-        .collect();
+    report.warnings =
+        crate::bench::noise::warning(0, platform_noise.noise_ratio, trace_noise_ratio)
+            .map(|w| w.replacen("rank 0: ", "", 1))
+            .into_iter()
+            .chain(report::library_warnings(&report.runs, trace_noise_ratio))
+            .collect();
     if report.stopped.is_none() {
         report.result = Some(result_of(&report.runs));
     }

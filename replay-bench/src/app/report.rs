@@ -10,7 +10,7 @@ use jitter_trace::table::Table;
 
 use super::study::{Arm, RunRecord};
 use super::verdict::{judge, ArmSummary, Effect, Verdict};
-use crate::noise::PlatformNoise;
+use crate::bench::noise::PlatformNoise;
 
 /// The whole study, as written with `-o`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -25,28 +25,7 @@ use jitter_profile::structure::RankTiming;
 use jitter_profile::Profile;
 
 use super::launch::{self, Launch, Outcome, RunStatus};
-
-/// What a study measures.
-#[derive(Debug, Clone)]
-pub enum Measure {
-    /// The main loop's time, from the profile the library records in both arms.
-    Loop,
-    /// The whole program's wall time, from spawn to exit.
-    Wall,
-    /// A number the program prints: the capture group of the regex's last match.
-    Printed(Regex),
-}
-
-impl Measure {
-    /// What the report says was measured.
-    pub fn label(&self) -> String {
-        match self {
-            Measure::Loop => "main loop time, ns (the profile's loop, longest rank)".into(),
-            Measure::Wall => "wall time, ns".into(),
-            Measure::Printed(re) => format!("--metric '{}'", re.as_str()),
-        }
-    }
-}
+use crate::flags::app::Measure;
 
 /// With or without the library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use jitter_trace::summary::{mean_variance, quantile, t975};
 
-use crate::metrics::paired_slowdown;
+use jitter_report::metrics::paired_slowdown;
 
 /// What the interval allows one to say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,19 +13,20 @@ use std::time::Duration;
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::comm::{agree, Collective, Mpi, Solo};
+use crate::bench::mpi::Mpi;
 use crate::flags::predict::{order_stats_path, PredictArgs};
-use crate::predict::budget::{self, Estimate};
-use crate::predict::des::{self, Engine};
-use crate::predict::drivers;
-use crate::predict::input::TraceInput;
-use crate::predict::points::predict_on;
-use crate::predict::precision;
-use crate::predict::prepare::{prepare, walk_note};
-use crate::predict::progress::{TextProgress, TEXT_PROGRESS_EVERY};
-use crate::predict::rows::{check_plausible, study_rows, Prediction};
-use crate::predict::spec::{rank_phases, PredictSpec};
-use crate::predict::window;
+use jitter_predict::budget::{self, Estimate};
+use jitter_predict::comm::{agree, Collective, Solo};
+use jitter_predict::des::{self, Engine};
+use jitter_predict::input::TraceInput;
+use jitter_predict::precision;
+use jitter_predict::prediction::predict;
+use jitter_predict::prediction_report::{check_plausible, study_rows, Prediction};
+use jitter_predict::prepare::{prepare, walk_note};
+use jitter_predict::progress::{TextProgress, TEXT_PROGRESS_EVERY};
+use jitter_predict::size_classes;
+use jitter_predict::spec::{rank_phases, PredictSpec};
+use jitter_predict::window;
 
 /// Worker threads without `--threads`: every core, but where the largest rank count a process
 /// simulates (`ranks` over `procs` processes) makes several chunks, no more than those: more
@@ -87,7 +88,7 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
             mpi_comm.is_none(),
             "--windows-of predicts the few ranks of one run: run it without an MPI launcher"
         );
-        return window::main(&args, engine);
+        return windows_of(&args, engine);
     }
     if let Some(path) = &args.app {
         anyhow::ensure!(
@@ -96,9 +97,9 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
         );
         return app(&args, path, engine);
     }
-    let (traces, mut spec) = prepare(&args)?;
+    let (traces, mut spec) = prepare(&args.request())?;
     spec.engine = engine;
-    let plan = precision::plan_of(&args);
+    let plan = args.precision_plan();
     let estimate = admitted(comm, &args, &traces, &spec, on_host, plan.as_ref())?;
     if root && (estimate.seconds > budget::ANNOUNCE_S || plan.is_some()) {
         match &plan {
@@ -119,7 +120,7 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let p = match plan {
         Some(plan) => precision::predict_precise_on(comm, &traces, &spec, plan, &bar),
-        None => predict_on(comm, &traces, &spec, &bar),
+        None => predict(comm, &traces, &spec, &bar),
     };
     if let Some(l) = lines {
         l.stop();
@@ -133,7 +134,7 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     if let Some(plan) = &plan {
         eprintln!("{}", precision::summary(&p, plan, started.elapsed()));
     }
-    let model = crate::predict::platform::model_line(
+    let model = jitter_predict::platform::model_line(
         &spec.des.comm,
         spec.des.barrier.stage_ns,
         &spec.platform,
@@ -141,23 +142,48 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     report(&args, &traces, &spec, p, &model)
 }
 
+/// `replay-bench predict --windows-of RUN.json --trace T`: the prediction of the run's windows
+/// beside its measurement, the verdict ([`jitter_report::verdict`]) and the check of the injections;
+/// the report (`-o`) holds the row and [`WindowsOf`].
+fn windows_of(args: &PredictArgs, engine: Engine) -> anyhow::Result<()> {
+    let path = args
+        .windows_of
+        .as_ref()
+        .context("--windows-of names no run")?;
+    let [trace] = args.traces.as_slice() else {
+        anyhow::bail!(
+            "--windows-of predicts one --trace, the run's (given: {})",
+            args.traces.len()
+        );
+    };
+    let p = window::predict_run(path, trace, &args.request(), engine)?;
+    let of = (p.report.config.predict.as_ref())
+        .and_then(|d| d.windows_of.as_ref())
+        .context("the prediction of the windows recorded no windows")?;
+    print!("{}", window::render(&p.run, &p.row, of, p.scale));
+    if let Some(o) = &args.output {
+        p.report.save(o)?;
+    }
+    Ok(())
+}
+
 /// `predict --app`: the profile's main loop in place of the benchmark's (one process).
 fn app(args: &PredictArgs, path: &std::path::Path, engine: Engine) -> anyhow::Result<()> {
-    let (traces, mut spec) = prepare(args)?;
+    let (traces, mut spec) = prepare(&args.request())?;
     spec.engine = engine;
     // The measured runs first: a bad report is named before the profile is read.
     let runs = (args.runs_of.as_deref())
-        .map(|report| crate::predict::app::MeasuredRuns::read(report, args.barriers_before))
+        .map(|report| crate::app::runs_of(report, args.barriers_before))
         .transpose()?;
-    let mut app = crate::predict::app::App::read(path)?;
+    let mut app = jitter_predict::app::App::read(path)?;
     app.runs = runs;
-    crate::predict::app::check(&spec, &traces)?;
-    let estimate = crate::predict::app::estimate(&app, &traces, &spec)?;
+    jitter_predict::app::check(&spec, &traces)?;
+    let estimate = jitter_predict::app::estimate(&app, &traces, &spec)?;
     budget::admit(&estimate, &budget::Limits::here(1), args.force)?;
     if estimate.seconds > budget::ANNOUNCE_S {
         eprintln!("{estimate}");
     }
-    let p = crate::predict::app::predict(&app, &traces, &spec)?;
+    let p = jitter_predict::app::predict(&app, &traces, &spec)?;
     check_plausible(&p)?;
     report(args, &traces, &spec, p, &app.model_line(&spec))
 }
@@ -281,7 +307,7 @@ fn report(
     }
     println!("{model}");
     let rows = study_rows(&p);
-    print!("{}", crate::plot::render_table(&rows));
+    print!("{}", jitter_report::plot::render_table(&rows));
     for t in traces {
         for line in t.info.kept_lines() {
             println!("{line}");
@@ -304,13 +330,13 @@ fn report(
     }
     if let Some(path) = &args.plot {
         let q = jitter_trace::units::format_ns(spec.des.quanta_ns as f64);
-        let work = match precision::plan_of(args) {
+        let work = match args.precision_plan() {
             Some(plan) => format!("precision {}", plan.precision),
             None => format!("{} phases", spec.des.phases),
         };
-        crate::plot::draw(
+        jitter_report::plot::draw(
             &rows,
-            crate::plot::Metric::Qtbt,
+            jitter_report::plot::Metric::Qtbt,
             &format!("Predicted slowdown (95 % bands), q = {q}, {work}"),
             path,
         )?;
@@ -318,12 +344,12 @@ fn report(
     Ok(())
 }
 
-/// [`drivers::drivers`] of every trace and mode at the largest rank count.
+/// [`size_classes::drivers`] of every trace and mode at the largest rank count.
 fn drivers_of(
     args: &PredictArgs,
     traces: &[TraceInput],
     spec: &PredictSpec,
-) -> anyhow::Result<Vec<drivers::Drivers>> {
+) -> anyhow::Result<Vec<size_classes::Drivers>> {
     let n = spec.ranks.iter().copied().max().unwrap_or(1);
     let mut out = Vec::new();
     // The streams the prediction replays, as `load_traces` read them (the classes and the
@@ -334,7 +360,7 @@ fn drivers_of(
             .with_context(|| format!("cannot read trace {}", path.display()))?;
         (read.facts).accept(&path.display().to_string(), args.salvage.choice())?;
         for &mode in &spec.modes {
-            out.push(drivers::drivers(&read.trace, input, spec, n, mode)?);
+            out.push(size_classes::drivers(&read.trace, input, spec, n, mode)?);
         }
     }
     Ok(out)

@@ -5,9 +5,9 @@
 use anyhow::Context;
 
 use crate::flags::reports::{CompareArgs, PlotStudyArgs};
-use crate::plot::{draw, load_rows, render_table};
-use crate::report::Report;
-use crate::table;
+use jitter_report::plot::{draw, load_rows, render_table};
+use jitter_report::report::Report;
+use jitter_report::table;
 
 /// `replay-bench compare`: the two reports' results side by side, after the warnings of
 /// what differs between them.
@@ -15,7 +15,7 @@ pub fn compare(a: &CompareArgs) -> anyhow::Result<()> {
     let ra = Report::load(&a.a)?;
     let rb = Report::load(&a.b)?;
     let (na, nb) = (a.a.display().to_string(), a.b.display().to_string());
-    for note in crate::matching::check_compare(&ra, &rb, &na, &nb)? {
+    for note in jitter_report::matching::check_compare(&ra, &rb, &na, &nb)? {
         eprintln!("warning: {note}");
     }
     print!("{}", table::render_compare(&ra, &rb, &na, &nb));

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::comm::{Collective, Mpi};
+use crate::bench::mpi::Mpi;
 use crate::flags::run::RunArgs;
 use crate::run::run;
+use jitter_predict::comm::Collective;
 
 /// Runs `replay-bench run` on this rank (every rank calls it; only rank 0 prints and writes).
 pub fn main(args: RunArgs) -> anyhow::Result<()> {
@@ -18,7 +19,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<()> {
     let agreed = result
         .as_ref()
         .err()
-        .is_some_and(|e| e.downcast_ref::<crate::comm::Agreed>().is_some());
+        .is_some_and(|e| e.downcast_ref::<jitter_predict::comm::Agreed>().is_some());
     if agreed {
         // Every rank holds this error at the same point. The launcher kills the job when the
         // first rank exits non-zero, so rank 0 speaks first and the others leave after it.

@@ -7,12 +7,18 @@ use jitter_trace::stats::{injectability, scale_for_share};
 use jitter_trace::units::format_ns;
 
 use crate::flags::study::{ChooseInjectArgs, ChooseScaleArgs, StudyArgs};
-use crate::study::{load_trace, read_calibration, write_study};
+use jitter_report::study::{load_trace, read_calibration, write_study, StudyRequest};
 
 /// `replay-bench study`: writes report.md and headlines.json into the folder and prints the
 /// headlines.
 pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
-    for l in &write_study(args)?.lines {
+    let request = StudyRequest {
+        dir: args.dir.clone(),
+        report: args.report.clone(),
+        headline_ranks: args.headline_ranks,
+        salvage: args.salvage.choice(),
+    };
+    for l in &write_study(&request)?.lines {
         println!("{l}");
     }
     Ok(())
@@ -25,7 +31,7 @@ pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
     if args.max < 1 || args.max as f64 > top {
         bail!("--max must be in 1..={top}, got {}", args.max);
     }
-    let (trace, _) = load_trace(&args.trace, args.salvage)?;
+    let (trace, _) = load_trace(&args.trace, args.salvage.choice())?;
     jitter_trace::stats::require_detours(
         &args.trace.display().to_string(),
         trace.record_count() as u64,
@@ -89,7 +95,7 @@ pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
 /// [`jitter_emulator::InjectionChoice`] for this trace and the calibrated signal cost, and why
 /// on stderr.
 pub fn choose_inject(args: &ChooseInjectArgs) -> anyhow::Result<()> {
-    let (trace, _) = load_trace(&args.trace, args.salvage)?;
+    let (trace, _) = load_trace(&args.trace, args.salvage.choice())?;
     let cal = read_calibration(&args.calibration)?;
     let o = cal.timer(args.timer).overhead.median_ns.max(0.0);
     let choice = jitter_emulator::InjectionChoice::for_streams(&trace.streams, o)?;

@@ -6,13 +6,13 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::comparison::{self, Comparison};
 use crate::flags::validate::ValidateArgs;
-use crate::plot::{self, StudyRow};
-use crate::predict::points::predict;
-use crate::predict::prepare::prepare;
-use crate::report::{ReportKind, ResultRow};
-use crate::validate::{compare_all, predict_args, probe_platform, run_all, MeasuredRun};
+use crate::validate::{compare_all, predict_request, probe_platform, run_all, MeasuredRun};
+use jitter_predict::prediction::predict;
+use jitter_predict::prepare::prepare;
+use jitter_report::comparison::{self, Comparison};
+use jitter_report::plot::{self, StudyRow};
+use jitter_report::report::{ReportKind, ResultRow};
 
 /// `replay-bench validate`.
 pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
@@ -39,10 +39,15 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
     let (mut all, mut predicted) = (Vec::new(), Vec::new());
     for inject in a.inject_modes() {
         let runs: Vec<&MeasuredRun> = measured.iter().filter(|m| m.inject == inject).collect();
-        let args = predict_args(a, &ranks, &runs, background.as_deref())?;
+        let args = predict_request(a, &ranks, &runs, background.as_deref())?;
         eprintln!("validate: predicting {} points ({inject})", runs.len());
         let (traces, spec) = prepare(&args)?;
-        let prediction = predict(&traces, &spec, &indicatif::ProgressBar::hidden())?;
+        let prediction = predict(
+            &jitter_predict::comm::Solo,
+            &traces,
+            &spec,
+            &indicatif::ProgressBar::hidden(),
+        )?;
         let des = prediction
             .des
             .context("the prediction produced no simulation report")?;
@@ -81,7 +86,7 @@ fn print_table(
 ) {
     println!(
         "replay-bench validate: {file} (q = {}, period {} s per run, seed {}); runs in {}",
-        crate::table::fmt_ns(a.quanta.ns as f64),
+        jitter_report::table::fmt_ns(a.quanta.ns as f64),
         a.period.as_secs_f64(),
         a.seed.value,
         dir.display()

@@ -2,8 +2,8 @@
 //! (`-o`), CSV and bar chart written.
 
 use crate::flags::whatif::WhatIfArgs;
-use crate::predict::whatif::what_if;
-use crate::predict::whatif_chart::savings_svg;
+use jitter_predict::whatif::what_if;
+use jitter_predict::whatif_chart::savings_svg;
 
 /// `replay-bench whatif`: prints the table, writes the JSON (`-o`), CSV and chart.
 pub fn main(args: WhatIfArgs) -> anyhow::Result<()> {
@@ -22,7 +22,7 @@ pub fn main(args: WhatIfArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.csv {
         jitter_trace::output::check_output(p, "--csv", "a CSV table", &["csv"])?;
     }
-    let w = what_if(&args)?;
+    let w = what_if(&args.request())?;
     print!("{}", w.render());
     if let Some(p) = &args.predict.output {
         let bytes = serde_json::to_vec_pretty(&w)?;

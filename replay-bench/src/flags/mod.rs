@@ -2,7 +2,7 @@
 //! (`Cli`, `Command`), each command's options and the flags several commands share, each
 //! defined once and flattened where it is taken. Parsing turns every value into its type (a
 //! duration in ns, `RankCounts`, `PlatformChoice`, `SyncMode`, `Design`, `Model`; S, f, the
-//! timer and O/L/M through `jitter_emulator::cli::ReplayArgs`): the library receives typed
+//! timer and O/L/M through `jitter_emulator_cli::ReplayArgs`): the library receives typed
 //! options and never a string, and a command that starts another says its options back as
 //! flags (`to_flags`).
 //!
@@ -11,9 +11,11 @@
 //!   counts and the platform choice; `duration` — the duration flags' parsers.
 //! - `run`, `predict`, `validate`, `whatif`, `study` (and `choose-scale`), `reports`
 //!   (`compare`, `plot-study`) — each command's options and the rules by which they fit
-//!   together. `replay-bench app`'s options are `crate::app::AppArgs`. `--node-traces` is
-//!   `crate::predict::placement::NodeTraceArgs`.
+//!   together; `app` — `replay-bench app`'s (`AppArgs`). `--node-traces` is `shared`'s
+//!   `NodeTraceArgs`. Every value parses into its type, most of them the libraries'
+//!   (`jitter_predict::PredictRequest` is what `PredictArgs` asks).
 
+pub mod app;
 pub mod duration;
 pub mod predict;
 pub mod reports;
@@ -26,7 +28,7 @@ pub mod whatif;
 use clap::{Parser, Subcommand};
 
 pub use duration::{duration_flag, positive_duration_flag};
-pub use predict::{order_stats_path, BarrierKind, Model, PredictArgs, PredictCmd};
+pub use predict::{order_stats_path, BarrierKind, PredictArgs, PredictCmd};
 pub use reports::{CompareArgs, PlotStudyArgs};
 pub use run::{Design, RunArgs};
 pub use shared::{
@@ -51,7 +53,7 @@ pub enum Command {
     /// Run the benchmark under MPI (`mpirun -np N replay-bench run …` or `srun …`).
     Run(Box<RunArgs>),
     /// Time an unmodified MPI program with and without the trace, pair by pair, with an interval.
-    App(Box<crate::app::AppArgs>),
+    App(Box<app::AppArgs>),
     /// An application profile (`JITTER_PROFILE=app.json`): its summary, its LogGOPSim export.
     Profile(crate::profile::ProfileArgs),
     /// Print the results of two reports side by side, matched by trace, ranks and sync; refused
@@ -74,3 +76,6 @@ pub enum Command {
     /// trace without each source, with only it, and with every kernel source removed.
     Whatif(Box<WhatIfArgs>),
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,27 +4,19 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use jitter_emulator::cli::{ReplayArgs, SalvageArgs};
+use jitter_emulator_cli::{ReplayArgs, SalvageArgs};
 use jitter_trace::precision::Precision;
 
 use super::duration::{duration_flag, positive_duration_flag};
+use super::shared::NodeTraceArgs;
 use super::shared::{
     PlatformChoice, Quanta, RankCounts, RanksPerNode, Seed, SimulatedPhases, SyncModes,
 };
-use crate::predict::collective::{Algorithm, LoopShape};
-use crate::predict::des::Engine;
-use crate::predict::placement::NodeTraceArgs;
-
-/// Which model predicts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Model {
-    /// Virtual-time simulation of every rank and phase.
-    Des,
-    /// Analytic expected maximum of independent per-rank delays.
-    OrderStats,
-    /// Both, side by side.
-    Both,
-}
+use jitter_predict::collective::{Algorithm, LoopShape};
+use jitter_predict::des::Engine;
+use jitter_predict::precision::{PrecisionPlan, DEFAULT_PRECISION};
+use jitter_predict::request::PredictRequest;
+use jitter_predict::spec::Model;
 
 /// How the barrier latency grows with the rank count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -216,6 +208,54 @@ impl PredictArgs {
             check_output(p, "--plot", "an SVG image", &["svg"])?;
         }
         Ok(())
+    }
+
+    /// The precision mode's target and budgets, or `None` where --phases, --draws,
+    /// --whole-trace, --windows-of or --app fixes the work.
+    pub fn precision_plan(&self) -> Option<PrecisionPlan> {
+        let fixed = self.phases.count.is_some()
+            || self.draws.is_some()
+            || self.whole_trace
+            || self.windows_of.is_some()
+            || self.app.is_some();
+        (self.precision.is_some() || !fixed).then(|| PrecisionPlan {
+            precision: self.precision.unwrap_or(DEFAULT_PRECISION),
+            max_time: std::time::Duration::from_nanos(
+                self.max_time.unwrap_or(PrecisionPlan::DEFAULT_MAX_TIME_NS),
+            ),
+            max_phases: self.max_phases.unwrap_or(PrecisionPlan::DEFAULT_MAX_PHASES),
+            pilot: jitter_trace::precision::MIN_DRAWS,
+        })
+    }
+
+    /// What these flags ask the predictor (everything but the outputs, the threads and the
+    /// modes `--windows-of`, `--drivers`, `--app` that choose what the command does with it).
+    pub fn request(&self) -> PredictRequest {
+        PredictRequest {
+            traces: self.traces.clone(),
+            node_traces: self.nodes.node_traces.clone(),
+            ranks: self.ranks.0.clone(),
+            modes: self.sync.modes.clone(),
+            quanta_ns: self.quanta.ns,
+            phases: self.phases.or_default(),
+            whole_trace: self.whole_trace,
+            model: self.model,
+            ranks_per_node: self.ranks_per_node.k,
+            barrier_stage_ns: self.barrier_stage_ns,
+            loop_shape: self.loop_shape,
+            collective: self.collective,
+            logp_o_ns: self.logp_o_ns,
+            logp_l_ns: self.logp_l_ns,
+            calibrate_from: self.calibrate_from.clone(),
+            platform: self.platform.clone(),
+            replay: self.replay.given(),
+            platform_noise: self.platform_noise.clone(),
+            lateness_sd_ns: self.lateness_sd,
+            seed: self.seed.value,
+            draws: self.draws.unwrap_or(1),
+            force: self.force,
+            salvage: self.salvage.choice(),
+        }
     }
 
     /// `predict`'s options from its flags (as after `replay-bench predict`), defaults filled in

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::plot::Metric;
+use jitter_report::plot::Metric;
 
 /// Options of `replay-bench plot-study`.
 #[derive(Debug, Clone, Args)]

@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use anyhow::bail;
 use clap::Args;
 
-use jitter_emulator::cli::{CalibrationArgs, ReplayArgs, SalvageArgs};
 use jitter_emulator::{InjectionMode, ReplaySetup, SyncMode, TimerKind};
+use jitter_emulator_cli::{CalibrationArgs, ReplayArgs, SalvageArgs};
 
 use super::duration::{duration_flag, positive_duration_flag, MAX_DURATION_NS};
+use super::shared::NodeTraceArgs;
 use super::shared::{Inject, Quanta, RanksPerNode};
-use crate::baseline::Baseline;
-use crate::predict::placement::NodeTraceArgs;
+use crate::bench::baseline::Baseline;
 
 /// Options of `replay-bench run`.
 #[derive(Debug, Clone, Args)]

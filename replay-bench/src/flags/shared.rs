@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use jitter_emulator::{InjectionMode, SyncMode};
+pub use jitter_predict::platform::PlatformChoice;
+pub use jitter_predict::request::check_sync_modes;
 
 use super::duration::positive_duration_flag;
 
@@ -94,17 +96,6 @@ impl SyncModes {
     }
 }
 
-/// A list of sync modes (`--sync` of `predict` and `validate`): at least one, each once (a
-/// mode listed twice would be two identical rows of every table).
-pub fn check_sync_modes(modes: &[SyncMode]) -> anyhow::Result<()> {
-    anyhow::ensure!(!modes.is_empty(), "--sync needs at least one mode");
-    let twice = (1..modes.len()).find_map(|i| modes[..i].contains(&modes[i]).then_some(modes[i]));
-    if let Some(m) = twice {
-        anyhow::bail!("--sync lists {m} twice: list every mode once");
-    }
-    Ok(())
-}
-
 /// `--phases` of a prediction: how many phases each point simulates (`predict`, `validate`).
 /// Not given, `predict` runs its precision mode and `validate` [`SimulatedPhases::DEFAULT`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
@@ -190,24 +181,13 @@ pub fn parse_ranks(text: &str) -> anyhow::Result<Vec<u64>> {
     Ok(v)
 }
 
-/// The platform a prediction assumes, as `--platform` names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PlatformChoice {
-    /// Every detour exactly as recorded.
-    Ideal,
-    /// This machine's emulator calibration (measured when not cached).
-    This,
-    /// A calibration file, a saved emulator calibration or the report of a real run.
-    File(PathBuf),
-}
-
-impl std::str::FromStr for PlatformChoice {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<PlatformChoice, Self::Err> {
-        Ok(match s {
-            "ideal" => PlatformChoice::Ideal,
-            "this" => PlatformChoice::This,
-            file => PlatformChoice::File(PathBuf::from(file)),
-        })
-    }
+/// `--node-traces`, the same in `run` and `predict`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct NodeTraceArgs {
+    /// Node traces of a cluster-wide collection (.jtr, one per node; comma separated or several
+    /// after the flag, e.g. `nodes/*.jtr`): node group g of ranks (ranks g·k … g·k+k−1, k =
+    /// --ranks-per-node) replays trace g mod n, rank r stream r mod k of it; every trace needs
+    /// at least k streams.
+    #[arg(long = "node-traces", value_name = "FILE", value_delimiter = ',', num_args = 1..)]
+    pub node_traces: Vec<PathBuf>,
 }

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use jitter_emulator::cli::SalvageArgs;
 use jitter_emulator::TimerKind;
+use jitter_emulator_cli::SalvageArgs;
 
 /// Options of `replay-bench study`.
 #[derive(Debug, Clone, Args)]

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use jitter_emulator::cli::{ReplayArgs, SalvageArgs};
 use jitter_emulator::InjectionMode;
+use jitter_emulator_cli::{ReplayArgs, SalvageArgs};
 use jitter_trace::units::parse_positive_duration;
 
 use super::duration::duration_flag;

@@ -4,16 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::predict::PredictArgs;
+use jitter_predict::whatif::{Removal, WhatIfRequest};
 
-/// How a removed source leaves its detours (`--removal`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Removal {
-    /// Only the source's own net time.
-    Net,
-    /// A task's or work item's wake-up path with it.
-    WithWakeups,
-}
+use super::predict::PredictArgs;
 
 /// Options of `replay-bench whatif`.
 #[derive(Debug, Clone, Args)]
@@ -39,4 +32,16 @@ pub struct WhatIfArgs {
     /// Also write the table as CSV.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+}
+
+impl WhatIfArgs {
+    /// What these flags ask (the CSV output aside).
+    pub fn request(&self) -> WhatIfRequest {
+        WhatIfRequest {
+            predict: self.predict.request(),
+            seeds: self.seeds,
+            min_share: self.min_share,
+            removal: self.removal,
+        }
+    }
 }

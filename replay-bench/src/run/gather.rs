@@ -5,10 +5,11 @@ use anyhow::Context;
 
 use super::host::host_name;
 use super::state::{Gathered, Measured, Prepared};
-use crate::comm::{record, Collective, Mpi};
+use crate::bench::mpi::Mpi;
+use crate::bench::replay::{CallsAccount, ReplayTotals};
 use crate::flags::run::RunArgs;
-use crate::replay::{CallsAccount, ReplayTotals};
-use crate::report::RankCost;
+use jitter_predict::comm::{record, Collective};
+use jitter_report::report::RankCost;
 
 /// Step 6: gathers calibrations and sums emulator totals on rank 0 (`None` on other ranks).
 pub(crate) fn gather(
@@ -46,7 +47,7 @@ pub(crate) fn gather(
         ),
     };
     let windows = if p.plan.is_some() && args.virtual_ranks == 1 {
-        crate::windows::gather(comm, &m.windows, kept, per_window)
+        crate::bench::windows::gather(comm, &m.windows, kept, per_window)
     } else {
         None
     };

@@ -4,9 +4,10 @@
 use jitter_collect::clock::Clock;
 use jitter_emulator::TimerKind;
 
-use crate::comm::{agree, Mpi};
+use crate::bench::mpi::Mpi;
+use crate::bench::replay::EmulatorCost;
 use crate::flags::run::RunArgs;
-use crate::replay::EmulatorCost;
+use jitter_predict::comm::agree;
 
 pub(crate) fn online_cpus() -> usize {
     // SAFETY: sysconf has no preconditions.

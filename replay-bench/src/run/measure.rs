@@ -7,12 +7,13 @@ use jitter_emulator::{Fraction, Plan};
 
 use super::results::slowdowns;
 use super::state::{Measured, Prepared};
-use crate::baseline::{self, Baseline, Reference};
-use crate::bench::{run_phases, Blocks, LoopOutcome, LoopSpec, NoJitter, Until};
-use crate::comm::{agree, Collective, Mpi};
+use crate::bench::baseline::{self, Baseline, Reference};
+use crate::bench::mpi::Mpi;
+use crate::bench::phases::{run_phases, Blocks, LoopOutcome, LoopSpec, NoJitter, Until};
+use crate::bench::replay::{Replay, ReplayTotals, VirtualReplay};
+use crate::bench::windows::RankWindow;
 use crate::flags::run::{Design, RunArgs};
-use crate::replay::{Replay, ReplayTotals, VirtualReplay};
-use crate::windows::RankWindow;
+use jitter_predict::comm::{agree, Collective};
 
 /// Steps 4–5b: the baseline without jitter (sequential design), the run (with the emulator
 /// when there is a trace), and the most the trace can slow one phase down.
@@ -155,8 +156,11 @@ fn replay_run(
     let marks = replay.windows().to_vec();
     let end_ns = jitter_emulator::injector::mono_ns();
     let totals = agree(comm, replay.stop())?;
-    let windows =
-        crate::windows::with_injections(&marks, (totals.injected, totals.injected_ns), end_ns);
+    let windows = crate::bench::windows::with_injections(
+        &marks,
+        (totals.injected, totals.injected_ns),
+        end_ns,
+    );
     Ok((out, totals, windows))
 }
 
@@ -202,5 +206,6 @@ pub(crate) fn max_excess_ns(plan: &std::sync::Arc<Plan>, phase_ns: f64) -> Optio
         }
         spans.push((inj.due_ns, inj.span_ns));
     }
-    crate::metrics::InjectionWindows::new(&spans, lap).max_excess_ns(phase_ns.round() as u64)
+    jitter_report::metrics::InjectionWindows::new(&spans, lap)
+        .max_excess_ns(phase_ns.round() as u64)
 }

@@ -18,12 +18,11 @@ mod results;
 mod state;
 mod trace;
 
-use crate::comm::Mpi;
+use crate::bench::mpi::Mpi;
+use crate::bench::summary;
 use crate::flags::run::RunArgs;
-use crate::table;
 
 // `replay-bench app` names the duration parsers here.
-pub use crate::flags::duration::{duration_flag, positive_duration_flag};
 
 /// Runs `replay-bench run` on this rank with `comm` (every rank calls it; only rank 0 prints
 /// and writes).
@@ -34,7 +33,7 @@ pub fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
         return Ok(());
     };
     let (report, base) = results::build_report(comm, args, &prepared, &measured, gathered)?;
-    table::print_run(&report, base.as_ref(), &measured.outcome);
+    summary::print_run(&report, base.as_ref(), &measured.outcome);
     if let Some(p) = &args.output {
         report.save(p)?;
     }

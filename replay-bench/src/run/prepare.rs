@@ -9,12 +9,13 @@ use jitter_emulator::{InjectionMode, Plan, ReplaySetup, SyncMode, SyncSchedule, 
 use super::host::{host_cost, host_name, online_cpus};
 use super::state::{Prepared, RankSetup};
 use super::trace::{load_rank_trace, LoadedTrace};
-use crate::baseline::{self, Baseline};
-use crate::comm::{agree, Collective, Mpi};
+use crate::bench::baseline::{self, Baseline};
+use crate::bench::kernel::WorkRate;
+use crate::bench::mpi::Mpi;
+use crate::bench::noise;
+use crate::bench::replay::EmulatorCost;
 use crate::flags::run::RunArgs;
-use crate::kernel::WorkRate;
-use crate::noise;
-use crate::replay::EmulatorCost;
+use jitter_predict::comm::{agree, Collective};
 
 /// How long each rank times its work loop (ns): longer than the slow stretches of a noisy vCPU.
 pub(crate) const WORK_CALIBRATION_SPAN_NS: u64 = 400_000_000;

@@ -4,14 +4,15 @@
 use anyhow::{bail, Context};
 
 use super::state::{Gathered, Measured, Prepared};
-use crate::baseline::{Baseline, Reference};
-use crate::bench::LoopOutcome;
-use crate::comm::{Collective, Mpi};
+use crate::bench::baseline::{Baseline, Reference};
+use crate::bench::mpi::Mpi;
+use crate::bench::noise;
+use crate::bench::phases::LoopOutcome;
 use crate::flags::run::RunArgs;
-use crate::metrics::{paired_slowdown, sequential_slowdown, PhaseAverages, Slowdown};
-use crate::noise;
-use crate::predict::placement::Placement;
-use crate::report::{
+use jitter_predict::comm::Collective;
+use jitter_predict::placement::Placement;
+use jitter_report::metrics::{paired_slowdown, sequential_slowdown, PhaseAverages, Slowdown};
+use jitter_report::report::{
     BaselineDetails, Config, EmulatorTotals, PairedDetails, Report, ReportKind, ResultRow,
     RunDetails, TraceBound,
 };
@@ -175,7 +176,7 @@ pub(crate) fn build_report(
                 p.pairs.len()
             ));
         }
-        if outcome.stopped_by == crate::bench::StopReason::MaxTime {
+        if outcome.stopped_by == crate::bench::phases::StopReason::MaxTime {
             report.warnings.push(match args.precision {
                 Some(hw) => format!(
                     "--max-time ran out before the precision {hw} pp: reached ± {:.3} pp",

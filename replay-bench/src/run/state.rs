@@ -7,13 +7,13 @@ use jitter_collect::clock::Clock;
 use jitter_emulator::{Plan, ReplaySetup, SyncSchedule};
 
 use super::trace::LoadedTrace;
-use crate::baseline::Reference;
-use crate::bench::LoopOutcome;
+use crate::bench::baseline::Reference;
+use crate::bench::kernel::WorkRate;
+use crate::bench::noise::PlatformNoise;
+use crate::bench::phases::LoopOutcome;
+use crate::bench::replay::{EmulatorCost, ReplayTotals};
 use crate::flags::run::Design;
-use crate::kernel::WorkRate;
-use crate::noise::PlatformNoise;
-use crate::replay::{EmulatorCost, ReplayTotals};
-use crate::report::{CallPayments, EmulatorTotals, RankCost, ReplayedWindows};
+use jitter_report::report::{CallPayments, EmulatorTotals, RankCost, ReplayedWindows};
 
 /// Everything a rank measured about itself before the run.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ pub(crate) struct Measured {
     pub(crate) outcome: LoopOutcome,
     pub(crate) totals: ReplayTotals,
     /// This rank's measured stretches of jitter.
-    pub(crate) windows: Vec<crate::windows::RankWindow>,
+    pub(crate) windows: Vec<crate::bench::windows::RankWindow>,
     /// The largest excess the trace can add to one phase and the window it was taken over
     /// (scaled ns, max over ranks).
     pub(crate) bound: [f64; 2],

@@ -3,7 +3,7 @@
 //! shorter than q, and the replay flags typed by the parser.
 
 use super::results::faster_than_calibrated;
-use crate::baseline::Reference;
+use crate::bench::baseline::Reference;
 use crate::flags::run::RunArgs;
 use jitter_emulator::{SyncMode, TimerKind};
 

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use jitter_trace::{Salvage, Trace};
 
-use crate::predict::placement::{self, Placement};
-use crate::report::TraceInfo;
+use jitter_predict::placement::{self, Placement};
+use jitter_report::report::TraceInfo;
 
 /// The trace, checked, with what the report says about it.
 pub(crate) struct LoadedTrace {

@@ -586,7 +586,7 @@ fn the_passes_give_the_tables_of_every_value_sorted_to_the_bit() {
                 let scope = Scope {
                     mode,
                     runs,
-                    periods: false,
+                    periods: None,
                 };
                 assert_eq!(
                     report_of(&a, scope).unwrap(),
@@ -602,7 +602,7 @@ fn the_passes_give_the_tables_of_every_value_sorted_to_the_bit() {
                 }
                 naive_add_periods(&mut want, &bucket);
                 let scope = Scope {
-                    periods: true,
+                    periods: Some(crate::periodogram::periods_binned),
                     ..scope
                 };
                 assert_eq!(

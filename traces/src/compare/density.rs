@@ -14,11 +14,11 @@ pub const MIN_BANDWIDTH: f64 = 0.01;
 
 /// What a trace's log run-times give the density: their count, range and bandwidth.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct LogSummary {
-    pub(crate) n: usize,
-    pub(crate) min: f64,
-    pub(crate) max: f64,
-    pub(crate) bandwidth: f64,
+pub struct LogSummary {
+    pub n: usize,
+    pub min: f64,
+    pub max: f64,
+    pub bandwidth: f64,
 }
 
 /// A grid of points equally spaced in ln(run-time).
@@ -53,7 +53,7 @@ impl Grid {
     }
 
     /// [`Grid::covering`] from each sample's summary (count, range, bandwidth).
-    pub(crate) fn spanning(samples: &[LogSummary], points: usize) -> Grid {
+    pub fn spanning(samples: &[LogSummary], points: usize) -> Grid {
         let mut lo = f64::INFINITY;
         let mut hi = f64::NEG_INFINITY;
         for s in samples.iter().filter(|s| s.n > 0) {
@@ -132,14 +132,14 @@ pub fn bandwidth(x: &[f64]) -> f64 {
 
 /// What the bandwidth of a sample of at least two values is made of.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Spread {
-    pub(crate) sd: f64,
-    pub(crate) iqr: f64,
-    pub(crate) n: usize,
+pub struct Spread {
+    pub sd: f64,
+    pub iqr: f64,
+    pub n: usize,
 }
 
 /// Silverman's rule on a sample's spread.
-pub(crate) fn bandwidth_of(s: Spread) -> f64 {
+pub fn bandwidth_of(s: Spread) -> f64 {
     let spread = if s.iqr > 0.0 {
         s.sd.min(s.iqr / 1.34)
     } else {
@@ -160,7 +160,7 @@ pub fn density(x: &[f64], grid: &Grid) -> Density {
 }
 
 /// Adds `v` to the grid counts by linear binning (nothing outside the grid).
-pub(crate) fn binned(counts: &mut [f64], v: f64, lo: f64, step: f64) {
+pub fn binned(counts: &mut [f64], v: f64, lo: f64, step: f64) {
     let m = counts.len();
     let pos = (v - lo) / step;
     if !(0.0..=(m - 1) as f64).contains(&pos) {
@@ -175,7 +175,7 @@ pub(crate) fn binned(counts: &mut [f64], v: f64, lo: f64, step: f64) {
 }
 
 /// The density of `n` values binned into `counts`, smoothed with bandwidth `h`.
-pub(crate) fn smoothed(counts: Vec<f64>, n: usize, h: f64, grid: &Grid) -> Density {
+pub fn smoothed(counts: Vec<f64>, n: usize, h: f64, grid: &Grid) -> Density {
     let m = grid.points;
     let step = grid.step();
     let n = n.max(1) as f64;

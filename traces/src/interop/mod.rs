@@ -25,7 +25,6 @@ mod jsonl;
 mod jtr;
 mod loggopsim;
 pub mod perfetto;
-pub mod sniff;
 mod spill;
 mod sysjitter;
 
@@ -147,7 +146,7 @@ fn check_inputs(paths: &[PathBuf], format: Format) -> Result<(), TraceError> {
     }
     paths
         .iter()
-        .try_for_each(|p| sniff::check_text_input(p, format.codec().name()))
+        .try_for_each(|p| crate::sniff::check_text_input(p, format.codec().name()))
 }
 
 /// Reads a text input (CSV, sysjitter, LogGOPSim) from `paths` into a temporary `.jtr` file,

@@ -32,6 +32,11 @@ pub use period::{
 };
 pub use segments::{BinnedSegment, Segments};
 
+/// A way to find the periods of binned occurrences: `periods_binned` (the FFT, feature
+/// `periodogram`), passed where periods are wanted (`attribution::Scope::periods`,
+/// `tally::Plan::periods`), so that code that wants none never reaches the FFT.
+pub type FindPeriods = fn(&[BinnedSegment]) -> Vec<Period>;
+
 // The spectrum itself (rustfft): only with the `periodogram` feature, which the collector and
 // the libraries loaded into MPI jobs leave out.
 #[cfg(feature = "periodogram")]

@@ -1,9 +1,0 @@
-//! `jitter-emulate`: calibrate the in-process injector and measure its fidelity.
-
-fn main() {
-    jitter_trace::cli::init();
-    if let Err(e) = jitter_emulator::cli::emulate_main() {
-        eprintln!("error: {}", jitter_trace::cli::error_line(&e));
-        std::process::exit(1);
-    }
-}

@@ -1,9 +1,0 @@
-//! `jitter-inject`: replay a trace's jitter on one CPU from a separate SCHED_FIFO process.
-
-fn main() {
-    jitter_trace::cli::init();
-    if let Err(e) = jitter_emulator::cli::inject_main() {
-        eprintln!("error: {}", jitter_trace::cli::error_line(&e));
-        std::process::exit(1);
-    }
-}

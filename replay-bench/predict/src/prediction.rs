@@ -1,0 +1,311 @@
+//! A prediction: every trace, rank count and sync mode of the spec through its model(s) — the
+//! simulation (`des`, each point over its offset draws, pooled: `Point`) and the analytic tier
+//! (`order_stats`) — into the reports of a [`Prediction`] (`prediction_report`). One entry point,
+//! [`predict`]; the ranks split over the processes of its `comm`.
+
+use anyhow::Context as _;
+use indicatif::ProgressBar;
+use jitter_emulator::SyncMode;
+
+use super::comm::Collective;
+use super::des::{self, DesConfig, DesOutcome};
+use super::input::TraceInput;
+use super::order_stats::{order_stats_row_mix, Analytic};
+use super::placement::Placement;
+use super::prediction_report::{config, des_row, platform_calibration, Prediction};
+use super::spec::{Model, PredictSpec};
+use jitter_report::report::{DrawSpread, PredictionInterval, Report, ReportKind, ResultRow};
+use jitter_trace::interval::{DrawSet, MeanInterval};
+
+/// Runs the model(s) of `spec` over every trace, rank count and mode, the simulated ranks split
+/// over the processes of `comm` ([`crate::comm::Solo`]: this one); `progress` advances by the
+/// rank count after every simulated phase (its length: [`crate::spec::rank_phases`]).
+pub fn predict(
+    comm: &dyn Collective,
+    traces: &[TraceInput],
+    spec: &PredictSpec,
+    progress: &ProgressBar,
+) -> anyhow::Result<Prediction> {
+    anyhow::ensure!(!traces.is_empty(), "no trace to predict");
+    anyhow::ensure!(!spec.ranks.is_empty(), "no rank count to predict");
+    let run_des = matches!(spec.model, Model::Des | Model::Both);
+    let run_os = matches!(spec.model, Model::OrderStats | Model::Both);
+    let scale = spec.platform.options().scale;
+    let mut des = run_des.then(|| {
+        let mut r = Report::new(ReportKind::PredictDes, config(traces, spec));
+        r.calibration.push(platform_calibration(&spec.platform));
+        r
+    });
+    let mut os = run_os.then(|| {
+        let mut r = Report::new(ReportKind::PredictOrderStats, config(traces, spec));
+        r.calibration.push(platform_calibration(&spec.platform));
+        r
+    });
+    for t in traces {
+        if let Some(r) = os.as_mut() {
+            order_stats_rows(r, t, spec, scale)?;
+        }
+        if let Some(r) = des.as_mut() {
+            des_rows(comm, r, t, spec, progress)?;
+        }
+    }
+    Ok(Prediction {
+        des,
+        order_stats: os,
+    })
+}
+
+/// One simulated point (a trace, a rank count and a mode) of [`predict`] and of the
+/// precision mode.
+pub(crate) struct Point<'a> {
+    pub(crate) comm: &'a dyn Collective,
+    pub(crate) input: &'a TraceInput,
+    pub(crate) ix: Option<&'a [crate::plan_index::PlanIndex]>,
+    pub(crate) bg_ix: Option<Option<&'a [crate::plan_index::PlanIndex]>>,
+    pub(crate) ranks: u64,
+    pub(crate) mode: SyncMode,
+    pub(crate) progress: &'a ProgressBar,
+}
+
+impl Point<'_> {
+    /// Simulates the point with `cfg` (its seed: one draw), over the platform's noise when
+    /// the input has one; with `warmup`, the first phase of the draw (and of its baseline on
+    /// the platform's noise) is left out of its averages.
+    pub(crate) fn simulate(&self, cfg: &DesConfig, warmup: bool) -> anyhow::Result<DesOutcome> {
+        let (comm, t, n, mode) = (self.comm, self.input, self.ranks, self.mode);
+        let progress = self.progress;
+        let mut out = des::simulate(comm, &t.plans, self.ix, n, mode, cfg, &|_| progress.inc(n))?;
+        if warmup {
+            out.averages = out.averages.without_first();
+        }
+        if let (Some(b), Some(bix)) = (&t.background, &self.bg_ix) {
+            // The baseline: the platform's noise alone, the same ranks and offsets,
+            // over the same stretch of the timeline: its phases are shorter, and the
+            // platform's noise is not the same everywhere (a burst just past the
+            // baseline's end would count for the trace), so it runs on for as many
+            // more phases as the trace's own stretch takes.
+            let base = |phases: u64| {
+                let cfg = DesConfig {
+                    phases,
+                    ..cfg.clone()
+                };
+                des::simulate(comm, &b.plans, *bix, n, mode, &cfg, &|_| {})
+            };
+            let mut b0 = base(cfg.phases)?;
+            let span = out.mean_period_ns * out.averages.phases as f64;
+            let more = (span / b0.mean_period_ns.max(1.0)).ceil() as u64;
+            if more > b0.averages.phases && !b0.stopped_by_fraction {
+                b0 = base(more)?;
+            }
+            if warmup {
+                b0.averages = b0.averages.without_first();
+            }
+            out.over_background(&b0, &b.lap);
+        }
+        Ok(out)
+    }
+}
+
+/// The analytic tier's rows of trace `t` into `r` (one stream per node only).
+pub(crate) fn order_stats_rows(
+    r: &mut Report,
+    t: &TraceInput,
+    spec: &PredictSpec,
+    scale: f64,
+) -> anyhow::Result<()> {
+    if spec.des.ranks_per_node > 1 {
+        r.warnings.push(format!(
+            "{}: order-stats models one stream per node (--ranks-per-node 1); skipped",
+            t.label
+        ));
+    } else {
+        // One stream per node: plan t is node trace t (one for a single trace).
+        let dists = (t.plans.iter())
+            .map(|p| Analytic::from_plan(p, spec.des.quanta_ns))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let place = Placement::new(1, dists.len())?;
+        for &mode in &spec.modes {
+            let mut any = false;
+            for &n in &spec.ranks {
+                let parts: Vec<(&Analytic, u64)> = (dists.iter().enumerate())
+                    .map(|(i, d)| (d, place.ranks_on_trace(n, i)))
+                    .collect();
+                if let Some(row) = order_stats_row_mix(&t.label, &parts, n, mode, &spec.des, scale)
+                {
+                    r.results.push(row);
+                    any = true;
+                }
+            }
+            if !any {
+                r.warnings.push(format!(
+                    "{}: sync {mode} depends on timer drift; order-stats models only \
+                     none and phase",
+                    t.label
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The simulation's rows of trace `t` into `r`: its indexes compiled once for every rank count
+/// and mode, then each point over its draws.
+fn des_rows(
+    comm: &dyn Collective,
+    r: &mut Report,
+    t: &TraceInput,
+    spec: &PredictSpec,
+    progress: &ProgressBar,
+) -> anyhow::Result<()> {
+    // Compiled once per trace for every rank count and sync mode.
+    let ix = des::indexes(&t.plans, &spec.des, spec.engine);
+    let bg_ix = (t.background.as_ref()).map(|b| des::indexes(&b.plans, &spec.des, spec.engine));
+    if let Some(note) =
+        jitter_emulator::placement::note(spec.des.ranks_per_node, t.info.streams as u64)
+    {
+        r.warnings.push(format!("{}: {note}", t.label));
+    }
+    if let Some(b) = t.background.as_ref().filter(|b| b.lap.dropped > 0) {
+        r.warnings.push(format!(
+            "{}: one lap of its plans drops {} detours ({} ns; S·run ≤ O) before the \
+             union with {}",
+            t.label, b.lap.dropped, b.lap.dropped_ns, b.label
+        ));
+    }
+    for &mode in &spec.modes {
+        for &n in &spec.ranks {
+            let point = Point {
+                comm,
+                input: t,
+                ix: ix.as_deref(),
+                bg_ix: bg_ix.as_ref().map(|b| b.as_deref()),
+                ranks: n,
+                mode,
+                progress,
+            };
+            point.row(r, spec)?;
+        }
+    }
+    Ok(())
+}
+
+impl Point<'_> {
+    /// The point's row over its offset draws (pooled, with the range of the draws'
+    /// slowdowns), and its warnings, into `r`.
+    fn row(&self, r: &mut Report, spec: &PredictSpec) -> anyhow::Result<()> {
+        let (t, n, mode, progress) = (self.input, self.ranks, self.mode, self.progress);
+        let mut pooled = None;
+        let mut spread = DrawSpread {
+            draws: spec.draws.max(1),
+            sd_qtbt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
+            sd_qt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
+        };
+        let mut each = DrawSlowdowns::default();
+        for d in 0..spec.draws.max(1) {
+            let cfg = DesConfig {
+                seed: spec.des.seed.wrapping_add(d),
+                ..spec.des.clone()
+            };
+            let out = self.simulate(&cfg, false)?;
+            each.add(
+                &mut spread,
+                &des_row(&t.label, n, mode, &out),
+                out.averages.phases,
+            );
+            des::pool(&mut pooled, out);
+        }
+        let out = pooled.context("no draw")?;
+        let draws = spec.draws.max(1);
+        if out.stopped_by_fraction {
+            progress.inc(
+                (spec.des.phases * draws)
+                    .saturating_sub(out.averages.phases)
+                    .saturating_mul(n),
+            );
+            r.warnings.push(format!(
+                "{} at {n} ranks, sync {mode}: a rank replayed f = {} of its stream \
+                 after {} of {} phases; the run stopped there",
+                t.label,
+                spec.platform.options().fraction,
+                out.averages.phases,
+                spec.des.phases * draws
+            ));
+        }
+        anyhow::ensure!(
+            out.averages.phases > 0,
+            "{} at {n} ranks, sync {mode}: the trace is too short for one phase",
+            t.label
+        );
+        if out.emulator.dropped > 0 {
+            r.warnings.push(format!(
+                "{} at {n} ranks, sync {mode}: {} detours ({} ns) dropped (S·run ≤ O)",
+                t.label, out.emulator.dropped, out.emulator.dropped_ns
+            ));
+        }
+        let mut row = des_row(&t.label, n, mode, &out);
+        row.draws = (draws > 1).then_some(spread);
+        let ivs = each.intervals(&out);
+        each.interval_into(&mut row, ivs, (spec.des.phases, 0), None, "fixed");
+        r.results.push(row);
+        Ok(())
+    }
+}
+
+/// Each draw's two slowdowns (eq. 2 and eq. 3) with its phases: the draws' interval of a row.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DrawSlowdowns {
+    pub(crate) qtbt: DrawSet,
+    pub(crate) qt: DrawSet,
+}
+
+impl DrawSlowdowns {
+    /// Adds one draw's row (`phases` recorded) and widens `spread`, the draws' range.
+    pub(crate) fn add(&mut self, spread: &mut DrawSpread, row: &ResultRow, phases: u64) {
+        let widen = |r: &mut [f64; 2], x: f64| *r = [r[0].min(x), r[1].max(x)];
+        widen(&mut spread.sd_qtbt_range_pct, row.sd_qtbt_pct);
+        widen(&mut spread.sd_qt_range_pct, row.sd_qt_pct);
+        if phases > 0 {
+            self.qtbt.add(row.sd_qtbt_pct, phases as f64);
+            self.qt.add(row.sd_qt_pct, phases as f64);
+        }
+    }
+
+    /// Both intervals ([`DrawSet::interval`]; with one draw, the batch means of its phases in
+    /// `pooled`, mapped to slowdowns by its baselines).
+    pub(crate) fn intervals(&self, pooled: &DesOutcome) -> [MeanInterval; 2] {
+        if self.qtbt.len() >= 2 {
+            return [self.qtbt.interval(), self.qt.interval()];
+        }
+        let a = &pooled.averages;
+        let sd = |i: usize, base: f64| a.batches[i].interval().mapped(-100.0, 100.0 / base);
+        [sd(1, pooled.baseline_qtbt_ns), sd(0, pooled.baseline_qt_ns)]
+    }
+
+    /// Sets `row`'s 95 % half-widths from `intervals` (eq. 2, eq. 3: [`Self::intervals`] of
+    /// its draws, or a rule's) and their description: the draws (each ran `phases.0` phases,
+    /// `phases.1` of them a warm-up left out), the precision they aimed at and why they
+    /// stopped; NaN half-widths stay absent.
+    pub(crate) fn interval_into(
+        &self,
+        row: &mut ResultRow,
+        intervals: [MeanInterval; 2],
+        phases: (u64, u64),
+        precision: Option<String>,
+        stopped_by: &str,
+    ) {
+        let (phases_per_draw, warmup) = phases;
+        let [qtbt, qt] = intervals;
+        let finite = |h: f64| h.is_finite().then_some(h);
+        row.sd_qtbt_ci95_pct = finite(qtbt.half_width);
+        row.sd_qt_ci95_pct = finite(qt.half_width);
+        row.interval = Some(PredictionInterval {
+            source: qtbt.source,
+            df: qtbt.df,
+            draws: self.qtbt.len().max(1) as u64,
+            phases_per_draw,
+            warmup_phases: warmup,
+            precision,
+            stopped_by: stopped_by.into(),
+        });
+    }
+}
