@@ -84,7 +84,7 @@ trap finish EXIT
 
 # Every step has a time limit (scripts/setup.sh `jb_step`; JB_STEP_TIMEOUT_SCALE=2 doubles all).
 # The house's rules, before anything is built: file and function length, import circles
-# (ARCHITECTURE.md, "Conventions"), and docs that name every module and link what exists.
+# (ARCHITECTURE.md, "Where to add"), and docs that name every module and link what exists.
 jb_say "structure and docs"
 jb_step "check-structure" 120 python3 scripts/check-structure.py
 jb_step "check-docs" 120 bash scripts/check-docs.sh

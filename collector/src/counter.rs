@@ -260,7 +260,7 @@ pub(crate) mod sim {
         pub costs_ns: &'static [f64],
     }
 
-    /// Intel Xeon: 2.6 GHz TSC advancing every tick, ~9 ns reads.
+    /// Intel: a 2.6 GHz TSC advancing every tick, ~9 ns reads.
     pub const INTEL: Kind = Kind {
         name: "intel-tsc",
         tick_ns: 1.0 / 2.6,

@@ -60,13 +60,16 @@ pub const DEFAULT_TOP: usize = 5;
 pub const REPEAT_P: f64 = 0.01;
 
 /// Smallest difference in noise ratio from the others' median that makes an outlier, as a
-/// fraction (0.01 = 1 percentage point): the quiet nodes of one VM spread over
-/// 1.46–1.95 %, a daemon of 9 ms × 700 µs adds 7.8 pp.
+/// fraction (0.01 = 1 percentage point): quiet nodes of one virtual machine spread over
+/// 1.46–1.95 %, a daemon of 9 ms × 700 µs adds 7.8 pp (the test
+/// `of_four_vm_nodes_only_the_daemons_is_flagged_and_the_stall_is_named` holds both).
 pub const MIN_NOISE_PP: f64 = 0.01;
 
 /// Smallest difference in the longest detour from the others' median maximum that makes an
-/// outlier, ns (1 ms: one scheduler tick at HZ = 1000, the longest detour a quiet CPU of this
-/// VM shows more than once a minute).
+/// outlier, ns (1 ms: one scheduler tick at HZ = 1000, the longest detour a quiet CPU of a
+/// virtual machine shows more than once a minute; the test
+/// `the_vms_quiet_collections_differ_by_a_few_host_stalls_and_none_is_flagged` carries ten such
+/// collections).
 pub const MIN_MAX_NS: f64 = 1e6;
 
 /// What makes an outlier: the z cut and the smallest differences that matter.

@@ -36,9 +36,10 @@ impl WorkRate {
     /// back to back for at least `span_ns` (and 50 batches).
     ///
     /// The fastest batch is the undisturbed cost: a detour inflates only the batches it hits. The
-    /// span must outlast the platform's longest slow stretch (a VM's vCPU ran the loop 3–15×
-    /// slower for up to 142 ms at a time, 2026-11-26): 10 ms of batches inside one gave phases
-    /// of 0.25 q.
+    /// span must outlast the platform's longest slow stretch (a virtual CPU can run the loop
+    /// 3–15× slower for over 100 ms at a time, so 10 ms of batches inside one give phases of
+    /// 0.25 q; the test
+    /// `a_slow_stretch_shorter_than_the_span_does_not_set_the_rate` holds the rule).
     pub fn measure(clock: &Clock, window_ns: u64, span_ns: u64) -> WorkRate {
         let mut x = 1u64;
         let rate = Self::fastest(window_ns, span_ns, |n| {
@@ -115,7 +116,7 @@ mod tests {
         let mut now = 0.0;
         let rate = WorkRate::fastest(200_000, 400_000_000, |n| slow_then_fast(&mut now, n));
         assert_eq!(rate.ns_per_iteration, 2.0);
-        // 50 batches of 200 µs (the span before 2026-11-26) see only the slow core.
+        // 50 batches of 200 µs (a span of 0) see only the slow core.
         now = 0.0;
         let short = WorkRate::fastest(200_000, 0, |n| slow_then_fast(&mut now, n));
         assert_eq!(short.ns_per_iteration, 8.0);
