@@ -37,7 +37,8 @@ use crate::watchdog::Watchdog;
 use crate::writer::{Decoder, Writer, WriterSetup};
 
 use crate::config::{check, check_sched};
-pub use crate::config::{Config, Mode, SchedPolicy, Threshold, MAX_PROFILE_READS, MAX_RING};
+pub use crate::config::{Config, Mode, SchedPolicy, Threshold};
+
 use crate::guard::{ignore_sigxfsz, MemoryLock, SignalGuard};
 use crate::header::{header_environment, tsc_warning};
 use crate::sidecar::{attribute_trace, Collected};
@@ -133,7 +134,7 @@ pub fn collect(config: &Config) -> Result<Summary> {
 /// The steps: [`check`] the configuration, [`Prepared::prepare`] what the probes need,
 /// [`Prepared::start`] the probes and the writer, [`Running::drain`] them, and
 /// [`Drained::finish`] the trace and its summary.
-pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summary> {
+pub(crate) fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summary> {
     check(config)?;
     Prepared::prepare(config, stop)?.start()?.drain()?.finish()
 }

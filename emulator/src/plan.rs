@@ -83,7 +83,7 @@ pub const MAX_SCALE: f64 = jitter_trace::stats::MAX_SCALE;
 pub const MAX_DETOUR_NS: u64 = 10_000_000_000;
 
 /// Most points an [`OverheadByGap`] holds.
-pub const OVERHEAD_POINTS: usize = 8;
+pub(crate) const OVERHEAD_POINTS: usize = 8;
 
 /// O after a gap: points (gap since the previous injection's end, O), both ns, sorted by gap;
 /// linear in log(gap) between points, the end point's value beyond them. Fixed size, so that
@@ -206,7 +206,7 @@ pub fn check_scale(s: f64) -> Result<f64, PlanError> {
 }
 
 /// `f` when it is a usable fraction f of a stream: in (0, 1].
-pub fn check_fraction(f: f64) -> Result<f64, PlanError> {
+pub(crate) fn check_fraction(f: f64) -> Result<f64, PlanError> {
     if f > 0.0 && f <= 1.0 {
         Ok(f)
     } else {
@@ -644,7 +644,7 @@ impl Cursor {
 
     /// Timeline point (trace ns from the window start, `< D`) the replay reaches at replay time
     /// `now_ns` if it runs on from its last start or resync (a paused injector's resume point).
-    pub fn point_at(&self, now_ns: u64) -> u64 {
+    pub(crate) fn point_at(&self, now_ns: u64) -> u64 {
         let ran = replayed_ns(
             now_ns.saturating_sub(self.seg_replay0),
             self.plan.opts.scale,
@@ -654,7 +654,7 @@ impl Cursor {
 
     /// Timeline point (trace ns from the window start) of the last start or resync: where the
     /// stretch being replayed now began.
-    pub fn segment_point(&self) -> u64 {
+    pub(crate) fn segment_point(&self) -> u64 {
         self.seg_trace0
     }
 

@@ -310,10 +310,10 @@ impl FromStr for Spec {
 }
 
 /// Most detours [`synthesize`] will generate per stream (expected count), to keep memory bounded.
-pub const MAX_DETOURS_PER_STREAM: f64 = 2e8;
+pub(crate) const MAX_DETOURS_PER_STREAM: f64 = 2e8;
 
 /// Most memory [`synthesize`] may use for one trace, bytes.
-pub const MAX_SYNTH_BYTES: u64 = 4 << 30;
+pub(crate) const MAX_SYNTH_BYTES: u64 = 4 << 30;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -327,7 +327,7 @@ fn estimated_bytes(detours: f64, streams: u32) -> f64 {
 
 impl Spec {
     /// Expected number of detours per stream over `duration_ns` (before overlaps are united).
-    pub fn expected_detours(&self, duration_ns: u64) -> f64 {
+    pub(crate) fn expected_detours(&self, duration_ns: u64) -> f64 {
         let d = duration_ns as f64;
         self.sources
             .iter()
@@ -344,7 +344,7 @@ impl Spec {
 }
 
 /// Generates the detours of one stream over `[0, duration_ns)`.
-pub fn stream_detours(spec: &Spec, duration_ns: u64, seed: u64) -> Vec<Detour> {
+pub(crate) fn stream_detours(spec: &Spec, duration_ns: u64, seed: u64) -> Vec<Detour> {
     let mut rng = StdRng::seed_from_u64(seed);
     let end = duration_ns as f64;
     let mut raw: Vec<(f64, f64)> = Vec::new();

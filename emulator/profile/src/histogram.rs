@@ -63,15 +63,6 @@ impl LogHistogram {
         self.counts[bucket(v)] += n;
     }
 
-    /// Adds tick counts of a rank's bucket array as ns, through `to_ns` (each bucket's values
-    /// at its middle: within half a bucket of where they were).
-    pub fn add_ticks(&mut self, ticks: &[u32], to_ns: impl Fn(u64) -> u64) {
-        for (i, &c) in ticks.iter().enumerate().filter(|(_, c)| **c > 0) {
-            let (lo, hi) = bounds(i);
-            self.add(to_ns(lo + (hi - lo) / 2), u64::from(c));
-        }
-    }
-
     /// Values counted.
     pub fn count(&self) -> u64 {
         self.counts.iter().sum()
@@ -96,7 +87,7 @@ impl LogHistogram {
     }
 
     /// Mean and standard deviation at the buckets' middles.
-    pub fn moments(&self) -> Option<(f64, f64)> {
+    pub(crate) fn moments(&self) -> Option<(f64, f64)> {
         let n = self.count();
         if n == 0 {
             return None;
@@ -169,7 +160,7 @@ impl Distribution {
     }
 
     /// Half-width of the mean's 95 % interval (normal approximation; the counts are large).
-    pub fn mean_ci95_ns(&self) -> f64 {
+    pub(crate) fn mean_ci95_ns(&self) -> f64 {
         1.96 * self.sd_ns / (self.count.max(1) as f64).sqrt()
     }
 }

@@ -6,18 +6,18 @@ use std::hint::black_box;
 use jitter_collect::clock::{read_counter_ordered, Clock};
 
 /// Multiplier a (the C library's classic LCG constant).
-pub const LCG_A: u64 = 1_103_515_245;
+pub(crate) const LCG_A: u64 = 1_103_515_245;
 /// Increment b.
-pub const LCG_B: u64 = 12_345;
+pub(crate) const LCG_B: u64 = 12_345;
 /// Modulus p = 2^31.
-pub const LCG_P: u64 = 1 << 31;
+pub(crate) const LCG_P: u64 = 1 << 31;
 
 /// Runs `iterations` LCG steps from `x` and returns the last value (`do_work` of Algorithm 1).
 ///
 /// Every step goes through [`black_box`], so the compiler can neither fold the loop nor
 /// vectorise it: each iteration costs the same dependent multiply-add-modulo chain.
 #[inline(never)]
-pub fn do_work(iterations: u64, mut x: u64) -> u64 {
+pub(crate) fn do_work(iterations: u64, mut x: u64) -> u64 {
     for _ in 0..iterations {
         x = black_box((LCG_A.wrapping_mul(x).wrapping_add(LCG_B)) % LCG_P);
     }
@@ -26,7 +26,7 @@ pub fn do_work(iterations: u64, mut x: u64) -> u64 {
 
 /// How long one LCG iteration takes on this core.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct WorkRate {
+pub(crate) struct WorkRate {
     /// ns per iteration (the fastest of several repeats: the undisturbed cost).
     pub ns_per_iteration: f64,
 }
@@ -85,7 +85,7 @@ impl WorkRate {
     }
 
     /// Iterations that make one phase last `quanta_ns` at this rate (at least 1).
-    pub fn iterations_for(&self, quanta_ns: f64) -> u64 {
+    pub(crate) fn iterations_for(&self, quanta_ns: f64) -> u64 {
         ((quanta_ns / self.ns_per_iteration).round() as u64).max(1)
     }
 }
