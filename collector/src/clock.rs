@@ -200,6 +200,15 @@ pub struct Clock {
 
 impl Clock {
     /// A clock with a known frequency in kHz.
+    ///
+    /// ```
+    /// use jitter_collect::clock::{Clock, FrequencySource};
+    ///
+    /// let clock = Clock::from_khz(2_000_000, FrequencySource::Given)?; // a 2 GHz counter
+    /// assert_eq!(clock.ticks_to_ns(3_000), 1_500);
+    /// assert_eq!(clock.ns_to_ticks(1_500), 3_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn from_khz(khz: u64, source: FrequencySource) -> Result<Self, ClockError> {
         if khz == 0 || khz > 100_000_000 {
             return Err(ClockError::BadFrequency(khz));

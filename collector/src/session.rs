@@ -125,6 +125,26 @@ pub const WATCHDOG_MARGIN: Duration = Duration::from_secs(2);
 
 /// Runs one collection as configured: probes every selected CPU, streams the detours to
 /// `config.output`, writes the end chunk, and returns the per-CPU table.
+///
+/// ```
+/// use std::time::Duration;
+/// use jitter_collect::cpuset::CpuList;
+/// use jitter_collect::{collect, Config};
+///
+/// let dir = tempfile::tempdir()?;
+/// let config = Config {
+///     cpus: Some(CpuList::parse("0")?),
+///     duration: Some(Duration::from_millis(20)),
+///     output: dir.path().join("node.jtr"),
+///     handle_signals: false,
+///     ..Config::default()
+/// };
+/// let summary = collect(&config)?;
+/// assert_eq!(summary.rows.len(), 1);
+/// let trace = jitter_trace::load::read_trace(&summary.trace)?.trace;
+/// assert_eq!(trace.streams.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn collect(config: &Config) -> Result<Summary> {
     collect_with_stop(config, Arc::new(AtomicBool::new(false)))
 }

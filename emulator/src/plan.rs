@@ -375,6 +375,20 @@ impl Plan {
 
     /// Prepares stream `index` of `trace` over the trace's common window, so that all streams of
     /// one node share one timeline (per-core traces are replayed as a group).
+    ///
+    /// ```
+    /// use jitter_emulator::{Plan, PlanOptions};
+    /// use jitter_trace::synth::synthesize;
+    ///
+    /// // 120 µs every 4 ms; the ideal options (S = 1, O = L = 0) replay it as it was collected.
+    /// let trace = synthesize(&"periodic:period=4ms,dur=120us".parse()?, 1, 1_000_000_000, 3)?;
+    /// let plan = Plan::from_trace(&trace, 0, PlanOptions::ideal())?;
+    /// let next: Vec<_> = plan.cursor(0).take(3).collect();
+    /// assert!(next.iter().all(|i| i.span_ns == 120_000 && i.detours == 1));
+    /// assert_eq!(next[1].due_ns - next[0].due_ns, 4_000_000);
+    /// assert_eq!(next[0].next_due_ns, next[1].due_ns);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn from_trace(
         trace: &Trace,
         index: usize,

@@ -405,6 +405,20 @@ fn unite(raw: &[(f64, f64)], duration_ns: u64) -> Vec<Detour> {
 }
 
 /// Builds a trace of `streams` streams (CPUs 0..n) over `[0, duration_ns)` from `spec`.
+///
+/// ```
+/// use jitter_trace::synth::{synthesize, Spec};
+///
+/// // A 120 µs detour every 4 ms on two CPUs for one second: 250 detours each.
+/// let spec: Spec = "periodic:period=4ms,dur=120us".parse()?;
+/// let trace = synthesize(&spec, 2, 1_000_000_000, 3)?;
+/// assert_eq!(trace.streams.len(), 2);
+/// for s in &trace.streams {
+///     assert_eq!(s.records.len(), 250);
+///     assert!(s.records.iter().all(|d| d.run_ns == 120_000));
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn synthesize(
     spec: &Spec,
     streams: u32,

@@ -44,6 +44,19 @@ pub fn bounds(i: usize) -> (u64, u64) {
 }
 
 /// Counts per bucket, on the heap (the job's distributions, in ns).
+///
+/// ```
+/// use jitter_profile::histogram::LogHistogram;
+///
+/// let mut h = LogHistogram::default();
+/// h.add(1_000, 99); // 99 calls of 1 µs
+/// h.add(1_000_000, 1); // one of 1 ms
+/// assert_eq!(h.count(), 100);
+/// // each quantile is its bucket's middle: within a bucket's width of the value
+/// let median = h.quantile(0.5).unwrap() as f64;
+/// assert!((median - 1_000.0).abs() < 0.05 * 1_000.0);
+/// assert!(h.quantile(1.0).unwrap() > 900_000);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogHistogram {
     counts: Vec<u64>,
