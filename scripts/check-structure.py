@@ -10,6 +10,8 @@
   importing from a sibling tree that imports it back (the trees under one parent form layers:
   `predict/app/measured.rs` → `crate::app`, while `app` → `crate::run` → `crate::predict`, is
   an import up out of the predictor's layer);
+- one meaning per file name: no two source files of the workspace share a base name, outside
+  the names scripts/structure-names.txt allows (it says which and why);
 - no lab notebook in non-test sources: no dates, session names, issue numbers or named machines
   in the comments and strings of a crate's `src/` (outside its tests) or of `scripts/`
   (scripts/structure_notebook.py says what is matched and why).
@@ -332,6 +334,31 @@ def script_notebook(text):
     return found
 
 
+STRUCTURAL_NAMES = {"lib.rs", "main.rs", "mod.rs", "build.rs", "tests.rs", "error.rs"}
+
+
+def allowed_names():
+    """The base names scripts/structure-names.txt lets several files share."""
+    path = os.path.join(ROOT, "scripts", "structure-names.txt")
+    with open(path, encoding="utf-8") as f:
+        return {ln.split("#", 1)[0].strip() for ln in f if ln.split("#", 1)[0].strip()}
+
+
+def shared_names(paths):
+    """(base name, files) for each name more than one source file bears, the allowed aside."""
+    allowed = allowed_names()
+    groups = {}
+    for path in paths:
+        rel = os.path.relpath(path, ROOT)
+        parts = rel.split(os.sep)
+        base = parts[-1]
+        if (base in STRUCTURAL_NAMES or base in allowed or "tests" in parts
+                or "flags" in parts or "commands" in parts or "src" not in parts):
+            continue
+        groups.setdefault(base, []).append(rel)
+    return sorted((b, sorted(fs)) for b, fs in groups.items() if len(fs) > 1)
+
+
 def name(mod):
     return "::".join(mod) if mod else "(crate root)"
 
@@ -340,7 +367,9 @@ def main():
     summary = "--summary" in sys.argv
     show_pending = "--pending" in sys.argv
     pending = pending_paths()
-    problems = {"file": [], "fn": [], "allow": [], "circle": [], "upward": [], "notebook": []}
+    problems = {"file": [], "fn": [], "allow": [], "circle": [], "upward": [], "notebook": [],
+                "name": []}
+    all_sources = []
     held = []
 
     def notebook(rel, hits):
@@ -350,6 +379,7 @@ def main():
     for crate in sorted(crate_roots()):
         src = os.path.join(crate, "src")
         for path in rust_files(crate):
+            all_sources.append(path)
             rel = os.path.relpath(path, ROOT)
             with open(path, encoding="utf-8") as f:
                 text = f.read()
@@ -382,6 +412,10 @@ def main():
                 if len(t) < len(mod) and mod[:len(t)] == t and t != ():
                     problems["upward"].append(
                         f"{crate_name}: {name(mod)} imports from its parent module {name(t)}")
+    for base, paths in shared_names(all_sources):
+        problems["name"].append(
+            f"{base} names {len(paths)} files: " + ", ".join(paths)
+            + " (rename to say each one's job, or allow it in scripts/structure-names.txt)")
     for path in script_files():
         with open(path, encoding="utf-8") as f:
             notebook(os.path.relpath(path, ROOT), script_notebook(f.read()))
