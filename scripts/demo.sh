@@ -49,9 +49,11 @@ next() { step=$((step + 1)); jb_say "[$step/$steps] $*"; }
 if [ "$quick" = 1 ]; then
     : "${duration:=5}"
     period=0.2s; budget=0.3s; phases=300; ranks=16..4096; probe=0.3s; max_scale=10
+    predict_time=15s
 else
     : "${duration:=20}"
     period=0.5s; budget=1s; phases=500; ranks=16..65536; probe=1s; max_scale=20
+    predict_time=45s
 fi
 case "$duration" in ''|*[!0-9]*|0) echo "error: --duration must be a whole number of seconds > 0" >&2; exit 2 ;; esac
 if [ -n "$trace" ] && [ ! -r "$trace" ]; then
@@ -172,10 +174,13 @@ done
 next "predicting ranks $ranks for sync none, once, phase"
 # The timer the replays use (abstime: no drift between injections), which the indexed predictor
 # answers without walking detours; itimer's drawn drift needs the walk (about 15x slower here).
-# Three offset draws: the range says how much the stretch of trace replayed moves the answer.
+# The precision mode: offset draws are added to every point until both its slowdowns' 95 %
+# intervals are within 2 % (or 0.1 pp) of it, within a time budget; each row says how far it
+# got and why it stopped.
 jb_step predict 600 "$bin/replay-bench" predict --trace "$out/trace.jtr" --ranks "$ranks" \
-    --sync none,once,phase --quanta 1ms --phases "$phases" --model des --seed 1 --timer abstime \
-    --draws 3 -o "$out/predict.json" --plot "$out/sd-vs-ranks.svg" | tee "$out/predict.txt"
+    --sync none,once,phase --quanta 1ms --precision 2%,0.1pp --max-time "$predict_time" \
+    --model des --seed 1 --timer abstime -o "$out/predict.json" --plot "$out/sd-vs-ranks.svg" \
+    | tee "$out/predict.txt"
 # What drives the headline prediction (2048 ranks): its share from each size class of detours.
 jb_step "what drives the prediction" 600 "$bin/replay-bench" predict --trace "$out/trace.jtr" \
     --ranks 2048 --sync none,once,phase --quanta 1ms --phases "$phases" --model des --seed 1 \

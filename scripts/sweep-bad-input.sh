@@ -472,6 +472,14 @@ group "replay-bench predict: --sync none,none; --sync bogus; --draws 0"
 expect 1 'twice' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --sync none,none
 expect 2 'bogus' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --sync bogus
 expect 2 'draws|0' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --draws 0
+group "replay-bench predict: --precision 0%, 2, 1%,2%, -1pp, beside --phases; --max-time 0s; --max-phases 0"
+expect 2 'precision' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --precision 0%
+expect 2 'unit' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --precision 2
+expect 2 'one relative' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --precision 1%,2%
+expect 2 'precision' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --precision=-1pp
+expect 2 'phases' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --precision 2% --phases 10
+expect 2 'max-time' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --max-time 0s
+expect 2 'max-phases' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --max-phases 0
 group "replay-bench predict: -o a directory, --plot in a missing folder, -o r.csv, -o /proc"
 expect 1 'director' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 -o "$F/adir.json"
 expect 1 'does not exist' -- "$RB" predict --trace "$F/good.jtr" --ranks 2 --phases 10 --plot no/p.svg

@@ -264,7 +264,7 @@ pub(crate) fn predict_request(
     args.ranks = ranks.to_vec();
     args.modes = a.sync.modes.clone();
     args.quanta_ns = a.quanta.ns;
-    args.phases = a.phases.count;
+    args.phases = a.phases.or_default();
     args.platform = PlatformChoice::File(first.report.clone());
     args.seed = a.seed.value;
     args.calibrate_from = (measured.iter())

@@ -141,11 +141,20 @@ fn quick_demo_produces_a_consistent_study() {
             .find(|x| x.ranks == 2048 && x.sync == sync)
             .expect("prediction at 2048 ranks");
         assert!(close(h.predicted_sd_pct[sync], p.sd_qtbt_pct), "{sync}");
+        // The precision mode: each prediction with its 95 % interval over its draws.
+        let i = p.interval.as_ref().expect("the prediction's interval");
+        assert!(i.draws >= 2 && i.precision.is_some(), "{i:?}");
+        assert!(p.sd_qtbt_ci95_pct.is_some_and(f64::is_finite), "{p:?}");
     }
     assert_eq!(h.predicted_ranks, 2048);
-    // Noise, measured, predicted (with the range of its draws), and what drives each mode.
+    // Noise, measured, predicted (with its interval and the range of its draws), and what
+    // drives each mode.
     assert_eq!(h.lines.len(), 6, "{:?}", h.lines);
-    assert!(h.lines[2].contains(" draws]"), "{}", h.lines[2]);
+    assert!(
+        h.lines[2].contains(" ± ") && h.lines[2].contains(" draws]"),
+        "{}",
+        h.lines[2]
+    );
     assert!(
         h.lines[3..]
             .iter()

@@ -9,7 +9,9 @@
 //!   pass), [`scan::scan_trace`] (one pass in constant memory) and
 //!   [`stream_order`] (stream after stream in constant memory, for writers);
 //! - numbers from a trace: [`stats`] (also in one pass), [`summary`] (quantiles, intervals,
-//!   the histogram every crate uses), [`compare`], [`nodes`] ([`node`]: one row), [`sanity`], [`digest`];
+//!   the histogram every crate uses), [`interval`] (the interval of a mean over independent
+//!   draws of autocorrelated phases), [`precision`] (a target and the rule that reaches it),
+//!   [`compare`], [`nodes`] ([`node`]: one row), [`sanity`], [`digest`];
 //! - new traces from old: [`transform`], [`synth`], [`filter`] ([`filter_streams`]: in
 //!   constant memory), [`interop`] (other formats);
 //! - the `--attribute` sidecar ([`sidecar_writer`]: detour by detour) and its analyses:
@@ -36,6 +38,7 @@ pub mod filter_streams;
 pub mod format;
 pub mod integrity;
 pub mod interop;
+pub mod interval;
 pub mod load;
 pub mod memory;
 pub mod model;
@@ -44,7 +47,7 @@ pub mod node;
 pub mod nodes;
 pub mod output;
 pub mod periodogram;
-
+pub mod precision;
 pub mod rewritten;
 pub mod sanity;
 pub mod scan;

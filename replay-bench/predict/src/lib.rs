@@ -30,6 +30,7 @@ pub(crate) mod phase_loop;
 pub mod placement;
 pub mod plan_index;
 pub mod platform;
+pub mod precision;
 pub mod prediction;
 pub mod prediction_report;
 pub mod prepare;

@@ -462,6 +462,7 @@ pub fn order_stats_row_mix(
         emulator: Default::default(),
         period_ns: None,
         draws: None,
+        interval: None,
     })
 }
 

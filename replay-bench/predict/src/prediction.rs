@@ -14,7 +14,8 @@ use super::order_stats::{order_stats_row_mix, Analytic};
 use super::placement::Placement;
 use super::prediction_report::{config, des_row, platform_calibration, Prediction};
 use super::spec::{Model, PredictSpec};
-use jitter_report::report::{DrawSpread, Report, ReportKind};
+use jitter_report::report::{DrawSpread, PredictionInterval, Report, ReportKind, ResultRow};
+use jitter_trace::interval::{DrawSet, MeanInterval};
 
 /// Runs the model(s) of `spec` over every trace, rank count and mode, the simulated ranks split
 /// over the processes of `comm` ([`crate::comm::Solo`]: this one); `progress` advances by the
@@ -54,24 +55,29 @@ pub fn predict(
     })
 }
 
-/// One simulated point (a trace, a rank count and a mode) of [`predict`].
-struct Point<'a> {
-    comm: &'a dyn Collective,
-    input: &'a TraceInput,
-    ix: Option<&'a [crate::plan_index::PlanIndex]>,
-    bg_ix: Option<Option<&'a [crate::plan_index::PlanIndex]>>,
-    ranks: u64,
-    mode: SyncMode,
-    progress: &'a ProgressBar,
+/// One simulated point (a trace, a rank count and a mode) of [`predict`] and of the
+/// precision mode.
+pub(crate) struct Point<'a> {
+    pub(crate) comm: &'a dyn Collective,
+    pub(crate) input: &'a TraceInput,
+    pub(crate) ix: Option<&'a [crate::plan_index::PlanIndex]>,
+    pub(crate) bg_ix: Option<Option<&'a [crate::plan_index::PlanIndex]>>,
+    pub(crate) ranks: u64,
+    pub(crate) mode: SyncMode,
+    pub(crate) progress: &'a ProgressBar,
 }
 
 impl Point<'_> {
     /// Simulates the point with `cfg` (its seed: one draw), over the platform's noise when
-    /// the input has one.
-    fn simulate(&self, cfg: &DesConfig) -> anyhow::Result<DesOutcome> {
+    /// the input has one; with `warmup`, the first phase of the draw (and of its baseline on
+    /// the platform's noise) is left out of its averages.
+    pub(crate) fn simulate(&self, cfg: &DesConfig, warmup: bool) -> anyhow::Result<DesOutcome> {
         let (comm, t, n, mode) = (self.comm, self.input, self.ranks, self.mode);
         let progress = self.progress;
         let mut out = des::simulate(comm, &t.plans, self.ix, n, mode, cfg, &|_| progress.inc(n))?;
+        if warmup {
+            out.averages = out.averages.without_first();
+        }
         if let (Some(b), Some(bix)) = (&t.background, &self.bg_ix) {
             // The baseline: the platform's noise alone, the same ranks and offsets,
             // over the same stretch of the timeline: its phases are shorter, and the
@@ -91,6 +97,9 @@ impl Point<'_> {
             if more > b0.averages.phases && !b0.stopped_by_fraction {
                 b0 = base(more)?;
             }
+            if warmup {
+                b0.averages = b0.averages.without_first();
+            }
             out.over_background(&b0, &b.lap);
         }
         Ok(out)
@@ -98,7 +107,7 @@ impl Point<'_> {
 }
 
 /// The analytic tier's rows of trace `t` into `r` (one stream per node only).
-fn order_stats_rows(
+pub(crate) fn order_stats_rows(
     r: &mut Report,
     t: &TraceInput,
     spec: &PredictSpec,
@@ -191,16 +200,18 @@ impl Point<'_> {
             sd_qtbt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
             sd_qt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
         };
+        let mut each = DrawSlowdowns::default();
         for d in 0..spec.draws.max(1) {
             let cfg = DesConfig {
                 seed: spec.des.seed.wrapping_add(d),
                 ..spec.des.clone()
             };
-            let out = self.simulate(&cfg)?;
-            let row = des_row(&t.label, n, mode, &out);
-            let widen = |r: &mut [f64; 2], x: f64| *r = [r[0].min(x), r[1].max(x)];
-            widen(&mut spread.sd_qtbt_range_pct, row.sd_qtbt_pct);
-            widen(&mut spread.sd_qt_range_pct, row.sd_qt_pct);
+            let out = self.simulate(&cfg, false)?;
+            each.add(
+                &mut spread,
+                &des_row(&t.label, n, mode, &out),
+                out.averages.phases,
+            );
             des::pool(&mut pooled, out);
         }
         let out = pooled.context("no draw")?;
@@ -233,7 +244,68 @@ impl Point<'_> {
         }
         let mut row = des_row(&t.label, n, mode, &out);
         row.draws = (draws > 1).then_some(spread);
+        let ivs = each.intervals(&out);
+        each.interval_into(&mut row, ivs, (spec.des.phases, 0), None, "fixed");
         r.results.push(row);
         Ok(())
+    }
+}
+
+/// Each draw's two slowdowns (eq. 2 and eq. 3) with its phases: the draws' interval of a row.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DrawSlowdowns {
+    pub(crate) qtbt: DrawSet,
+    pub(crate) qt: DrawSet,
+}
+
+impl DrawSlowdowns {
+    /// Adds one draw's row (`phases` recorded) and widens `spread`, the draws' range.
+    pub(crate) fn add(&mut self, spread: &mut DrawSpread, row: &ResultRow, phases: u64) {
+        let widen = |r: &mut [f64; 2], x: f64| *r = [r[0].min(x), r[1].max(x)];
+        widen(&mut spread.sd_qtbt_range_pct, row.sd_qtbt_pct);
+        widen(&mut spread.sd_qt_range_pct, row.sd_qt_pct);
+        if phases > 0 {
+            self.qtbt.add(row.sd_qtbt_pct, phases as f64);
+            self.qt.add(row.sd_qt_pct, phases as f64);
+        }
+    }
+
+    /// Both intervals ([`DrawSet::interval`]; with one draw, the batch means of its phases in
+    /// `pooled`, mapped to slowdowns by its baselines).
+    pub(crate) fn intervals(&self, pooled: &DesOutcome) -> [MeanInterval; 2] {
+        if self.qtbt.len() >= 2 {
+            return [self.qtbt.interval(), self.qt.interval()];
+        }
+        let a = &pooled.averages;
+        let sd = |i: usize, base: f64| a.batches[i].interval().mapped(-100.0, 100.0 / base);
+        [sd(1, pooled.baseline_qtbt_ns), sd(0, pooled.baseline_qt_ns)]
+    }
+
+    /// Sets `row`'s 95 % half-widths from `intervals` (eq. 2, eq. 3: [`Self::intervals`] of
+    /// its draws, or a rule's) and their description: the draws (each ran `phases.0` phases,
+    /// `phases.1` of them a warm-up left out), the precision they aimed at and why they
+    /// stopped; NaN half-widths stay absent.
+    pub(crate) fn interval_into(
+        &self,
+        row: &mut ResultRow,
+        intervals: [MeanInterval; 2],
+        phases: (u64, u64),
+        precision: Option<String>,
+        stopped_by: &str,
+    ) {
+        let (phases_per_draw, warmup) = phases;
+        let [qtbt, qt] = intervals;
+        let finite = |h: f64| h.is_finite().then_some(h);
+        row.sd_qtbt_ci95_pct = finite(qtbt.half_width);
+        row.sd_qt_ci95_pct = finite(qt.half_width);
+        row.interval = Some(PredictionInterval {
+            source: qtbt.source,
+            df: qtbt.df,
+            draws: self.qtbt.len().max(1) as u64,
+            phases_per_draw,
+            warmup_phases: warmup,
+            precision,
+            stopped_by: stopped_by.into(),
+        });
     }
 }

@@ -100,6 +100,7 @@ pub fn des_row(trace: &str, ranks: u64, mode: SyncMode, o: &DesOutcome) -> Resul
         emulator: o.emulator,
         period_ns: Some([o.mean_period_ns, o.baseline_period_ns]),
         draws: None,
+        interval: None,
     }
 }
 

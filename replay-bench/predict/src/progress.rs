@@ -1,5 +1,6 @@
 //! Progress of a long prediction for logs: a line every `TEXT_PROGRESS_EVERY` on a stderr
-//! that is not a terminal, where the progress bar is hidden.
+//! that is not a terminal, where the progress bar is hidden (with the bar's message in place
+//! of the eta where there is one: the precision mode's own estimate).
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -40,10 +41,12 @@ impl TextProgress {
         let thread = std::thread::spawn(move || {
             while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
                 let total = bar.length().unwrap_or(0);
-                eprintln!(
-                    "{}",
-                    progress_line(bar.position(), total, t0.elapsed(), estimate_s)
-                );
+                let line = progress_line(bar.position(), total, t0.elapsed(), estimate_s);
+                // The precision mode says its own time left (from its draws' pace).
+                match bar.message() {
+                    m if m.is_empty() => eprintln!("{line}"),
+                    m => eprintln!("{}, {m}", line.split(", eta").next().unwrap_or(&line)),
+                }
             }
         });
         TextProgress { stop, thread }

@@ -1,7 +1,7 @@
 //! Like with like, as a table: each measured row of a real run beside the prediction of the
 //! same stretches of its trace (`predict --windows-of`), judged by [`crate::verdict`], with the
 //! check that both injected the same detours, and beside the prediction over the whole trace
-//! with its range over offset draws (`predict --draws`). Where the run recorded its blocks and
+//! with its 95 % interval and its range over offset draws (`predict --draws`). Where the run recorded its blocks and
 //! the prediction its windows, the difference is judged window by window (the paired interval
 //! of `metrics::paired_difference`: the stretch each block replayed cancels). The main job's
 //! report (`study`) and `validate` print it.
@@ -44,6 +44,10 @@ pub struct Comparison {
     pub injection_agrees: Option<bool>,
     /// The prediction over the whole trace (every draw pooled), percent.
     pub whole_pct: Option<f64>,
+    /// Half-width of its 95 % interval over the draws, pp (`None`: one draw, or a report
+    /// written before predictions had intervals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_ci95_pp: Option<f64>,
     /// Its range over the offset draws, percent.
     pub whole_range_pct: Option<[f64; 2]>,
     /// The platform's own noise during the run, percent (not in the predictions).
@@ -72,7 +76,8 @@ pub struct Inputs<'a> {
 /// The two comparisons (eq. 2 and eq. 3) of one run.
 pub fn compare(i: Inputs<'_>) -> [Comparison; 2] {
     let m = i.measured;
-    let one = |metric: &str, meas: f64, ci: Option<f64>, pick: fn(&ResultRow) -> f64| {
+    type Pick = fn(&ResultRow) -> (f64, Option<f64>);
+    let one = |metric: &str, meas: f64, ci: Option<f64>, pick: Pick| {
         let same = i.same_windows.map(|(r, _)| pick(r));
         let eq2 = metric == "eq.2";
         let paired = i.same_windows.and_then(|(_, w)| {
@@ -104,26 +109,33 @@ pub fn compare(i: Inputs<'_>) -> [Comparison; 2] {
             metric: metric.into(),
             measured_pct: meas,
             ci95_pp: ci,
-            same_windows_pct: same,
+            same_windows_pct: same.map(|s| s.0),
             paired_ci95_pp: paired.map(|d| d.ci95_pct),
             injection_agrees: i.same_windows.map(|(_, w)| w.injection.agrees),
-            whole_pct: i.whole.map(pick),
+            whole_pct: i.whole.map(|w| pick(w).0),
+            whole_ci95_pp: i.whole.and_then(|w| pick(w).1),
             whole_range_pct: range,
             platform_pct: i.platform_pct,
             verdict: match (same, paired) {
                 // The paired difference's mean is the rows' difference (every window has the
                 // same phases and the same baseline); its interval is the paired one.
-                (Some(p), Some(d)) => {
+                (Some((p, _)), Some(d)) => {
                     Verdict::judge_difference(meas, p - meas, Some(d.ci95_pct), i.platform_pct)
                 }
-                (Some(p), None) => Verdict::judge(meas, ci, p, i.platform_pct),
+                // The prediction of the run's own windows carries no interval (it replays
+                // those very stretches): the measurement's alone, combined with none.
+                (Some((p, h)), None) => Verdict::judge(meas, ci, p, h, i.platform_pct),
                 (None, _) => Verdict::NoVerdict,
             },
         }
     };
     [
-        one("eq.2", m.sd_qtbt_pct, m.sd_qtbt_ci95_pct, |r| r.sd_qtbt_pct),
-        one("eq.3", m.sd_qt_pct, m.sd_qt_ci95_pct, |r| r.sd_qt_pct),
+        one("eq.2", m.sd_qtbt_pct, m.sd_qtbt_ci95_pct, |r| {
+            (r.sd_qtbt_pct, r.sd_qtbt_ci95_pct)
+        }),
+        one("eq.3", m.sd_qt_pct, m.sd_qt_ci95_pct, |r| {
+            (r.sd_qt_pct, r.sd_qt_ci95_pct)
+        }),
     ]
 }
 
@@ -163,7 +175,7 @@ pub fn render(rows: &[Comparison], markdown: bool) -> String {
         "diff",
         "verdict",
         "same detours",
-        "whole trace (draws)",
+        "whole trace ± 95 % [draws]",
         "platform",
     ])
     .align(0, Align::Left)
@@ -173,8 +185,17 @@ pub fn render(rows: &[Comparison], markdown: bool) -> String {
     .align(8, Align::Left);
     for c in rows {
         let whole = match (c.whole_pct, c.whole_range_pct) {
-            (Some(w), Some([lo, hi])) => format!("{w:.2} % [{lo:.2} – {hi:.2}]"),
-            (w, _) => pct(w),
+            (Some(w), range) => {
+                let mut s = match c.whole_ci95_pp {
+                    Some(h) if h.is_finite() => crate::table::fmt_sd(w, Some(h)),
+                    _ => pct(Some(w)),
+                };
+                if let Some([lo, hi]) = range {
+                    s.push_str(&format!(" [{lo:.2} – {hi:.2}]"));
+                }
+                s
+            }
+            (None, _) => pct(None),
         };
         t.row([
             c.inject.to_string(),
@@ -361,7 +382,7 @@ mod tests {
     fn the_difference_is_judged_window_by_window_where_both_recorded_them() {
         // Unpaired, the measured ± 17.2 pp decides nothing (wider than the 15 % effect).
         assert_eq!(
-            Verdict::judge(15.0, Some(17.2), 15.0, 0.3),
+            Verdict::judge(15.0, Some(17.2), 15.0, None, 0.3),
             Verdict::NoVerdict
         );
         // Differences 0.2, -0.2, 0.1, -0.1: mean 0, paired half-width t(3) · s / 2.
@@ -398,6 +419,7 @@ mod tests {
             injection_agrees: None,
             whole_pct: None,
             whole_range_pct: None,
+            whole_ci95_pp: None,
             platform_pct: 0.0,
             verdict: Verdict::NoVerdict,
         };

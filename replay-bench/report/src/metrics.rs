@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use jitter_trace::interval::BatchMeans;
 use jitter_trace::summary::{difference_ci95, mean, mean_ci95, mean_of_sum};
 
 /// One phase as seen over all ranks (already reduced: maxima and the mean compute time).
@@ -16,7 +17,9 @@ pub struct PhaseSample {
     pub mean_qt_ns: f64,
 }
 
-/// Running averages over phases (constant memory).
+/// Running averages over phases (constant memory), with what one series of phases needs for
+/// its interval: the batch means of MaxQT and MaxQTBT in order, and the first phase (what a
+/// warm-up of one phase leaves out, [`PhaseAverages::without_first`]).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct PhaseAverages {
     /// Phases accumulated.
@@ -27,25 +30,66 @@ pub struct PhaseAverages {
     pub sum_max_qtbt_ns: f64,
     /// Σ (MaxQT − mean qt) / mean qt.
     pub sum_lost_rel: f64,
+    /// The first phase added: (MaxQT, MaxQTBT, its relative loss).
+    #[serde(skip)]
+    pub first: [f64; 3],
+    /// Batch means of MaxQT and MaxQTBT over the phases of one series, in order (empty once
+    /// series are merged: a pooled accumulator's interval comes from its draws).
+    #[serde(skip)]
+    pub batches: [BatchMeans; 2],
 }
 
 impl PhaseAverages {
     /// Adds one phase.
     pub fn add(&mut self, s: PhaseSample) {
+        let lost = if s.mean_qt_ns > 0.0 {
+            (s.max_qt_ns - s.mean_qt_ns) / s.mean_qt_ns
+        } else {
+            0.0
+        };
+        if self.phases == 0 {
+            self.first = [s.max_qt_ns, s.max_qtbt_ns, lost];
+        }
         self.phases += 1;
         self.sum_max_qt_ns += s.max_qt_ns;
         self.sum_max_qtbt_ns += s.max_qtbt_ns;
-        if s.mean_qt_ns > 0.0 {
-            self.sum_lost_rel += (s.max_qt_ns - s.mean_qt_ns) / s.mean_qt_ns;
-        }
+        self.sum_lost_rel += lost;
+        self.batches[0].add(s.max_qt_ns);
+        self.batches[1].add(s.max_qtbt_ns);
     }
 
-    /// Adds another accumulator (e.g. from another process).
+    /// Adds another accumulator (e.g. another draw's): sums and counts add up; the batch
+    /// means describe one series, so two non-empty ones leave none.
     pub fn merge(&mut self, o: &PhaseAverages) {
+        if o.phases == 0 {
+            return;
+        }
+        if self.phases == 0 {
+            *self = *o;
+            return;
+        }
         self.phases += o.phases;
         self.sum_max_qt_ns += o.sum_max_qt_ns;
         self.sum_max_qtbt_ns += o.sum_max_qtbt_ns;
         self.sum_lost_rel += o.sum_lost_rel;
+        self.batches = Default::default();
+    }
+
+    /// These averages without the first phase (a warm-up of one phase: the start of a run,
+    /// where every rank starts at once, not out of a barrier); the batch means are left empty.
+    /// Nothing for one phase or none.
+    pub fn without_first(&self) -> PhaseAverages {
+        if self.phases < 2 {
+            return PhaseAverages::default();
+        }
+        PhaseAverages {
+            phases: self.phases - 1,
+            sum_max_qt_ns: self.sum_max_qt_ns - self.first[0],
+            sum_max_qtbt_ns: self.sum_max_qtbt_ns - self.first[1],
+            sum_lost_rel: self.sum_lost_rel - self.first[2],
+            first: [f64::NAN; 3],
+            batches: Default::default(),
+        }
     }
 
     /// AvgMaxQT, ns.
@@ -163,10 +207,24 @@ mod tests {
         assert!((slowdown_pct(a.avg_max_qtbt_ns(), 1000.0) - 30.0).abs() < 1e-9);
         let mut b = PhaseAverages::default();
         b.merge(&a);
+        assert_eq!(b, a);
         b.merge(&a);
         assert_eq!(b.phases, 4);
         assert_eq!(b.avg_max_qt_ns(), 1200.0);
         assert!(PhaseAverages::default().avg_max_qt_ns().is_nan());
+        // Two series merged keep no batch means; one series keeps its own.
+        assert_eq!(a.batches[0].count(), 2);
+        assert_eq!(b.batches[0].count(), 0);
+        // Without the first phase: the second alone (its loss 0.3).
+        let w = a.without_first();
+        assert_eq!(
+            (w.phases, w.avg_max_qt_ns(), w.avg_max_qtbt_ns()),
+            (1, 1300.0, 1400.0)
+        );
+        assert!((w.lost_rel() - 0.3).abs() < 1e-12);
+        assert_eq!(w.batches[1].count(), 0);
+        assert_eq!(b.without_first().phases, 3);
+        assert_eq!(PhaseAverages::default().without_first().phases, 0);
     }
 
     #[test]

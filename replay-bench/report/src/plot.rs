@@ -18,7 +18,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::report::{Report, ReportKind, ResultRow};
-use crate::table::fmt_pct;
+use crate::table::{fmt_pct, fmt_sd};
 
 /// Which slowdown to plot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,9 +94,19 @@ fn kind_name(k: ReportKind) -> &'static str {
 /// The study as a text table: one line per (trace, sync, producer, ranks).
 pub fn render_table(rows: &[StudyRow]) -> String {
     let mut table = Table::new([
-        "trace", "sync", "by", "ranks", "phases", "SD eq.2", "SD eq.3", "lost_rel", "injected",
+        "trace",
+        "sync",
+        "by",
+        "ranks",
+        "phases",
+        "SD eq.2 (95%)",
+        "SD eq.3 (95%)",
+        "95% from",
+        "lost_rel",
+        "injected",
     ])
-    .left(3);
+    .left(3)
+    .align(7, jitter_trace::table::Align::Left);
     for r in rows {
         let x = &r.row;
         table.row([
@@ -109,13 +119,33 @@ pub fn render_table(rows: &[StudyRow]) -> String {
             kind_name(r.kind).into(),
             x.ranks.to_string(),
             x.phases.to_string(),
-            fmt_pct(x.sd_qtbt_pct),
-            fmt_pct(x.sd_qt_pct),
+            fmt_sd(x.sd_qtbt_pct, x.sd_qtbt_ci95_pct),
+            fmt_sd(x.sd_qt_pct, x.sd_qt_ci95_pct),
+            interval_words(x),
             fmt_pct(x.lost_rel * 100.0),
             x.emulator.injected.to_string(),
         ]);
     }
     table.render()
+}
+
+/// Where a row's interval came from, for the table: `12 draws, precision` (the draws of the
+/// precision mode and why they stopped), `3 draws`, `1 draw: phases only` (batch means: not
+/// the stretch of trace), `measured`, or `-` (exact: the analytic model, a run's windows).
+pub fn interval_words(row: &ResultRow) -> String {
+    use jitter_trace::interval::Source;
+    match &row.interval {
+        Some(i) => {
+            let draws = format!("{} draw{}", i.draws, if i.draws == 1 { "" } else { "s" });
+            match (i.source, i.precision.is_some()) {
+                (Source::Batches, _) => format!("{draws}: phases only"),
+                (Source::Draws, true) => format!("{draws}, {}", i.stopped_by),
+                (Source::Draws, false) => draws,
+            }
+        }
+        None if row.sd_qtbt_ci95_pct.is_some() => "measured".into(),
+        None => "-".into(),
+    }
 }
 
 /// An axis value in percent for people: at most three significant digits, no float noise
@@ -134,18 +164,21 @@ struct Point {
     x: f64,
     /// SD, %.
     y: f64,
-    /// Half-width of the measured 95 % interval, percentage points.
+    /// Half-width of the measured 95 % interval, percentage points (a bar).
     ci: Option<f64>,
-    /// The prediction's spread over offset draws (low, high), %.
+    /// The prediction's 95 % interval (low, high), % (a band).
     band: Option<(f64, f64)>,
+    /// The prediction's range over offset draws (low, high), % (thin lines).
+    range: Option<(f64, f64)>,
 }
 
 impl Point {
-    /// The lowest and highest value the point draws (its bar or band included).
+    /// The lowest and highest value the point draws (its bar, band or range included).
     fn span(&self) -> (f64, f64) {
         let h = self.ci.unwrap_or(0.0);
         let (bl, bh) = self.band.unwrap_or((self.y, self.y));
-        ((self.y - h).min(bl), (self.y + h).max(bh))
+        let (rl, rh) = self.range.unwrap_or((self.y, self.y));
+        ((self.y - h).min(bl).min(rl), (self.y + h).max(bh).max(rh))
     }
 }
 
@@ -154,7 +187,8 @@ type Series = Vec<Point>;
 
 /// Every series, by (trace and sync, producer): one colour per trace and sync, so that a
 /// measurement and its prediction share it; measured series are dots with interval bars on a
-/// thin line, predictions a thick line (with their band where they have a spread).
+/// thin line, predictions a thick line in the band of their 95 % interval, their range over
+/// offset draws as two thin lines.
 type Lines = BTreeMap<(String, &'static str), Series>;
 
 /// The colour index of each series: its (trace, sync) group's rank among the groups.
@@ -172,9 +206,9 @@ fn measured(by: &str) -> bool {
     by == kind_name(ReportKind::Run)
 }
 
-/// The spread over offset draws of a prediction row's `metric` (low, high, %), drawn as a band
-/// around the prediction's line: the one place that reads it from a row — the range of the
-/// slowdowns over offset draws (`predict --draws`); a prediction of one draw has no band.
+/// The spread over offset draws of a prediction row's `metric` (low, high, %), drawn as thin
+/// lines around the prediction's line: the one place that reads it from a row — the range of
+/// the slowdowns over offset draws (`predict --draws`, the precision mode); one draw has none.
 fn spread(row: &ResultRow, metric: Metric) -> Option<(f64, f64)> {
     let d = row.draws?;
     let [lo, hi] = match metric {
@@ -185,7 +219,8 @@ fn spread(row: &ResultRow, metric: Metric) -> Option<(f64, f64)> {
 }
 
 /// Draws SD against ranks (log axis), one series per (trace, sync, producer); measured points
-/// carry their 95 % interval as a bar; the legend sits right of the data.
+/// carry their 95 % interval as a bar, predictions theirs as a band; the legend sits right of
+/// the data.
 pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyhow::Result<()> {
     let mut series = Lines::new();
     for r in rows {
@@ -206,7 +241,13 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
             r.row.sync,
         );
         let ci = ci.filter(|h| h.is_finite() && *h >= 0.0);
-        let band = spread(&r.row, metric).filter(|(l, h)| l.is_finite() && h.is_finite());
+        let range = spread(&r.row, metric).filter(|(l, h)| l.is_finite() && h.is_finite());
+        // A measurement's interval is a bar; a prediction's a band.
+        let (ci, band) = if r.kind == ReportKind::Run {
+            (ci, None)
+        } else {
+            (None, ci.map(|h| (sd - h, sd + h)))
+        };
         series
             .entry((group, kind_name(r.kind)))
             .or_default()
@@ -215,6 +256,7 @@ pub fn draw(rows: &[StudyRow], metric: Metric, title: &str, path: &Path) -> anyh
                 y: sd,
                 ci,
                 band,
+                range,
             });
     }
     draw_series(&series, metric, title, path)
@@ -312,7 +354,10 @@ fn draw_legend<DB: DrawingBackend>(
         notes.push("bars: measured 95 % interval");
     }
     if bands {
-        notes.push("band: prediction's spread over offset draws");
+        notes.push("band: prediction's 95 % interval");
+    }
+    if series.values().flatten().any(|p| p.range.is_some()) {
+        notes.push("thin lines: its range over offset draws");
     }
     notes.push("series at one count set slightly apart");
     if log_y {
@@ -399,6 +444,20 @@ where
         for &(x, l, h) in band.iter().filter(|_| band.len() == 1) {
             let r = Rectangle::new([(x / 1.06, l), (x * 1.06, h)], color.mix(0.18).filled());
             chart.draw_series([r])?;
+        }
+        // The range over offset draws: its low ends and its high ends, each a thin line.
+        let range: Vec<(f64, f64, f64)> = pts
+            .iter()
+            .filter_map(|p| p.range.map(|(l, h)| (p.x, l.max(y_floor), h)))
+            .collect();
+        for end in [
+            |r: &(f64, f64, f64)| (r.0, r.1),
+            |r: &(f64, f64, f64)| (r.0, r.2),
+        ] {
+            chart.draw_series(LineSeries::new(
+                range.iter().map(end),
+                color.mix(0.6).stroke_width(1),
+            ))?;
         }
         let (width, radius) = if measured(by) { (1, 4) } else { (3, 3) };
         chart.draw_series(LineSeries::new(
@@ -530,10 +589,16 @@ mod tests {
     }
 
     #[test]
-    fn a_prediction_with_a_spread_is_a_band_and_a_measurement_keeps_its_bars() {
+    fn a_prediction_with_an_interval_is_a_band_and_a_measurement_keeps_its_bars() {
         let dir = tempfile::tempdir().unwrap();
         let svg = dir.path().join("band.svg");
-        let pt = |x: f64, y: f64, ci, band| Point { x, y, ci, band };
+        let pt = |x: f64, y: f64, ci, band| Point {
+            x,
+            y,
+            ci,
+            band,
+            range: None,
+        };
         let mut lines = Lines::new();
         lines.insert(
             ("t none".into(), "des"),
@@ -549,7 +614,8 @@ mod tests {
         );
         draw_series(&lines, Metric::Qt, "Slowdown vs processes", &svg).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
-        assert!(text.contains("band: prediction&apos;s spread over offset draws"));
+        assert!(text.contains("band: prediction&apos;s 95 % interval"));
+        assert!(!text.contains("thin lines"), "no range, no note on it");
         assert!(text.contains("bars: measured 95 % interval"));
         // One filled band (six corners) in the series' colour, a measurement and its
         // prediction in one colour.
@@ -590,6 +656,34 @@ mod tests {
         draw(&rows, Metric::Qt, "t", &svg2).unwrap();
         let text = std::fs::read_to_string(&svg2).unwrap();
         assert!(!text.contains("<polygon") && !text.contains("band:"));
+        // A prediction row with its interval and its draws' range: the interval is the band
+        // (sd ± h), the range two thin lines, and the y axis holds the range.
+        let row = |ranks: u64, sd: f64| StudyRow {
+            kind: ReportKind::PredictDes,
+            row: ResultRow {
+                trace: "t".into(),
+                ranks,
+                sync: "none".into(),
+                sd_qt_pct: sd,
+                sd_qt_ci95_pct: Some(0.5),
+                draws: Some(crate::report::DrawSpread {
+                    draws: 10,
+                    sd_qtbt_range_pct: [0.0, 0.0],
+                    sd_qt_range_pct: [sd - 2.0, sd + 9.0],
+                }),
+                ..ResultRow::default()
+            },
+        };
+        draw(&[row(4, 3.0), row(64, 5.0)], Metric::Qt, "t", &svg2).unwrap();
+        let text = std::fs::read_to_string(&svg2).unwrap();
+        assert!(
+            text.contains("band: prediction&apos;s 95 % interval"),
+            "{text}"
+        );
+        assert!(text.contains("thin lines: its range over offset draws"));
+        assert!(!text.contains("bars: measured"));
+        let polygons: Vec<&str> = text.split("<polygon").skip(1).collect();
+        assert_eq!(polygons.len(), 1);
     }
 
     #[test]

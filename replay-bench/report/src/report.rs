@@ -625,6 +625,35 @@ pub struct ResultRow {
     /// own slowdowns pool every draw's phases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draws: Option<DrawSpread>,
+    /// A simulated prediction: how its 95 % intervals (`sd_*_ci95_pct`) were made and, in the
+    /// precision mode, what they aimed at and why the draws stopped (absent for measurements,
+    /// the analytic model, the prediction of a run's own windows and older reports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<PredictionInterval>,
+}
+
+/// How a prediction's 95 % intervals were made ([`jitter_trace::interval`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PredictionInterval {
+    /// `draws`: the dispersion of independent offset draws (the phases and the stretch of
+    /// trace); `batches`: the batch means of one draw's phases (the phases only).
+    pub source: jitter_trace::interval::Source,
+    /// Degrees of freedom of the t quantile.
+    pub df: u64,
+    /// Offset draws (seeds `seed`, `seed + 1`, …).
+    pub draws: u64,
+    /// Phases each draw ran, its warm-up included (fewer where the fraction rule stopped it).
+    pub phases_per_draw: u64,
+    /// Phases each draw ran first and left out: the start of a draw, where every rank starts
+    /// at once rather than out of a barrier (precision mode: 1; fixed phases: 0).
+    pub warmup_phases: u64,
+    /// The precision asked for (`2%,0.1pp`); absent with fixed phases and draws.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<String>,
+    /// Why the draws stopped: `precision` (both intervals met it), `draws` or `phases` (the
+    /// point's budget), `time` (the prediction's `--max-time`), or `fixed` (`--phases`,
+    /// `--draws`).
+    pub stopped_by: String,
 }
 
 /// The slowdowns of one prediction over independent draws of the offsets and resync points

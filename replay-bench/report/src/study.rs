@@ -103,22 +103,25 @@ fn sd_by_sync<'a>(rows: impl Iterator<Item = &'a ResultRow>) -> BTreeMap<String,
     rows.map(|r| (r.sync.clone(), r.sd_qtbt_pct)).collect()
 }
 
-/// `none 3.00 % ± 0.50, phase 1.50 % [1.20 – 1.90 over 3 draws]`: each mode's SD eq. (2) with
-/// its 95 % interval (a measurement) or its range over offset draws (a prediction).
+/// `none 3.00 % ± 0.50, phase 1.50 % ± 0.12 [1.20 – 1.90 over 12 draws]`: each mode's SD
+/// eq. (2) with its 95 % interval (a measurement's, or a prediction's over its draws) and, for
+/// a prediction, the range of its draws.
 fn modes_line<'a>(rows: impl Iterator<Item = &'a ResultRow>) -> String {
     let rows: Vec<&ResultRow> = rows.collect();
     ["none", "once", "phase"]
         .iter()
         .filter_map(|k| {
             let r = rows.iter().find(|r| r.sync == *k)?;
-            let extra = match (r.sd_qtbt_ci95_pct, r.draws) {
-                (Some(h), _) if h.is_finite() => format!(" ± {h:.2}"),
-                (_, Some(d)) => format!(
-                    " [{:.2} – {:.2} over {} draws]",
-                    d.sd_qtbt_range_pct[0], d.sd_qtbt_range_pct[1], d.draws
-                ),
+            let mut extra = match r.sd_qtbt_ci95_pct {
+                Some(h) if h.is_finite() => format!(" ± {h:.2}"),
                 _ => String::new(),
             };
+            if let Some(d) = r.draws {
+                extra.push_str(&format!(
+                    " [{:.2} – {:.2} over {} draws]",
+                    d.sd_qtbt_range_pct[0], d.sd_qtbt_range_pct[1], d.draws
+                ));
+            }
             Some(format!("{k} {}{extra}", pct(r.sd_qtbt_pct)))
         })
         .collect::<Vec<_>>()
@@ -199,6 +202,8 @@ fn results_table(out: &mut String, rows: &[&ResultRow], with_emulator: bool) {
     ];
     if with_emulator {
         head.extend(["injected", "dropped", "merged", "noise injected"]);
+    } else {
+        head.push("95 % from");
     }
     let mut table = Table::new(head).align(1, Align::Left);
     for r in rows {
@@ -207,11 +212,14 @@ fn results_table(out: &mut String, rows: &[&ResultRow], with_emulator: bool) {
             r.sync.clone(),
             r.phases.to_string(),
             format_ns(r.avg_max_qtbt_ns),
-            pct(r.sd_qtbt_pct),
+            crate::table::fmt_sd(r.sd_qtbt_pct, r.sd_qtbt_ci95_pct),
             format_ns(r.avg_max_qt_ns),
-            pct(r.sd_qt_pct),
+            crate::table::fmt_sd(r.sd_qt_pct, r.sd_qt_ci95_pct),
             format!("{:.4}", r.lost_rel),
         ];
+        if !with_emulator {
+            cells.push(crate::plot::interval_words(r));
+        }
         if with_emulator {
             let e = &r.emulator;
             cells.extend([
@@ -236,8 +244,8 @@ fn beside(dir: &Path, runs: &[(String, Report)], here: Option<&Report>) -> anyho
          replayed (its offsets, resyncs and blocks; `predict --windows-of`), on the run's own \
          calibrated injector; `same detours` says whether both injected the same detours within \
          the stated tolerance. Beside it, the prediction over the whole trace (its phases pooled \
-         over offset draws, the range of the draws in brackets): what a stretch of trace the \
-         length of the run could have given.\n\n",
+         over offset draws, with its 95 % interval over the draws and their range in \
+         brackets): what a stretch of trace the length of the run could have given.\n\n",
     );
     let mut rows = Vec::new();
     for (name, r) in runs {

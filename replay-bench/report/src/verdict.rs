@@ -2,7 +2,9 @@
 //! d = predicted − measured and the 95 % interval ± h of that difference: where the run recorded
 //! its blocks and the prediction its windows, h is the paired t-interval of the per-window
 //! differences (the stretch of trace each block replayed then cancels: both saw the same
-//! detours); otherwise h is the measurement's own interval (the prediction taken as exact).
+//! detours); otherwise h combines the measurement's interval h_m with the prediction's h_p as
+//! independent errors, h = √(h_m² + h_p²) (a prediction of the run's own windows has none: it
+//! replays those very stretches; one over offset draws has its draws' interval).
 //!
 //! - **inside**: |d| ≤ h (no difference the data can see);
 //! - **near**: |d| ≤ [`AGREE_PP`] + the platform's own noise (what the machine adds to the
@@ -36,18 +38,20 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Judges `predicted_pct` against `measured_pct` ± `ci95_pp` (the prediction taken as
-    /// exact), with the platform's own noise `platform_pct` (0 where the prediction models it).
+    /// Judges `predicted_pct` ± `predicted_ci95_pp` (`None`: exact) against `measured_pct` ±
+    /// `ci95_pp` on their combined interval ([`combined_ci95`]), with the platform's own noise
+    /// `platform_pct` (0 where the prediction models it).
     pub fn judge(
         measured_pct: f64,
         ci95_pp: Option<f64>,
         predicted_pct: f64,
+        predicted_ci95_pp: Option<f64>,
         platform_pct: f64,
     ) -> Self {
         Self::judge_difference(
             measured_pct,
             predicted_pct - measured_pct,
-            ci95_pp,
+            combined_ci95(ci95_pp, predicted_ci95_pp),
             platform_pct,
         )
     }
@@ -102,6 +106,14 @@ impl Verdict {
     }
 }
 
+/// The 95 % half-width of predicted − measured from the two half-widths, as independent
+/// errors: √(h_m² + h_p²); a prediction without one (`None`) is exact, a measurement without
+/// one leaves none (no verdict).
+pub fn combined_ci95(measured: Option<f64>, predicted: Option<f64>) -> Option<f64> {
+    let p = predicted.filter(|h| h.is_finite()).unwrap_or(0.0);
+    measured.map(|m| (m * m + p * p).sqrt())
+}
+
 /// One line counting verdicts: `8 of 12 agree, 3 without a verdict (interval wider than the
 /// effect), 1 disagrees`.
 pub fn summary(verdicts: &[Verdict]) -> String {
@@ -128,23 +140,55 @@ mod tests {
 
     #[test]
     fn inside_near_far_and_undecided() {
-        assert_eq!(Verdict::judge(10.0, Some(2.0), 11.5, 0.0), Verdict::Inside);
-        assert_eq!(Verdict::judge(10.0, Some(0.2), 10.9, 0.0), Verdict::Near);
-        // The platform's noise widens the allowance, never the interval.
-        assert_eq!(Verdict::judge(10.0, Some(0.2), 11.4, 0.5), Verdict::Near);
         assert_eq!(
-            Verdict::judge(10.0, Some(0.2), 11.6, 0.5),
+            Verdict::judge(10.0, Some(2.0), 11.5, None, 0.0),
+            Verdict::Inside
+        );
+        // A prediction's own interval widens the difference's: √(1.2² + 1.6²) = 2.0.
+        assert_eq!(combined_ci95(Some(1.2), Some(1.6)), Some(2.0));
+        assert_eq!(combined_ci95(Some(1.2), None), Some(1.2));
+        assert_eq!(combined_ci95(Some(1.2), Some(f64::NAN)), Some(1.2));
+        assert_eq!(combined_ci95(None, Some(1.6)), None);
+        assert_eq!(
+            Verdict::judge(10.0, Some(1.2), 11.9, None, 0.0),
+            Verdict::Disagrees
+        );
+        assert_eq!(
+            Verdict::judge(10.0, Some(1.2), 11.9, Some(1.6), 0.0),
+            Verdict::Inside
+        );
+        assert_eq!(
+            Verdict::judge(10.0, Some(1.2), 12.1, Some(1.6), 0.0),
+            Verdict::Disagrees
+        );
+        assert_eq!(
+            Verdict::judge(10.0, Some(0.2), 10.9, None, 0.0),
+            Verdict::Near
+        );
+        // The platform's noise widens the allowance, never the interval.
+        assert_eq!(
+            Verdict::judge(10.0, Some(0.2), 11.4, None, 0.5),
+            Verdict::Near
+        );
+        assert_eq!(
+            Verdict::judge(10.0, Some(0.2), 11.6, None, 0.5),
             Verdict::Disagrees
         );
         // An interval as wide as the effect decides nothing, whatever the prediction.
-        assert_eq!(Verdict::judge(5.0, Some(5.0), 5.0, 0.0), Verdict::NoVerdict);
         assert_eq!(
-            Verdict::judge(21.26, Some(32.7), 1.96, 0.0),
+            Verdict::judge(5.0, Some(5.0), 5.0, None, 0.0),
             Verdict::NoVerdict
         );
-        assert_eq!(Verdict::judge(5.0, None, 5.0, 0.0), Verdict::NoVerdict);
         assert_eq!(
-            Verdict::judge(5.0, Some(f64::NAN), 5.0, 0.0),
+            Verdict::judge(21.26, Some(32.7), 1.96, None, 0.0),
+            Verdict::NoVerdict
+        );
+        assert_eq!(
+            Verdict::judge(5.0, None, 5.0, None, 0.0),
+            Verdict::NoVerdict
+        );
+        assert_eq!(
+            Verdict::judge(5.0, Some(f64::NAN), 5.0, None, 0.0),
             Verdict::NoVerdict
         );
         assert!(Verdict::Inside.agrees() && Verdict::Near.agrees());
@@ -165,19 +209,22 @@ mod tests {
         // validate's np 2 `once` row: 0.49 ± 0.91 % measured, 0.94 % predicted, platform 2.18 %:
         // every value of the interval lies within 1 pp + platform of the prediction.
         assert_eq!(
-            Verdict::judge(0.49, Some(0.91), 0.94, 2.18),
+            Verdict::judge(0.49, Some(0.91), 0.94, None, 2.18),
             Verdict::Inside
         );
         // The same interval, a prediction 2 pp away and no platform noise: undecided (the
         // interval reaches past the allowance), not a disagreement.
         assert_eq!(
-            Verdict::judge(0.49, Some(0.91), 2.5, 0.0),
+            Verdict::judge(0.49, Some(0.91), 2.5, None, 0.0),
             Verdict::NoVerdict
         );
         // Just inside and just outside the equivalence bound |d| + h ≤ 1 pp + platform.
-        assert_eq!(Verdict::judge(0.5, Some(0.6), 0.89, 0.0), Verdict::Inside);
         assert_eq!(
-            Verdict::judge(0.5, Some(0.6), 0.91, 0.0),
+            Verdict::judge(0.5, Some(0.6), 0.89, None, 0.0),
+            Verdict::Inside
+        );
+        assert_eq!(
+            Verdict::judge(0.5, Some(0.6), 0.91, None, 0.0),
             Verdict::NoVerdict
         );
     }
@@ -187,7 +234,7 @@ mod tests {
         // The demo's np 2 `none` row: 5.65 ± 7.26 % measured decides nothing against the
         // prediction alone; the per-window differences' interval (± 0.8 pp) does.
         assert_eq!(
-            Verdict::judge(5.65, Some(7.26), 5.10, 1.64),
+            Verdict::judge(5.65, Some(7.26), 5.10, None, 1.64),
             Verdict::NoVerdict
         );
         assert_eq!(

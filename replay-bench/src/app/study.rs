@@ -310,6 +310,10 @@ pub(crate) fn run_arm(
     arm: Arm,
 ) -> anyhow::Result<Result<RunRecord, Stop>> {
     let (set, remove) = environment(s, arm, pair);
+    // The library writes the profile and the statistics into the pair's folder, and refuses
+    // an output whose folder does not exist: it exists before either arm runs.
+    let dir = pair_dir(&s.stats_dir, pair);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let l = Launch {
         argv: &s.argv,
         set,

@@ -19,6 +19,7 @@ use jitter_predict::budget::{self, Estimate};
 use jitter_predict::comm::{agree, Collective, Solo};
 use jitter_predict::des::{self, Engine};
 use jitter_predict::input::TraceInput;
+use jitter_predict::precision;
 use jitter_predict::prediction::predict;
 use jitter_predict::prediction_report::{check_plausible, study_rows, Prediction};
 use jitter_predict::prepare::{prepare, walk_note};
@@ -98,19 +99,29 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     }
     let (traces, mut spec) = prepare(&args.request())?;
     spec.engine = engine;
-    let estimate = admitted(comm, &args, &traces, &spec, on_host)?;
-    if root && estimate.seconds > budget::ANNOUNCE_S {
-        eprintln!("{estimate}");
+    let plan = args.precision_plan();
+    let estimate = admitted(comm, &args, &traces, &spec, on_host, plan.as_ref())?;
+    if root && (estimate.seconds > budget::ANNOUNCE_S || plan.is_some()) {
+        match &plan {
+            Some(p) => eprintln!("{}", precision::announce(p, &estimate)),
+            None => eprintln!("{estimate}"),
+        }
         if let Some(note) = walk_note(&spec) {
             eprintln!("note: {note}");
         }
     }
     let total = rank_phases(traces.len(), &spec);
     let terminal = std::io::stderr().is_terminal();
-    let bar = progress_bar(root && terminal, total)?;
-    let lines = (root && !terminal && total > 0 && estimate.seconds > budget::TEXT_PROGRESS_S)
+    let bar = progress_bar(root && terminal, total, plan.is_some())?;
+    // The precision mode runs at least its pilot; how long beyond it, only its draws will say.
+    let long = estimate.seconds > budget::TEXT_PROGRESS_S || plan.is_some();
+    let lines = (root && !terminal && total > 0 && long)
         .then(|| TextProgress::start(bar.clone(), estimate.seconds, TEXT_PROGRESS_EVERY));
-    let p = predict(comm, &traces, &spec, &bar);
+    let started = std::time::Instant::now();
+    let p = match plan {
+        Some(plan) => precision::predict_precise_on(comm, &traces, &spec, plan, &bar),
+        None => predict(comm, &traces, &spec, &bar),
+    };
     if let Some(l) = lines {
         l.stop();
     }
@@ -120,6 +131,9 @@ pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     }
     bar.finish_and_clear();
     check_plausible(&p)?;
+    if let Some(plan) = &plan {
+        eprintln!("{}", precision::summary(&p, plan, started.elapsed()));
+    }
     let model = jitter_predict::platform::model_line(
         &spec.des.comm,
         spec.des.barrier.stage_ns,
@@ -239,29 +253,31 @@ fn admitted(
     traces: &[TraceInput],
     spec: &PredictSpec,
     on_host: usize,
+    precise: Option<&precision::PrecisionPlan>,
 ) -> anyhow::Result<Estimate> {
-    let estimate = budget::estimate(
-        traces,
-        spec,
-        comm.size() as u64,
-        comm.rank() as u64,
-        rayon::current_num_threads(),
-    );
+    let (procs, me) = (comm.size() as u64, comm.rank() as u64);
+    let threads = rayon::current_num_threads();
+    let estimate = match precise {
+        Some(plan) => precision::pilot_estimate(traces, spec, plan, procs, me, threads),
+        None => budget::estimate(traces, spec, procs, me, threads),
+    };
     let admitted = budget::admit(&estimate, &budget::Limits::here(on_host), args.force);
     agreed_or_quiet(comm, admitted)?;
     Ok(estimate)
 }
 
-/// The progress bar of `total` rank-phases: drawn on a terminal, hidden otherwise.
-fn progress_bar(drawn: bool, total: u64) -> anyhow::Result<ProgressBar> {
+/// The progress bar of `total` rank-phases: drawn on a terminal, hidden otherwise. The
+/// precision mode's length and time left are its own estimates (its message), re-made as its
+/// draws run.
+fn progress_bar(drawn: bool, total: u64, precise: bool) -> anyhow::Result<ProgressBar> {
     if drawn && total > 0 {
         let b = ProgressBar::new(total);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {percent:>3} % of {human_len} rank-phases ({eta} left)",
-            )?
-            .progress_chars("=> "),
-        );
+        let template = if precise {
+            "{elapsed_precise} [{bar:40}] {percent:>3} % of {human_len} rank-phases ({msg})"
+        } else {
+            "{elapsed_precise} [{bar:40}] {percent:>3} % of {human_len} rank-phases ({eta} left)"
+        };
+        b.set_style(ProgressStyle::with_template(template)?.progress_chars("=> "));
         Ok(b)
     } else {
         Ok(ProgressBar::with_draw_target(
@@ -314,10 +330,14 @@ fn report(
     }
     if let Some(path) = &args.plot {
         let q = jitter_trace::units::format_ns(spec.des.quanta_ns as f64);
+        let work = match args.precision_plan() {
+            Some(plan) => format!("precision {}", plan.precision),
+            None => format!("{} phases", spec.des.phases),
+        };
         jitter_report::plot::draw(
             &rows,
             jitter_report::plot::Metric::Qtbt,
-            &format!("Predicted slowdown, q = {q}, {} phases", spec.des.phases),
+            &format!("Predicted slowdown (95 % bands), q = {q}, {work}"),
             path,
         )?;
     }

@@ -5,14 +5,16 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use jitter_emulator_cli::{ReplayArgs, SalvageArgs};
+use jitter_trace::precision::Precision;
 
-use super::duration::duration_flag;
+use super::duration::{duration_flag, positive_duration_flag};
 use super::shared::NodeTraceArgs;
 use super::shared::{
     PlatformChoice, Quanta, RankCounts, RanksPerNode, Seed, SimulatedPhases, SyncModes,
 };
 use jitter_predict::collective::{Algorithm, LoopShape};
 use jitter_predict::des::Engine;
+use jitter_predict::precision::{PrecisionPlan, DEFAULT_PRECISION};
 use jitter_predict::request::PredictRequest;
 use jitter_predict::spec::Model;
 
@@ -146,9 +148,24 @@ pub struct PredictArgs {
     pub drivers: bool,
     /// Offset draws: simulate each point this many times (seeds seed, seed + 1, …), pool their
     /// phases and report the range of the draws' slowdowns (how much the stretch of trace
-    /// replayed moves the answer).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub draws: u64,
+    /// replayed moves the answer) and their 95 % interval; fixes the work (no precision mode)
+    /// [default with --phases: 1].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub draws: Option<u64>,
+    /// Add offset draws to every point until both its slowdowns' 95 % intervals are this
+    /// narrow: relative (`2%` of the slowdown), absolute (`0.5pp`) or either (`2%,0.1pp`), or
+    /// until --max-time or --max-phases runs out; the report says the precision reached and
+    /// why each point stopped. The default mode, at 2%,0.1pp, unless --phases, --draws or
+    /// --whole-trace fixes the work.
+    #[arg(long, value_name = "PRECISION", conflicts_with_all = ["phases", "draws", "whole_trace", "windows_of", "app"])]
+    pub precision: Option<Precision>,
+    /// Time budget of the precision mode (every point gets two draws first) [default: 10min].
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration_flag, conflicts_with_all = ["phases", "draws", "whole_trace", "windows_of", "app"])]
+    pub max_time: Option<u64>,
+    /// Most phases one point of the precision mode simulates, its draws' warm-up phases
+    /// included [default: 10⁶].
+    #[arg(long, value_name = "PHASES", value_parser = clap::value_parser!(u64).range(1..), conflicts_with_all = ["phases", "draws", "whole_trace", "windows_of", "app"])]
+    pub max_phases: Option<u64>,
     /// An application profile (`JITTER_PROFILE=app.json`): predict its main loop instead of the
     /// benchmark's, --phases of its iterations at each --ranks with the trace's noise (compute =
     /// each call's mean interval; collectives by their algorithms; messages to the profiled
@@ -193,6 +210,24 @@ impl PredictArgs {
         Ok(())
     }
 
+    /// The precision mode's target and budgets, or `None` where --phases, --draws,
+    /// --whole-trace, --windows-of or --app fixes the work.
+    pub fn precision_plan(&self) -> Option<PrecisionPlan> {
+        let fixed = self.phases.count.is_some()
+            || self.draws.is_some()
+            || self.whole_trace
+            || self.windows_of.is_some()
+            || self.app.is_some();
+        (self.precision.is_some() || !fixed).then(|| PrecisionPlan {
+            precision: self.precision.unwrap_or(DEFAULT_PRECISION),
+            max_time: std::time::Duration::from_nanos(
+                self.max_time.unwrap_or(PrecisionPlan::DEFAULT_MAX_TIME_NS),
+            ),
+            max_phases: self.max_phases.unwrap_or(PrecisionPlan::DEFAULT_MAX_PHASES),
+            pilot: jitter_trace::precision::MIN_DRAWS,
+        })
+    }
+
     /// What these flags ask the predictor (everything but the outputs, the threads and the
     /// modes `--windows-of`, `--drivers`, `--app` that choose what the command does with it).
     pub fn request(&self) -> PredictRequest {
@@ -202,7 +237,7 @@ impl PredictArgs {
             ranks: self.ranks.0.clone(),
             modes: self.sync.modes.clone(),
             quanta_ns: self.quanta.ns,
-            phases: self.phases.count,
+            phases: self.phases.or_default(),
             whole_trace: self.whole_trace,
             model: self.model,
             ranks_per_node: self.ranks_per_node.k,
@@ -217,7 +252,7 @@ impl PredictArgs {
             platform_noise: self.platform_noise.clone(),
             lateness_sd_ns: self.lateness_sd,
             seed: self.seed.value,
-            draws: self.draws,
+            draws: self.draws.unwrap_or(1),
             force: self.force,
             salvage: self.salvage.choice(),
         }

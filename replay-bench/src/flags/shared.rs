@@ -97,16 +97,23 @@ impl SyncModes {
 }
 
 /// `--phases` of a prediction: how many phases each point simulates (`predict`, `validate`).
+/// Not given, `predict` runs its precision mode and `validate` [`SimulatedPhases::DEFAULT`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
 pub struct SimulatedPhases {
-    /// Phases to simulate in each prediction.
-    #[arg(
-        long = "phases",
-        id = "phases",
-        value_name = "PHASES",
-        default_value_t = 2000
-    )]
-    pub count: u64,
+    /// Phases to simulate in each prediction (fixes the work: no precision mode)
+    /// [default with --draws or in validate: 2000].
+    #[arg(long = "phases", id = "phases", value_name = "PHASES")]
+    pub count: Option<u64>,
+}
+
+impl SimulatedPhases {
+    /// Phases where a fixed count is needed and none was given.
+    pub const DEFAULT: u64 = 2000;
+
+    /// The count given, else [`SimulatedPhases::DEFAULT`].
+    pub fn or_default(&self) -> u64 {
+        self.count.unwrap_or(Self::DEFAULT)
+    }
 }
 
 /// `--seed` of a prediction: offsets, resync points and timer errors (`predict`, `validate`).

@@ -298,6 +298,7 @@ pub(crate) fn result_row(
         emulator,
         period_ns: None,
         draws: None,
+        interval: None,
     }
 }
 

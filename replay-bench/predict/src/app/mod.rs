@@ -39,6 +39,7 @@ use super::des::{self, DesOutcome, INDEXED_RANK_BYTES, RANK_STATE_BYTES};
 use super::input::TraceInput;
 use super::phase_loop::BASELINE_PHASES;
 use super::placement::{RunWindow, Timelines};
+use super::prediction::DrawSlowdowns;
 use super::prediction_report::{config, des_row, platform_calibration, Prediction};
 use super::spec::PredictSpec;
 use jitter_report::report::{DrawSpread, EmulatorTotals, Report, ReportKind, RunPredicted};
@@ -343,12 +344,11 @@ impl Point<'_> {
             sd_qtbt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
             sd_qt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
         };
+        let mut each = DrawSlowdowns::default();
         for (run, seed, at) in draws {
             let out = self.simulate(spec, seed, at)?;
             let row = des_row(&t.label, n, mode, &out);
-            let widen = |r: &mut [f64; 2], x: f64| *r = [r[0].min(x), r[1].max(x)];
-            widen(&mut spread.sd_qtbt_range_pct, row.sd_qtbt_pct);
-            widen(&mut spread.sd_qt_range_pct, row.sd_qt_pct);
+            each.add(&mut spread, &row, out.averages.phases);
             if let Some(run) = run {
                 r.measured_runs.push(RunPredicted {
                     trace: t.label.clone(),
@@ -388,6 +388,8 @@ impl Point<'_> {
         }
         let mut row = des_row(&t.label, n, mode, &out);
         row.draws = (draws > 1).then_some(spread);
+        let ivs = each.intervals(&out);
+        each.interval_into(&mut row, ivs, (spec.des.phases, 0), None, "fixed");
         r.results.push(row);
         Ok(())
     }
