@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Cost of `jitter-collect --attribute` (issue 17): noise ratio and detours/s of plain runs (A)
+# Cost of `jitter-collect --attribute`: noise ratio and detours/s of plain runs (A)
 # and attributing runs (B) on the same CPU, interleaved in pairs in one run; the order inside a
 # pair alternates (AB, BA, AB, ...) so a linear drift of the machine cancels. Reports the paired
 # difference B - A with its 95 % t-interval, and the share of noise time the kernel events
 # explain. Goal: the added noise <= 0.3 % of CPU time (paper 002's LTTng overhead), i.e. the
 # interval of the noise-ratio difference below 0.003. Beside it, the same for the noise in
 # detours shorter than SHORT_NS (1 ms): tracing costs ns to µs per event, inside the detours that
-# hold events; the longer ones on this VM are the kernel's RT throttling (50 ms a second at
+# hold events; the longer ones on a virtual machine are the kernel's RT throttling (50 ms a second at
 # SCHED_FIFO) and host stalls, which no traced event makes, and whose chance hits between two
 # 5 s runs are most of the full ratio's spread.
 # Needs root and tracefs. Usage: scripts/bench-attribution.sh

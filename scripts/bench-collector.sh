@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks of jitter-collect (issue 3), side by side in one run on the same CPUs:
+# Benchmarks of jitter-collect, side by side in one run on the same CPUs:
 #  (a) probe loop period vs a minimal counter-read loop      (goal: within 10 %)
 #  (b) detours/s, noise ratio and maximum vs oslat (rt-tests) (same story, differences explained)
 #  (c) self-noise of the writer: drain every 100 / 50 ms vs only at the end (goal: <= 0.1 pp)

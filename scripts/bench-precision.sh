@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Time to a precision: `replay-bench predict --precision P` (the precision mode) on issue 31's
+# Time to a precision: `replay-bench predict --precision P` (the precision mode) on the
 # sparse (`periodic:period=4ms,dur=120us`) and dense (`+poisson:rate=20000/s,dur=exp:300ns`)
 # 60 s traces (seed 3), sync none, q = 1 ms, at each rank count and collective; one line per run
 # (wall and CPU seconds, peak RSS, the load average before it, draws, phases per draw, SD eq. 2

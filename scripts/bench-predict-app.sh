@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The cost of `replay-bench predict --app` beside the loop on the same trace (issue 32: "--app
-# at 10^6 ranks x 10^3 iterations costs no more than 3x the loop").
+# The cost of `replay-bench predict --app` beside the loop on the same trace (the goal:
+# "--app at 10^6 ranks x 10^3 iterations costs no more than 3x the loop").
 #
 #   scripts/bench-predict-app.sh --cachegrind PROFILE BIN...
 #       Instructions per rank-iteration (valgrind cachegrind, --cache-sim=no: counts, not
@@ -15,7 +15,7 @@
 #
 # The trace is `periodic:period=4ms,dur=200us` (5 %), 120 s, one stream (written to $TMPDIR).
 # QUANTA (required) is the loop's q: the profile's sum of compute means (its `jitter-profile`
-# summary; 1083us for the VM halo profile). JT names jitter-trace (default: the release build).
+# summary; 1083us for the halo profile of check-app-reports.sh). JT names jitter-trace (default: the release build).
 set -euo pipefail
 mode=${1:-} profile=${2:-}
 [ -n "$mode" ] && [ -f "$profile" ] || {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Times `replay-bench predict` against the goals of issue 6 and prints one line per case with
+# Times `replay-bench predict` against its goals (docs/BENCHMARKS.md) and prints one line per case with
 # wall time, throughput (rank-phases/s) and peak RSS. `--criterion` also runs the criterion
 # groups (cargo bench -p jitter-predict --bench predict).
 #
@@ -29,10 +29,10 @@
 # detours/s in one process with T threads and under `mpirun -np P` (P, T in PROCS, default
 # "1 2"; REPEATS rounds, default 2), checks that every report is the same, and times 10^6 x
 # 10^3, the dissemination barrier at 10^6 ranks, and 2048 x 10^4 at 10^5/s on two cores
-# (issue 14's strong-scaling figure; MPIRUN names the launcher).
+# (the strong-scaling figure; MPIRUN names the launcher).
 #
 # `--matrix [REPEATS] BIN...` instead sets each engine (walk, indexed) x collective (offloaded,
-# dissemination, recursive-doubling, binomial-tree) x density (issue 31's sparse 60 s trace,
+# dissemination, recursive-doubling, binomial-tree) x density (the sparse 60 s trace,
 # `periodic:period=4ms,dur=120us`, and its dense one, `+poisson:rate=20000/s,dur=exp:300ns`, seed
 # 3) side by side for every given replay-bench binary: instructions per rank-phase with
 # cachegrind (deterministic on any machine; 2048 ranks, (120 - 20 phases) so that loading and

@@ -7,15 +7,16 @@
 #
 # REF_BIN is e.g. main's release replay-bench (its reports are recorded once into
 # OUT_DIR/ref and reused while the file is there); NEW_BIN the build under test. Cases (11):
-# the held-out halo and bulk profiles (np 1 and 2) of issue 32's VM study on its periodic and
+# the held-out halo and bulk profiles (np 1 and 2) of an application study on its periodic and
 # collected traces, sync none and phase, 64 / 1000 / 4099 ranks, --draws 3, one thread; one case
 # walks the cursors (--timer itimer: timer errors) and one predicts measured runs (--runs-of).
-# DATA (default /work/notes/s4/va-local) holds profiles/, traces/ and app/ of that study.
+# DATA (required: the study lives outside the repository) holds profiles/, traces/ and app/ of
+# that study.
 # Runs' messages go to OUT_DIR/log. Exits non-zero if any report differs or any run fails.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 REF_BIN NEW_BIN [OUT_DIR]" >&2; exit 2; }
 ref=$1 new=$2 out=${3:-/tmp/check-app-reports}
-data=${DATA:-/work/notes/s4/va-local}
+data=${DATA:?"DATA must name the folder holding profiles/, traces/ and app/ of the study"}
 p=$data/profiles t=$data/traces
 for f in "$ref" "$new" "$p/halo-np2.json" "$t/periodic.jtr"; do
     [ -e "$f" ] || { echo "error: $f not found" >&2; exit 2; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that the reference documents stay references (issue 34, part 6):
+# Checks that the reference documents stay references:
 #   - ARCHITECTURE.md ≤ 350 lines, docs/BENCHMARKS.md and docs/VALIDATION.md ≤ 500 lines each;
 #   - no dated heading in BENCHMARKS.md or VALIDATION.md (dated notes go to docs/journal/);
 #   - every module of every crate (`mod NAME;` or `mod NAME {`, test modules named `tests`

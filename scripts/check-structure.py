@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The house's structural rules, checked (ARCHITECTURE.md, "Conventions"):
+"""The house's structural rules, checked (ARCHITECTURE.md, "Where to add"):
 
 - no source file under a crate's `src/` over 1000 lines (inline test modules count: a large one
   moves to `<module>/tests.rs`, which is exempt as a test file);
@@ -9,7 +9,15 @@
   from the file of a module that contains it (a module's `tests.rs` may), nor a module tree
   importing from a sibling tree that imports it back (the trees under one parent form layers:
   `predict/app/measured.rs` → `crate::app`, while `app` → `crate::run` → `crate::predict`, is
-  an import up out of the predictor's layer).
+  an import up out of the predictor's layer);
+- one meaning per file name: no two source files of the workspace share a base name, outside
+  the names scripts/structure-names.txt allows (it says which and why);
+- no lab notebook in non-test sources: no dates, session names, issue numbers or named machines
+  in the comments and strings of a crate's `src/` (outside its tests) or of `scripts/`
+  (scripts/structure_notebook.py says what is matched and why).
+
+Paths in scripts/structure-pending.txt (temporary: files another branch is rewriting) are left
+out of the lab-notebook rule; `--pending` prints what it finds in them.
 
 Prints one line per violation and exits 1 when there is any; `--summary` prints counts only.
 Run from anywhere: `python3 scripts/check-structure.py`.
@@ -17,6 +25,9 @@ Run from anywhere: `python3 scripts/check-structure.py`.
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import structure_notebook  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_FILE = 1000
@@ -288,16 +299,87 @@ def tree_circles(files, edges):
     return out
 
 
+def pending_paths():
+    """The temporary exclusions of scripts/structure-pending.txt (relative paths, folders end /)."""
+    path = os.path.join(ROOT, "scripts", "structure-pending.txt")
+    with open(path, encoding="utf-8") as f:
+        return [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
+
+
+def is_pending(rel, pending):
+    return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in pending)
+
+
+def script_files():
+    """The scripts of the repository (their comments and strings are sources too)."""
+    top = os.path.join(ROOT, "scripts")
+    own = {"structure_notebook.py", "structure-pending.txt"}
+    for dirpath, dirnames, filenames in os.walk(top):
+        for f in sorted(filenames):
+            if f not in own and (f.endswith((".sh", ".py")) or "." not in f):
+                yield os.path.join(dirpath, f)
+
+
+def script_notebook(text):
+    """(line, kind, match) of the lab notebook in a script's comments (`#` to the line's end)."""
+    found = []
+    for no, line in enumerate(text.split("\n"), 1):
+        i = line.find("#")
+        if i < 0 or line.startswith("#!"):
+            continue
+        for kind, pat in structure_notebook.PATTERNS:
+            m = pat.search(line[i + 1:])
+            if m:
+                found.append((no, kind, m.group(0)))
+    return found
+
+
+STRUCTURAL_NAMES = {"lib.rs", "main.rs", "mod.rs", "build.rs", "tests.rs", "error.rs"}
+
+
+def allowed_names():
+    """The base names scripts/structure-names.txt lets several files share."""
+    path = os.path.join(ROOT, "scripts", "structure-names.txt")
+    with open(path, encoding="utf-8") as f:
+        return {ln.split("#", 1)[0].strip() for ln in f if ln.split("#", 1)[0].strip()}
+
+
+def shared_names(paths):
+    """(base name, files) for each name more than one source file bears, the allowed aside."""
+    allowed = allowed_names()
+    groups = {}
+    for path in paths:
+        rel = os.path.relpath(path, ROOT)
+        parts = rel.split(os.sep)
+        base = parts[-1]
+        if (base in STRUCTURAL_NAMES or base in allowed or "tests" in parts
+                or "flags" in parts or "commands" in parts or "src" not in parts):
+            continue
+        groups.setdefault(base, []).append(rel)
+    return sorted((b, sorted(fs)) for b, fs in groups.items() if len(fs) > 1)
+
+
 def name(mod):
     return "::".join(mod) if mod else "(crate root)"
 
 
 def main():
     summary = "--summary" in sys.argv
-    problems = {"file": [], "fn": [], "allow": [], "circle": [], "upward": []}
+    show_pending = "--pending" in sys.argv
+    pending = pending_paths()
+    problems = {"file": [], "fn": [], "allow": [], "circle": [], "upward": [], "notebook": [],
+                "name": []}
+    all_sources = []
+    held = []
+
+    def notebook(rel, hits):
+        for no, kind, match in hits:
+            line = f"{rel}:{no}: {kind} '{match}' (say what and where it is measured, not when)"
+            (held if is_pending(rel, pending) else problems["notebook"]).append(line)
     for crate in sorted(crate_roots()):
         src = os.path.join(crate, "src")
         for path in rust_files(crate):
+            all_sources.append(path)
             rel = os.path.relpath(path, ROOT)
             with open(path, encoding="utf-8") as f:
                 text = f.read()
@@ -308,8 +390,12 @@ def main():
                 problems["file"].append(f"{rel}: {lines} lines (limit {MAX_FILE})")
             if "clippy::too_many_arguments" in text:
                 problems["allow"].append(f"{rel}: #[allow(clippy::too_many_arguments)]")
-            for fn, first, length in long_functions(path, strip_code(text)):
+            code = strip_code(text)
+            for fn, first, length in long_functions(path, code):
                 problems["fn"].append(f"{rel}:{first}: fn {fn} is {length} lines (limit {MAX_FN})")
+            if in_src and not is_test_file:
+                last = code[:test_region_start(code)].count("\n") + 1
+                notebook(rel, structure_notebook.notebook_lines(text, last))
         files, edges = crate_graph(src)
         crate_name = os.path.relpath(crate, ROOT)
         for comp in sccs(sorted(files), edges):
@@ -326,6 +412,18 @@ def main():
                 if len(t) < len(mod) and mod[:len(t)] == t and t != ():
                     problems["upward"].append(
                         f"{crate_name}: {name(mod)} imports from its parent module {name(t)}")
+    for base, paths in shared_names(all_sources):
+        problems["name"].append(
+            f"{base} names {len(paths)} files: " + ", ".join(paths)
+            + " (rename to say each one's job, or allow it in scripts/structure-names.txt)")
+    for path in script_files():
+        with open(path, encoding="utf-8") as f:
+            notebook(os.path.relpath(path, ROOT), script_notebook(f.read()))
+    if show_pending:
+        for line in held:
+            print(f"pending notebook: {line}")
+        print(f"check-structure: {len(held)} lab-notebook line(s) in pending paths")
+        return 0
     total = sum(len(v) for v in problems.values())
     for kind, items in problems.items():
         if summary:

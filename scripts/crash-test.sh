@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Crash safety of jitter-collect (issue 16): SIGKILL at N random moments of a collection (default
+# Crash safety of jitter-collect: SIGKILL at N random moments of a collection (default
 # 50; each kill a fresh collector, 0–2 s after its start), then every trace left must read up to
 # its last complete chunk (at most the last flush lost); also the existing-output and file size
 # limit (disk full) checks. The checks are the integration tests of collector/tests/crash.rs.

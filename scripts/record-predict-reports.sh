@@ -7,7 +7,7 @@
 # Usage: scripts/record-predict-reports.sh BIN DIR        record BIN's reports into DIR
 #        scripts/record-predict-reports.sh --compare A B  compare two folders' reports
 #
-# Cases, on issue 31's sparse (`periodic:period=4ms,dur=120us`) and dense (`+poisson:rate=
+# Cases, on the sparse (`periodic:period=4ms,dur=120us`) and dense (`+poisson:rate=
 # 20000/s,dur=exp:300ns`) traces, 10 s, seed 3: every --collective at 64, 1000 and 4099 ranks x
 # 60 phases, --sync none,phase,every:7, on the default platform and with `--timer itimer` (timer
 # errors: the walk); the default collective with --draws 3; the walk engine at 37 and 256 ranks

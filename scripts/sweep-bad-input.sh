@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The bad-input sweep of issue 30: every user-facing command given missing, empty, truncated,
+# The bad-input sweep: every user-facing command given missing, empty, truncated,
 # damaged and foreign files, a directory where a file belongs, out-of-range counts and durations,
 # conflicting flags, lost detours, unwritable outputs, traces of 0 and 1 detours and mismatched
 # reports. Each case states its outcome: a one-line `error: …` and the documented exit status
@@ -192,7 +192,7 @@ timeout 120 "$JE" calibrate --json >"$F/cal.json" 2>"$W/fixture.err" || { echo "
 if ((HAVE_MPI)); then
     mk mpicc -O1 -o "$F/app" "$ROOT/emulator/preload/tests/app/compute_barrier.c"
 fi
-# Issue 46's classes: an attributed trace, a trace under another format's name, a one-row CSV,
+# The input classes of docs/RELIABILITY.md: an attributed trace, a trace under another format's name, a one-row CSV,
 # a platform trace of other work, and two small file systems (a 1 MiB one, and a full one).
 ATTR=1
 timeout 60 "$JC" --attribute --cpus 0 -d 1s --force -o "$F/attr.jtr" >/dev/null 2>&1 || ATTR=0
@@ -632,7 +632,7 @@ preload 1 'JITTER_STATS_DIR|statsfile' JITTER_TRACE="$F/long.jtr" JITTER_STATS_D
 mpi_group "libjitter_preload.so: a trace with 0 detours"
 preload 1 'no records: nothing to replay' JITTER_TRACE="$F/zero.jtr"
 
-# ==== issue 46's classes: each through its one mechanism (docs/RELIABILITY.md, by class) =====
+# ==== the input classes: each through its one mechanism (docs/RELIABILITY.md, by class) =====
 group "class O, outputs before the work: another format's name (perfetto -o p.jtr, profile goal -o x.csv, whatif --csv w.json)"
 expect 2 'name ends in .jtr; name it .json' -- "$JT" perfetto "$F/good.jtr" -o p.jtr
 expect 1 'name ends in .csv; name it .goal' -- "$RB" profile goal "$F/nope.json" --ranks 4 -o x.csv

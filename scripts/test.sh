@@ -83,10 +83,12 @@ finish() {
 trap finish EXIT
 
 # Every step has a time limit (scripts/setup.sh `jb_step`; JB_STEP_TIMEOUT_SCALE=2 doubles all).
-# The house's rules, before anything is built: file and function length, import circles
-# (ARCHITECTURE.md, "Conventions"), and docs that name every module and link what exists.
+# The house's rules, before anything is built: file and function length, import circles, no
+# lab notebook in sources (ARCHITECTURE.md, "Where to add"), `pub` only for what another crate
+# uses, and docs that name every module and link what exists.
 jb_say "structure and docs"
 jb_step "check-structure" 120 python3 scripts/check-structure.py
+jb_step "check-pub" 120 python3 scripts/check-pub.py
 jb_step "check-docs" 120 bash scripts/check-docs.sh
 
 jb_say "building the workspace and its tests"

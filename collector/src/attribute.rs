@@ -28,7 +28,7 @@ pub struct TimedEvent {
 
 /// Converts events stamped in counter ticks to the trace's ns (`to_ns`), turns each NMI into an
 /// entry/exit pair, and orders them by time (stable).
-pub fn to_timeline(events: &[Event], to_ns: impl Fn(u64) -> u64) -> Vec<TimedEvent> {
+pub(crate) fn to_timeline(events: &[Event], to_ns: impl Fn(u64) -> u64) -> Vec<TimedEvent> {
     let mut out = Vec::with_capacity(events.len());
     for e in events {
         let ns = to_ns(e.ts);
@@ -184,7 +184,7 @@ pub fn segments(
 /// Where a probe's full ring dropped detours (records' ns): the detours there are not in the
 /// trace, so a moment there cannot be checked against them.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Dropped {
+pub(crate) struct Dropped {
     /// (first start, last end) of each run of dropped detours, in time order.
     pub spans: Vec<(u64, u64)>,
     /// From here on drops were not located (their list was full).
@@ -206,7 +206,7 @@ impl Dropped {
 /// (an interrupt or fault begins while the probe runs) inside `[begin, end)` must fall inside a
 /// detour, give or take `slack_ns`; moments where the ring dropped detours (`dropped`) are not
 /// checked. Returns (moments checked, moments outside every detour).
-pub fn misaligned(
+pub(crate) fn misaligned(
     records: &[Record],
     timeline: &Timeline,
     begin: u64,

@@ -4,9 +4,11 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-/// Which hardware or OS counter `read_counter` uses on this build.
+/// Which hardware or OS counter `read_counter` uses on this build (each build constructs one
+/// variant: the others name what other architectures use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CounterSource {
+#[allow(dead_code)]
+pub(crate) enum CounterSource {
     /// x86_64 time-stamp counter (`rdtsc`).
     Tsc,
     /// aarch64 virtual counter (`cntvct_el0`).
@@ -89,7 +91,7 @@ pub fn read_counter_ordered() -> u64 {
 }
 
 /// `clock_gettime(CLOCK_MONOTONIC_RAW)` in ns.
-pub fn monotonic_raw_ns() -> u64 {
+pub(crate) fn monotonic_raw_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -131,11 +133,11 @@ pub enum ClockError {
 /// that [`Clock::choose`] refuses, as a share: 0.5 %, the rule the kernel's `tsc_freq_khz`
 /// is held to, unless the measurement's own uncertainty (its two endpoints' reading widths
 /// over the ticks between them, plus 1 ns of CLOCK_MONOTONIC_RAW per endpoint) is larger.
-pub const GIVEN_FREQUENCY_TOLERANCE: f64 = 0.005;
+pub(crate) const GIVEN_FREQUENCY_TOLERANCE: f64 = 0.005;
 
 /// What the kernel says about the TSC (from `/proc/cpuinfo` flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TscFlags {
+pub(crate) struct TscFlags {
     /// The TSC ticks at a constant rate regardless of frequency scaling.
     pub constant: bool,
     /// The TSC keeps ticking in deep C-states.
@@ -143,7 +145,7 @@ pub struct TscFlags {
 }
 
 /// Reads the `constant_tsc` and `nonstop_tsc` flags; `None` where not applicable or unreadable.
-pub fn tsc_flags() -> Option<TscFlags> {
+pub(crate) fn tsc_flags() -> Option<TscFlags> {
     if CounterSource::current() != CounterSource::Tsc {
         return None;
     }
@@ -157,7 +159,7 @@ pub fn tsc_flags() -> Option<TscFlags> {
 }
 
 /// The kernel's own TSC frequency (`/sys/devices/system/cpu/cpu0/tsc_freq_khz`), when exposed.
-pub fn kernel_tsc_khz() -> Option<u64> {
+pub(crate) fn kernel_tsc_khz() -> Option<u64> {
     std::fs::read_to_string("/sys/devices/system/cpu/cpu0/tsc_freq_khz")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -198,6 +200,15 @@ pub struct Clock {
 
 impl Clock {
     /// A clock with a known frequency in kHz.
+    ///
+    /// ```
+    /// use jitter_collect::clock::{Clock, FrequencySource};
+    ///
+    /// let clock = Clock::from_khz(2_000_000, FrequencySource::Given)?; // a 2 GHz counter
+    /// assert_eq!(clock.ticks_to_ns(3_000), 1_500);
+    /// assert_eq!(clock.ns_to_ticks(1_500), 3_000);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn from_khz(khz: u64, source: FrequencySource) -> Result<Self, ClockError> {
         if khz == 0 || khz > 100_000_000 {
             return Err(ClockError::BadFrequency(khz));

@@ -136,14 +136,14 @@ impl Default for Config {
 
 /// The largest ring per CPU, entries: 1 GiB of 16-byte entries, all touched before the
 /// probes start (the default 2^16 holds over 6 s of a 10 kHz noise source between drains).
-pub const MAX_RING: usize = 1 << 26;
+pub(crate) const MAX_RING: usize = 1 << 26;
 
 /// The most back-to-back reads that profile the counter: 2^28, seconds at tens of ns each.
-pub const MAX_PROFILE_READS: usize = 1 << 28;
+pub(crate) const MAX_PROFILE_READS: usize = 1 << 28;
 
 /// The longest drain period: a day, the limit of every duration option (a longer one
 /// overflowed the writer's clock arithmetic).
-pub const MAX_DRAIN_PERIOD: Duration = Duration::from_secs(86_400);
+pub(crate) const MAX_DRAIN_PERIOD: Duration = Duration::from_secs(86_400);
 
 /// Refuses a configuration no collection can run with.
 pub(crate) fn check(config: &Config) -> Result<()> {

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use jitter_trace::summary::mean;
 use serde::Serialize;
 
-use crate::clock::{read_counter, Clock, CounterSource};
+use crate::clock::{read_counter, Clock};
 use crate::probe;
 
 /// Default number of back-to-back reads used to profile the counter (≥ 10⁶).
@@ -21,11 +21,11 @@ pub const DEFAULT_THRESHOLD_FACTOR: u64 = 10;
 
 /// The loop period leaves out back-to-back differences longer than this many times their 90th
 /// percentile (or the resolution, if larger): those are disturbances, not the loop.
-pub const LOOP_TRIM_FACTOR: u64 = 4;
+pub(crate) const LOOP_TRIM_FACTOR: u64 = 4;
 
 /// The threshold is never below this many resolution steps: a quantised reading is off by up to
 /// one step at each end, so a shorter gap cannot be told from an undisturbed iteration.
-pub const RESOLUTION_FLOOR_STEPS: u64 = 4;
+pub(crate) const RESOLUTION_FLOOR_STEPS: u64 = 4;
 
 /// Differences below this many ticks are histogrammed exactly.
 const HISTOGRAM_TICKS: usize = 1 << 14;
@@ -56,7 +56,7 @@ impl CounterProfile {
 
     /// Profiles any counter, given as a closure returning successive readings.
     #[inline(never)]
-    pub fn measure_with(mut read: impl FnMut() -> u64, reads: usize) -> Self {
+    pub(crate) fn measure_with(mut read: impl FnMut() -> u64, reads: usize) -> Self {
         let reads = reads.max(2);
         let mut histogram = vec![0u64; HISTOGRAM_TICKS];
         let mut beyond = 0u64;
@@ -104,7 +104,7 @@ impl CounterProfile {
     }
 
     /// Lowest threshold this counter supports, ticks: `RESOLUTION_FLOOR_STEPS` steps.
-    pub fn floor_ticks(&self) -> u64 {
+    pub(crate) fn floor_ticks(&self) -> u64 {
         RESOLUTION_FLOOR_STEPS.saturating_mul(self.resolution_ticks.max(1))
     }
 
@@ -120,7 +120,7 @@ impl CounterProfile {
     }
 
     /// Why an absolute threshold of `ticks` cannot tell detours from loop iterations, if so.
-    pub fn refuse_threshold(&self, ticks: u64, clock: &Clock) -> Option<String> {
+    pub(crate) fn refuse_threshold(&self, ticks: u64, clock: &Clock) -> Option<String> {
         let loop_bound = (2.0 * self.loop_ticks).ceil() as u64;
         let lowest = self.floor_ticks().max(loop_bound);
         (ticks < lowest).then(|| {
@@ -191,43 +191,6 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-/// The counter a collection or a replay uses: its source, frequency and profile on this machine.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Timebase {
-    /// Where readings come from.
-    pub source: CounterSource,
-    /// Frequency and tick/ns conversion.
-    pub clock: Clock,
-    /// Resolution and loop period.
-    pub profile: CounterProfile,
-}
-
-impl Timebase {
-    /// Profiles the counter on the calling thread with `clock`'s frequency.
-    pub fn measure(clock: Clock, reads: usize) -> Self {
-        Timebase {
-            source: CounterSource::current(),
-            clock,
-            profile: CounterProfile::measure(reads),
-        }
-    }
-
-    /// t_min, ns.
-    pub fn t_min_ns(&self) -> f64 {
-        self.clock.ticks_to_ns_f64(1) * self.profile.loop_ticks
-    }
-
-    /// Resolution, ns.
-    pub fn resolution_ns(&self) -> f64 {
-        self.clock.ticks_to_ns_f64(self.profile.resolution_ticks)
-    }
-
-    /// Default detour threshold (k = 10), ticks.
-    pub fn default_threshold(&self) -> u64 {
-        self.profile.threshold_ticks(DEFAULT_THRESHOLD_FACTOR)
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod sim {
     //! Simulated counters: a true clock in ns advanced by each read's cost (and by planted
@@ -235,7 +198,7 @@ pub(crate) mod sim {
 
     /// An interruption plan for a simulated counter.
     #[derive(Debug, Clone, Copy)]
-    pub enum Gaps {
+    pub(crate) enum Gaps {
         /// No interruptions.
         None,
         /// A gap of `ns` before every `every`-th read.
@@ -260,8 +223,8 @@ pub(crate) mod sim {
         pub costs_ns: &'static [f64],
     }
 
-    /// Intel Xeon: 2.6 GHz TSC advancing every tick, ~9 ns reads.
-    pub const INTEL: Kind = Kind {
+    /// Intel: a 2.6 GHz TSC advancing every tick, ~9 ns reads.
+    pub(crate) const INTEL: Kind = Kind {
         name: "intel-tsc",
         tick_ns: 1.0 / 2.6,
         step: 1,
@@ -269,7 +232,7 @@ pub(crate) mod sim {
         costs_ns: &[8.4, 9.1, 8.8, 9.6, 8.5],
     };
     /// AMD Zen: 2.6 GHz TSC read in 26-tick steps, never the same value twice.
-    pub const AMD: Kind = Kind {
+    pub(crate) const AMD: Kind = Kind {
         name: "amd-zen-tsc",
         tick_ns: 1.0 / 2.6,
         step: 26,
@@ -277,7 +240,7 @@ pub(crate) mod sim {
         costs_ns: &[9.2, 10.9, 11.3, 10.7],
     };
     /// aarch64 cntvct_el0 at 1 GHz.
-    pub const ARM_1GHZ: Kind = Kind {
+    pub(crate) const ARM_1GHZ: Kind = Kind {
         name: "aarch64-1ghz",
         tick_ns: 1.0,
         step: 1,
@@ -285,7 +248,7 @@ pub(crate) mod sim {
         costs_ns: &[7.2, 7.5, 7.1, 7.6],
     };
     /// aarch64 cntvct_el0 at 25 MHz (40 ns ticks: most differences are 0).
-    pub const ARM_25MHZ: Kind = Kind {
+    pub(crate) const ARM_25MHZ: Kind = Kind {
         name: "aarch64-25mhz",
         tick_ns: 40.0,
         step: 1,
@@ -293,7 +256,7 @@ pub(crate) mod sim {
         costs_ns: &[9.7, 10.4, 10.1, 9.9],
     };
     /// clock_gettime(CLOCK_MONOTONIC_RAW) through the vDSO: ns, ~25 ns a read.
-    pub const CLOCK_GETTIME: Kind = Kind {
+    pub(crate) const CLOCK_GETTIME: Kind = Kind {
         name: "clock_gettime",
         tick_ns: 1.0,
         step: 1,
@@ -306,7 +269,7 @@ pub(crate) mod sim {
 
     /// A simulated counter with its interruption log.
     #[derive(Debug, Clone)]
-    pub struct SimCounter {
+    pub(crate) struct SimCounter {
         kind: Kind,
         costs: Vec<f64>,
         gaps: Gaps,
@@ -338,7 +301,7 @@ pub(crate) mod sim {
         }
 
         /// A counter like `kind` but with its own read costs, ns (cycled through).
-        pub fn with_costs(kind: Kind, costs: Vec<f64>, gaps: Gaps) -> Self {
+        pub(crate) fn with_costs(kind: Kind, costs: Vec<f64>, gaps: Gaps) -> Self {
             SimCounter {
                 costs,
                 ..SimCounter::new(kind, gaps)
@@ -346,12 +309,12 @@ pub(crate) mod sim {
         }
 
         /// The counter's ticks per ns.
-        pub fn ticks_per_ns(&self) -> f64 {
+        pub(crate) fn ticks_per_ns(&self) -> f64 {
             1.0 / self.kind.tick_ns
         }
 
         /// The mean read cost, ns.
-        pub fn mean_cost_ns(&self) -> f64 {
+        pub(crate) fn mean_cost_ns(&self) -> f64 {
             jitter_trace::summary::mean(&self.costs).unwrap_or(f64::NAN)
         }
 

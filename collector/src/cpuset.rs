@@ -123,14 +123,14 @@ pub fn online_cpus() -> Result<CpuList> {
 }
 
 /// CPUs present in the machine, online or not (`/sys/devices/system/cpu/present`).
-pub fn present_cpus() -> Result<CpuList> {
+pub(crate) fn present_cpus() -> Result<CpuList> {
     let path = "/sys/devices/system/cpu/present";
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
     CpuList::parse(&text).with_context(|| format!("cannot parse {path}"))
 }
 
 /// CPUs the calling thread may run on (its affinity mask).
-pub fn affinity() -> Result<CpuList> {
+pub(crate) fn affinity() -> Result<CpuList> {
     let set = sched_getaffinity(Pid::from_raw(0)).context("cannot read the CPU affinity mask")?;
     let ids = (0..CpuSet::count() as u32)
         .filter(|&c| set.is_set(c as usize).unwrap_or(false))
@@ -167,7 +167,7 @@ pub fn select(requested: Option<&CpuList>) -> Result<CpuList> {
 }
 
 /// `select` against given online, present and affinity sets (testable).
-pub fn select_from(
+pub(crate) fn select_from(
     requested: Option<&CpuList>,
     online: &CpuList,
     present: &CpuList,

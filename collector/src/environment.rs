@@ -10,7 +10,7 @@ use nix::unistd::{sysconf, SysconfVar};
 
 /// Static facts about the machine, read once at collection start.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Machine {
+pub(crate) struct Machine {
     /// Host name.
     pub host: String,
     /// Kernel release (`uname -r`).
@@ -28,7 +28,7 @@ fn read_trim(path: &str) -> Option<String> {
 }
 
 /// Reads the machine facts (missing files give "unknown", never an error).
-pub fn machine() -> Machine {
+pub(crate) fn machine() -> Machine {
     let host = read_trim("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown".into());
     let kernel_release =
         read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into());
@@ -90,7 +90,7 @@ pub fn machine() -> Machine {
 }
 
 /// Whether `/proc/cpuinfo` text shows the `hypervisor` flag (a virtual machine).
-pub fn runs_under_hypervisor(cpuinfo: &str) -> bool {
+pub(crate) fn runs_under_hypervisor(cpuinfo: &str) -> bool {
     cpuinfo
         .lines()
         .find(|l| l.starts_with("flags"))
@@ -107,7 +107,7 @@ pub fn user_hz() -> Option<u64> {
 }
 
 /// The value of `key=...` on a kernel command line (`Some("")` for a bare flag).
-pub fn cmdline_value(cmdline: &str, key: &str) -> Option<String> {
+pub(crate) fn cmdline_value(cmdline: &str, key: &str) -> Option<String> {
     cmdline
         .split_whitespace()
         .find_map(|w| match w.split_once('=') {
@@ -147,7 +147,7 @@ fn governors() -> String {
 
 /// Per-CPU counters read at one instant: hardware interrupts, softirqs by kind, steal time.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct IrqSnapshot {
+pub(crate) struct IrqSnapshot {
     /// `/proc/interrupts`: line name → per-CPU counts (index = CPU id).
     pub interrupts: BTreeMap<String, Vec<u64>>,
     /// `/proc/softirqs`: kind → per-CPU counts.
@@ -159,7 +159,7 @@ pub struct IrqSnapshot {
 }
 
 /// Parses a `/proc/interrupts`- or `/proc/softirqs`-style table into name → per-CPU counts.
-pub fn parse_per_cpu_table(text: &str) -> BTreeMap<String, Vec<u64>> {
+pub(crate) fn parse_per_cpu_table(text: &str) -> BTreeMap<String, Vec<u64>> {
     let mut lines = text.lines();
     let Some(head) = lines.next() else {
         return BTreeMap::new();
@@ -193,7 +193,7 @@ pub fn parse_per_cpu_table(text: &str) -> BTreeMap<String, Vec<u64>> {
 }
 
 /// Parses per-CPU steal time (8th value of each `cpuN` line) from `/proc/stat`.
-pub fn parse_steal(text: &str) -> BTreeMap<u32, u64> {
+pub(crate) fn parse_steal(text: &str) -> BTreeMap<u32, u64> {
     text.lines()
         .filter_map(|l| {
             let mut w = l.split_whitespace();
@@ -218,7 +218,7 @@ impl IrqSnapshot {
 
     /// The steal time of each of `cpus` between `self` and `later` that both snapshots have,
     /// in ticks of 1 s / USER_HZ (none where USER_HZ is unknown).
-    pub fn steal_of(&self, later: &IrqSnapshot, cpus: &[u32]) -> BTreeMap<u32, Steal> {
+    pub(crate) fn steal_of(&self, later: &IrqSnapshot, cpus: &[u32]) -> BTreeMap<u32, Steal> {
         let Some(tick_ns) = user_hz().map(|hz| 1_000_000_000 / hz) else {
             return BTreeMap::new();
         };
@@ -229,7 +229,7 @@ impl IrqSnapshot {
 
     /// The steal time of `cpu` between `self` and `later`, ticks of `tick_ns` (`None` when a
     /// snapshot lacks the CPU or its time).
-    pub fn steal_since(&self, later: &IrqSnapshot, cpu: u32, tick_ns: u64) -> Option<Steal> {
+    pub(crate) fn steal_since(&self, later: &IrqSnapshot, cpu: u32, tick_ns: u64) -> Option<Steal> {
         let (before, after) = (self.steal.get(&cpu)?, later.steal.get(&cpu)?);
         let window = later.taken?.checked_duration_since(self.taken?)?;
         Some(Steal {
@@ -242,7 +242,11 @@ impl IrqSnapshot {
     /// Per-CPU deltas `later − self` for `cpus`, as notes: one JSON object per key
     /// (`interrupts`, `softirqs`: `{cpu: {name: delta}}` without zero entries; `steal_ticks`:
     /// `{cpu: ticks}`), and `user_hz`, the ticks per second (when sysconf says).
-    pub fn delta_notes(&self, later: &IrqSnapshot, cpus: &[u32]) -> BTreeMap<String, String> {
+    pub(crate) fn delta_notes(
+        &self,
+        later: &IrqSnapshot,
+        cpus: &[u32],
+    ) -> BTreeMap<String, String> {
         let table = |a: &BTreeMap<String, Vec<u64>>, b: &BTreeMap<String, Vec<u64>>| {
             let mut per_cpu = serde_json::Map::new();
             for &cpu in cpus {
@@ -287,7 +291,7 @@ impl IrqSnapshot {
     }
 
     /// Total interrupts + softirqs of `cpu` between `self` and `later`.
-    pub fn total_delta(&self, later: &IrqSnapshot, cpu: u32) -> (u64, u64) {
+    pub(crate) fn total_delta(&self, later: &IrqSnapshot, cpu: u32) -> (u64, u64) {
         let sum = |a: &BTreeMap<String, Vec<u64>>, b: &BTreeMap<String, Vec<u64>>| {
             b.iter()
                 .map(|(n, v)| {

@@ -87,7 +87,7 @@ macro_rules! refuse {
 pub(crate) use refuse;
 
 /// An error that becomes a [`CollectError`] once told what was being done.
-pub trait Wrap {
+pub(crate) trait Wrap {
     /// This error inside `context`.
     fn wrap(self, context: String) -> CollectError;
 }
@@ -160,7 +160,7 @@ impl<T, E: Wrap> Context<T> for std::result::Result<T, E> {
 
 impl CollectError {
     /// The last OS error (`errno`) with what was being done.
-    pub fn last_os(context: impl Into<String>) -> Self {
+    pub(crate) fn last_os(context: impl Into<String>) -> Self {
         std::io::Error::last_os_error().wrap(context.into())
     }
 

@@ -60,7 +60,7 @@ impl Quantum {
 
 /// End of the quantum containing `t`, on the grid `origin + k·quantum`.
 #[inline(always)]
-pub fn quantum_end(t: u64, origin: u64, quantum: u64) -> u64 {
+pub(crate) fn quantum_end(t: u64, origin: u64, quantum: u64) -> u64 {
     origin + ((t.saturating_sub(origin)) / quantum + 1) * quantum
 }
 
@@ -100,7 +100,7 @@ where
 }
 
 /// The most work units an undisturbed quantum holds, measured over `quanta` quanta.
-pub fn full_count(quantum: u64, quanta: u64) -> u64 {
+pub(crate) fn full_count(quantum: u64, quanta: u64) -> u64 {
     let stop = AtomicBool::new(false);
     let origin = read_counter();
     let mut best = 0u64;
@@ -164,7 +164,7 @@ impl FtqConverter {
     }
 
     /// End of the quantum that begins at `start` (ticks).
-    pub fn quantum_end(&self, start: u64) -> u64 {
+    pub(crate) fn quantum_end(&self, start: u64) -> u64 {
         quantum_end(start, self.origin, self.quantum)
     }
 

@@ -40,6 +40,4 @@ pub mod watchdog;
 pub mod writer;
 
 pub use error::CollectError;
-pub use session::{
-    collect, collect_with_stop, Config, Mode, SchedPolicy, StopReason, Summary, Threshold,
-};
+pub use session::{collect, Config, Mode, SchedPolicy, StopReason, Summary, Threshold};

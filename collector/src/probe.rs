@@ -52,7 +52,7 @@ where
 
 /// The detour loop of `run` on any counter, given as a closure returning successive readings.
 #[inline(always)]
-pub fn run_on<R, F>(
+pub(crate) fn run_on<R, F>(
     mut read: R,
     threshold: u64,
     deadline: u64,

@@ -4,7 +4,7 @@ use rtrb::{Consumer, Producer, RingBuffer};
 
 /// One entry a probe hands over: two counter readings (detour mode: start and end of a gap;
 /// FTQ mode: quantum start and work count).
-pub type Entry = [u64; 2];
+pub(crate) type Entry = [u64; 2];
 
 /// The probe's end of a ring: pushes never block; on overflow the loss is counted and where it
 /// happened is kept ([`LostSpans`]).
@@ -22,7 +22,7 @@ pub struct RingProducer {
 /// start to the last one's end, one span per run of drops. At most [`LOST_SPANS`] are kept;
 /// from the first run beyond them on, `untracked_from` says where the record ends.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LostSpans {
+pub(crate) struct LostSpans {
     /// [first start, last end] of each run of dropped entries, in time order.
     pub spans: Vec<Entry>,
     /// Start of the first run of drops not in `spans` (the list was full).
@@ -30,7 +30,7 @@ pub struct LostSpans {
 }
 
 /// Runs of dropped entries a ring keeps the span of (allocated with the ring).
-pub const LOST_SPANS: usize = 4096;
+pub(crate) const LOST_SPANS: usize = 4096;
 
 /// The writer's end of a ring.
 #[derive(Debug)]
@@ -94,7 +94,7 @@ impl RingProducer {
     }
 
     /// Where entries were dropped (taken out of the producer).
-    pub fn take_lost_spans(&mut self) -> LostSpans {
+    pub(crate) fn take_lost_spans(&mut self) -> LostSpans {
         std::mem::take(&mut self.spans)
     }
 
@@ -104,7 +104,7 @@ impl RingProducer {
     }
 
     /// Sum of the `lost_ticks` of the dropped entries.
-    pub fn lost_ticks(&self) -> u64 {
+    pub(crate) fn lost_ticks(&self) -> u64 {
         self.lost_ticks
     }
 }
@@ -128,7 +128,8 @@ impl RingConsumer {
     }
 
     /// Whether the probe has finished (its producer is gone).
-    pub fn is_abandoned(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_abandoned(&self) -> bool {
         self.inner.is_abandoned()
     }
 

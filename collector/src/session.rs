@@ -37,7 +37,8 @@ use crate::watchdog::Watchdog;
 use crate::writer::{Decoder, Writer, WriterSetup};
 
 use crate::config::{check, check_sched};
-pub use crate::config::{Config, Mode, SchedPolicy, Threshold, MAX_PROFILE_READS, MAX_RING};
+pub use crate::config::{Config, Mode, SchedPolicy, Threshold};
+
 use crate::guard::{ignore_sigxfsz, MemoryLock, SignalGuard};
 use crate::header::{header_environment, tsc_warning};
 use crate::sidecar::{attribute_trace, Collected};
@@ -124,6 +125,26 @@ pub const WATCHDOG_MARGIN: Duration = Duration::from_secs(2);
 
 /// Runs one collection as configured: probes every selected CPU, streams the detours to
 /// `config.output`, writes the end chunk, and returns the per-CPU table.
+///
+/// ```
+/// use std::time::Duration;
+/// use jitter_collect::cpuset::CpuList;
+/// use jitter_collect::{collect, Config};
+///
+/// let dir = tempfile::tempdir()?;
+/// let config = Config {
+///     cpus: Some(CpuList::parse("0")?),
+///     duration: Some(Duration::from_millis(20)),
+///     output: dir.path().join("node.jtr"),
+///     handle_signals: false,
+///     ..Config::default()
+/// };
+/// let summary = collect(&config)?;
+/// assert_eq!(summary.rows.len(), 1);
+/// let trace = jitter_trace::load::read_trace(&summary.trace)?.trace;
+/// assert_eq!(trace.streams.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn collect(config: &Config) -> Result<Summary> {
     collect_with_stop(config, Arc::new(AtomicBool::new(false)))
 }
@@ -133,7 +154,7 @@ pub fn collect(config: &Config) -> Result<Summary> {
 /// The steps: [`check`] the configuration, [`Prepared::prepare`] what the probes need,
 /// [`Prepared::start`] the probes and the writer, [`Running::drain`] them, and
 /// [`Drained::finish`] the trace and its summary.
-pub fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summary> {
+pub(crate) fn collect_with_stop(config: &Config, stop: Arc<AtomicBool>) -> Result<Summary> {
     check(config)?;
     Prepared::prepare(config, stop)?.start()?.drain()?.finish()
 }

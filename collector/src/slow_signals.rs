@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::clock::{read_counter, spin_until, Clock};
 
 /// The variable that sets the added cost, whole µs (0 to [`MAX_ADDED_US`]).
-pub const VAR: &str = "JB_SIMULATED_SIGNAL_US";
+pub(crate) const VAR: &str = "JB_SIMULATED_SIGNAL_US";
 
 /// The largest added cost, µs: a host whose SIGALRM costs milliseconds is not one to replay on.
-pub const MAX_ADDED_US: u64 = 1_000;
+pub(crate) const MAX_ADDED_US: u64 = 1_000;
 
 /// Counter ticks each handler spins before its work (0: none).
 static ADDED_TICKS: AtomicU64 = AtomicU64::new(0);

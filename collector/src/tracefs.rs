@@ -16,10 +16,10 @@ use crate::cpuset::CpuList;
 use crate::error::{refuse, CollectError, Context, Result};
 
 /// Where tracefs is mounted (and mounted by `--attribute` when empty).
-pub const TRACEFS: &str = "/sys/kernel/tracing";
+pub(crate) const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Prefix of this tool's instance names; the process id follows.
-pub const INSTANCE_PREFIX: &str = "jitterbench-";
+pub(crate) const INSTANCE_PREFIX: &str = "jitterbench-";
 
 /// The trace clock of an instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ impl TraceClock {
 
 /// A (counter tick, CLOCK_MONOTONIC ns) pair read together: the best of 8 by the width of the
 /// counter readings around the clock read.
-pub fn mono_pair() -> (u64, u64) {
+pub(crate) fn mono_pair() -> (u64, u64) {
     let mut best = (u64::MAX, 0, 0);
     for _ in 0..8 {
         let a = crate::clock::read_counter_ordered();
@@ -68,7 +68,7 @@ fn mono_ns() -> u64 {
 
 /// How the timestamps of an instance become counter ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToTicks {
+pub(crate) enum ToTicks {
     /// They are ticks.
     Identity,
     /// Linear between two (tick, mono ns) pairs.
@@ -99,7 +99,7 @@ impl ToTicks {
 }
 
 /// The events enabled when the kernel has them (`system/event`).
-pub const EVENTS: &[&str] = &[
+pub(crate) const EVENTS: &[&str] = &[
     "irq_vectors/local_timer_entry",
     "irq_vectors/local_timer_exit",
     "irq_vectors/call_function_entry",
@@ -143,7 +143,7 @@ const REQUIRED: &[&str] = &[
 /// Per-CPU ring buffer size for a run of `duration` (`None`: until a signal), KiB: 2 MiB per
 /// second (about 50 000 events/s of 40 B), at least 4 MiB, at most 256 MiB and a quarter of the
 /// available memory shared by `cpus` CPUs.
-pub fn buffer_kb(duration: Option<Duration>, cpus: usize) -> u64 {
+pub(crate) fn buffer_kb(duration: Option<Duration>, cpus: usize) -> u64 {
     let want = match duration {
         Some(d) => (d.as_secs_f64().ceil() as u64).saturating_mul(2048),
         None => 64 << 10,
@@ -161,7 +161,7 @@ pub fn buffer_kb(duration: Option<Duration>, cpus: usize) -> u64 {
 }
 
 /// The hex `tracing_cpumask` of a CPU list (32-bit groups, highest first, comma-separated).
-pub fn cpumask(cpus: &[u32]) -> String {
+pub(crate) fn cpumask(cpus: &[u32]) -> String {
     let top = cpus.iter().copied().max().unwrap_or(0) as usize;
     let mut words = vec![0u32; top / 32 + 1];
     for &c in cpus {
@@ -184,7 +184,7 @@ static LIVE: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Removes the live instance from a signal handler (the second SIGINT/SIGTERM, which exits at
 /// once): one rmdir(2), async-signal-safe; it fails harmlessly while a buffer is being read.
-pub fn remove_in_signal_handler() {
+pub(crate) fn remove_in_signal_handler() {
     let p = LIVE.load(Ordering::SeqCst);
     if !p.is_null() {
         // SAFETY: `p` came from CString::into_raw in `Instance::create` and is never freed;
@@ -225,7 +225,7 @@ fn pid_alive(pid: i32) -> bool {
 /// A private tracefs instance; tracing stops and the instance is removed on drop (and tracefs
 /// unmounted if this process mounted it).
 #[derive(Debug)]
-pub struct Instance {
+pub(crate) struct Instance {
     dir: PathBuf,
     mounted: bool,
     /// The trace clock in use.
@@ -406,11 +406,6 @@ impl Instance {
         Ok(())
     }
 
-    /// The instance directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Turns tracing on.
     pub fn start(&mut self) -> Result<()> {
         self.mono_start = Some(mono_pair());
@@ -425,7 +420,7 @@ impl Instance {
     }
 
     /// How this instance's timestamps become counter ticks (after `start` and `stop`).
-    pub fn to_ticks(&self) -> Result<ToTicks> {
+    pub(crate) fn to_ticks(&self) -> Result<ToTicks> {
         match (self.clock, self.mono_start, self.mono_end) {
             (TraceClock::X86Tsc, _, _) => Ok(ToTicks::Identity),
             (TraceClock::Mono, Some(start), Some(end)) if end.1 > start.1 => {
@@ -438,7 +433,7 @@ impl Instance {
     }
 
     /// The events of one CPU (time order) and how many the kernel lost (overrun + dropped).
-    pub fn read_cpu(&self, cpu: u32) -> Result<(Vec<Event>, u64)> {
+    pub(crate) fn read_cpu(&self, cpu: u32) -> Result<(Vec<Event>, u64)> {
         signals_deferred(|| self.read_cpu_now(cpu))
     }
 
@@ -554,7 +549,7 @@ pub enum EventKind {
 
 /// One parsed line of a tracefs text buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
+pub(crate) struct Event {
     /// Timestamp in trace-clock units (TSC ticks with `x86-tsc`).
     pub ts: u64,
     /// The task that was current (the line's `comm-pid` without the pid); `read_cpu` keeps it
@@ -587,7 +582,7 @@ fn comm_between<'a>(args: &'a str, key: &str, end: &str) -> Option<&'a str> {
 
 /// Parses one line of a tracefs text buffer (`comm-pid [cpu] flags ts: event: args`); `None`
 /// for comments and lines that are not events.
-pub fn parse_line(line: &str) -> Option<Event> {
+pub(crate) fn parse_line(line: &str) -> Option<Event> {
     if line.trim_start().starts_with('#') {
         return None;
     }

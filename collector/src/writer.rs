@@ -21,7 +21,7 @@ use crate::table::DetourHistogram;
 pub const SELF_SLACK_NS: u64 = 50_000;
 
 /// The columns of the FTQ series (`--ftq-csv`), in order.
-pub const FTQ_HEADER: [&str; 4] = ["cpu", "start_ns", "end_ns", "count"];
+pub(crate) const FTQ_HEADER: [&str; 4] = ["cpu", "start_ns", "end_ns", "count"];
 
 /// One quantum of the FTQ series: its CPU, start and end (ns from time 0) and the work count.
 #[derive(Debug, Clone, Copy, serde::Serialize)]
@@ -33,7 +33,7 @@ struct FtqRow {
 }
 
 /// Most writer activity windows kept for the end chunk (16 B each); later ones are counted only.
-pub const MAX_SELF_WINDOWS: usize = 1 << 18;
+pub(crate) const MAX_SELF_WINDOWS: usize = 1 << 18;
 
 /// A file sink that holds what the trace writer produces and hands it to the kernel in one
 /// `write` per flush; if that fails (disk full, file size limit) the file is cut back to the last
@@ -119,7 +119,7 @@ pub struct StreamState {
 
 impl StreamState {
     /// The undisturbed FTQ work count per quantum in use (FTQ mode).
-    pub fn ftq_full(&self) -> Option<u64> {
+    pub(crate) fn ftq_full(&self) -> Option<u64> {
         match &self.decoder {
             Decoder::Ftq(c) => Some(c.full()),
             Decoder::Detours => None,
@@ -270,7 +270,7 @@ impl Writer {
     }
 
     /// Drains all rings once, writes and flushes, and records the activity window.
-    pub fn drain_once(&mut self) -> Result<()> {
+    pub(crate) fn drain_once(&mut self) -> Result<()> {
         let start = self.now_ns();
         for i in 0..self.rings.len() {
             self.drain_stream(i)?;
@@ -375,7 +375,7 @@ impl Writer {
     }
 
     /// Emits the FTQ converters' last pending detours (after the final drain).
-    pub fn finish_streams(&mut self) -> Result<()> {
+    pub(crate) fn finish_streams(&mut self) -> Result<()> {
         for i in 0..self.streams.len() {
             let (clock, origin) = (self.clock, self.origin);
             let st = &mut self.streams[i];

@@ -64,7 +64,7 @@ impl Boundary {
 
     /// Replay time at counter value `tick`, ns.
     #[inline]
-    pub fn ns_at(&self, tick: u64) -> u64 {
+    pub(crate) fn ns_at(&self, tick: u64) -> u64 {
         self.clock.ticks_to_ns(tick.wrapping_sub(self.origin))
     }
 

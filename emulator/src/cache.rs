@@ -125,7 +125,7 @@ pub fn file_name_part(s: &str) -> String {
 
 /// Whether to reuse a cached calibration or measure a new one, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// The cached calibration holds.
     Reuse,
     /// Measure: the reason, for the user.
@@ -133,7 +133,7 @@ pub enum Decision {
 }
 
 /// Reuse `cached` (its key) on `now` unless missing, stale or `recalibrate`.
-pub fn decide(cached: Option<&MachineKey>, now: &MachineKey, recalibrate: bool) -> Decision {
+pub(crate) fn decide(cached: Option<&MachineKey>, now: &MachineKey, recalibrate: bool) -> Decision {
     match cached {
         _ if recalibrate => Decision::Measure("--recalibrate asked for it".into()),
         None => Decision::Measure("no calibration cached for this machine".into()),

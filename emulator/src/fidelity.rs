@@ -106,7 +106,7 @@ pub struct Baseline {
 
 impl Baseline {
     /// Noise ratio of the detours no longer than `cut_ns` (all without a cut).
-    pub fn noise_ratio_up_to(&self, cut_ns: Option<u64>) -> f64 {
+    pub(crate) fn noise_ratio_up_to(&self, cut_ns: Option<u64>) -> f64 {
         match cut_ns {
             Some(cut) if self.duration_ns > 0 => {
                 let t: u64 = self.runs_ns.iter().filter(|&&r| r <= cut).sum();
@@ -119,7 +119,7 @@ impl Baseline {
 
 /// One row of the fidelity table: one scale and one timer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FidelityRow {
+pub(crate) struct FidelityRow {
     /// Scale factor S.
     pub scale: f64,
     /// Timer.
@@ -163,7 +163,7 @@ pub struct FidelityRow {
 
 /// The fidelity report: calibration in force, baseline, rows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FidelityReport {
+pub(crate) struct FidelityReport {
     /// Calibration used.
     pub calibration: Calibration,
     /// Replay time per row, ns.
@@ -237,7 +237,7 @@ pub fn above(s: &Stream, floor_ns: f64) -> Result<Stream> {
 
 /// Errors of the injected durations: seen − intended, replay ns.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct DurationErrors {
+pub(crate) struct DurationErrors {
     /// Signed median over injections alone in their detour.
     pub median_ns: f64,
     /// 90th percentile of |error|.
@@ -294,7 +294,7 @@ pub fn baseline(clock: &Clock, threshold: u64, duration_ns: u64) -> Baseline {
 
 /// How the application-side probe runs: counter clock, threshold (ticks), replay time (ns).
 #[derive(Debug, Clone, Copy)]
-pub struct ProbeSetup {
+pub(crate) struct ProbeSetup {
     /// Counter clock.
     pub clock: Clock,
     /// Detour threshold, ticks.

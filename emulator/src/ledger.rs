@@ -31,7 +31,7 @@ use crate::plan::{Cursor, Injection, PlanStats};
 
 /// Where a detour was paid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Paid {
+pub(crate) enum Paid {
     /// At the entry of a call, for the stretch the rank computed since the last call: every
     /// detour due strictly before `now`, in full from `now`.
     Boundary,
@@ -62,7 +62,7 @@ pub enum Paid {
 
 /// One payment: spin from `start_ns` to `end_ns` (replay ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Payment {
+pub(crate) struct Payment {
     /// The injection's due time.
     pub due_ns: u64,
     /// When the payment starts: the `now` it was taken at, or for a detour paid inside a
@@ -282,7 +282,7 @@ fn share(paid: u64, missed: u64) -> f64 {
 /// has built past the limit stays finished, also across a resync, so when it is asked decides
 /// what a replay near its end still injects.
 #[derive(Debug, Clone)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     cursor: Cursor,
     /// The next injection, once asked for (`fetched`); `None` then: the replay is finished.
     pending: Option<Injection>,
@@ -318,14 +318,14 @@ impl Ledger {
     }
 
     /// When the next unpaid injection is due, replay ns (`u64::MAX`: none, paused or finished).
-    #[inline]
-    pub fn next_due_ns(&mut self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn next_due_ns(&mut self) -> u64 {
         self.peek().map_or(u64::MAX, |p| p.due_ns)
     }
 
     /// The due time of the next injection if it was asked for already (`Some(u64::MAX)`: none
     /// left), `None` if not: what a driver may cache without changing when the cursor is asked.
-    pub fn known_due_ns(&self) -> Option<u64> {
+    pub(crate) fn known_due_ns(&self) -> Option<u64> {
         if self.paused {
             Some(u64::MAX)
         } else if self.fetched {
@@ -400,7 +400,7 @@ impl Ledger {
     /// end of each payment; the walk never leaves one (its exit follows every detour due before
     /// it), so asking costs it nothing: the next injection is looked up on a copy of the cursor
     /// and fetched only when it is overdue.
-    pub fn overdue(&mut self, at_ns: u64) -> Option<Payment> {
+    pub(crate) fn overdue(&mut self, at_ns: u64) -> Option<Payment> {
         if self.paused {
             return None;
         }
@@ -470,7 +470,8 @@ impl Ledger {
     }
 
     /// Whether the ledger is paused.
-    pub fn paused(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn paused(&self) -> bool {
         self.paused
     }
 

@@ -33,10 +33,9 @@ pub use calibration::{Calibration, Spread};
 pub use injector::{
     Emulator, EmulatorError, Handle, InjectorConfig, InjectorStats, LoggedInjection, ReplayPosition,
 };
-pub use ledger::{Ledger, LedgerStats, Paid, PhaseShares};
-pub use plan::{
-    Cursor, Injection, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind,
-};
+pub use ledger::{LedgerStats, PhaseShares};
+
+pub use plan::{Cursor, OverheadByGap, Plan, PlanError, PlanOptions, PlanStats, TimerKind};
 pub use setup::{
     Fraction, InjectionChoice, InjectionCost, InjectionMode, Overrides, ReplaySetup, Scale,
     SetupOverrides,

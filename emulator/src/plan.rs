@@ -83,7 +83,7 @@ pub const MAX_SCALE: f64 = jitter_trace::stats::MAX_SCALE;
 pub const MAX_DETOUR_NS: u64 = 10_000_000_000;
 
 /// Most points an [`OverheadByGap`] holds.
-pub const OVERHEAD_POINTS: usize = 8;
+pub(crate) const OVERHEAD_POINTS: usize = 8;
 
 /// O after a gap: points (gap since the previous injection's end, O), both ns, sorted by gap;
 /// linear in log(gap) between points, the end point's value beyond them. Fixed size, so that
@@ -206,7 +206,7 @@ pub fn check_scale(s: f64) -> Result<f64, PlanError> {
 }
 
 /// `f` when it is a usable fraction f of a stream: in (0, 1].
-pub fn check_fraction(f: f64) -> Result<f64, PlanError> {
+pub(crate) fn check_fraction(f: f64) -> Result<f64, PlanError> {
     if f > 0.0 && f <= 1.0 {
         Ok(f)
     } else {
@@ -375,6 +375,20 @@ impl Plan {
 
     /// Prepares stream `index` of `trace` over the trace's common window, so that all streams of
     /// one node share one timeline (per-core traces are replayed as a group).
+    ///
+    /// ```
+    /// use jitter_emulator::{Plan, PlanOptions};
+    /// use jitter_trace::synth::synthesize;
+    ///
+    /// // 120 µs every 4 ms; the ideal options (S = 1, O = L = 0) replay it as it was collected.
+    /// let trace = synthesize(&"periodic:period=4ms,dur=120us".parse()?, 1, 1_000_000_000, 3)?;
+    /// let plan = Plan::from_trace(&trace, 0, PlanOptions::ideal())?;
+    /// let next: Vec<_> = plan.cursor(0).take(3).collect();
+    /// assert!(next.iter().all(|i| i.span_ns == 120_000 && i.detours == 1));
+    /// assert_eq!(next[1].due_ns - next[0].due_ns, 4_000_000);
+    /// assert_eq!(next[0].next_due_ns, next[1].due_ns);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn from_trace(
         trace: &Trace,
         index: usize,
@@ -644,7 +658,7 @@ impl Cursor {
 
     /// Timeline point (trace ns from the window start, `< D`) the replay reaches at replay time
     /// `now_ns` if it runs on from its last start or resync (a paused injector's resume point).
-    pub fn point_at(&self, now_ns: u64) -> u64 {
+    pub(crate) fn point_at(&self, now_ns: u64) -> u64 {
         let ran = replayed_ns(
             now_ns.saturating_sub(self.seg_replay0),
             self.plan.opts.scale,
@@ -654,7 +668,7 @@ impl Cursor {
 
     /// Timeline point (trace ns from the window start) of the last start or resync: where the
     /// stretch being replayed now began.
-    pub fn segment_point(&self) -> u64 {
+    pub(crate) fn segment_point(&self) -> u64 {
         self.seg_trace0
     }
 

@@ -81,7 +81,7 @@ pub struct Fraction(f64);
 
 impl Fraction {
     /// The whole stream.
-    pub const WHOLE: Fraction = Fraction(1.0);
+    pub(crate) const WHOLE: Fraction = Fraction(1.0);
 
     /// `f` when it is in (0, 1].
     pub fn new(f: f64) -> Result<Fraction, PlanError> {
@@ -137,7 +137,7 @@ impl InjectionCost {
 
     /// This cost with the values given on a command line in place of these (a given O holds
     /// after every gap).
-    pub fn overridden(self, o: &Overrides) -> InjectionCost {
+    pub(crate) fn overridden(self, o: &Overrides) -> InjectionCost {
         InjectionCost {
             overhead_ns: o.overhead_ns.unwrap_or(self.overhead_ns),
             overhead_by_gap: if o.overhead_ns.is_some() {
@@ -202,11 +202,11 @@ impl fmt::Display for InjectionMode {
 
 /// The largest S at which the signal injector is still the main job's choice: beyond it every
 /// replayed phase lasts S× longer and a run of the same length has S× fewer phases.
-pub const FAITHFUL_SCALE: u64 = 3;
+pub(crate) const FAITHFUL_SCALE: u64 = 3;
 
 /// The share of the trace's noise time the signal injector must reproduce at an S no larger
 /// than [`FAITHFUL_SCALE`] to be chosen.
-pub const FAITHFUL_NOISE_SHARE: f64 = 0.9;
+pub(crate) const FAITHFUL_NOISE_SHARE: f64 = 0.9;
 
 /// How the main job (`scripts/demo.sh`, `study`) and `replay-bench app` inject on a machine, and
 /// why: the signal injector where a small S reproduces most of the noise time, payment at

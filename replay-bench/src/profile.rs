@@ -37,7 +37,7 @@ enum ProfileCommand {
 
 /// `replay-bench profile goal`.
 #[derive(Debug, Args)]
-pub struct GoalArgs {
+pub(crate) struct GoalArgs {
     /// The profile (`app.json`) or a folder of rank records.
     profile: PathBuf,
     /// Ranks of the schedule.

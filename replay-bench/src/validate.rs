@@ -88,7 +88,7 @@ fn launch(
 
 /// Whether the prediction of `mode`'s runs can take the platform's recorded noise (S = 1, f = 1,
 /// no itimer: see `predict --platform-noise`); why not, if not.
-pub fn platform_noise_fits(a: &ValidateArgs, mode: InjectionMode) -> Result<(), String> {
+pub(crate) fn platform_noise_fits(a: &ValidateArgs, mode: InjectionMode) -> Result<(), String> {
     let setup = a
         .replay_for(mode)
         .setup_over(&jitter_emulator::ReplaySetup::default());
@@ -100,7 +100,11 @@ pub fn platform_noise_fits(a: &ValidateArgs, mode: InjectionMode) -> Result<(), 
 /// to) for `a.platform_probe` into `dir/platform.jtr`, with the collector's probe as the runs'
 /// ranks would see it; `None` where no mode's prediction can take it (a probe of 0 s, S ≠ 1,
 /// f < 1 or the itimer: see `predict --platform-noise`), with the reason printed.
-pub fn probe_platform(a: &ValidateArgs, cpus: u64, dir: &Path) -> anyhow::Result<Option<PathBuf>> {
+pub(crate) fn probe_platform(
+    a: &ValidateArgs,
+    cpus: u64,
+    dir: &Path,
+) -> anyhow::Result<Option<PathBuf>> {
     if a.platform_probe == 0 {
         return Ok(None);
     }
@@ -174,7 +178,11 @@ pub struct MeasuredRun {
 /// The real runs: `mpirun -np np replay-bench run` for each injection mode, process count and
 /// sync mode, interleaved (mode innermost, so that both modes meet the same minutes of the
 /// machine), their reports and logs in `dir`.
-pub fn run_all(a: &ValidateArgs, ranks: &[u64], dir: &Path) -> anyhow::Result<Vec<MeasuredRun>> {
+pub(crate) fn run_all(
+    a: &ValidateArgs,
+    ranks: &[u64],
+    dir: &Path,
+) -> anyhow::Result<Vec<MeasuredRun>> {
     // The paired design runs the period twice (baseline and jitter blocks), after the
     // calibration (cached, else about 20 s) and the 1 s noise probe.
     let limit = a.period * 3 + Duration::from_secs(120);
@@ -241,7 +249,7 @@ fn run_flags(
 /// counts, modes and settings of the runs, the runs' own platform (the first run's calibration:
 /// nothing paying at calls) and barrier (from a multi-process run when there is one), over the
 /// platform's recorded noise (`background`), with `--draws` offset draws.
-pub fn predict_request(
+pub(crate) fn predict_request(
     a: &ValidateArgs,
     ranks: &[u64],
     measured: &[&MeasuredRun],
@@ -274,7 +282,7 @@ pub fn predict_request(
 /// Each run against the prediction of the very windows of the trace it replayed (on its own
 /// platform; the machine's noise is not modelled there, the verdict allows for it), the
 /// whole-trace prediction (`whole`) over offset draws beside it.
-pub fn compare_all(
+pub(crate) fn compare_all(
     a: &ValidateArgs,
     args: &PredictRequest,
     measured: &[&MeasuredRun],

@@ -59,7 +59,7 @@ impl NodeConfig {
     }
 
     /// The CPUs a parameter's CPU list names (flags such as `nohz,domain,` skipped).
-    pub fn param_cpus(&self, key: &str) -> Option<Vec<u32>> {
+    pub(crate) fn param_cpus(&self, key: &str) -> Option<Vec<u32>> {
         self.param(key).map(cpu_list)
     }
 
@@ -90,7 +90,7 @@ impl NodeConfig {
 
 /// The CPUs of a kernel CPU list (`2-3,5`; words that are not CPUs, such as isolcpus' flags,
 /// are skipped).
-pub fn cpu_list(text: &str) -> Vec<u32> {
+pub(crate) fn cpu_list(text: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for part in text.split(',') {
         // Group syntax (`0-7:2/4`) is left out: read as nothing, the rule advises.
@@ -111,7 +111,7 @@ pub fn cpu_list(text: &str) -> Vec<u32> {
 }
 
 /// One rule of the table.
-pub struct Rule {
+pub(crate) struct Rule {
     /// Short name.
     pub name: &'static str,
     /// Whether a source label is this rule's.
@@ -146,7 +146,7 @@ fn is_rcu(label: &str) -> bool {
 }
 
 /// The rules, in the order hints are listed.
-pub const RULES: [Rule; 9] = [
+pub(crate) const RULES: [Rule; 9] = [
     Rule {
         name: "tick",
         matches: |l| matches!(l, "timer" | "softirq:TIMER" | "softirq:HRTIMER"),

@@ -188,7 +188,7 @@ pub struct CombinationRow {
 }
 
 /// How many combinations the report keeps.
-pub const TOP_COMBINATIONS: usize = 10;
+pub(crate) const TOP_COMBINATIONS: usize = 10;
 
 /// The per-source report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -227,7 +227,7 @@ pub fn report(a: &Attribution) -> Report {
 }
 
 /// Builds the per-source table of an attribution in `mode` (no periods: [`add_periods`]).
-pub fn report_in(a: &Attribution, mode: Mode) -> Report {
+pub(crate) fn report_in(a: &Attribution, mode: Mode) -> Report {
     let scope = Scope {
         mode,
         ..Scope::default()
@@ -463,7 +463,8 @@ pub fn render(r: &Report) -> String {
 /// The detours with run-times in `[lo_ns, hi_ns)` only ("who fills this bucket": their report
 /// gives the bucket's sources and shares; rates stay per second of the whole observation).
 /// Steal is counted for the whole run, not per bucket: clear the bucket's `Report::steal`.
-pub fn within_runs(a: &Attribution, lo_ns: u64, hi_ns: u64) -> Attribution {
+#[cfg(test)]
+pub(crate) fn within_runs(a: &Attribution, lo_ns: u64, hi_ns: u64) -> Attribution {
     let mut out = a.clone();
     for c in &mut out.cpus {
         c.detours.retain(|d| d.run_ns >= lo_ns && d.run_ns < hi_ns);

@@ -11,18 +11,18 @@ use crate::table::Table;
 
 /// A rate change is significant when its z-score (two Poisson counts over their windows)
 /// reaches this.
-pub const DIFF_RATE_Z: f64 = 3.0;
+pub(crate) const DIFF_RATE_Z: f64 = 3.0;
 
 /// ... and the rate changed by at least this fraction.
-pub const DIFF_RATE_RELATIVE: f64 = 0.2;
+pub(crate) const DIFF_RATE_RELATIVE: f64 = 0.2;
 
 /// A share of noise time changed when it moved by at least this (absolute, 1 percentage point)
 /// and by [`DIFF_RATE_RELATIVE`] of the larger share.
-pub const DIFF_SHARE_ABSOLUTE: f64 = 0.01;
+pub(crate) const DIFF_SHARE_ABSOLUTE: f64 = 0.01;
 
 /// A source absent from one run is new (vanished) when its rate in the other would have given
 /// at least this many occurrences there (P(0) = e⁻³ < 5 % for Poisson arrivals).
-pub const DIFF_ABSENT_EXPECTED: f64 = 3.0;
+pub(crate) const DIFF_ABSENT_EXPECTED: f64 = 3.0;
 
 /// How a source differs between two runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

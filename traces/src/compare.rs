@@ -23,7 +23,8 @@
 pub mod density;
 mod streamed;
 
-pub use density::{bandwidth, density, log_runs, Density, Grid, GRID_POINTS, MIN_BANDWIDTH};
+pub(crate) use density::log_runs;
+pub use density::{bandwidth, density, Density, Grid, GRID_POINTS, MIN_BANDWIDTH};
 pub use streamed::densities;
 
 use serde::{Deserialize, Serialize};
@@ -34,7 +35,7 @@ use crate::stats::Stats;
 use crate::stream_order::StreamSource;
 
 /// Probability floor added to every grid point before taking the KL divergence.
-pub const KL_EPSILON: f64 = 1e-10;
+pub(crate) const KL_EPSILON: f64 = 1e-10;
 
 /// KL divergence `D(P‖Q)` in nats of two densities on one grid, with the [`KL_EPSILON`] floor.
 pub fn kl_divergence(p: &[f64], q: &[f64]) -> f64 {

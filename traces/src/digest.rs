@@ -25,7 +25,7 @@ pub fn content_digest(trace: &Trace) -> String {
 /// The CRCs of one stream's records, fed a run of detours at a time (in time order): the part
 /// of [`content_digest`] a pass over a file's interleaved chunks gathers for each stream apart.
 #[derive(Debug, Clone, Default)]
-pub struct RecordDigest {
+pub(crate) struct RecordDigest {
     a: crc32fast::Hasher,
     b: crc32fast::Hasher,
     records: u64,
@@ -34,7 +34,7 @@ pub struct RecordDigest {
 
 impl RecordDigest {
     /// Adds the next detours of the stream.
-    pub fn update(&mut self, detours: &[Detour]) {
+    pub(crate) fn update(&mut self, detours: &[Detour]) {
         self.bytes.clear();
         for d in detours {
             self.bytes.extend_from_slice(&d.start_ns.to_le_bytes());
@@ -49,17 +49,12 @@ impl RecordDigest {
         self.b.update(&self.bytes);
         self.records += detours.len() as u64;
     }
-
-    /// Detours added.
-    pub fn records(&self) -> u64 {
-        self.records
-    }
 }
 
 /// [`content_digest`] assembled stream by stream, in stream order, from each stream's window
 /// and its [`RecordDigest`] (CRC-32s combine: the result is the digest of the whole sequence).
 #[derive(Debug, Clone, Default)]
-pub struct ContentDigest {
+pub(crate) struct ContentDigest {
     a: crc32fast::Hasher,
     b: crc32fast::Hasher,
     records: u64,

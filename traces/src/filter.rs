@@ -31,9 +31,9 @@ use crate::error::TraceError;
 use crate::model::{Detour, Stream, Trace};
 
 /// Header label naming the filter applied (e.g. `drop timer,category:io`).
-pub const LABEL_FILTER: &str = "filter";
+pub(crate) const LABEL_FILTER: &str = "filter";
 /// Header label with the detour time the filter removed, ns over all streams.
-pub const LABEL_REMOVED_NS: &str = "filter_removed_ns";
+pub(crate) const LABEL_REMOVED_NS: &str = "filter_removed_ns";
 
 /// One name a filter matches sources by.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,7 +155,7 @@ impl SourceFilter {
     }
 
     /// Whether the time of source `label` stays.
-    pub fn keeps(&self, label: &str) -> bool {
+    pub(crate) fn keeps(&self, label: &str) -> bool {
         self.selectors.iter().any(|s| s.matches(label)) == self.keep
     }
 

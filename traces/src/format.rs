@@ -29,13 +29,13 @@ use crate::model::{Detour, Header, Record, Trace, Window};
 /// The eight bytes every `.jtr` file begins with.
 pub const MAGIC: [u8; 8] = crate::sniff::JTR_MAGIC;
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub(crate) const FORMAT_VERSION: u16 = 1;
 /// Largest header accepted, bytes.
-pub const MAX_HEADER_BYTES: u32 = 1 << 20;
+pub(crate) const MAX_HEADER_BYTES: u32 = 1 << 20;
 /// Largest chunk payload accepted, bytes.
-pub const MAX_CHUNK_BYTES: u32 = 8 << 20;
+pub(crate) const MAX_CHUNK_BYTES: u32 = 8 << 20;
 /// Most detours the writer puts in one chunk.
-pub const MAX_CHUNK_RECORDS: usize = 1 << 18;
+pub(crate) const MAX_CHUNK_RECORDS: usize = 1 << 18;
 /// Reading a file of `n` bytes makes no single allocation larger than
 /// `READ_ALLOC_PER_BYTE · n + READ_ALLOC_FIXED` bytes: a detour takes at least 2 bytes of the
 /// file, 16 in its chunk's vector and 24 as a `Record` (both allocated exactly, for the count a

@@ -87,7 +87,7 @@ impl StreamLoss {
     }
 
     /// The ring dropped no more than [`TOLERATED_LOSS_SHARE`] of the detours and of the time.
-    pub fn tolerated(&self) -> bool {
+    pub(crate) fn tolerated(&self) -> bool {
         self.detours_lost == 0
             || (1.0 - self.detour_share() <= TOLERATED_LOSS_SHARE
                 && 1.0 - self.time_share() <= TOLERATED_LOSS_SHARE)

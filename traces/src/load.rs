@@ -171,6 +171,20 @@ pub fn read_from<R: Read>(input: R) -> Result<Loaded, TraceError> {
 }
 
 /// Reads a whole trace file, keeping every readable chunk.
+///
+/// ```
+/// use jitter_trace::format::write_trace;
+/// use jitter_trace::load::read_trace;
+/// use jitter_trace::synth::synthesize;
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("node.jtr");
+/// let trace = synthesize(&"poisson:rate=1000/s,dur=exp:20us".parse()?, 1, 100_000_000, 7)?;
+/// write_trace(&path, &trace)?;
+/// let loaded = read_trace(&path)?;
+/// assert_eq!(loaded.trace.streams[0].records, trace.streams[0].records);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn read_trace(path: &Path) -> Result<Loaded, TraceError> {
     read_from(open(path)?)
 }

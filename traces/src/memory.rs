@@ -4,7 +4,7 @@
 /// An empty vector with room for `n` elements, whose pages the kernel may back with huge pages
 /// (2 MiB): a dense trace's records and a predictor's index reach hundreds of MB, and with
 /// 4 KiB pages the kernel takes a fault for every 4 KiB first written (half the loading time of
-/// 2048 ranks on a 15 s trace at 10^5 detours/s was system time on a 2-vCPU VM).
+/// 2048 ranks on a 15 s trace at 10^5 detours/s can be system time).
 pub fn large_vec<T>(n: usize) -> Vec<T> {
     let v: Vec<T> = Vec::with_capacity(n);
     #[cfg(target_os = "linux")]

@@ -257,9 +257,9 @@ pub struct Header {
 /// input states none (CSV, LogGOPSim) and they run from the first detour's start to the last
 /// one's end: rates and noise shares are then over that span, and not measured at all for a
 /// stream of fewer than two detours (`crate::stats`); set by a text import (`interop`).
-pub const LABEL_WINDOW: &str = "window";
+pub(crate) const LABEL_WINDOW: &str = "window";
 /// See [`LABEL_WINDOW`].
-pub const WINDOW_INFERRED: &str = "inferred from the detours";
+pub(crate) const WINDOW_INFERRED: &str = "inferred from the detours";
 
 /// A time window `[start_ns, end_ns)` on the trace's time base, e.g. when the collector's writer ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -53,7 +53,7 @@ pub fn absent<S: AsRef<str>>(
 
 /// Each of `asked` must match something of `present` (by `matches`), else the error of
 /// [`absent`] for the first that does not.
-pub fn each_present<A: std::fmt::Display, S: AsRef<str>>(
+pub(crate) fn each_present<A: std::fmt::Display, S: AsRef<str>>(
     flag: &str,
     asked: &[A],
     matched: impl Fn(&A) -> bool,
@@ -70,7 +70,7 @@ pub fn each_present<A: std::fmt::Display, S: AsRef<str>>(
 
 /// A window `[from_ns, to_ns)` from the input's start (given with `flag`) must hold some of
 /// the input's `span_ns`.
-pub fn window_within(
+pub(crate) fn window_within(
     flag: &str,
     from_ns: u64,
     to_ns: u64,
@@ -100,7 +100,7 @@ pub fn no_run_time_in(flag: &str, lo_ns: u64, hi_ns: u64, input: &str, detours: 
 
 /// A time `at_ns` from the input's start (given with `flag`) must fall inside its `span_ns`;
 /// `then` says what would follow from one outside (`the source would make no detour`).
-pub fn time_within(
+pub(crate) fn time_within(
     flag: &str,
     at_ns: u64,
     span_ns: u64,

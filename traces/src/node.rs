@@ -13,11 +13,11 @@ use crate::scan::{ChunkSink, Scan};
 use crate::stats::{Stats, StatsSink};
 
 /// A node whose streams observed less than this share of the collection says nothing.
-pub const MIN_OBSERVED_SHARE: f64 = 0.1;
+pub(crate) const MIN_OBSERVED_SHARE: f64 = 0.1;
 
 /// Longest detours kept per node for the repetition test of a long max (a count beyond it is
 /// taken as this many: a lower bound, which can only keep a node from being flagged).
-pub const TAIL_KEPT: usize = 64;
+pub(crate) const TAIL_KEPT: usize = 64;
 
 /// What one node's trace says, reduced to what the comparison needs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,7 +69,7 @@ impl NodeSummary {
     /// Why this node's trace says nothing, or `None` when it is usable: no detours at all (no
     /// real CPU goes a whole collection without one; the probe hardly ran), or its streams
     /// observed less than [`MIN_OBSERVED_SHARE`] of the collection on average.
-    pub fn unusable(&self) -> Option<String> {
+    pub(crate) fn unusable(&self) -> Option<String> {
         if let Some(lacks) = &self.lacks {
             return Some(format!(
                 "{lacks}: its numbers describe part of what the probe saw (--salvage ranks it \

@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 use crate::error::TraceError;
 
 mod room;
-pub use room::{bytes_shown, check_room, check_size_limit, file_size_limit, free_bytes, reserve};
+pub(crate) use room::check_size_limit;
+pub use room::{bytes_shown, check_room, free_bytes, reserve};
 
 /// How [`write_output`] put the bytes in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -448,7 +449,8 @@ impl StreamingOutput {
     }
 
     /// Gives up before anything worth keeping was written (same as dropping it before `keep`).
-    pub fn abandon(mut self) {
+    #[cfg(test)]
+    pub(crate) fn abandon(mut self) {
         self.keep = false;
     }
 }

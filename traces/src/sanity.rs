@@ -7,35 +7,35 @@ use crate::stats::Stats;
 
 /// No operating system interrupts a CPU this often (per second): it would leave < 1 µs between
 /// detours.
-pub const MAX_RATE_PER_S: f64 = 1e6;
+pub(crate) const MAX_RATE_PER_S: f64 = 1e6;
 
 /// Above this rate (per second per CPU) detours that mostly sit at the threshold are suspect.
-pub const SUSPECT_RATE_PER_S: f64 = 1e5;
+pub(crate) const SUSPECT_RATE_PER_S: f64 = 1e5;
 
 /// A threshold that turns more than this share of loop iterations into detours is inside the
 /// loop's own spread.
-pub const MAX_ITERATION_SHARE: f64 = 0.01;
+pub(crate) const MAX_ITERATION_SHARE: f64 = 0.01;
 
 /// A CPU that lost more than this share of its time to detours ran other work beside the probe.
-pub const BUSY_NOISE_RATIO: f64 = 0.5;
+pub(crate) const BUSY_NOISE_RATIO: f64 = 0.5;
 
 /// "Near the threshold": within this many counter steps of it.
-pub const NEAR_THRESHOLD_STEPS: f64 = 2.0;
+pub(crate) const NEAR_THRESHOLD_STEPS: f64 = 2.0;
 
 /// A threshold at least this many loop periods long cannot be reached by the loop's own period:
 /// detours piled up just above it are short stalls of the loop (cache misses, a busy SMT
 /// sibling, fast VM exits), not the loop itself.
-pub const LOOP_PERIODS_CLEAR: f64 = 4.0;
+pub(crate) const LOOP_PERIODS_CLEAR: f64 = 4.0;
 
 /// A collected stream that observed less than this (ns) saw nothing to speak of: one period of
 /// the fastest periodic source an OS has, the timer tick at HZ = 1000, is 1 ms, so a shorter
 /// window cannot hold one cycle of any periodic source, and its rate and noise ratio estimate
 /// nothing.
-pub const MIN_OBSERVED_NS: u64 = 1_000_000;
+pub(crate) const MIN_OBSERVED_NS: u64 = 1_000_000;
 
 /// A stream that observed less than this share of its collection's duration hardly had the
 /// CPU (its probe did not run for most of the collection); `nodes` uses the same share.
-pub const MIN_OBSERVED_SHARE: f64 = 0.1;
+pub(crate) const MIN_OBSERVED_SHARE: f64 = 0.1;
 
 /// What one CPU's probe saw, as far as plausibility goes.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -259,13 +259,14 @@ pub fn busy(stream: &Stream) -> Option<String> {
 }
 
 /// The observation behind one stream of a trace.
-pub fn observe(trace: &Trace, stream: &Stream) -> Observation {
+#[cfg(test)]
+pub(crate) fn observe(trace: &Trace, stream: &Stream) -> Observation {
     observe_stats(trace, &Stats::of_stream(stream))
 }
 
 /// The observation behind the statistics `s` of one stream of `trace` (whose header says how
 /// it was collected; its records are not read).
-pub fn observe_stats(trace: &Trace, s: &Stats) -> Observation {
+pub(crate) fn observe_stats(trace: &Trace, s: &Stats) -> Observation {
     Observation {
         cpu: s.cpu.unwrap_or(0),
         detours: s.count,
@@ -287,14 +288,14 @@ pub fn warnings(trace: &Trace) -> Vec<String> {
 
 /// [`warnings`]; without `windows_known` (a damaged or truncated file: its streams' windows
 /// were in the lost end chunk) how long each probe observed is not judged.
-pub fn warnings_of(trace: &Trace, windows_known: bool) -> Vec<String> {
+pub(crate) fn warnings_of(trace: &Trace, windows_known: bool) -> Vec<String> {
     let stats = crate::stats::TraceStats::of_trace(trace).streams;
     warnings_from(trace, &stats, windows_known)
 }
 
 /// [`warnings_of`] from each stream's statistics (`stats`, in stream order, e.g. gathered in
 /// one pass over a file) and the header of `trace` (its records are not read).
-pub fn warnings_from(trace: &Trace, stats: &[Stats], windows_known: bool) -> Vec<String> {
+pub(crate) fn warnings_from(trace: &Trace, stats: &[Stats], windows_known: bool) -> Vec<String> {
     stats
         .iter()
         // A stream whose rate and noise are not measured (`TraceStats::checked`) is judged by

@@ -113,7 +113,7 @@ impl Scan {
 }
 
 /// One pass over the trace in `input`, handing every chunk of detours to `sink`.
-pub fn scan_from<R: Read, S: ChunkSink + ?Sized>(
+pub(crate) fn scan_from<R: Read, S: ChunkSink + ?Sized>(
     input: R,
     sink: &mut S,
 ) -> Result<Scan, TraceError> {

@@ -104,7 +104,7 @@ impl DetourSource for SidecarFile {
 }
 
 /// The attribution without its detours (everything else cloned).
-pub fn without_detours(a: &Attribution) -> Attribution {
+pub(crate) fn without_detours(a: &Attribution) -> Attribution {
     Attribution {
         version: a.version,
         collection_start_unix_ns: a.collection_start_unix_ns,
@@ -122,7 +122,7 @@ pub fn without_detours(a: &Attribution) -> Attribution {
 
 impl CpuAttribution {
     /// This CPU's fields without its detours.
-    pub fn clone_head(&self) -> CpuAttribution {
+    pub(crate) fn clone_head(&self) -> CpuAttribution {
         CpuAttribution {
             cpu: self.cpu,
             begin_ns: self.begin_ns,
@@ -139,7 +139,7 @@ impl CpuAttribution {
 
 /// Reads the sidecar at `path` once, showing each detour to `v`, and checks its version as
 /// [`Attribution::read`] does (same error lines).
-pub fn visit(path: &Path, v: &mut dyn DetourVisitor) -> Result<Frame, TraceError> {
+pub(crate) fn visit(path: &Path, v: &mut dyn DetourVisitor) -> Result<Frame, TraceError> {
     let file = File::open(path)
         .map_err(|e| TraceError::io(format!("cannot read {}", path.display()), e))?;
     let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 16, file));

@@ -16,7 +16,7 @@ const NO_CPUS: &str = ",\"cpus\":[]";
 
 /// A sidecar being written: [`SidecarWriter::cpu`] opens each CPU, [`SidecarWriter::detour`]
 /// appends to it, [`SidecarWriter::finish`] closes the file's JSON.
-pub struct SidecarWriter<'w> {
+pub(crate) struct SidecarWriter<'w> {
     out: &'w mut dyn Write,
     /// What follows the CPUs (`],"notes":{…}}`).
     tail: String,

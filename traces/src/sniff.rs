@@ -21,7 +21,7 @@ use crate::error::TraceError;
 
 /// The first bytes of a `.jtr` trace (`crate::format::MAGIC` is this: told here, where every
 /// kind is told, so that the format's reader can ask this module without a circle).
-pub const JTR_MAGIC: [u8; 8] = *b"\x89JTR\r\n\x1a\n";
+pub(crate) const JTR_MAGIC: [u8; 8] = *b"\x89JTR\r\n\x1a\n";
 
 /// Bytes looked at to tell text from binary data.
 const HEAD: usize = 4096;
@@ -167,7 +167,7 @@ impl Kind {
 
 /// The kind of a file whose first bytes are `head` (as many as the file has, up to a few
 /// kB); a JSON file is read whole from `path` to learn its kind.
-pub fn kind_of(path: &Path, head: &[u8]) -> Kind {
+pub(crate) fn kind_of(path: &Path, head: &[u8]) -> Kind {
     let first = head.iter().copied().find(|b| !b.is_ascii_whitespace());
     if head.is_empty() {
         Kind::Empty

@@ -103,7 +103,7 @@ impl Stats {
     }
 
     /// These statistics with their rate and noise share marked not measured, for `why`.
-    pub fn unmeasured(self, why: String) -> Stats {
+    pub(crate) fn unmeasured(self, why: String) -> Stats {
         Stats {
             detours_per_s: f64::NAN,
             noise_ratio: f64::NAN,
@@ -113,7 +113,7 @@ impl Stats {
     }
 
     /// Statistics of the run-times in `h`, observed over `duration_ns`.
-    pub fn from_histogram(h: &DetourHistogram, duration_ns: u64) -> Stats {
+    pub(crate) fn from_histogram(h: &DetourHistogram, duration_ns: u64) -> Stats {
         let count = h.count;
         let [under_1us, under_5us, under_14us] = h.under_shares();
         let s = Stats {

@@ -18,11 +18,11 @@ use crate::table::{Align, Table};
 /// How far one CPU's steal delta can be from the steal that happened, ticks: under 1 from
 /// `/proc/stat` truncating to whole ticks, under 1 more because the kernel folds the host's
 /// steal clock into its counters only at its own tick (1/HZ ≤ 1/USER_HZ).
-pub const UNCERTAINTY_TICKS_PER_CPU: u64 = 2;
+pub(crate) const UNCERTAINTY_TICKS_PER_CPU: u64 = 2;
 
 /// A steal count resolves a share of the unattributed time when its uncertainty is at most
 /// this fraction of it (8 ticks on one CPU).
-pub const RESOLVED_RELATIVE: f64 = 0.25;
+pub(crate) const RESOLVED_RELATIVE: f64 = 0.25;
 
 /// What the steal count can say about the unattributed time.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -174,7 +174,8 @@ impl Comparison {
 }
 
 /// The comparison per measured CPU, then for all of them together (when more than one).
-pub fn comparisons(a: &Attribution) -> Vec<Comparison> {
+#[cfg(test)]
+pub(crate) fn comparisons(a: &Attribution) -> Vec<Comparison> {
     let unattributed: Vec<u64> = (a.cpus.iter())
         .map(|c| c.detours.iter().map(|d| d.unattributed_ns()).sum())
         .collect();
@@ -183,7 +184,7 @@ pub fn comparisons(a: &Attribution) -> Vec<Comparison> {
 
 /// [`comparisons`] of the CPU entries of `a` (their detours not read: a sidecar's frame) with
 /// `unattributed[i]` the time no event explains in entry i's detours, ns.
-pub fn comparisons_of(a: &Attribution, unattributed: &[u64]) -> Vec<Comparison> {
+pub(crate) fn comparisons_of(a: &Attribution, unattributed: &[u64]) -> Vec<Comparison> {
     let mut out: Vec<Comparison> = (a.cpus.iter().zip(unattributed))
         .map(|(c, &unattributed)| {
             Comparison::new(

@@ -56,7 +56,7 @@ impl StreamSource for Trace {
 
 /// The records of stream `stream` of `src`, each with its sleep (to the next start, the last
 /// one to the window's end), handed to `f` in order; returns how many.
-pub fn for_each_record(
+pub(crate) fn for_each_record(
     src: &dyn StreamSource,
     stream: usize,
     f: &mut dyn FnMut(Record) -> Result<(), TraceError>,
@@ -241,7 +241,7 @@ pub fn collect(src: &dyn StreamSource) -> Result<Trace, TraceError> {
 }
 
 /// The frame of `trace`: everything but its records.
-pub fn frame_of(trace: &Trace) -> Trace {
+pub(crate) fn frame_of(trace: &Trace) -> Trace {
     Trace {
         header: trace.header.clone(),
         streams: (trace.streams.iter())

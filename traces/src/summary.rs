@@ -8,7 +8,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// Two-sided 95 % quantile of the standard normal distribution (z₀.₉₇₅).
-pub const Z975: f64 = 1.959_964;
+pub(crate) const Z975: f64 = 1.959_964;
 
 /// Quantile `q` (0..=1) of sorted `v` by linear interpolation between order statistics
 /// (Hyndman–Fan type 7); 0 for an empty sample.
@@ -198,7 +198,7 @@ const HIST_MAX_NS: u64 = 3_600_000_000_000;
 /// Significant digits of the histogram.
 const SIGFIG: u8 = 3;
 /// Run-time limits of the `under` counts, ns: 1, 5 and 14 µs.
-pub const UNDER_LIMITS_NS: [u64; 3] = [1_000, 5_000, 14_000];
+pub(crate) const UNDER_LIMITS_NS: [u64; 3] = [1_000, 5_000, 14_000];
 
 /// Running statistics of detour run-times in bounded memory: exact count, sum, min, max and
 /// shares under 1/5/14 µs; quantiles and the MAD from the histogram (within 0.1 %). Recording

@@ -310,10 +310,10 @@ impl FromStr for Spec {
 }
 
 /// Most detours [`synthesize`] will generate per stream (expected count), to keep memory bounded.
-pub const MAX_DETOURS_PER_STREAM: f64 = 2e8;
+pub(crate) const MAX_DETOURS_PER_STREAM: f64 = 2e8;
 
 /// Most memory [`synthesize`] may use for one trace, bytes.
-pub const MAX_SYNTH_BYTES: u64 = 4 << 30;
+pub(crate) const MAX_SYNTH_BYTES: u64 = 4 << 30;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -327,7 +327,7 @@ fn estimated_bytes(detours: f64, streams: u32) -> f64 {
 
 impl Spec {
     /// Expected number of detours per stream over `duration_ns` (before overlaps are united).
-    pub fn expected_detours(&self, duration_ns: u64) -> f64 {
+    pub(crate) fn expected_detours(&self, duration_ns: u64) -> f64 {
         let d = duration_ns as f64;
         self.sources
             .iter()
@@ -344,7 +344,7 @@ impl Spec {
 }
 
 /// Generates the detours of one stream over `[0, duration_ns)`.
-pub fn stream_detours(spec: &Spec, duration_ns: u64, seed: u64) -> Vec<Detour> {
+pub(crate) fn stream_detours(spec: &Spec, duration_ns: u64, seed: u64) -> Vec<Detour> {
     let mut rng = StdRng::seed_from_u64(seed);
     let end = duration_ns as f64;
     let mut raw: Vec<(f64, f64)> = Vec::new();
@@ -405,6 +405,20 @@ fn unite(raw: &[(f64, f64)], duration_ns: u64) -> Vec<Detour> {
 }
 
 /// Builds a trace of `streams` streams (CPUs 0..n) over `[0, duration_ns)` from `spec`.
+///
+/// ```
+/// use jitter_trace::synth::{synthesize, Spec};
+///
+/// // A 120 µs detour every 4 ms on two CPUs for one second: 250 detours each.
+/// let spec: Spec = "periodic:period=4ms,dur=120us".parse()?;
+/// let trace = synthesize(&spec, 2, 1_000_000_000, 3)?;
+/// assert_eq!(trace.streams.len(), 2);
+/// for s in &trace.streams {
+///     assert_eq!(s.records.len(), 250);
+///     assert!(s.records.iter().all(|d| d.run_ns == 120_000));
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn synthesize(
     spec: &Spec,
     streams: u32,

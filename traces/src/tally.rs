@@ -19,7 +19,7 @@ use crate::sidecar::AttributedDetour;
 use crate::sidecar_reader::{DetourSource, Frame};
 
 /// The sources of one detour, shown one by one as (label, first appearance, time), ns.
-pub type Shares<'a> = &'a dyn Fn(&AttributedDetour, &mut dyn FnMut(&str, u64, u64));
+pub(crate) type Shares<'a> = &'a dyn Fn(&AttributedDetour, &mut dyn FnMut(&str, u64, u64));
 
 /// What to tally.
 pub struct Plan<'a> {

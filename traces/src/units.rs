@@ -56,7 +56,7 @@ pub fn parse_duration_ns(text: &str) -> Result<f64, TraceError> {
 }
 
 /// Parses a rate (`1000/s`, `5/ms`, `250` meaning per second) into events per second.
-pub fn parse_rate_per_s(text: &str) -> Result<f64, TraceError> {
+pub(crate) fn parse_rate_per_s(text: &str) -> Result<f64, TraceError> {
     let t = text.trim();
     let (num, per) = match t.split_once('/') {
         Some((n, u)) => (n, Some(u)),

@@ -1,6 +1,7 @@
 //! Tests of the session (refused configurations).
 
 use super::*;
+use crate::config::{MAX_PROFILE_READS, MAX_RING};
 
 #[test]
 fn a_refused_configuration_is_a_refusal() {

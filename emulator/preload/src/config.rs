@@ -22,10 +22,10 @@ pub const VARIABLES: [&str; 10] = [
 ];
 
 /// Statistics directory when `JITTER_STATS_DIR` is unset (relative to the working directory).
-pub const DEFAULT_STATS_DIR: &str = "jitter-stats";
+pub(crate) const DEFAULT_STATS_DIR: &str = "jitter-stats";
 
 /// Seed when `JITTER_SEED` is unset: fixed, so that runs repeat; set the variable to vary them.
-pub const DEFAULT_SEED: u64 = 0;
+pub(crate) const DEFAULT_SEED: u64 = 0;
 
 /// What the user asked for through `JITTER_*`.
 #[derive(Debug, Clone, PartialEq)]
@@ -226,7 +226,7 @@ impl Layout {
     }
 
     /// The rank's rank only, for error messages before the layout could be read.
-    pub fn rank_hint(get: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    pub(crate) fn rank_hint(get: impl Fn(&str) -> Option<String>) -> Option<u64> {
         first_number(&get, &RANK_VARS).ok().flatten()
     }
 

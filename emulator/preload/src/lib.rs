@@ -74,10 +74,10 @@ use config::{Config, Layout};
 use stats::{BoundaryStats, RankStats, Summary};
 
 /// How long rank 0 waits after `PMPI_Finalize` for rank files that are not there yet.
-pub const SUMMARY_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const SUMMARY_WAIT: Duration = Duration::from_secs(10);
 
 /// `MPI_Comm` as it is passed: one pointer-sized integer (see the module docs).
-pub type Comm = *mut c_void;
+pub(crate) type Comm = *mut c_void;
 
 type InitFn = unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int;
 type InitThreadFn =

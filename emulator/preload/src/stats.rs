@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use jitter_emulator::plan::TimerKind;
 use jitter_emulator::{InjectionMode, InjectorStats, LedgerStats};
 
-pub use crate::paying::CallCounts;
+pub(crate) use crate::paying::CallCounts;
 
 /// What a rank paying at its calls (`JITTER_INJECT=boundary`) did besides the injector's counts.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -183,7 +183,7 @@ pub fn summary_path(dir: &Path) -> PathBuf {
 }
 
 /// Writes `stats` to its rank file in `dir` (created if missing).
-pub fn write_rank(dir: &Path, stats: &RankStats) -> Result<PathBuf, String> {
+pub(crate) fn write_rank(dir: &Path, stats: &RankStats) -> Result<PathBuf, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let path = rank_path(dir, stats.rank);
     write_json(&path, stats)?;
@@ -220,7 +220,7 @@ pub fn collect(dir: &Path, size: u64, job: &str, wait: Duration) -> (Vec<RankSta
 
 impl Summary {
     /// Adds up `ranks` into `self` (whose settings are filled), with `missing` ranks noted.
-    pub fn add_up(mut self, ranks: &[RankStats], missing: Vec<u64>) -> Summary {
+    pub(crate) fn add_up(mut self, ranks: &[RankStats], missing: Vec<u64>) -> Summary {
         self.reported = ranks.len() as u64;
         self.missing = missing;
         for r in ranks {

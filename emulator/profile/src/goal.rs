@@ -45,8 +45,6 @@ pub struct GoalSpec {
     pub cartesian: Option<Cartesian>,
 }
 
-pub use crate::peers::dims_create;
-
 /// How the profile's offsets grow to the export's ranks (`crate::peers`).
 fn growth(spec: &GoalSpec) -> Growth {
     Growth {
@@ -332,6 +330,7 @@ pub fn write_goal(l: &MainLoop, spec: &GoalSpec, w: &mut impl Write) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::peers::dims_create;
     use crate::profile::Slot;
     use crate::site::PEER_NONE;
     use std::collections::{BTreeMap, HashSet};

@@ -44,6 +44,19 @@ pub fn bounds(i: usize) -> (u64, u64) {
 }
 
 /// Counts per bucket, on the heap (the job's distributions, in ns).
+///
+/// ```
+/// use jitter_profile::histogram::LogHistogram;
+///
+/// let mut h = LogHistogram::default();
+/// h.add(1_000, 99); // 99 calls of 1 µs
+/// h.add(1_000_000, 1); // one of 1 ms
+/// assert_eq!(h.count(), 100);
+/// // each quantile is its bucket's middle: within a bucket's width of the value
+/// let median = h.quantile(0.5).unwrap() as f64;
+/// assert!((median - 1_000.0).abs() < 0.05 * 1_000.0);
+/// assert!(h.quantile(1.0).unwrap() > 900_000);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogHistogram {
     counts: Vec<u64>,
@@ -61,15 +74,6 @@ impl LogHistogram {
     /// Adds `n` values of `v`.
     pub fn add(&mut self, v: u64, n: u64) {
         self.counts[bucket(v)] += n;
-    }
-
-    /// Adds tick counts of a rank's bucket array as ns, through `to_ns` (each bucket's values
-    /// at its middle: within half a bucket of where they were).
-    pub fn add_ticks(&mut self, ticks: &[u32], to_ns: impl Fn(u64) -> u64) {
-        for (i, &c) in ticks.iter().enumerate().filter(|(_, c)| **c > 0) {
-            let (lo, hi) = bounds(i);
-            self.add(to_ns(lo + (hi - lo) / 2), u64::from(c));
-        }
     }
 
     /// Values counted.
@@ -96,7 +100,7 @@ impl LogHistogram {
     }
 
     /// Mean and standard deviation at the buckets' middles.
-    pub fn moments(&self) -> Option<(f64, f64)> {
+    pub(crate) fn moments(&self) -> Option<(f64, f64)> {
         let n = self.count();
         if n == 0 {
             return None;
@@ -169,7 +173,7 @@ impl Distribution {
     }
 
     /// Half-width of the mean's 95 % interval (normal approximation; the counts are large).
-    pub fn mean_ci95_ns(&self) -> f64 {
+    pub(crate) fn mean_ci95_ns(&self) -> f64 {
         1.96 * self.sd_ns / (self.count.max(1) as f64).sqrt()
     }
 }

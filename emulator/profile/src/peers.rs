@@ -16,7 +16,7 @@
 use crate::profile::Cartesian;
 
 /// `MPI_Dims_create(n, d)`: d factors of n, as balanced as can be, non-increasing.
-pub fn dims_create(n: u64, d: usize) -> Vec<u64> {
+pub(crate) fn dims_create(n: u64, d: usize) -> Vec<u64> {
     let mut dims = vec![1u64; d.max(1)];
     let mut primes = Vec::new();
     let (mut m, mut f) = (n.max(1), 2);
@@ -39,7 +39,7 @@ pub fn dims_create(n: u64, d: usize) -> Vec<u64> {
 }
 
 /// Row-major strides of `dims` (the last dimension varies fastest, as in MPI).
-pub fn strides(dims: &[u64]) -> Vec<u64> {
+pub(crate) fn strides(dims: &[u64]) -> Vec<u64> {
     let mut s = vec![1u64; dims.len()];
     for i in (0..dims.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * dims[i + 1];

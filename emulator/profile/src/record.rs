@@ -29,18 +29,18 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"JBPROF01");
 /// Layout version.
 pub const VERSION: u64 = 2;
 /// Call sites a rank can tell apart; later new sites count in `site_overflow`.
-pub const SITES: usize = 1024;
+pub(crate) const SITES: usize = 1024;
 const SITE_INDEX: usize = 2 * SITES;
 /// Steps (pairs of consecutive sites) a rank can tell apart; later ones count in
 /// `step_overflow`.
-pub const STEPS: usize = 256;
+pub(crate) const STEPS: usize = 256;
 const STEP_INDEX: usize = 2 * STEPS;
 /// The last calls kept in order (for the main loop).
-pub const SEQUENCE: usize = 1 << 16;
+pub(crate) const SEQUENCE: usize = 1 << 16;
 /// No site: before the first call, or a site beyond [`SITES`].
-pub const NO_SITE: u16 = u16::MAX;
+pub(crate) const NO_SITE: u16 = u16::MAX;
 /// The recording rank's state: still recording (or died), and finished at `MPI_Finalize`.
-pub const RECORDING: u64 = 1;
+pub(crate) const RECORDING: u64 = 1;
 /// See [`RECORDING`].
 pub const FINISHED: u64 = 2;
 const NAME: usize = 64;
@@ -106,7 +106,7 @@ pub struct Header {
 /// One site in the record.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
-pub struct SiteSlot {
+pub(crate) struct SiteSlot {
     call: u32,
     comm_size: u32,
     bytes: u64,
@@ -391,7 +391,7 @@ impl RankRecord {
     }
 
     /// Calls kept in order: the last [`SEQUENCE`] of them.
-    pub fn sequence_len(&self) -> usize {
+    pub(crate) fn sequence_len(&self) -> usize {
         (self.header.calls as usize).min(SEQUENCE)
     }
 
@@ -447,7 +447,8 @@ impl RankRecord {
     }
 
     /// A record built in memory (tests, and the reader).
-    pub fn new_in_memory(id: &Identity, now: u64) -> Box<RankRecord> {
+    #[cfg(test)]
+    pub(crate) fn new_in_memory(id: &Identity, now: u64) -> Box<RankRecord> {
         let mut r = RankRecord::zeroed();
         r.init(id, now);
         r

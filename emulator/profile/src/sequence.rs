@@ -29,13 +29,13 @@
 use std::collections::HashMap;
 
 /// Longest loop body looked for, in calls.
-pub const MAX_PERIOD: usize = 1024;
+pub(crate) const MAX_PERIOD: usize = 1024;
 /// Iterations a loop needs to be called one.
-pub const MIN_REPEATS: usize = 3;
+pub(crate) const MIN_REPEATS: usize = 3;
 /// Candidate periods whose segmentation is tried.
-pub const CANDIDATES: usize = 12;
+pub(crate) const CANDIDATES: usize = 12;
 /// Longest anchor (the body's unique opening), in calls.
-pub const MAX_ANCHOR: usize = 64;
+pub(crate) const MAX_ANCHOR: usize = 64;
 
 /// A main loop found in a sequence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,11 +58,12 @@ impl Found {
         self.end - self.start
     }
     /// Calls of the dominant variant (the loop's body).
-    pub fn body_len(&self) -> usize {
+    pub(crate) fn body_len(&self) -> usize {
         self.variants[0].1
     }
     /// The calls of iteration `i`: (first, end).
-    pub fn iteration(&self, i: usize) -> (usize, usize) {
+    #[cfg(test)]
+    pub(crate) fn iteration(&self, i: usize) -> (usize, usize) {
         let (first, v) = self.iterations[i];
         (first, first + self.variants[v].1)
     }
@@ -282,7 +283,7 @@ pub fn detect(s: &[u32]) -> Option<Found> {
 }
 
 /// The rotation `r` such that `body` rotated left by `r` equals `reference`, if any.
-pub fn rotation<T: PartialEq>(body: &[T], reference: &[T]) -> Option<usize> {
+pub(crate) fn rotation<T: PartialEq>(body: &[T], reference: &[T]) -> Option<usize> {
     let p = body.len();
     if p != reference.len() {
         return None;

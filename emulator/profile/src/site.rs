@@ -69,7 +69,7 @@ impl Call {
     ];
 
     /// The call of a recorded number, if it is one.
-    pub fn from_number(n: u32) -> Option<Call> {
+    pub(crate) fn from_number(n: u32) -> Option<Call> {
         Call::ALL.iter().copied().find(|c| *c as u32 == n)
     }
 
@@ -95,7 +95,7 @@ impl Call {
     }
 
     /// A collective over the communicator.
-    pub fn is_collective(self) -> bool {
+    pub(crate) fn is_collective(self) -> bool {
         matches!(
             self,
             Call::Barrier

@@ -15,14 +15,14 @@ use crate::sequence::{detect, Found};
 use crate::site::{Call, Site};
 
 /// A slot whose bytes vary: (slot, fewest, most bytes).
-pub type SizeRange = (usize, u64, u64);
+pub(crate) type SizeRange = (usize, u64, u64);
 
 /// A recorded call: its site, the compute before it and the time in it, ns.
-pub type RecordedCall = (Site, u64, u64);
+pub(crate) type RecordedCall = (Site, u64, u64);
 
 /// A call without its sizes: what the loop search compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Shape {
+pub(crate) struct Shape {
     /// The call.
     pub call: Call,
     /// Its communicator's size.
@@ -373,7 +373,7 @@ pub(crate) fn describe(
 
 /// The least share of the compute kept that a loop must hold to be the main loop: a pattern that
 /// repeats in a corner of the run (a few broadcasts of the set-up) is not the program's loop.
-pub const MIN_LOOP_COMPUTE_SHARE: f64 = 0.5;
+pub(crate) const MIN_LOOP_COMPUTE_SHARE: f64 = 0.5;
 
 /// The recorded sequence of rank `r` as one iteration (every call, with the compute before it,
 /// from the end of `MPI_Init` to `MPI_Finalize`); `None` when the record lost calls (it keeps

@@ -47,7 +47,11 @@ impl Calibration {
 
     /// Reuse `cached` on `now` unless missing, stale, `refresh`, or taken on a busy machine
     /// (its O, L and M include other work's time: measured again, never silently reused).
-    pub fn decide(cached: Option<&Calibration>, now: &MachineKey, refresh: bool) -> Decision {
+    pub(crate) fn decide(
+        cached: Option<&Calibration>,
+        now: &MachineKey,
+        refresh: bool,
+    ) -> Decision {
         match decide(cached.map(Calibration::key).as_ref(), now, refresh) {
             Decision::Reuse => match cached.and_then(Calibration::busy) {
                 Some(why) => Decision::Measure(format!(

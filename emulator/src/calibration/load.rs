@@ -47,7 +47,7 @@ impl MachineLoad {
 
 /// Busy, steal and total time of all CPUs, ns, from `/proc/stat`'s text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CpuTimes {
+pub(crate) struct CpuTimes {
     /// user + nice + system + irq + softirq + steal.
     pub busy_ns: u64,
     /// steal.
@@ -105,7 +105,7 @@ pub(crate) fn load_between(
 
 /// A load observation in progress.
 #[derive(Debug, Clone, Copy)]
-pub struct LoadProbe {
+pub(crate) struct LoadProbe {
     before: CpuTimes,
     own_before_ns: u64,
     tick_ns: u64,

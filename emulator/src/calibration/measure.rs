@@ -293,7 +293,7 @@ fn sweep_rates(s: &Settings) -> Vec<u64> {
 /// An upper bound on the real-time CPU time a calibration with `s` can take without sleeping,
 /// for the watchdog: every measurement that can run back to back (the main O run, the spin run,
 /// the L run, the whole M sweep, one O-by-rate round at its slowest rate).
-pub fn longest_burst(s: &Settings) -> std::time::Duration {
+pub(crate) fn longest_burst(s: &Settings) -> std::time::Duration {
     let lateness = s.interval_ns * s.lateness_samples as u64;
     let per_interval = (s.sweep_samples.div_ceil(SWEEP_ROUNDS) * SWEEP_ROUNDS) as u64;
     let sweep: u64 = SWEEP_NS.iter().map(|&i| i * per_interval).sum();

@@ -24,10 +24,12 @@ use jitter_emulator_cli::SalvageArgs;
 use jitter_trace::Stats;
 
 pub use launch::RunStatus;
-pub use report::{pairs_of, result_of, verdict_line, AppReport, AppResult};
+pub(crate) use report::result_of;
+pub use report::{pairs_of, verdict_line, AppReport};
 pub use runs_of::runs_of;
-pub use study::{read_metric, schedule, Arm, LibrarySummary, Pair, RunRecord};
-pub use verdict::{judge, ArmSummary, Effect, Verdict};
+pub use study::{schedule, Arm, LibrarySummary};
+
+pub use verdict::{judge, Verdict};
 
 use study::StudySetup;
 

@@ -108,7 +108,7 @@ fn pairs_by(runs: &[RunRecord], value: impl Fn(&RunRecord) -> Option<f64>) -> Ve
 }
 
 /// The result of complete pairs of `runs`.
-pub fn result_of(runs: &[RunRecord]) -> AppResult {
+pub(crate) fn result_of(runs: &[RunRecord]) -> AppResult {
     let pairs = pairs_of(runs);
     let a: Vec<f64> = pairs.iter().map(|p| p.0).collect();
     let b: Vec<f64> = pairs.iter().map(|p| p.1).collect();
@@ -138,7 +138,7 @@ pub fn result_of(runs: &[RunRecord]) -> AppResult {
 
 /// What the library's statistics say about the runs with it: none written (it did not
 /// intercept `MPI_Init`), or a trace that ran out before the program ended.
-pub fn library_warnings(runs: &[RunRecord], trace_noise_ratio: f64) -> Vec<String> {
+pub(crate) fn library_warnings(runs: &[RunRecord], trace_noise_ratio: f64) -> Vec<String> {
     let with: Vec<&RunRecord> = runs
         .iter()
         .filter(|r| r.arm == Arm::With && r.status.success())

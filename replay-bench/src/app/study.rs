@@ -174,7 +174,7 @@ pub(crate) struct StudySetup {
 /// number above zero. The metric is a time (smaller is faster) whose slowdown is 100 · d̄ / ā:
 /// a value of zero or below has no slowdown whose sign or interval means anything
 /// (`metrics::paired_slowdown`), so it stops the study at the run that printed it.
-pub fn read_metric(re: &Regex, text: &str) -> Result<f64, String> {
+pub(crate) fn read_metric(re: &Regex, text: &str) -> Result<f64, String> {
     let caps = re
         .captures_iter(text)
         .last()

@@ -42,7 +42,7 @@ impl std::fmt::Display for Baseline {
 
 /// The reference values, unscaled ns.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Reference {
+pub(crate) struct Reference {
     /// AvgMaxQT without jitter.
     pub avg_max_qt_ns: f64,
     /// AvgMaxQTBT without jitter.

@@ -6,18 +6,18 @@ use std::hint::black_box;
 use jitter_collect::clock::{read_counter_ordered, Clock};
 
 /// Multiplier a (the C library's classic LCG constant).
-pub const LCG_A: u64 = 1_103_515_245;
+pub(crate) const LCG_A: u64 = 1_103_515_245;
 /// Increment b.
-pub const LCG_B: u64 = 12_345;
+pub(crate) const LCG_B: u64 = 12_345;
 /// Modulus p = 2^31.
-pub const LCG_P: u64 = 1 << 31;
+pub(crate) const LCG_P: u64 = 1 << 31;
 
 /// Runs `iterations` LCG steps from `x` and returns the last value (`do_work` of Algorithm 1).
 ///
 /// Every step goes through [`black_box`], so the compiler can neither fold the loop nor
 /// vectorise it: each iteration costs the same dependent multiply-add-modulo chain.
 #[inline(never)]
-pub fn do_work(iterations: u64, mut x: u64) -> u64 {
+pub(crate) fn do_work(iterations: u64, mut x: u64) -> u64 {
     for _ in 0..iterations {
         x = black_box((LCG_A.wrapping_mul(x).wrapping_add(LCG_B)) % LCG_P);
     }
@@ -26,7 +26,7 @@ pub fn do_work(iterations: u64, mut x: u64) -> u64 {
 
 /// How long one LCG iteration takes on this core.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct WorkRate {
+pub(crate) struct WorkRate {
     /// ns per iteration (the fastest of several repeats: the undisturbed cost).
     pub ns_per_iteration: f64,
 }
@@ -36,9 +36,10 @@ impl WorkRate {
     /// back to back for at least `span_ns` (and 50 batches).
     ///
     /// The fastest batch is the undisturbed cost: a detour inflates only the batches it hits. The
-    /// span must outlast the platform's longest slow stretch (a VM's vCPU ran the loop 3–15×
-    /// slower for up to 142 ms at a time, 2026-11-26): 10 ms of batches inside one gave phases
-    /// of 0.25 q.
+    /// span must outlast the platform's longest slow stretch (a virtual CPU can run the loop
+    /// 3–15× slower for over 100 ms at a time, so 10 ms of batches inside one give phases of
+    /// 0.25 q; the test
+    /// `a_slow_stretch_shorter_than_the_span_does_not_set_the_rate` holds the rule).
     pub fn measure(clock: &Clock, window_ns: u64, span_ns: u64) -> WorkRate {
         let mut x = 1u64;
         let rate = Self::fastest(window_ns, span_ns, |n| {
@@ -84,7 +85,7 @@ impl WorkRate {
     }
 
     /// Iterations that make one phase last `quanta_ns` at this rate (at least 1).
-    pub fn iterations_for(&self, quanta_ns: f64) -> u64 {
+    pub(crate) fn iterations_for(&self, quanta_ns: f64) -> u64 {
         ((quanta_ns / self.ns_per_iteration).round() as u64).max(1)
     }
 }
@@ -115,7 +116,7 @@ mod tests {
         let mut now = 0.0;
         let rate = WorkRate::fastest(200_000, 400_000_000, |n| slow_then_fast(&mut now, n));
         assert_eq!(rate.ns_per_iteration, 2.0);
-        // 50 batches of 200 µs (the span before 2026-11-26) see only the slow core.
+        // 50 batches of 200 µs (a span of 0) see only the slow core.
         now = 0.0;
         let short = WorkRate::fastest(200_000, 0, |n| slow_then_fast(&mut now, n));
         assert_eq!(short.ns_per_iteration, 8.0);

@@ -7,7 +7,7 @@
 
 pub mod baseline;
 pub mod kernel;
-pub mod mpi;
+pub(crate) mod mpi;
 pub mod noise;
 pub mod phases;
 pub mod replay;

@@ -9,7 +9,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 /// MPI_COMM_WORLD (or any communicator) as a [`Collective`].
-pub struct Mpi {
+pub(crate) struct Mpi {
     comm: SimpleCommunicator,
     host: SimpleCommunicator,
 }
@@ -32,13 +32,13 @@ impl Mpi {
     }
 
     /// Ranks sharing this rank's memory (its physical node), from `MPI_Comm_split_type`.
-    pub fn ranks_on_this_host(&self) -> usize {
+    pub(crate) fn ranks_on_this_host(&self) -> usize {
         self.host.size() as usize
     }
 
     /// The lowest rank of each host runs `f`; its bytes reach every rank of that host
     /// (collective over all ranks). Used for per-host work such as the emulator calibration.
-    pub fn shared_from_host_root(&self, f: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
+    pub(crate) fn shared_from_host_root(&self, f: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
         let root = self.host.process_at_rank(0);
         let mut bytes = if self.host.rank() == 0 {
             f()

@@ -12,7 +12,7 @@ use jitter_report::report::BlockMeans;
 
 /// When the phase loop ends (besides the fraction rule of the emulator).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Until {
+pub(crate) enum Until {
     /// Rank 0's elapsed time since the end of warm-up reaches this many ns (wall, scaled).
     Elapsed(u64),
     /// This many measured phases were run.
@@ -35,13 +35,13 @@ pub enum Until {
 }
 
 /// Fewest block pairs a precision target is judged on (a t-interval from 2 is too wild).
-pub const MIN_PAIRS: usize = 3;
+pub(crate) const MIN_PAIRS: usize = 3;
 
 /// The paired, interleaved design: measured phases come in pairs of blocks of `phases`
 /// phases, one block without jitter (A, the emulator paused) and one with (B), in an order
 /// drawn per pair from `seed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Blocks {
+pub(crate) struct Blocks {
     /// Phases per block.
     pub phases: u64,
     /// Shared seed of the block order.
@@ -51,7 +51,7 @@ pub struct Blocks {
 impl Blocks {
     /// Whether measured phase `m` (0 = the first after warm-up) runs with jitter: a pure
     /// function of the seed and `m`, so every rank switches at the same phase unprompted.
-    pub fn jittered(&self, m: u64) -> bool {
+    pub(crate) fn jittered(&self, m: u64) -> bool {
         let len = self.phases.max(1);
         let pair = m / (2 * len);
         let second = (m / len) % 2 == 1;
@@ -61,7 +61,7 @@ impl Blocks {
     }
 
     /// Whether measured phase `m` is the last of its pair.
-    pub fn ends_pair(&self, m: u64) -> bool {
+    pub(crate) fn ends_pair(&self, m: u64) -> bool {
         (m + 1) % (2 * self.phases.max(1)) == 0
     }
 }
@@ -75,7 +75,7 @@ fn splitmix(mut z: u64) -> u64 {
 
 /// What the paired design adds to a loop's outcome (rank 0).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct PairedOutcome {
+pub(crate) struct PairedOutcome {
     /// Every complete pair, in order.
     pub pairs: Vec<BlockMeans>,
     /// Averages of the baseline blocks of the complete pairs.
@@ -90,7 +90,7 @@ pub struct PairedOutcome {
 
 impl PairedOutcome {
     /// (baseline, jitter) block means of MaxQTBT (eq. 2) of every pair.
-    pub fn qtbt_pairs(&self) -> Vec<(f64, f64)> {
+    pub(crate) fn qtbt_pairs(&self) -> Vec<(f64, f64)> {
         self.pairs
             .iter()
             .map(|p| (p.base_qtbt_ns, p.jit_qtbt_ns))
@@ -98,7 +98,7 @@ impl PairedOutcome {
     }
 
     /// (baseline, jitter) block means of MaxQT (eq. 3) of every pair.
-    pub fn qt_pairs(&self) -> Vec<(f64, f64)> {
+    pub(crate) fn qt_pairs(&self) -> Vec<(f64, f64)> {
         self.pairs
             .iter()
             .map(|p| (p.base_qt_ns, p.jit_qt_ns))
@@ -115,7 +115,7 @@ impl PairedOutcome {
     }
 
     /// The larger of the two slowdowns' 95 % half-widths (NaN before two pairs).
-    pub fn half_width_pct(&self) -> f64 {
+    pub(crate) fn half_width_pct(&self) -> f64 {
         let a = paired_slowdown(&self.qtbt_pairs()).ci95_pct;
         let b = paired_slowdown(&self.qt_pairs()).ci95_pct;
         if a.is_nan() || b.is_nan() {
@@ -150,7 +150,7 @@ pub struct LoopSpec {
 }
 
 /// Hooks into the loop for the emulator: where to resync and how far the replay got.
-pub trait PhaseHook {
+pub(crate) trait PhaseHook {
     /// Called on every rank right after the phase's first barrier, before t1.
     fn before_phase(&mut self, phase: u64);
     /// Share of this rank's stream replayed so far (0 without an emulator).
@@ -226,7 +226,7 @@ where
 
 /// No emulator: the benchmark without jitter.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct NoJitter;
+pub(crate) struct NoJitter;
 
 impl PhaseHook for NoJitter {
     fn before_phase(&mut self, _: u64) {}
@@ -264,7 +264,7 @@ impl std::fmt::Display for StopReason {
 
 /// The outcome of a phase loop. Averages and samples are meaningful on rank 0 only.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LoopOutcome {
+pub(crate) struct LoopOutcome {
     /// Averages over measured phases (unscaled ns), rank 0.
     pub averages: PhaseAverages,
     /// Every measured phase (unscaled ns), rank 0, when asked for.
@@ -291,7 +291,7 @@ impl LoopOutcome {
     /// Writes the measured phases as CSV (`replay-bench run --phases-csv`):
     /// `phase,max_qt_ns,max_qtbt_ns,mean_qt_ns,jitter`, ns unscaled to 0.1 ns; `jitter` is 1 for
     /// a jitter phase and 0 for a baseline block's phase of the paired design.
-    pub fn write_phases_csv(&self, w: &mut dyn std::io::Write) -> csv::Result<()> {
+    pub(crate) fn write_phases_csv(&self, w: &mut dyn std::io::Write) -> csv::Result<()> {
         let mut out = csv::Writer::from_writer(w);
         out.write_record(["phase", "max_qt_ns", "max_qtbt_ns", "mean_qt_ns", "jitter"])?;
         for (i, s) in self.samples.iter().enumerate() {
@@ -317,7 +317,12 @@ impl LoopOutcome {
 /// `[qt, qtb, progress, stop]` where only rank 0 contributes its stop decision (the elapsed-time
 /// broadcast of line 13, folded into the reduction with the fraction rule), and one reduce (SUM)
 /// of qt to rank 0 for the mean. Memory is O(1) unless samples are kept.
-pub fn run_phases<C, H>(comm: &C, clock: &Clock, spec: &LoopSpec, hook: &mut H) -> LoopOutcome
+pub(crate) fn run_phases<C, H>(
+    comm: &C,
+    clock: &Clock,
+    spec: &LoopSpec,
+    hook: &mut H,
+) -> LoopOutcome
 where
     C: Collective + ?Sized,
     H: PhaseHook + ?Sized,

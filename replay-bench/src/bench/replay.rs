@@ -26,7 +26,7 @@ use jitter_report::report::{CallPayments, EmulatorTotals, PaymentClass};
 
 /// The injector's own cost on this rank (pitfalls 1 and 2) with its spread, ns.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct EmulatorCost {
+pub(crate) struct EmulatorCost {
     /// O, L, M and the timer the plan is built with.
     pub cost: InjectionCost,
     /// Spread of O.
@@ -49,7 +49,7 @@ impl EmulatorCost {
 
 /// What one rank's emulator did.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct ReplayTotals {
+pub(crate) struct ReplayTotals {
     /// Injections performed.
     pub injected: u64,
     /// Detours dropped (S·run ≤ O).
@@ -70,7 +70,7 @@ pub struct ReplayTotals {
 
 /// What a rank paying at its calls did: its ledger's account, its phases' shares, its calls.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct CallsAccount {
+pub(crate) struct CallsAccount {
     /// Paid by class, missed, the plan's counts.
     pub ledger: LedgerStats,
     /// The phases and their shares.
@@ -83,7 +83,7 @@ pub struct CallsAccount {
 
 impl ReplayTotals {
     /// The counters as a vector to sum over ranks.
-    pub fn to_sums(self) -> [f64; 6] {
+    pub(crate) fn to_sums(self) -> [f64; 6] {
         [
             self.injected as f64,
             self.dropped as f64,
@@ -95,7 +95,7 @@ impl ReplayTotals {
     }
 
     /// Totals from summed counters and the largest progress.
-    pub fn from_sums(s: &[f64; 6], max_progress: f64) -> Self {
+    pub(crate) fn from_sums(s: &[f64; 6], max_progress: f64) -> Self {
         ReplayTotals {
             injected: s[0] as u64,
             dropped: s[1] as u64,
@@ -109,7 +109,7 @@ impl ReplayTotals {
     }
 
     /// The totals of one injector run.
-    pub fn from_stats(st: &InjectorStats, progress: f64) -> Self {
+    pub(crate) fn from_stats(st: &InjectorStats, progress: f64) -> Self {
         ReplayTotals {
             injected: st.injected,
             dropped: st.dropped,
@@ -123,7 +123,7 @@ impl ReplayTotals {
     }
 
     /// The totals of a rank that paid at its calls.
-    pub fn from_calls(account: CallsAccount, progress: f64) -> Self {
+    pub(crate) fn from_calls(account: CallsAccount, progress: f64) -> Self {
         let (l, paid) = (&account.ledger, account.ledger.paid());
         ReplayTotals {
             injected: paid.injections,
@@ -138,7 +138,7 @@ impl ReplayTotals {
     }
 
     /// The report's form.
-    pub fn to_report(self) -> EmulatorTotals {
+    pub(crate) fn to_report(self) -> EmulatorTotals {
         EmulatorTotals {
             injected: self.injected,
             dropped: self.dropped,
@@ -156,7 +156,7 @@ impl ReplayTotals {
 
 /// Where one rank's replay opened a measured stretch of jitter ([`PhaseHook::open_window`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct WindowMark {
+pub(crate) struct WindowMark {
     /// Phase index (warm-up included) of the window's first phase.
     pub phase: u64,
     /// Timeline point the replay started the window at, trace ns: where it resumed or resynced,
@@ -177,11 +177,11 @@ pub struct WindowMark {
 /// Values of one [`PaidClass`] in [`CallsAccount::to_sums`].
 const CLASS_SUMS: usize = 5 + LATENESS_BUCKETS;
 /// Length of [`CallsAccount::to_sums`].
-pub const CALLS_SUMS: usize = 3 * CLASS_SUMS + 7;
+pub(crate) const CALLS_SUMS: usize = 3 * CLASS_SUMS + 7;
 
 impl CallsAccount {
     /// The counts to add up over ranks, as floats (one MPI reduction).
-    pub fn to_sums(self) -> [f64; CALLS_SUMS] {
+    pub(crate) fn to_sums(self) -> [f64; CALLS_SUMS] {
         let mut v = [0.0; CALLS_SUMS];
         let l = &self.ledger;
         for (k, c) in [&l.at_boundary, &l.in_call, &l.on_return]
@@ -218,7 +218,7 @@ impl CallsAccount {
 
     /// The largest values over ranks: each class's largest lateness, and 1 − the worst phase's
     /// time share (its largest is the worst share).
-    pub fn to_maxes(self) -> [f64; 4] {
+    pub(crate) fn to_maxes(self) -> [f64; 4] {
         let l = &self.ledger;
         [
             l.at_boundary.lateness_max_ns as f64,
@@ -229,7 +229,11 @@ impl CallsAccount {
     }
 
     /// The report's form of the sums and maxima over ranks, with each rank's shares.
-    pub fn to_report(sums: &[f64], maxes: &[f64; 4], rank_shares: Vec<[f64; 2]>) -> CallPayments {
+    pub(crate) fn to_report(
+        sums: &[f64],
+        maxes: &[f64; 4],
+        rank_shares: Vec<[f64; 2]>,
+    ) -> CallPayments {
         let class = |k: usize| {
             let at = &sums[k * CLASS_SUMS..(k + 1) * CLASS_SUMS];
             let mut c = PaidClass {
@@ -380,7 +384,7 @@ impl Injector {
 
 /// A running emulator with its sync schedule: the benchmark's [`PhaseHook`].
 #[derive(Debug)]
-pub struct Replay {
+pub(crate) struct Replay {
     handle: Injector,
     schedule: SyncSchedule,
     timeline_ns: u64,
@@ -461,7 +465,7 @@ impl Replay {
 /// its own point on the trace's timeline, which advances only while its compute window (and
 /// what follows it up to the next switch) runs; the emulator jumps there before each window.
 #[derive(Debug)]
-pub struct VirtualReplay {
+pub(crate) struct VirtualReplay {
     replay: Replay,
     /// Timeline point of each virtual rank, trace ns in [0, timeline).
     points: Vec<u64>,

@@ -12,7 +12,7 @@ use super::phases::LoopOutcome;
 
 /// The summary of a run as text (rank 0 prints it); `baseline` is the measured baseline's
 /// averages (its own run, or the paired design's baseline blocks).
-pub fn render_run(
+pub(crate) fn render_run(
     report: &Report,
     baseline: Option<&PhaseAverages>,
     outcome: &LoopOutcome,
@@ -169,7 +169,7 @@ fn stop_lines(s: &mut String, report: &Report, outcome: &LoopOutcome) {
 }
 
 /// Prints [`render_run`].
-pub fn print_run(report: &Report, baseline: Option<&PhaseAverages>, outcome: &LoopOutcome) {
+pub(crate) fn print_run(report: &Report, baseline: Option<&PhaseAverages>, outcome: &LoopOutcome) {
     print!("{}", render_run(report, baseline, outcome));
 }
 

@@ -9,14 +9,14 @@ use jitter_report::report::{ReplayedWindow, ReplayedWindows};
 
 /// Most (windows × ranks) a run records: beyond, the exchange would cost more than it tells
 /// (a prediction of the same stretches is meant for the few ranks a real run has).
-pub const MAX_WINDOW_SLOTS: usize = 1 << 20;
+pub(crate) const MAX_WINDOW_SLOTS: usize = 1 << 20;
 
 /// Values per (window, rank) slot: point, injections, their span, the window's length.
 const SLOT: usize = 4;
 
 /// One rank's window with what it injected and how long it lasted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RankWindow {
+pub(crate) struct RankWindow {
     /// Phase index (warm-up included) of its first phase.
     pub phase: u64,
     /// Timeline point it started at, trace ns.
@@ -32,7 +32,11 @@ pub struct RankWindow {
 /// This rank's windows with what each injected (the counts before the next window, or at the
 /// end, `end` = (injections, span) of the whole replay, less those before it) and lasted
 /// (a window still open closes at `end_ns`).
-pub fn with_injections(marks: &[WindowMark], end: (u64, u64), end_ns: u64) -> Vec<RankWindow> {
+pub(crate) fn with_injections(
+    marks: &[WindowMark],
+    end: (u64, u64),
+    end_ns: u64,
+) -> Vec<RankWindow> {
     marks
         .iter()
         .enumerate()
@@ -59,7 +63,7 @@ pub fn with_injections(marks: &[WindowMark], end: (u64, u64), end_ns: u64) -> Ve
 /// Collective (every rank calls it): the windows of all ranks, the first `kept` of them (those
 /// whose phases were measured), on rank 0; `None` on other ranks, when the ranks disagree on the
 /// count, or beyond [`MAX_WINDOW_SLOTS`].
-pub fn gather(
+pub(crate) fn gather(
     comm: &dyn Collective,
     mine: &[RankWindow],
     kept: usize,

@@ -23,7 +23,7 @@ pub fn compare(a: &CompareArgs) -> anyhow::Result<()> {
 }
 
 /// `replay-bench plot-study`: the SD-vs-ranks table of the reports, and their chart (`--svg`).
-pub fn plot_study(args: PlotStudyArgs) -> anyhow::Result<()> {
+pub(crate) fn plot_study(args: PlotStudyArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.svg {
         jitter_trace::output::check_output(p, "--svg", "an SVG image", &["svg"])?;
     }

@@ -26,7 +26,7 @@ pub fn study(args: &StudyArgs) -> anyhow::Result<()> {
 
 /// `replay-bench choose-scale`: prints the smallest integer S that makes `share` of the detours
 /// injectable with the calibrated overhead, capped at `max`.
-pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
+pub(crate) fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
     let top = jitter_emulator::plan::MAX_SCALE;
     if args.max < 1 || args.max as f64 > top {
         bail!("--max must be in 1..={top}, got {}", args.max);
@@ -94,7 +94,7 @@ pub fn choose_scale(args: &ChooseScaleArgs) -> anyhow::Result<()> {
 /// `replay-bench choose-inject`: prints `signal` or `boundary` by the rule of
 /// [`jitter_emulator::InjectionChoice`] for this trace and the calibrated signal cost, and why
 /// on stderr.
-pub fn choose_inject(args: &ChooseInjectArgs) -> anyhow::Result<()> {
+pub(crate) fn choose_inject(args: &ChooseInjectArgs) -> anyhow::Result<()> {
     let (trace, _) = load_trace(&args.trace, args.salvage.choice())?;
     let cal = read_calibration(&args.calibration)?;
     let o = cal.timer(args.timer).overhead.median_ns.max(0.0);

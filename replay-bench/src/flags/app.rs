@@ -11,7 +11,7 @@ use regex::Regex;
 use super::duration::{duration_flag, positive_duration_flag};
 
 /// Default time limit of one run.
-pub const DEFAULT_TIMEOUT: &str = "10m";
+pub(crate) const DEFAULT_TIMEOUT: &str = "10m";
 
 /// Options of `replay-bench app`.
 #[derive(Debug, Clone, Args)]
@@ -101,7 +101,7 @@ impl Measure {
 }
 
 /// A `--metric` flag: `loop`, `wall` or a regular expression with one capture group.
-pub fn measure_flag(s: &str) -> Result<Measure, String> {
+pub(crate) fn measure_flag(s: &str) -> Result<Measure, String> {
     match s {
         "loop" => Ok(Measure::Loop),
         "wall" => Ok(Measure::Wall),
@@ -125,7 +125,7 @@ fn inject_flag(s: &str) -> Result<InjectFlag, String> {
 }
 
 /// A `--metric` flag: a regular expression with exactly one capture group.
-pub fn metric_flag(s: &str) -> Result<Regex, String> {
+pub(crate) fn metric_flag(s: &str) -> Result<Regex, String> {
     let re = Regex::new(s).map_err(|e| format!("not a regular expression: {e}"))?;
     if re.captures_len() != 2 {
         return Err(format!(

@@ -5,13 +5,13 @@
 pub(crate) const MAX_DURATION_NS: f64 = 86_400e9;
 
 /// A duration flag of the benchmark, ns: `jitter_trace::units`' rule, at most a day.
-pub fn duration_flag(s: &str) -> Result<u64, String> {
+pub(crate) fn duration_flag(s: &str) -> Result<u64, String> {
     let ns = jitter_trace::units::parse_duration_ns(s).map_err(|e| e.to_string())?;
     within_a_day(s, ns)
 }
 
 /// A positive duration flag, ns: `jitter_trace::units::parse_positive_duration`, at most a day.
-pub fn positive_duration_flag(s: &str) -> Result<u64, String> {
+pub(crate) fn positive_duration_flag(s: &str) -> Result<u64, String> {
     let d = jitter_trace::units::parse_positive_duration(s).map_err(|e| e.to_string())?;
     within_a_day(s, d.as_nanos() as f64)
 }

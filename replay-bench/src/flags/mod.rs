@@ -27,17 +27,17 @@ pub mod whatif;
 
 use clap::{Parser, Subcommand};
 
-pub use duration::{duration_flag, positive_duration_flag};
 pub use predict::{order_stats_path, BarrierKind, PredictArgs, PredictCmd};
-pub use reports::{CompareArgs, PlotStudyArgs};
-pub use run::{Design, RunArgs};
+pub use reports::CompareArgs;
+pub(crate) use reports::PlotStudyArgs;
+pub(crate) use run::RunArgs;
 pub use shared::{
     check_sync_modes, parse_ranks, PlatformChoice, Quanta, RankCounts, RanksPerNode, Seed,
     SimulatedPhases, SyncModes,
 };
-pub use study::{ChooseInjectArgs, ChooseScaleArgs, StudyArgs};
-pub use validate::ValidateArgs;
-pub use whatif::WhatIfArgs;
+pub(crate) use study::{ChooseInjectArgs, ChooseScaleArgs, StudyArgs};
+pub(crate) use validate::ValidateArgs;
+pub(crate) use whatif::WhatIfArgs;
 
 // The command line of `replay-bench` (no doc comment: `about` is the package description).
 #[derive(Debug, Parser)]

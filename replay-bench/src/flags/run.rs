@@ -151,7 +151,7 @@ pub(crate) const DEFAULT_MAX_TIME_NS: u64 = 600_000_000_000;
 
 impl RunArgs {
     /// True when the run replays jitter (`--trace` or `--node-traces`).
-    pub fn has_trace(&self) -> bool {
+    pub(crate) fn has_trace(&self) -> bool {
         self.trace.is_some() || !self.nodes.node_traces.is_empty()
     }
 
@@ -164,7 +164,7 @@ impl RunArgs {
     /// option (a `--period` cannot exceed it; `--phases` and `--warmup` are counts): (warm-up +
     /// phases) × q × S is the least time the run takes, every phase lasting at least its scaled
     /// quanta.
-    pub fn check_length(&self) -> anyhow::Result<()> {
+    pub(crate) fn check_length(&self) -> anyhow::Result<()> {
         let args = self;
         let scale = args
             .replay
@@ -188,7 +188,7 @@ impl RunArgs {
 
     /// Why the injection mode does not fit the other options, if it does not: paying at calls
     /// has no timer and no O, L or M, and pays on one timeline per process (no virtual ranks).
-    pub fn check_inject(&self) -> anyhow::Result<()> {
+    pub(crate) fn check_inject(&self) -> anyhow::Result<()> {
         if self.inject.mode != InjectionMode::Boundary {
             return Ok(());
         }
@@ -210,7 +210,7 @@ impl RunArgs {
     }
 
     /// The design a run uses, or why its options do not fit together.
-    pub fn resolved_design(&self) -> anyhow::Result<Design> {
+    pub(crate) fn resolved_design(&self) -> anyhow::Result<Design> {
         let args = self;
         let default = if args.has_trace() && args.virtual_ranks == 1 {
             Design::Paired

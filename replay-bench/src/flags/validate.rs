@@ -79,7 +79,7 @@ pub struct ValidateArgs {
 impl ValidateArgs {
     /// The table, the plot and the folder of the runs, checked before the first run (which may
     /// be an hour before the table is written).
-    pub fn check_outputs(&self) -> anyhow::Result<()> {
+    pub(crate) fn check_outputs(&self) -> anyhow::Result<()> {
         use jitter_trace::output::check_output;
         if let Some(p) = &self.output {
             check_output(p, "-o", "a JSON table", &["json"])?;
@@ -97,7 +97,7 @@ impl ValidateArgs {
 
     /// The replay flags of the runs and the prediction of one injection mode: as given for the
     /// signal injector; f alone paying at calls (S = 1, no timer, no O, L or M).
-    pub fn replay_for(&self, mode: InjectionMode) -> ReplayArgs {
+    pub(crate) fn replay_for(&self, mode: InjectionMode) -> ReplayArgs {
         match mode {
             InjectionMode::Signal => self.replay,
             InjectionMode::Boundary => ReplayArgs {
@@ -108,7 +108,7 @@ impl ValidateArgs {
     }
 
     /// The injection modes, each once, in the order given.
-    pub fn inject_modes(&self) -> Vec<InjectionMode> {
+    pub(crate) fn inject_modes(&self) -> Vec<InjectionMode> {
         let mut v = self.inject.clone();
         v.dedup();
         if v.len() == 2 && v[0] == v[1] {
@@ -118,7 +118,7 @@ impl ValidateArgs {
     }
 
     /// The process counts: `--ranks` or 1 … the CPUs this process may use.
-    pub fn rank_counts(&self) -> Vec<u64> {
+    pub(crate) fn rank_counts(&self) -> Vec<u64> {
         match &self.ranks {
             Some(r) => r.0.clone(),
             None => {

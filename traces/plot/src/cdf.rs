@@ -14,7 +14,7 @@ use jitter_trace::summary::DetourHistogram;
 
 /// The CDF chart (`--kind cdf`).
 #[derive(Debug, Clone, Copy)]
-pub struct Cdf;
+pub(crate) struct Cdf;
 
 impl Chart for Cdf {
     fn draw(&self, series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {

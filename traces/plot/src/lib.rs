@@ -45,13 +45,14 @@ use std::path::Path;
 use jitter_trace::error::TraceError;
 use jitter_trace::model::Header;
 
-pub use cdf::Cdf;
+pub(crate) use cdf::Cdf;
 pub use density::Density;
 pub use look::{
     axis_number, label_area_for, ticks, y_label_area, Chart, Series, MAX_POINTS, X_LABEL_AREA,
 };
 pub use nodes::nodes_svg;
-pub use source_series::{SourceSeries, SpilledSeries, MAX_SOURCES};
+pub use source_series::{SpilledSeries, MAX_SOURCES};
+
 pub use sources::{source_bars_of, source_bars_svg, source_density_of, source_density_svg};
 pub use timeseries::TimeSeries;
 
@@ -103,7 +104,7 @@ impl PlotKind {
 
 /// The name of a trace in a legend: its `name` label where it has one, else the file stem of
 /// `path` (`runs/node07.jtr` → `node07`), never the whole path.
-pub fn trace_name(path: &Path, header: &Header) -> String {
+pub(crate) fn trace_name(path: &Path, header: &Header) -> String {
     if let Some(name) = header.labels.get("name").filter(|n| !n.is_empty()) {
         return name.clone();
     }

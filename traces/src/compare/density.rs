@@ -104,7 +104,7 @@ pub struct Density {
 }
 
 /// Natural logs of the positive run-times of `streams`.
-pub fn log_runs(streams: &[Stream]) -> Vec<f64> {
+pub(crate) fn log_runs(streams: &[Stream]) -> Vec<f64> {
     streams
         .iter()
         .flat_map(|s| &s.records)

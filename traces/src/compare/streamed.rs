@@ -29,9 +29,9 @@ use super::density::{
 use crate::stats::Stats;
 
 /// Cells counted per KS pass.
-pub const CELLS: usize = 1024;
+pub(crate) const CELLS: usize = 1024;
 /// Parts a cell is split into at the next level.
-pub const SPLIT: u64 = 1024;
+pub(crate) const SPLIT: u64 = 1024;
 
 /// Calls `f` with the log run-time of each positive detour of `src`, stream after stream.
 fn each_log(src: &dyn StreamSource, f: &mut dyn FnMut(f64)) -> Result<(), TraceError> {

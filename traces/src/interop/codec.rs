@@ -11,7 +11,10 @@ use serde::Serialize;
 
 use super::spill::{Rows, Spilled, Store};
 use crate::error::TraceError;
-use crate::format::{Completeness, Epilogue, StreamSummary, TraceWriter};
+#[cfg(test)]
+use crate::format::Completeness;
+use crate::format::{Epilogue, StreamSummary, TraceWriter};
+#[cfg(test)]
 use crate::load::read_trace;
 use crate::model::{Detour, Header, Trace, LABEL_WINDOW, WINDOW_INFERRED};
 use crate::stream_order::{for_each_record, StreamSource};
@@ -19,12 +22,13 @@ use crate::stream_order::{for_each_record, StreamSource};
 /// How one format is read and written: one implementation per file, picked by
 /// [`super::Format::codec`]. A format that is only read (or only written) keeps the default of the
 /// other half, an error naming the format.
-pub trait Codec: Sync {
+pub(crate) trait Codec: Sync {
     /// The format's name in the "… is an import/export format only" errors.
     fn name(&self) -> &'static str;
 
     /// Reads a trace from `paths` (one file per stream where the format holds one stream)
     /// into memory: by default the `.jtr` of [`Codec::spill`], read whole.
+    #[cfg(test)]
     fn import(&self, paths: &[PathBuf]) -> Result<Imported, TraceError> {
         let spilled = self.spill(paths)?;
         let loaded = read_trace(spilled.path())?;
@@ -63,8 +67,9 @@ pub trait Codec: Sync {
 }
 
 /// A trace read by [`super::import`], with a warning when a `.jtr` file was incomplete.
+#[cfg(test)]
 #[derive(Debug)]
-pub struct Imported {
+pub(crate) struct Imported {
     /// The trace.
     pub trace: Trace,
     /// How complete a `.jtr` input was (always complete for the text formats).

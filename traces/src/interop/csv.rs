@@ -11,6 +11,7 @@ use super::codec::{
 };
 use super::spill::{cap, Spilled, Store};
 use crate::error::TraceError;
+#[cfg(test)]
 use crate::load::read_trace;
 use crate::model::{Detour, Trace};
 use crate::stream_order::StreamSource;
@@ -45,7 +46,10 @@ pub fn write_csv(trace: &Trace, w: &mut dyn Write) -> Result<(), TraceError> {
 }
 
 /// [`write_csv`] of a trace read stream by stream.
-pub fn write_csv_streams(src: &dyn StreamSource, w: &mut dyn Write) -> Result<(), TraceError> {
+pub(crate) fn write_csv_streams(
+    src: &dyn StreamSource,
+    w: &mut dyn Write,
+) -> Result<(), TraceError> {
     let csv_w = |e: csv::Error| io_w(e.into());
     let mut out = csv::WriterBuilder::new().has_headers(false).from_writer(w);
     out.write_record(CSV_HEADER).map_err(csv_w)?;
@@ -55,7 +59,8 @@ pub fn write_csv_streams(src: &dyn StreamSource, w: &mut dyn Write) -> Result<()
 
 /// Reads a CSV file with a header and `cpu,start_ns,run_ns[,...]` rows (fields may be quoted;
 /// blank lines are skipped; columns after the third are ignored).
-pub fn read_csv(path: &Path) -> Result<Trace, TraceError> {
+#[cfg(test)]
+pub(crate) fn read_csv(path: &Path) -> Result<Trace, TraceError> {
     Ok(read_trace(spill_csv(path)?.path())?.trace)
 }
 

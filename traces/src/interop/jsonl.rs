@@ -27,12 +27,15 @@ impl Codec for JsonLines {
 }
 
 /// Writes one JSON object per record.
-pub fn write_jsonl(trace: &Trace, w: &mut dyn Write) -> Result<(), TraceError> {
+pub(crate) fn write_jsonl(trace: &Trace, w: &mut dyn Write) -> Result<(), TraceError> {
     write_jsonl_streams(trace, w)
 }
 
 /// [`write_jsonl`] of a trace read stream by stream.
-pub fn write_jsonl_streams(src: &dyn StreamSource, w: &mut dyn Write) -> Result<(), TraceError> {
+pub(crate) fn write_jsonl_streams(
+    src: &dyn StreamSource,
+    w: &mut dyn Write,
+) -> Result<(), TraceError> {
     each_row(src, &mut |rec| {
         serde_json::to_writer(&mut *w, &rec).map_err(|e| io_w(e.into()))?;
         w.write_all(b"\n").map_err(io_w)

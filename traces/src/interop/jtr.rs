@@ -4,12 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::codec::{single, Codec, Imported};
+use super::codec::Codec;
+#[cfg(test)]
+use super::codec::{single, Imported};
 use super::spill::Spilled;
 use crate::error::TraceError;
 use std::io::Write;
 
 use crate::format::{write_trace, Epilogue, TraceWriter, MAX_CHUNK_RECORDS};
+#[cfg(test)]
 use crate::load::read_trace;
 use crate::model::{Detour, Trace};
 use crate::stream_order::StreamSource;
@@ -22,6 +25,7 @@ impl Codec for Jtr {
         ".jtr"
     }
 
+    #[cfg(test)]
     fn import(&self, paths: &[PathBuf]) -> Result<Imported, TraceError> {
         let l = read_trace(single(paths, self.name())?)?;
         Ok(Imported {

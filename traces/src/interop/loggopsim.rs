@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use super::codec::{assemble, int, io_w, lines, parse_err, with_file, Codec, Part};
 use super::spill::{cap, Spilled, Store};
 use crate::error::TraceError;
+#[cfg(test)]
 use crate::load::read_trace;
 use crate::model::{Detour, Stream, Trace};
 use crate::stream_order::{for_each_record, StreamSource};
@@ -74,7 +75,7 @@ fn check_placeholder(path: &Path, streams: usize) -> Result<(), TraceError> {
 }
 
 /// What a multi-stream LogGOPSim output name holds where each file's CPU number goes.
-pub const CPU_PLACEHOLDER: &str = "{cpu}";
+pub(crate) const CPU_PLACEHOLDER: &str = "{cpu}";
 
 /// The output path of one stream of a multi-stream export: `path` with every
 /// [`CPU_PLACEHOLDER`] replaced by `cpu`.
@@ -88,7 +89,7 @@ pub fn per_stream_path(path: &Path, cpu: u32) -> PathBuf {
 /// Writes one stream as a LogGOPSim noise trace (`<start ns>\t<duration ns>`): starts relative
 /// to the window's begin, a zero-length end record at the window's end, no final newline (see
 /// the module documentation).
-pub fn write_loggopsim(stream: &Stream, w: &mut dyn Write) -> Result<(), TraceError> {
+pub(crate) fn write_loggopsim(stream: &Stream, w: &mut dyn Write) -> Result<(), TraceError> {
     let b = stream.begin_ns;
     write!(
         w,
@@ -138,7 +139,8 @@ fn write_loggopsim_stream(
 }
 
 /// Reads LogGOPSim/netgauge noise traces, one stream per file.
-pub fn read_loggopsim(paths: &[PathBuf]) -> Result<Trace, TraceError> {
+#[cfg(test)]
+pub(crate) fn read_loggopsim(paths: &[PathBuf]) -> Result<Trace, TraceError> {
     Ok(read_trace(spill_loggopsim(paths)?.path())?.trace)
 }
 

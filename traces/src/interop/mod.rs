@@ -35,13 +35,13 @@ use crate::error::TraceError;
 use crate::model::Trace;
 use crate::stream_order::StreamSource;
 
-pub use self::codec::{Codec, Imported};
-pub use self::csv::{read_csv, write_csv};
-pub use self::jsonl::write_jsonl;
+pub(crate) use self::codec::Codec;
+#[cfg(test)]
+pub(crate) use self::codec::Imported;
+pub use self::csv::write_csv;
 pub(crate) use self::jtr::write_streams as write_jtr_streams;
-pub use self::loggopsim::{per_stream_path, read_loggopsim, write_loggopsim, CPU_PLACEHOLDER};
+pub use self::loggopsim::per_stream_path;
 pub use self::spill::Spilled;
-pub use self::sysjitter::read_sysjitter;
 
 /// A trace file format this crate reads or writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +104,7 @@ impl Format {
 
     /// The codec that reads and/or writes this format: the one place a format becomes its
     /// implementation.
-    pub fn codec(self) -> &'static dyn Codec {
+    pub(crate) fn codec(self) -> &'static dyn Codec {
         match self {
             Format::Jtr => &jtr::Jtr,
             Format::Csv => &csv::Csv,
@@ -133,7 +133,8 @@ impl FromStr for Format {
 }
 
 /// Reads a trace from `paths` in `format` (one file per stream for sysjitter and LogGOPSim).
-pub fn import(paths: &[PathBuf], format: Format) -> Result<Imported, TraceError> {
+#[cfg(test)]
+pub(crate) fn import(paths: &[PathBuf], format: Format) -> Result<Imported, TraceError> {
     check_inputs(paths, format)?;
     format.codec().import(paths)
 }
@@ -176,6 +177,8 @@ pub fn export(trace: &Trace, path: &Path, format: Format) -> Result<(), TraceErr
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use super::csv::read_csv;
+    use super::loggopsim::read_loggopsim;
     use super::*;
     use crate::format::Completeness;
     use crate::model::Detour;

@@ -21,14 +21,17 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::attribution::{AttributedDetour, Attribution};
+use crate::attribution::AttributedDetour;
+#[cfg(test)]
+use crate::attribution::Attribution;
 use crate::error::TraceError;
+#[cfg(test)]
 use crate::model::Trace;
 use crate::sidecar_reader::DetourSource;
 use crate::stream_order::StreamSource;
 
 /// Width of one bin of the noise counter, ns.
-pub const COUNTER_BIN_NS: u64 = 100_000_000;
+pub(crate) const COUNTER_BIN_NS: u64 = 100_000_000;
 
 /// Slices kept by default (a browser loads some hundred thousand events comfortably).
 pub const DEFAULT_MAX_SLICES: usize = 200_000;
@@ -142,7 +145,8 @@ fn push(out: &mut Vec<u8>, event: &Value) -> Result<(), TraceError> {
 
 /// The trace-event JSON of `trace` (and its attribution, which must be this trace's: one CPU
 /// entry per stream with one detour per record; others are refused), as a value.
-pub fn trace_events(
+#[cfg(test)]
+pub(crate) fn trace_events(
     trace: &Trace,
     attribution: Option<&Attribution>,
     e: &Export,

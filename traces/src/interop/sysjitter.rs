@@ -16,8 +16,11 @@ use std::path::{Path, PathBuf};
 use super::codec::{assemble, int, lines, parse_err, Codec, Part};
 use super::spill::{cap, Rows, Spilled, Store};
 use crate::error::TraceError;
+#[cfg(test)]
 use crate::load::read_trace;
-use crate::model::{Detour, Trace};
+use crate::model::Detour;
+#[cfg(test)]
+use crate::model::Trace;
 
 /// The sysjitter `--raw` codec (import only).
 pub(super) struct Sysjitter;
@@ -33,7 +36,8 @@ impl Codec for Sysjitter {
 }
 
 /// Reads sysjitter `--raw` files, one stream per file.
-pub fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
+#[cfg(test)]
+pub(crate) fn read_sysjitter(paths: &[PathBuf]) -> Result<Trace, TraceError> {
     Ok(read_trace(spill_sysjitter(paths)?.path())?.trace)
 }
 

@@ -41,7 +41,7 @@ pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
 }
 
 /// The file size limit of this process (`None`: unlimited).
-pub fn file_size_limit() -> Option<u64> {
+pub(crate) fn file_size_limit() -> Option<u64> {
     let (soft, _) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_FSIZE).ok()?;
     (soft != libc::RLIM_INFINITY).then_some(soft)
@@ -69,7 +69,7 @@ fn above_limit(bytes: u64) -> Option<String> {
 
 /// Refuses a file `path` of `bytes` above the file size limit, before a write that would raise
 /// SIGXFSZ (which ends a process that does not ignore it, such as a library's host program).
-pub fn check_size_limit(path: &Path, bytes: u64) -> Result<(), TraceError> {
+pub(crate) fn check_size_limit(path: &Path, bytes: u64) -> Result<(), TraceError> {
     match above_limit(bytes) {
         Some(why) => Err(TraceError::Argument(format!("{}: {why}", path.display()))),
         None => Ok(()),

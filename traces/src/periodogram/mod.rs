@@ -26,16 +26,16 @@
 mod period;
 mod segments;
 
-pub use period::{
-    Occurrences, Period, FALSE_ALARM, MAX_BINS, MAX_PERIODS, MAX_SEGMENTS, MIN_BIN_NS, MIN_CYCLES,
-    MIN_OCCURRENCES, NEIGHBOURHOOD,
-};
-pub use segments::{BinnedSegment, Segments};
+#[cfg(test)]
+pub(crate) use period::Occurrences;
+pub use period::Period;
+pub(crate) use segments::BinnedSegment;
+pub use segments::Segments;
 
 /// A way to find the periods of binned occurrences: `periods_binned` (the FFT, feature
 /// `periodogram`), passed where periods are wanted (`attribution::Scope::periods`,
 /// `tally::Plan::periods`), so that code that wants none never reaches the FFT.
-pub type FindPeriods = fn(&[BinnedSegment]) -> Vec<Period>;
+pub(crate) type FindPeriods = fn(&[BinnedSegment]) -> Vec<Period>;
 
 // The spectrum itself (rustfft): only with the `periodogram` feature, which the collector and
 // the libraries loaded into MPI jobs leave out.

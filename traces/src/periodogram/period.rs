@@ -5,30 +5,30 @@
 use serde::Serialize;
 
 /// Narrowest bin of the impulse series, ns (periods below about 4 bins are not resolved).
-pub const MIN_BIN_NS: u64 = 100_000;
+pub(crate) const MIN_BIN_NS: u64 = 100_000;
 
 /// Most bins of one impulse series: a window longer than `MAX_BINS · MIN_BIN_NS` (26.2 s) is
 /// cut into equal segments whose powers add, as CPUs' do (Bartlett's method).
-pub const MAX_BINS: usize = 1 << 18;
+pub(crate) const MAX_BINS: usize = 1 << 18;
 
 /// Most segments analysed per source (evenly chosen among all CPUs' segments): 16 segments
 /// of 26 s hold thousands of cycles of any period resolved, and bound the cost of a long run.
-pub const MAX_SEGMENTS: usize = 16;
+pub(crate) const MAX_SEGMENTS: usize = 16;
 
 /// Probability that a source without any period reports one.
-pub const FALSE_ALARM: f64 = 1e-3;
+pub(crate) const FALSE_ALARM: f64 = 1e-3;
 
 /// Relative half-width in frequency within which a peak must be the largest.
-pub const NEIGHBOURHOOD: f64 = 0.02;
+pub(crate) const NEIGHBOURHOOD: f64 = 0.02;
 
 /// A period must fit this many times into the observation window.
-pub const MIN_CYCLES: f64 = 8.0;
+pub(crate) const MIN_CYCLES: f64 = 8.0;
 
 /// Fewest occurrences analysed.
-pub const MIN_OCCURRENCES: usize = 8;
+pub(crate) const MIN_OCCURRENCES: usize = 8;
 
 /// Most periods reported per source.
-pub const MAX_PERIODS: usize = 3;
+pub(crate) const MAX_PERIODS: usize = 3;
 
 /// One harmonic family of the periodogram.
 #[derive(Debug, Clone, PartialEq, Serialize)]
