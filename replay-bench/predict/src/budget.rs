@@ -31,7 +31,7 @@ use super::simulation::DesConfig;
 use super::spec::PredictSpec;
 use crate::spec::Model;
 
-/// Cost of one event on one core, ns (measured on the project VM: the walk of a dense trace,
+/// Cost of one event on one core, ns (measured by `scripts/bench-predict.sh`: the walk of a dense trace,
 /// 2·10⁴ detours/s, 4096 ranks × 200 phases, one thread, ≈ 35 ns abstime, 41 ns itimer; with
 /// margin).
 pub const NS_PER_EVENT: f64 = 50.0;
@@ -45,13 +45,13 @@ pub const RESYNC_EVENTS: f64 = 2.0;
 /// Indexed engine's fast path (S = 1, no timer errors): cost of one event on one core, ns,
 /// where a rank-phase is 1 event plus one per doubling of the detours d it passes (its
 /// barrier searches gallop over them; its compute search reads one bucket, at any d);
-/// measured on the project VM at 2048–10⁶ ranks: 51 ns per rank-phase at d ≈ 10 (4.5
+/// measured by `scripts/bench-predict.sh` at 2048–10⁶ ranks: 51 ns per rank-phase at d ≈ 10 (4.5
 /// events), 90–130 ns at d ≈ 100 (7.7 events), with margin.
 pub const INDEXED_NS_PER_EVENT: f64 = 30.0;
 /// Cost of one rank-round of an algorithmic collective in closed form on one core, ns, in
-/// either engine (one arithmetic pass per round, `collective/round`): measured on the project
-/// VM with one thread (16 384 ranks × 100 phases, sparse trace, the offloaded loop's CPU time
-/// taken off; `tests/predict_estimate.rs`, 2026-11-27 s5): 1.7 ns (dissemination, AVX2), 1.8
+/// either engine (one arithmetic pass per round, `collective/round`): measured with one thread
+/// (16 384 ranks × 100 phases, sparse trace, the offloaded loop's CPU time taken off;
+/// `tests/predict_estimate.rs`): 1.7 ns (dissemination, AVX2), 1.8
 /// (binomial tree), 2.9 (recursive doubling); the largest, rounded up.
 pub const COLLECTIVE_NS_PER_ROUND: f64 = 3.0;
 /// Cost of one question of a collective asked of the engine (a rank whose quiet time its round
@@ -64,7 +64,7 @@ pub const COLLECTIVE_NS_PER_ASK: f64 = 40.0;
 /// (≈ 129 bytes measured by `PlanIndex::bytes` on dense noise at S = 1, in its test).
 pub const INDEX_BYTES_PER_RECORD: u64 = 144;
 /// Indexed engine: time to compile the index once per trace, per record of an indexed stream,
-/// ns (measured ≈ 100 ns on the project VM).
+/// ns (≈ 100 ns measured by `scripts/bench-predict.sh`).
 pub const INDEX_NS_PER_RECORD: f64 = 200.0;
 /// Cost of the two MPI reductions of one phase when the ranks are split over processes, ns.
 pub const MPI_NS_PER_PHASE: f64 = 50_000.0;
@@ -73,8 +73,8 @@ pub const ORDER_STATS_NS_PER_RECORD: f64 = 2_000.0;
 /// Analytic tier: memory of its two distributions, per record of the stream, bytes.
 pub const ORDER_STATS_BYTES_PER_RECORD: u64 = 256;
 /// Parallel efficiency assumed for the worker threads (rayon over chunks of ranks): 2 threads
-/// ran 1.6–1.9 × one on the project VM (docs/BENCHMARKS.md, `### Cost against detour
-/// density`), with margin.
+/// ran 1.6–1.9 × one on two cores (docs/BENCHMARKS.md, `### Cost against detour density`),
+/// with margin.
 pub const THREAD_EFFICIENCY: f64 = 0.75;
 /// Smallest chunk of ranks one worker thread takes (as in the simulation).
 pub const RANKS_PER_CHUNK: u64 = 256;

@@ -430,8 +430,8 @@ impl ReplayEngine for Quiet {
 
 /// How many states ahead of its search a pass prefetches a rank's index lines (a compute
 /// search's second stage; its first stage twice as far): enough that several ranks' misses are
-/// in flight at once, few enough that the core still tracks them all (on an AMD Zen 4 VM, 4
-/// beat 1–3 and 5–32 on a dense trace; 8 took ≈ 15 % longer, no prefetch 2×).
+/// in flight at once, few enough that the core still tracks them all (`scripts/bench-predict.sh`
+/// on a dense trace: 4 beat 1–3 and 5–32; 8 took ≈ 15 % longer, no prefetch 2×).
 pub(crate) const PREFETCH_AHEAD: usize = 4;
 
 /// What a pass's searches read, asked for some states ahead of them.

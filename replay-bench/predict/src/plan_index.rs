@@ -658,8 +658,8 @@ impl PlanIndex {
     }
 }
 
-/// Entries [`first_at_least`] counts before its blocks (read one by one, on an AMD Zen 4 VM 4
-/// and 8 beat 1 by 5–9 % on dense traces; counted without a branch, 4 beat 8 on an Intel VM;
+/// Entries [`first_at_least`] counts before its blocks (read one by one, 4 and 8 beat 1 by
+/// 5–9 % on dense traces; counted without a branch, 4 beat 8; `scripts/bench-predict.sh`,
 /// docs/BENCHMARKS.md).
 pub(crate) const FIRST_LINEAR: usize = 4;
 /// Entries of a bucket that [`PlanIndex::first_key_at_least`] counts before it searches.

@@ -213,8 +213,8 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
 }
 
 /// Cost of one step inside a local stretch once the rank's quiet time is known (an addition
-/// and a maximum; [`cost_indexed`]), ns: ≈ 35 instructions per step in the appcost callgrind
-/// (journal 2026-11-27-s5-appcost); the estimate it enters is checked within ×2 of the CPU
+/// and a maximum; [`cost_indexed`]), ns: ≈ 35 instructions per step under callgrind
+/// (`scripts/bench-predict-app.sh --cachegrind`); the estimate it enters is checked within ×2 of the CPU
 /// time by the release test `predict_estimate_app`.
 pub const APP_NS_PER_LOCAL_STEP: f64 = 3.0;
 
