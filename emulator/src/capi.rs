@@ -34,23 +34,23 @@ use jitter_trace::error::chain_line;
 /// Success.
 pub const JB_OK: c_int = 0;
 /// Bad argument (null or non-UTF-8 path, bad scale, unknown timer).
-pub(crate) const JB_ERR_ARGUMENT: c_int = -1;
+pub const JB_ERR_ARGUMENT: c_int = -1;
 /// The trace could not be read or has nothing to replay.
-pub(crate) const JB_ERR_TRACE: c_int = -2;
+pub const JB_ERR_TRACE: c_int = -2;
 /// An emulator already runs.
-pub(crate) const JB_ERR_ALREADY_RUNNING: c_int = -3;
+pub const JB_ERR_ALREADY_RUNNING: c_int = -3;
 /// No emulator runs (never started or already stopped).
-pub(crate) const JB_ERR_NOT_RUNNING: c_int = -4;
+pub const JB_ERR_NOT_RUNNING: c_int = -4;
 /// Calibration or a system call failed.
-pub(crate) const JB_ERR_SYSTEM: c_int = -5;
+pub const JB_ERR_SYSTEM: c_int = -5;
 /// A panic was caught at the boundary (a bug; the message says where).
-pub(crate) const JB_ERR_INTERNAL: c_int = -6;
+pub const JB_ERR_INTERNAL: c_int = -6;
 /// The application handles `SIGALRM` itself: the emulator would steal its signal.
-pub(crate) const JB_ERR_SIGNAL_IN_USE: c_int = -7;
+pub const JB_ERR_SIGNAL_IN_USE: c_int = -7;
 /// `timer` argument: `setitimer(ITIMER_REAL)`, relative (main thread only).
-pub(crate) const JB_TIMER_ITIMER: c_int = 0;
+pub const JB_TIMER_ITIMER: c_int = 0;
 /// `timer` argument: `timer_create(CLOCK_MONOTONIC)` at absolute deadlines, aimed at the caller.
-pub(crate) const JB_TIMER_ABSTIME: c_int = 1;
+pub const JB_TIMER_ABSTIME: c_int = 1;
 
 thread_local! {
     static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };

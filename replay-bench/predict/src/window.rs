@@ -246,9 +246,12 @@ pub fn simulate(
 /// The injections of the run's windows against those of `out`, their prediction, with the
 /// trace's rate, noise and longest detour (`max_run_ns`, unscaled) and the scale `s`: the two
 /// cover stretches that differ by the difference of their phase periods over all phases (ΔT,
-/// trace time), which holds about `rate · ΔT` detours and `noise · ΔT` of their time, and each
-/// window may end inside a detour in one and not in the other (one detour per rank and window
-/// at each end, at most the trace's longest).
+/// trace time), which holds about `rate · ΔT` detours (the rate the denser of the trace's and
+/// the run's own: the run's longer stretches come from its injections, so they lie where its
+/// detours are; a count that varies as a Poisson one does: three standard deviations,
+/// `3 √(rate · ΔT)`, are allowed beside it) and `noise · ΔT`
+/// of their time, and each window may end inside a detour in one and not in the other (one
+/// detour per rank and window at each end, at most the trace's longest).
 pub fn injection_check(
     w: &RunWindows,
     p: &WindowsPredicted,
@@ -265,7 +268,14 @@ pub fn injection_check(
         .map(|(a, b)| (a - b).abs())
         .sum();
     let boundaries = wins.len() as f64 * w.row.ranks as f64;
-    let tolerance = info.detours_per_s * delta_trace_ns / 1e9 + 2.0 * boundaries;
+    let run_covered_ns: f64 = run_covered.iter().sum();
+    let run_rate = if run_covered_ns > 0.0 {
+        run_injected as f64 * 1e9 / run_covered_ns
+    } else {
+        0.0
+    };
+    let in_delta = info.detours_per_s.max(run_rate) * delta_trace_ns / 1e9;
+    let tolerance = in_delta + 3.0 * in_delta.sqrt() + 2.0 * boundaries;
     let tolerance_ns =
         s * (info.noise_ratio * delta_trace_ns + 2.0 * boundaries * max_run_ns as f64);
     let (pi, pn) = (p.outcome.emulator.injected, p.outcome.emulator.injected_ns);
@@ -278,7 +288,7 @@ pub fn injection_check(
         run_injected_ns,
         predicted_injected_ns: pn,
         tolerance_ns,
-        run_covered_ns: run_covered.iter().sum(),
+        run_covered_ns,
         predicted_covered_ns: p.covered_ns.iter().sum(),
         agrees,
     }
