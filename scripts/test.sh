@@ -43,7 +43,10 @@ jb_setup
 
 features=()
 if [ -n "$slow_us" ]; then
-    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/slow-signals" JB_SIMULATED_SIGNAL_US=$slow_us
+    # Absolute: the integration tests find the binaries from CARGO_TARGET_DIR in their own folder.
+    target_dir=${CARGO_TARGET_DIR:-target}
+    case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
+    export CARGO_TARGET_DIR="$target_dir/slow-signals" JB_SIMULATED_SIGNAL_US=$slow_us
     features=(--features jitter-emulator/simulate-slow-signals)
     jb_say "simulated slow host: every SIGALRM handler spins $slow_us µs first (build in $CARGO_TARGET_DIR)"
 fi
