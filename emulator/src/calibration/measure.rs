@@ -171,6 +171,10 @@ static PROBE_FIRED: AtomicBool = AtomicBool::new(false);
 static PROBE_ENTRY_NS: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn on_probe_signal(_sig: libc::c_int) {
+    // A simulated slow host's added cost, as in the injector's handler (test builds only; armed
+    // by the injector's start, which every calibration runs before it measures L): a real host's
+    // slower delivery shows in L, which the itimer's re-arm takes off.
+    jitter_collect::slow_signals::pay();
     // Async-signal-safe: clock_gettime and two atomic stores; errno is untouched on success.
     PROBE_ENTRY_NS.store(mono_ns(), Ordering::Relaxed);
     PROBE_FIRED.store(true, Ordering::Release);
