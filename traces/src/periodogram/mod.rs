@@ -26,7 +26,7 @@
 mod period;
 mod segments;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "periodogram"))]
 pub(crate) use period::Occurrences;
 pub use period::Period;
 pub(crate) use segments::BinnedSegment;

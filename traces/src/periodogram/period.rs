@@ -1,6 +1,7 @@
 //! What a periodogram is given and what it finds: the occurrence times of one CPU
 //! ([`Occurrences`]), a harmonic family ([`Period`]), and the constants of the method (see the
-//! parent module's doc).
+//! parent module's doc). The spectrum's own constants and input exist with the `periodogram`
+//! feature only, as the spectrum does.
 
 use serde::Serialize;
 
@@ -16,18 +17,23 @@ pub(crate) const MAX_BINS: usize = 1 << 18;
 pub(crate) const MAX_SEGMENTS: usize = 16;
 
 /// Probability that a source without any period reports one.
+#[cfg(feature = "periodogram")]
 pub(crate) const FALSE_ALARM: f64 = 1e-3;
 
 /// Relative half-width in frequency within which a peak must be the largest.
+#[cfg(feature = "periodogram")]
 pub(crate) const NEIGHBOURHOOD: f64 = 0.02;
 
 /// A period must fit this many times into the observation window.
+#[cfg(feature = "periodogram")]
 pub(crate) const MIN_CYCLES: f64 = 8.0;
 
 /// Fewest occurrences analysed.
+#[cfg(feature = "periodogram")]
 pub(crate) const MIN_OCCURRENCES: usize = 8;
 
 /// Most periods reported per source.
+#[cfg(feature = "periodogram")]
 pub(crate) const MAX_PERIODS: usize = 3;
 
 /// One harmonic family of the periodogram.
@@ -42,6 +48,7 @@ pub struct Period {
 }
 
 /// The occurrence times of one CPU and its observation window, ns.
+#[cfg(feature = "periodogram")]
 #[derive(Debug, Clone, Copy)]
 pub struct Occurrences<'a> {
     /// Start of the window.
