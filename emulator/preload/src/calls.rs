@@ -59,6 +59,19 @@ macro_rules! real {
 }
 pub(crate) use real;
 
+/// The nonblocking or test form `$next` of a wrapped call as a function of type `$ty`, `None`
+/// when the MPI library lacks it (the wrapper then blocks as the program asked).
+macro_rules! twin {
+    ($next:expr, $ty:ty) => {
+        $next.find().map(|p| {
+            // SAFETY: the address is the MPI library's function of that name, whose C
+            // signature is `$ty` (the MPI standard's, handles as pointer-sized values).
+            unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }
+        })
+    };
+}
+pub(crate) use twin;
+
 /// `call()` recorded at the site `site` (an expression) under `JITTER_PROFILE`.
 macro_rules! profiled {
     ($call:expr) => {
@@ -141,13 +154,8 @@ macro_rules! wrappers {
             let real = real!(NEXT, unsafe extern "C" fn($($t),*) -> c_int);
             // SAFETY: the caller's arguments, forwarded unchanged.
             let call = || unsafe { real($($a),*) };
-            let twin = TWIN.find().map(|p| {
-                // SAFETY: the MPI library's nonblocking twin: the same arguments and a request.
-                unsafe {
-                    std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($t,)* *mut Request)
-                        -> c_int>(p)
-                }
-            });
+            // The MPI library's nonblocking twin: the same arguments and a request.
+            let twin = twin!(TWIN, unsafe extern "C" fn($($t,)* *mut Request) -> c_int);
             let mut run = twin.map(|f| move |pay: &mut dyn FnMut()| -> c_int {
                 #[allow(unused_mut)]
                 let mut go = || {

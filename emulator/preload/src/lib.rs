@@ -567,14 +567,12 @@ pub unsafe extern "C" fn MPI_Barrier(comm: Comm) -> c_int {
     static IBARRIER: Next = Next::new(c"PMPI_Ibarrier");
     // SAFETY: as above.
     let call = || profiling::around(site, || unsafe { real(comm) });
-    let mut run = IBARRIER.find().map(|p| {
-        // SAFETY: `PMPI_Ibarrier(comm, request)`.
-        let f = unsafe {
-            std::mem::transmute::<
-                *mut c_void,
-                unsafe extern "C" fn(Comm, *mut paying::Request) -> c_int,
-            >(p)
-        };
+    // `PMPI_Ibarrier(comm, request)`.
+    let ibarrier = calls::twin!(
+        IBARRIER,
+        unsafe extern "C" fn(Comm, *mut paying::Request) -> c_int
+    );
+    let mut run = ibarrier.map(|f| {
         move |pay: &mut dyn FnMut()| -> c_int {
             profiling::around(site, || {
                 let mut request: paying::Request = 0;

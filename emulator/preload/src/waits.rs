@@ -7,7 +7,7 @@ use std::ffi::{c_int, c_void};
 
 use jitter_profile::{Call, Site};
 
-use crate::calls::{p2p, real, type_bytes, wait_request, H, STATUS_WORDS};
+use crate::calls::{p2p, real, twin, type_bytes, wait_request, H, STATUS_WORDS};
 use crate::paying::{self, until_done, Choice, Estimate, Polled, Request};
 use crate::profiling::{self, around};
 use crate::Next;
@@ -72,14 +72,12 @@ pub unsafe extern "C" fn MPI_Waitall(count: c_int, requests: *mut Request, statu
     let real = real!(NEXT, unsafe extern "C" fn(c_int, *mut Request, H) -> c_int);
     // SAFETY: the caller's arguments, forwarded unchanged.
     let call = || unsafe { real(count, requests, statuses) };
-    let test = TEST.find().map(|p| {
-        // SAFETY: `PMPI_Testall(count, requests, flag, statuses)`.
-        let f = unsafe {
-            std::mem::transmute::<
-                *mut c_void,
-                unsafe extern "C" fn(c_int, *mut Request, *mut c_int, H) -> c_int,
-            >(p)
-        };
+    // `PMPI_Testall(count, requests, flag, statuses)`.
+    let test = twin!(
+        TEST,
+        unsafe extern "C" fn(c_int, *mut Request, *mut c_int, H) -> c_int
+    )
+    .map(|f| {
         // SAFETY: the caller's arguments and the loop's flag.
         move |flag: *mut c_int| unsafe { f(count, requests, flag, statuses) }
     });
@@ -111,14 +109,12 @@ pub unsafe extern "C" fn MPI_Waitany(
     );
     // SAFETY: the caller's arguments, forwarded unchanged.
     let call = || unsafe { real(count, requests, index, status) };
-    let test = TEST.find().map(|p| {
-        // SAFETY: `PMPI_Testany(count, requests, index, flag, status)`.
-        let f = unsafe {
-            std::mem::transmute::<
-                *mut c_void,
-                unsafe extern "C" fn(c_int, *mut Request, *mut c_int, *mut c_int, H) -> c_int,
-            >(p)
-        };
+    // `PMPI_Testany(count, requests, index, flag, status)`.
+    let test = twin!(
+        TEST,
+        unsafe extern "C" fn(c_int, *mut Request, *mut c_int, *mut c_int, H) -> c_int
+    )
+    .map(|f| {
         // SAFETY: the caller's arguments and the loop's flag.
         move |flag: *mut c_int| unsafe { f(count, requests, index, flag, status) }
     });
@@ -146,9 +142,8 @@ pub unsafe extern "C" fn MPI_Waitsome(
     let real = real!(NEXT, F);
     // SAFETY: the caller's arguments, forwarded unchanged.
     let call = || unsafe { real(incount, requests, outcount, indices, statuses) };
-    let test = TEST.find().map(|p| {
-        // SAFETY: `PMPI_Testsome` has `MPI_Waitsome`'s signature.
-        let test = unsafe { std::mem::transmute::<*mut c_void, F>(p) };
+    // `PMPI_Testsome` has `MPI_Waitsome`'s signature.
+    let test = twin!(TEST, F).map(|test| {
         move |flag: *mut c_int| {
             // SAFETY: the caller's arguments; `outcount` is writable (MPI requires it).
             let rc = unsafe { test(incount, requests, outcount, indices, statuses) };
@@ -173,14 +168,12 @@ pub unsafe extern "C" fn MPI_Probe(source: c_int, tag: c_int, comm: H, status: H
     let real = real!(NEXT, unsafe extern "C" fn(c_int, c_int, H, H) -> c_int);
     // SAFETY: the caller's arguments, forwarded unchanged.
     let call = || unsafe { real(source, tag, comm, status) };
-    let test = TEST.find().map(|p| {
-        // SAFETY: `PMPI_Iprobe(source, tag, comm, flag, status)`.
-        let f = unsafe {
-            std::mem::transmute::<
-                *mut c_void,
-                unsafe extern "C" fn(c_int, c_int, H, *mut c_int, H) -> c_int,
-            >(p)
-        };
+    // `PMPI_Iprobe(source, tag, comm, flag, status)`.
+    let test = twin!(
+        TEST,
+        unsafe extern "C" fn(c_int, c_int, H, *mut c_int, H) -> c_int
+    )
+    .map(|f| {
         // SAFETY: the caller's arguments and the loop's flag.
         move |flag: *mut c_int| unsafe { f(source, tag, comm, flag, status) }
     });
@@ -209,14 +202,12 @@ pub unsafe extern "C" fn MPI_Mprobe(
     );
     // SAFETY: the caller's arguments, forwarded unchanged.
     let call = || unsafe { real(source, tag, comm, message, status) };
-    let test = TEST.find().map(|p| {
-        // SAFETY: `PMPI_Improbe(source, tag, comm, flag, message, status)`.
-        let f = unsafe {
-            std::mem::transmute::<
-                *mut c_void,
-                unsafe extern "C" fn(c_int, c_int, H, *mut c_int, *mut H, H) -> c_int,
-            >(p)
-        };
+    // `PMPI_Improbe(source, tag, comm, flag, message, status)`.
+    let test = twin!(
+        TEST,
+        unsafe extern "C" fn(c_int, c_int, H, *mut c_int, *mut H, H) -> c_int
+    )
+    .map(|f| {
         // SAFETY: the caller's arguments and the loop's flag.
         move |flag: *mut c_int| unsafe { f(source, tag, comm, flag, message, status) }
     });
@@ -282,14 +273,12 @@ pub unsafe extern "C" fn MPI_Recv(
     );
     // SAFETY: the caller's arguments, forwarded unchanged.
     let call = || unsafe { real(buf, count, datatype, source, tag, comm, status) };
-    let start = START.find().map(|p| {
-        // SAFETY: `PMPI_Irecv`: the receive's arguments with a request for its status.
-        let f = unsafe {
-            std::mem::transmute::<
-                *mut c_void,
-                unsafe extern "C" fn(*mut c_void, c_int, H, c_int, c_int, H, *mut Request) -> c_int,
-            >(p)
-        };
+    // `PMPI_Irecv`: the receive's arguments with a request for its status.
+    let start = twin!(
+        START,
+        unsafe extern "C" fn(*mut c_void, c_int, H, c_int, c_int, H, *mut Request) -> c_int
+    )
+    .map(|f| {
         // SAFETY: the caller's arguments and a request of ours.
         move |r: *mut Request| unsafe { f(buf, count, datatype, source, tag, comm, r) }
     });
@@ -319,14 +308,12 @@ pub unsafe extern "C" fn MPI_Mrecv(
     );
     // SAFETY: the caller's arguments, forwarded unchanged.
     let call = || unsafe { real(buf, count, datatype, message, status) };
-    let start = START.find().map(|p| {
-        // SAFETY: `PMPI_Imrecv`: the receive's arguments with a request for its status.
-        let f = unsafe {
-            std::mem::transmute::<
-                *mut c_void,
-                unsafe extern "C" fn(*mut c_void, c_int, H, *mut H, *mut Request) -> c_int,
-            >(p)
-        };
+    // `PMPI_Imrecv`: the receive's arguments with a request for its status.
+    let start = twin!(
+        START,
+        unsafe extern "C" fn(*mut c_void, c_int, H, *mut H, *mut Request) -> c_int
+    )
+    .map(|f| {
         // SAFETY: the caller's arguments and a request of ours.
         move |r: *mut Request| unsafe { f(buf, count, datatype, message, r) }
     });
@@ -393,16 +380,10 @@ pub unsafe extern "C" fn MPI_Sendrecv(
             )
         }
     };
-    let twins = IRECV.find().zip(ISEND.find());
+    // `PMPI_Irecv` and `PMPI_Isend` share this shape (the receive buffer is writable: it is the
+    // caller's receive buffer).
+    let twins = twin!(IRECV, Start).zip(twin!(ISEND, Start));
     let mut run = twins.map(|(irecv, isend)| {
-        // SAFETY: `PMPI_Irecv` and `PMPI_Isend` share this shape (the receive buffer is
-        // writable: it is the caller's receive buffer).
-        let (irecv, isend) = unsafe {
-            (
-                std::mem::transmute::<*mut c_void, Start>(irecv),
-                std::mem::transmute::<*mut c_void, Start>(isend),
-            )
-        };
         move |pay: &mut dyn FnMut()| -> c_int {
             let go = || {
                 let (mut r, mut s): (Request, Request) = (0, 0);
