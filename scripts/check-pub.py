@@ -36,7 +36,7 @@ ITEM_RE = re.compile(
 WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from structure_notebook import text_only  # noqa: E402
+from rust_source import code_only  # noqa: E402
 
 
 def members():
@@ -52,16 +52,6 @@ def rs_files(top):
         for f in sorted(filenames):
             if f.endswith(".rs"):
                 yield os.path.join(dirpath, f)
-
-
-def code_only(text):
-    """`text` with comments and strings blanked (line numbers kept)."""
-    spans = text_only(text)
-    # text_only keeps comments/strings; blank them out of the original line by line
-    out = []
-    for line, kept in zip(text.split("\n"), spans.split("\n")):
-        out.append(line.replace(kept, " ") if kept and kept in line else line)
-    return "\n".join(out)
 
 
 def test_start(text):

@@ -27,6 +27,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rust_source  # noqa: E402
 import structure_notebook  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,54 +55,6 @@ def rust_files(top):
         for f in filenames:
             if f.endswith(".rs"):
                 yield os.path.join(dirpath, f)
-
-
-def strip_code(text):
-    """Blank out comments, strings and chars (keeping newlines) so braces can be counted."""
-    out = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            i = j
-            continue
-        if text.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            out.append("\n" * text.count("\n", i, j))
-            i = j
-            continue
-        m = re.match(r'b?r(#*)"', text[i:i + 10])
-        if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-            end = '"' + m.group(1)
-            j = text.find(end, i + len(m.group(0)))
-            j = n if j < 0 else j + len(end)
-            out.append("\n" * text.count("\n", i, j))
-            i = j
-            continue
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append("\n" * text.count("\n", i, j + 1))
-            i = j + 1
-            continue
-        if c == "'":
-            m = re.match(r"'(\\.[^']*|[^\\'])'", text[i:i + 12])
-            if m:
-                i += len(m.group(0))
-                continue
-        out.append(c)
-        i += 1
-    return "".join(out)
 
 
 FN_RE = re.compile(r"\bfn\s+([A-Za-z_][A-Za-z0-9_]*)")
@@ -229,7 +182,7 @@ def crate_graph(src):
     edges = {}
     for mod, path in files.items():
         with open(path, encoding="utf-8") as f:
-            code = strip_code(f.read())
+            code = rust_source.code_only(f.read())
         code = code[:test_region_start(code)]
         targets = set()
         for ref in references(mod, code):
@@ -390,7 +343,7 @@ def main():
                 problems["file"].append(f"{rel}: {lines} lines (limit {MAX_FILE})")
             if "clippy::too_many_arguments" in text:
                 problems["allow"].append(f"{rel}: #[allow(clippy::too_many_arguments)]")
-            code = strip_code(text)
+            code = rust_source.code_only(text)
             for fn, first, length in long_functions(path, code):
                 problems["fn"].append(f"{rel}:{first}: fn {fn} is {length} lines (limit {MAX_FN})")
             if in_src and not is_test_file:

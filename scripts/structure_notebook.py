@@ -9,6 +9,8 @@ machines and dates of the fixtures it carries.
 """
 import re
 
+from rust_source import prose_only
+
 PATTERNS = [
     ("date", re.compile(r"\b20\d\d-\d\d-\d\d\b")),
     ("issue number", re.compile(r"\b[Ii]ssues?\s+#?\d+|(?<![\w&])#\d{1,4}\b(?![\w\]])")),
@@ -19,67 +21,10 @@ PATTERNS = [
 ]
 
 
-def text_only(text):
-    """The comments and string literals of `text`, code blanked out (newlines kept)."""
-    out = []
-    i, n = 0, len(text)
-
-    def keep(a, b):
-        out.append(text[a:b])
-
-    def blank(a, b):
-        out.append("\n" * text.count("\n", a, b))
-
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            keep(i, j)
-            i = j
-            continue
-        if text.startswith("/*", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/*", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("*/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
-            keep(i, j)
-            i = j
-            continue
-        m = re.match(r'b?r(#*)"', text[i:i + 10])
-        if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-            end = '"' + m.group(1)
-            j = text.find(end, i + len(m.group(0)))
-            j = n if j < 0 else j + len(end)
-            keep(i, j)
-            i = j
-            continue
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            keep(i, j + 1)
-            i = j + 1
-            continue
-        if c == "'":
-            m = re.match(r"'(\\.[^']*|[^\\'])'", text[i:i + 12])
-            if m:
-                i += len(m.group(0))
-                continue
-        if c == "\n":
-            out.append("\n")
-        i += 1
-    return "".join(out)
-
-
 def notebook_lines(text, last_line):
     """(line number, kind, matched text) of every lab-notebook mention up to line `last_line`."""
     found = []
-    for no, line in enumerate(text_only(text).split("\n")[:last_line], 1):
+    for no, line in enumerate(prose_only(text).split("\n")[:last_line], 1):
         for kind, pat in PATTERNS:
             m = pat.search(line)
             if m:

@@ -240,7 +240,7 @@ impl Clock {
     /// The counter's frequency on this machine, the one rule every tool uses: `given` if any,
     /// else the kernel's `tsc_freq_khz` when a 200 ms measurement agrees with it within 0.5 %,
     /// else the measurement (with a warning saying how far they disagree).
-    pub fn choose(given: Option<u64>) -> Result<(Self, Option<String>), ClockError> {
+    pub(crate) fn choose(given: Option<u64>) -> Result<(Self, Option<String>), ClockError> {
         if let Some(k) = given {
             return Ok((Clock::given(k)?, None));
         }

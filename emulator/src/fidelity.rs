@@ -225,7 +225,7 @@ pub(crate) fn recollected(
 }
 
 /// Keeps the detours of `s` longer than `floor_ns`.
-pub fn above(s: &Stream, floor_ns: f64) -> Result<Stream> {
+pub(crate) fn above(s: &Stream, floor_ns: f64) -> Result<Stream> {
     let d: Vec<Detour> = s
         .records
         .iter()

@@ -13,7 +13,7 @@ use crate::units::format_ns;
 const LISTED: usize = 12;
 
 /// `present` as an error lists it: the first [`LISTED`], then how many more.
-pub fn listed<S: AsRef<str>>(present: &[S]) -> String {
+pub(crate) fn listed<S: AsRef<str>>(present: &[S]) -> String {
     if present.is_empty() {
         return "none".into();
     }
