@@ -35,20 +35,31 @@ fn density_svg(series: &[Series], title: &str, path: &Path) -> Result<(), TraceE
                 .collect()
         })
         .collect();
-    let (peak, x0, x1) = peak_and_span(&curves, &grid);
-    let floor = peak * 1e-7;
-    let y_area = y_label_area(LogCoord::from((floor..peak * 2.0).log_scale()));
     let labels: Vec<String> = series.iter().map(|s| s.label.to_string()).collect();
-    svg_with_legend(path, &labels, Mark::Line, |root, e| {
+    let axes = ["detour run-time (µs)", "probability per grid cell"];
+    log_density_svg(path, title, &labels, &curves, &grid, 1e-7, axes)
+}
+
+/// Density curves on log–log axes, one colour and legend entry each, drawn from `floor` × their
+/// peak up (below it a log axis spends its decades on nothing): the run-time density and the
+/// sources' density. `axes`: the x and y labels.
+pub(super) fn log_density_svg(
+    path: &Path,
+    title: &str,
+    labels: &[String],
+    curves: &[Vec<(f64, f64)>],
+    grid: &Grid,
+    floor: f64,
+    axes: [&str; 2],
+) -> Result<(), TraceError> {
+    let (peak, x0, x1) = peak_and_span(curves, grid);
+    let floor = peak * floor;
+    let y_area = y_label_area(LogCoord::from((floor..peak * 2.0).log_scale()));
+    svg_with_legend(path, labels, Mark::Line, |root, e| {
         let mut chart = chart_on(root, title, y_area)
             .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
             .map_err(e)?;
-        mesh(
-            &mut chart,
-            "detour run-time (µs)",
-            "probability per grid cell",
-            &e,
-        )?;
+        mesh(&mut chart, axes[0], axes[1], &e)?;
         for (i, c) in curves.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();

@@ -4,11 +4,10 @@
 
 use std::path::Path;
 
-use plotters::coord::combinators::LogCoord;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-use super::density::peak_and_span;
+use super::density::log_density_svg;
 use super::look::{chart_on, mesh, svg_with_legend, y_label_area, Mark};
 #[cfg(test)]
 use super::source_series::MAX_SOURCES;
@@ -117,29 +116,11 @@ pub fn source_density_of(
     path: &Path,
 ) -> Result<(), TraceError> {
     let (curves, grid) = log_densities(top)?;
-    let (peak, x0, x1) = peak_and_span(&curves, &grid);
-    let floor = peak * 1e-5;
-    let labels = top.labels().to_vec();
-    let y_area = y_label_area(LogCoord::from((floor..peak * 2.0).log_scale()));
-    svg_with_legend(path, &labels, Mark::Line, |left, e| {
-        let mut chart = chart_on(left, title, y_area)
-            .build_cartesian_2d((x0..x1).log_scale(), (floor..peak * 2.0).log_scale())
-            .map_err(e)?;
-        mesh(
-            &mut chart,
-            "time of the source in one detour (µs)",
-            "share of occurrences per grid cell",
-            &e,
-        )?;
-        for (i, c) in curves.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            let pts: Vec<(f64, f64)> = c.iter().copied().filter(|p| p.1 >= floor).collect();
-            chart
-                .draw_series(LineSeries::new(pts, color.stroke_width(2)))
-                .map_err(e)?;
-        }
-        Ok(())
-    })
+    let axes = [
+        "time of the source in one detour (µs)",
+        "share of occurrences per grid cell",
+    ];
+    log_density_svg(path, title, top.labels(), &curves, &grid, 1e-5, axes)
 }
 
 /// Each series' curve: (µs, share per grid cell) at every grid point.
