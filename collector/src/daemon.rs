@@ -124,9 +124,10 @@ pub fn run(args: &DaemonArgs) -> Result<DaemonRun> {
             };
             // SAFETY: `param` is a valid sched_param; pid 0 is this thread.
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-                return Err(CollectError::last_os(
-                    "cannot set SCHED_FIFO (needs root or CAP_SYS_NICE)",
-                ));
+                return Err(CollectError::Refused(format!(
+                    "cannot set SCHED_FIFO: {}",
+                    crate::rt_refusal::explain(nix::errno::Errno::last())
+                )));
             }
             Some(w)
         }

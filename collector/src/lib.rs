@@ -30,6 +30,7 @@ mod header;
 pub mod probe;
 pub mod progress;
 pub mod ring;
+pub mod rt_refusal;
 pub mod session;
 mod sidecar;
 pub mod slow_signals;

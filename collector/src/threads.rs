@@ -62,9 +62,10 @@ fn set_policy(policy: SchedPolicy, prio: i32) -> Result<()> {
     // SAFETY: `param` is a valid sched_param; pid 0 names the calling thread.
     let rc = unsafe { libc::sched_setscheduler(0, policy.raw(), &param) };
     if rc != 0 {
-        return Err(CollectError::last_os(format!(
-            "cannot set {} priority {prio}",
-            policy.name()
+        return Err(CollectError::Refused(format!(
+            "cannot set {} priority {prio}: {}",
+            policy.name(),
+            crate::rt_refusal::explain(nix::errno::Errno::last())
         )));
     }
     Ok(())

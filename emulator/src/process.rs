@@ -201,8 +201,12 @@ fn beside_victim<T>(
 ) -> anyhow::Result<(T, Vec<(u64, u64)>)> {
     std::thread::scope(|scope| {
         let victim = scope.spawn(move || {
-            let _rt = Realtime::enter(1, Some(cpu))
-                .map_err(|e| anyhow::anyhow!("cannot run the victim at SCHED_FIFO 1: {e}"))?;
+            let _rt = Realtime::enter(1, Some(cpu)).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot run the victim at SCHED_FIFO 1: {}",
+                    jitter_collect::rt_refusal::explain(e)
+                )
+            })?;
             let (detours, _) = probe_detours(clock, threshold, probe_ns, 200_000);
             anyhow::Ok(detours)
         });

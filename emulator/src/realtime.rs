@@ -19,7 +19,7 @@ pub struct Realtime {
 
 impl Realtime {
     /// Puts the calling thread at SCHED_FIFO `priority`, pinned to `cpu` if given.
-    /// `EPERM` means the process lacks CAP_SYS_NICE (or an RLIMIT_RTPRIO allowance).
+    /// `EPERM`: `jitter_collect::rt_refusal::explain` says why.
     pub fn enter(priority: i32, cpu: Option<usize>) -> Result<Realtime, Errno> {
         // SAFETY: sched_getscheduler(0) queries the calling thread; no memory is passed.
         let old_policy = unsafe { libc::sched_getscheduler(0) };

@@ -443,8 +443,8 @@ pub fn inject_main() -> Result<()> {
     .context("cannot arm the real-time watchdog (RLIMIT_RTTIME)")?;
     let rt = Realtime::enter(a.priority, Some(a.cpu)).map_err(|e| match e {
         nix::errno::Errno::EPERM => anyhow::anyhow!(
-            "jitter-inject needs CAP_SYS_NICE to run at SCHED_FIFO (run it as root, or grant \
-             the capability: setcap cap_sys_nice+ep jitter-inject)"
+            "jitter-inject cannot run at SCHED_FIFO: {}",
+            jitter_collect::rt_refusal::explain(e)
         ),
         nix::errno::Errno::EINVAL => {
             anyhow::anyhow!(
