@@ -9,7 +9,7 @@ root=$(pwd)
 usage() {
     cat <<'USAGE'
 usage: scripts/demo.sh [--quick] [--trace FILE] [--duration SECONDS] [--out DIR]
-                       [--np-max N] [--bin-dir DIR]
+                       [--np-max N] [--bin-dir DIR] [--inject auto|signal|boundary]
 
   --quick          a version that finishes in about a minute (5 s collection, short replays,
                    predictions up to 4096 ranks)
@@ -18,6 +18,9 @@ usage: scripts/demo.sh [--quick] [--trace FILE] [--duration SECONDS] [--out DIR]
   --out DIR        output folder (default out/<timestamp>)
   --np-max N       largest process count of the real replays (default min(nproc, 2))
   --bin-dir DIR    use binaries already built there (e.g. target/debug) instead of building
+  --inject MODE    how the replays inject: `signal` (the timer signal, at the scale factor
+                   choose-scale finds), `boundary` (paid at MPI calls, S = 1), or `auto`
+                   (default: what `replay-bench choose-inject` finds for this machine and trace)
 
 Every step has a time limit (build 30 min, collection its duration + 60 s, calibration 3 min,
 each replay 60 s + 3 × its scaled time budget, each prediction 10 min); JB_STEP_TIMEOUT_SCALE=2
@@ -25,7 +28,7 @@ doubles them all. A step over its limit stops the demo with an error naming it.
 USAGE
 }
 
-quick=0 trace="" duration="" out="" np_max="" bin_dir=""
+quick=0 trace="" duration="" out="" np_max="" bin_dir="" inject_mode=auto
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) quick=1 ;;
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
         --out) out=${2:?--out needs a folder}; shift ;;
         --np-max) np_max=${2:?--np-max needs a number}; shift ;;
         --bin-dir) bin_dir=${2:?--bin-dir needs a folder}; shift ;;
+        --inject) inject_mode=${2:?--inject needs auto, signal or boundary}; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -56,6 +60,7 @@ else
     predict_time=45s
 fi
 case "$duration" in ''|*[!0-9]*|0) echo "error: --duration must be a whole number of seconds > 0" >&2; exit 2 ;; esac
+case "$inject_mode" in auto|signal|boundary) ;; *) echo "error: --inject must be auto, signal or boundary, not '$inject_mode'" >&2; exit 2 ;; esac
 if [ -n "$trace" ] && [ ! -r "$trace" ]; then
     echo "error: cannot read trace '$trace'" >&2; exit 2
 fi
@@ -125,6 +130,10 @@ jb_step "calibration (text)" 180 "$bin/jitter-emulate" calibrate | tee "$out/cal
 inject=$(jb_step "choose how to inject" 120 "$bin/replay-bench" choose-inject \
     --trace "$out/trace.jtr" --calibration "$out/calibration.json" 2>>"$log")
 jb_say "$(grep '^choose-inject:' "$log" | tail -1)"
+if [ "$inject_mode" != auto ] && [ "$inject_mode" != "$inject" ]; then
+    jb_say "--inject $inject_mode: replaying with $inject_mode instead, as asked"
+    inject=$inject_mode
+fi
 if [ "$inject" = boundary ]; then
     scale=1 platform=ideal
 else
