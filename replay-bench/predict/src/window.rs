@@ -89,7 +89,22 @@ impl RunWindows {
         })
     }
 
-    /// `base` with the run's configuration: its ranks, mode, quanta, seed, ranks per node,
+    /// How long a phase of work lasted in the run's baseline blocks, ns: its mean (largest over
+    /// ranks) compute phase, the work q and the machine's own noise in it, which the windows'
+    /// prediction simulates as its q. The run's SD is an added time over that baseline, so a
+    /// prediction at the nominal q overstates every SD by their ratio; for an added time that
+    /// does not grow with the phase (a resync landing inside a long detour) nothing else
+    /// corrects it. The nominal q where the run recorded no usable baseline.
+    fn phase_of_work_ns(&self) -> u64 {
+        let measured = self.row.baseline_avg_max_qt_ns;
+        if measured.is_finite() && measured >= 1.0 {
+            measured.round() as u64
+        } else {
+            self.run.config.quanta_ns
+        }
+    }
+
+    /// `base` with the run's configuration: its ranks, mode, phase of work, seed, ranks per node,
     /// S, f, timer and platform (the run's own report), the barrier stage from it with two
     /// ranks or more (unless given).
     pub fn request(&self, base: &PredictRequest) -> anyhow::Result<PredictRequest> {
@@ -97,7 +112,7 @@ impl RunWindows {
         let mut a = base.clone();
         a.ranks = vec![self.row.ranks];
         a.modes = vec![self.mode];
-        a.quanta_ns = c.quanta_ns;
+        a.quanta_ns = self.phase_of_work_ns();
         a.phases = self.windows.phases_per_window;
         a.ranks_per_node = (c.ranks_per_node as u64).max(1);
         a.seed = c.seed;
@@ -512,6 +527,21 @@ mod tests {
                 windows: vec![window(20), window(60)],
             },
             mode,
+        }
+    }
+
+    #[test]
+    fn the_windows_phase_is_the_runs_baseline_phase_not_the_nominal_q() {
+        let mut w = windows_at([0, 0], SyncMode::Phase);
+        w.run.config.quanta_ns = 1_000_000;
+        (w.run.config.scale, w.run.config.fraction) = (1.0, 1.0);
+        w.row.baseline_avg_max_qt_ns = 1_023_124.4;
+        let base = PredictRequest::new(vec!["t.jtr".into()]);
+        assert_eq!(w.request(&base).unwrap().quanta_ns, 1_023_124);
+        // A run without a usable baseline keeps its nominal q.
+        for missing in [0.0, f64::NAN] {
+            w.row.baseline_avg_max_qt_ns = missing;
+            assert_eq!(w.request(&base).unwrap().quanta_ns, 1_000_000);
         }
     }
 
