@@ -222,7 +222,10 @@ pub fn measure_lateness(
         };
         let give_up = t + interval_ns + 100_000_000;
         while !PROBE_FIRED.load(Ordering::Acquire) {
-            if mono_ns() > give_up {
+            // The flag is read again after the clock: a thread preempted past `give_up` between
+            // the two reads runs the pending handler first when it resumes, and that firing is
+            // a (late) measurement, not a timer that never fired.
+            if mono_ns() > give_up && !PROBE_FIRED.load(Ordering::Acquire) {
                 timed_out = true;
                 break;
             }
@@ -240,10 +243,13 @@ pub fn measure_lateness(
     // SAFETY: restores the disposition in force before.
     let _ = unsafe { sigaction(SIGNAL, &old) };
     if timed_out {
-        return Err(EmulatorError::Sys {
-            what: "timer did not fire within 100 ms",
-            source: nix::errno::Errno::ETIMEDOUT,
-        });
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        return Err(EmulatorError::Calibration(format!(
+            "the {timer} timer's signal did not arrive within 100 ms of its deadline (load \
+             average {}): a machine too busy to calibrate on, or SIGALRM blocked in this thread \
+             by another library; calibrate again when it is quieter",
+            load.split_whitespace().next().unwrap_or("unknown")
+        )));
     }
     Ok(out)
 }
