@@ -64,7 +64,9 @@
 #   --work N           interior work (multiply-adds; ≈ 2 ns each on the 2-vCPU test VM)
 #                      [bulk 500000 ≈ 1 ms, halo 400000 ≈ 1.15 ms per iteration in all]
 #   --seed S           order of pairs, JITTER_SEED of each pair, prediction seed [1]
-#   --platform P       predict's --platform (ideal|this|FILE) [this]
+#   --platform P       predict's --platform (ideal|this|FILE) [this; ideal with --inject boundary]
+#   --inject MODE      replay-bench app's --inject: auto (choose-inject's answer), signal or
+#                      boundary (paid at MPI calls, S = 1: every detour) [auto]
 #   --draws K          offset draws predict --app pools [10]: every measured pair draws its
 #                      own JITTER_SEED, so one draw is no like-with-like comparison
 #   --predict-args "…" more flags for predict --app, e.g. "--phases 600"
@@ -86,7 +88,8 @@ bin_dir="$root/target/release" out="" pairs="" warmup=1 nps="1 2" programs="bulk
 metric=loop scale_ranks="4096,65536" lammps_steps="" gromacs_steps="" meep_until=""
 syncs="none phase" periodic="periodic:period=4ms,dur=200us"
 collected="$root/traces/samples/vm-daemon-cpu1.jtr" iterations="" work_bulk=500000
-work_halo=400000 work_ring=460000 seed=1 platform=this predict_args="" draws=10 run_timeout=120 overhead=0
+work_halo=400000 work_ring=460000 seed=1 platform="" predict_args="" draws=10 run_timeout=120 overhead=0
+inject=auto
 overhead_pairs="" studies=1 quick=0 repredict=""
 need() { [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die "$1 needs a value (see --help)"; }
 while [[ $# -gt 0 ]]; do
@@ -109,6 +112,7 @@ while [[ $# -gt 0 ]]; do
     --work) need "$@"; work_bulk="$2"; work_halo="$2"; shift 2 ;;
     --seed) need "$@"; seed="$2"; shift 2 ;;
     --platform) need "$@"; platform="$2"; shift 2 ;;
+    --inject) need "$@"; inject="$2"; shift 2 ;;
     --predict-args) need "$@"; predict_args="$2"; shift 2 ;;
     --draws) need "$@"; draws="$2"; shift 2 ;;
     --run-timeout) need "$@"; run_timeout="$2"; shift 2 ;;
@@ -121,6 +125,9 @@ while [[ $# -gt 0 ]]; do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
+case "$inject" in auto|signal|boundary) ;; *) die "--inject must be auto, signal or boundary, not '$inject'" ;; esac
+# Paid at MPI calls, every detour is paid in full: the prediction's plan is the ideal one.
+[[ -z $platform ]] && { [[ $inject == boundary ]] && platform=ideal || platform=this; }
 if [[ $quick == 1 ]]; then
   pairs="${pairs:-6}" iterations="${iterations:-200}" overhead_pairs="${overhead_pairs:-10}"
   lammps_steps="${lammps_steps:-200}" meep_until="${meep_until:-20}" gromacs_steps="${gromacs_steps:-200}"
@@ -416,7 +423,7 @@ study() {
   # shellcheck disable=SC2046
   if ! timeout -k 10 $(( runs * (run_timeout + 5) + 120 )) "$rb" app --trace "$out/traces/$t.jtr" \
       --np "$n" --launcher "$mpirun" --runs "$pairs" --warmup "$warmup" --sync "$s" \
-      --seed "$seed" --library "$lib" "${metric_args[@]}" --timeout "${run_timeout}s" \
+      --seed "$seed" --library "$lib" "${metric_args[@]}" --timeout "${run_timeout}s" --inject "$inject" \
       -o "$out/app/$name.json" -- $(launch_flags "$n") $(program_args "$p") \
       >"$out/logs/app-$name.log" 2>&1; then
     failures+=("replay-bench app failed for $name (see $out/logs/app-$name.log)")
