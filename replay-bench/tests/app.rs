@@ -290,7 +290,18 @@ fn a_run_past_its_time_limit_is_ended_and_stops_the_study() {
     let t0 = Instant::now();
     let o = app_sh(
         dir.path(),
-        &["--runs", "2", "--timeout", "1s", "--metric", "wall"],
+        // The mode given: `auto` would calibrate the signal injector first where its cache is
+        // missing or was taken on a busy machine (about 20 s, outside the time limit tested).
+        &[
+            "--runs",
+            "2",
+            "--timeout",
+            "1s",
+            "--metric",
+            "wall",
+            "--inject",
+            "boundary",
+        ],
         script,
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
