@@ -70,6 +70,9 @@ jb_missing_packages() {
     if ! command -v mpicc >/dev/null 2>&1 || ! [ -e /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h -o -e /usr/include/mpi.h -o -n "$(find /usr/lib -name mpi.h -path '*openmpi*' -print -quit 2>/dev/null)" ]; then
         missing+=(libopenmpi-dev)
     fi
+    # The preload library's Fortran tests build with mpif90 (libopenmpi-dev depends on gfortran;
+    # named here for a machine where it was removed).
+    command -v gfortran >/dev/null 2>&1 || missing+=(gfortran)
     # bindgen (used by rsmpi) needs libclang.
     if ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 && ! ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; then
         missing+=(libclang-dev)
@@ -83,11 +86,11 @@ jb_setup() {
     local missing
     mapfile -t missing < <(jb_missing_packages)
     if [ "${#missing[@]}" -gt 0 ] && [ -n "${missing[0]}" ]; then
-        local cmd="apt-get update && apt-get install -y libopenmpi-dev openmpi-bin libclang-dev python3"
+        local cmd="apt-get update && apt-get install -y libopenmpi-dev openmpi-bin gfortran libclang-dev python3"
         if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-            jb_say "installing ${missing[*]} (OpenMPI and libclang for the MPI benchmark, python3 for the structure check)"
+            jb_say "installing ${missing[*]} (OpenMPI and libclang for the MPI benchmark, gfortran for the Fortran tests, python3 for the structure check)"
             if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-                   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenmpi-dev openmpi-bin libclang-dev python3; } >/tmp/jitterbench-apt.log 2>&1; then
+                   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenmpi-dev openmpi-bin gfortran libclang-dev python3; } >/tmp/jitterbench-apt.log 2>&1; then
                 echo "error: package installation failed; see /tmp/jitterbench-apt.log" >&2
                 return 1
             fi

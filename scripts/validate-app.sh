@@ -15,6 +15,11 @@
 #           here by gmx solvate and grompp), PME, v-rescale, 2 fs steps [--gromacs-steps 500];
 #   meep    `meep` (package meep-openmpi): a 2-d dielectric waveguide with a continuous source
 #           (Meep's first tutorial), no output files, resolution 10 [--meep-until 60];
+#   qe      Quantum ESPRESSO's `pw.x` (package quantum-espresso; Fortran: its MPI calls reach
+#           the library through the PMPI_ names): the SCF of 8-atom cubic silicon (LDA, the
+#           Si.pz-vbc pseudopotential of package quantum-espresso-data), 30 Ry, conv_thr 1e-12,
+#           mixing 0.3, a k-point grid of K × K × K [--qe-kpoints 3; ≈ 15 s of CPU per rank at
+#           np 2 on the 2-vCPU test VM];
 #   hpcc    `hpcc` (package hpcc; not in the default list): the HPC Challenge suite (HPL N=3000,
 #           PTRANS, DGEMM, STREAM, RandomAccess, FFT, b_eff) on a 1 × NP grid; its "loop" is
 #           b_eff's message loop, its compute is in the set-up.
@@ -48,7 +53,8 @@
 #   --pairs K          counted pairs per study [20; --quick: 6]
 #   --warmup W         warm-up pairs per study [1]
 #   --np LIST          process counts, e.g. "1 2" or "1,2,4,8,16" [1 2]
-#   --programs LIST    bulk halo ring lammps gromacs meep hpcc [bulk ring lammps gromacs meep]; also
+#   --programs LIST    bulk halo ring lammps gromacs meep qe hpcc [bulk ring lammps gromacs meep
+#                      qe]; also
 #                      allreduce (bulk.c with MPI_Allreduce: no barrier, so the library's phase
 #                      sync never resyncs)
 #   --metric M         replay-bench app's --metric: loop (default), wall, or iter (the held-out
@@ -57,6 +63,7 @@
 #   --lammps-steps N   LAMMPS time steps [500; --quick: 200]
 #   --gromacs-steps N  GROMACS time steps [500; --quick: 200]
 #   --meep-until T     Meep's run-until time [60; --quick: 20]
+#   --qe-kpoints K     Quantum ESPRESSO's k-point grid K × K × K [3; --quick: 2]
 #   --syncs LIST       sync modes [none phase]
 #   --periodic SPEC    synthetic trace [periodic:period=4ms,dur=200us], 120 s, one stream
 #   --collected FILE   collected trace [traces/samples/vm-daemon-cpu1.jtr]; "none": skip
@@ -84,8 +91,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 die() { echo "validate-app: error: $*" >&2; exit 1; }
-bin_dir="$root/target/release" out="" pairs="" warmup=1 nps="1 2" programs="bulk ring lammps gromacs meep"
-metric=loop scale_ranks="4096,65536" lammps_steps="" gromacs_steps="" meep_until=""
+bin_dir="$root/target/release" out="" pairs="" warmup=1 nps="1 2" programs="bulk ring lammps gromacs meep qe"
+metric=loop scale_ranks="4096,65536" lammps_steps="" gromacs_steps="" meep_until="" qe_kpoints=""
 syncs="none phase" periodic="periodic:period=4ms,dur=200us"
 collected="$root/traces/samples/vm-daemon-cpu1.jtr" iterations="" work_bulk=500000
 work_halo=400000 work_ring=460000 seed=1 platform="" predict_args="" draws=10 run_timeout=120 overhead=0
@@ -104,6 +111,7 @@ while [[ $# -gt 0 ]]; do
     --scale-ranks) need "$@"; scale_ranks="$2"; shift 2 ;;
     --lammps-steps) need "$@"; lammps_steps="$2"; shift 2 ;;
     --meep-until) need "$@"; meep_until="$2"; shift 2 ;;
+    --qe-kpoints) need "$@"; qe_kpoints="$2"; shift 2 ;;
     --gromacs-steps) need "$@"; gromacs_steps="$2"; shift 2 ;;
     --syncs) need "$@"; syncs="${2//,/ }"; shift 2 ;;
     --periodic) need "$@"; periodic="$2"; shift 2 ;;
@@ -131,9 +139,11 @@ case "$inject" in auto|signal|boundary) ;; *) die "--inject must be auto, signal
 if [[ $quick == 1 ]]; then
   pairs="${pairs:-6}" iterations="${iterations:-200}" overhead_pairs="${overhead_pairs:-10}"
   lammps_steps="${lammps_steps:-200}" meep_until="${meep_until:-20}" gromacs_steps="${gromacs_steps:-200}"
+  qe_kpoints="${qe_kpoints:-2}"
 else
   pairs="${pairs:-20}" iterations="${iterations:-600}" overhead_pairs="${overhead_pairs:-40}"
   lammps_steps="${lammps_steps:-500}" meep_until="${meep_until:-60}" gromacs_steps="${gromacs_steps:-500}"
+  qe_kpoints="${qe_kpoints:-3}"
 fi
 case "$metric" in
   loop|wall) metric_args=(--metric "$metric") ;;
@@ -146,13 +156,13 @@ whole --work "$work_bulk" 16; whole --seed "$seed" 0; whole --run-timeout "$run_
 whole --draws "$draws" 1
 whole --overhead-pairs "$overhead_pairs" 2
 whole --lammps-steps "$lammps_steps" 1; whole --meep-until "$meep_until" 1
-whole --gromacs-steps "$gromacs_steps" 1
+whole --gromacs-steps "$gromacs_steps" 1; whole --qe-kpoints "$qe_kpoints" 1
 [[ $scale_ranks == none || $scale_ranks =~ ^[0-9]+(,[0-9]+)*$ ]] \
   || die "--scale-ranks: give rank counts like 4096,65536, or none (got '$scale_ranks')"
 for n in $nps; do whole --np "$n" 1; done
 for p in $programs; do
-  [[ $p =~ ^(bulk|allreduce|halo|ring|lammps|gromacs|meep|hpcc)$ ]] \
-    || die "--programs: unknown program '$p' (bulk, allreduce, halo, ring, lammps, gromacs, meep, hpcc)"
+  [[ $p =~ ^(bulk|allreduce|halo|ring|lammps|gromacs|meep|qe|hpcc)$ ]] \
+    || die "--programs: unknown program '$p' (bulk, allreduce, halo, ring, lammps, gromacs, meep, qe, hpcc)"
   [[ $metric != iter || $p =~ ^(bulk|allreduce|halo|ring)$ ]] \
     || die "--metric iter: $p prints no iter_ns (give loop or wall)"
 done
@@ -202,7 +212,8 @@ launch_flags() {
   echo "${f[@]}"
 }
 # The command line of PROGRAM (allreduce: bulk.c synchronising with MPI_Allreduce instead);
-# hpcc reads hpccinf.txt and writes hpccoutf.txt in its working directory (mpirun's --wdir).
+# hpcc reads hpccinf.txt and writes hpccoutf.txt in its working directory (mpirun's --wdir);
+# pw.x runs one OpenMP thread per rank in its own folder.
 program_args() {
   case "$1" in
     bulk) echo "$out/bin/bulk $iterations $work_bulk barrier" ;;
@@ -212,16 +223,19 @@ program_args() {
     lammps) echo "lmp -in $out/inputs/in.lj -log none -screen none -var steps $lammps_steps" ;;
     hpcc) echo "--wdir $out/inputs/hpcc hpcc" ;;
     meep) echo "meep $out/inputs/wg.ctl" ;;
+    qe) echo "--wdir $out/inputs/qe -x OMP_NUM_THREADS=1 pw.x -in $out/inputs/qe/si.in" ;;
     gromacs) echo "gmx_mpi -quiet mdrun -s $out/inputs/gmx/md.tpr -deffnm $out/inputs/gmx/run -ntomp 1 -nb cpu -notunepme" ;;
   esac
 }
 
 # The Debian package of each application, installed when its program is missing.
 package_of() {
-  case "$1" in lammps) echo lammps ;; hpcc) echo hpcc ;; meep) echo meep-openmpi ;; gromacs) echo gromacs ;; esac
+  case "$1" in lammps) echo lammps ;; hpcc) echo hpcc ;; meep) echo meep-openmpi ;; gromacs) echo gromacs ;;
+    qe) echo quantum-espresso ;; esac
 }
 program_of() {
-  case "$1" in lammps) echo lmp ;; hpcc) echo hpcc ;; meep) echo meep ;; gromacs) echo gmx_mpi ;; esac
+  case "$1" in lammps) echo lmp ;; hpcc) echo hpcc ;; meep) echo meep ;; gromacs) echo gmx_mpi ;;
+    qe) echo pw.x ;; esac
 }
 
 # GROMACS's input: a box of water made by its own tools (once).
@@ -257,10 +271,48 @@ MDP
     >"$out/logs/gromacs-input.log" 2>&1 || die "gmx solvate/grompp failed (see $out/logs/gromacs-input.log)"
 }
 
+# Quantum ESPRESSO's input: silicon's SCF with the pseudopotential of its Debian data package
+# (the documentation's examples; installed here when missing).
+qe_input() {
+  local d="$out/inputs/qe" upf=/usr/share/doc/quantum-espresso/examples/EPW/sic/pp/Si.pz-vbc.UPF.gz
+  mkdir -p "$d/tmp"
+  if [[ ! -f $upf ]]; then
+    echo "validate-app: installing quantum-espresso-data (apt-get) for its pseudopotential" >&2
+    timeout 900 apt-get install -y --no-install-recommends quantum-espresso-data >/dev/null 2>&1 \
+      || die "cannot install quantum-espresso-data (apt-get install quantum-espresso-data)"
+  fi
+  zcat "$upf" >"$d/Si.pz-vbc.UPF" || die "cannot read $upf"
+  cat >"$d/si.in" <<QE
+&control
+  calculation = 'scf', prefix = 'si', outdir = '$d/tmp', pseudo_dir = '$d', disk_io = 'none'
+/
+&system
+  ibrav = 1, celldm(1) = 10.26, nat = 8, ntyp = 1, ecutwfc = 30.0
+/
+&electrons
+  conv_thr = 1.0d-12, mixing_beta = 0.3
+/
+ATOMIC_SPECIES
+  Si 28.086 Si.pz-vbc.UPF
+ATOMIC_POSITIONS crystal
+  Si 0.00 0.00 0.00
+  Si 0.50 0.50 0.00
+  Si 0.50 0.00 0.50
+  Si 0.00 0.50 0.50
+  Si 0.25 0.25 0.25
+  Si 0.75 0.75 0.25
+  Si 0.75 0.25 0.75
+  Si 0.25 0.75 0.75
+K_POINTS automatic
+  $qe_kpoints $qe_kpoints $qe_kpoints 0 0 0
+QE
+}
+
 # The applications' inputs (small, written here).
 write_inputs() {
   mkdir -p "$out/inputs/hpcc"
   [[ " $programs " == *" gromacs "* ]] && gromacs_input
+  [[ " $programs " == *" qe "* ]] && qe_input
   cat >"$out/inputs/in.lj" <<'LMP'
 # 3-d Lennard-Jones melt (LAMMPS bench/in.lj), 8788 atoms; the steps from -var steps
 units           lj

@@ -26,6 +26,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use jitter_profile::site::{relative_peer, ROOT_NONE};
 use jitter_profile::{Call, Site};
 
+use crate::nesting::outermost;
 use crate::paying::{self, until_done, Choice, Estimate, Polled, Request};
 use crate::profiling::around;
 use crate::Next;
@@ -72,6 +73,28 @@ macro_rules! twin {
 }
 pub(crate) use twin;
 
+/// Exports the wrapper `$name` under its `PMPI_` name too: a Fortran binding, ROMIO or another
+/// PMPI tool calls the `PMPI_` name, and the wrapper's one body serves both (the outermost
+/// entry acts, [`crate::nesting`]; its own forward goes to the next `PMPI_` function with
+/// `RTLD_NEXT`, never back here).
+macro_rules! also_pmpi {
+    ($name:ident($($a:ident: $t:ty),* $(,)?)) => {
+        const _: () = {
+            #[doc = concat!("`P", stringify!($name), "`: the wrapper of `", stringify!($name), "`.")]
+            ///
+            /// # Safety
+            /// As the MPI function of that name: the arguments are forwarded unchanged.
+            #[export_name = concat!("P", stringify!($name))]
+            unsafe extern "C" fn pmpi($($a: $t),*) -> c_int {
+                // SAFETY: the caller's arguments, passed unchanged to the wrapper of the same
+                // function under its `MPI_` name.
+                unsafe { $name($($a),*) }
+            }
+        };
+    };
+}
+pub(crate) use also_pmpi;
+
 /// `call()` recorded at the site `site` (an expression) under `JITTER_PROFILE`.
 macro_rules! profiled {
     ($call:expr) => {
@@ -98,8 +121,9 @@ macro_rules! wrappers {
             let real = real!(NEXT, unsafe extern "C" fn($($t),*) -> c_int);
             // SAFETY: the caller's arguments, forwarded unchanged.
             let call = || unsafe { real($($a),*) };
-            paying::local(|| profiled!(call $(, $site)?))
+            outermost(call, || paying::local(|| profiled!(call $(, $site)?)))
         }
+        also_pmpi!($name($($a: $t),*));
         wrappers!($($rest)*);
     };
     ($(#[$doc:meta])* blocking $name:ident($($a:ident: $t:ty),* $(,)?) $(site $site:expr)?;
@@ -116,8 +140,11 @@ macro_rules! wrappers {
             let real = real!(NEXT, unsafe extern "C" fn($($t),*) -> c_int);
             // SAFETY: the caller's arguments, forwarded unchanged.
             let call = || unsafe { real($($a),*) };
-            paying::blocking(Choice::Local(&EST), || profiled!(call $(, $site)?), None)
+            outermost(call, || {
+                paying::blocking(Choice::Local(&EST), || profiled!(call $(, $site)?), None)
+            })
         }
+        also_pmpi!($name($($a: $t),*));
         wrappers!($($rest)*);
     };
     ($(#[$doc:meta])* blocking $name:ident($($a:ident: $t:ty),* $(,)?) twin $twin:ident
@@ -170,12 +197,15 @@ macro_rules! wrappers {
                 };
                 profiled!(go $(, $site)?)
             });
-            paying::blocking(
-                wrappers!(@choice $choice EST),
-                || profiled!(call $(, $site)?),
-                run.as_mut().map(|r| -> Polled<'_> { r }),
-            )
+            outermost(call, || {
+                paying::blocking(
+                    wrappers!(@choice $choice EST),
+                    || profiled!(call $(, $site)?),
+                    run.as_mut().map(|r| -> Polled<'_> { r }),
+                )
+            })
         }
+        also_pmpi!($name($($a: $t),*));
     };
     (@choice Collective $est:ident) => { Choice::Collective };
     (@choice Local $est:ident) => {{
@@ -224,6 +254,24 @@ fn query(next: &Next, handle: H) -> i32 {
         v
     } else {
         0
+    }
+}
+
+/// The `int` an MPI call just wrote through its output argument `p` (0 when `p` is null).
+pub(crate) fn written(p: *const c_int) -> c_int {
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: `p` is an output argument of the MPI call that just returned, which MPI requires
+    // to be a valid `int` and which that call wrote.
+    unsafe { *p }
+}
+
+/// A wait's or test's site: `n` requests completed (`MPI_UNDEFINED` or less: none).
+pub(crate) fn completed(call: Call, n: c_int) -> Site {
+    Site {
+        requests: n.max(0) as u32,
+        ..Site::of(call)
     }
 }
 
@@ -441,23 +489,32 @@ wrappers! {
         site p2p(Call::Irecv, type_bytes(count, datatype), comm, source, None);
     /// `MPI_Ibarrier`.
     local MPI_Ibarrier(comm: H, request: *mut Request);
-    /// `MPI_Imrecv`.
-    local MPI_Imrecv(buf: P, count: c_int, datatype: H, message: *mut H, request: *mut Request);
+    /// `MPI_Imrecv`: bytes = the posted buffer.
+    local MPI_Imrecv(buf: P, count: c_int, datatype: H, message: *mut H, request: *mut Request)
+        site Site {
+            bytes: type_bytes(count, datatype),
+            ..Site::of(Call::Imrecv)
+        };
     /// `MPI_Test`.
     local MPI_Test(request: *mut Request, flag: *mut c_int, status: H);
-    /// `MPI_Testall`.
-    local MPI_Testall(count: c_int, requests: *mut Request, flag: *mut c_int, statuses: H);
-    /// `MPI_Testany`.
+    /// `MPI_Testall`: recorded when it completed its requests.
+    local MPI_Testall(count: c_int, requests: *mut Request, flag: *mut c_int, statuses: H)
+        site (written(flag) != 0).then(|| completed(Call::Testall, count));
+    /// `MPI_Testany`: recorded when it completed a request.
     local MPI_Testany(count: c_int, requests: *mut Request, index: *mut c_int, flag: *mut c_int,
-        status: H);
-    /// `MPI_Testsome`.
+        status: H)
+        site (written(flag) != 0 && written(index) >= 0).then(|| completed(Call::Testany, 1));
+    /// `MPI_Testsome`: recorded when it completed requests.
     local MPI_Testsome(incount: c_int, requests: *mut Request, outcount: *mut c_int,
-        indices: *mut c_int, statuses: H);
-    /// `MPI_Iprobe`.
-    local MPI_Iprobe(source: c_int, tag: c_int, comm: H, flag: *mut c_int, status: H);
-    /// `MPI_Improbe`.
+        indices: *mut c_int, statuses: H)
+        site (written(outcount) > 0).then(|| completed(Call::Testsome, written(outcount)));
+    /// `MPI_Iprobe`: recorded when it found a message; peer = the source asked for.
+    local MPI_Iprobe(source: c_int, tag: c_int, comm: H, flag: *mut c_int, status: H)
+        site (written(flag) != 0).then(|| p2p(Call::Iprobe, 0, comm, source, None));
+    /// `MPI_Improbe`: recorded when it found a message; peer = the source asked for.
     local MPI_Improbe(source: c_int, tag: c_int, comm: H, flag: *mut c_int, message: *mut H,
-        status: H);
+        status: H)
+        site (written(flag) != 0).then(|| p2p(Call::Improbe, 0, comm, source, None));
     /// `MPI_Request_free`.
     local MPI_Request_free(request: *mut Request);
     /// `MPI_Cancel`.

@@ -6,7 +6,9 @@
 //! ```
 //!
 //! The library defines `MPI_Init`, `MPI_Init_thread`, `MPI_Finalize`, `MPI_Barrier` and the
-//! calls it profiles, and forwards each to its `PMPI_` twin (the MPI profiling interface), found with
+//! calls it profiles, each under its `MPI_` and its `PMPI_` name (a Fortran binding, ROMIO or
+//! another PMPI tool calls the latter; the thread's outermost wrapper acts, [`nesting`]), and
+//! forwards each to the next `PMPI_` function (the MPI profiling interface), found with
 //! `dlsym(RTLD_NEXT, …)` in the application's MPI library at run time: nothing of MPI is linked
 //! or included here, and with `JITTER_TRACE` and `JITTER_PROFILE` unset every call is forwarded
 //! untouched.
@@ -46,6 +48,7 @@
 mod calls;
 mod clock;
 pub mod config;
+mod nesting;
 mod paying;
 mod profiling;
 pub mod stats;
@@ -510,8 +513,10 @@ pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char)
     // SAFETY: the address is the MPI library's `PMPI_Init`, which has this C signature.
     let real = unsafe { std::mem::transmute::<*mut c_void, InitFn>(PMPI_INIT.address()) };
     // SAFETY: the caller's arguments are forwarded unchanged.
-    init_around(|| unsafe { real(argc, argv) })
+    let call = || unsafe { real(argc, argv) };
+    nesting::outermost(call, || init_around(call))
 }
+calls::also_pmpi!(MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char));
 
 /// `MPI_Init_thread`: as `MPI_Init`, around `PMPI_Init_thread`.
 ///
@@ -529,7 +534,11 @@ pub unsafe extern "C" fn MPI_Init_thread(
     let real =
         unsafe { std::mem::transmute::<*mut c_void, InitThreadFn>(PMPI_INIT_THREAD.address()) };
     // SAFETY: the caller's arguments are forwarded unchanged.
-    let rc = init_around(|| unsafe { real(argc, argv, required, provided) });
+    let call = || unsafe { real(argc, argv, required, provided) };
+    let Some(_outer) = nesting::Outermost::enter() else {
+        return call();
+    };
+    let rc = init_around(call);
     let level = if rc == 0 && !provided.is_null() {
         // SAFETY: `provided` is writable and was set by a successful `PMPI_Init_thread`.
         unsafe { *provided }
@@ -549,6 +558,8 @@ pub unsafe extern "C" fn MPI_Init_thread(
     }
     rc
 }
+calls::also_pmpi!(MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int,
+    provided: *mut c_int));
 
 /// `MPI_Barrier`: `PMPI_Barrier`, then a resync where `JITTER_SYNC` says.
 ///
@@ -560,6 +571,10 @@ pub unsafe extern "C" fn MPI_Barrier(comm: Comm) -> c_int {
     // SAFETY: the address is the MPI library's `PMPI_Barrier`; `comm` is forwarded unchanged in
     // the register it came in (module docs).
     let real = unsafe { std::mem::transmute::<*mut c_void, BarrierFn>(PMPI_BARRIER.address()) };
+    let Some(_outer) = nesting::Outermost::enter() else {
+        // SAFETY: as above.
+        return unsafe { real(comm) };
+    };
     let site = || jitter_profile::Site {
         comm_size: calls::comm_size(comm).max(0) as u32,
         ..jitter_profile::Site::of(jitter_profile::Call::Barrier)
@@ -598,6 +613,7 @@ pub unsafe extern "C" fn MPI_Barrier(comm: Comm) -> c_int {
     }
     rc
 }
+calls::also_pmpi!(MPI_Barrier(comm: Comm));
 
 /// `MPI_Finalize`: stops the replay and writes the statistics around `PMPI_Finalize`.
 ///
@@ -608,6 +624,10 @@ pub unsafe extern "C" fn MPI_Barrier(comm: Comm) -> c_int {
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     // SAFETY: the address is the MPI library's `PMPI_Finalize`, which has this C signature.
     let real = unsafe { std::mem::transmute::<*mut c_void, FinalizeFn>(PMPI_FINALIZE.address()) };
+    let Some(_outer) = nesting::Outermost::enter() else {
+        // SAFETY: forwards the call.
+        return unsafe { real() };
+    };
     if let Err(msg) = no_unwind(profiling::finish) {
         warn(&msg);
     }
@@ -633,3 +653,4 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     }
     rc
 }
+calls::also_pmpi!(MPI_Finalize());

@@ -14,7 +14,9 @@
 //!
 //! **Only the thread that called `MPI_Init` replays**: a call from another thread is forwarded
 //! untouched (under `MPI_THREAD_MULTIPLE` the other threads' time is not disturbed). A call the
-//! MPI library makes to an `MPI_` function from inside a wrapped call is forwarded untouched too.
+//! MPI library makes to an `MPI_`/`PMPI_` function from inside a wrapped call is forwarded
+//! untouched too (`nesting`: the outermost wrapper acts); the state's own re-entry flag below
+//! keeps its exclusive use whatever calls it.
 //!
 //! **Hot path** (no detour due): a relaxed load, `pthread_self`, one counter read and a compare;
 //! a blocking call adds one counter read after it. No allocation, no lock, no system call: the

@@ -11,10 +11,11 @@
 //! Hot path ([`around`]): one relaxed load when not profiling; when profiling, two counter
 //! reads, the call's `PMPI_Type_size`/`PMPI_Comm_size`/`PMPI_Comm_rank` where its site needs
 //! them, a thread-local borrow flag (no lock) and the record's stores; nothing allocates.
-//! Calls the MPI library makes to `MPI_` functions from inside a profiled call are forwarded
-//! without being recorded (they are part of the outer call).
+//! Only the outermost wrapper of a thread calls it ([`crate::nesting`]): calls the MPI library
+//! makes to `MPI_`/`PMPI_` functions from inside a profiled call are forwarded without being
+//! recorded (they are part of the outer call).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,8 +42,6 @@ static JOB: OnceLock<Job> = OnceLock::new();
 thread_local! {
     /// The record, on the thread that called `MPI_Init`.
     static RECORDER: RefCell<Option<Recorder>> = const { RefCell::new(None) };
-    /// Inside a profiled call (the MPI library calling `MPI_` functions itself).
-    static INSIDE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Everything decided before `PMPI_Init`: the record exists.
@@ -164,21 +163,27 @@ pub(crate) fn start(mut p: Prepared) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the MPI call `call`, recording it at the site `site` gives (computed after the call).
+/// Runs the MPI call `call`, recording it at the site `site` gives (computed after the call);
+/// called from the thread's outermost wrapper only. A test or probe that completed or found
+/// nothing gives no site and is not recorded: a poll, whose time counts as the compute before
+/// the rank's next call.
 #[inline]
-pub(crate) fn around(site: impl FnOnce() -> Site, call: impl FnOnce() -> c_int) -> c_int {
-    if !ACTIVE.load(Ordering::Relaxed) || INSIDE.with(Cell::get) {
+pub(crate) fn around<S: Into<Option<Site>>>(
+    site: impl FnOnce() -> S,
+    call: impl FnOnce() -> c_int,
+) -> c_int {
+    if !ACTIVE.load(Ordering::Relaxed) {
         return call();
     }
-    INSIDE.with(|i| i.set(true));
     let enter = read_counter();
     let rc = call();
     let exit = read_counter();
-    INSIDE.with(|i| i.set(false));
     RECORDER.with(|r| {
         if let Ok(mut r) = r.try_borrow_mut() {
             if let Some(r) = r.as_mut() {
-                r.record().record(&site(), enter, exit);
+                if let Some(site) = site().into() {
+                    r.record().record(&site, enter, exit);
+                }
             }
         }
     });

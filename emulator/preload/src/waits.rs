@@ -7,31 +7,26 @@ use std::ffi::{c_int, c_void};
 
 use jitter_profile::{Call, Site};
 
-use crate::calls::{p2p, real, twin, type_bytes, wait_request, H, STATUS_WORDS};
+use crate::calls::{
+    also_pmpi, completed, p2p, real, twin, type_bytes, wait_request, written, H, STATUS_WORDS,
+};
+use crate::nesting::{outermost, Outermost};
 use crate::paying::{self, until_done, Choice, Estimate, Polled, Request};
 use crate::profiling::{self, around};
 use crate::Next;
 
 /// A wait polled through its test form: `test` sets its flag once the operation completed
-/// (MPI return code); recorded at `site` when `profile`.
+/// (MPI return code); recorded at `site`.
 fn wait_for(
     est: &Estimate,
     call: impl FnOnce() -> c_int,
     test: Option<impl FnMut(*mut c_int) -> c_int>,
     site: impl Fn() -> Site + Copy,
-    profile: bool,
 ) -> c_int {
     let mut run = test.map(|mut test| {
-        move |pay: &mut dyn FnMut()| -> c_int {
-            let mut go = || until_done(pay, &mut test);
-            if profile {
-                around(site, go)
-            } else {
-                go()
-            }
-        }
+        move |pay: &mut dyn FnMut()| -> c_int { around(site, || until_done(pay, &mut test)) }
     });
-    let blocking = || if profile { around(site, call) } else { call() };
+    let blocking = || around(site, call);
     paying::blocking(
         Choice::Local(est),
         blocking,
@@ -56,8 +51,11 @@ pub unsafe extern "C" fn MPI_Wait(request: *mut Request, status: H) -> c_int {
     // SAFETY: the caller's arguments, forwarded unchanged.
     let call = || unsafe { real(request, status) };
     let mut run = |pay: &mut dyn FnMut()| around(site, || wait_request(pay, request, status));
-    paying::blocking(Choice::Local(&EST), || around(site, call), Some(&mut run))
+    outermost(call, || {
+        paying::blocking(Choice::Local(&EST), || around(site, call), Some(&mut run))
+    })
 }
+also_pmpi!(MPI_Wait(request: *mut Request, status: H));
 
 /// `MPI_Waitall`: polled through `MPI_Testall`.
 ///
@@ -85,8 +83,9 @@ pub unsafe extern "C" fn MPI_Waitall(count: c_int, requests: *mut Request, statu
         requests: count.max(0) as u32,
         ..Site::of(Call::Waitall)
     };
-    wait_for(&EST, call, test, site, true)
+    outermost(call, || wait_for(&EST, call, test, site))
 }
+also_pmpi!(MPI_Waitall(count: c_int, requests: *mut Request, statuses: H));
 
 /// `MPI_Waitany`: polled through `MPI_Testany`.
 ///
@@ -118,8 +117,11 @@ pub unsafe extern "C" fn MPI_Waitany(
         // SAFETY: the caller's arguments and the loop's flag.
         move |flag: *mut c_int| unsafe { f(count, requests, index, flag, status) }
     });
-    wait_for(&EST, call, test, || Site::of(Call::Wait), false)
+    // One request completed, none when none was active (`MPI_UNDEFINED`).
+    let site = || completed(Call::Waitany, c_int::from(written(index) >= 0));
+    outermost(call, || wait_for(&EST, call, test, site))
 }
+also_pmpi!(MPI_Waitany(count: c_int, requests: *mut Request, index: *mut c_int, status: H));
 
 /// `MPI_Waitsome`: polled through `MPI_Testsome` (done once it reports completions, or
 /// `MPI_UNDEFINED` for no active request: any non-zero count).
@@ -152,8 +154,11 @@ pub unsafe extern "C" fn MPI_Waitsome(
             rc
         }
     });
-    wait_for(&EST, call, test, || Site::of(Call::Wait), false)
+    let site = || completed(Call::Waitsome, written(outcount));
+    outermost(call, || wait_for(&EST, call, test, site))
 }
+also_pmpi!(MPI_Waitsome(incount: c_int, requests: *mut Request, outcount: *mut c_int,
+    indices: *mut c_int, statuses: H));
 
 /// `MPI_Probe`: polled through `MPI_Iprobe`.
 ///
@@ -177,8 +182,10 @@ pub unsafe extern "C" fn MPI_Probe(source: c_int, tag: c_int, comm: H, status: H
         // SAFETY: the caller's arguments and the loop's flag.
         move |flag: *mut c_int| unsafe { f(source, tag, comm, flag, status) }
     });
-    wait_for(&EST, call, test, || Site::of(Call::Recv), false)
+    let site = || p2p(Call::Probe, 0, comm, source, None);
+    outermost(call, || wait_for(&EST, call, test, site))
 }
+also_pmpi!(MPI_Probe(source: c_int, tag: c_int, comm: H, status: H));
 
 /// `MPI_Mprobe`: polled through `MPI_Improbe`.
 ///
@@ -211,8 +218,10 @@ pub unsafe extern "C" fn MPI_Mprobe(
         // SAFETY: the caller's arguments and the loop's flag.
         move |flag: *mut c_int| unsafe { f(source, tag, comm, flag, message, status) }
     });
-    wait_for(&EST, call, test, || Site::of(Call::Recv), false)
+    let site = || p2p(Call::Mprobe, 0, comm, source, None);
+    outermost(call, || wait_for(&EST, call, test, site))
 }
+also_pmpi!(MPI_Mprobe(source: c_int, tag: c_int, comm: H, message: *mut H, status: H));
 
 /// A receive polled through its nonblocking start and `MPI_Test` into the caller's status.
 fn receive(
@@ -221,12 +230,11 @@ fn receive(
     start: Option<impl FnOnce(*mut Request) -> c_int>,
     status: H,
     site: impl Fn() -> Site + Copy,
-    profile: bool,
 ) -> c_int {
     let mut run = start.map(|start| {
         let mut start = Some(start);
         move |pay: &mut dyn FnMut()| -> c_int {
-            let mut go = || {
+            let go = || {
                 let mut request: Request = 0;
                 let rc = start.take().map_or(0, |s| s(&mut request));
                 if rc != 0 {
@@ -234,14 +242,10 @@ fn receive(
                 }
                 wait_request(pay, &mut request, status)
             };
-            if profile {
-                around(site, go)
-            } else {
-                go()
-            }
+            around(site, go)
         }
     });
-    let blocking = || if profile { around(site, call) } else { call() };
+    let blocking = || around(site, call);
     paying::blocking(
         Choice::Local(est),
         blocking,
@@ -283,8 +287,10 @@ pub unsafe extern "C" fn MPI_Recv(
         move |r: *mut Request| unsafe { f(buf, count, datatype, source, tag, comm, r) }
     });
     let site = || p2p(Call::Recv, type_bytes(count, datatype), comm, source, None);
-    receive(&EST, call, start, status, site, true)
+    outermost(call, || receive(&EST, call, start, status, site))
 }
+also_pmpi!(MPI_Recv(buf: *mut c_void, count: c_int, datatype: H, source: c_int, tag: c_int,
+    comm: H, status: H));
 
 /// `MPI_Mrecv`: polled through `MPI_Imrecv` and `MPI_Test`.
 ///
@@ -317,8 +323,14 @@ pub unsafe extern "C" fn MPI_Mrecv(
         // SAFETY: the caller's arguments and a request of ours.
         move |r: *mut Request| unsafe { f(buf, count, datatype, message, r) }
     });
-    receive(&EST, call, start, status, || Site::of(Call::Recv), false)
+    // Bytes = the posted buffer; the peer is the message's (its probe has it).
+    let site = || Site {
+        bytes: type_bytes(count, datatype),
+        ..Site::of(Call::Mrecv)
+    };
+    outermost(call, || receive(&EST, call, start, status, site))
 }
+also_pmpi!(MPI_Mrecv(buf: *mut c_void, count: c_int, datatype: H, message: *mut H, status: H));
 
 /// `MPI_Sendrecv`: polled through `MPI_Irecv`, `MPI_Isend` and `MPI_Test` on each (the
 /// receive's status into the caller's); bytes = what it sends, peer = dest, source beside it.
@@ -409,12 +421,17 @@ pub unsafe extern "C" fn MPI_Sendrecv(
             around(site, go)
         }
     });
-    paying::blocking(
-        Choice::Local(&EST),
-        || around(site, call),
-        run.as_mut().map(|r| -> Polled<'_> { r }),
-    )
+    outermost(call, || {
+        paying::blocking(
+            Choice::Local(&EST),
+            || around(site, call),
+            run.as_mut().map(|r| -> Polled<'_> { r }),
+        )
+    })
 }
+also_pmpi!(MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: H, dest: c_int,
+    sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: H, source: c_int,
+    recvtag: c_int, comm: H, status: H));
 
 /// `MPI_Cart_create`: may wait (collective), paid on return; under `JITTER_PROFILE` the
 /// topology is recorded.
@@ -439,6 +456,9 @@ pub unsafe extern "C" fn MPI_Cart_create(
     );
     // SAFETY: the caller's arguments, forwarded unchanged.
     let call = || unsafe { real(comm_old, ndims, dims, periods, reorder, comm_cart) };
+    let Some(_outer) = Outermost::enter() else {
+        return call();
+    };
     let rc = paying::blocking(Choice::Local(&EST), call, None);
     if rc == 0 && (1..=8).contains(&ndims) && !dims.is_null() && !periods.is_null() {
         let n = ndims as usize;
@@ -453,3 +473,5 @@ pub unsafe extern "C" fn MPI_Cart_create(
     }
     rc
 }
+also_pmpi!(MPI_Cart_create(comm_old: H, ndims: c_int, dims: *const c_int, periods: *const c_int,
+    reorder: c_int, comm_cart: H));

@@ -217,7 +217,13 @@ fn point_to_point<W: Write>(k: &mut Rank<'_, W>, s: &Site, it: u64) -> io::Resul
             let l = k.pending.remove(0);
             k.deps.push(l);
         }
-        Call::Waitall => {
+        // The oldest requests complete (the profile keeps how many, not which).
+        Call::Waitany | Call::Waitsome | Call::Testany | Call::Testsome => {
+            let n = (s.requests as usize).min(k.pending.len());
+            let done: Vec<_> = k.pending.drain(..n).collect();
+            k.deps.extend(done);
+        }
+        Call::Waitall | Call::Testall => {
             let all = std::mem::take(&mut k.pending);
             k.deps.extend(all);
         }

@@ -25,8 +25,11 @@ use crate::structure::{self, rank_loop, LoopStructure, RankLoop, RankTiming};
 
 /// The value of the file's `format` field.
 pub const FORMAT: &str = "jitterbench-profile";
-/// The file's version.
-pub const VERSION: u32 = 2;
+/// The file's version: 3 names the waits, tests and probes beyond `Wait`/`Waitall` (`Call`
+/// 16–26); a version-2 file is a version-3 file without them and reads as one.
+pub const VERSION: u32 = 3;
+/// The oldest version read.
+const OLDEST: u32 = 2;
 
 /// The folder of the rank records of the profile `path`: `<path>.ranks`.
 pub fn ranks_dir(path: &Path) -> PathBuf {
@@ -340,11 +343,11 @@ impl Profile {
         let text = std::fs::read_to_string(path).map_err(|e| ProfileError::io(&shown, e))?;
         let p: Profile = serde_json::from_str(&text)
             .map_err(|e| ProfileError::format(&shown, format!("not a profile: {e}")))?;
-        if p.format != FORMAT || p.version != VERSION {
+        if p.format != FORMAT || !(OLDEST..=VERSION).contains(&p.version) {
             return Err(ProfileError::format(
                 &shown,
                 format!(
-                    "format {} version {}, want {FORMAT} {VERSION}",
+                    "format {} version {}, want {FORMAT} {OLDEST} to {VERSION}",
                     p.format, p.version
                 ),
             ));
@@ -481,6 +484,31 @@ mod tests {
         let f = dir.path().join("app.json");
         p.write(&f).unwrap();
         assert_eq!(Profile::read(&f).unwrap(), p);
+    }
+
+    #[test]
+    fn a_version_2_profile_reads_and_a_newer_one_is_refused() {
+        let wait = |call| Site {
+            requests: 2,
+            ..Site::of(call)
+        };
+        let body = [(wait(Call::Waitsome), 1_000), (wait(Call::Testall), 500)];
+        let p = Profile::merge(&[record(0, &body, 40)], 3);
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("app.json");
+        p.write(&f).unwrap();
+        let text = std::fs::read_to_string(&f).unwrap();
+        assert!(text.contains("\"waitsome\"") && text.contains("\"testall\""));
+        assert_eq!(Profile::read(&f).unwrap(), p);
+        let with_version = |v: u32| {
+            let mut j: serde_json::Value = serde_json::from_str(&text).unwrap();
+            j["version"] = v.into();
+            std::fs::write(&f, j.to_string()).unwrap();
+            Profile::read(&f)
+        };
+        assert_eq!(with_version(2).unwrap().main_loop, p.main_loop);
+        let newer = with_version(VERSION + 1).unwrap_err().to_string();
+        assert!(newer.contains("want jitterbench-profile 2 to 3"), "{newer}");
     }
 
     #[test]

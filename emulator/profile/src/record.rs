@@ -26,8 +26,11 @@ use crate::site::{Call, Site};
 
 /// `JBPROF01`.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"JBPROF01");
-/// Layout version.
-pub const VERSION: u64 = 2;
+/// Layout version: 3 records the calls `Call` 16–26 (same layout); a version-2 record is a
+/// version-3 record without them and reads as one.
+pub const VERSION: u64 = 3;
+/// The oldest version read.
+const OLDEST: u64 = 2;
 /// Call sites a rank can tell apart; later new sites count in `site_overflow`.
 pub(crate) const SITES: usize = 1024;
 const SITE_INDEX: usize = 2 * SITES;
@@ -473,7 +476,10 @@ impl RankRecord {
         };
         dst.copy_from_slice(&bytes);
         let h = &r.header;
-        if h.magic != MAGIC || h.version != VERSION || h.size_bytes != size as u64 {
+        if h.magic != MAGIC
+            || !(OLDEST..=VERSION).contains(&h.version)
+            || h.size_bytes != size as u64
+        {
             return Err(ProfileError::format(
                 &shown,
                 "not a rank record of this version (magic, version or size differ)".into(),
@@ -642,5 +648,31 @@ mod tests {
         assert_eq!(r.header.sites_used, SITES as u64);
         assert_eq!(r.header.site_overflow, 5);
         assert_eq!(r.header.calls, SITES as u64 + 5);
+    }
+
+    #[test]
+    fn a_version_2_record_reads_and_a_newer_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rank-0.prof");
+        let mut rec = Recorder::create(&path, &id(), 5).unwrap();
+        let waitany = Site {
+            requests: 1,
+            ..Site::of(Call::Waitany)
+        };
+        rec.record().record(&Site::of(Call::Wait), 10, 20);
+        rec.record().record(&waitany, 30, 40);
+        rec.finish();
+        assert_eq!(RankRecord::read(&path).unwrap().sites()[1], Some(waitany));
+        let with_version = |v: u64| {
+            let mut bytes = std::fs::read(&path).unwrap();
+            // The header's second word.
+            bytes[8..16].copy_from_slice(&v.to_ne_bytes());
+            std::fs::write(&path, bytes).unwrap();
+            RankRecord::read(&path)
+        };
+        let old = with_version(2).expect("a version-2 record reads");
+        assert_eq!(old.header.calls, 2);
+        assert!(with_version(VERSION + 1).is_err());
+        assert!(with_version(1).is_err());
     }
 }

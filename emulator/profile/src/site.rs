@@ -46,11 +46,33 @@ pub enum Call {
     Sendrecv = 14,
     /// `MPI_Finalize`: the compute after the program's last call.
     Finalize = 15,
+    /// `MPI_Waitany`.
+    Waitany = 16,
+    /// `MPI_Waitsome`.
+    Waitsome = 17,
+    /// `MPI_Testany` that completed a request.
+    Testany = 18,
+    /// `MPI_Testsome` that completed requests.
+    Testsome = 19,
+    /// `MPI_Testall` that completed its requests.
+    Testall = 20,
+    /// `MPI_Probe`.
+    Probe = 21,
+    /// `MPI_Iprobe` that found a message.
+    Iprobe = 22,
+    /// `MPI_Mprobe`.
+    Mprobe = 23,
+    /// `MPI_Improbe` that found a message.
+    Improbe = 24,
+    /// `MPI_Mrecv`: receives the message its probe matched.
+    Mrecv = 25,
+    /// `MPI_Imrecv`: starts receiving the message its probe matched.
+    Imrecv = 26,
 }
 
 impl Call {
     /// Every call, in the order of its number.
-    pub const ALL: [Call; 15] = [
+    pub const ALL: [Call; 26] = [
         Call::Barrier,
         Call::Allreduce,
         Call::Reduce,
@@ -66,6 +88,17 @@ impl Call {
         Call::Waitall,
         Call::Sendrecv,
         Call::Finalize,
+        Call::Waitany,
+        Call::Waitsome,
+        Call::Testany,
+        Call::Testsome,
+        Call::Testall,
+        Call::Probe,
+        Call::Iprobe,
+        Call::Mprobe,
+        Call::Improbe,
+        Call::Mrecv,
+        Call::Imrecv,
     ];
 
     /// The call of a recorded number, if it is one.
@@ -91,6 +124,17 @@ impl Call {
             Call::Waitall => "Waitall",
             Call::Sendrecv => "Sendrecv",
             Call::Finalize => "Finalize",
+            Call::Waitany => "Waitany",
+            Call::Waitsome => "Waitsome",
+            Call::Testany => "Testany",
+            Call::Testsome => "Testsome",
+            Call::Testall => "Testall",
+            Call::Probe => "Probe",
+            Call::Iprobe => "Iprobe",
+            Call::Mprobe => "Mprobe",
+            Call::Improbe => "Improbe",
+            Call::Mrecv => "Mrecv",
+            Call::Imrecv => "Imrecv",
         }
     }
 
@@ -117,17 +161,20 @@ pub struct Site {
     /// Ranks of the call's communicator (0 for `Wait*` and `Finalize`).
     pub comm_size: u32,
     /// Bytes of the call: count × type size; for `Alltoall(v)` what this rank sends in all,
-    /// for `Allgather` its own contribution, for `Recv`/`Irecv` the posted buffer, for
-    /// `Sendrecv` the bytes sent.
+    /// for `Allgather` its own contribution, for `Recv`/`Irecv`/`Mrecv`/`Imrecv` the posted
+    /// buffer, for `Sendrecv` the bytes sent (0 for the probes).
     pub bytes: u64,
     /// Peer relative to the rank in the communicator, in (−size/2, size/2] ([`PEER_NONE`]: none,
     /// any source or the null process); for `Sendrecv` the destination (the source is
-    /// `root`'s field, see [`Site::source`]).
+    /// `root`'s field, see [`Site::source`]); for the probes the source asked for; none for
+    /// `Mrecv`/`Imrecv` (their message handle names it: the probe before them has it).
     pub peer: i32,
     /// Root of a rooted collective ([`ROOT_NONE`]: none); for `Sendrecv` the source relative to
     /// the rank.
     pub root: i32,
-    /// Requests waited for (`Waitall`), else 0.
+    /// Requests completed: `Wait` 1, `Waitall` and `Testall` their count, `Waitany` and
+    /// `Testany` 1 (0 when none was active), `Waitsome` and `Testsome` the count they
+    /// returned; else 0.
     pub requests: u32,
 }
 

@@ -93,3 +93,35 @@ pub fn mpirun(
     c.envs(vars.iter().copied());
     c
 }
+
+/// `mpif90` is there; otherwise says, in one line, why the test is skipped.
+pub fn have_fortran() -> bool {
+    let ok = have("mpif90") && have("mpirun");
+    if !ok {
+        println!(
+            "skipped: mpif90 or mpirun is not installed (scripts/setup.sh installs gfortran and \
+             OpenMPI's Fortran bindings)"
+        );
+    }
+    ok
+}
+
+/// Builds `tests/app/<file>` with `compiler` and `flags` into `dir/<out>`.
+pub fn compile_with(dir: &Path, compiler: &str, flags: &[&str], file: &str, out: &str) -> PathBuf {
+    let app = dir.join(out);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/app/{file}"));
+    let out = Command::new("timeout")
+        .args(["60", compiler, "-O2"])
+        .args(flags)
+        .arg("-o")
+        .arg(&app)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{compiler}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    app
+}

@@ -15,8 +15,11 @@
 //!   (ring offsets mod N, Cartesian strides by `MPI_Dims_create`, the P/2 rule); the k-th send
 //!   of an iteration to offset d pairs with the k-th receive from offset −d; `Send`/`Isend`
 //!   cost o at the call (eager: the sender goes on), a receive costs o once its message is
-//!   there, at `Recv`, at the `Wait` that completes its `Irecv` (the oldest pending request) or
-//!   at `Waitall`; `Sendrecv` sends, then receives; a message to the rank itself is none.
+//!   there, at `Recv`, at the `Wait` that completes its `Irecv` (the oldest pending request),
+//!   at `Waitall`/`Testall`, at `Waitany`/`Waitsome`/`Testany`/`Testsome` (the oldest pending
+//!   requests, as many as they completed) or at a matched probe (`Mprobe`/`Improbe`; its
+//!   `Mrecv`/`Imrecv` then receives at once); `Sendrecv` sends, then receives; a message to the
+//!   rank itself is none.
 
 use jitter_profile::peers::{Growth, Halves};
 use jitter_profile::{Call, MainLoop, Profile};
@@ -291,11 +294,26 @@ fn call_steps(
                 b.complete(p, at)?;
             }
         }
-        Call::Waitall => {
+        Call::Waitall | Call::Testall => {
             while let Some(p) = b.pending.pop_front() {
                 b.complete(p, at)?;
             }
         }
+        // The oldest requests complete (the profile keeps how many, not which).
+        Call::Waitany | Call::Waitsome | Call::Testany | Call::Testsome => {
+            for _ in 0..s.requests {
+                if let Some(p) = b.pending.pop_front() {
+                    b.complete(p, at)?;
+                }
+            }
+        }
+        // A matching probe waits for the message; its `Mrecv`/`Imrecv` then receives it at once.
+        Call::Mprobe | Call::Improbe => {
+            if let Some(p) = peer(s.peer(), false, b).and_then(|p| b.post(p)) {
+                b.complete(p, at)?;
+            }
+        }
+        Call::Imrecv => b.pending.push_back(Pending::Send),
         Call::Sendrecv => {
             if let Some(p) = peer(s.peer(), true, b) {
                 b.send(p);
@@ -304,8 +322,9 @@ fn call_steps(
                 b.complete(p, at)?;
             }
         }
-        // One rank: a collective is no message; Finalize ends the program, not an iteration.
-        Call::Allreduce | Call::Finalize => {}
+        // One rank: a collective is no message; Finalize ends the program, not an iteration; a
+        // plain probe's message is received by the receive after it; `Mrecv`'s at its probe.
+        Call::Allreduce | Call::Finalize | Call::Probe | Call::Iprobe | Call::Mrecv => {}
     }
     Ok(())
 }

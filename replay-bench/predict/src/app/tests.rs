@@ -416,6 +416,39 @@ fn profiles_without_a_loop_or_with_a_receive_before_its_send_are_refused() {
     assert_eq!(sk.warnings.len(), 1, "{:?}", sk.warnings);
 }
 
+/// The waits and tests beyond `Wait`/`Waitall` complete the oldest pending requests, as many as
+/// they completed; a matched probe receives its message; nothing is left pending or unmatched.
+#[test]
+fn waitsome_waitany_testsome_and_matched_probes_complete_what_they_completed() {
+    let p2p = |call, peer| Site {
+        peer,
+        ..on(call, 4)
+    };
+    let completed = |call, requests| Site {
+        requests,
+        ..Site::of(call)
+    };
+    let l = MainLoop {
+        slots: vec![
+            slot(p2p(Call::Irecv, -1), 10.0),
+            slot(p2p(Call::Irecv, 1), 10.0),
+            slot(p2p(Call::Isend, 1), 10.0),
+            slot(p2p(Call::Isend, -1), 10.0),
+            slot(completed(Call::Waitsome, 2), 0.0),
+            slot(completed(Call::Waitany, 1), 0.0),
+            slot(completed(Call::Testsome, 1), 0.0),
+            slot(p2p(Call::Send, 1), 10.0),
+            slot(p2p(Call::Mprobe, -1), 0.0),
+            slot(Site::of(Call::Imrecv), 0.0),
+            slot(completed(Call::Testany, 1), 0.0),
+        ],
+        ..halo_loop([0.0; 4])
+    };
+    let sk = Skeleton::new(&l, &growth(8), 1.0).unwrap();
+    assert!(sk.warnings.is_empty(), "{:?}", sk.warnings);
+    assert!(sk.symmetric);
+}
+
 #[test]
 fn cartesian_halo_offsets_grow_with_the_grid_and_ring_offsets_wrap() {
     use super::skeleton::{Link, Step};
