@@ -434,14 +434,28 @@ fn a_resync_into_a_detour_costs_the_phase_its_rest(dir: &Path) {
 }
 
 fn short_detours_are_dropped_at_s1_and_injected_scaled(dir: &Path) {
-    // O as the tool will use it: this host's cached (or freshly measured) calibration.
-    let clock = jitter_collect::clock::Clock::calibrate(Duration::from_millis(200)).unwrap();
-    let cal = jitter_emulator::Calibration::load_or_measure(
-        &clock,
-        false,
-        &jitter_emulator::calibration::StartLine,
-    )
-    .unwrap();
+    // O as the tool will use it: this host's calibration, which a run measures in its own main
+    // thread where the cache lacks one or holds a busy machine's (the itimer's part needs a
+    // process's main thread; this test runs on a harness thread), read back from the cache.
+    let warm = dir.join("warm.jtr");
+    write_trace(&warm, "periodic:period=10ms,dur=200us", 1, 2);
+    let warm_out = dir.join("warm.json");
+    let warm_args = [
+        "--trace",
+        warm.to_str().unwrap(),
+        "--sync",
+        "none",
+        "--phases",
+        "20",
+        "-o",
+        warm_out.to_str().unwrap(),
+    ];
+    if ok(1, &warm_args).is_none() {
+        return;
+    }
+    let cal = jitter_emulator::Calibration::load(&jitter_emulator::Calibration::cache_path())
+        .unwrap()
+        .expect("a run left no calibration in the cache");
     let o = cal
         .cost(TimerKind::Abstime, &Default::default())
         .overhead_ns;
