@@ -43,7 +43,7 @@ fn injection(a: &AppArgs, trace: &Path, clock: &Clock) -> anyhow::Result<(Inject
     }
     let loaded = jitter_trace::read_trace(trace)
         .with_context(|| format!("cannot use trace {}", trace.display()))?;
-    let bar = jitter_emulator_cli::progress::CalibrationBar::new();
+    let bar = jitter_emulator_cli::calibration_bar::CalibrationBar::new();
     let cal = jitter_emulator::Calibration::load_or_measure(clock, false, &bar)
         .context("cannot calibrate the signal injector to choose how to inject (--inject)")?;
     let o = cal.abstime.overhead.median_ns.max(0.0);
