@@ -394,7 +394,7 @@ pub fn render(w: &RunWindows, row: &ResultRow, of: &WindowsOf, s: f64) -> String
         let pred = c.same_windows_pct.unwrap_or(f64::NAN);
         table.row([
             name.to_string(),
-            jitter_report::table::fmt_sd(c.measured_pct, c.ci95_pp),
+            jitter_report::formats::fmt_sd(c.measured_pct, c.ci95_pp),
             format!("{pred:.2} %"),
             if c.paired_ci95_pp.is_some() {
                 format!("{} (paired)", c.diff_words())

@@ -17,8 +17,8 @@ use plotters::coord::ranged1d::{Ranged as _, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
+use crate::formats::{fmt_pct, fmt_sd};
 use crate::report::{Report, ReportKind, ResultRow};
-use crate::table::{fmt_pct, fmt_sd};
 
 /// Which slowdown to plot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -55,7 +55,7 @@ pub enum Command {
     /// Time an unmodified MPI program with and without the trace, pair by pair, with an interval.
     App(Box<app::AppArgs>),
     /// An application profile (`JITTER_PROFILE=app.json`): its summary, its LogGOPSim export.
-    Profile(crate::profile::ProfileArgs),
+    Profile(crate::profile_command::ProfileArgs),
     /// Print the results of two reports side by side, matched by trace, ranks and sync; refused
     /// unless they replayed the same trace (by content) with the same quanta, scale and design.
     Compare(CompareArgs),
