@@ -129,7 +129,7 @@ fn modes_line<'a>(rows: impl Iterator<Item = &'a ResultRow>) -> String {
 }
 
 /// Builds the headlines from the trace statistics, the measured runs and the prediction.
-pub fn headlines(
+pub(crate) fn headlines(
     stats: &TraceStats,
     runs: &[(String, Report)],
     prediction: Option<&Report>,
