@@ -252,7 +252,7 @@ pub fn simulate(
 /// `3 √(rate · ΔT)`, are allowed beside it) and `noise · ΔT`
 /// of their time, and each window may end inside a detour in one and not in the other (one
 /// detour per rank and window at each end, at most the trace's longest).
-pub fn injection_check(
+pub(crate) fn injection_check(
     w: &RunWindows,
     p: &WindowsPredicted,
     info: &TraceInfo,
