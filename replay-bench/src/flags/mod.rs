@@ -27,13 +27,13 @@ pub mod whatif;
 
 use clap::{Parser, Subcommand};
 
-pub use predict::{order_stats_path, BarrierKind, PredictArgs, PredictCmd};
+pub use predict::{BarrierKind, PredictArgs, PredictCmd};
 pub use reports::CompareArgs;
 pub(crate) use reports::PlotStudyArgs;
 pub(crate) use run::RunArgs;
 pub use shared::{
-    check_sync_modes, parse_ranks, PlatformChoice, Quanta, RankCounts, RanksPerNode, Seed,
-    SimulatedPhases, SyncModes,
+    check_sync_modes, PlatformChoice, Quanta, RankCounts, RanksPerNode, Seed, SimulatedPhases,
+    SyncModes,
 };
 pub(crate) use study::{ChooseInjectArgs, ChooseScaleArgs, StudyArgs};
 pub(crate) use validate::ValidateArgs;
