@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::clock::{kernel_tsc_khz, tsc_flags, Clock, CounterSource};
-use crate::config::{Config, Mode, Threshold};
+use crate::collection_config::{Config, Mode, Threshold};
 use crate::counter::CounterProfile;
 use crate::environment::Machine;
 

@@ -6,8 +6,8 @@
 //! ([`cpuset`]), the machine's environment ([`environment`]), the `--check` and daemon modes
 //! ([`check`], [`daemon`]), real-time safety ([`watchdog`]) and the attribution of detours to
 //! kernel sources ([`tracefs`], [`attribute`]). A collection reports how far it is through
-//! [`progress::Progress`]. The parts of a session (configuration checks, threads, guards,
-//! header, sidecar) are internal.
+//! [`collection_progress::Progress`]. The parts of a session (configuration checks, threads,
+//! guards, header, sidecar) are internal.
 //!
 //! Its public functions return [`CollectError`] (one type, `thiserror`, each cause chained
 //! once). The command line, its progress bar and its `anyhow` errors are the binary's
@@ -16,25 +16,25 @@
 //! indicatif; the feature only adds the command line's derive to [`daemon::DaemonArgs`].
 
 pub mod attribute;
+mod attribution_pass;
 pub mod check;
 pub mod clock;
-mod config;
+mod collection_config;
+pub mod collection_progress;
 pub mod counter;
 pub mod cpuset;
 pub mod daemon;
+pub mod end_table;
 pub mod environment;
 pub mod error;
 pub mod ftq;
 mod guard;
 mod header;
 pub mod probe;
-pub mod progress;
 pub mod ring;
 pub mod rt_refusal;
 pub mod session;
-mod sidecar;
 pub mod slow_signals;
-pub mod table;
 mod threads;
 pub mod tracefs;
 pub mod watchdog;

@@ -6,10 +6,10 @@
 //! ended) and `Summary` (table, end chunk, commit, attribution). What a full ring dropped is
 //! counted and located (`ring::LostSpans`).
 //!
-//! Its parts live beside it: the configuration and its checks (`config`), the probe and writer
-//! threads (`threads`), the signal and memory guards (`guard`), the progress reported
-//! (`progress`), the header's record of how it measured (`header`) and the attribution sidecar
-//! (`sidecar`).
+//! Its parts live beside it: the configuration and its checks (`collection_config`), the probe
+//! and writer threads (`threads`), the signal and memory guards (`guard`), the progress reported
+//! (`collection_progress`), the header's record of how it measured (`header`) and the
+//! attribution sidecar (`attribution_pass`).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -27,21 +27,21 @@ use serde::Serialize;
 use crate::clock::{read_counter, Clock};
 use crate::counter::CounterProfile;
 use crate::cpuset::{self, CpuList};
+use crate::end_table::{CpuRow, RowFacts};
 use crate::environment::{self, IrqSnapshot, Machine};
 use crate::error::{refuse, CollectError, Context, Result};
 use crate::ftq::FtqConverter;
 use crate::ring::{ring, LostSpans, RingConsumer, RingProducer};
-use crate::table::{CpuRow, RowFacts};
 use crate::tracefs::{self, Instance};
 use crate::watchdog::Watchdog;
 use crate::writer::{Decoder, Writer, WriterSetup};
 
-use crate::config::{check, check_sched};
-pub use crate::config::{Config, Mode, SchedPolicy, Threshold};
+use crate::collection_config::{check, check_sched};
+pub use crate::collection_config::{Config, Mode, SchedPolicy, Threshold};
 
+use crate::attribution_pass::{attribute_trace, Collected};
 use crate::guard::{ignore_sigxfsz, MemoryLock, SignalGuard};
 use crate::header::{header_environment, tsc_warning};
-use crate::sidecar::{attribute_trace, Collected};
 use crate::threads::{
     release_to_abort, spawn_probes, spawn_writer, ProbeOutcome, Shared, WriterThread,
 };

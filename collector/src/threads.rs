@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use crate::config::{Config, Mode, SchedPolicy};
+use crate::collection_config::{Config, Mode, SchedPolicy};
 use crate::counter::CounterProfile;
 use crate::cpuset::{self, CpuList};
 use crate::error::{CollectError, Context, Result};

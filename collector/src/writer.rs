@@ -10,11 +10,11 @@ use std::time::Duration;
 use jitter_trace::{Detour, Header, TraceWriter, Window};
 
 use crate::clock::{read_counter, Clock};
+use crate::collection_progress::Progress;
+use crate::end_table::DetourHistogram;
 use crate::error::{Context, Result};
 use crate::ftq::FtqConverter;
-use crate::progress::Progress;
 use crate::ring::RingConsumer;
-use crate::table::DetourHistogram;
 
 /// Slack around a writer window within which a detour counts as the writer's own: its wake-up
 /// (timer interrupt, context switch) comes before the window starts, its sleep after it ends.

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use jitter_collect::clock::{read_counter, spin_until, Clock, FrequencySource};
 use jitter_collect::cpuset;
+use jitter_collect::end_table::CpuRow;
 use jitter_collect::ftq::Quantum;
-use jitter_collect::table::CpuRow;
 use jitter_collect::writer::SELF_SLACK_NS;
 use jitter_collect::{collect, Config, Mode, SchedPolicy, StopReason};
 use jitter_trace::stats::Stats;

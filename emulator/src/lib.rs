@@ -7,7 +7,7 @@
 //! (`SyncMode`, `SyncSchedule`); the in-process injector (`Emulator`, `Handle`,
 //! `EmulatorError`) and the separate-process one (`process`); calibrations of O, L and M
 //! (`Calibration`, kept by `cache`, judged by `fidelity`); the one placement rule
-//! (`placement::slot`); and the C ABI (`capi`). Calibrations print themselves (`report`,
+//! (`placement::slot`); and the C ABI (`capi`). Calibrations print themselves (`calibration_text`,
 //! `Display` impls only); `realtime` is SCHED_FIFO and pinning, restored on drop. The command
 //! lines of every replaying tool and the binaries `jitter-emulate`, `jitter-inject` are
 //! `jitter-emulator-cli`'s (emulator/cli/): the preload library links this crate into users'
@@ -16,6 +16,7 @@
 pub mod boundary;
 pub mod cache;
 pub mod calibration;
+mod calibration_text;
 pub mod capi;
 pub mod fidelity;
 pub mod injector;
@@ -24,7 +25,6 @@ pub mod placement;
 pub mod plan;
 pub mod process;
 pub mod realtime;
-mod report;
 pub mod setup;
 pub mod sync;
 

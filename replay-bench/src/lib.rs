@@ -8,7 +8,7 @@
 //! - `bench` — the benchmark's parts (phase loop, kernel, MPI collectives, one rank's emulator,
 //!   platform noise, baseline, windows, the run's summary), which read no flags; `run` — one
 //!   rank's steps of `replay-bench run`; `validate` — real runs beside the prediction;
-//! - `app` — the harness (`replay-bench app`); `profile` — `replay-bench profile`;
+//! - `app` — the harness (`replay-bench app`); `profile_command` — `replay-bench profile`;
 //! - `launcher_rank`, `error_line` and `OtherRankFailed`: what every command does about MPI
 //!   ranks and errors.
 
@@ -16,7 +16,7 @@ pub mod app;
 pub(crate) mod bench;
 pub mod commands;
 pub mod flags;
-pub mod profile;
+pub mod profile_command;
 pub(crate) mod run;
 pub(crate) mod validate;
 

@@ -20,11 +20,11 @@
 //! - **Noise ratio** and **detour rate**: as in [`crate::stats::Stats`] over all streams; the
 //!   differences are B − A.
 
-pub mod density;
+pub mod kde;
 mod streamed;
 
-pub(crate) use density::log_runs;
-pub use density::{bandwidth, density, Density, Grid, GRID_POINTS, MIN_BANDWIDTH};
+pub(crate) use kde::log_runs;
+pub use kde::{bandwidth, density, Density, Grid, GRID_POINTS, MIN_BANDWIDTH};
 pub use streamed::densities;
 
 use serde::{Deserialize, Serialize};

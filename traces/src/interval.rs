@@ -163,12 +163,13 @@ impl BatchMeans {
     }
 
     /// Values per complete batch.
-    pub fn batch_size(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn batch_size(&self) -> u64 {
         self.size
     }
 
     /// The complete batches' means, in order.
-    pub fn batch_means(&self) -> impl Iterator<Item = f64> + '_ {
+    pub(crate) fn batch_means(&self) -> impl Iterator<Item = f64> + '_ {
         let m = self.size as f64;
         self.sums[..self.full].iter().map(move |s| s / m)
     }
@@ -213,7 +214,8 @@ impl BatchMeans {
     /// The interval the values would have if they were independent, t₀.₉₇₅,n−1 · s/√n with s
     /// the values' own standard deviation: what the batch means correct for. Not an interval
     /// of a simulated mean (phases are autocorrelated); kept to show by how much it errs.
-    pub fn naive_interval(&self) -> MeanInterval {
+    #[cfg(test)]
+    pub(crate) fn naive_interval(&self) -> MeanInterval {
         let mean = self.mean();
         let (n, var) = (self.n as f64, self.variance());
         MeanInterval {

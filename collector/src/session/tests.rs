@@ -1,7 +1,7 @@
 //! Tests of the session (refused configurations).
 
 use super::*;
-use crate::config::{MAX_PROFILE_READS, MAX_RING};
+use crate::collection_config::{MAX_PROFILE_READS, MAX_RING};
 
 #[test]
 fn a_refused_configuration_is_a_refusal() {
@@ -36,7 +36,9 @@ fn a_refused_configuration_is_a_refusal() {
     // A drain period beyond a day overflowed the writer's clock (issue 30's sweep:
     // `--drain-ms 18446744073709551615` panicked); a day itself is taken.
     let config = Config {
-        drain_period: Some(crate::config::MAX_DRAIN_PERIOD + std::time::Duration::from_millis(1)),
+        drain_period: Some(
+            crate::collection_config::MAX_DRAIN_PERIOD + std::time::Duration::from_millis(1),
+        ),
         ..Config::default()
     };
     let e = collect(&config).unwrap_err();

@@ -6,7 +6,7 @@
 //! `jitter-emulator`, whose library the preload library links into users' MPI ranks: no clap,
 //! no progress bar there.
 
-pub mod progress;
+pub mod calibration_bar;
 
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ use jitter_emulator::setup::{Fraction, Overrides, ReplaySetup, Scale, SetupOverr
 use jitter_trace::units::parse_positive_duration;
 use jitter_trace::Salvage;
 
-use crate::progress::CalibrationBar;
+use crate::calibration_bar::CalibrationBar;
 
 /// `--salvage`, the same in every replaying tool: whether to go on with a trace that lacks
 /// detours (ring loss, damage, truncation; [`jitter_trace::integrity`]).

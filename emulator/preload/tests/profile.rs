@@ -81,10 +81,7 @@ fn profile_of(mode: &str) -> Option<(Profile, [f64; 3])> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let p = Profile::read(&dir.path().join("app.json")).unwrap();
-    println!(
-        "{}{stdout}",
-        jitter_profile::summary::render(&p, "app.json")
-    );
+    println!("{}{stdout}", jitter_profile::show::render(&p, "app.json"));
     assert!(
         stderr.contains("jitter-preload: rank 0: profile ")
             && stderr.contains(": 2 of 2 ranks, main loop of"),

@@ -7,7 +7,7 @@
 //! * `sequence` — the main loop of a sequence of call shapes (set-up, variants, output).
 //! * `structure` — a rank's loop: shapes, the compute per position, its time and `MPI_Init`'s.
 //! * `profile` — the job's profile, merged from the rank records ([`Profile`]), and its file.
-//! * `summary` — the text summary.
+//! * `show` — the text summary (`profile show`).
 //! * `peers` — how recorded peer offsets grow to any number of ranks (ring, Cartesian, P/2).
 //! * `goal` — the main loop as LogGOPSim GOAL text at any number of ranks.
 //! * `error` — [`ProfileError`].
@@ -21,9 +21,9 @@ pub mod peers;
 pub mod profile;
 pub mod record;
 pub mod sequence;
+pub mod show;
 pub mod site;
 pub mod structure;
-pub mod summary;
 
 pub use error::ProfileError;
 pub use profile::{MainLoop, Profile, Slot};

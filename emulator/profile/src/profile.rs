@@ -397,8 +397,8 @@ fn read_records(
 mod tests {
     use super::*;
     use crate::record::Identity;
+    use crate::show::render;
     use crate::site::Call;
-    use crate::summary::render;
 
     fn record(rank: u64, loop_sites: &[(Site, u64)], iterations: u64) -> Box<RankRecord> {
         let id = Identity {

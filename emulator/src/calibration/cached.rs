@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use jitter_collect::clock::Clock;
 
-use super::measure::Settings;
-use super::model::Calibration;
-use super::progress::Progress;
+use super::calibration_progress::Progress;
+use super::cost_measurement::Settings;
+use super::cost_model::Calibration;
 use crate::cache::{
     busy_warning, cache_dir, decide, file_name_part, host_and_kernel, read_json, write_json,
     Decision, MachineKey,
@@ -116,7 +116,7 @@ mod tests {
             host: now.host.clone(),
             kernel: now.kernel.clone(),
             cpu_model: now.cpu_model.clone(),
-            load: Some(crate::calibration::load::MachineLoad {
+            load: Some(crate::calibration::machine_load::MachineLoad {
                 others_busy_share: 0.1,
                 cpus: 2,
                 seconds: 20.0,

@@ -22,11 +22,11 @@ use jitter_trace::{Detour, Record, Stream, Trace, TraceError};
 use super::input::TraceInput;
 
 /// Most platform detours one tiled stream may hold (each costs a record in two plans).
-pub const MAX_TILED_DETOURS: u64 = 20_000_000;
+pub(crate) const MAX_TILED_DETOURS: u64 = 20_000_000;
 
 /// A platform-noise trace: every stream a platform CPU's detours over the trace's window.
 #[derive(Debug, Clone)]
-pub struct Background {
+pub(crate) struct Background {
     /// File name, for messages and the report.
     pub label: String,
     /// Detours of each stream, relative to the common window's start.
@@ -38,7 +38,7 @@ pub struct Background {
 /// A platform-noise trace as read ([`read_platform`]): its frame, every stream's detours as
 /// their chunks came, and the whole trace's facts (integrity, warnings), all from one pass.
 #[derive(Debug)]
-pub struct PlatformRead {
+pub(crate) struct PlatformRead {
     frame: Trace,
     runs: Vec<Vec<Vec<Detour>>>,
     /// The whole trace's integrity and warnings ([`jitter_trace::Loaded::warnings`]).
@@ -64,7 +64,7 @@ impl ChunkSink for Runs {
 
 /// Reads the platform-noise trace at `path` in one pass, keeping its detours (16 bytes each:
 /// the whole trace is replayed, tiled) but no records.
-pub fn read_platform(path: &Path) -> Result<PlatformRead, TraceError> {
+pub(crate) fn read_platform(path: &Path) -> Result<PlatformRead, TraceError> {
     let mut sink = Runs::default();
     let scan = scan_trace(path, &mut sink)?;
     let facts = sink.facts.facts(&scan);
@@ -78,15 +78,16 @@ pub fn read_platform(path: &Path) -> Result<PlatformRead, TraceError> {
 impl Background {
     /// Takes the platform's streams from `trace` (read from `label`); a stream without any
     /// detour, or a trace without streams, is refused.
-    pub fn new(trace: &Trace, label: &str) -> anyhow::Result<Self> {
+    #[cfg(test)]
+    pub(crate) fn new(trace: &Trace, label: &str) -> anyhow::Result<Self> {
         Self::build(trace, label, |_, s| {
             Ok(s.records.iter().map(Record::detour).collect())
         })
     }
 
-    /// [`Background::new`] of the trace [`read_platform`] read, its chunks checked as a
+    /// `Background::new` of the trace [`read_platform`] read, its chunks checked as a
     /// stream of a loaded trace (in order, inside its window) one stream at a time.
-    pub fn of_read(read: PlatformRead, label: &str) -> anyhow::Result<Self> {
+    pub(crate) fn of_read(read: PlatformRead, label: &str) -> anyhow::Result<Self> {
         let PlatformRead {
             frame, mut runs, ..
         } = read;
@@ -144,7 +145,7 @@ impl Background {
 
     /// Refuses a timeline that would repeat the platform's streams into more than
     /// [`MAX_TILED_DETOURS`] detours each.
-    pub fn check_tiling(&self, period_ns: u64) -> anyhow::Result<()> {
+    pub(crate) fn check_tiling(&self, period_ns: u64) -> anyhow::Result<()> {
         let laps = period_ns.div_ceil(self.window_ns);
         let most = self.streams.iter().map(Vec::len).max().unwrap_or(0) as u64;
         let n = most.saturating_mul(laps);
@@ -161,7 +162,7 @@ impl Background {
     }
 
     /// Stream `s` repeated end to end over `[0, period_ns)`, the last detour cut at the end.
-    pub fn tiled(&self, s: usize, period_ns: u64) -> Vec<Detour> {
+    pub(crate) fn tiled(&self, s: usize, period_ns: u64) -> Vec<Detour> {
         let one = &self.streams[s % self.streams.len()];
         let mut out = Vec::new();
         let mut lap = 0u64;
@@ -186,7 +187,7 @@ impl Background {
 /// The injections one lap of `plan` realises, as detours on its timeline `[0, D)` (a replay
 /// started at point 0: due time = timeline point at S = 1), the last cut at D; and the plan's
 /// counts over that lap. Needs S = 1 and f = 1 ([`check_setup`]).
-pub fn realised(plan: &Arc<Plan>) -> (Vec<Detour>, PlanStats) {
+pub(crate) fn realised(plan: &Arc<Plan>) -> (Vec<Detour>, PlanStats) {
     let period = plan.period_ns();
     let mut cursor = plan.cursor(0);
     let mut out = Vec::new();
@@ -222,7 +223,7 @@ pub fn check_setup(options: &PlanOptions, timer_errors: bool) -> anyhow::Result<
 
 /// The plans of one lap each, for one input (see [`TraceInput::with_background`]).
 #[derive(Debug, Clone)]
-pub struct Realised {
+pub(crate) struct Realised {
     /// Trace ∪ platform, for every (platform stream, plan) pair, platform stream major.
     pub united: Vec<Arc<Plan>>,
     /// The platform's stream alone, in the same order.
@@ -234,7 +235,7 @@ pub struct Realised {
 /// Realises `plans` over `bg`: for each platform stream p (major) and plan j, the union of plan
 /// j's lap and stream p tiled over its timeline, and stream p alone. The layout keeps every
 /// node's trace: a node set's n node traces become n·k_p, and node g still replays trace g mod n.
-pub fn realise(plans: &[Arc<Plan>], bg: &Background) -> anyhow::Result<Realised> {
+pub(crate) fn realise(plans: &[Arc<Plan>], bg: &Background) -> anyhow::Result<Realised> {
     let exact = PlanOptions::ideal();
     let plan_of = |cpu: usize, period: u64, detours: &[Detour]| -> anyhow::Result<Arc<Plan>> {
         let stream = Stream::from_detours(cpu as u32, 0, period, detours)
@@ -271,7 +272,7 @@ pub fn realise(plans: &[Arc<Plan>], bg: &Background) -> anyhow::Result<Realised>
 impl TraceInput {
     /// This input replayed on top of the platform noise `bg`: its plans become the united
     /// realisations and its baseline the platform's streams alone ([`realise`]).
-    pub fn with_background(mut self, bg: &Background) -> anyhow::Result<Self> {
+    pub(crate) fn with_background(mut self, bg: &Background) -> anyhow::Result<Self> {
         let r = realise(&self.plans, bg)?;
         self.plans = r.united;
         self.background = Some(super::input::BackgroundPlans {

@@ -34,58 +34,58 @@ use crate::spec::Model;
 /// Cost of one event on one core, ns (measured by `scripts/bench-predict.sh`: the walk of a dense trace,
 /// 2·10⁴ detours/s, 4096 ranks × 200 phases, one thread, ≈ 35 ns abstime, 41 ns itimer; with
 /// margin).
-pub const NS_PER_EVENT: f64 = 50.0;
+pub(crate) const NS_PER_EVENT: f64 = 50.0;
 /// Without resyncs, a phase of N ranks lasts at least its mean stretch plus this × the longest
 /// detour the N ranks meet in one phase: in the slowest rank's window, then holding ranks at
 /// the two barriers. Measured on the collected AMD trace of docs/BENCHMARKS.md (sync none,
 /// `### One offloaded loop, …`).
-pub const SLOWEST_RANK_FACTOR: f64 = 2.0;
+pub(crate) const SLOWEST_RANK_FACTOR: f64 = 2.0;
 /// Events a resync adds to its rank's phase (a binary search over the records).
-pub const RESYNC_EVENTS: f64 = 2.0;
+pub(crate) const RESYNC_EVENTS: f64 = 2.0;
 /// Indexed engine's fast path (S = 1, no timer errors): cost of one event on one core, ns,
 /// where a rank-phase is 1 event plus one per doubling of the detours d it passes (its
 /// barrier searches gallop over them; its compute search reads one bucket, at any d);
 /// measured by `scripts/bench-predict.sh` at 2048–10⁶ ranks: 51 ns per rank-phase at d ≈ 10 (4.5
 /// events), 90–130 ns at d ≈ 100 (7.7 events), with margin.
-pub const INDEXED_NS_PER_EVENT: f64 = 30.0;
+pub(crate) const INDEXED_NS_PER_EVENT: f64 = 30.0;
 /// Cost of one rank-round of an algorithmic collective in closed form on one core, ns, in
 /// either engine (one arithmetic pass per round, `collective/round`): measured with one thread
 /// (16 384 ranks × 100 phases, sparse trace, the offloaded loop's CPU time taken off;
 /// `tests/predict_estimate.rs`): 1.7 ns (dissemination, AVX2), 1.8
 /// (binomial tree), 2.9 (recursive doubling); the largest, rounded up.
-pub const COLLECTIVE_NS_PER_ROUND: f64 = 3.0;
+pub(crate) const COLLECTIVE_NS_PER_ROUND: f64 = 3.0;
 /// Cost of one question of a collective asked of the engine (a rank whose quiet time its round
 /// passes: a detour met, or passed while it waits), ns: measured as above on a dense trace
 /// (2·10⁴ detours/s), 30–70 ns indexed and walked per detour due while the rank is in its
 /// collectives (fewer are asked than are due: one question passes all detours of a wait).
-pub const COLLECTIVE_NS_PER_ASK: f64 = 40.0;
+pub(crate) const COLLECTIVE_NS_PER_ASK: f64 = 40.0;
 /// Indexed engine: bytes of the compiled index per record of an indexed stream (cumulative
 /// arrays per record, group and injection, two laps of starts and keys), an upper bound
 /// (≈ 129 bytes measured by `PlanIndex::bytes` on dense noise at S = 1, in its test).
-pub const INDEX_BYTES_PER_RECORD: u64 = 144;
+pub(crate) const INDEX_BYTES_PER_RECORD: u64 = 144;
 /// Indexed engine: time to compile the index once per trace, per record of an indexed stream,
 /// ns (≈ 100 ns measured by `scripts/bench-predict.sh`).
-pub const INDEX_NS_PER_RECORD: f64 = 200.0;
+pub(crate) const INDEX_NS_PER_RECORD: f64 = 200.0;
 /// Cost of the two MPI reductions of one phase when the ranks are split over processes, ns.
-pub const MPI_NS_PER_PHASE: f64 = 50_000.0;
+pub(crate) const MPI_NS_PER_PHASE: f64 = 50_000.0;
 /// Analytic tier: cost of building its two distributions, per record of the stream, ns.
-pub const ORDER_STATS_NS_PER_RECORD: f64 = 2_000.0;
+pub(crate) const ORDER_STATS_NS_PER_RECORD: f64 = 2_000.0;
 /// Analytic tier: memory of its two distributions, per record of the stream, bytes.
-pub const ORDER_STATS_BYTES_PER_RECORD: u64 = 256;
+pub(crate) const ORDER_STATS_BYTES_PER_RECORD: u64 = 256;
 /// Parallel efficiency assumed for the worker threads (rayon over chunks of ranks): 2 threads
 /// ran 1.6–1.9 × one on two cores (docs/BENCHMARKS.md, `### Cost against detour density`),
 /// with margin.
-pub const THREAD_EFFICIENCY: f64 = 0.75;
+pub(crate) const THREAD_EFFICIENCY: f64 = 0.75;
 /// Smallest chunk of ranks one worker thread takes (as in the simulation).
-pub const RANKS_PER_CHUNK: u64 = 256;
+pub(crate) const RANKS_PER_CHUNK: u64 = 256;
 /// Estimated time beyond which the job is announced on stderr, s.
 pub const ANNOUNCE_S: f64 = 3.0;
 /// Estimated time beyond which a non-terminal stderr gets a line of progress, s.
 pub const TEXT_PROGRESS_S: f64 = 10.0;
 /// Estimated time beyond which the job is refused without `--force`, s.
-pub const MAX_SECONDS: f64 = 1800.0;
+pub(crate) const MAX_SECONDS: f64 = 1800.0;
 /// Memory bound when /proc/meminfo cannot be read, bytes.
-pub const FALLBACK_MAX_BYTES: u64 = 8 << 30;
+pub(crate) const FALLBACK_MAX_BYTES: u64 = 8 << 30;
 
 /// The estimated cost of one process's part of a prediction.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -156,7 +156,7 @@ impl Limits {
 }
 
 /// `MemAvailable` of a /proc/meminfo text, bytes.
-pub fn mem_available(meminfo: &str) -> Option<u64> {
+pub(crate) fn mem_available(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
@@ -173,7 +173,7 @@ fn resyncs_per_phase(mode: SyncMode) -> f64 {
 
 /// Events an algorithmic collective adds to a rank-phase: a send and a receive (idle, then
 /// work) per round, for each collective of the loop; 0 when offloaded.
-pub fn collective_events(comm: &collective::CommModel, n: u64) -> f64 {
+pub(crate) fn collective_events(comm: &collective::CommModel, n: u64) -> f64 {
     let per_phase = match comm.shape {
         collective::LoopShape::BarrierComputeBarrier => 2.0,
         _ => 1.0,

@@ -122,7 +122,7 @@ impl CommModel {
 
     /// Resolves [`Algorithm::Auto`] for the shape: dissemination for a barrier, recursive
     /// doubling for an allreduce.
-    pub fn resolved(self) -> Self {
+    pub(crate) fn resolved(self) -> Self {
         let algorithm = match (self.algorithm, self.shape.allreduce()) {
             (Algorithm::Auto, false) => Algorithm::Dissemination,
             (Algorithm::Auto, true) => Algorithm::RecursiveDoubling,
@@ -376,10 +376,10 @@ impl round::Exchange for Crossing<'_> {
 /// per rank, the send ends, the quiet times and the closed form's next times, flags and renewed
 /// quiet times; under MPI ([`MPI_BYTES_PER_RANK`] more) the outgoing and incoming
 /// (receiver, end) pairs and the arrived ends.
-pub const BYTES_PER_RANK: usize = 49;
+pub(crate) const BYTES_PER_RANK: usize = 49;
 
 /// Bytes per simulated rank the exchange between processes adds to [`BYTES_PER_RANK`].
-pub const MPI_BYTES_PER_RANK: usize = 40;
+pub(crate) const MPI_BYTES_PER_RANK: usize = 40;
 
 /// One collective as [`run`] carries it out: its algorithm and message costs, over `n` ranks
 /// of which this process holds `lo..` (as many as the states it is given).
@@ -448,7 +448,7 @@ pub fn run<C: Clocks>(
 /// Whether every rank sends and receives in every round of `alg` on `n` ranks
 /// (dissemination; recursive doubling at a power of two), so that ranks that enter in one
 /// state with the same noise leave in one state: one state can stand for them all.
-pub fn symmetric(alg: Algorithm, n: u64) -> bool {
+pub(crate) fn symmetric(alg: Algorithm, n: u64) -> bool {
     rounds(alg, n).iter().all(|r| match *r {
         Round::Shift(_) => true,
         Round::Xor(_, p) => p >= n,
@@ -457,7 +457,7 @@ pub fn symmetric(alg: Algorithm, n: u64) -> bool {
 }
 
 /// Rounds of `alg` on `n` ranks (for the estimate).
-pub fn round_count(alg: Algorithm, n: u64) -> u64 {
+pub(crate) fn round_count(alg: Algorithm, n: u64) -> u64 {
     match alg {
         Algorithm::Offloaded => 0,
         a => rounds(a, n).len() as u64,

@@ -78,7 +78,7 @@ impl Parts {
     }
 
     /// Lays the parts out one after the other in rank order; returns the total count.
-    pub fn lay_out(&mut self) -> usize {
+    pub(crate) fn lay_out(&mut self) -> usize {
         let mut sum = 0;
         for (d, &c) in self.displs.iter_mut().zip(&self.counts) {
             *d = sum;

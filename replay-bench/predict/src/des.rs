@@ -43,12 +43,12 @@ use super::phase_loop::{
     algorithmic, clocks_of_engine, offloaded, Layout, PhaseStart, Phases, ReplayEngine,
 };
 use super::placement::{Placement, Timelines};
-pub use super::ranks::{ceil_log2, chunk_of, share, MIN_CHUNK};
+pub use super::ranks::{share, MIN_CHUNK};
 pub use super::simulation::{pool, BarrierModel, DesConfig, DesOutcome};
 use crate::comm::Collective;
 
 /// Bytes the simulation holds per simulated rank (one `RankState`, nothing per phase).
-pub const RANK_STATE_BYTES: usize = std::mem::size_of::<RankState>();
+pub(crate) const RANK_STATE_BYTES: usize = std::mem::size_of::<RankState>();
 
 /// One virtual rank: its replay, the next injection (timer error applied) and its clock.
 #[derive(Debug, Clone)]
@@ -153,11 +153,11 @@ pub enum Engine {
 }
 
 /// Bytes the indexed simulation holds per simulated rank.
-pub const INDEXED_RANK_BYTES: usize = std::mem::size_of::<IdxRank>();
+pub(crate) const INDEXED_RANK_BYTES: usize = std::mem::size_of::<IdxRank>();
 
 /// Bytes per simulated rank the indexed simulation holds while it sets the ranks up (their
 /// stream, start offset and count of copies, sorted).
-pub const INDEXED_SETUP_BYTES: usize = std::mem::size_of::<(u32, u64, u64)>();
+pub(crate) const INDEXED_SETUP_BYTES: usize = std::mem::size_of::<(u32, u64, u64)>();
 
 /// One virtual rank of the indexed engine.
 #[derive(Debug, Clone, Copy)]
@@ -171,7 +171,7 @@ struct IdxRank {
 
 /// Whether `engine` with `cfg` may answer from the index: the indexed engine without timer
 /// errors (drawn per injection, which no index holds); the plans must also have one.
-pub fn index_allowed(engine: Engine, cfg: &DesConfig) -> bool {
+pub(crate) fn index_allowed(engine: Engine, cfg: &DesConfig) -> bool {
     engine == Engine::Indexed && cfg.drift_sd_ns == 0.0
 }
 

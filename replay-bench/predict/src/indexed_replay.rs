@@ -107,7 +107,7 @@ struct Bound {
 impl PlanIndex {
     /// Where a segment from timeline point `offset_ns` (trace ns from the window start)
     /// begins: the rest of the group in progress there, if any, then whole groups.
-    pub fn segment_start(&self, offset_ns: u64) -> SegmentStart {
+    pub(crate) fn segment_start(&self, offset_ns: u64) -> SegmentStart {
         let p0 = offset_ns % self.period;
         let p = if p0 < self.u0 { p0 + self.period } else { p0 };
         let k = self.re.partition_point(|&e| e <= p) as u64;
@@ -378,7 +378,7 @@ impl IndexedReplay {
     /// precomputed `a − cs`, a branch-free count over the next entries, else galloping. `None`
     /// (nothing changed) elsewhere; `compute` then answers.
     #[inline]
-    pub fn compute_fast(&mut self, ix: &PlanIndex, start: u64, q: u64) -> Option<u64> {
+    pub(crate) fn compute_fast(&mut self, ix: &PlanIndex, start: u64, q: u64) -> Option<u64> {
         let i0 = self.fast_start()?;
         let v = &ix.fast[..];
         let end0 = start + q;
@@ -415,7 +415,7 @@ impl IndexedReplay {
     /// when the bucket's line is there, for the entries. Changes nothing; reads the rank's next
     /// entry, which its last search has just read.
     #[inline]
-    pub fn prefetch_compute(&self, ix: &PlanIndex, start: u64, q: u64) -> PrefetchTicket {
+    pub(crate) fn prefetch_compute(&self, ix: &PlanIndex, start: u64, q: u64) -> PrefetchTicket {
         let Some(i0) = self.fast_start() else {
             return PrefetchTicket::default();
         };
@@ -438,7 +438,7 @@ impl IndexedReplay {
     /// entry; it reads the next entry and, when that one is due before the barrier, the first
     /// block from there. Changes nothing.
     #[inline]
-    pub fn prefetch_barrier(&self, ix: &PlanIndex) {
+    pub(crate) fn prefetch_barrier(&self, ix: &PlanIndex) {
         let Some(i0) = self.fast_start() else {
             return;
         };
@@ -518,7 +518,7 @@ impl IndexedReplay {
     /// [`IndexedReplay::leave_barrier`] where [`IndexedReplay::compute_fast`] applies: one
     /// search on the injections' starts; `None` (nothing changed) elsewhere.
     #[inline]
-    pub fn leave_barrier_fast(&mut self, ix: &PlanIndex, b: u64) -> Option<u64> {
+    pub(crate) fn leave_barrier_fast(&mut self, ix: &PlanIndex, b: u64) -> Option<u64> {
         let (i0, i, held) = self.idle_until_fast(ix, b)?;
         let (out, built) = match held {
             Some(end) => (end, i as u64),
@@ -547,7 +547,7 @@ impl IndexedReplay {
     /// path not applying, or the walk's look-ahead reaching the fraction limit; the two
     /// questions asked one after the other then answer.
     #[inline]
-    pub fn receive_fast(&mut self, ix: &PlanIndex, b: u64, work: u64) -> Option<(u64, u64)> {
+    pub(crate) fn receive_fast(&mut self, ix: &PlanIndex, b: u64, work: u64) -> Option<(u64, u64)> {
         let (i0, i, held) = self.idle_until_fast(ix, b)?;
         let v = &ix.fast[..];
         let ready = held.unwrap_or(b);

@@ -47,14 +47,12 @@ pub mod window;
 pub use collective::{Algorithm, CommModel, LoopShape};
 pub use des::{simulate, BarrierModel, DesConfig, DesOutcome, Engine};
 pub use input::{BackgroundPlans, TraceInput};
-pub use order_stats::{
-    order_stats_row, order_stats_row_mix, Analytic, DelayDistribution, WindowStart,
-};
-pub use placement::{Placement, Timelines};
-pub use platform::{barrier_stage_from_report, Platform, PlatformChoice, PlatformFile};
+pub use order_stats::{order_stats_row, Analytic, DelayDistribution, WindowStart};
+pub use placement::Placement;
+pub use platform::{Platform, PlatformChoice};
 pub use prediction::predict;
 pub use prediction_report::{check_plausible, des_row, study_rows, Prediction, SD_FLOOR_PCT};
 pub use prepare::prepare;
-pub use progress::{progress_line, TEXT_PROGRESS_EVERY};
+pub use progress::TEXT_PROGRESS_EVERY;
 pub use request::{check_sync_modes, PredictRequest};
 pub use spec::{rank_phases, Model, PredictSpec};

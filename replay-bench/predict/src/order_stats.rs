@@ -86,7 +86,12 @@ impl DelayDistribution {
     }
 
     /// The distribution for injections `(due, span)` repeating with period `lap`, window `q`.
-    pub fn from_injections(inj: &[(f64, f64)], lap: f64, q: f64, start: WindowStart) -> Self {
+    pub(crate) fn from_injections(
+        inj: &[(f64, f64)],
+        lap: f64,
+        q: f64,
+        start: WindowStart,
+    ) -> Self {
         let n = inj.len();
         if n == 0 {
             return DelayDistribution {
@@ -273,7 +278,7 @@ const MIX_TOLERANCE: f64 = 1e-10;
 /// positive count is [`DelayDistribution::expected_max`] (exact); with several, every F_t is
 /// linear between the union of their knots, and each such interval is integrated by adaptive
 /// Simpson to [`MIX_TOLERANCE`] of its length.
-pub fn expected_max_mix(parts: &[(&DelayDistribution, f64)]) -> f64 {
+pub(crate) fn expected_max_mix(parts: &[(&DelayDistribution, f64)]) -> f64 {
     let parts: Vec<(&DelayDistribution, f64)> = (parts.iter().copied())
         .filter(|&(d, n)| n > 0.0 && !d.xs.is_empty())
         .collect();
@@ -410,7 +415,7 @@ pub fn order_stats_row(
 /// ranks' independent delays ([`expected_max_mix`]); `phase` the maximum over the
 /// traces present of one window each (each trace resyncs to its own point); the mean compute
 /// delay is the ranks' average. One part is [`order_stats_row`] exactly.
-pub fn order_stats_row_mix(
+pub(crate) fn order_stats_row_mix(
     trace: &str,
     parts: &[(&Analytic, u64)],
     ranks: u64,

@@ -99,12 +99,12 @@ impl Placement {
 
     /// Node trace of plan `plan`.
     #[inline]
-    pub fn trace_of_plan(self, plan: usize) -> usize {
+    pub(crate) fn trace_of_plan(self, plan: usize) -> usize {
         plan / self.s as usize
     }
 
     /// How many of ranks `0..ranks` replay node trace `t`.
-    pub fn ranks_on_trace(self, ranks: u64, t: usize) -> u64 {
+    pub(crate) fn ranks_on_trace(self, ranks: u64, t: usize) -> u64 {
         let t = t as u64;
         let (full, rest) = (ranks / self.k, ranks % self.k);
         let groups = full / self.n + u64::from(t < full % self.n);
@@ -126,7 +126,7 @@ pub struct RunWindow {
 /// A placement with the timeline length of each node trace (each has its own window): the
 /// start and resync points every engine draws.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Timelines {
+pub(crate) struct Timelines {
     /// The mapping.
     pub placement: Placement,
     /// Period of each node trace's timeline, trace ns.
@@ -152,7 +152,11 @@ impl Timelines {
     }
 
     /// These timelines started at a run's `window` (for `ranks` ranks: one point per rank).
-    pub fn at_window(mut self, window: Option<Arc<RunWindow>>, ranks: u64) -> anyhow::Result<Self> {
+    pub(crate) fn at_window(
+        mut self,
+        window: Option<Arc<RunWindow>>,
+        ranks: u64,
+    ) -> anyhow::Result<Self> {
         if let Some(w) = &window {
             anyhow::ensure!(
                 w.points_ns.len() as u64 >= ranks,
@@ -166,17 +170,11 @@ impl Timelines {
 
     /// True when every rank starts at one point (the schedule's mode is not `none`, or a run's
     /// window whose ranks all started at one point).
-    pub fn common_start(&self, mode: jitter_emulator::SyncMode) -> bool {
+    pub(crate) fn common_start(&self, mode: jitter_emulator::SyncMode) -> bool {
         match &self.window {
             None => mode != jitter_emulator::SyncMode::None,
             Some(w) => w.points_ns.windows(2).all(|p| p[0] == p[1]),
         }
-    }
-
-    /// Period of the timeline plan `plan` runs on, trace ns.
-    #[inline]
-    pub fn period_of_plan(&self, plan: usize) -> u64 {
-        self.periods[self.placement.trace_of_plan(plan)]
     }
 
     /// Where `rank`'s replay starts on its timeline under `schedule`.
@@ -191,7 +189,12 @@ impl Timelines {
 
     /// The resync point of each node trace at the start of `phase` into `out` (one per node
     /// trace); false when the phase does not resync.
-    pub fn resync_points(&self, schedule: &SyncSchedule, phase: u64, out: &mut [u64]) -> bool {
+    pub(crate) fn resync_points(
+        &self,
+        schedule: &SyncSchedule,
+        phase: u64,
+        out: &mut [u64],
+    ) -> bool {
         // A run's window starts at its own points; its later phases are the run's phases.
         let phase = match &self.window {
             Some(_) if phase == 0 => return false,
@@ -208,7 +211,7 @@ impl Timelines {
     }
 
     /// A buffer for [`Timelines::resync_points`].
-    pub fn points_buffer(&self) -> Vec<u64> {
+    pub(crate) fn points_buffer(&self) -> Vec<u64> {
         vec![0; self.periods.len()]
     }
 }

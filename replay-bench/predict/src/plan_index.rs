@@ -102,7 +102,7 @@ impl FastEntry {
 /// it: the bucket of the search's threshold and the entry it starts from; the default asks
 /// for nothing (a search near the rank's next entry, or no fast path).
 #[derive(Debug, Clone, Copy)]
-pub struct PrefetchTicket {
+pub(crate) struct PrefetchTicket {
     pub(crate) bucket: usize,
     pub(crate) lo: usize,
 }
@@ -147,7 +147,7 @@ impl DetourSource for RotSource<'_> {
 }
 
 /// A plan compiled for the predictor (the emulator's [`Plan`] knows nothing of its index).
-pub trait CompileIndex {
+pub(crate) trait CompileIndex {
     /// Compiles the plan for the predictor; `None` where the index could not answer exactly as
     /// the cursor does (see [`PlanIndex`]): the caller walks the cursor instead.
     fn index(&self) -> Option<PlanIndex>;
@@ -450,7 +450,7 @@ impl PlanIndex {
     /// (the second stage of its prefetch, once the bucket's line is there; nothing for an empty
     /// ticket).
     #[inline]
-    pub fn prefetch_entries(&self, ticket: PrefetchTicket) {
+    pub(crate) fn prefetch_entries(&self, ticket: PrefetchTicket) {
         let j = ticket.bucket;
         if let Some(b) = self.key_first.get(j..j.wrapping_add(2)) {
             // The bucket's first entry and the next bucket's, where an answer past every entry

@@ -17,16 +17,16 @@ use jitter_report::report::{Report, ReportKind};
 
 /// Barrier stage latency used when nothing is calibrated, ns: about one network round trip of a
 /// low-latency interconnect (a dissemination barrier of N ranks takes ceil(log2 N) of them).
-pub const DEFAULT_BARRIER_STAGE_NS: f64 = 1_000.0;
+pub(crate) const DEFAULT_BARRIER_STAGE_NS: f64 = 1_000.0;
 
 /// Timer error (sd per re-arm) assumed for `--timer itimer` on the ideal platform, ns: the
 /// Blue Gene/L figure of paper 001 §V-C (timer resolution 130 µs, standard deviation 20 µs).
-pub const DEFAULT_LATENESS_SD_NS: f64 = 20_000.0;
+pub(crate) const DEFAULT_LATENESS_SD_NS: f64 = 20_000.0;
 
 /// A calibration file: what the emulator costs on some machine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PlatformFile {
+pub(crate) struct PlatformFile {
     /// Overhead O per injection, ns.
     pub overhead_ns: u64,
     /// Timer lateness L (median), ns.
@@ -218,7 +218,7 @@ impl Platform {
     /// Whether the platform replays every detour as recorded (no O, L, M, O-after-a-gap curve
     /// or timer errors): a prediction of the trace itself, not of an emulation of it. S may
     /// differ from 1 (a scaled trace is still replayed without injector artefacts).
-    pub fn as_recorded(&self) -> bool {
+    pub(crate) fn as_recorded(&self) -> bool {
         let o = self.options();
         o.overhead_ns == 0
             && o.lateness_ns == 0
@@ -275,7 +275,7 @@ pub fn model_line(comm: &CommModel, stage_ns: f64, platform: &Platform) -> Strin
 
 /// Barrier stage latency from a real run's report: the median over its rows with ≥ 2 ranks of
 /// (baseline AvgMaxQTBT − baseline AvgMaxQT) / ceil(log2 ranks), ns (unscaled).
-pub fn barrier_stage_from_report(path: &Path) -> anyhow::Result<f64> {
+pub(crate) fn barrier_stage_from_report(path: &Path) -> anyhow::Result<f64> {
     let r = Report::load(path)?;
     anyhow::ensure!(
         r.kind == ReportKind::Run,

@@ -53,10 +53,10 @@ pub const WARMUP_PHASES: u64 = 1;
 /// [`PHASES_PER_DRAW`]), so that a draw's set-up (sorting its ranks' offsets, its warm-up
 /// phase) is a small part of its cost at any N and a small N's draw still covers a long
 /// stretch of its trace.
-pub const RANK_PHASES_PER_DRAW: u64 = 1 << 20;
+pub(crate) const RANK_PHASES_PER_DRAW: u64 = 1 << 20;
 
 /// Fewest and most phases of one draw (its warm-up besides).
-pub const PHASES_PER_DRAW: (u64, u64) = (1, 256);
+pub(crate) const PHASES_PER_DRAW: (u64, u64) = (1, 256);
 
 /// The precision mode's target and budgets.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -12,7 +12,7 @@ pub const TEXT_PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// One line of progress: `predict: 40 % (800/2000 rank-phases), eta 12 s`; before the first
 /// phase the eta is what the estimate leaves.
-pub fn progress_line(done: u64, total: u64, elapsed: Duration, estimate_s: f64) -> String {
+pub(crate) fn progress_line(done: u64, total: u64, elapsed: Duration, estimate_s: f64) -> String {
     let pct = if total == 0 {
         100.0
     } else {

@@ -17,12 +17,12 @@ pub const MIN_CHUNK: usize = 1024;
 /// States per chunk of a parallel pass over `states` states: several chunks per worker, so that
 /// a worker slowed by other work on the machine does not hold the pass, and at least
 /// [`MIN_CHUNK`].
-pub fn chunk_of(states: usize) -> usize {
+pub(crate) fn chunk_of(states: usize) -> usize {
     (states / (rayon::current_num_threads().max(1) * 8)).max(MIN_CHUNK)
 }
 
 /// `ceil(log2 n)`, 0 for n ≤ 1.
-pub fn ceil_log2(n: u64) -> u32 {
+pub(crate) fn ceil_log2(n: u64) -> u32 {
     if n <= 1 {
         0
     } else {

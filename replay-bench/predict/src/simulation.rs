@@ -78,7 +78,7 @@ impl DesOutcome {
     /// baseline: the baselines become
     /// `base`'s measured values, and the emulator counts what the trace added over the
     /// platform's own, with the injected share of `lap` (the trace plans' counts over a lap).
-    pub fn over_background(&mut self, base: &DesOutcome, lap: &PlanStats) {
+    pub(crate) fn over_background(&mut self, base: &DesOutcome, lap: &PlanStats) {
         self.baseline_qt_ns = base.averages.avg_max_qt_ns();
         self.baseline_qtbt_ns = base.averages.avg_max_qtbt_ns();
         self.baseline_period_ns = base.mean_period_ns;

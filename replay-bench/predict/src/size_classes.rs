@@ -15,7 +15,7 @@ use jitter_report::metrics::slowdown_pct;
 pub use jitter_report::report::{Drivers, SizeClass};
 
 /// The size classes: detours of at least these lengths, ns.
-pub const THRESHOLDS_NS: [u64; 4] = [10_000, 100_000, 1_000_000, 10_000_000];
+pub(crate) const THRESHOLDS_NS: [u64; 4] = [10_000, 100_000, 1_000_000, 10_000_000];
 
 /// The size classes of `trace`'s first `k` streams (those a prediction replays).
 fn classes_of(trace: &Trace, k: usize) -> Vec<(u64, u64, f64, f64)> {

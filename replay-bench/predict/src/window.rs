@@ -267,7 +267,7 @@ pub fn simulate(
 /// `3 √(rate · ΔT)`, are allowed beside it) and `noise · ΔT`
 /// of their time, and each window may end inside a detour in one and not in the other (one
 /// detour per rank and window at each end, at most the trace's longest).
-pub fn injection_check(
+pub(crate) fn injection_check(
     w: &RunWindows,
     p: &WindowsPredicted,
     info: &TraceInfo,
@@ -409,7 +409,7 @@ pub fn render(w: &RunWindows, row: &ResultRow, of: &WindowsOf, s: f64) -> String
         let pred = c.same_windows_pct.unwrap_or(f64::NAN);
         table.row([
             name.to_string(),
-            jitter_report::table::fmt_sd(c.measured_pct, c.ci95_pp),
+            jitter_report::formats::fmt_sd(c.measured_pct, c.ci95_pp),
             format!("{pred:.2} %"),
             if c.paired_ci95_pp.is_some() {
                 format!("{} (paired)", c.diff_words())

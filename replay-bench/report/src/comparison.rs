@@ -187,7 +187,7 @@ pub fn render(rows: &[Comparison], markdown: bool) -> String {
         let whole = match (c.whole_pct, c.whole_range_pct) {
             (Some(w), range) => {
                 let mut s = match c.whole_ci95_pp {
-                    Some(h) if h.is_finite() => crate::table::fmt_sd(w, Some(h)),
+                    Some(h) if h.is_finite() => crate::formats::fmt_sd(w, Some(h)),
                     _ => pct(Some(w)),
                 };
                 if let Some([lo, hi]) = range {
@@ -202,7 +202,7 @@ pub fn render(rows: &[Comparison], markdown: bool) -> String {
             c.ranks.to_string(),
             c.sync.clone(),
             c.metric.clone(),
-            crate::table::fmt_sd(c.measured_pct, c.ci95_pp),
+            crate::formats::fmt_sd(c.measured_pct, c.ci95_pp),
             pct(c.same_windows_pct),
             c.diff_words(),
             c.verdict_words(),
@@ -255,8 +255,8 @@ pub fn modes_side_by_side(rows: &[Comparison]) -> Vec<String> {
             s.ranks,
             s.sync,
             s.metric,
-            crate::table::fmt_sd(s.measured_pct, s.ci95_pp),
-            crate::table::fmt_sd(b.measured_pct, b.ci95_pp),
+            crate::formats::fmt_sd(s.measured_pct, s.ci95_pp),
+            crate::formats::fmt_sd(b.measured_pct, b.ci95_pp),
             s.verdict_words(),
             b.verdict_words()
         ));

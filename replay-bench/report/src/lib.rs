@@ -8,16 +8,16 @@
 //! - [`verdict`] — the one rule by which a prediction is judged against a measurement;
 //!   [`comparison`] — a run beside the prediction of its own windows and of the whole trace;
 //!   [`matching`] — which reports may be set side by side;
-//! - [`table`] — number formats and reports side by side; [`plot`] — slowdown against ranks,
+//! - [`formats`] — number formats and reports side by side; [`plot`] — slowdown against ranks,
 //!   the one table and SVG chart of it;
 //! - [`study`] — the demo folder (trace, calibration, runs, predictions) as `report.md` and its
 //!   headlines.
 
 pub mod comparison;
+pub mod formats;
 pub mod matching;
 pub mod metrics;
 pub mod plot;
 pub mod report;
 pub mod study;
-pub mod table;
 pub mod verdict;

@@ -27,7 +27,7 @@ impl fmt::Display for Mismatch {
 
 /// The content digest of the trace a report's rows labelled `label` replayed, where the
 /// report records one (reports written before digests do not).
-pub fn digest_of<'a>(r: &'a Report, label: &str) -> Option<&'a str> {
+pub(crate) fn digest_of<'a>(r: &'a Report, label: &str) -> Option<&'a str> {
     if let Some(p) = &r.config.predict {
         if let Some(i) = p.traces.iter().position(|l| l == label) {
             if let Some(d) = p.trace_digests.get(i).filter(|d| !d.is_empty()) {
@@ -67,7 +67,7 @@ pub fn mismatch(a: &Report, b: &Report, label: &str) -> Option<Mismatch> {
 
 /// Whether a report with rows labelled `label` cannot be matched by content: it replayed a
 /// trace but records no digest (written before digests).
-pub fn missing_digest(r: &Report, label: &str) -> bool {
+pub(crate) fn missing_digest(r: &Report, label: &str) -> bool {
     !label.is_empty() && digest_of(r, label).is_none()
 }
 
@@ -114,7 +114,7 @@ pub fn check_compare(
 /// Checks that `plot-study` may draw these reports' rows as series of (trace, sync,
 /// producer): every two reports that share a series are alike ([`mismatch`]). Returns the
 /// notes for reports matched by name only.
-pub fn check_series(reports: &[(&Path, &Report)]) -> anyhow::Result<Vec<String>> {
+pub(crate) fn check_series(reports: &[(&Path, &Report)]) -> anyhow::Result<Vec<String>> {
     let mut owners: Vec<((String, String, ReportKind), usize)> = Vec::new();
     let mut notes = Vec::new();
     for (i, (path, r)) in reports.iter().enumerate() {

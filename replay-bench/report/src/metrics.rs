@@ -152,7 +152,7 @@ pub fn paired_slowdown(pairs: &[(f64, f64)]) -> Slowdown {
 /// is d̄ with its paired t-interval (pp). The stretch of trace each block replayed is common to
 /// both and cancels; what remains is the platform's noise and the emulation's error. `None`
 /// for fewer than two pairs or lengths that differ.
-pub fn paired_difference(pairs: &[(f64, f64)], predicted_pct: &[f64]) -> Option<Slowdown> {
+pub(crate) fn paired_difference(pairs: &[(f64, f64)], predicted_pct: &[f64]) -> Option<Slowdown> {
     if pairs.len() < 2 || pairs.len() != predicted_pct.len() {
         return None;
     }

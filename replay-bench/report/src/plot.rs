@@ -17,8 +17,8 @@ use plotters::coord::ranged1d::{Ranged as _, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
+use crate::formats::{fmt_pct, fmt_sd};
 use crate::report::{Report, ReportKind, ResultRow};
-use crate::table::{fmt_pct, fmt_sd};
 
 /// Which slowdown to plot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +132,7 @@ pub fn render_table(rows: &[StudyRow]) -> String {
 /// Where a row's interval came from, for the table: `12 draws, precision` (the draws of the
 /// precision mode and why they stopped), `3 draws`, `1 draw: phases only` (batch means: not
 /// the stretch of trace), `measured`, or `-` (exact: the analytic model, a run's windows).
-pub fn interval_words(row: &ResultRow) -> String {
+pub(crate) fn interval_words(row: &ResultRow) -> String {
     use jitter_trace::interval::Source;
     match &row.interval {
         Some(i) => {
@@ -150,7 +150,7 @@ pub fn interval_words(row: &ResultRow) -> String {
 
 /// An axis value in percent for people: at most three significant digits, no float noise
 /// (`0.0001` → `0.0001 %`, `9.999999999e-5` → `0.0001 %`, `12.5` → `12.5 %`).
-pub fn axis_pct(y: f64) -> String {
+pub(crate) fn axis_pct(y: f64) -> String {
     if !y.is_finite() {
         return String::new();
     }

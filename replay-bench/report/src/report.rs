@@ -9,11 +9,11 @@ use crate::metrics::Slowdown;
 use serde::{Deserialize, Serialize};
 
 /// Identifies the schema and its version in every report.
-pub const SCHEMA: &str = "jitterbench.report/2";
+pub(crate) const SCHEMA: &str = "jitterbench.report/2";
 
 /// Earlier schemas [`Report::load`] still reads (their free-form `config.extra` map is left
 /// out: such reports carry no [`RunDetails`] or [`PredictDetails`]).
-pub const OLDER_SCHEMAS: [&str; 1] = ["jitterbench.report/1"];
+pub(crate) const OLDER_SCHEMAS: [&str; 1] = ["jitterbench.report/1"];
 
 /// A number that JSON holds as `null` when it was not finite (serde_json writes NaN, say the
 /// average of no phases, as `null`): read back as NaN, so that such a report still loads.
@@ -438,7 +438,7 @@ pub struct Drivers {
 }
 
 /// Fewer detours than this in a class that carries most of a prediction: a handful.
-pub const HANDFUL: u64 = 10;
+pub(crate) const HANDFUL: u64 = 10;
 
 impl Drivers {
     /// One sentence: the class of the longest detours that still carries at least half of the
@@ -813,7 +813,7 @@ impl Report {
 /// 95 % interval's lower end) is above the most the trace's injections can add to a phase
 /// (`excess_ns` to a phase of `window_ns`, over the reference `reference_ns`, all scaled) plus
 /// the largest platform noise ratio any rank measured. `None` when it is plausible.
-pub fn beyond_the_trace(
+pub(crate) fn beyond_the_trace(
     name: &str,
     s: Slowdown,
     excess_ns: f64,

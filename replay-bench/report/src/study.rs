@@ -129,7 +129,7 @@ fn modes_line<'a>(rows: impl Iterator<Item = &'a ResultRow>) -> String {
 }
 
 /// Builds the headlines from the trace statistics, the measured runs and the prediction.
-pub fn headlines(
+pub(crate) fn headlines(
     stats: &TraceStats,
     runs: &[(String, Report)],
     prediction: Option<&Report>,
@@ -212,9 +212,9 @@ fn results_table(out: &mut String, rows: &[&ResultRow], with_emulator: bool) {
             r.sync.clone(),
             r.phases.to_string(),
             format_ns(r.avg_max_qtbt_ns),
-            crate::table::fmt_sd(r.sd_qtbt_pct, r.sd_qtbt_ci95_pct),
+            crate::formats::fmt_sd(r.sd_qtbt_pct, r.sd_qtbt_ci95_pct),
             format_ns(r.avg_max_qt_ns),
-            crate::table::fmt_sd(r.sd_qt_pct, r.sd_qt_ci95_pct),
+            crate::formats::fmt_sd(r.sd_qt_pct, r.sd_qt_ci95_pct),
             format!("{:.4}", r.lost_rel),
         ];
         if !with_emulator {
@@ -458,7 +458,7 @@ fn emulator_section(md: &mut String, c: &Calibration, runs: &[(String, Report)],
             );
             for (name, r) in runs {
                 if let Some(p) = r.config.run.as_ref().and_then(|d| d.payments.as_ref()) {
-                    let _ = writeln!(md, "- {name}: {}", crate::table::payments_line(p));
+                    let _ = writeln!(md, "- {name}: {}", crate::formats::payments_line(p));
                 }
             }
         }

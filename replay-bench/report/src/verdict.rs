@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 /// A prediction this close to the measurement agrees even outside a narrow interval, pp (on top
 /// of the platform's own noise).
-pub const AGREE_PP: f64 = 1.0;
+pub(crate) const AGREE_PP: f64 = 1.0;
 
 /// The outcome of one comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,7 +109,7 @@ impl Verdict {
 /// The 95 % half-width of predicted − measured from the two half-widths, as independent
 /// errors: √(h_m² + h_p²); a prediction without one (`None`) is exact, a measurement without
 /// one leaves none (no verdict).
-pub fn combined_ci95(measured: Option<f64>, predicted: Option<f64>) -> Option<f64> {
+pub(crate) fn combined_ci95(measured: Option<f64>, predicted: Option<f64>) -> Option<f64> {
     let p = predicted.filter(|h| h.is_finite()).unwrap_or(0.0);
     measured.map(|m| (m * m + p * p).sqrt())
 }

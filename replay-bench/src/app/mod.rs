@@ -7,11 +7,11 @@
 //! program's wall time are reported beside the loop's.
 //! Every run has a time limit; a failed run is recorded and ends the study with its status.
 
+mod app_report;
 mod launch;
-mod report;
+mod pair_verdict;
+mod pairs;
 mod runs_of;
-mod study;
-mod verdict;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,15 +23,15 @@ use jitter_emulator::{InjectionChoice, InjectionMode};
 use jitter_emulator_cli::SalvageArgs;
 use jitter_trace::Stats;
 
+pub(crate) use app_report::result_of;
+pub use app_report::{pairs_of, verdict_line, AppReport};
 pub use launch::RunStatus;
-pub(crate) use report::result_of;
-pub use report::{pairs_of, verdict_line, AppReport};
+pub use pairs::{schedule, Arm, LibrarySummary};
 pub use runs_of::runs_of;
-pub use study::{schedule, Arm, LibrarySummary};
 
-pub use verdict::{judge, Verdict};
+pub use pair_verdict::{judge, Verdict};
 
-use study::StudySetup;
+use pairs::StudySetup;
 
 use crate::flags::app::AppArgs;
 
@@ -43,7 +43,7 @@ fn injection(a: &AppArgs, trace: &Path, clock: &Clock) -> anyhow::Result<(Inject
     }
     let loaded = jitter_trace::read_trace(trace)
         .with_context(|| format!("cannot use trace {}", trace.display()))?;
-    let bar = jitter_emulator_cli::progress::CalibrationBar::new();
+    let bar = jitter_emulator_cli::calibration_bar::CalibrationBar::new();
     let cal = jitter_emulator::Calibration::load_or_measure(clock, false, &bar)
         .context("cannot calibrate the signal injector to choose how to inject (--inject)")?;
     let o = cal.abstime.overhead.median_ns.max(0.0);
@@ -169,7 +169,10 @@ pub fn main(a: &AppArgs) -> anyhow::Result<()> {
         crate::bench::noise::warning(0, platform_noise.noise_ratio, trace_noise_ratio)
             .map(|w| w.replacen("rank 0: ", "", 1))
             .into_iter()
-            .chain(report::library_warnings(&report.runs, trace_noise_ratio))
+            .chain(app_report::library_warnings(
+                &report.runs,
+                trace_noise_ratio,
+            ))
             .collect();
     if report.stopped.is_none() {
         report.result = Some(result_of(&report.runs));
@@ -199,7 +202,7 @@ fn run_pairs(
     let total = a.warmup + a.runs;
     for pair in schedule(a.seed, a.warmup, a.runs) {
         for arm in pair.order {
-            match study::run_arm(setup, clock, &pair, arm)? {
+            match pairs::run_arm(setup, clock, &pair, arm)? {
                 Ok(r) => report.runs.push(r),
                 Err(stop) => {
                     report.runs.push(stop.record);

@@ -9,8 +9,8 @@ use anyhow::Context as _;
 use jitter_emulator::SyncMode;
 use jitter_predict::app::{MeasuredRun, MeasuredRuns};
 
-use super::report::AppReport;
-use super::study::Arm;
+use super::app_report::AppReport;
+use super::pairs::Arm;
 
 /// The measured runs of the app report at `path` (`--runs-of`), as the predictor replays them
 /// (`jitter_predict::app::MeasuredRuns`): its counted runs with the library, their seeds, host,

@@ -1,7 +1,7 @@
 //! The commands of `replay-bench`: one entry point per subcommand, from its parsed options
 //! (`crate::flags`) to what it prints and writes. This layer starts MPI, sets up threads and
 //! progress, and turns errors into exit codes through `main.rs`; the work itself is the
-//! library's (`run`, `predict`, `validate`, `study`, `plot`, `table`, `app`).
+//! library's (`run`, `predict`, `validate`, `study`, `plot`, `formats`, `app`).
 //!
 //! - `run` — `replay-bench run` under MPI; `predict` — `replay-bench predict` (threads,
 //!   budget, progress, the table, reports and plot); `validate` — real runs beside the
@@ -22,7 +22,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(a) => run::main(*a),
         Command::App(a) => crate::app::main(&a),
-        Command::Profile(a) => crate::profile::main(&a),
+        Command::Profile(a) => crate::profile_command::main(&a),
         Command::Compare(a) => reports::compare(&a),
         Command::PlotStudy(a) => reports::plot_study(a),
         Command::Predict(a) => predict::main_with(a.args, a.engine),

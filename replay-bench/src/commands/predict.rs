@@ -68,7 +68,7 @@ pub fn main(args: PredictArgs) -> anyhow::Result<()> {
 }
 
 /// [`main`] with the simulation engine chosen (`--engine`).
-pub fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
+pub(crate) fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
     // Under an MPI launcher the simulated ranks are split over the processes (rank 0 reports).
     let universe = match crate::launcher_rank() {
         Some(_) => Some(mpi::initialize().context("MPI is not available or already initialised")?),

@@ -5,9 +5,9 @@
 use anyhow::Context;
 
 use crate::flags::reports::{CompareArgs, PlotStudyArgs};
+use jitter_report::formats;
 use jitter_report::plot::{draw, load_rows, render_table};
 use jitter_report::report::Report;
-use jitter_report::table;
 
 /// `replay-bench compare`: the two reports' results side by side, after the warnings of
 /// what differs between them.
@@ -18,7 +18,7 @@ pub fn compare(a: &CompareArgs) -> anyhow::Result<()> {
     for note in jitter_report::matching::check_compare(&ra, &rb, &na, &nb)? {
         eprintln!("warning: {note}");
     }
-    print!("{}", table::render_compare(&ra, &rb, &na, &nb));
+    print!("{}", formats::render_compare(&ra, &rb, &na, &nb));
     Ok(())
 }
 

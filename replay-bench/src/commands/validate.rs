@@ -86,7 +86,7 @@ fn print_table(
 ) {
     println!(
         "replay-bench validate: {file} (q = {}, period {} s per run, seed {}); runs in {}",
-        jitter_report::table::fmt_ns(a.quanta.ns as f64),
+        jitter_report::formats::fmt_ns(a.quanta.ns as f64),
         a.period.as_secs_f64(),
         a.seed.value,
         dir.display()

@@ -27,13 +27,13 @@ pub mod whatif;
 
 use clap::{Parser, Subcommand};
 
-pub use predict::{order_stats_path, BarrierKind, PredictArgs, PredictCmd};
+pub use predict::{BarrierKind, PredictArgs, PredictCmd};
 pub use reports::CompareArgs;
 pub(crate) use reports::PlotStudyArgs;
 pub(crate) use run::RunArgs;
 pub use shared::{
-    check_sync_modes, parse_ranks, PlatformChoice, Quanta, RankCounts, RanksPerNode, Seed,
-    SimulatedPhases, SyncModes,
+    check_sync_modes, PlatformChoice, Quanta, RankCounts, RanksPerNode, Seed, SimulatedPhases,
+    SyncModes,
 };
 pub(crate) use study::{ChooseInjectArgs, ChooseScaleArgs, StudyArgs};
 pub(crate) use validate::ValidateArgs;
@@ -55,7 +55,7 @@ pub enum Command {
     /// Time an unmodified MPI program with and without the trace, pair by pair, with an interval.
     App(Box<app::AppArgs>),
     /// An application profile (`JITTER_PROFILE=app.json`): its summary, its LogGOPSim export.
-    Profile(crate::profile::ProfileArgs),
+    Profile(crate::profile_command::ProfileArgs),
     /// Print the results of two reports side by side, matched by trace, ranks and sync; refused
     /// unless they replayed the same trace (by content) with the same quanta, scale and design.
     Compare(CompareArgs),

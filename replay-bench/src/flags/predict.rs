@@ -196,7 +196,7 @@ pub struct PredictArgs {
 impl PredictArgs {
     /// The report(s) and the plot this prediction writes, checked (by `jitter_trace::output`'s
     /// rules) before anything is read or simulated.
-    pub fn check_outputs(&self) -> anyhow::Result<()> {
+    pub(crate) fn check_outputs(&self) -> anyhow::Result<()> {
         use jitter_trace::output::check_output;
         if let Some(p) = &self.output {
             check_output(p, "-o", "a JSON report", &["json"])?;
@@ -212,7 +212,7 @@ impl PredictArgs {
 
     /// The precision mode's target and budgets, or `None` where --phases, --draws,
     /// --whole-trace, --windows-of or --app fixes the work.
-    pub fn precision_plan(&self) -> Option<PrecisionPlan> {
+    pub(crate) fn precision_plan(&self) -> Option<PrecisionPlan> {
         let fixed = self.phases.count.is_some()
             || self.draws.is_some()
             || self.whole_trace
@@ -283,7 +283,7 @@ pub struct PredictCmd {
 }
 
 /// Where the analytic report goes when both models run: `<stem>.order-stats.json`.
-pub fn order_stats_path(output: &Path) -> PathBuf {
+pub(crate) fn order_stats_path(output: &Path) -> PathBuf {
     let stem = output
         .file_stem()
         .map_or_else(|| "report".into(), |s| s.to_string_lossy().into_owned());

@@ -108,7 +108,7 @@ pub struct SimulatedPhases {
 
 impl SimulatedPhases {
     /// Phases where a fixed count is needed and none was given.
-    pub const DEFAULT: u64 = 2000;
+    pub(crate) const DEFAULT: u64 = 2000;
 
     /// The count given, else [`SimulatedPhases::DEFAULT`].
     pub fn or_default(&self) -> u64 {
@@ -144,7 +144,7 @@ impl std::fmt::Display for RankCounts {
 
 /// Parses `16..65536` (powers of two from the first to at most the second) or `16,100,1000`
 /// (strictly increasing); every count must be at least 1.
-pub fn parse_ranks(text: &str) -> anyhow::Result<Vec<u64>> {
+pub(crate) fn parse_ranks(text: &str) -> anyhow::Result<Vec<u64>> {
     let num = |s: &str| -> anyhow::Result<u64> {
         s.trim()
             .replace('_', "")

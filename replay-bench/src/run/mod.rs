@@ -4,7 +4,7 @@
 //! its 95 % confidence interval.
 //!
 //! Every rank calls [`run`] with the same options (`crate::flags::run::RunArgs`) and goes
-//! through the steps in order: `prepare` (inputs checked and agreed, the rank's counter,
+//! through the steps in order: `rank_setup` (inputs checked and agreed, the rank's counter,
 //! emulator cost, noise and work rate, the plan of its stream; `trace` loads it, `host` holds
 //! what one rank per host measures), `measure` (the baseline and the run), `gather` (rank 0
 //! collects the ranks' calibrations and totals) and `results` (rank 0's report). `state`
@@ -13,13 +13,13 @@
 mod gather;
 mod host;
 mod measure;
-mod prepare;
+mod rank_setup;
 mod results;
 mod state;
 mod trace;
 
 use crate::bench::mpi::Mpi;
-use crate::bench::summary;
+use crate::bench::run_summary;
 use crate::flags::run::RunArgs;
 
 // `replay-bench app` names the duration parsers here.
@@ -27,13 +27,13 @@ use crate::flags::run::RunArgs;
 /// Runs `replay-bench run` on this rank with `comm` (every rank calls it; only rank 0 prints
 /// and writes).
 pub fn run(comm: &Mpi, args: &RunArgs) -> anyhow::Result<()> {
-    let prepared = prepare::prepare(comm, args)?;
+    let prepared = rank_setup::prepare(comm, args)?;
     let measured = measure::measure(comm, args, &prepared)?;
     let Some(gathered) = gather::gather(comm, args, &prepared, &measured)? else {
         return Ok(());
     };
     let (report, base) = results::build_report(comm, args, &prepared, &measured, gathered)?;
-    summary::print_run(&report, base.as_ref(), &measured.outcome);
+    run_summary::print_run(&report, base.as_ref(), &measured.outcome);
     if let Some(p) = &args.output {
         report.save(p)?;
     }

@@ -35,7 +35,7 @@
 mod cdf;
 mod density;
 mod look;
-mod nodes;
+mod node_boxes;
 mod source_series;
 mod sources;
 mod timeseries;
@@ -50,7 +50,7 @@ pub use density::Density;
 pub use look::{
     axis_number, label_area_for, ticks, y_label_area, Chart, Series, MAX_POINTS, X_LABEL_AREA,
 };
-pub use nodes::nodes_svg;
+pub use node_boxes::nodes_svg;
 pub use source_series::{SpilledSeries, MAX_SOURCES};
 
 pub use sources::{source_bars_of, source_bars_svg, source_density_of, source_density_svg};

@@ -13,7 +13,7 @@ use super::look::{chart_on, mesh, svg_with_legend, y_label_area, Mark};
 use super::source_series::MAX_SOURCES;
 use super::source_series::{InMemory, SourceSeries};
 use jitter_trace::attribution::SourceSamples;
-use jitter_trace::compare::density::{
+use jitter_trace::compare::kde::{
     bandwidth_of, binned, smoothed, LogSummary, Spread, MIN_BANDWIDTH,
 };
 use jitter_trace::compare::{Grid, GRID_POINTS};

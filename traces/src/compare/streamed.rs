@@ -23,7 +23,7 @@ use crate::stats::kth_longest;
 use crate::stream_order::StreamSource;
 use crate::summary::DetourHistogram;
 
-use super::density::{
+use super::kde::{
     bandwidth_of, binned, smoothed, Density, Grid, LogSummary, Spread, GRID_POINTS, MIN_BANDWIDTH,
 };
 use crate::stats::Stats;
@@ -102,7 +102,7 @@ pub(crate) fn log_summary(file: &dyn StreamSource) -> Result<LogSummary, TraceEr
     })
 }
 
-/// The linear binning of `file`'s log run-times onto `grid` ([`super::density`]'s counts).
+/// The linear binning of `file`'s log run-times onto `grid` ([`super::kde`]'s counts).
 fn log_counts(file: &dyn StreamSource, grid: &Grid) -> Result<Vec<f64>, TraceError> {
     let mut counts = vec![0.0f64; grid.points];
     let step = grid.step();

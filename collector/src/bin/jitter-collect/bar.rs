@@ -1,12 +1,12 @@
 //! The progress of a collection on a terminal: a bar over the duration, or a spinner without
-//! one, drawn from what the writer reports (`jitter_collect::progress::Progress`).
+//! one, drawn from what the writer reports (`jitter_collect::collection_progress::Progress`).
 
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use jitter_collect::progress::Progress;
+use jitter_collect::collection_progress::Progress;
 
 /// A collection's bar (or spinner).
 #[derive(Debug)]

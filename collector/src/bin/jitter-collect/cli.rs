@@ -10,9 +10,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use jitter_collect::counter::{DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use jitter_collect::cpuset::CpuList;
 use jitter_collect::daemon::DaemonArgs;
+use jitter_collect::end_table;
 use jitter_collect::ftq::Quantum;
 use jitter_collect::session::{collect, Config, Mode, SchedPolicy, Threshold};
-use jitter_collect::table;
 
 /// Probe policy names on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -270,7 +270,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 .writer_cpu
                 .map_or("shared".into(), |c| c.to_string())
         );
-        print!("{}", table::render(&summary.rows));
+        print!("{}", end_table::render(&summary.rows));
         if let (Some(path), Some(report)) = (&summary.attribution_file, &summary.attribution) {
             println!("# attribution written to {}", path.display());
             print!("{}", jitter_trace::attribution::render(report));
@@ -318,7 +318,7 @@ pub fn run(cli: Cli) -> Result<()> {
 
 /// What the collection's rings dropped, judged by the rule every reader of the trace applies
 /// ([`jitter_trace::integrity`]).
-fn ring_loss(rows: &[table::CpuRow]) -> jitter_trace::Integrity {
+fn ring_loss(rows: &[end_table::CpuRow]) -> jitter_trace::Integrity {
     let streams = rows
         .iter()
         .map(|r| jitter_trace::integrity::StreamLoss {

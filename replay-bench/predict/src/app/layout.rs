@@ -39,7 +39,7 @@ impl LibraryLayout {
 
     /// The timeline point of every rank when the main loop begins, after the program's
     /// `barriers_before` calls of `MPI_Barrier`, on a timeline of `period_ns`.
-    pub fn loop_points(
+    pub(crate) fn loop_points(
         &self,
         schedule: &SyncSchedule,
         barriers_before: u64,

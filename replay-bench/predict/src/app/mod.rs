@@ -15,7 +15,7 @@ mod clock;
 mod iteration;
 pub mod layout;
 pub mod measured;
-pub mod skeleton;
+pub(crate) mod skeleton;
 mod stretch;
 
 use std::path::Path;
@@ -32,7 +32,7 @@ use jitter_trace::units::format_ns;
 use self::clock::{IdxClock, QuietClock, WalkClock};
 use self::iteration::{iterate, Run, Spec};
 pub use self::measured::{MeasuredRun, MeasuredRuns};
-pub use self::skeleton::{main_loop, Skeleton, ALLTOALL_MAX_RANKS};
+pub use self::skeleton::{main_loop, Skeleton};
 use super::budget::{self, Estimate};
 use super::collective::Costs;
 use super::des::{self, DesOutcome, INDEXED_RANK_BYTES, RANK_STATE_BYTES};
@@ -216,7 +216,7 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
 /// and a maximum; [`cost_indexed`]), ns: ≈ 35 instructions per step under callgrind
 /// (`scripts/bench-predict-app.sh --cachegrind`); the estimate it enters is checked within ×2 of the CPU
 /// time by the release test `predict_estimate_app`.
-pub const APP_NS_PER_LOCAL_STEP: f64 = 3.0;
+pub(crate) const APP_NS_PER_LOCAL_STEP: f64 = 3.0;
 
 /// Collective steps of `sk`.
 fn collectives(sk: &Skeleton) -> usize {

@@ -28,7 +28,7 @@ use crate::collective::{symmetric, Algorithm};
 use crate::ranks::ceil_log2;
 
 /// The most ranks at which a loop with an `Alltoall` is simulated (N − 1 rounds per call).
-pub const ALLTOALL_MAX_RANKS: u64 = 4096;
+pub(crate) const ALLTOALL_MAX_RANKS: u64 = 4096;
 
 /// Whom a rank sends to or receives from in one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

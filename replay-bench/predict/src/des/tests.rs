@@ -4,6 +4,7 @@ use jitter_emulator::PlanOptions;
 use jitter_trace::{Detour, Stream};
 
 use crate::comm::Solo;
+use crate::ranks::ceil_log2;
 
 /// The simulation in this process, as a prediction runs it: the default engine, its indexes
 /// built first ([`indexes`]).

@@ -101,7 +101,7 @@ pub fn main(args: &ProfileArgs) -> anyhow::Result<()> {
             let p = load(profile)?;
             print!(
                 "{}",
-                jitter_profile::summary::render(&p, &profile.display().to_string())
+                jitter_profile::show::render(&p, &profile.display().to_string())
             );
             Ok(())
         }

@@ -11,11 +11,11 @@ use jitter_collect::counter::{CounterProfile, DEFAULT_THRESHOLD_FACTOR, PROFILE_
 use jitter_collect::probe;
 use jitter_trace::{Detour, Stream};
 
-use super::model::{
+use super::calibration_progress::Progress;
+use super::cost_model::{
     lateness_sweep, match_single, min_sleep, rate_points, Calibration, RatePoint, Spread,
     TimerCalibration, MIN_MATCHED_PERCENT, OVERHEAD_RATES_HZ, SWEEP_NS, SWEEP_ROUNDS,
 };
-use super::progress::Progress;
 use crate::cache::{unix_now_s, MachineKey};
 use crate::injector::{self, mono_ns, Emulator, EmulatorError, Handle, InjectorConfig, SIGNAL};
 use crate::plan::{Plan, TimerKind};
@@ -426,7 +426,7 @@ impl Calibration {
     ) -> Result<Self, EmulatorError> {
         let threshold = default_threshold();
         let key = MachineKey::current(None);
-        let load = super::load::LoadProbe::start();
+        let load = super::machine_load::LoadProbe::start();
         progress.start(2 * timer_steps(s));
         let itimer = TimerCalibration::measure(TimerKind::Itimer, clock, threshold, s, progress)?;
         let abstime = TimerCalibration::measure(TimerKind::Abstime, clock, threshold, s, progress)?;
@@ -441,7 +441,7 @@ impl Calibration {
             rate_hz: s.rate_hz,
             itimer,
             abstime,
-            load: load.and_then(super::load::LoadProbe::finish),
+            load: load.and_then(super::machine_load::LoadProbe::finish),
             simulated_signal_ns: key.simulated_signal_ns,
         })
     }

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
+use jitter_report::formats::{fmt_ns, fmt_pct, fmt_sd, payments_line};
 use jitter_report::metrics::PhaseAverages;
 use jitter_report::report::{Report, TraceInfo};
-use jitter_report::table::{fmt_ns, fmt_pct, fmt_sd, payments_line};
 use jitter_trace::table::Table;
 
 use super::phases::LoopOutcome;

@@ -251,7 +251,7 @@ pub struct Calibration {
     /// The machine's load while it was measured (absent in calibrations cached before it was
     /// recorded, and where `/proc/stat` is not readable).
     #[serde(default)]
-    pub load: Option<super::load::MachineLoad>,
+    pub load: Option<super::machine_load::MachineLoad>,
     /// The cost a simulated slow host added to every SIGALRM while this was measured, ns
     /// (`jitter_collect::slow_signals`, test builds; 0 on a real host).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -265,7 +265,9 @@ fn is_zero(v: &u64) -> bool {
 impl Calibration {
     /// Why this calibration includes other work's time (taken on a busy machine), or `None`.
     pub fn busy(&self) -> Option<String> {
-        self.load.as_ref().and_then(super::load::MachineLoad::busy)
+        self.load
+            .as_ref()
+            .and_then(super::machine_load::MachineLoad::busy)
     }
 }
 

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use jitter_trace::summary::mean;
 use jitter_trace::table::Table;
 
-use super::study::{Arm, RunRecord};
-use super::verdict::{judge, ArmSummary, Effect, Verdict};
+use super::pair_verdict::{judge, ArmSummary, Effect, Verdict};
+use super::pairs::{Arm, RunRecord};
 use crate::bench::noise::PlatformNoise;
 
 /// The whole study, as written with `-o`.

@@ -1,5 +1,5 @@
 //! Human tables: the number formats every table shares, and reports side by side
-//! (`replay-bench compare`). The summary of one run is the benchmark's (`bench::summary`).
+//! (`replay-bench compare`). The summary of one run is the benchmark's (`bench::run_summary`).
 
 use std::fmt::Write as _;
 

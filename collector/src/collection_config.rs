@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::collection_progress::Progress;
 use crate::counter::{DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::{self, CpuList};
 use crate::error::{refuse, Result};
 use crate::ftq::Quantum;
-use crate::progress::Progress;
 use crate::tracefs::TraceClock;
 
 /// How the detour threshold is chosen.
