@@ -46,12 +46,12 @@
 //! supported.
 
 mod calls;
-mod clock;
+mod boot_frequency;
 pub mod config;
 mod nesting;
 mod paying;
 mod profiling;
-pub mod stats;
+pub mod rank_files;
 mod waits;
 
 use std::cell::RefCell;
@@ -74,7 +74,7 @@ use jitter_trace::error::chain_line;
 use jitter_trace::Integrity;
 
 use config::{Config, Layout};
-use stats::{BoundaryStats, RankStats, Summary};
+use rank_files::{BoundaryStats, RankStats, Summary};
 
 /// How long rank 0 waits after `PMPI_Finalize` for rank files that are not there yet.
 pub(crate) const SUMMARY_WAIT: Duration = Duration::from_secs(10);
@@ -256,7 +256,7 @@ fn prepare() -> Result<Option<Prepared>, String> {
     let trace = loaded.trace;
     let slot = layout.assignment(config.ranks_per_node, trace.streams.len())?;
     let (node, stream) = (slot.timeline, slot.stream);
-    let clock = crate::clock::clock()?;
+    let clock = crate::boot_frequency::clock()?;
     // Paying at calls costs no O, L or M: no calibration to measure.
     let cost = match config.inject {
         InjectionMode::Signal => calibration(&clock)?.cost(config.timer, &Overrides::default()),
@@ -281,7 +281,7 @@ fn prepare() -> Result<Option<Prepared>, String> {
     // The rank's file must be writable there at the end (a folder of a full or read-only file
     // system would lose the statistics after the whole run).
     jitter_trace::output::check_writable(
-        &stats::rank_path(&config.stats_dir, layout.rank),
+        &rank_files::rank_path(&config.stats_dir, layout.rank),
         "JITTER_STATS_DIR",
     )
     .map_err(|e| chain_line(&e))?;
@@ -430,7 +430,7 @@ impl Run {
             }),
             ..self.rank_stats(end.progress, injector)
         };
-        stats::write_rank(&self.config.stats_dir, &stats).map(|_| ())
+        rank_files::write_rank(&self.config.stats_dir, &stats).map(|_| ())
     }
 
     /// This rank's file, for a replay that did `injector`.
@@ -472,14 +472,14 @@ impl Run {
             .stop()
             .map_err(|e| format!("cannot stop the emulator: {}", chain_line(&e)))?;
         let stats = self.rank_stats(progress, injector);
-        stats::write_rank(&self.config.stats_dir, &stats).map(|_| ())
+        rank_files::write_rank(&self.config.stats_dir, &stats).map(|_| ())
     }
 
     /// Rank 0, after `PMPI_Finalize`: adds up the rank files into the summary.
     fn summarise(&self) -> Result<String, String> {
         let dir: &Path = &self.config.stats_dir;
         let (ranks, missing) =
-            stats::collect(dir, self.layout.size, &self.layout.job, SUMMARY_WAIT);
+            rank_files::collect(dir, self.layout.size, &self.layout.job, SUMMARY_WAIT);
         let c = &self.config;
         let summary = Summary {
             trace: c.trace.display().to_string(),

@@ -67,7 +67,7 @@ pub(crate) fn prepare(
     }
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("JITTER_PROFILE: cannot create {}: {e}", dir.display()))?;
-    let clock = crate::clock::clock()?;
+    let clock = crate::boot_frequency::clock()?;
     let id = Identity {
         rank: layout.rank,
         ranks: layout.size,

@@ -17,7 +17,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use jitter_preload::stats::RankStats;
+use jitter_preload::rank_files::RankStats;
 use jitter_profile::{Call, Profile, Site};
 
 const ITERS: u64 = 200;
@@ -111,7 +111,7 @@ fn dense_trace(dir: &Path, seconds: u64) -> PathBuf {
 }
 
 fn rank_stats(stats_dir: &Path, r: u64) -> RankStats {
-    let p = jitter_preload::stats::rank_path(stats_dir, r);
+    let p = jitter_preload::rank_files::rank_path(stats_dir, r);
     serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
 }
 

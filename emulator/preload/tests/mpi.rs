@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use jitter_emulator::PlanOptions;
-use jitter_preload::stats::{RankStats, Summary};
+use jitter_preload::rank_files::{RankStats, Summary};
 use jitter_trace::summary::median;
 
 /// The trace: P = 1 ms, d = 150 µs (15 % of the time), replayed at S = 2.
@@ -338,9 +338,9 @@ fn check_slowdowns(q_ns: f64, runs: &[Vec<Medians>; ARMS]) {
 /// `scale`, paid at calls (`boundary`) or injected by signals.
 fn check_stats(stats_dir: &Path, scale: f64, boundary: bool) {
     let ranks: Vec<RankStats> = (0..2)
-        .map(|r| read(&jitter_preload::stats::rank_path(stats_dir, r)))
+        .map(|r| read(&jitter_preload::rank_files::rank_path(stats_dir, r)))
         .collect();
-    let summary: Summary = read(&jitter_preload::stats::summary_path(stats_dir));
+    let summary: Summary = read(&jitter_preload::rank_files::summary_path(stats_dir));
     assert_eq!((summary.ranks, summary.reported), (2, 2));
     assert!(
         summary.missing.is_empty() && summary.exhausted.is_empty(),
@@ -619,7 +619,7 @@ fn two_ranks_of_one_host_on_a_one_stream_trace_replay_it_from_their_own_offsets(
             String::from_utf8_lossy(&out.stderr)
         );
         let ranks: Vec<RankStats> = (0..2)
-            .map(|r| read(&jitter_preload::stats::rank_path(&dir, r)))
+            .map(|r| read(&jitter_preload::rank_files::rank_path(&dir, r)))
             .collect();
         for r in &ranks {
             // mpirun on one host: the local rank is the rank.
@@ -632,7 +632,7 @@ fn two_ranks_of_one_host_on_a_one_stream_trace_replay_it_from_their_own_offsets(
             assert_eq!(r.copy, r.rank, "{r:?}");
         }
         // Rank 0's summary counts the copy and its line says so.
-        let summary: Summary = read(&jitter_preload::stats::summary_path(&dir));
+        let summary: Summary = read(&jitter_preload::rank_files::summary_path(&dir));
         assert_eq!(summary.copies, 1, "{summary:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -849,9 +849,9 @@ fn injected_sigalrms_never_break_mpi_collectives_or_file_io() {
         "the program saw a failure or did not see the replays end:\n{stdout}\n{stderr}"
     );
     say_if_the_signals_barely_met_the_program(&stdout);
-    let summary: Summary = read(&jitter_preload::stats::summary_path(&stats_dir));
+    let summary: Summary = read(&jitter_preload::rank_files::summary_path(&stats_dir));
     let ranks: Vec<RankStats> = (0..2)
-        .map(|r| read(&jitter_preload::stats::rank_path(&stats_dir, r)))
+        .map(|r| read(&jitter_preload::rank_files::rank_path(&stats_dir, r)))
         .collect();
     let injected = ranks
         .iter()
@@ -991,7 +991,7 @@ fn every_wrapped_call_keeps_its_meaning_while_detours_are_paid_at_calls() {
         "the program saw a wrong result or did not end:\n{stdout}\n{stderr}"
     );
     for r in 0..2 {
-        let rank: RankStats = read(&jitter_preload::stats::rank_path(&stats_dir, r));
+        let rank: RankStats = read(&jitter_preload::rank_files::rank_path(&stats_dir, r));
         let b = rank.boundary.expect("the rank's account");
         let l = &b.ledger;
         assert!(l.missed.injections <= 1, "rank {r}: {l:?}");
