@@ -370,9 +370,13 @@ impl Rounds<'_> {
         self.plan.rule(self.plan.max_phases / t.phases.max(1))
     }
 
-    /// Draws of one point run at once: this process's workers, times the processes.
+    /// Draws of one point run at once: the most workers of any process, times the processes
+    /// (agreed by all, so that every process cuts the same batches even where their pools
+    /// differ in size).
     fn at_once(&self) -> u64 {
-        (rayon::current_num_threads().max(1) * self.comm.size().max(1)) as u64
+        let mut most = [rayon::current_num_threads().max(1) as f64];
+        self.comm.all_max(&mut most);
+        most[0] as u64 * self.comm.size().max(1) as u64
     }
 
     /// Runs the point's next `k` draws (a batch, at most `Rounds::at_once`), adds them in
