@@ -9,7 +9,70 @@
 #   PRECISIONS  space-separated (default "2% 1%"); RANKS (default 2^10 2^12 … 2^20);
 #   COLLECTIVES (default "offloaded dissemination recursive-doubling binomial-tree");
 #   TRACES "sparse dense". JB_BENCH_DIR keeps the traces and reports (default a temp folder).
+#
+#        scripts/bench-precision.sh --million BIN_DIR [ROUNDS]
+#   The default `predict` (no --collective, no --timer) of 10^6 ranks of the dense trace, sync
+#   none: ± 2 % in one process, ± 2 % under `mpirun -np 2` (MPIRUN names the launcher), ± 1 %,
+#   and the demo's prediction step (16 … 65 536 ranks × none, once, phase, `--precision
+#   2%,0.1pp --max-time 45s`, on a 20 s trace of the VALIDATION "realistic" spec), each ROUNDS
+#   times (default 1), interleaved: wall and CPU seconds, peak RSS per process, the load
+#   average before, the draws, the estimate said once the first draws were measured and the
+#   time the mode says it took; the reports of a case must all be equal (checked).
 set -euo pipefail
+if [ "${1:-}" = "--million" ]; then
+    bin=$(cd "${2:?usage: $0 --million BIN_DIR [ROUNDS]}" && pwd)
+    rounds=${3:-1}
+    command -v jq >/dev/null || { echo "error: jq is not installed" >&2; exit 1; }
+    dir=${JB_BENCH_DIR:-$(mktemp -d)}
+    mkdir -p "$dir"
+    [ -f "$dir/dense.jtr" ] || "$bin/jitter-trace" synth \
+        'periodic:period=4ms,dur=120us+poisson:rate=20000/s,dur=exp:300ns' --duration 60s \
+        --seed 3 -o "$dir/dense.jtr" >/dev/null
+    [ -f "$dir/realistic.jtr" ] || "$bin/jitter-trace" synth \
+        'periodic:period=4ms,dur=uniform:2us:4us,jitter=20us+poisson:rate=300/s,dur=lognormal:5us:0.8+poisson:rate=2/s,dur=exp:200us' \
+        --duration 20s --seed 3 -o "$dir/realistic.jtr" >/dev/null
+    mpirun=("${MPIRUN:-mpirun}")
+    [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+    million=(--trace "$dir/dense.jtr" --ranks 1000000 --sync none --quanta 1ms --force)
+    echo "| case | round | wall s | CPU s | MiB | load | draws | SD eq.2 | estimate s | took s |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+    for r in $(seq 1 "$rounds"); do
+        for c in d2 np2 d1 demo; do
+            out="$dir/$c-$r"
+            case $c in
+                d2) cmd=("$bin/replay-bench" predict "${million[@]}" --precision 2%) ;;
+                np2) cmd=("${mpirun[@]}" -np 2 "$bin/replay-bench" predict "${million[@]}" \
+                    --precision 2%) ;;
+                d1) cmd=("$bin/replay-bench" predict "${million[@]}" --precision 1%) ;;
+                demo) cmd=("$bin/replay-bench" predict --trace "$dir/realistic.jtr" \
+                    --ranks 16..65536 --sync none,once,phase --quanta 1ms \
+                    --precision 2%,0.1pp --max-time 45s --model des --seed 1 --timer abstime) ;;
+            esac
+            load=$(cut -d' ' -f1 /proc/loadavg)
+            # %M is the largest process's peak (mpirun's children: the largest rank's).
+            /usr/bin/time -o "$out.time" -f '%e %U %S %M' timeout 900 "${cmd[@]}" -o "$out.json" \
+                >/dev/null 2>"$out.err" || true
+            read -r wall user sys rss < <(tail -1 "$out.time")
+            cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.1f", u + s }')
+            draws=$(jq '[.results[].interval.draws] | add' "$out.json" 2>/dev/null || echo -)
+            sd=$(jq -r '.results | max_by(.ranks) | "\(.sd_qtbt_pct * 100 | round / 100) % ± \(.sd_qtbt_ci95_pct * 100 | round / 100)"' "$out.json" 2>/dev/null || echo failed)
+            est=$(tr '\r' '\n' <"$out.err" | sed -n 's/.*is estimated at about \([0-9]*\) s in all.*/\1/p' | head -1)
+            took=$(tr '\r' '\n' <"$out.err" | sed -n 's/.* draws in \([0-9.]*\) s.*/\1/p' | tail -1)
+            echo "| $c | $r | $wall | $cpu | $((rss / 1024)) | $load | $draws | $sd | ${est:--} | ${took:--} |"
+        done
+    done
+    for c in d2 np2 d1 demo; do
+        for r in $(seq 2 "$rounds"); do
+            cmp -s <(jq -S 'del(.created_unix_s)' "$dir/$c-1.json") \
+                <(jq -S 'del(.created_unix_s)' "$dir/$c-$r.json") \
+                || echo "reports differ: $c round $r" >&2
+        done
+    done
+    cmp -s <(jq -S 'del(.created_unix_s)' "$dir/d2-1.json") \
+        <(jq -S 'del(.created_unix_s)' "$dir/np2-1.json") \
+        || echo "reports differ: one process and mpirun -np 2" >&2
+    exit 0
+fi
 bin=$(cd "${1:?usage: $0 BIN_DIR [PRECISIONS [RANKS [COLLECTIVES [TRACES]]]]}" && pwd)
 precisions=${2:-"2% 1%"}
 ranks=${3:-"1024 4096 16384 65536 262144 1048576"}

@@ -16,11 +16,23 @@
 //! Every point first gets two draws (an interval), whatever the time budget; then its pilot;
 //! then the planned draws in rounds that at most double each point's draws, point after point in
 //! table order, so that a time budget that runs out leaves every point with its share. The time
-//! budget is judged by rank 0 between draws and agreed by every process, so none is left waiting
-//! in a collective; where it stops the prediction, the result depends on the machine's speed
-//! (the report says `time`). After every draw the progress says the time left at the pace
-//! measured so far (rank-phases per second): to the end of the pilots while they run, then to
-//! the end of the draws the pilots planned.
+//! budget is judged by rank 0 between batches of draws and agreed by every process, so none is
+//! left waiting in a collective; where it stops the prediction, the result depends on the
+//! machine's speed (the report says `time`).
+//!
+//! A point's draws run in batches, as many at once as there are workers (`Rounds::at_once`):
+//! in one process each draw of a batch on the pool (its passes stealing from the others', so
+//! that one draw's serial set-up overlaps another's passes); over processes each process runs
+//! whole draws of all the ranks alone and the outcomes are exchanged after the batch
+//! (one sum of their bits), so that no phase waits for a message. A draw's outcome
+//! does not depend on where it ran, and the draws are added in seed order: the same prediction
+//! in one process or many, with any number of threads.
+//!
+//! Its time is estimated from the draws measured (`Pace`): once every point has its first two
+//! draws, the pilot's time is those draws' seconds per draw times the draws its pilot still
+//! needs (`stage_left_s`, said by `measured`); once a point's pilot is done, the draws
+//! Stein's rule planned for it at its own pace. After every batch the progress says the time
+//! left so: to the end of the pilots while they run, then to the end of the planned draws.
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +41,7 @@ use indicatif::ProgressBar;
 use jitter_emulator::SyncMode;
 use jitter_trace::interval::MeanInterval;
 use jitter_trace::precision::{Precision, TwoStage};
+use rayon::prelude::*;
 
 use super::budget::{self, Estimate};
 use super::des::{self, DesConfig, DesOutcome};
@@ -36,7 +49,8 @@ use super::input::TraceInput;
 use super::prediction::{order_stats_rows, DrawSlowdowns, Point};
 use super::prediction_report::{config, des_row, platform_calibration, Prediction};
 use super::spec::{Model, PredictSpec};
-use crate::comm::Collective;
+use crate::comm::{Collective, Solo};
+use jitter_report::metrics::PhaseAverages;
 use jitter_report::report::{DrawSpread, Report, ReportKind};
 
 /// The precision a prediction aims at unless `--precision` says otherwise: 2 % of the slowdown,
@@ -108,15 +122,16 @@ pub fn phases_in_trace(traces: &[TraceInput], quanta_ns: u64) -> u64 {
 }
 
 /// The budget's estimate of the pilot (`plan.pilot` draws of every point, each of
-/// [`phases_per_draw`] phases and its warm-up), for process `me` of `procs` with `threads`
-/// workers: the least the precision mode costs (the draws beyond are estimated from it as they
-/// run). Memory is the largest rank count's.
+/// [`phases_per_draw`] phases and its warm-up) for one of `procs` processes with `threads`
+/// workers, which admits the job: every process runs its share of the draws with all the
+/// ranks, `threads` draws at once (their rank states side by side). Memory is the largest rank
+/// count's. Its time is the budget's model, for the admission only: the time said is measured
+/// (`measured`).
 pub fn pilot_estimate(
     traces: &[TraceInput],
     spec: &PredictSpec,
     plan: &PrecisionPlan,
     procs: u64,
-    me: u64,
     threads: usize,
 ) -> Estimate {
     let fits = phases_in_trace(traces, spec.des.quanta_ns);
@@ -125,8 +140,9 @@ pub fn pilot_estimate(
         seconds: 0.0,
         bytes: Some(0),
     };
+    let share = procs.max(1) as f64;
     for &n in &spec.ranks {
-        let one = PredictSpec {
+        let one = |n: u64| PredictSpec {
             ranks: vec![n],
             des: DesConfig {
                 phases: phases_per_draw(n, fits) + WARMUP_PHASES,
@@ -135,27 +151,89 @@ pub fn pilot_estimate(
             draws: plan.pilot,
             ..spec.clone()
         };
-        let e = budget::estimate(traces, &one, procs, me, threads);
-        total.events += e.events;
-        total.seconds += e.seconds;
-        total.bytes = total.bytes.zip(e.bytes).map(|(a, b)| a.max(b));
+        let e = budget::estimate(traces, &one(n), 1, 0, threads);
+        // The rank states of one draw: what N ranks hold beyond one.
+        let base = budget::estimate(traces, &one(1), 1, 0, threads).bytes;
+        let per_draw = e.bytes.zip(base).map(|(b, b1)| b.saturating_sub(b1));
+        let more = (threads.max(1) as u64).saturating_sub(1);
+        let bytes = (e.bytes.zip(per_draw)).and_then(|(b, d)| b.checked_add(d.checked_mul(more)?));
+        total.events += e.events / share;
+        total.seconds += e.seconds / share;
+        total.bytes = total.bytes.zip(bytes).map(|(a, b)| a.max(b));
     }
     total
 }
 
-/// The line `predict` prints before the precision mode starts: the target, the budgets and the
-/// pilot's estimate (`pilot`, [`pilot_estimate`]), and what the rest is estimated from.
+/// The line `predict` prints before the precision mode starts: the target, the budgets, the
+/// memory of the pilot's estimate ([`pilot_estimate`]) and how its time will be known.
 pub fn announce(plan: &PrecisionPlan, pilot: &Estimate) -> String {
     format!(
-        "precision {} (each slowdown's 95 % half-width; budget {} and {} phases a point): the \
-         pilot, {} draws of every point, is estimated at about {:.0} s on this machine \
-         ({} MiB); the draws beyond it are estimated from its pace as they run",
+        "precision {} (each slowdown's 95 % half-width; budget {} and {} phases a point): a \
+         pilot of {} draws of every point, then the draws Stein's rule plans from it ({} MiB); \
+         the time is estimated from the first two draws of every point",
         plan.precision,
         jitter_trace::units::format_ns(plan.max_time.as_nanos() as f64),
         plan.max_phases,
         plan.pilot,
-        pilot.seconds,
         pilot.bytes.map_or(u64::MAX, |b| b.div_ceil(1 << 20)),
+    )
+}
+
+/// A point's measured pace: the wall seconds its batches of draws took and how many draws
+/// they ran (at the concurrency they ran at: `Rounds::at_once`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Pace {
+    /// Wall seconds of its batches.
+    secs: f64,
+    /// Draws they ran.
+    draws: u64,
+}
+
+impl Pace {
+    /// Counts a batch of `draws` draws that took `secs`.
+    fn add(&mut self, secs: f64, draws: u64) {
+        self.secs += secs;
+        self.draws += draws;
+    }
+
+    /// Seconds per draw (0 before any: nothing measured, nothing counted).
+    fn per_draw(&self) -> f64 {
+        if self.draws == 0 {
+            0.0
+        } else {
+            self.secs / self.draws as f64
+        }
+    }
+}
+
+/// Seconds until every point has `target` draws (its pilot, or the draws Stein's rule
+/// planned), from `(done, target, pace)` of each: the draws it lacks at its own pace.
+fn stage_left_s(points: impl IntoIterator<Item = (u64, u64, Pace)>) -> f64 {
+    (points.into_iter())
+        .map(|(done, target, pace)| target.saturating_sub(done) as f64 * pace.per_draw())
+        .sum()
+}
+
+/// The line said once every one of `points` points has its first draws (`took` s): the
+/// pilot's time in all, `took` and `left_s` more ([`stage_left_s`]).
+fn measured(plan: &PrecisionPlan, points: usize, took: f64, left_s: f64) -> String {
+    format!(
+        "precision {}: the first two draws of every point ({points}) took {took:.1} s; the \
+         pilot, {} draws of every point, is estimated at about {:.0} s in all on this machine \
+         from their pace (the draws beyond it from Stein's rule once it is done)",
+        plan.precision,
+        plan.pilot,
+        took + left_s,
+    )
+}
+
+/// The line said once every pilot is done: the draws Stein's rule planned beyond them and
+/// their time at each point's pace (`left_s`).
+fn planned(plan: &PrecisionPlan, beyond: u64, took: f64, left_s: f64) -> String {
+    format!(
+        "precision {}: the pilots took {took:.1} s and plan {beyond} draws beyond them \
+         (Stein's rule), about {left_s:.0} s more at their pace",
+        plan.precision,
     )
 }
 
@@ -234,6 +312,8 @@ struct Tally {
     /// Draws the fraction rule cut short.
     cut: u64,
     stopped_by: Option<&'static str>,
+    /// The wall time of its draws.
+    pace: Pace,
 }
 
 impl Tally {
@@ -255,6 +335,7 @@ impl Tally {
             planned: 0,
             cut: 0,
             stopped_by: None,
+            pace: Pace::default(),
         }
     }
 
@@ -279,34 +360,114 @@ struct Rounds<'a> {
     plan: PrecisionPlan,
     started: Instant,
     progress: &'a ProgressBar,
+    /// Where the lines of the estimate go.
+    say: &'a dyn Fn(&str),
 }
 
 impl Rounds<'_> {
-    fn point(&self, t: &Tally) -> Point<'_> {
-        Point {
-            comm: self.comm,
-            input: &self.traces[t.trace],
-            ix: self.indexes.ix[t.trace].as_deref(),
-            bg_ix: self.indexes.bg[t.trace].as_ref().map(|b| b.as_deref()),
-            ranks: t.ranks,
-            mode: t.mode,
-            progress: self.progress,
-        }
-    }
-
     /// The two-stage rule of a point: its phase budget in draws.
     fn rule(&self, t: &Tally) -> TwoStage {
         self.plan.rule(self.plan.max_phases / t.phases.max(1))
     }
 
-    /// Runs the point's next draw into its tally; completes its pilot at the pilot's size.
-    fn draw(&self, t: &mut Tally) -> anyhow::Result<()> {
-        let cfg = DesConfig {
-            seed: self.spec.des.seed.wrapping_add(t.draws),
-            phases: t.phases,
-            ..self.spec.des.clone()
+    /// Draws of one point run at once: the most workers of any process, times the processes
+    /// (agreed by all, so that every process cuts the same batches even where their pools
+    /// differ in size).
+    fn at_once(&self) -> u64 {
+        let mut most = [rayon::current_num_threads().max(1) as f64];
+        self.comm.all_max(&mut most);
+        most[0] as u64 * self.comm.size().max(1) as u64
+    }
+
+    /// Runs the point's next `k` draws (a batch, at most `Rounds::at_once`), adds them in
+    /// seed order (completing its pilot at the pilot's size) and counts their time in its pace.
+    fn draws(&self, t: &mut Tally, k: u64) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let first = t.draws;
+        let outs = if self.comm.size() == 1 {
+            let seeds: Vec<u64> = (first..first + k).collect();
+            self.run_here(t, &seeds)
+                .into_iter()
+                .collect::<anyhow::Result<Vec<_>>>()?
+        } else {
+            self.run_split(t, first, k)?
         };
-        let out = self.point(t).simulate(&cfg, true)?;
+        for out in outs {
+            self.add(t, out)?;
+        }
+        t.pace.add(started.elapsed().as_secs_f64(), k);
+        Ok(())
+    }
+
+    /// Draws `draws` (offsets to the spec's seed) of the point in this process alone, all
+    /// its ranks, side by side on the pool.
+    fn run_here(&self, t: &Tally, draws: &[u64]) -> Vec<anyhow::Result<DesOutcome>> {
+        let (spec, progress) = (self.spec, self.progress);
+        let input = &self.traces[t.trace];
+        let ix = self.indexes.ix[t.trace].as_deref();
+        let bg_ix = self.indexes.bg[t.trace].as_ref().map(|b| b.as_deref());
+        let (ranks, mode, phases) = (t.ranks, t.mode, t.phases);
+        let sim = |d: &u64| {
+            let cfg = DesConfig {
+                seed: spec.des.seed.wrapping_add(*d),
+                phases,
+                ..spec.des.clone()
+            };
+            let point = Point {
+                comm: &Solo,
+                input,
+                ix,
+                bg_ix,
+                ranks,
+                mode,
+                progress,
+            };
+            point.simulate(&cfg, true)
+        };
+        match draws {
+            [one] => vec![sim(one)],
+            _ => draws.par_iter().map(sim).collect(),
+        }
+    }
+
+    /// The point's draws `first..first + k` over the processes: process p of P runs draws
+    /// `first + p`, `first + p + P`, … alone with all the ranks, and every process gets every
+    /// outcome (an error in one fails all, after the exchange, so that none is left waiting).
+    fn run_split(&self, t: &Tally, first: u64, k: u64) -> anyhow::Result<Vec<DesOutcome>> {
+        let (procs, me) = (self.comm.size() as u64, self.comm.rank() as u64);
+        let mine: Vec<u64> = (first + me..first + k).step_by(procs as usize).collect();
+        let mut buf = vec![0f64; k as usize * WORDS];
+        let mut failed = None;
+        for (&d, out) in mine.iter().zip(self.run_here(t, &mine)) {
+            let slot = &mut buf[(d - first) as usize * WORDS..][..WORDS];
+            match out {
+                Ok(o) => encode(&o, slot),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        self.comm.all_sum(&mut buf);
+        let mut outs = Vec::with_capacity(k as usize);
+        for (j, slot) in buf.chunks_exact(WORDS).enumerate() {
+            if j as u64 % procs != me {
+                // Another process's draw: its phases on this one's progress.
+                self.progress.inc(t.ranks.saturating_mul(t.phases));
+            }
+            match decode(slot) {
+                Some(o) => outs.push(o),
+                None => {
+                    return Err(failed.unwrap_or_else(|| {
+                        anyhow::anyhow!("a draw failed in another process (its error above)")
+                    }))
+                }
+            }
+        }
+        Ok(outs)
+    }
+
+    /// Adds one draw's outcome to the point's tally; completes its pilot at the pilot's size.
+    fn add(&self, t: &mut Tally, out: DesOutcome) -> anyhow::Result<()> {
         t.draws += 1;
         let label = &self.traces[t.trace].label;
         anyhow::ensure!(
@@ -344,7 +505,7 @@ impl Rounds<'_> {
 
 /// The precision mode of [`super::predict`]: the model(s) of `spec` (its phases and draws
 /// ignored) over every trace, rank count and mode, each simulated point's draws added until
-/// `plan` is met. `progress` counts rank-phases; its length is re-estimated after every round
+/// `plan` is met. `progress` counts rank-phases; its length is re-estimated after every batch
 /// and its message says the time left and what it is estimated from.
 pub fn predict_precise(
     traces: &[TraceInput],
@@ -352,16 +513,18 @@ pub fn predict_precise(
     plan: PrecisionPlan,
     progress: &ProgressBar,
 ) -> anyhow::Result<Prediction> {
-    predict_precise_on(&crate::comm::Solo, traces, spec, plan, progress)
+    predict_precise_on(&Solo, traces, spec, plan, progress, &|_| {})
 }
 
-/// As [`predict_precise`], with the simulated ranks split over the processes of `comm`.
+/// As [`predict_precise`], with the draws split over the processes of `comm`; `say` gets the
+/// lines of the measured estimate (`measured`, `planned`).
 pub fn predict_precise_on(
     comm: &dyn Collective,
     traces: &[TraceInput],
     spec: &PredictSpec,
     plan: PrecisionPlan,
     progress: &ProgressBar,
+    say: &dyn Fn(&str),
 ) -> anyhow::Result<Prediction> {
     anyhow::ensure!(!traces.is_empty(), "no trace to predict");
     anyhow::ensure!(!spec.ranks.is_empty(), "no rank count to predict");
@@ -410,6 +573,7 @@ pub fn predict_precise_on(
         plan,
         started: Instant::now(),
         progress,
+        say,
     };
     progress.set_length(pilot_rank_phases(&tallies, plan.pilot));
     progress.set_message(format!("the pilot: {} draws a point", plan.pilot));
@@ -435,15 +599,21 @@ fn pilot_rank_phases(t: &[Tally], pilot: u64) -> u64 {
 }
 
 /// Two draws of every point, then every point's pilot, then the planned draws in rounds that
-/// at most double each point's draws, until every point has its draws or the time is spent.
-/// The time left is said after every draw.
+/// at most double each point's draws, until every point has its draws or the time is spent;
+/// each point's draws in batches of [`Rounds::at_once`]. The time left is said after every
+/// batch, the measured estimates once every point has two draws and once the pilots are done.
 fn run_rounds(r: &Rounds<'_>, tallies: &mut [Tally]) -> anyhow::Result<()> {
+    let at_once = r.at_once();
     for i in 0..tallies.len() {
         while tallies[i].draws < 2 {
-            r.draw(&mut tallies[i])?;
+            let k = (2 - tallies[i].draws).min(at_once);
+            r.draws(&mut tallies[i], k)?;
             say_left(r, tallies, Stage::Pilot);
         }
     }
+    let took = r.started.elapsed().as_secs_f64();
+    let left = stage_left_s(tallies.iter().map(|t| (t.draws, r.rule(t).pilot, t.pace)));
+    (r.say)(&measured(&r.plan, tallies.len(), took, left));
     // The pilots (whole), then rounds of the planned draws (at most as many as a point has).
     for stage in 0.. {
         let mut any = false;
@@ -452,30 +622,37 @@ fn run_rounds(r: &Rounds<'_>, tallies: &mut [Tally]) -> anyhow::Result<()> {
             if t.stopped_by.is_some() {
                 continue;
             }
-            let more = if stage == 0 {
+            let mut more = if stage == 0 {
                 r.rule(t).pilot.saturating_sub(t.draws)
             } else {
                 t.planned.saturating_sub(t.draws).min(t.draws)
             };
-            for _ in 0..more {
+            any |= more > 0;
+            while more > 0 {
                 if r.out_of_time() {
                     for t in tallies.iter_mut().filter(|t| t.stopped_by.is_none()) {
                         t.stopped_by = Some("time");
                     }
                     return Ok(());
                 }
-                r.draw(&mut tallies[i])?;
-                say_left(
-                    r,
-                    tallies,
-                    if stage == 0 {
-                        Stage::Pilot
-                    } else {
-                        Stage::Planned
-                    },
-                );
+                let k = more.min(at_once);
+                r.draws(&mut tallies[i], k)?;
+                more -= k;
+                let s = if stage == 0 {
+                    Stage::Pilot
+                } else {
+                    Stage::Planned
+                };
+                say_left(r, tallies, s);
             }
-            any |= more > 0;
+        }
+        if stage == 0 {
+            let beyond: u64 = (tallies.iter())
+                .map(|t| t.planned.saturating_sub(t.draws))
+                .sum();
+            let took = r.started.elapsed().as_secs_f64();
+            let left = stage_left_s(tallies.iter().map(|t| (t.draws, t.planned, t.pace)));
+            (r.say)(&planned(&r.plan, beyond, took, left));
         }
         if stage > 0 && !any {
             break;
@@ -499,29 +676,31 @@ enum Stage {
     Planned,
 }
 
-/// Rank-phases of the draws `t` still has to run in `stage` (none once it stopped).
-fn rank_phases_left(r: &Rounds<'_>, t: &Tally, stage: Stage) -> u64 {
+/// The draws `t` is to have at the end of `stage` (its own, once it stopped).
+fn target(r: &Rounds<'_>, t: &Tally, stage: Stage) -> u64 {
     if t.stopped_by.is_some() {
-        return 0;
+        return t.draws;
     }
-    let target = match stage {
+    match stage {
         Stage::Pilot => r.rule(t).pilot,
         Stage::Planned => t.planned,
-    };
-    target.saturating_sub(t.draws) * t.phases * t.ranks
+    }
 }
 
 /// Sets the progress bar's length to the rank-phases done and left, and its message to the
-/// time they will take at the pace measured so far (rank-phases per second of this
-/// prediction): during the pilot, to its end; after it, to the end of the planned draws.
+/// time they will take at each point's measured pace ([`stage_left_s`]): during the pilot,
+/// to its end; after it, to the end of the planned draws.
 fn say_left(r: &Rounds<'_>, tallies: &[Tally], stage: Stage) {
     let left: u64 = (tallies.iter())
-        .map(|t| rank_phases_left(r, t, stage))
+        .map(|t| target(r, t, stage).saturating_sub(t.draws) * t.phases * t.ranks)
         .fold(0, u64::saturating_add);
     let pos = r.progress.position();
-    let done_s = r.started.elapsed().as_secs_f64().max(1e-3);
     r.progress.set_length(pos.saturating_add(left));
-    let secs = left as f64 * done_s / pos.max(1) as f64;
+    let secs = stage_left_s(
+        tallies
+            .iter()
+            .map(|t| (t.draws, target(r, t, stage), t.pace)),
+    );
     let what = match stage {
         Stage::Pilot => "to the end of the pilot",
         Stage::Planned => "to the end of the planned draws",
@@ -577,6 +756,82 @@ fn rows_of(
     Ok(())
 }
 
+/// The numbers of an outcome a precision-mode draw carries (its warm-up left out: the batch
+/// means are empty).
+const NUMBERS: usize = 20;
+
+/// f64s of one draw's outcome as the processes exchange it ([`Rounds::run_split`]): one
+/// process's are set and the others' 0, summed over the processes, so each number travels as
+/// the two 32-bit halves of its bits (exact integers, which a sum with zeros leaves as they
+/// are); the first word says an outcome is there (a failed draw leaves it 0).
+const WORDS: usize = 1 + 2 * NUMBERS;
+
+/// Writes `o` into its `WORDS` f64s.
+fn encode(o: &DesOutcome, slot: &mut [f64]) {
+    let (a, e) = (&o.averages, &o.emulator);
+    let bits: [u64; NUMBERS] = [
+        a.phases,
+        a.sum_max_qt_ns.to_bits(),
+        a.sum_max_qtbt_ns.to_bits(),
+        a.sum_lost_rel.to_bits(),
+        a.first[0].to_bits(),
+        a.first[1].to_bits(),
+        a.first[2].to_bits(),
+        o.requested_phases,
+        u64::from(o.stopped_by_fraction),
+        o.mean_period_ns.to_bits(),
+        o.baseline_qt_ns.to_bits(),
+        o.baseline_qtbt_ns.to_bits(),
+        o.baseline_period_ns.to_bits(),
+        e.injected,
+        e.dropped,
+        e.merged,
+        e.injected_ns,
+        e.dropped_ns,
+        e.injected_share.to_bits(),
+        e.max_progress.to_bits(),
+    ];
+    slot[0] = 1.0;
+    for (i, b) in bits.iter().enumerate() {
+        slot[1 + 2 * i] = (b >> 32) as f64;
+        slot[2 + 2 * i] = (b & 0xFFFF_FFFF) as f64;
+    }
+}
+
+/// The outcome in `slot`, if one is there.
+fn decode(slot: &[f64]) -> Option<DesOutcome> {
+    if slot[0] != 1.0 {
+        return None;
+    }
+    let b = |i: usize| ((slot[1 + 2 * i] as u64) << 32) | slot[2 + 2 * i] as u64;
+    let f = |i: usize| f64::from_bits(b(i));
+    Some(DesOutcome {
+        averages: PhaseAverages {
+            phases: b(0),
+            sum_max_qt_ns: f(1),
+            sum_max_qtbt_ns: f(2),
+            sum_lost_rel: f(3),
+            first: [f(4), f(5), f(6)],
+            batches: Default::default(),
+        },
+        requested_phases: b(7),
+        stopped_by_fraction: b(8) != 0,
+        mean_period_ns: f(9),
+        baseline_qt_ns: f(10),
+        baseline_qtbt_ns: f(11),
+        baseline_period_ns: f(12),
+        emulator: jitter_report::report::EmulatorTotals {
+            injected: b(13),
+            dropped: b(14),
+            merged: b(15),
+            injected_ns: b(16),
+            dropped_ns: b(17),
+            injected_share: f(18),
+            max_progress: f(19),
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,5 +848,84 @@ mod tests {
         // A short trace: one lap holds the draw, its warm-up included.
         assert_eq!(phases_per_draw(16, 100), 99);
         assert_eq!(phases_per_draw(16, 1), 1);
+    }
+
+    #[test]
+    fn the_time_left_is_each_point_s_missing_draws_at_its_own_pace() {
+        let pace = |secs, draws| Pace { secs, draws };
+        // 10⁶ ranks: two draws took 6 s (3 s a draw), 14 more to a pilot of 16: 42 s; a small
+        // point: 0.5 s for two, 14 more: 3.5 s; a point done or past its target: nothing.
+        let left = stage_left_s([
+            (2, 16, pace(6.0, 2)),
+            (2, 16, pace(0.5, 2)),
+            (16, 16, pace(48.0, 16)),
+            (20, 16, pace(60.0, 20)),
+        ]);
+        assert!((left - 45.5).abs() < 1e-12, "{left}");
+        // Stein's rule planned 43 draws after a pilot of 16 at 3 s a draw: 81 s more.
+        assert!((stage_left_s([(16, 43, pace(48.0, 16))]) - 81.0).abs() < 1e-12);
+        // Nothing measured yet: nothing counted.
+        assert_eq!(stage_left_s([(0, 16, Pace::default())]), 0.0);
+        let mut p = Pace::default();
+        p.add(4.0, 2);
+        p.add(2.0, 1);
+        assert_eq!(p, pace(6.0, 3));
+        assert_eq!(p.per_draw(), 2.0);
+        // The line says the pilot in all: the first draws' time and the rest.
+        let plan = PrecisionPlan {
+            precision: DEFAULT_PRECISION,
+            max_time: Duration::from_secs(600),
+            max_phases: PrecisionPlan::DEFAULT_MAX_PHASES,
+            pilot: 16,
+        };
+        let line = measured(&plan, 2, 6.5, left);
+        assert!(
+            line.contains("took 6.5 s") && line.contains("about 52 s in all"),
+            "{line}"
+        );
+        let line = planned(&plan, 27, 52.0, 81.0);
+        assert!(
+            line.contains("plan 27 draws") && line.contains("about 81 s more"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn an_outcome_crosses_the_exchange_bit_for_bit() {
+        use jitter_report::metrics::{PhaseAverages, PhaseSample};
+        let mut averages = PhaseAverages::default();
+        for (qt, qtbt) in [(1.1e6, 1.3e6), (1.7e6, 2.05e6), (0.1 + 0.2, 1e-300)] {
+            averages.add(PhaseSample {
+                max_qt_ns: qt,
+                max_qtbt_ns: qtbt,
+                mean_qt_ns: 1e6 / 3.0,
+            });
+        }
+        let o = DesOutcome {
+            averages: averages.without_first(),
+            requested_phases: 3,
+            stopped_by_fraction: true,
+            mean_period_ns: 2.0f64.sqrt() * 1e6,
+            baseline_qt_ns: 1e6,
+            baseline_qtbt_ns: -0.0,
+            baseline_period_ns: f64::NAN,
+            emulator: jitter_report::report::EmulatorTotals {
+                injected: u64::MAX,
+                dropped: 1 << 53 | 1,
+                merged: 0,
+                injected_ns: 123_456_789_012_345,
+                dropped_ns: 7,
+                injected_share: 0.999_999_999_999,
+                max_progress: f64::INFINITY,
+            },
+        };
+        let mut slots = vec![0.0; 2 * WORDS];
+        encode(&o, &mut slots[WORDS..]);
+        // Summed with another process's zeros.
+        let summed: Vec<f64> = slots.iter().map(|x| x + 0.0).collect();
+        assert!(decode(&summed[..WORDS]).is_none());
+        let back = decode(&summed[WORDS..]).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{o:?}"));
+        assert_eq!(back.baseline_qtbt_ns.to_bits(), (-0.0f64).to_bits());
     }
 }

@@ -1,5 +1,5 @@
 //! `replay-bench predict`'s entry point: MPI when under a launcher (the simulated ranks split
-//! over the processes, rank 0 reports), the outputs and `--threads` checked and agreed, the
+//! over the processes, in the precision mode the offset draws; rank 0 reports), the outputs and `--threads` checked and agreed, the
 //! worker pool, the budget, the progress, then the table, the reports and the plot.
 //!
 //! The main thread is worker 0 of rayon's pool (`use_current_thread`, built before the traces
@@ -119,7 +119,15 @@ pub(crate) fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()>
         .then(|| TextProgress::start(bar.clone(), estimate.seconds, TEXT_PROGRESS_EVERY));
     let started = std::time::Instant::now();
     let p = match plan {
-        Some(plan) => precision::predict_precise_on(comm, &traces, &spec, plan, &bar),
+        Some(plan) => {
+            // The measured estimates, above the bar where one is drawn.
+            let say = |line: &str| {
+                if root {
+                    bar.suspend(|| eprintln!("{line}"));
+                }
+            };
+            precision::predict_precise_on(comm, &traces, &spec, plan, &bar, &say)
+        }
         None => predict(comm, &traces, &spec, &bar),
     };
     if let Some(l) = lines {
@@ -258,7 +266,7 @@ fn admitted(
     let (procs, me) = (comm.size() as u64, comm.rank() as u64);
     let threads = rayon::current_num_threads();
     let estimate = match precise {
-        Some(plan) => precision::pilot_estimate(traces, spec, plan, procs, me, threads),
+        Some(plan) => precision::pilot_estimate(traces, spec, plan, procs, threads),
         None => budget::estimate(traces, spec, procs, me, threads),
     };
     let admitted = budget::admit(&estimate, &budget::Limits::here(on_host), args.force);
