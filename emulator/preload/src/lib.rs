@@ -45,8 +45,8 @@
 //! integer gives MPICH's `PMPI_Barrier` its `int` (the upper half is not read). Other ABIs are not
 //! supported.
 
-mod calls;
 mod boot_frequency;
+mod calls;
 pub mod config;
 mod nesting;
 mod paying;

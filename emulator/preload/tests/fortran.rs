@@ -63,7 +63,7 @@ fn check_ring_profile(header: bool) {
     let stdout = run(dir.path(), &app, &vars, &ring_args());
     assert!(stdout.contains(&format!("fring iterations {ITERS} bad 0")));
     let p = Profile::read(&profile).unwrap();
-    println!("{}", jitter_profile::summary::render(&p, "app.json"));
+    println!("{}", jitter_profile::show::render(&p, "app.json"));
     assert_eq!((p.ranks, p.reported.len()), (2, 2), "{p:?}");
     let l = p.main_loop.as_ref().expect("the ring's loop");
     assert_eq!((l.iterations, l.ranks.clone()), (ITERS, vec![0, 1]));
@@ -179,7 +179,7 @@ fn a_call_that_passes_through_three_wrappers_is_recorded_and_paid_once() {
     let stdout = run(d, &app, &vars, &ring_args());
     assert!(stdout.contains(&format!("sends {ITERS} bad 0")));
     let p = Profile::read(&profile).unwrap();
-    println!("{}", jitter_profile::summary::render(&p, "app.json"));
+    println!("{}", jitter_profile::show::render(&p, "app.json"));
     let l = p.main_loop.as_ref().expect("the loop");
     let calls: Vec<Call> = l.slots.iter().map(|s| s.site.call).collect();
     assert_eq!(calls, vec![Call::Send, Call::Recv]);

@@ -42,7 +42,7 @@ use super::collective::{symmetric, Algorithm, Clocks};
 use super::phase_loop::{
     algorithmic, clocks_of_engine, offloaded, Layout, PhaseStart, Phases, ReplayEngine,
 };
-use super::placement::{Placement, Timelines};
+use super::rank_layout::{Placement, Timelines};
 pub use super::ranks::{share, MIN_CHUNK};
 pub use super::simulation::{pool, BarrierModel, DesConfig, DesOutcome};
 use crate::comm::Collective;

@@ -9,7 +9,7 @@ use jitter_emulator::{Plan, PlanOptions};
 use jitter_trace::{Replayed, Trace};
 use rayon::prelude::*;
 
-use super::placement;
+use super::rank_layout;
 use jitter_report::report::TraceInfo;
 
 /// A trace prepared for prediction: its label, description and one plan per stream used.
@@ -113,7 +113,7 @@ impl TraceInput {
     pub fn node_set(nodes: Vec<TraceInput>) -> anyhow::Result<Self> {
         anyhow::ensure!(!nodes.is_empty(), "--node-traces needs at least one trace");
         let n = nodes.len();
-        let label = placement::set_label(n);
+        let label = rank_layout::set_label(n);
         let info = TraceInfo::node_set(&label, nodes.iter().map(|t| t.info.clone()).collect());
         Ok(TraceInput {
             label,

@@ -11,7 +11,7 @@ use crate::plan_index::PrefetchTicket;
 use rayon::prelude::*;
 
 use super::collective::{self, Call, Clocks, CommModel, Costs, LoopShape, Scratch};
-use super::placement::Timelines;
+use super::rank_layout::Timelines;
 use super::ranks::chunk_of;
 use super::simulation::{DesConfig, DesOutcome};
 use crate::comm::{Collective, Solo};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use jitter_emulator::PlanStats;
 
 use super::collective::CommModel;
-use super::placement::RunWindow;
+use super::rank_layout::RunWindow;
 use super::ranks::ceil_log2;
 use jitter_report::metrics::PhaseAverages;
 use jitter_report::report::EmulatorTotals;
@@ -34,7 +34,7 @@ pub struct DesConfig {
     /// Phases to simulate (fewer when the fraction stop rule ends the replay first).
     pub phases: u64,
     /// Ranks per node k: rank r belongs to node group `r / k` and replays stream `r mod k` of
-    /// node trace `(r / k) mod n` (the plans hold k per node trace: [`Placement`](super::placement::Placement)).
+    /// node trace `(r / k) mod n` (the plans hold k per node trace: [`Placement`](super::rank_layout::Placement)).
     pub ranks_per_node: u64,
     /// Barrier latency model (of [`Algorithm::Offloaded`]).
     pub barrier: BarrierModel,

@@ -19,12 +19,12 @@ use jitter_emulator::{Fraction, Scale, SyncMode};
 use super::des::Engine;
 use super::des::{self, DesConfig, DesOutcome};
 use super::input::TraceInput;
-use super::placement::RunWindow;
 use super::platform::PlatformChoice;
 use super::prediction_report::{
     check_plausible, config, des_row, platform_calibration, Prediction,
 };
 use super::prepare::prepare;
+use super::rank_layout::RunWindow;
 use super::request::PredictRequest;
 use super::spec::Model;
 use super::spec::PredictSpec;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use indicatif::ProgressBar;
 use jitter_emulator::{Plan, PlanOptions, SyncMode};
-use jitter_predict::precision::{
+use jitter_predict::precision_mode::{
     phases_in_trace, phases_per_draw, predict_precise, PrecisionPlan, WARMUP_PHASES,
 };
 use jitter_predict::*;

@@ -19,7 +19,7 @@ use jitter_predict::budget::{self, Estimate};
 use jitter_predict::comm::{agree, Collective, Solo};
 use jitter_predict::des::{self, Engine};
 use jitter_predict::input::TraceInput;
-use jitter_predict::precision;
+use jitter_predict::precision_mode;
 use jitter_predict::prediction::predict;
 use jitter_predict::prediction_report::{check_plausible, study_rows, Prediction};
 use jitter_predict::prepare::{prepare, walk_note};
@@ -103,7 +103,7 @@ pub(crate) fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()>
     let estimate = admitted(comm, &args, &traces, &spec, on_host, plan.as_ref())?;
     if root && (estimate.seconds > budget::ANNOUNCE_S || plan.is_some()) {
         match &plan {
-            Some(p) => eprintln!("{}", precision::announce(p, &estimate)),
+            Some(p) => eprintln!("{}", precision_mode::announce(p, &estimate)),
             None => eprintln!("{estimate}"),
         }
         if let Some(note) = walk_note(&spec) {
@@ -126,7 +126,7 @@ pub(crate) fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()>
                     bar.suspend(|| eprintln!("{line}"));
                 }
             };
-            precision::predict_precise_on(comm, &traces, &spec, plan, &bar, &say)
+            precision_mode::predict_precise_on(comm, &traces, &spec, plan, &bar, &say)
         }
         None => predict(comm, &traces, &spec, &bar),
     };
@@ -140,7 +140,7 @@ pub(crate) fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()>
     bar.finish_and_clear();
     check_plausible(&p)?;
     if let Some(plan) = &plan {
-        eprintln!("{}", precision::summary(&p, plan, started.elapsed()));
+        eprintln!("{}", precision_mode::summary(&p, plan, started.elapsed()));
     }
     let model = jitter_predict::platform::model_line(
         &spec.des.comm,
@@ -261,12 +261,12 @@ fn admitted(
     traces: &[TraceInput],
     spec: &PredictSpec,
     on_host: usize,
-    precise: Option<&precision::PrecisionPlan>,
+    precise: Option<&precision_mode::PrecisionPlan>,
 ) -> anyhow::Result<Estimate> {
     let (procs, me) = (comm.size() as u64, comm.rank() as u64);
     let threads = rayon::current_num_threads();
     let estimate = match precise {
-        Some(plan) => precision::pilot_estimate(traces, spec, plan, procs, threads),
+        Some(plan) => precision_mode::pilot_estimate(traces, spec, plan, procs, threads),
         None => budget::estimate(traces, spec, procs, me, threads),
     };
     let admitted = budget::admit(&estimate, &budget::Limits::here(on_host), args.force);

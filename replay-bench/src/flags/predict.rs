@@ -14,7 +14,7 @@ use super::shared::{
 };
 use jitter_predict::collective::{Algorithm, LoopShape};
 use jitter_predict::des::Engine;
-use jitter_predict::precision::{PrecisionPlan, DEFAULT_PRECISION};
+use jitter_predict::precision_mode::{PrecisionPlan, DEFAULT_PRECISION};
 use jitter_predict::request::PredictRequest;
 use jitter_predict::spec::Model;
 

@@ -10,7 +10,7 @@ use crate::bench::noise;
 use crate::bench::phases::LoopOutcome;
 use crate::flags::run::RunArgs;
 use jitter_predict::comm::Collective;
-use jitter_predict::placement::Placement;
+use jitter_predict::rank_layout::Placement;
 use jitter_report::metrics::{paired_slowdown, sequential_slowdown, PhaseAverages, Slowdown};
 use jitter_report::report::{
     BaselineDetails, Config, EmulatorTotals, PairedDetails, Report, ReportKind, ResultRow,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use jitter_trace::{Salvage, Trace};
 
-use jitter_predict::placement::{self, Placement};
+use jitter_predict::rank_layout::{self, Placement};
 use jitter_report::report::TraceInfo;
 
 /// The trace, checked, with what the report says about it.
@@ -77,7 +77,7 @@ pub(crate) fn load_rank_trace(
         }
     }
     let own = own.ok_or_else(|| anyhow::anyhow!("no node trace for rank {rank}"))?;
-    let label = label.map_or_else(|| placement::set_label(set.len()), str::to_string);
+    let label = label.map_or_else(|| rank_layout::set_label(set.len()), str::to_string);
     Ok(LoadedTrace {
         trace: own.trace,
         file: own.file,

@@ -13,12 +13,12 @@ use std::sync::atomic::AtomicU64;
 use jitter_emulator::{PlanStats, SyncSchedule};
 use rayon::prelude::*;
 
-use super::clock::AppClock;
+use super::replay_clocks::AppClock;
 use super::skeleton::{Skeleton, Step};
 use super::stretch::{self, Stretch};
 use crate::collective::{self, Call, Costs, Scratch};
 use crate::comm::Solo;
-use crate::placement::Timelines;
+use crate::rank_layout::Timelines;
 use crate::ranks::chunk_of;
 use jitter_report::metrics::{PhaseAverages, PhaseSample};
 

@@ -17,7 +17,7 @@ use jitter_emulator::{SyncMode, SyncSchedule};
 use jitter_profile::structure::RankTiming;
 
 use super::layout::LibraryLayout;
-use crate::placement::RunWindow;
+use crate::rank_layout::RunWindow;
 
 /// One run to predict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

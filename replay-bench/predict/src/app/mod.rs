@@ -11,10 +11,10 @@
 //! offset draws into the `predict` report, with the model line that says what was assumed.
 //! The simulation runs in one process (no MPI split) and needs no timer-error-free platform.
 
-mod clock;
 mod iteration;
 pub mod layout;
 pub mod measured;
+mod replay_clocks;
 pub(crate) mod skeleton;
 mod stretch;
 
@@ -29,18 +29,18 @@ use jitter_profile::peers::Growth;
 use jitter_profile::{MainLoop, Profile};
 use jitter_trace::units::format_ns;
 
-use self::clock::{IdxClock, QuietClock, WalkClock};
 use self::iteration::{iterate, Run, Spec};
 pub use self::measured::{MeasuredRun, MeasuredRuns};
+use self::replay_clocks::{IdxClock, QuietClock, WalkClock};
 pub use self::skeleton::{main_loop, Skeleton};
 use super::budget::{self, Estimate};
 use super::collective::Costs;
 use super::des::{self, DesOutcome, INDEXED_RANK_BYTES, RANK_STATE_BYTES};
 use super::input::TraceInput;
 use super::phase_loop::BASELINE_PHASES;
-use super::placement::{RunWindow, Timelines};
 use super::prediction::DrawSlowdowns;
 use super::prediction_report::{config, des_row, platform_calibration, Prediction};
+use super::rank_layout::{RunWindow, Timelines};
 use super::spec::PredictSpec;
 use jitter_report::report::{DrawSpread, EmulatorTotals, Report, ReportKind, RunPredicted};
 

@@ -5,8 +5,8 @@ use jitter_emulator::{PlanOptions, PlanStats, SyncMode, SyncSchedule};
 use jitter_profile::site::PEER_NONE;
 use jitter_profile::{Call, MainLoop, Site, Slot};
 
-use super::clock::{AppClock, IdxClock, QuietClock};
 use super::iteration::{iterate, Spec};
+use super::replay_clocks::{AppClock, IdxClock, QuietClock};
 use super::*;
 use crate::collective::tests::{Ref, RefRank};
 use crate::collective::{Algorithm, CommModel, LoopShape};

@@ -17,7 +17,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::collective::Clocks;
-use crate::placement::Placement;
+use crate::rank_layout::Placement;
 
 /// What the application's iteration loop asks of the ranks besides [`Clocks`].
 pub(crate) trait AppClock: Clocks {
