@@ -16,7 +16,7 @@
 //!   of an iteration to offset d pairs with the k-th receive from offset −d; `Send`/`Isend`
 //!   cost o at the call (eager: the sender goes on), a receive costs o once its message is
 //!   there, at `Recv`, at the `Wait` that completes its `Irecv` (the oldest pending request),
-//!   at `Waitall`/`Testall`, at `Waitany`/`Waitsome`/`Testany`/`Testsome` (the oldest pending
+//!   at `Waitall`/`Testall`, at `Waitany`/`Waitsome`/`Testany`/`Testsome` (the oldest ready pending
 //!   requests, as many as they completed) or at a matched probe (`Mprobe`/`Improbe`; its
 //!   `Mrecv`/`Imrecv` then receives at once); `Sendrecv` sends, then receives; a message to the
 //!   rank itself is none.
@@ -169,6 +169,17 @@ impl Builder {
         })
     }
 
+    /// Whether `p` can complete now: a send, or a receive whose matching send is already in
+    /// the iteration.
+    fn ready(&self, p: &Pending) -> bool {
+        match p {
+            Pending::Send => true,
+            Pending::Receive { channel, k } => {
+                self.sends.get(channel).is_some_and(|v| v.len() > *k)
+            }
+        }
+    }
+
     /// Completes a receive: its step, once its matching send is in the iteration before it.
     fn complete(&mut self, p: Pending, at: &str) -> anyhow::Result<()> {
         let Pending::Receive { channel, k } = p else {
@@ -299,11 +310,20 @@ fn call_steps(
                 b.complete(p, at)?;
             }
         }
-        // The oldest requests complete (the profile keeps how many, not which).
+        // The profile keeps how many completed, not which: the oldest of those that can complete
+        // here (a send, or a receive whose send is already in the iteration); a receive whose
+        // send comes later stays pending for a later wait (a Waitsome returns what is ready).
         Call::Waitany | Call::Waitsome | Call::Testany | Call::Testsome => {
-            for _ in 0..s.requests {
-                if let Some(p) = b.pending.pop_front() {
-                    b.complete(p, at)?;
+            let mut left = s.requests;
+            let mut i = 0;
+            while left > 0 && i < b.pending.len() {
+                if b.ready(&b.pending[i]) {
+                    if let Some(p) = b.pending.remove(i) {
+                        b.complete(p, at)?;
+                    }
+                    left -= 1;
+                } else {
+                    i += 1;
                 }
             }
         }

@@ -450,6 +450,33 @@ fn waitsome_waitany_testsome_and_matched_probes_complete_what_they_completed() {
 }
 
 #[test]
+fn a_waitsome_leaves_a_receive_whose_send_comes_later_pending() {
+    // Meep's pattern: a receive posted, a Waitsome that returns what is ready (not that
+    // receive: its send is later in the iteration), the send, then a wait that completes it.
+    let p2p = |call, peer| Site {
+        peer,
+        ..on(call, 4)
+    };
+    let l = MainLoop {
+        slots: vec![
+            slot(p2p(Call::Irecv, 1), 10.0),
+            slot(
+                Site {
+                    requests: 1,
+                    ..Site::of(Call::Waitsome)
+                },
+                0.0,
+            ),
+            slot(p2p(Call::Isend, -1), 10.0),
+            slot(Site::of(Call::Waitall), 0.0),
+        ],
+        ..halo_loop([0.0; 4])
+    };
+    let sk = Skeleton::new(&l, &growth(8), 1.0).unwrap();
+    assert!(sk.warnings.is_empty(), "{:?}", sk.warnings);
+}
+
+#[test]
 fn cartesian_halo_offsets_grow_with_the_grid_and_ring_offsets_wrap() {
     use super::skeleton::{Link, Step};
     // A 2-D halo profiled on a 2 × 2 grid: ± the row stride 2 and ± 1.
