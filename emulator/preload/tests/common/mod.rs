@@ -37,20 +37,7 @@ pub fn library() -> PathBuf {
 
 /// Builds `tests/app/<name>.c` with `mpicc` into `dir/<name>`.
 pub fn compile(dir: &Path, name: &str) -> PathBuf {
-    let app = dir.join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/app/{name}.c"));
-    let out = Command::new("timeout")
-        .args(["60", "mpicc", "-O2", "-o"])
-        .arg(&app)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "mpicc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    app
+    compile_with(dir, "mpicc", &[], &format!("{name}.c"), name)
 }
 
 /// `timeout -k 10 LIMIT mpirun -np N --bind-to none APP ARGS` in `dir`, with the library
