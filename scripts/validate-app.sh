@@ -213,7 +213,8 @@ launch_flags() {
 }
 # The command line of PROGRAM (allreduce: bulk.c synchronising with MPI_Allreduce instead);
 # hpcc reads hpccinf.txt and writes hpccoutf.txt in its working directory (mpirun's --wdir);
-# pw.x runs one OpenMP thread per rank in its own folder.
+# pw.x runs one OpenMP thread per rank in its own folder; mdrun in its own folder too, where it
+# writes its backups and, should a step fail, its step*.pdb dumps.
 program_args() {
   case "$1" in
     bulk) echo "$out/bin/bulk $iterations $work_bulk barrier" ;;
@@ -224,7 +225,7 @@ program_args() {
     hpcc) echo "--wdir $out/inputs/hpcc hpcc" ;;
     meep) echo "meep $out/inputs/wg.ctl" ;;
     qe) echo "--wdir $out/inputs/qe -x OMP_NUM_THREADS=1 pw.x -in $out/inputs/qe/si.in" ;;
-    gromacs) echo "gmx_mpi -quiet mdrun -s $out/inputs/gmx/md.tpr -deffnm $out/inputs/gmx/run -ntomp 1 -nb cpu -notunepme" ;;
+    gromacs) echo "--wdir $out/inputs/gmx gmx_mpi -quiet mdrun -s $out/inputs/gmx/md.tpr -deffnm $out/inputs/gmx/run -ntomp 1 -nb cpu -notunepme" ;;
   esac
 }
 
