@@ -18,16 +18,28 @@
 #   times (default 1), interleaved: wall and CPU seconds, peak RSS per process, the load
 #   average before, the draws, the estimate said once the first draws were measured and the
 #   time the mode says it took; the reports of a case must all be equal (checked).
+#
+#        scripts/bench-precision.sh --instructions BIN_DIR [RANKS [COLLECTIVES [TRACES]]]
+#   Instructions (valgrind's cachegrind, no cache simulation: a count, whatever the load) of one
+#   draw's work, `--phases P --draws 1 --threads 1` for P = 1, 2, 3 at RANKS ranks (default
+#   65536), per trace and collective: a steady rank-phase (the 3-phase run less the 2-phase one,
+#   per rank) and a draw's set-up with its first phase (the 1-phase run less the trace's loading,
+#   measured at 1 rank, per rank), as a markdown table on stdout.
 set -euo pipefail
+synth_traces() {
+    [ -f "$1/sparse.jtr" ] || "$2/jitter-trace" synth 'periodic:period=4ms,dur=120us' \
+        --duration 60s --seed 3 -o "$1/sparse.jtr" >/dev/null
+    [ -f "$1/dense.jtr" ] || "$2/jitter-trace" synth \
+        'periodic:period=4ms,dur=120us+poisson:rate=20000/s,dur=exp:300ns' --duration 60s \
+        --seed 3 -o "$1/dense.jtr" >/dev/null
+}
 if [ "${1:-}" = "--million" ]; then
     bin=$(cd "${2:?usage: $0 --million BIN_DIR [ROUNDS]}" && pwd)
     rounds=${3:-1}
     command -v jq >/dev/null || { echo "error: jq is not installed" >&2; exit 1; }
     dir=${JB_BENCH_DIR:-$(mktemp -d)}
     mkdir -p "$dir"
-    [ -f "$dir/dense.jtr" ] || "$bin/jitter-trace" synth \
-        'periodic:period=4ms,dur=120us+poisson:rate=20000/s,dur=exp:300ns' --duration 60s \
-        --seed 3 -o "$dir/dense.jtr" >/dev/null
+    synth_traces "$dir" "$bin"
     [ -f "$dir/realistic.jtr" ] || "$bin/jitter-trace" synth \
         'periodic:period=4ms,dur=uniform:2us:4us,jitter=20us+poisson:rate=300/s,dur=lognormal:5us:0.8+poisson:rate=2/s,dur=exp:200us' \
         --duration 20s --seed 3 -o "$dir/realistic.jtr" >/dev/null
@@ -73,6 +85,37 @@ if [ "${1:-}" = "--million" ]; then
         || echo "reports differ: one process and mpirun -np 2" >&2
     exit 0
 fi
+if [ "${1:-}" = --instructions ]; then
+    bin=$(cd "${2:?usage: $0 --instructions BIN_DIR [RANKS [COLLECTIVES [TRACES]]]}" && pwd)
+    n=${3:-65536}
+    collectives=${4:-"offloaded dissemination recursive-doubling binomial-tree"}
+    traces=${5:-"sparse dense"}
+    command -v valgrind >/dev/null || { echo "error: valgrind is not installed" >&2; exit 1; }
+    dir=${JB_BENCH_DIR:-$(mktemp -d)}
+    mkdir -p "$dir"
+    synth_traces "$dir" "$bin"
+    # ir RANKS PHASES TRACE COLLECTIVE: the run's total instructions (cachegrind's summary line).
+    ir() {
+        local f="$dir/ir-$3-$4-$1-$2"
+        timeout 3600 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$f.cg" \
+            "$bin/replay-bench" predict --trace "$dir/$3.jtr" --ranks "$1" --sync none \
+            --quanta 1ms --collective "$4" --phases "$2" --draws 1 --threads 1 --force \
+            -o "$f.json" >/dev/null 2>"$f.err" || { echo "failed: see $f.err" >&2; echo 0; return; }
+        sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$f.cg"
+    }
+    echo "| trace | collective | ranks | Ir, 1 rank × 2 phases (loading) | Ir per steady rank-phase | Ir per rank, set-up + first phase |"
+    echo "|---|---|---|---|---|---|"
+    for t in $traces; do
+        for c in $collectives; do
+            i0=$(ir 1 2 "$t" "$c") i1=$(ir "$n" 1 "$t" "$c") i2=$(ir "$n" 2 "$t" "$c")
+            i3=$(ir "$n" 3 "$t" "$c")
+            awk -v t="$t" -v c="$c" -v n="$n" -v a="$i0" -v b="$i1" -v d="$i2" -v e="$i3" \
+                'BEGIN { printf "| %s | %s | %d | %.3f·10⁹ | %.0f | %.0f |\n", t, c, n, a / 1e9,
+                         (e - d) / n, (b - a) / n }'
+        done
+    done
+    exit 0
+fi
 bin=$(cd "${1:?usage: $0 BIN_DIR [PRECISIONS [RANKS [COLLECTIVES [TRACES]]]]}" && pwd)
 precisions=${2:-"2% 1%"}
 ranks=${3:-"1024 4096 16384 65536 262144 1048576"}
@@ -81,11 +124,7 @@ traces=${5:-"sparse dense"}
 command -v jq >/dev/null || { echo "error: jq is not installed" >&2; exit 1; }
 dir=${JB_BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$dir"
-[ -f "$dir/sparse.jtr" ] || "$bin/jitter-trace" synth 'periodic:period=4ms,dur=120us' \
-    --duration 60s --seed 3 -o "$dir/sparse.jtr" >/dev/null
-[ -f "$dir/dense.jtr" ] || "$bin/jitter-trace" synth \
-    'periodic:period=4ms,dur=120us+poisson:rate=20000/s,dur=exp:300ns' --duration 60s --seed 3 \
-    -o "$dir/dense.jtr" >/dev/null
+synth_traces "$dir" "$bin"
 echo "| trace | collective | precision | ranks | wall s | CPU s | MiB | load | draws | phases/draw | SD eq.2 | stopped |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for t in $traces; do
