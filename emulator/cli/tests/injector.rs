@@ -998,8 +998,14 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
         .map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(100));
+    // The probe and the injector both run at SCHED_FIFO on this CPU: the probe's window stays
+    // 0.3 s under the real-time budget of a 1 s period (the kernel's and this cgroup's), so the
+    // kernel's RT throttling, which would stall the injector with the probe for the rest of the
+    // period (up to 100 ms in a group granted 900 ms), cannot land inside it.
+    let budget = rt_budget();
+    let window_ns = ((budget - 0.3).clamp(0.2, 0.7) * 1e9) as u64;
     let threshold = clock.ns_to_ticks(500_000);
-    let (detours, _) = probe_detours(clock, threshold, 1_000_000_000, 10_000);
+    let (detours, _) = probe_detours(clock, threshold, window_ns, 10_000);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let t0 = Instant::now();
@@ -1023,9 +1029,11 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
     let stalls = lengths.iter().filter(|&&d| d > 1_500_000.0).count();
     let s = Spread::of(&long);
     println!(
-        "  CPU {cpu}: {} detours of 0.9–1.5 ms in 1 s (median {:.1} µs), {stalls} longer; exit {:?} \
-         after {:.0} ms; {}",
+        "  CPU {cpu}: {} detours of 0.9–1.5 ms in {} ms (real-time budget {:.0} ms/s; median \
+         {:.1} µs), {stalls} longer; exit {:?} after {:.0} ms; {}",
         long.len(),
+        window_ns / 1_000_000,
+        budget * 1e3,
         s.median_ns / 1e3,
         status.code(),
         t0.elapsed().as_secs_f64() * 1e3,
@@ -1035,15 +1043,52 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
         status.success() && out.contains("stopped by signal"),
         || format!("SIGTERM: {status:?}, output {out:?}"),
     )?;
-    // 100 per second; a few may straddle the window's edges, and each longer stall can have
+    // One per 10 ms; a few may straddle the window's edges, and each longer stall can have
     // swallowed one.
-    ensure(long.len() <= 102 && long.len() + stalls >= 95, || {
-        format!("{} detours of 0.9–1.5 ms and {stalls} longer", long.len())
+    let n = (window_ns / 10_000_000) as usize;
+    ensure(long.len() <= n + 2 && long.len() + stalls + 5 >= n, || {
+        format!(
+            "{} detours of 0.9–1.5 ms and {stalls} longer in {} ms (expected {n})",
+            long.len(),
+            window_ns / 1_000_000
+        )
     })?;
     ensure((s.median_ns - 1_000_000.0).abs() < 100_000.0, || {
         format!("median long detour {:.1} µs", s.median_ns / 1e3)
     })?;
     Ok(())
+}
+
+/// The real-time runtime granted per second of real-time period, the smaller of the kernel's
+/// (`/proc/sys/kernel/sched_rt_*_us`) and this process's cgroup-v1 `cpu` group's; 1.0 when
+/// unlimited or unreadable.
+fn rt_budget() -> f64 {
+    let ratio = |runtime: &str, period: &str| -> Option<f64> {
+        let r: i64 = std::fs::read_to_string(runtime).ok()?.trim().parse().ok()?;
+        let p: i64 = std::fs::read_to_string(period).ok()?.trim().parse().ok()?;
+        (r >= 0 && p > 0).then(|| r as f64 / p as f64)
+    };
+    let kernel = ratio(
+        "/proc/sys/kernel/sched_rt_runtime_us",
+        "/proc/sys/kernel/sched_rt_period_us",
+    );
+    let group = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| {
+                    l.split_once(":cpu,cpuacct:")
+                        .or_else(|| l.split_once(":cpu:"))
+                })
+                .map(|(_, g)| format!("/sys/fs/cgroup/cpu{g}"))
+        })
+        .and_then(|d| {
+            ratio(
+                &format!("{d}/cpu.rt_runtime_us"),
+                &format!("{d}/cpu.rt_period_us"),
+            )
+        });
+    [kernel, group].into_iter().flatten().fold(1.0, f64::min)
 }
 
 /// `jitter-inject` calibrates when nothing is cached, reuses the cache, measures again when the
