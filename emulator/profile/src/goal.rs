@@ -356,6 +356,8 @@ mod tests {
             iterations: 3,
             ranks: vec![0],
             compute_share: 1.0,
+            kinds: Vec::new(),
+            order: Vec::new(),
             slots: vec![
                 slot(
                     Site {

@@ -26,6 +26,6 @@ pub mod site;
 pub mod structure;
 
 pub use error::ProfileError;
-pub use profile::{MainLoop, Profile, Slot};
+pub use profile::{Kind, MainLoop, Profile, Slot};
 pub use record::{Identity, RankRecord, Recorder};
 pub use site::{Call, Site};

@@ -7,7 +7,10 @@
 //! loop's slots. Slot j's interval is the compute before the body's j-th call at each iteration
 //! of the body, read from the record's counters position by position (`shared` is never set:
 //! positions are told apart exactly). Iterations of other variants (work every k steps, output
-//! every m) are described in `structure`, not in the slots. Ranks whose loop differs (a boundary
+//! every m) are described in `structure`; where the body's iterations hold under
+//! [`structure::BODY_STANDS_FOR_ALL`] of the loop's compute, each other variant's calls are kept
+//! too (`kinds`, from the reference rank) with the iterations' order, so that a prediction
+//! replays every iteration as its kind. Ranks whose loop differs (a boundary
 //! rank that sends to no one) are listed and left out of the slots. Records of ranks that died
 //! are merged as they were when they died, marked `finished: false`.
 
@@ -26,8 +29,9 @@ use crate::structure::{self, rank_loop, LoopStructure, RankLoop, RankTiming};
 /// The value of the file's `format` field.
 pub const FORMAT: &str = "jitterbench-profile";
 /// The file's version: 3 names the waits, tests and probes beyond `Wait`/`Waitall` (`Call`
-/// 16–26); a version-2 file is a version-3 file without them and reads as one.
-pub const VERSION: u32 = 3;
+/// 16–26); 4 adds the main loop's other kinds of iteration (`kinds`, `order`). An older file
+/// is a version-4 file without them and reads as one (every iteration is the body).
+pub const VERSION: u32 = 4;
 /// The oldest version read.
 const OLDEST: u32 = 2;
 
@@ -123,6 +127,58 @@ pub struct MainLoop {
     pub slots: Vec<Slot>,
     /// Share of the reference rank's compute time inside the loop.
     pub compute_share: f64,
+    /// The loop's other kinds of iteration (its variants: work every k steps, a longer step),
+    /// each with its calls, the most frequent first; empty where every iteration is the body.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<Kind>,
+    /// The reference rank's iterations in their order, as runs of one kind: (kind, iterations),
+    /// kind 0 the body and k ≥ 1 `kinds[k - 1]`; empty where every iteration is the body.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order: Vec<(u32, u64)>,
+}
+
+/// A kind of iteration other than the body: its calls, each with the compute before it over
+/// the reference rank's iterations of this kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kind {
+    /// The calls of one iteration of this kind, in order.
+    pub slots: Vec<Slot>,
+    /// Iterations of this kind (of the reference rank).
+    pub iterations: u64,
+}
+
+impl MainLoop {
+    /// The kind of each of the reference rank's iterations in order (0: the body), or `None`
+    /// where every iteration is the body.
+    pub fn kinds_in_order(&self) -> Option<Vec<u32>> {
+        if self.kinds.is_empty() {
+            return None;
+        }
+        let mut out = Vec::new();
+        for &(k, n) in &self.order {
+            out.extend(std::iter::repeat_n(k, n as usize));
+        }
+        Some(out)
+    }
+
+    /// Compute per iteration, ns: the body's slot means summed, or with other kinds the mean
+    /// over the recorded iterations of each one's sum.
+    pub fn mean_compute_ns(&self) -> f64 {
+        let sum = |slots: &[Slot]| slots.iter().map(|s| s.compute.mean_ns).sum::<f64>();
+        if self.kinds.is_empty() {
+            return sum(&self.slots);
+        }
+        let (mut total, mut n) = (0.0, 0u64);
+        for &(k, m) in &self.order {
+            let slots = match k {
+                0 => &self.slots,
+                k => &self.kinds[k as usize - 1].slots,
+            };
+            total += sum(slots) * m as f64;
+            n += m;
+        }
+        total / n.max(1) as f64
+    }
 }
 
 /// A job's profile: the file `JITTER_PROFILE` names.
@@ -190,18 +246,13 @@ fn main_loop_of(
     }
     let r = &records[ri];
     let (sites, vary) = structure::body_sites(r, refl)?;
-    let slots = (0..p)
-        .map(|j| {
-            let (count, compute, call) = sums[j];
-            Some(Slot {
-                site: sites[j],
-                compute: Distribution::of(&hists[j], compute / count.max(1) as f64)?,
-                call_mean_ns: call / count.max(1) as f64,
-                shared: false,
-            })
-        })
-        .collect::<Option<Vec<_>>>()?;
+    let slots = slots_of(&sites, &hists, &sums)?;
     let described = structure::describe(r, refl, vary);
+    let (kinds, order) = if described.kinds_replayed {
+        kinds_of(r, refl)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let main = MainLoop {
         iterations: described.iterations,
         ranks: records
@@ -212,8 +263,56 @@ fn main_loop_of(
             .collect(),
         slots,
         compute_share: described.compute_share,
+        kinds,
+        order,
     };
     Some((main, described))
+}
+
+/// The reference rank's other kinds of iteration (those [`structure::kept_kinds`] keeps) with
+/// their slots, and its iterations' order as runs (iterations of kinds left out are not in it).
+type Kinds = (Vec<Kind>, Vec<(u32, u64)>);
+
+fn kinds_of(r: &RankRecord, l: &RankLoop) -> Option<Kinds> {
+    let kept = structure::kept_kinds(&l.found);
+    let mut kinds = Vec::with_capacity(kept);
+    for v in 1..=kept {
+        let p = l.found.variants[v].1;
+        let mut hists = vec![LogHistogram::default(); p];
+        let mut sums = vec![(0u64, 0f64, 0f64); p];
+        structure::variant_samples(r, l, v, &mut hists, &mut sums);
+        let (sites, _) = structure::sites_of(r, l, v)?;
+        let slots = slots_of(&sites, &hists, &sums)?;
+        kinds.push(Kind {
+            slots,
+            iterations: l.found.count(v) as u64,
+        });
+    }
+    let mut order: Vec<(u32, u64)> = Vec::new();
+    if kept > 0 {
+        for &(_, v) in l.found.iterations.iter().filter(|(_, v)| *v <= kept) {
+            match order.last_mut() {
+                Some((k, n)) if *k == v as u32 => *n += 1,
+                _ => order.push((v as u32, 1)),
+            }
+        }
+    }
+    Some((kinds, order))
+}
+
+/// Slots of `sites` from their samples: (count, Σ compute ns, Σ call ns) and histograms.
+fn slots_of(sites: &[Site], hists: &[LogHistogram], sums: &[(u64, f64, f64)]) -> Option<Vec<Slot>> {
+    (0..sites.len())
+        .map(|j| {
+            let (count, compute, call) = sums[j];
+            Some(Slot {
+                site: sites[j],
+                compute: Distribution::of(&hists[j], compute / count.max(1) as f64)?,
+                call_mean_ns: call / count.max(1) as f64,
+                shared: false,
+            })
+        })
+        .collect()
 }
 
 /// The recorded sequence of `r` as a loop of one iteration (no loop holds most of the compute).
@@ -236,6 +335,8 @@ fn recorded_loop(r: &RankRecord) -> Option<(MainLoop, LoopStructure)> {
         ranks: vec![r.header.rank],
         slots,
         compute_share: 1.0,
+        kinds: Vec::new(),
+        order: Vec::new(),
     };
     Some((main, st))
 }
@@ -401,6 +502,13 @@ mod tests {
     use crate::site::Call;
 
     fn record(rank: u64, loop_sites: &[(Site, u64)], iterations: u64) -> Box<RankRecord> {
+        let its = vec![loop_sites; iterations as usize];
+        record_iterations(rank, &its)
+    }
+
+    /// A record of a barrier, the iterations given (each its calls with the compute before
+    /// each), and a finalize.
+    fn record_iterations(rank: u64, its: &[&[(Site, u64)]]) -> Box<RankRecord> {
         let id = Identity {
             rank,
             ranks: 3,
@@ -417,8 +525,8 @@ mod tests {
             t += 10;
         };
         call(&mut r, &Site::of(Call::Barrier), 5_000);
-        for _ in 0..iterations {
-            for (s, gap) in loop_sites {
+        for it in its {
+            for (s, gap) in it.iter() {
                 call(&mut r, s, *gap);
             }
         }
@@ -508,7 +616,7 @@ mod tests {
         };
         assert_eq!(with_version(2).unwrap().main_loop, p.main_loop);
         let newer = with_version(VERSION + 1).unwrap_err().to_string();
-        assert!(newer.contains("want jitterbench-profile 2 to 3"), "{newer}");
+        assert!(newer.contains("want jitterbench-profile 2 to 4"), "{newer}");
     }
 
     #[test]
@@ -560,5 +668,88 @@ mod tests {
         assert_eq!((t.loop_start_ns, t.loop_end_ns), (Some(0), Some(12_120)));
         assert!(p.reported[0].in_main_loop);
         assert!(render(&p, "x").contains("no main loop: no repeating sequence"));
+    }
+
+    /// A time step (a halo and an allreduce) with a longer step at irregular iterations (32
+    /// all-to-alls between them, 10 µs of compute before each, as an SCF step whose
+    /// diagonalisation sweeps vary): the longer step is a kind of its own, kept with its calls
+    /// and compute, and the iterations' order says where it comes.
+    #[test]
+    fn a_longer_step_at_irregular_iterations_is_a_kind_replayed_in_its_place() {
+        let long_at = [3, 7, 12, 18, 19, 25, 33];
+        let halo = Site {
+            bytes: 1024,
+            comm_size: 2,
+            peer: 1,
+            root: -1,
+            ..Site::of(Call::Sendrecv)
+        };
+        let a = Site {
+            bytes: 8,
+            comm_size: 2,
+            ..Site::of(Call::Allreduce)
+        };
+        let fft = Site {
+            bytes: 4096,
+            comm_size: 2,
+            ..Site::of(Call::Alltoall)
+        };
+        let body = [(halo, 1_000), (a, 2_000)];
+        let mut long = vec![(halo, 1_000)];
+        long.extend([(fft, 10_000); 32]);
+        long.push((a, 2_000));
+        let its: Vec<&[(Site, u64)]> = (0..40)
+            .map(|i| {
+                if long_at.contains(&i) {
+                    &long[..]
+                } else {
+                    &body[..]
+                }
+            })
+            .collect();
+        let p = Profile::merge(&[record_iterations(0, &its)], 2);
+        let l = p.main_loop.as_ref().unwrap();
+        assert_eq!(l.slots.len(), 2);
+        assert_eq!(l.kinds.len(), 1, "{:?}", p.structure);
+        let k = &l.kinds[0];
+        assert_eq!((k.slots.len(), k.iterations), (34, 7));
+        assert_eq!(k.slots[1].site, fft);
+        assert_eq!(k.slots[1].compute.mean_ns, 10_000.0);
+        assert_eq!(k.slots[33].site, a);
+        let order = l.kinds_in_order().unwrap();
+        let want: Vec<u32> = (0..40).map(|i| u32::from(long_at.contains(&i))).collect();
+        assert_eq!(order, want);
+        // Per iteration: 3 µs, and 323 µs in the long ones.
+        let loop_ns = 33.0 * 3_000.0 + 7.0 * 323_000.0;
+        assert!((l.mean_compute_ns() - loop_ns / 40.0).abs() < 1e-6);
+        let st = p.structure.as_ref().unwrap();
+        let total = loop_ns + 5_000.0 + 7_000.0;
+        assert!(st.kinds_replayed);
+        assert!((st.body_compute_share - 33.0 * 3_000.0 / total).abs() < 1e-9);
+        assert!((st.replayed_compute_share - loop_ns / total).abs() < 1e-9);
+        assert_eq!(st.kinds_left_out, 0);
+        let shown = render(&p, "x");
+        assert!(
+            shown.contains("replays each iteration as its kind (2 of 2 kinds)"),
+            "{shown}"
+        );
+        assert!(shown.contains(
+            "left out of the replay: 1 calls of set-up, 1 calls after the loop (0.5 % of"
+        ));
+        // The file keeps the kinds; without them (an older file) every iteration is the body.
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("app.json");
+        p.write(&f).unwrap();
+        assert_eq!(Profile::read(&f).unwrap(), p);
+        let mut j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        let m = j["main_loop"].as_object_mut().unwrap();
+        m.remove("kinds");
+        m.remove("order");
+        j["version"] = 3.into();
+        std::fs::write(&f, j.to_string()).unwrap();
+        let old = Profile::read(&f).unwrap().main_loop.unwrap();
+        assert!(old.kinds.is_empty() && old.kinds_in_order().is_none());
+        assert_eq!(old.mean_compute_ns(), 3_000.0);
     }
 }

@@ -103,12 +103,67 @@ fn structure_lines(st: &LoopStructure) -> String {
         ]);
     }
     out.push_str(&t.render());
-    if st.variants.len() > 1 {
+    out.push_str(&replayed_lines(st));
+    out
+}
+
+/// What a prediction replays of the loop and what it leaves out.
+fn replayed_lines(st: &LoopStructure) -> String {
+    let mut out = String::new();
+    let kinds = st.variants.len();
+    if kinds > 1 && st.replayed_call_share == 0.0 {
+        // A profile of version 3 or older: the body only.
         out.push_str(
             "the slots below are the body's; a prediction replays the body every iteration (the \
              variants' extra calls are not replayed)\n",
         );
+    } else if kinds > 1 && !st.kinds_replayed {
+        let _ = writeln!(
+            out,
+            "the slots below are the body's; a prediction replays the body every iteration: its \
+             iterations hold {:.1} % of rank {}'s compute, at least {:.0} % of the loop's (the \
+             other kinds' extra calls are not replayed)",
+            100.0 * st.body_compute_share,
+            st.rank,
+            100.0 * crate::structure::BODY_STANDS_FOR_ALL
+        );
+    } else if kinds > 1 {
+        let _ = writeln!(
+            out,
+            "a prediction replays each iteration as its kind ({} of {kinds} kinds), in the \
+             recorded order: {:.1} % of rank {}'s compute and {:.1} % of its calls kept (the body \
+             alone: {:.1} % of the compute, under {:.0} % of the loop's)",
+            kinds - st.kinds_left_out,
+            100.0 * st.replayed_compute_share,
+            st.rank,
+            100.0 * st.replayed_call_share,
+            100.0 * st.body_compute_share,
+            100.0 * crate::structure::BODY_STANDS_FOR_ALL
+        );
+        out.push_str("the slots below are the body's (the other kinds' are in the profile)\n");
     }
+    let mut left = vec![
+        format!("{} calls of set-up", st.setup_calls),
+        format!("{} calls after the loop", st.output_calls),
+    ];
+    if st.kinds_left_out > 0 {
+        left.push(format!(
+            "the {} rarest kinds (beyond {} calls of kinds kept)",
+            st.kinds_left_out,
+            crate::structure::MAX_KIND_CALLS
+        ));
+    }
+    let replayed = if st.replayed_call_share > 0.0 {
+        st.replayed_compute_share
+    } else {
+        st.compute_share
+    };
+    let _ = writeln!(
+        out,
+        "left out of the replay: {} ({:.1} % of the compute)",
+        left.join(", "),
+        100.0 * (1.0 - replayed).max(0.0)
+    );
     out
 }
 

@@ -96,6 +96,44 @@ pub struct LoopStructure {
     pub output_ns: u64,
     /// Slots of the body whose bytes vary between iterations: (slot, fewest, most bytes).
     pub sizes_vary: Vec<SizeRange>,
+    /// Share of the rank's compute time in the body's iterations (what a replay of the body
+    /// alone covers).
+    #[serde(default)]
+    pub body_compute_share: f64,
+    /// Share of the rank's compute time in the iterations a prediction replays (every kind kept
+    /// in the main loop's `kinds`, each iteration as its own kind).
+    #[serde(default)]
+    pub replayed_compute_share: f64,
+    /// Share of the kept calls in the iterations a prediction replays.
+    #[serde(default)]
+    pub replayed_call_share: f64,
+    /// Kinds of iteration left out of the replay (the rarest, beyond [`MAX_KIND_CALLS`]).
+    #[serde(default)]
+    pub kinds_left_out: usize,
+    /// A prediction replays each iteration as its kind (false: the body stands for every
+    /// iteration, its iterations holding at least [`BODY_STANDS_FOR_ALL`] of the loop's compute).
+    #[serde(default)]
+    pub kinds_replayed: bool,
+}
+
+/// The least share of the loop's compute the body's iterations hold for the body to stand for
+/// every iteration in a prediction; below it each iteration is replayed as its kind.
+pub(crate) const BODY_STANDS_FOR_ALL: f64 = 0.9;
+
+/// The most calls of the kinds of iteration besides the body a profile keeps (the rarest kinds
+/// beyond it are left out of the replay and said so).
+pub(crate) const MAX_KIND_CALLS: usize = 8192;
+
+/// The variants kept for the replay besides the body (1, 2, …: the most frequent first) while
+/// their calls fit in [`MAX_KIND_CALLS`].
+pub(crate) fn kept_kinds(f: &Found) -> usize {
+    let mut calls = 0;
+    (1..f.variants.len())
+        .take_while(|&v| {
+            calls += f.variants[v].1;
+            calls <= MAX_KIND_CALLS
+        })
+        .count()
 }
 
 /// When a rank ran its loop and what its `MPI_Init` cost, ns from the end of `MPI_Init`.
@@ -258,16 +296,51 @@ pub(crate) fn add_samples(
     }
 }
 
+/// Per call of variant `v` (≥ 1) of the reference's loop: the compute before it and the time in
+/// it over the variant's iterations, ns (as [`add_samples`] for the body).
+pub(crate) fn variant_samples(
+    r: &RankRecord,
+    l: &RankLoop,
+    v: usize,
+    hists: &mut [LogHistogram],
+    sums: &mut [(u64, f64, f64)],
+) {
+    let p = l.found.variants[v].1;
+    for &(f, _) in l.found.iterations.iter().filter(|(_, w)| *w == v) {
+        for j in 0..p {
+            let i = f + j;
+            let Some(c) = compute_before(l, i) else {
+                continue;
+            };
+            let ns = r.ns(c);
+            hists[j].add(ns, 1);
+            let s = &mut sums[j];
+            s.0 += 1;
+            s.1 += ns as f64;
+            s.2 += r.ns(l.times[i].1.saturating_sub(l.times[i].0)) as f64;
+        }
+    }
+}
+
 /// The site of each slot of the reference's body (the most frequent at its position) and the
 /// slots whose bytes vary.
 pub(crate) fn body_sites(r: &RankRecord, l: &RankLoop) -> Option<(Vec<Site>, Vec<SizeRange>)> {
-    let p = l.found.body_len();
+    sites_of(r, l, 0)
+}
+
+/// The site of each call of variant `v` (the most frequent at its position) and the calls whose
+/// bytes vary.
+pub(crate) fn sites_of(
+    r: &RankRecord,
+    l: &RankLoop,
+    v: usize,
+) -> Option<(Vec<Site>, Vec<SizeRange>)> {
+    let p = l.found.variants[v].1;
     let mut sites = Vec::with_capacity(p);
     let mut vary: Vec<SizeRange> = Vec::new();
     for j in 0..p {
         let mut counts: HashMap<u16, u64> = HashMap::new();
-        for &(f, v) in l.found.iterations.iter().filter(|(_, v)| *v == 0) {
-            let _ = v;
+        for &(f, _) in l.found.iterations.iter().filter(|(_, w)| *w == v) {
             *counts.entry(l.seq[f + j]).or_insert(0) += 1;
         }
         let known: Vec<(Site, u64)> = (counts.iter())
@@ -349,6 +422,35 @@ pub(crate) fn describe(
     } else {
         kept.max(1)
     };
+    let all_kinds = kept_kinds(f);
+    let (mut body_compute, mut all_compute) = (0u64, 0u64);
+    for &(first, v) in &f.iterations {
+        let c: u64 = (first..first + f.variants[v].1)
+            .filter_map(|i| compute_before(l, i))
+            .sum();
+        all_compute += c;
+        if v == 0 {
+            body_compute += c;
+        }
+    }
+    let kinds_replayed = (body_compute as f64) < BODY_STANDS_FOR_ALL * all_compute as f64;
+    // Without kinds, every iteration is replayed as the body.
+    let kept_kinds = if kinds_replayed {
+        all_kinds
+    } else {
+        f.variants.len() - 1
+    };
+    let (mut replayed_compute, mut replayed_calls) = (0u64, 0usize);
+    for &(first, v) in &f.iterations {
+        let len = f.variants[v].1;
+        let c: u64 = (first..first + len)
+            .filter_map(|i| compute_before(l, i))
+            .sum();
+        if v <= kept_kinds {
+            replayed_compute += c;
+            replayed_calls += len;
+        }
+    }
     let t = timing(r, Some(l));
     let last = l.times.last().map_or(0, |x| since_init(r, x.1));
     let (a, b) = (t.loop_start_ns.unwrap_or(0), t.loop_end_ns.unwrap_or(0));
@@ -368,6 +470,11 @@ pub(crate) fn describe(
         loop_ns: b.saturating_sub(a),
         output_ns: last.saturating_sub(b),
         sizes_vary: vary,
+        body_compute_share: (body_compute as f64 / total as f64).min(1.0),
+        replayed_compute_share: (replayed_compute as f64 / total as f64).min(1.0),
+        replayed_call_share: share(replayed_calls as f64 / l.seq.len().max(1) as f64),
+        kinds_left_out: f.variants.len() - 1 - kept_kinds,
+        kinds_replayed,
     }
 }
 
@@ -422,6 +529,11 @@ pub(crate) fn recorded(r: &RankRecord) -> Option<(Vec<RecordedCall>, LoopStructu
             loop_ns: last,
             output_ns: 0,
             sizes_vary: Vec::new(),
+            body_compute_share: 1.0,
+            replayed_compute_share: 1.0,
+            replayed_call_share: 1.0,
+            kinds_left_out: 0,
+            kinds_replayed: false,
         },
     ))
 }

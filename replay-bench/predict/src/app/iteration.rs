@@ -6,7 +6,8 @@
 //! (its windows summed: AvgMaxQT) and the iteration's period (from the last rank's end of the
 //! previous iteration to the last rank's end of this one: what the program's loop time grows
 //! by, AvgMaxQTBT) are recorded, and an iteration in which some rank reached f is cut, as the
-//! loop cuts a phase. Nothing is allocated per iteration.
+//! loop cuts a phase. Each iteration takes its part of the skeleton (its kind, or the even or
+//! odd copy). Nothing is allocated per iteration.
 
 use std::sync::atomic::AtomicU64;
 
@@ -103,17 +104,21 @@ pub(crate) fn iterate<C: AppClock>(
             .map(|_| stretch::ends(len))
             .collect::<anyhow::Result<_>>()?,
     };
-    let steps = &spec.skeleton.steps;
-    let cut = stretch::stretches(steps, spec.skeleton.buffers);
+    let sk = spec.skeleton;
+    let cuts: Vec<Vec<Stretch>> = (0..sk.parts.len())
+        .map(|p| stretch::stretches(sk.steps_of(p), sk.buffers))
+        .collect();
     let mut scratch = Scratch::new(spec.n, 0, len as u64, 1)?;
     let mut points = spec.lines.points_buffer();
     let mut run = Run::default();
     let chunk = chunk_of(len);
     let place = spec.lines.placement;
     let mut barriers = 0u64;
-    for _ in 0..spec.iterations {
+    for it in 0..spec.iterations {
+        let part = sk.part(it, spec.iterations);
+        let (steps, cut) = (sk.steps_of(part), &cuts[part]);
         a.qt.fill(0);
-        for piece in &cut {
+        for piece in cut {
             let i = match piece {
                 Stretch::Local(r) => {
                     let p = stretch::Pass {

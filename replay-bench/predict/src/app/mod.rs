@@ -104,15 +104,37 @@ impl App {
              each slot's mean (Σ {} per iteration; its spread not drawn); barrier and allgather \
              by dissemination, allreduce by recursive doubling, reduce/bcast by binomial tree \
              halves at rank 0, alltoall(v) pairwise; point-to-point to the profiled peers, {grown} \
-             (P/2 and a 2-rank dimension alternating); messages LogP o = {}, l = {} (bytes not modelled: no G); {}; {}",
+             (P/2 and a 2-rank dimension alternating); messages LogP o = {}, l = {} (bytes not modelled: no G); {}; {}{}",
             self.path,
             self.main_loop.slots.len(),
             self.profiled_ranks,
-            format_ns(self.main_loop.slots.iter().map(|s| s.compute.mean_ns).sum()),
+            format_ns(self.main_loop.mean_compute_ns()),
             format_ns(c.o_ns),
             format_ns(c.l_ns),
             self.resyncs(),
-            spec.platform.predicted()
+            spec.platform.predicted(),
+            self.kinds()
+        )
+    }
+
+    /// The kinds of iteration replayed besides the body, if any.
+    fn kinds(&self) -> String {
+        let l = &self.main_loop;
+        if l.kinds.is_empty() {
+            return String::new();
+        }
+        let n: u64 = l.order.iter().map(|r| r.1).sum();
+        format!(
+            "; {} kinds of iteration besides the body ({} of {n} recorded iterations), each \
+             iteration replayed as its kind in the recorded order (a run of fewer iterations \
+             takes every (recorded ÷ run)-th; compute above: the mean per iteration)",
+            l.kinds.len(),
+            n - l
+                .order
+                .iter()
+                .filter(|r| r.0 == 0)
+                .map(|r| r.1)
+                .sum::<u64>()
         )
     }
 
@@ -153,17 +175,27 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
     // The walk where the index is not exact: timer errors or an O-after-a-gap curve; it walks
     // every detour an iteration meets (its compute at least).
     let walk = spec.des.drift_sd_ns > 0.0 || !opts.overhead_by_gap.points().is_empty();
-    let rounds: f64 = (sk.steps.iter())
-        .map(|s| match s {
-            skeleton::Step::Collective(a) => super::collective::round_count(*a, n) as f64,
-            _ => 0.0,
-        })
-        .sum();
+    // Per iteration, the parts weighted by their share of the iterations.
+    let weights = sk.weights();
+    let mean = |f: &dyn Fn(&[skeleton::Step]) -> f64| -> f64 {
+        (0..sk.parts.len())
+            .map(|p| weights[p] * f(sk.steps_of(p)))
+            .sum()
+    };
+    let rounds: f64 = mean(&|steps| {
+        (steps.iter())
+            .map(|s| match s {
+                skeleton::Step::Collective(a) => super::collective::round_count(*a, n) as f64,
+                _ => 0.0,
+            })
+            .sum()
+    });
+    let steps = mean(&|steps| steps.len() as f64);
     let costs = Costs::scaled(&spec.des.comm.resolved(), opts.scale);
     let per_rank_iteration = |t: &TraceInput, mode: SyncMode| {
         if walk {
             // Every round and step asked, each detour of the compute walked.
-            let others = sk.steps.len() as f64 - collectives(&sk) as f64;
+            let others = steps - mean(&|s| collectives(s) as f64);
             let asked = rounds * (budget::COLLECTIVE_NS_PER_ROUND + budget::COLLECTIVE_NS_PER_ASK)
                 + others * 2.0 * budget::INDEXED_NS_PER_EVENT;
             let walked = budget::density(t) * sk.compute_ns as f64 * budget::NS_PER_EVENT;
@@ -206,7 +238,7 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
     };
     let per_rank = (state + 8 * (3 + sk.buffers) + super::collective::BYTES_PER_RANK) as u64;
     Ok(Estimate {
-        events: rank_iterations * sk.steps.len() as f64,
+        events: rank_iterations * steps,
         seconds: (ns / threads.max(1.0) + index_ns) * 1e-9,
         bytes: n.checked_mul(per_rank),
     })
@@ -218,9 +250,9 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
 /// time by the release test `predict_estimate_app`.
 pub(crate) const APP_NS_PER_LOCAL_STEP: f64 = 3.0;
 
-/// Collective steps of `sk`.
-fn collectives(sk: &Skeleton) -> usize {
-    (sk.steps.iter())
+/// Collective steps of `steps`.
+fn collectives(steps: &[skeleton::Step]) -> usize {
+    (steps.iter())
         .filter(|s| matches!(s, skeleton::Step::Collective(_)))
         .count()
 }
@@ -234,15 +266,22 @@ fn cost_indexed(sk: &Skeleton, rounds: f64, t: &TraceInput, at: (SyncMode, u64),
     let (mode, n) = at;
     let density = budget::density(t);
     let busy = t.info.noise_ratio.clamp(0.0, 0.9);
-    let local: f64 = (stretch::stretches(&sk.steps, sk.buffers).iter())
-        .map(|s| match s {
-            stretch::Stretch::Local(r) => {
-                budget::INDEXED_NS_PER_EVENT + r.len() as f64 * APP_NS_PER_LOCAL_STEP
-            }
-            stretch::Stretch::Single(i) => match sk.steps[*i] {
-                skeleton::Step::Collective(_) => 0.0,
-                _ => budget::INDEXED_NS_PER_EVENT,
-            },
+    let weights = sk.weights();
+    let local: f64 = (0..sk.parts.len())
+        .map(|p| {
+            let steps = sk.steps_of(p);
+            let each: f64 = (stretch::stretches(steps, sk.buffers).iter())
+                .map(|s| match s {
+                    stretch::Stretch::Local(r) => {
+                        budget::INDEXED_NS_PER_EVENT + r.len() as f64 * APP_NS_PER_LOCAL_STEP
+                    }
+                    stretch::Stretch::Single(i) => match steps[*i] {
+                        skeleton::Step::Collective(_) => 0.0,
+                        _ => budget::INDEXED_NS_PER_EVENT,
+                    },
+                })
+                .sum();
+            weights[p] * each
         })
         .sum();
     let compute = sk.compute_ns as f64;
@@ -268,10 +307,7 @@ pub fn predict(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow::
     }
     let mut cfg = config(traces, spec);
     let scale = spec.platform.options().scale;
-    cfg.quanta_ns = (app.main_loop.slots.iter())
-        .map(|s| s.compute.mean_ns)
-        .sum::<f64>()
-        .round() as u64;
+    cfg.quanta_ns = app.main_loop.mean_compute_ns().round() as u64;
     if let Some(d) = cfg.predict.as_mut() {
         d.loop_shape = "application".into();
         d.collective = "per call".into();
@@ -449,8 +485,13 @@ impl Point<'_> {
                 })?;
                 units.resize(count, 1);
             }
+            // With kinds, the same iterations as the run (its kinds in the same order).
             let q = Spec {
-                iterations: BASELINE_PHASES.min(spec.des.phases),
+                iterations: if sk.order.is_empty() {
+                    BASELINE_PHASES.min(spec.des.phases)
+                } else {
+                    spec.des.phases
+                },
                 ..s
             };
             iterate(&QuietClock, &mut units, &q)?.0
@@ -494,13 +535,7 @@ impl Point<'_> {
                 iterate(&clock, &mut states, &s)?.0
             }
         };
-        Ok(outcome(
-            &run,
-            &quiet,
-            sk.compute_ns,
-            spec.des.phases,
-            opts.scale,
-        ))
+        Ok(outcome(&run, &quiet, sk, spec.des.phases, opts.scale))
     }
 }
 
@@ -517,16 +552,27 @@ fn noise_share(o: &DesOutcome, n: u64, scale: f64) -> f64 {
 }
 
 /// The outcome of a run beside its noise-free baseline (its last iteration: the loop settles
-/// after the first), in the loop's fields: qt is an iteration's compute, qtbt its period.
-fn outcome(run: &Run, quiet: &Run, compute: u64, requested: u64, scale: f64) -> DesOutcome {
-    let period = (quiet.last_exit - quiet.prev_exit) as f64 / scale;
+/// after the first; with kinds of iteration, the mean over the same iterations), in the loop's
+/// fields: qt is an iteration's compute, qtbt its period.
+fn outcome(run: &Run, quiet: &Run, sk: &Skeleton, requested: u64, scale: f64) -> DesOutcome {
+    let (compute, period) = if sk.order.is_empty() {
+        (
+            sk.compute_ns as f64 / scale,
+            (quiet.last_exit - quiet.prev_exit) as f64 / scale,
+        )
+    } else {
+        (
+            quiet.averages.avg_max_qt_ns(),
+            quiet.last_exit as f64 / scale / quiet.averages.phases.max(1) as f64,
+        )
+    };
     let st = &run.stats;
     DesOutcome {
         averages: run.averages,
         requested_phases: requested,
         stopped_by_fraction: run.stopped_by_fraction,
         mean_period_ns: run.last_exit as f64 / scale / run.averages.phases.max(1) as f64,
-        baseline_qt_ns: compute as f64 / scale,
+        baseline_qt_ns: compute,
         baseline_qtbt_ns: period,
         baseline_period_ns: period,
         emulator: EmulatorTotals {

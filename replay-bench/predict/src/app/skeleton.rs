@@ -19,7 +19,14 @@
 //!   at `Waitall`/`Testall`, at `Waitany`/`Waitsome`/`Testany`/`Testsome` (the oldest ready pending
 //!   requests, as many as they completed) or at a matched probe (`Mprobe`/`Improbe`; its
 //!   `Mrecv`/`Imrecv` then receives at once); `Sendrecv` sends, then receives; a message to the
-//!   rank itself is none.
+//!   rank itself is none;
+//! * requests still pending at the end of an iteration (a receive posted in one iteration and
+//!   completed by a wait in the next) are carried into the next: the loop is then built twice
+//!   (even and odd iterations, each with its own send buffers), and a carried receive waits at
+//!   its wait for the send of the iteration before;
+//! * a loop with several kinds of iteration (the profile's `kinds`) is one part per kind,
+//!   replayed in the recorded order (every iteration as its kind; a run of fewer iterations than
+//!   recorded takes every (recorded ÷ run)-th); nothing is carried between kinds.
 
 use jitter_profile::peers::{Growth, Halves};
 use jitter_profile::{Call, MainLoop, Profile};
@@ -80,13 +87,28 @@ pub(crate) enum Step {
     BarrierExit,
 }
 
+/// One kind of iteration's steps (a range of [`Skeleton::steps`]) and its compute.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Part {
+    pub(crate) steps: std::ops::Range<usize>,
+    /// Σ compute of one iteration of it, replay ns.
+    pub(crate) compute_ns: u64,
+}
+
 /// The main loop at N ranks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Skeleton {
+    /// Every part's steps, one after the other.
     pub(crate) steps: Vec<Step>,
+    /// The parts: one per kind of iteration (two per kind where requests are carried).
+    pub(crate) parts: Vec<Part>,
+    /// The recorded kinds of iteration in order (empty: every iteration is kind 0).
+    pub(crate) order: Vec<u32>,
+    /// Each kind is two parts, taken by even and odd iterations (requests carried between).
+    pub(crate) doubled: bool,
     /// Send-end buffers one iteration needs.
     pub(crate) buffers: usize,
-    /// Σ compute per iteration, replay ns.
+    /// Σ compute per iteration (the mean over the replayed kinds), replay ns.
     pub(crate) compute_ns: u64,
     /// Every rank does the same in every step (symmetric collectives, shifts only): ranks that
     /// start alike stay alike, and one state may stand for them all.
@@ -111,11 +133,59 @@ pub fn main_loop<'a>(profile: &'a Profile, path: &str) -> anyhow::Result<&'a Mai
     Ok(l)
 }
 
+impl Skeleton {
+    /// The part iteration `i` of a run of `iterations` takes: its recorded kind (every
+    /// (recorded ÷ run)-th where the run is shorter, in turn where longer), the even or odd copy
+    /// where requests are carried.
+    #[inline]
+    pub(crate) fn part(&self, i: u64, iterations: u64) -> usize {
+        let kind = if self.order.is_empty() {
+            0
+        } else {
+            let len = self.order.len() as u64;
+            let at = if iterations < len {
+                i * len / iterations.max(1)
+            } else {
+                i % len
+            };
+            self.order[at as usize] as usize
+        };
+        if self.doubled {
+            2 * kind + (i & 1) as usize
+        } else {
+            kind
+        }
+    }
+
+    /// The share of a run's iterations each part takes (its kind's share of the recorded
+    /// iterations, halved between the copies where requests are carried).
+    pub(crate) fn weights(&self) -> Vec<f64> {
+        let mut w = vec![0.0; self.parts.len()];
+        if self.order.is_empty() {
+            let each = 1.0 / self.parts.len() as f64;
+            w.fill(each);
+            return w;
+        }
+        let one = 1.0 / self.order.len() as f64;
+        for &k in &self.order {
+            w[k as usize] += one;
+        }
+        w
+    }
+
+    /// The steps of part `p`.
+    pub(crate) fn steps_of(&self, p: usize) -> &[Step] {
+        &self.steps[self.parts[p].steps.clone()]
+    }
+}
+
 /// A point-to-point receive waiting for its completion (an `Irecv` before its `Wait`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pending {
     /// A receive from offset `from` (mod N), its index among the receives of that channel.
     Receive { channel: u64, k: usize },
+    /// A receive carried from the iteration before, whose send's end is in `buf`.
+    Carried { channel: u64, buf: usize },
     /// A send (complete at once: eager).
     Send,
 }
@@ -173,7 +243,7 @@ impl Builder {
     /// the iteration.
     fn ready(&self, p: &Pending) -> bool {
         match p {
-            Pending::Send => true,
+            Pending::Send | Pending::Carried { .. } => true,
             Pending::Receive { channel, k } => {
                 self.sends.get(channel).is_some_and(|v| v.len() > *k)
             }
@@ -182,8 +252,16 @@ impl Builder {
 
     /// Completes a receive: its step, once its matching send is in the iteration before it.
     fn complete(&mut self, p: Pending, at: &str) -> anyhow::Result<()> {
-        let Pending::Receive { channel, k } = p else {
-            return Ok(());
+        let (channel, k) = match p {
+            Pending::Receive { channel, k } => (channel, k),
+            Pending::Carried { channel, buf } => {
+                self.steps.push(Step::Receive {
+                    buf,
+                    link: Link::Shift(channel),
+                });
+                return Ok(());
+            }
+            Pending::Send => return Ok(()),
         };
         let Some(&buf) = self.sends.get(&channel).and_then(|v| v.get(k)) else {
             anyhow::bail!(
@@ -211,6 +289,62 @@ impl Builder {
     }
 }
 
+impl Builder {
+    /// One iteration of `slots` as a part, `carried` pending from the iteration before: its
+    /// compute, and the requests it leaves pending.
+    fn part(
+        &mut self,
+        slots: &[jitter_profile::Slot],
+        growth: &Growth,
+        carried: &[Pending],
+    ) -> anyhow::Result<(Part, Vec<Pending>)> {
+        self.sends.clear();
+        self.taken.clear();
+        self.pending = carried.iter().copied().collect();
+        self.no_peer = 0;
+        let first = self.steps.len();
+        let mut halves = Halves::default();
+        let mut compute_ns = 0u64;
+        for (j, slot) in slots.iter().enumerate() {
+            let c = (slot.compute.mean_ns.max(0.0) * self.scale).round() as u64;
+            if c > 0 {
+                self.steps.push(Step::Compute(c));
+                compute_ns += c;
+            }
+            let at = format!("call {} ({})", j + 1, slot.site.call.name());
+            call_steps(self, &mut halves, growth, &slot.site, &at)?;
+        }
+        let part = Part {
+            steps: first..self.steps.len(),
+            compute_ns,
+        };
+        Ok((part, self.pending.drain(..).collect()))
+    }
+
+    /// Of the requests `left` pending at the end of an iteration, those the next iteration
+    /// carries: sends and carried receives as they are, a receive whose send is in the
+    /// iteration as a receive of that send's buffer moved by `shift` (the other copy's);
+    /// receives without a send in the iteration are dropped (counted in `unsent`).
+    fn carry(&self, left: &[Pending], shift: usize, unsent: &mut usize) -> Vec<Pending> {
+        let mut out = Vec::new();
+        for p in left {
+            match *p {
+                Pending::Receive { channel, k } => {
+                    match self.sends.get(&channel).and_then(|v| v.get(k)) {
+                        Some(&buf) => out.push(Pending::Carried {
+                            channel,
+                            buf: buf + shift,
+                        }),
+                        None => *unsent += 1,
+                    }
+                }
+                other => out.push(other),
+            }
+        }
+        out
+    }
+}
+
 impl Skeleton {
     /// `l` (profiled at `growth.profiled_ranks`) at `growth.ranks` ranks, compute scaled by
     /// `scale`.
@@ -228,18 +362,67 @@ impl Skeleton {
             buffers: 1,
             no_peer: 0,
         };
-        let mut halves = Halves::default();
-        let mut compute_ns = 0u64;
-        for (j, slot) in l.slots.iter().enumerate() {
-            let c = (slot.compute.mean_ns.max(0.0) * b.scale).round() as u64;
-            if c > 0 {
-                b.steps.push(Step::Compute(c));
-                compute_ns += c;
+        let mut warnings = Vec::new();
+        let order = l.kinds_in_order().unwrap_or_default();
+        if !order.is_empty() {
+            // One part per kind, nothing carried between kinds.
+            let mut parts = Vec::with_capacity(l.kinds.len() + 1);
+            let kinds = std::iter::once(&l.slots).chain(l.kinds.iter().map(|k| &k.slots));
+            for (k, slots) in kinds.enumerate() {
+                let (part, left) = b.part(slots, growth, &[])?;
+                let mut unsent = 0;
+                let carried = b.carry(&left, 0, &mut unsent);
+                let kind = if k == 0 {
+                    String::new()
+                } else {
+                    format!("kind {k}: ")
+                };
+                for w in part_warnings(&b, unsent, carried.len()) {
+                    warnings.push(format!("{kind}{w}"));
+                }
+                parts.push(part);
             }
-            let at = format!("call {} ({})", j + 1, slot.site.call.name());
-            call_steps(&mut b, &mut halves, growth, &slot.site, &at)?;
+            let mean = order
+                .iter()
+                .map(|&k| parts[k as usize].compute_ns)
+                .sum::<u64>()
+                / order.len() as u64;
+            return Ok(finish(b, parts, order, false, mean, warnings));
         }
-        Ok(finish(b, compute_ns))
+        let (part, left) = b.part(&l.slots, growth, &[])?;
+        let mut unsent = 0;
+        let sends = b.buffers - 1;
+        let even = b.carry(&left, sends, &mut unsent);
+        if !even.iter().any(|p| matches!(p, Pending::Carried { .. })) {
+            // Nothing waits across iterations: one part, as built.
+            warnings.extend(part_warnings(&b, unsent, left.len() - unsent));
+            let compute = part.compute_ns;
+            return Ok(finish(b, vec![part], Vec::new(), false, compute, warnings));
+        }
+        // Requests completed in the next iteration: two copies, each carrying the other's.
+        b.steps.clear();
+        b.buffers = 1;
+        let (a, left_a) = b.part(&l.slots, growth, &even)?;
+        let mut unsent_a = 0;
+        let odd = b.carry(&left_a, 0, &mut unsent_a);
+        let (c, left_c) = b.part(&l.slots, growth, &odd)?;
+        let mut unsent_c = 0;
+        let _ = b.carry(&left_c, 0, &mut unsent_c);
+        warnings.extend(part_warnings(&b, unsent_c, 0));
+        let stuck = left_c
+            .iter()
+            .filter(|p| matches!(p, Pending::Carried { .. }))
+            .count();
+        if left_c.len() - unsent_c != even.len() || stuck > 0 {
+            warnings.push(format!(
+                "{} requests per iteration are carried into the next and {} of them are still \
+                 pending after it: the later ones are not modelled",
+                left_c.len() - unsent_c,
+                stuck
+            ));
+        }
+        let compute = a.compute_ns;
+        Ok(finish(b, vec![a, c], Vec::new(), true, compute, warnings))
     }
 }
 
@@ -349,8 +532,9 @@ fn call_steps(
     Ok(())
 }
 
-/// The skeleton of a built iteration, with what it left out.
-fn finish(b: Builder, compute_ns: u64) -> Skeleton {
+/// What an iteration just built leaves out: `unsent` receives without a send in the
+/// iteration, `never` requests no wait of the loop completes.
+fn part_warnings(b: &Builder, unsent: usize, never: usize) -> Vec<String> {
     let mut warnings = Vec::new();
     if b.no_peer > 0 {
         warnings.push(format!(
@@ -369,12 +553,31 @@ fn finish(b: Builder, compute_ns: u64) -> Skeleton {
             b.n
         ));
     }
-    if !b.pending.is_empty() {
+    if unsent > 0 {
         warnings.push(format!(
-            "{} requests per iteration are never waited for: their receives cost nothing",
-            b.pending.len()
+            "{unsent} receives per iteration have no matching send at {} ranks (the profiled \
+             rank receives more messages on a channel than it sends on it, and every rank \
+             replays its calls): they cost nothing",
+            b.n
         ));
     }
+    if never > 0 {
+        warnings.push(format!(
+            "{never} requests per iteration are never waited for: their receives cost nothing"
+        ));
+    }
+    warnings
+}
+
+/// The skeleton of the built parts.
+fn finish(
+    b: Builder,
+    parts: Vec<Part>,
+    order: Vec<u32>,
+    doubled: bool,
+    compute_ns: u64,
+    warnings: Vec<String>,
+) -> Skeleton {
     let n = b.n;
     let symmetric = b.steps.iter().all(|s| match s {
         Step::Collective(a) => symmetric(*a, n),
@@ -383,6 +586,9 @@ fn finish(b: Builder, compute_ns: u64) -> Skeleton {
     });
     Skeleton {
         steps: b.steps,
+        parts,
+        order,
+        doubled,
         buffers: b.buffers,
         compute_ns,
         symmetric,

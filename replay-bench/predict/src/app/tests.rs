@@ -37,6 +37,8 @@ pub(crate) fn halo_loop(c: [f64; 4]) -> MainLoop {
         iterations: 10,
         ranks: vec![0, 1, 2, 3],
         compute_share: 1.0,
+        kinds: Vec::new(),
+        order: Vec::new(),
         slots: vec![
             slot(sr(1), c[0]),
             slot(sr(-1), c[1]),
@@ -822,4 +824,139 @@ fn local_stretches_give_what_step_by_step_passes_give_under_noise() {
         let quiet = step_by_step(&QuietClock, &mut vec![1; n as usize], &sk, c);
         assert_ne!(want, quiet, "{n} ranks: no detour met");
     }
+}
+
+/// `iterations` iterations of `l` at `n` ranks without noise (o, ℓ given; sync none): each
+/// state's time at the end, and the skeleton.
+fn quiet_run(l: &MainLoop, n: u64, iterations: u64, o: u64, ll: u64) -> (Vec<u64>, Skeleton) {
+    let sk = Skeleton::new(l, &growth(n), 1.0).unwrap();
+    let lines = Timelines::new(1, &[1_000_000_000]).unwrap();
+    let spec = Spec {
+        skeleton: &sk,
+        n,
+        iterations,
+        costs: Costs { o, l: ll },
+        lines: &lines,
+        schedule: SyncSchedule {
+            mode: SyncMode::None,
+            seed: 1,
+        },
+        scale: 1.0,
+    };
+    let mut units = vec![1u64; n as usize];
+    let t = iterate(&QuietClock, &mut units, &spec).unwrap().1;
+    (t, sk)
+}
+
+/// A ring whose receive is completed in the next iteration: each iteration first waits for the
+/// receive and the send posted in the iteration before (two `Wait`s), then posts a receive from
+/// −1 and, after 1 µs of compute, sends to +1. Each wait now pays for its message: the send
+/// ended the iteration before, the receive waits ℓ for it and costs o; the old skeleton left
+/// the receive pending for ever and it cost nothing.
+#[test]
+fn a_receive_completed_in_the_next_iteration_costs_its_message() {
+    let p2p = |call: Call, peer: i32| Site {
+        peer,
+        ..on(call, 4)
+    };
+    let l = MainLoop {
+        slots: vec![
+            slot(on(Call::Wait, 4), 0.0),
+            slot(on(Call::Wait, 4), 0.0),
+            slot(p2p(Call::Irecv, -1), 0.0),
+            slot(p2p(Call::Isend, 1), 1_000.0),
+        ],
+        ..halo_loop([0.0; 4])
+    };
+    let (o, ll) = (70u64, 500u64);
+    for n in [2u64, 4, 16] {
+        let (t, sk) = quiet_run(&l, n, 6, o, ll);
+        assert!(sk.doubled, "{n}");
+        assert!(sk.warnings.is_empty(), "{n}: {:?}", sk.warnings);
+        // The even copy's receive reads the odd copy's send buffer and the other way round.
+        let bufs = |p: usize| -> (Vec<usize>, Vec<usize>) {
+            let steps = sk.steps_of(p);
+            let recv = (steps.iter())
+                .filter_map(|s| match s {
+                    super::skeleton::Step::Receive { buf, .. } => Some(*buf),
+                    _ => None,
+                })
+                .collect();
+            let send = (steps.iter())
+                .filter_map(|s| match s {
+                    super::skeleton::Step::Send { buf, .. } => Some(*buf),
+                    _ => None,
+                })
+                .collect();
+            (recv, send)
+        };
+        let ((ra, sa), (rb, sb)) = (bufs(0), bufs(1));
+        assert_eq!(ra, sb, "{n}");
+        assert_eq!(rb, sa, "{n}");
+        assert_eq!(ra.len(), 1, "{n}");
+        // Iteration 0 waits ℓ for a send at time 0; every later one for the send that ended
+        // the iteration before: 6 × (ℓ + o + 1 µs + o).
+        let want = 6 * (ll + 2 * o + 1_000);
+        assert!(t.iter().all(|&x| x == want), "{n}: {t:?} vs {want}");
+    }
+}
+
+/// Waitsome completes the oldest pending requests that are ready: the receive carried from the
+/// iteration before (its send is there) and the send carried with it, not the receive posted
+/// just before it, whose send comes later in the iteration (it stays pending for the next).
+#[test]
+fn waitsome_takes_the_carried_receive_before_a_receive_whose_send_comes_later() {
+    let p2p = |call: Call, peer: i32| Site {
+        peer,
+        ..on(call, 4)
+    };
+    let some = Site {
+        requests: 2,
+        ..on(Call::Waitsome, 4)
+    };
+    let l = MainLoop {
+        slots: vec![
+            slot(p2p(Call::Irecv, -1), 0.0),
+            slot(some, 0.0),
+            slot(p2p(Call::Isend, 1), 1_000.0),
+        ],
+        ..halo_loop([0.0; 4])
+    };
+    let (o, ll) = (70u64, 500u64);
+    let (t, sk) = quiet_run(&l, 4, 4, o, ll);
+    assert!(sk.doubled && sk.warnings.is_empty(), "{:?}", sk.warnings);
+    // Iteration 0: ℓ for a send at 0, o; then 1 µs and the send's o; the same every iteration.
+    let want = 4 * (ll + 2 * o + 1_000);
+    assert!(t.iter().all(|&x| x == want), "{t:?} vs {want}");
+}
+
+/// A loop with two kinds of iteration replays each iteration as its recorded kind: 1 µs of
+/// compute in the body, 5 µs in the other kind (every fourth iteration), at one rank (no
+/// messages): 8 iterations take 6 × 1 + 2 × 5 µs; 16 take the order twice over.
+#[test]
+fn iterations_of_another_kind_are_replayed_in_the_recorded_order() {
+    let a = on(Call::Allreduce, 4);
+    let l = MainLoop {
+        slots: vec![slot(a, 1_000.0)],
+        kinds: vec![jitter_profile::Kind {
+            slots: vec![slot(a, 1_000.0), slot(a, 4_000.0)],
+            iterations: 2,
+        }],
+        order: vec![(0, 3), (1, 1), (0, 3), (1, 1)],
+        ..halo_loop([0.0; 4])
+    };
+    assert_eq!(l.mean_compute_ns(), 2_000.0);
+    let (t, sk) = quiet_run(&l, 1, 8, 70, 500);
+    assert_eq!(
+        (sk.parts.len(), sk.compute_ns, sk.doubled),
+        (2, 2_000, false)
+    );
+    assert_eq!(t, vec![16_000]);
+    assert_eq!(quiet_run(&l, 1, 16, 70, 500).0, vec![32_000]);
+    let kinds: Vec<usize> = (0..8).map(|i| sk.part(i, 8)).collect();
+    assert_eq!(kinds, vec![0, 0, 0, 1, 0, 0, 0, 1]);
+    // A run of 4 takes every second recorded iteration.
+    let kinds: Vec<usize> = (0..4).map(|i| sk.part(i, 4)).collect();
+    assert_eq!(kinds, vec![0, 0, 0, 0]);
+    assert_eq!(sk.weights(), vec![0.75, 0.25]);
 }

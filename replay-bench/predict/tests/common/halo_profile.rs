@@ -36,6 +36,8 @@ pub fn profile(main_loop: bool, allreduces_ns: &[f64]) -> Profile {
             iterations: 100,
             ranks: vec![0, 1],
             compute_share: 1.0,
+            kinds: Vec::new(),
+            order: Vec::new(),
             slots: [slot(sr, 500_000.0), slot(sr, 0.0)]
                 .into_iter()
                 .chain(
