@@ -19,7 +19,6 @@ use crate::flags::shared::PlatformChoice;
 use crate::flags::validate::ValidateArgs;
 use jitter_emulator::{InjectionMode, SyncMode};
 use jitter_predict::background;
-use jitter_predict::des::Engine;
 use jitter_predict::request::PredictRequest;
 use jitter_predict::window::predict_run;
 use jitter_report::comparison::{self, Comparison};
@@ -294,7 +293,7 @@ pub(crate) fn compare_all(
     let mut all = Vec::with_capacity(2 * measured.len());
     for m in measured {
         let predicted = (whole.iter()).find(|p| p.ranks == m.row.ranks && p.sync == m.row.sync);
-        let same = predict_run(&m.report, &a.trace, &base, Engine::default())
+        let same = predict_run(&m.report, &a.trace, &base)
             .with_context(|| format!("the prediction of the windows of {}", m.report.display()))?;
         all.extend(comparison::compare(comparison::Inputs {
             measured: &m.row,

@@ -4,8 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use jitter_report::report::{Report, ReportKind};
-use replay_bench::commands::predict::main;
-use replay_bench::flags::PredictArgs;
+use replay_bench::flags::{PredictArgs, PredictCmd};
+
+/// `replay-bench predict` with these options and the default engine.
+fn main(args: PredictArgs) -> anyhow::Result<()> {
+    let engine = jitter_predict::des::Engine::default();
+    replay_bench::commands::predict::main(PredictCmd { args, engine })
+}
 
 fn write_trace(dir: &Path, name: &str, spec: &str) -> PathBuf {
     let t = jitter_trace::synth::synthesize(&spec.parse().unwrap(), 2, 5_000_000_000, 3).unwrap();

@@ -25,9 +25,10 @@ use jitter_trace::Record;
 #[cfg(test)]
 use super::collective::CommModel;
 use super::collective::{self, Algorithm};
-use super::des::{self, share};
+use super::des;
 use super::input::TraceInput;
-use super::simulation::DesConfig;
+use super::ranks::share;
+use super::simulation::{index_allowed, DesConfig};
 use super::spec::PredictSpec;
 use crate::spec::Model;
 
@@ -380,7 +381,7 @@ pub fn estimate(
     // is higher).
     let fast = |t: &TraceInput| {
         let o = t.plans.first().map(|p| *p.options());
-        des::index_allowed(spec.engine, cfg)
+        index_allowed(spec.engine, cfg)
             && o.is_some_and(|o| o.scale == 1.0 && o.overhead_by_gap.points().is_empty())
     };
     let run_des = matches!(spec.model, Model::Des | Model::Both);

@@ -44,7 +44,8 @@ use super::phase_loop::{
 };
 use super::rank_layout::{Placement, Timelines};
 pub use super::ranks::{share, MIN_CHUNK};
-pub use super::simulation::{pool, BarrierModel, DesConfig, DesOutcome};
+use super::simulation::index_allowed;
+pub use super::simulation::{pool, BarrierModel, DesConfig, DesOutcome, Engine};
 use crate::comm::Collective;
 
 /// Bytes the simulation holds per simulated rank (one `RankState`, nothing per phase).
@@ -140,18 +141,6 @@ impl RankState {
     }
 }
 
-/// How the simulation advances each rank through its replay plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-pub enum Engine {
-    /// The plan's cursor, injection by injection (cost grows with the detours walked).
-    Walk,
-    /// The plan compiled once per stream ([`PlanIndex`]), each question answered by search;
-    /// the walk where the index is not exact (timer errors, an O-after-a-gap curve).
-    #[default]
-    Indexed,
-}
-
 /// Bytes the indexed simulation holds per simulated rank.
 pub(crate) const INDEXED_RANK_BYTES: usize = std::mem::size_of::<IdxRank>();
 
@@ -167,12 +156,6 @@ struct IdxRank {
     limit_at: u64,
     /// Simulated ranks this state stands for ([`ReplayEngine::copies`]).
     copies: u64,
-}
-
-/// Whether `engine` with `cfg` may answer from the index: the indexed engine without timer
-/// errors (drawn per injection, which no index holds); the plans must also have one.
-pub(crate) fn index_allowed(engine: Engine, cfg: &DesConfig) -> bool {
-    engine == Engine::Indexed && cfg.drift_sd_ns == 0.0
 }
 
 /// True when `engine` can run `plans` with `cfg` exactly: the indexes, else `None`.

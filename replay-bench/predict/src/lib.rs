@@ -7,8 +7,9 @@
 //! node-trace set is one more, `TraceInput::node_set`) and a [`PredictSpec`]; [`predict`]
 //! (`prediction`) runs every trace, rank count and sync mode through the model(s) — the
 //! simulation [`simulate`] (`des`) and the analytic tier (`order_stats`) — into a
-//! [`Prediction`], whose reports `prediction_report` builds; `progress` says how far a long one
-//! is in a log. The spec reaches the models through `prediction` alone. The plans'
+//! [`Prediction`], whose reports `prediction_report` builds, for the work the spec fixes or in
+//! the precision mode (`precision_mode` plans the draws); `progress` says how far a long one is
+//! in a log. The spec reaches the models through `prediction` alone. The plans'
 //! compiled index is `plan_index` (one rank's replay in it: `indexed_replay`). Split over MPI
 //! processes, the ranks reduce through `comm::Collective`, which the benchmark implements over
 //! MPI: nothing here links MPI.
@@ -55,4 +56,4 @@ pub use prepare::prepare;
 pub use progress::TEXT_PROGRESS_EVERY;
 pub use rank_layout::Placement;
 pub use request::{check_sync_modes, PredictRequest};
-pub use spec::{rank_phases, Model, PredictSpec};
+pub use spec::{rank_phases, Model, PrecisionPlan, PredictSpec};

@@ -1,7 +1,9 @@
 //! `predict`'s precision mode: every point's offset draws planned by Stein's two-stage rule so
 //! that both its slowdowns' 95 % intervals meet the precision asked (`--precision`,
 //! [`DEFAULT_PRECISION`]), within its phase budget and the prediction's time budget; the report
-//! says what each point reached and why it stopped.
+//! says what each point reached and why it stopped. [`crate::predict`] asks for it where the
+//! spec has a plan (`PrecisionPlan`); this module plans the draws and adds them up, and
+//! `prediction` simulates them (`PointDraws`): it runs no model itself.
 //!
 //! A draw is one simulation of the point from its own seed (`seed + d`: its own offsets and
 //! resync points, as `--draws` takes them) for [`phases_per_draw`] phases after a warm-up of
@@ -41,17 +43,15 @@ use indicatif::ProgressBar;
 use jitter_emulator::SyncMode;
 use jitter_trace::interval::MeanInterval;
 use jitter_trace::precision::{Precision, TwoStage};
-use rayon::prelude::*;
 
 use super::budget::{self, Estimate};
-use super::des::{self, DesConfig, DesOutcome};
 use super::input::TraceInput;
-use super::prediction::{order_stats_rows, DrawSlowdowns, Point};
-use super::prediction_report::{config, des_row, platform_calibration, Prediction};
-use super::spec::{Model, PredictSpec};
-use crate::comm::{Collective, Solo};
+use super::prediction_report::{des_row, DrawSlowdowns, Prediction};
+use super::simulation::{pool, DesConfig, DesOutcome};
+use super::spec::{PrecisionPlan, PredictSpec};
+use crate::comm::Collective;
 use jitter_report::metrics::PhaseAverages;
-use jitter_report::report::{DrawSpread, Report, ReportKind};
+use jitter_report::report::{DrawSpread, Report};
 
 /// The precision a prediction aims at unless `--precision` says otherwise: 2 % of the slowdown,
 /// or 0.1 pp where that is wider (a slowdown under 5 %: no one acts on a tenth of a point).
@@ -71,36 +71,6 @@ pub(crate) const RANK_PHASES_PER_DRAW: u64 = 1 << 20;
 
 /// Fewest and most phases of one draw (its warm-up besides).
 pub(crate) const PHASES_PER_DRAW: (u64, u64) = (1, 256);
-
-/// The precision mode's target and budgets.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PrecisionPlan {
-    /// What every interval must meet.
-    pub precision: Precision,
-    /// The prediction's time budget (every point gets two draws first).
-    pub max_time: Duration,
-    /// Most phases of one point, warm-ups included.
-    pub max_phases: u64,
-    /// Draws of each point's pilot ([`jitter_trace::precision::MIN_DRAWS`]).
-    pub pilot: u64,
-}
-
-impl PrecisionPlan {
-    /// The two-stage rule of a point with at most `max_draws` draws (raised to the pilot).
-    pub fn rule(&self, max_draws: u64) -> TwoStage {
-        let pilot = self.pilot.max(2);
-        TwoStage {
-            precision: self.precision,
-            pilot,
-            max_draws: max_draws.max(pilot),
-        }
-    }
-
-    /// Default `--max-time`, ns (10 min).
-    pub const DEFAULT_MAX_TIME_NS: u64 = 600_000_000_000;
-    /// Default `--max-phases`.
-    pub const DEFAULT_MAX_PHASES: u64 = 1_000_000;
-}
 
 /// Phases of one draw of `ranks` ranks (its warm-up besides): ⌊[`RANK_PHASES_PER_DRAW`] / N⌋
 /// within [`PHASES_PER_DRAW`], and within `fits` (the phases one lap of the trace holds, so
@@ -345,29 +315,45 @@ impl Tally {
     }
 }
 
-/// The traces' plan indexes, compiled once for every point.
-struct Indexes {
-    ix: Vec<Option<Vec<crate::plan_index::PlanIndex>>>,
-    bg: Vec<Option<Option<Vec<crate::plan_index::PlanIndex>>>>,
+/// A batch of one point's draws as the precision mode asks for them: `draws` (offsets to the
+/// spec's seed) of trace `trace` at `ranks` ranks under `mode`, `phases` phases each (the
+/// warm-up included, left out of the outcome); `prediction` simulates them.
+pub(crate) struct PointDraws<'a> {
+    pub(crate) trace: usize,
+    pub(crate) mode: SyncMode,
+    pub(crate) ranks: u64,
+    pub(crate) phases: u64,
+    pub(crate) draws: &'a [u64],
 }
 
-/// What the rounds share: the inputs, the indexes, the budgets and the progress.
+/// What the precision mode plans over: the processes, the traces, the points' sync modes and
+/// rank counts, q (for the phases a trace holds), the plan, the progress, where the lines of
+/// the estimate go, and the simulation of a batch of a point's draws (in this process alone,
+/// all the ranks; one outcome per draw, in order).
+pub(crate) struct Precise<'a> {
+    pub(crate) comm: &'a dyn Collective,
+    pub(crate) traces: &'a [TraceInput],
+    pub(crate) modes: &'a [SyncMode],
+    pub(crate) ranks: &'a [u64],
+    pub(crate) quanta_ns: u64,
+    pub(crate) plan: PrecisionPlan,
+    pub(crate) progress: &'a ProgressBar,
+    pub(crate) say: &'a dyn Fn(&str),
+    pub(crate) draws: &'a dyn Fn(&PointDraws) -> Vec<anyhow::Result<DesOutcome>>,
+}
+
+/// What the rounds share: the job and when it started (the time budget's clock).
 struct Rounds<'a> {
-    comm: &'a dyn Collective,
-    traces: &'a [TraceInput],
-    spec: &'a PredictSpec,
-    indexes: Indexes,
-    plan: PrecisionPlan,
+    job: &'a Precise<'a>,
     started: Instant,
-    progress: &'a ProgressBar,
-    /// Where the lines of the estimate go.
-    say: &'a dyn Fn(&str),
 }
 
 impl Rounds<'_> {
     /// The two-stage rule of a point: its phase budget in draws.
     fn rule(&self, t: &Tally) -> TwoStage {
-        self.plan.rule(self.plan.max_phases / t.phases.max(1))
+        self.job
+            .plan
+            .rule(self.job.plan.max_phases / t.phases.max(1))
     }
 
     /// Draws of one point run at once: the most workers of any process, times the processes
@@ -375,8 +361,8 @@ impl Rounds<'_> {
     /// differ in size).
     fn at_once(&self) -> u64 {
         let mut most = [rayon::current_num_threads().max(1) as f64];
-        self.comm.all_max(&mut most);
-        most[0] as u64 * self.comm.size().max(1) as u64
+        self.job.comm.all_max(&mut most);
+        most[0] as u64 * self.job.comm.size().max(1) as u64
     }
 
     /// Runs the point's next `k` draws (a batch, at most `Rounds::at_once`), adds them in
@@ -384,7 +370,7 @@ impl Rounds<'_> {
     fn draws(&self, t: &mut Tally, k: u64) -> anyhow::Result<()> {
         let started = Instant::now();
         let first = t.draws;
-        let outs = if self.comm.size() == 1 {
+        let outs = if self.job.comm.size() == 1 {
             let seeds: Vec<u64> = (first..first + k).collect();
             self.run_here(t, &seeds)
                 .into_iter()
@@ -402,39 +388,20 @@ impl Rounds<'_> {
     /// Draws `draws` (offsets to the spec's seed) of the point in this process alone, all
     /// its ranks, side by side on the pool.
     fn run_here(&self, t: &Tally, draws: &[u64]) -> Vec<anyhow::Result<DesOutcome>> {
-        let (spec, progress) = (self.spec, self.progress);
-        let input = &self.traces[t.trace];
-        let ix = self.indexes.ix[t.trace].as_deref();
-        let bg_ix = self.indexes.bg[t.trace].as_ref().map(|b| b.as_deref());
-        let (ranks, mode, phases) = (t.ranks, t.mode, t.phases);
-        let sim = |d: &u64| {
-            let cfg = DesConfig {
-                seed: spec.des.seed.wrapping_add(*d),
-                phases,
-                ..spec.des.clone()
-            };
-            let point = Point {
-                comm: &Solo,
-                input,
-                ix,
-                bg_ix,
-                ranks,
-                mode,
-                progress,
-            };
-            point.simulate(&cfg, true)
-        };
-        match draws {
-            [one] => vec![sim(one)],
-            _ => draws.par_iter().map(sim).collect(),
-        }
+        (self.job.draws)(&PointDraws {
+            trace: t.trace,
+            mode: t.mode,
+            ranks: t.ranks,
+            phases: t.phases,
+            draws,
+        })
     }
 
     /// The point's draws `first..first + k` over the processes: process p of P runs draws
     /// `first + p`, `first + p + P`, … alone with all the ranks, and every process gets every
     /// outcome (an error in one fails all, after the exchange, so that none is left waiting).
     fn run_split(&self, t: &Tally, first: u64, k: u64) -> anyhow::Result<Vec<DesOutcome>> {
-        let (procs, me) = (self.comm.size() as u64, self.comm.rank() as u64);
+        let (procs, me) = (self.job.comm.size() as u64, self.job.comm.rank() as u64);
         let mine: Vec<u64> = (first + me..first + k).step_by(procs as usize).collect();
         let mut buf = vec![0f64; k as usize * WORDS];
         let mut failed = None;
@@ -447,12 +414,12 @@ impl Rounds<'_> {
                 }
             }
         }
-        self.comm.all_sum(&mut buf);
+        self.job.comm.all_sum(&mut buf);
         let mut outs = Vec::with_capacity(k as usize);
         for (j, slot) in buf.chunks_exact(WORDS).enumerate() {
             if j as u64 % procs != me {
                 // Another process's draw: its phases on this one's progress.
-                self.progress.inc(t.ranks.saturating_mul(t.phases));
+                self.job.progress.inc(t.ranks.saturating_mul(t.phases));
             }
             match decode(slot) {
                 Some(o) => outs.push(o),
@@ -469,7 +436,7 @@ impl Rounds<'_> {
     /// Adds one draw's outcome to the point's tally; completes its pilot at the pilot's size.
     fn add(&self, t: &mut Tally, out: DesOutcome) -> anyhow::Result<()> {
         t.draws += 1;
-        let label = &self.traces[t.trace].label;
+        let label = &self.job.traces[t.trace].label;
         anyhow::ensure!(
             out.averages.phases > 0,
             "{label} at {} ranks, sync {}: the trace is too short for a phase after the \
@@ -480,7 +447,7 @@ impl Rounds<'_> {
         t.cut += u64::from(out.stopped_by_fraction);
         let row = des_row(label, t.ranks, t.mode, &out);
         t.each.add(&mut t.spread, &row, out.averages.phases);
-        des::pool(&mut t.pooled, out);
+        pool(&mut t.pooled, out);
         let rule = self.rule(t);
         if t.draws == rule.pilot && t.pilot.is_none() {
             let pilot = t.intervals().context("a pilot has draws")?;
@@ -492,103 +459,47 @@ impl Rounds<'_> {
 
     /// True once the time budget is spent: rank 0's clock, agreed by every process.
     fn out_of_time(&self) -> bool {
-        let mine = if self.comm.rank() == 0 && self.started.elapsed() >= self.plan.max_time {
+        let mine = if self.job.comm.rank() == 0 && self.started.elapsed() >= self.job.plan.max_time
+        {
             1.0
         } else {
             0.0
         };
         let mut v = [mine];
-        self.comm.all_max(&mut v);
+        self.job.comm.all_max(&mut v);
         v[0] > 0.0
     }
 }
 
-/// The precision mode of [`super::predict`]: the model(s) of `spec` (its phases and draws
-/// ignored) over every trace, rank count and mode, each simulated point's draws added until
-/// `plan` is met. `progress` counts rank-phases; its length is re-estimated after every batch
-/// and its message says the time left and what it is estimated from.
-pub fn predict_precise(
-    traces: &[TraceInput],
-    spec: &PredictSpec,
-    plan: PrecisionPlan,
-    progress: &ProgressBar,
-) -> anyhow::Result<Prediction> {
-    predict_precise_on(&Solo, traces, spec, plan, progress, &|_| {})
-}
-
-/// As [`predict_precise`], with the draws split over the processes of `comm`; `say` gets the
-/// lines of the measured estimate (`measured`, `planned`).
-pub fn predict_precise_on(
-    comm: &dyn Collective,
-    traces: &[TraceInput],
-    spec: &PredictSpec,
-    plan: PrecisionPlan,
-    progress: &ProgressBar,
-    say: &dyn Fn(&str),
-) -> anyhow::Result<Prediction> {
-    anyhow::ensure!(!traces.is_empty(), "no trace to predict");
-    anyhow::ensure!(!spec.ranks.is_empty(), "no rank count to predict");
-    let run_des = matches!(spec.model, Model::Des | Model::Both);
-    let run_os = matches!(spec.model, Model::OrderStats | Model::Both);
-    let fits = phases_in_trace(traces, spec.des.quanta_ns);
-    let mut os = None;
-    if run_os {
-        let mut r = Report::new(ReportKind::PredictOrderStats, config(traces, spec));
-        r.calibration.push(platform_calibration(&spec.platform));
-        for t in traces {
-            order_stats_rows(&mut r, t, spec, spec.platform.options().scale)?;
-        }
-        os = Some(r);
-    }
-    if !run_des {
-        return Ok(Prediction {
-            des: None,
-            order_stats: os,
-        });
-    }
-    let indexes = Indexes {
-        ix: (traces.iter())
-            .map(|t| des::indexes(&t.plans, &spec.des, spec.engine))
-            .collect(),
-        bg: (traces.iter())
-            .map(|t| {
-                (t.background.as_ref()).map(|b| des::indexes(&b.plans, &spec.des, spec.engine))
-            })
-            .collect(),
-    };
+/// The precision mode of [`crate::predict`]: the simulation's rows of every trace, rank count
+/// and mode into `r` (its phases per draw and warm-up in its configuration), each point's draws
+/// added until `p.plan` is met. The progress counts rank-phases; its length is re-estimated
+/// after every batch and its message says the time left and what it is estimated from.
+pub(crate) fn rows(p: &Precise<'_>, r: &mut Report) -> anyhow::Result<()> {
+    let fits = phases_in_trace(p.traces, p.quanta_ns);
     let mut tallies: Vec<Tally> = Vec::new();
-    for (i, _) in traces.iter().enumerate() {
-        for &mode in &spec.modes {
-            for &n in &spec.ranks {
+    for (i, _) in p.traces.iter().enumerate() {
+        for &mode in p.modes {
+            for &n in p.ranks {
                 let phases = phases_per_draw(n, fits) + WARMUP_PHASES;
                 tallies.push(Tally::new(i, mode, n, phases));
             }
         }
     }
     let rounds = Rounds {
-        comm,
-        traces,
-        spec,
-        indexes,
-        plan,
+        job: p,
         started: Instant::now(),
-        progress,
-        say,
     };
+    let (plan, progress) = (p.plan, p.progress);
     progress.set_length(pilot_rank_phases(&tallies, plan.pilot));
     progress.set_message(format!("the pilot: {} draws a point", plan.pilot));
     run_rounds(&rounds, &mut tallies)?;
-    let mut r = Report::new(ReportKind::PredictDes, config(traces, spec));
-    r.calibration.push(platform_calibration(&spec.platform));
     r.config.phases = tallies.iter().map(|t| t.phases).max().unwrap_or(0);
     r.config.warmup_phases = WARMUP_PHASES;
     for t in &tallies {
-        rows_of(&mut r, traces, t, &plan)?;
+        rows_of(r, p.traces, t, &plan)?;
     }
-    Ok(Prediction {
-        des: Some(r),
-        order_stats: os,
-    })
+    Ok(())
 }
 
 /// Rank-phases of the pilots of every point (`pilot` draws each).
@@ -613,7 +524,7 @@ fn run_rounds(r: &Rounds<'_>, tallies: &mut [Tally]) -> anyhow::Result<()> {
     }
     let took = r.started.elapsed().as_secs_f64();
     let left = stage_left_s(tallies.iter().map(|t| (t.draws, r.rule(t).pilot, t.pace)));
-    (r.say)(&measured(&r.plan, tallies.len(), took, left));
+    (r.job.say)(&measured(&r.job.plan, tallies.len(), took, left));
     // The pilots (whole), then rounds of the planned draws (at most as many as a point has).
     for stage in 0.. {
         let mut any = false;
@@ -652,7 +563,7 @@ fn run_rounds(r: &Rounds<'_>, tallies: &mut [Tally]) -> anyhow::Result<()> {
                 .sum();
             let took = r.started.elapsed().as_secs_f64();
             let left = stage_left_s(tallies.iter().map(|t| (t.draws, t.planned, t.pace)));
-            (r.say)(&planned(&r.plan, beyond, took, left));
+            (r.job.say)(&planned(&r.job.plan, beyond, took, left));
         }
         if stage > 0 && !any {
             break;
@@ -694,8 +605,8 @@ fn say_left(r: &Rounds<'_>, tallies: &[Tally], stage: Stage) {
     let left: u64 = (tallies.iter())
         .map(|t| target(r, t, stage).saturating_sub(t.draws) * t.phases * t.ranks)
         .fold(0, u64::saturating_add);
-    let pos = r.progress.position();
-    r.progress.set_length(pos.saturating_add(left));
+    let pos = r.job.progress.position();
+    r.job.progress.set_length(pos.saturating_add(left));
     let secs = stage_left_s(
         tallies
             .iter()
@@ -705,7 +616,8 @@ fn say_left(r: &Rounds<'_>, tallies: &[Tally], stage: Stage) {
         Stage::Pilot => "to the end of the pilot",
         Stage::Planned => "to the end of the planned draws",
     };
-    r.progress
+    r.job
+        .progress
         .set_message(format!("about {secs:.0} s left {what}, at the pace so far"));
 }
 

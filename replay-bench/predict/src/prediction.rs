@@ -1,30 +1,40 @@
 //! A prediction: every trace, rank count and sync mode of the spec through its model(s) — the
 //! simulation (`des`, each point over its offset draws, pooled: `Point`) and the analytic tier
 //! (`order_stats`) — into the reports of a [`Prediction`] (`prediction_report`). One entry point,
-//! [`predict`]; the ranks split over the processes of its `comm`.
+//! [`predict`], for the work the spec fixes (its phases and draws) and for the precision mode
+//! (`precision_mode` plans the draws, simulated here); the ranks split over the processes of its
+//! `comm`. The only module that runs the models: the precision mode, `--drivers`
+//! (`size_classes`) and `--windows-of` (`window`) simulate through its [`Point`].
 
 use anyhow::Context as _;
 use indicatif::ProgressBar;
 use jitter_emulator::SyncMode;
+use rayon::prelude::*;
 
-use super::comm::Collective;
-use super::des::{self, DesConfig, DesOutcome};
+use super::comm::{Collective, Solo};
+use super::des;
 use super::input::TraceInput;
 use super::order_stats::{order_stats_row_mix, Analytic};
-use super::prediction_report::{config, des_row, platform_calibration, Prediction};
+use super::plan_index::PlanIndex;
+use super::precision_mode::{self, PointDraws, Precise};
+use super::prediction_report::{config, des_row, platform_calibration, DrawSlowdowns, Prediction};
 use super::rank_layout::Placement;
-use super::spec::{Model, PredictSpec};
-use jitter_report::report::{DrawSpread, PredictionInterval, Report, ReportKind, ResultRow};
-use jitter_trace::interval::{DrawSet, MeanInterval};
+use super::simulation::{pool, DesConfig, DesOutcome};
+use super::spec::{Model, PrecisionPlan, PredictSpec};
+use jitter_report::report::{DrawSpread, Report, ReportKind};
 
 /// Runs the model(s) of `spec` over every trace, rank count and mode, the simulated ranks split
-/// over the processes of `comm` ([`crate::comm::Solo`]: this one); `progress` advances by the
-/// rank count after every simulated phase (its length: [`crate::spec::rank_phases`]).
+/// over the processes of `comm` ([`crate::comm::Solo`]: this one): the phases and draws of the
+/// spec, or where it has a precision plan, the draws the precision mode plans (in batches of
+/// whole draws per process). `progress` advances by the rank count after every simulated phase
+/// (its length: [`crate::spec::rank_phases`]; the precision mode re-estimates it and says the
+/// time left in its message); `say` gets the precision mode's lines of its measured estimate.
 pub fn predict(
     comm: &dyn Collective,
     traces: &[TraceInput],
     spec: &PredictSpec,
     progress: &ProgressBar,
+    say: &dyn Fn(&str),
 ) -> anyhow::Result<Prediction> {
     anyhow::ensure!(!traces.is_empty(), "no trace to predict");
     anyhow::ensure!(!spec.ranks.is_empty(), "no rank count to predict");
@@ -45,9 +55,12 @@ pub fn predict(
         if let Some(r) = os.as_mut() {
             order_stats_rows(r, t, spec, scale)?;
         }
-        if let Some(r) = des.as_mut() {
+        if let (Some(r), None) = (des.as_mut(), spec.precision) {
             des_rows(comm, r, t, spec, progress)?;
         }
+    }
+    if let (Some(r), Some(plan)) = (des.as_mut(), spec.precision) {
+        precise_rows(comm, r, traces, spec, plan, progress, say)?;
     }
     Ok(Prediction {
         des,
@@ -55,13 +68,29 @@ pub fn predict(
     })
 }
 
-/// One simulated point (a trace, a rank count and a mode) of [`predict`] and of the
-/// precision mode.
+/// The plans' indexes of one trace and of its platform's noise, compiled once for every point
+/// (`None` where the spec's engine walks).
+pub(crate) struct TraceIndexes {
+    ix: Option<Vec<PlanIndex>>,
+    bg: Option<Option<Vec<PlanIndex>>>,
+}
+
+impl TraceIndexes {
+    /// The indexes of `t` for `spec`'s engine and configuration.
+    pub(crate) fn of(t: &TraceInput, spec: &PredictSpec) -> Self {
+        TraceIndexes {
+            ix: des::indexes(&t.plans, &spec.des, spec.engine),
+            bg: (t.background.as_ref()).map(|b| des::indexes(&b.plans, &spec.des, spec.engine)),
+        }
+    }
+}
+
+/// One simulated point (a trace, a rank count and a mode) of [`predict`], of the precision
+/// mode's draws, of `--drivers` and of `--windows-of`.
 pub(crate) struct Point<'a> {
     pub(crate) comm: &'a dyn Collective,
     pub(crate) input: &'a TraceInput,
-    pub(crate) ix: Option<&'a [crate::plan_index::PlanIndex]>,
-    pub(crate) bg_ix: Option<Option<&'a [crate::plan_index::PlanIndex]>>,
+    pub(crate) indexes: &'a TraceIndexes,
     pub(crate) ranks: u64,
     pub(crate) mode: SyncMode,
     pub(crate) progress: &'a ProgressBar,
@@ -74,11 +103,12 @@ impl Point<'_> {
     pub(crate) fn simulate(&self, cfg: &DesConfig, warmup: bool) -> anyhow::Result<DesOutcome> {
         let (comm, t, n, mode) = (self.comm, self.input, self.ranks, self.mode);
         let progress = self.progress;
-        let mut out = des::simulate(comm, &t.plans, self.ix, n, mode, cfg, &|_| progress.inc(n))?;
+        let ix = self.indexes.ix.as_deref();
+        let mut out = des::simulate(comm, &t.plans, ix, n, mode, cfg, &|_| progress.inc(n))?;
         if warmup {
             out.averages = out.averages.without_first();
         }
-        if let (Some(b), Some(bix)) = (&t.background, &self.bg_ix) {
+        if let (Some(b), Some(bix)) = (&t.background, &self.indexes.bg) {
             // The baseline: the platform's noise alone, the same ranks and offsets,
             // over the same stretch of the timeline: its phases are shorter, and the
             // platform's noise is not the same everywhere (a burst just past the
@@ -89,7 +119,7 @@ impl Point<'_> {
                     phases,
                     ..cfg.clone()
                 };
-                des::simulate(comm, &b.plans, *bix, n, mode, &cfg, &|_| {})
+                des::simulate(comm, &b.plans, bix.as_deref(), n, mode, &cfg, &|_| {})
             };
             let mut b0 = base(cfg.phases)?;
             let span = out.mean_period_ns * out.averages.phases as f64;
@@ -106,8 +136,58 @@ impl Point<'_> {
     }
 }
 
+/// The precision mode's rows of every trace into `r`: `precision_mode` plans each point's
+/// draws and adds them; they are simulated here, in this process alone with all the ranks
+/// (their seeds offsets to the spec's, their phases the mode's, the warm-up left out), side by
+/// side on the pool.
+fn precise_rows(
+    comm: &dyn Collective,
+    r: &mut Report,
+    traces: &[TraceInput],
+    spec: &PredictSpec,
+    plan: PrecisionPlan,
+    progress: &ProgressBar,
+    say: &dyn Fn(&str),
+) -> anyhow::Result<()> {
+    let indexes: Vec<TraceIndexes> = traces.iter().map(|t| TraceIndexes::of(t, spec)).collect();
+    let draws = |p: &PointDraws| -> Vec<anyhow::Result<DesOutcome>> {
+        let sim = |d: &u64| {
+            let cfg = DesConfig {
+                seed: spec.des.seed.wrapping_add(*d),
+                phases: p.phases,
+                ..spec.des.clone()
+            };
+            let point = Point {
+                comm: &Solo,
+                input: &traces[p.trace],
+                indexes: &indexes[p.trace],
+                ranks: p.ranks,
+                mode: p.mode,
+                progress,
+            };
+            point.simulate(&cfg, true)
+        };
+        match p.draws {
+            [one] => vec![sim(one)],
+            _ => p.draws.par_iter().map(sim).collect(),
+        }
+    };
+    let precise = Precise {
+        comm,
+        traces,
+        modes: &spec.modes,
+        ranks: &spec.ranks,
+        quanta_ns: spec.des.quanta_ns,
+        plan,
+        progress,
+        say,
+        draws: &draws,
+    };
+    precision_mode::rows(&precise, r)
+}
+
 /// The analytic tier's rows of trace `t` into `r` (one stream per node only).
-pub(crate) fn order_stats_rows(
+fn order_stats_rows(
     r: &mut Report,
     t: &TraceInput,
     spec: &PredictSpec,
@@ -158,8 +238,7 @@ fn des_rows(
     progress: &ProgressBar,
 ) -> anyhow::Result<()> {
     // Compiled once per trace for every rank count and sync mode.
-    let ix = des::indexes(&t.plans, &spec.des, spec.engine);
-    let bg_ix = (t.background.as_ref()).map(|b| des::indexes(&b.plans, &spec.des, spec.engine));
+    let indexes = TraceIndexes::of(t, spec);
     if let Some(note) =
         jitter_emulator::placement::note(spec.des.ranks_per_node, t.info.streams as u64)
     {
@@ -177,8 +256,7 @@ fn des_rows(
             let point = Point {
                 comm,
                 input: t,
-                ix: ix.as_deref(),
-                bg_ix: bg_ix.as_ref().map(|b| b.as_deref()),
+                indexes: &indexes,
                 ranks: n,
                 mode,
                 progress,
@@ -212,7 +290,7 @@ impl Point<'_> {
                 &des_row(&t.label, n, mode, &out),
                 out.averages.phases,
             );
-            des::pool(&mut pooled, out);
+            pool(&mut pooled, out);
         }
         let out = pooled.context("no draw")?;
         let draws = spec.draws.max(1);
@@ -248,64 +326,5 @@ impl Point<'_> {
         each.interval_into(&mut row, ivs, (spec.des.phases, 0), None, "fixed");
         r.results.push(row);
         Ok(())
-    }
-}
-
-/// Each draw's two slowdowns (eq. 2 and eq. 3) with its phases: the draws' interval of a row.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct DrawSlowdowns {
-    pub(crate) qtbt: DrawSet,
-    pub(crate) qt: DrawSet,
-}
-
-impl DrawSlowdowns {
-    /// Adds one draw's row (`phases` recorded) and widens `spread`, the draws' range.
-    pub(crate) fn add(&mut self, spread: &mut DrawSpread, row: &ResultRow, phases: u64) {
-        let widen = |r: &mut [f64; 2], x: f64| *r = [r[0].min(x), r[1].max(x)];
-        widen(&mut spread.sd_qtbt_range_pct, row.sd_qtbt_pct);
-        widen(&mut spread.sd_qt_range_pct, row.sd_qt_pct);
-        if phases > 0 {
-            self.qtbt.add(row.sd_qtbt_pct, phases as f64);
-            self.qt.add(row.sd_qt_pct, phases as f64);
-        }
-    }
-
-    /// Both intervals ([`DrawSet::interval`]; with one draw, the batch means of its phases in
-    /// `pooled`, mapped to slowdowns by its baselines).
-    pub(crate) fn intervals(&self, pooled: &DesOutcome) -> [MeanInterval; 2] {
-        if self.qtbt.len() >= 2 {
-            return [self.qtbt.interval(), self.qt.interval()];
-        }
-        let a = &pooled.averages;
-        let sd = |i: usize, base: f64| a.batches[i].interval().mapped(-100.0, 100.0 / base);
-        [sd(1, pooled.baseline_qtbt_ns), sd(0, pooled.baseline_qt_ns)]
-    }
-
-    /// Sets `row`'s 95 % half-widths from `intervals` (eq. 2, eq. 3: [`Self::intervals`] of
-    /// its draws, or a rule's) and their description: the draws (each ran `phases.0` phases,
-    /// `phases.1` of them a warm-up left out), the precision they aimed at and why they
-    /// stopped; NaN half-widths stay absent.
-    pub(crate) fn interval_into(
-        &self,
-        row: &mut ResultRow,
-        intervals: [MeanInterval; 2],
-        phases: (u64, u64),
-        precision: Option<String>,
-        stopped_by: &str,
-    ) {
-        let (phases_per_draw, warmup) = phases;
-        let [qtbt, qt] = intervals;
-        let finite = |h: f64| h.is_finite().then_some(h);
-        row.sd_qtbt_ci95_pct = finite(qtbt.half_width);
-        row.sd_qt_ci95_pct = finite(qt.half_width);
-        row.interval = Some(PredictionInterval {
-            source: qtbt.source,
-            df: qtbt.df,
-            draws: self.qtbt.len().max(1) as u64,
-            phases_per_draw,
-            warmup_phases: warmup,
-            precision,
-            stopped_by: stopped_by.into(),
-        });
     }
 }

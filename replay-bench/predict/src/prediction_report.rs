@@ -1,16 +1,20 @@
 //! A prediction's reports (`Prediction`): the configuration a report records (`config`), the
 //! platform's calibration line, the simulation's row (`des_row`; the analytic tier's is
 //! `order_stats`'), the plausibility check every printed prediction passes (`check_plausible`)
-//! and the rows of the SD-vs-ranks table (`study_rows`).
+//! and the rows of the SD-vs-ranks table (`study_rows`); a row's interval over its draws
+//! (`DrawSlowdowns`).
 
 use jitter_emulator::SyncMode;
 
-use super::des::DesOutcome;
 use super::input::TraceInput;
 use super::platform::Platform;
+use super::simulation::DesOutcome;
 use super::spec::PredictSpec;
 use jitter_report::metrics::slowdown_pct;
-use jitter_report::report::{Config, PredictDetails, RankCost, Report, ResultRow};
+use jitter_report::report::{
+    Config, DrawSpread, PredictDetails, PredictionInterval, RankCost, Report, ResultRow,
+};
+use jitter_trace::interval::{DrawSet, MeanInterval};
 
 pub(crate) fn config(traces: &[TraceInput], spec: &PredictSpec) -> Config {
     let o = &spec.platform.options();
@@ -134,4 +138,63 @@ pub fn check_plausible(p: &Prediction) -> anyhow::Result<()> {
 /// sync, model and ranks.
 pub fn study_rows(p: &Prediction) -> Vec<jitter_report::plot::StudyRow> {
     jitter_report::plot::rows([&p.des, &p.order_stats].into_iter().flatten())
+}
+
+/// Each draw's two slowdowns (eq. 2 and eq. 3) with its phases: the draws' interval of a row.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DrawSlowdowns {
+    pub(crate) qtbt: DrawSet,
+    pub(crate) qt: DrawSet,
+}
+
+impl DrawSlowdowns {
+    /// Adds one draw's row (`phases` recorded) and widens `spread`, the draws' range.
+    pub(crate) fn add(&mut self, spread: &mut DrawSpread, row: &ResultRow, phases: u64) {
+        let widen = |r: &mut [f64; 2], x: f64| *r = [r[0].min(x), r[1].max(x)];
+        widen(&mut spread.sd_qtbt_range_pct, row.sd_qtbt_pct);
+        widen(&mut spread.sd_qt_range_pct, row.sd_qt_pct);
+        if phases > 0 {
+            self.qtbt.add(row.sd_qtbt_pct, phases as f64);
+            self.qt.add(row.sd_qt_pct, phases as f64);
+        }
+    }
+
+    /// Both intervals ([`DrawSet::interval`]; with one draw, the batch means of its phases in
+    /// `pooled`, mapped to slowdowns by its baselines).
+    pub(crate) fn intervals(&self, pooled: &DesOutcome) -> [MeanInterval; 2] {
+        if self.qtbt.len() >= 2 {
+            return [self.qtbt.interval(), self.qt.interval()];
+        }
+        let a = &pooled.averages;
+        let sd = |i: usize, base: f64| a.batches[i].interval().mapped(-100.0, 100.0 / base);
+        [sd(1, pooled.baseline_qtbt_ns), sd(0, pooled.baseline_qt_ns)]
+    }
+
+    /// Sets `row`'s 95 % half-widths from `intervals` (eq. 2, eq. 3: [`Self::intervals`] of
+    /// its draws, or a rule's) and their description: the draws (each ran `phases.0` phases,
+    /// `phases.1` of them a warm-up left out), the precision they aimed at and why they
+    /// stopped; NaN half-widths stay absent.
+    pub(crate) fn interval_into(
+        &self,
+        row: &mut ResultRow,
+        intervals: [MeanInterval; 2],
+        phases: (u64, u64),
+        precision: Option<String>,
+        stopped_by: &str,
+    ) {
+        let (phases_per_draw, warmup) = phases;
+        let [qtbt, qt] = intervals;
+        let finite = |h: f64| h.is_finite().then_some(h);
+        row.sd_qtbt_ci95_pct = finite(qtbt.half_width);
+        row.sd_qt_ci95_pct = finite(qt.half_width);
+        row.interval = Some(PredictionInterval {
+            source: qtbt.source,
+            df: qtbt.df,
+            draws: self.qtbt.len().max(1) as u64,
+            phases_per_draw,
+            warmup_phases: warmup,
+            precision,
+            stopped_by: stopped_by.into(),
+        });
+    }
 }

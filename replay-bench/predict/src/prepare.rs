@@ -11,11 +11,12 @@ use jitter_trace::facts::Facts;
 
 use super::background;
 use super::collective::CommModel;
-use super::des::{self, BarrierModel, DesConfig, Engine};
+use super::des::{BarrierModel, DesConfig};
 use super::input::TraceInput;
 use super::platform::PlatformChoice;
 use super::platform::{self, barrier_stage_from_report, Platform};
 use super::request::{check_sync_modes, PredictRequest};
+use super::simulation::{index_allowed, Engine};
 use super::spec::Model;
 use super::spec::PredictSpec;
 
@@ -24,8 +25,7 @@ use super::spec::PredictSpec;
 pub fn walk_note(spec: &PredictSpec) -> Option<String> {
     let simulates = matches!(spec.model, Model::Des | Model::Both);
     // The index asked for, and refused for the timer errors alone.
-    let refused =
-        spec.engine == des::Engine::Indexed && !des::index_allowed(spec.engine, &spec.des);
+    let refused = spec.engine == Engine::Indexed && !index_allowed(spec.engine, &spec.des);
     (simulates && refused).then(|| {
         format!(
             "timer itimer (errors of sd {} drawn per injection): the simulation walks every \
@@ -52,7 +52,8 @@ fn refuse_busy(facts: &Facts, what: &str, force: bool) -> anyhow::Result<()> {
     }
 }
 
-/// Resolves a request into traces and a spec (reads every file; simulates nothing).
+/// Resolves a request into traces and a complete spec (reads every file; simulates nothing):
+/// nothing edits the spec after this.
 pub fn prepare(args: &PredictRequest) -> anyhow::Result<(Vec<TraceInput>, PredictSpec)> {
     super::decode::register();
     let ranks = args.ranks.clone();
@@ -90,8 +91,9 @@ pub fn prepare(args: &PredictRequest) -> anyhow::Result<(Vec<TraceInput>, Predic
             window: None,
         },
         platform,
-        engine: Engine::default(),
+        engine: args.engine,
         draws: args.draws,
+        precision: args.precision,
     };
     Ok((traces, spec))
 }

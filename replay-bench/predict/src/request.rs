@@ -1,6 +1,6 @@
 //! What a prediction is asked (`PredictRequest`): the traces, rank counts, sync modes, model,
 //! platform and costs, typed; `replay-bench predict`'s flags parse into it, `validate` and
-//! `--windows-of` build it, and `prepare` resolves it into traces and a spec.
+//! `--windows-of` build it, and `prepare` resolves it into traces and a complete spec.
 
 use std::path::PathBuf;
 
@@ -9,7 +9,8 @@ use jitter_trace::Salvage;
 
 use crate::collective::{Algorithm, LoopShape};
 use crate::platform::PlatformChoice;
-use crate::spec::Model;
+use crate::simulation::Engine;
+use crate::spec::{Model, PrecisionPlan};
 
 /// What a prediction is asked.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,13 +61,18 @@ pub struct PredictRequest {
     pub force: bool,
     /// Whether to go on with a trace that lacks detours.
     pub salvage: Salvage,
+    /// How the simulation walks the plans.
+    pub engine: Engine,
+    /// The precision mode's target and budgets; `None`: the work `phases` and `draws` fix.
+    pub precision: Option<PrecisionPlan>,
 }
 
 impl PredictRequest {
     /// A prediction of `traces` with `replay-bench predict`'s defaults (its flags' tests check
     /// that both agree): ranks 16 … 2048 in powers of two, sync none, once and phase, q = 1 ms,
     /// 2000 phases, the simulation on the ideal platform, one rank per node, the offloaded
-    /// barrier's default stage, the benchmark's loop, seed 1, one draw.
+    /// barrier's default stage, the benchmark's loop, seed 1, one draw, the default engine (the
+    /// work fixed: `predict` without --phases asks the precision mode, `precision`).
     pub fn new(traces: Vec<PathBuf>) -> PredictRequest {
         PredictRequest {
             traces,
@@ -92,6 +98,8 @@ impl PredictRequest {
             draws: 1,
             force: false,
             salvage: Salvage::from_flag(false),
+            engine: Engine::default(),
+            precision: None,
         }
     }
 }

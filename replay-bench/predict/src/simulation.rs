@@ -1,12 +1,16 @@
 //! What one simulation takes besides the plans, the rank count and the sync mode
 //! ([`DesConfig`], with its barrier latency model [`BarrierModel`]), and what it measured
-//! ([`DesOutcome`]); shared by both engines and both phase loops.
+//! ([`DesOutcome`]); shared by both engines and both phase loops. Also which engine walks the
+//! plans ([`Engine`]) and where it may answer from their index (`index_allowed`): a rule of the
+//! configuration, which the budget and `prepare` read without asking `des`.
 
 use std::sync::Arc;
 
 use jitter_emulator::PlanStats;
 
 use super::collective::CommModel;
+#[cfg(doc)]
+use super::plan_index::PlanIndex;
 use super::rank_layout::RunWindow;
 use super::ranks::ceil_log2;
 use jitter_report::metrics::PhaseAverages;
@@ -49,6 +53,24 @@ pub struct DesConfig {
     /// A real run's window to start from instead of the schedule's offsets (`None`: the
     /// schedule's): a prediction of the stretches the run replayed (`predict --windows-of`).
     pub window: Option<Arc<RunWindow>>,
+}
+
+/// How the simulation advances each rank through its replay plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Engine {
+    /// The plan's cursor, injection by injection (cost grows with the detours walked).
+    Walk,
+    /// The plan compiled once per stream ([`PlanIndex`]), each question answered by search;
+    /// the walk where the index is not exact (timer errors, an O-after-a-gap curve).
+    #[default]
+    Indexed,
+}
+
+/// Whether `engine` with `cfg` may answer from the index: the indexed engine without timer
+/// errors (drawn per injection, which no index holds); the plans must also have one.
+pub(crate) fn index_allowed(engine: Engine, cfg: &DesConfig) -> bool {
+    engine == Engine::Indexed && cfg.drift_sd_ns == 0.0
 }
 
 /// What one simulation measured.

@@ -7,8 +7,11 @@
 use jitter_emulator::SyncMode;
 use jitter_trace::Trace;
 
-use super::des::{self, DesConfig};
+use indicatif::ProgressBar;
+
 use super::input::TraceInput;
+use super::prediction::{Point, TraceIndexes};
+use super::simulation::DesOutcome;
 use super::spec::PredictSpec;
 use crate::comm::Solo;
 use jitter_report::metrics::slowdown_pct;
@@ -53,13 +56,21 @@ pub fn drivers(
         input.background.is_none(),
         "--drivers predicts the trace alone (not with --platform-noise)"
     );
-    let cfg: &DesConfig = &spec.des;
-    let run = |plans: &[std::sync::Arc<jitter_emulator::Plan>]| {
-        let ix = des::indexes(plans, cfg, spec.engine);
-        des::simulate(&Solo, plans, ix.as_deref(), ranks, mode, cfg, &|_| {})
+    // One draw of the spec's seed, in this process, through the prediction's point.
+    let quiet = ProgressBar::hidden();
+    let run = |input: &TraceInput| {
+        let point = Point {
+            comm: &Solo,
+            input,
+            indexes: &TraceIndexes::of(input, spec),
+            ranks,
+            mode,
+            progress: &quiet,
+        };
+        point.simulate(&spec.des, false)
     };
-    let all = run(&input.plans)?;
-    let sd = |o: &des::DesOutcome| slowdown_pct(o.averages.avg_max_qtbt_ns(), o.baseline_qtbt_ns);
+    let all = run(input)?;
+    let sd = |o: &DesOutcome| slowdown_pct(o.averages.avg_max_qtbt_ns(), o.baseline_qtbt_ns);
     let sd_all = sd(&all);
     let k = spec.des.ranks_per_node as usize;
     let mut classes = Vec::new();
@@ -72,7 +83,7 @@ pub fn drivers(
             spec.platform.options(),
             spec.des.ranks_per_node,
         )?;
-        let sd_without = sd(&run(&without.plans)?);
+        let sd_without = sd(&run(&without)?);
         classes.push(SizeClass {
             threshold_ns,
             detours,

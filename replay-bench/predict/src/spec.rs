@@ -1,7 +1,11 @@
-//! Everything a prediction needs besides the traces (`PredictSpec`), and the work it sets the
+//! Everything a prediction needs besides the traces (`PredictSpec`: the engine and the precision
+//! mode's plan included, so that nothing edits it after `prepare`), and the work it sets the
 //! simulation in rank-phases (`rank_phases`, what the progress counts).
 
+use std::time::Duration;
+
 use jitter_emulator::SyncMode;
+use jitter_trace::precision::{Precision, TwoStage};
 
 #[cfg(test)]
 use super::collective::CommModel;
@@ -39,6 +43,39 @@ pub struct PredictSpec {
     pub engine: Engine,
     /// Offset draws per point (seeds `des.seed`, `des.seed + 1`, …), pooled.
     pub draws: u64,
+    /// The precision mode's target and budgets (`precision_mode`; its phases and draws then
+    /// replace `des.phases` and `draws`), `None` for the work fixed by them.
+    pub precision: Option<PrecisionPlan>,
+}
+
+/// The precision mode's target and budgets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrecisionPlan {
+    /// What every interval must meet.
+    pub precision: Precision,
+    /// The prediction's time budget (every point gets two draws first).
+    pub max_time: Duration,
+    /// Most phases of one point, warm-ups included.
+    pub max_phases: u64,
+    /// Draws of each point's pilot ([`jitter_trace::precision::MIN_DRAWS`]).
+    pub pilot: u64,
+}
+
+impl PrecisionPlan {
+    /// The two-stage rule of a point with at most `max_draws` draws (raised to the pilot).
+    pub fn rule(&self, max_draws: u64) -> TwoStage {
+        let pilot = self.pilot.max(2);
+        TwoStage {
+            precision: self.precision,
+            pilot,
+            max_draws: max_draws.max(pilot),
+        }
+    }
+
+    /// Default `--max-time`, ns (10 min).
+    pub const DEFAULT_MAX_TIME_NS: u64 = 600_000_000_000;
+    /// Default `--max-phases`.
+    pub const DEFAULT_MAX_PHASES: u64 = 1_000_000;
 }
 
 #[cfg(test)]
@@ -68,6 +105,7 @@ impl PredictSpec {
             platform: Platform::ideal(),
             engine,
             draws: 1,
+            precision: None,
         }
     }
 }

@@ -365,7 +365,7 @@ fn predict_variants(
         }
         let mut s = spec.clone();
         s.des.seed = seed;
-        let p = predict(&Solo, &inputs, &s, &ProgressBar::hidden())?;
+        let p = predict(&Solo, &inputs, &s, &ProgressBar::hidden(), &|_| {})?;
         super::prediction_report::check_plausible(&p)?;
         let report = p.des.or(p.order_stats).context("no model ran")?;
         reports.push(report.clone());
@@ -706,7 +706,7 @@ mod tests {
             for seed in [5, 6] {
                 let mut s = spec.clone();
                 s.des.seed = seed;
-                let p = predict(&Solo, &traces, &s, &ProgressBar::hidden()).unwrap();
+                let p = predict(&Solo, &traces, &s, &ProgressBar::hidden(), &|_| {}).unwrap();
                 for r in p.des.unwrap().results {
                     let k = w
                         .points
@@ -794,7 +794,7 @@ mod tests {
         let (_, net) = sd(&args);
         args.predict = flags(&tick);
         let (traces, spec) = prepare(&args.predict).unwrap();
-        let p = predict(&Solo, &traces, &spec, &ProgressBar::hidden()).unwrap();
+        let p = predict(&Solo, &traces, &spec, &ProgressBar::hidden(), &|_| {}).unwrap();
         let results = p.des.unwrap().results;
         let direct: Vec<f64> = (points.iter())
             .map(|(n, s)| {

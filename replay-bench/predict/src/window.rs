@@ -16,16 +16,18 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use jitter_emulator::{Fraction, Scale, SyncMode};
 
-use super::des::Engine;
-use super::des::{self, DesConfig, DesOutcome};
+use indicatif::ProgressBar;
+
 use super::input::TraceInput;
 use super::platform::PlatformChoice;
+use super::prediction::{Point, TraceIndexes};
 use super::prediction_report::{
     check_plausible, config, des_row, platform_calibration, Prediction,
 };
 use super::prepare::prepare;
 use super::rank_layout::RunWindow;
 use super::request::PredictRequest;
+use super::simulation::{pool, DesConfig, DesOutcome};
 use super::spec::Model;
 use super::spec::PredictSpec;
 use jitter_report::report::{
@@ -209,7 +211,16 @@ pub fn simulate(
         "--windows-of replays the run's trace alone (--platform-noise is not modelled there)"
     );
     let ranks = w.row.ranks;
-    let ix = des::indexes(&input.plans, &spec.des, spec.engine);
+    let indexes = TraceIndexes::of(input, spec);
+    let quiet = ProgressBar::hidden();
+    let point = Point {
+        comm: &crate::comm::Solo,
+        input,
+        indexes: &indexes,
+        ranks,
+        mode: w.mode,
+        progress: &quiet,
+    };
     let mut pooled = None;
     let mut covered_ns = Vec::with_capacity(w.windows.windows.len());
     let mut sd_pct = Vec::with_capacity(w.windows.windows.len());
@@ -231,15 +242,7 @@ pub fn simulate(
             })),
             ..spec.des.clone()
         };
-        let out = des::simulate(
-            &crate::comm::Solo,
-            &input.plans,
-            ix.as_deref(),
-            ranks,
-            w.mode,
-            &cfg,
-            &|_| {},
-        )?;
+        let out = point.simulate(&cfg, false)?;
         anyhow::ensure!(
             !out.stopped_by_fraction,
             "window {i} of {} reached the fraction f = {} in the prediction, not in the run",
@@ -249,7 +252,7 @@ pub fn simulate(
         covered_ns.push(out.mean_period_ns * out.averages.phases as f64 * ranks as f64);
         let row = des_row("", ranks, w.mode, &out);
         sd_pct.push([row.sd_qtbt_pct, row.sd_qt_pct]);
-        des::pool(&mut pooled, out);
+        pool(&mut pooled, out);
     }
     Ok(WindowsPredicted {
         outcome: pooled.context("the run has no window")?,
@@ -325,19 +328,17 @@ pub struct RunPrediction {
 }
 
 /// Predicts the windows of the run whose report is `run` on `trace`, with `base`'s other
-/// options (engine `engine`).
+/// options (its engine among them).
 pub fn predict_run(
     run: &Path,
     trace: &Path,
     base: &PredictRequest,
-    engine: Engine,
 ) -> anyhow::Result<RunPrediction> {
     let w = RunWindows::load(run)?;
     let mut a = w.request(base)?;
     a.traces = vec![trace.to_path_buf()];
     w.check_trace(trace, base.salvage)?;
-    let (traces, mut spec) = prepare(&a)?;
-    spec.engine = engine;
+    let (traces, spec) = prepare(&a)?;
     let t = &traces[0];
     let predicted = simulate(t, &spec, &w)?;
     let row = des_row(&t.label, w.row.ranks, w.mode, &predicted.outcome);
@@ -481,8 +482,8 @@ mod tests {
     #[test]
     fn pooling_weights_by_phases_and_sums_counts() {
         let mut p = None;
-        des::pool(&mut p, outcome(10, 1.1e6, 1.0e6, 3));
-        des::pool(&mut p, outcome(30, 1.5e6, 2.0e6, 5));
+        pool(&mut p, outcome(10, 1.1e6, 1.0e6, 3));
+        pool(&mut p, outcome(30, 1.5e6, 2.0e6, 5));
         let p = p.unwrap();
         assert_eq!(p.averages.phases, 40);
         assert!((p.averages.avg_max_qtbt_ns() - 1.4e6).abs() < 1e-6);

@@ -1,5 +1,5 @@
 //! Honest intervals: over many deterministic seeds, the 95 % interval of a prediction made in
-//! the precision mode (`predict_precise`: a pilot of draws plans the rest, Stein's two-stage
+//! the precision mode (`predict` with a `PrecisionPlan`: a pilot of draws plans the rest, Stein's two-stage
 //! rule) covers the value it estimates in a band around 95 % whose width comes from the binomial
 //! distribution (`PLANS`, `band_probability`: 93–97 % over 1000 seeds), on traces whose value is
 //! known: periodic noise under its closed forms, and, where no closed form is exact, a long
@@ -14,9 +14,8 @@ use std::sync::Arc;
 
 use indicatif::ProgressBar;
 use jitter_emulator::{Plan, PlanOptions, SyncMode};
-use jitter_predict::precision_mode::{
-    phases_in_trace, phases_per_draw, predict_precise, PrecisionPlan, WARMUP_PHASES,
-};
+use jitter_predict::comm::Solo;
+use jitter_predict::precision_mode::{phases_in_trace, phases_per_draw, WARMUP_PHASES};
 use jitter_predict::*;
 use jitter_trace::interval::{DrawSet, MeanInterval, Source};
 use jitter_trace::precision::MIN_DRAWS;
@@ -68,6 +67,7 @@ fn spec(c: &Case, seed: u64) -> PredictSpec {
         platform: Platform::ideal(),
         engine: Engine::Indexed,
         draws: 1,
+        precision: None,
     }
 }
 
@@ -92,11 +92,15 @@ fn precise(c: &Case, input: &TraceInput, r: u64) -> jitter_report::report::Resul
         max_phases: PrecisionPlan::DEFAULT_MAX_PHASES,
         pilot: pilot(),
     };
-    let p = predict_precise(
+    let p = predict(
+        &Solo,
         std::slice::from_ref(input),
-        &spec(c, seed_of(r)),
-        plan,
+        &PredictSpec {
+            precision: Some(plan),
+            ..spec(c, seed_of(r))
+        },
         &ProgressBar::hidden(),
+        &|_| {},
     )
     .unwrap();
     p.des.unwrap().results.remove(0)
@@ -272,11 +276,15 @@ fn reference(c: &Case, draws: u64) -> jitter_report::report::ResultRow {
         max_phases: draws * phases,
         pilot: MIN_DRAWS,
     };
-    let p = predict_precise(
+    let p = predict(
+        &Solo,
         std::slice::from_ref(&input),
-        &spec(c, 1_000_000_000),
-        plan,
+        &PredictSpec {
+            precision: Some(plan),
+            ..spec(c, 1_000_000_000)
+        },
         &ProgressBar::hidden(),
+        &|_| {},
     )
     .unwrap();
     p.des.unwrap().results.remove(0)

@@ -43,6 +43,7 @@ fn the_estimate_is_within_twice_the_cost_for_every_collective_density_and_engine
                         inputs,
                         &s,
                         &ProgressBar::hidden(),
+                        &|_| {},
                     )
                 });
                 let took = cpu_seconds() - t0;

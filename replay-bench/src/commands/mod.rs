@@ -25,7 +25,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Profile(a) => crate::profile_command::main(&a),
         Command::Compare(a) => reports::compare(&a),
         Command::PlotStudy(a) => reports::plot_study(a),
-        Command::Predict(a) => predict::main_with(a.args, a.engine),
+        Command::Predict(a) => predict::main(*a),
         Command::Study(a) => study::study(&a),
         Command::ChooseScale(a) => study::choose_scale(&a),
         Command::ChooseInject(a) => study::choose_inject(&a),

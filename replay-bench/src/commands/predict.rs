@@ -14,16 +14,17 @@ use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::bench::mpi::Mpi;
-use crate::flags::predict::{order_stats_path, PredictArgs};
+use crate::flags::predict::{order_stats_path, PredictArgs, PredictCmd};
 use jitter_predict::budget::{self, Estimate};
 use jitter_predict::comm::{agree, Collective, Solo};
-use jitter_predict::des::{self, Engine};
+use jitter_predict::des;
 use jitter_predict::input::TraceInput;
 use jitter_predict::precision_mode;
 use jitter_predict::prediction::predict;
 use jitter_predict::prediction_report::{check_plausible, study_rows, Prediction};
 use jitter_predict::prepare::{prepare, walk_note};
 use jitter_predict::progress::{TextProgress, TEXT_PROGRESS_EVERY};
+use jitter_predict::request::PredictRequest;
 use jitter_predict::size_classes;
 use jitter_predict::spec::{rank_phases, PredictSpec};
 use jitter_predict::window;
@@ -61,14 +62,11 @@ fn cores_of_process(allowed: usize, online: usize, on_host: usize) -> usize {
     allowed.min(online / on_host.max(1)).max(1)
 }
 
-/// `replay-bench predict` with the default engine: prints the SD table, writes the report(s)
-/// and the plot.
-pub fn main(args: PredictArgs) -> anyhow::Result<()> {
-    main_with(args, Engine::default())
-}
-
-/// [`main`] with the simulation engine chosen (`--engine`).
-pub(crate) fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()> {
+/// `replay-bench predict`: prints the SD table, writes the report(s) and the plot. The flags'
+/// request (`PredictCmd::request`: the engine and the precision plan in it) becomes a complete
+/// spec in `prepare`, which [`predict`] runs in either mode; nothing here edits it.
+pub fn main(cmd: PredictCmd) -> anyhow::Result<()> {
+    let (args, request) = (&cmd.args, cmd.request());
     // Under an MPI launcher the simulated ranks are split over the processes (rank 0 reports).
     let universe = match crate::launcher_rank() {
         Some(_) => Some(mpi::initialize().context("MPI is not available or already initialised")?),
@@ -80,27 +78,26 @@ pub(crate) fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()>
         None => &Solo,
     };
     let root = comm.rank() == 0;
-    check_agreed(comm, &args)?;
+    check_agreed(comm, args)?;
     let on_host = mpi_comm.as_ref().map_or(1, Mpi::ranks_on_this_host);
-    start_pool(&args, comm, on_host)?;
+    start_pool(args, comm, on_host)?;
     if args.windows_of.is_some() {
         anyhow::ensure!(
             mpi_comm.is_none(),
             "--windows-of predicts the few ranks of one run: run it without an MPI launcher"
         );
-        return windows_of(&args, engine);
+        return windows_of(args, &request);
     }
     if let Some(path) = &args.app {
         anyhow::ensure!(
             mpi_comm.is_none(),
             "--app simulates in one process: run it without an MPI launcher"
         );
-        return app(&args, path, engine);
+        return app(args, path, &request);
     }
-    let (traces, mut spec) = prepare(&args.request())?;
-    spec.engine = engine;
-    let plan = args.precision_plan();
-    let estimate = admitted(comm, &args, &traces, &spec, on_host, plan.as_ref())?;
+    let (traces, spec) = prepare(&request)?;
+    let plan = spec.precision;
+    let estimate = admitted(comm, args, &traces, &spec, on_host)?;
     if root && (estimate.seconds > budget::ANNOUNCE_S || plan.is_some()) {
         match &plan {
             Some(p) => eprintln!("{}", precision_mode::announce(p, &estimate)),
@@ -118,18 +115,13 @@ pub(crate) fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()>
     let lines = (root && !terminal && total > 0 && long)
         .then(|| TextProgress::start(bar.clone(), estimate.seconds, TEXT_PROGRESS_EVERY));
     let started = std::time::Instant::now();
-    let p = match plan {
-        Some(plan) => {
-            // The measured estimates, above the bar where one is drawn.
-            let say = |line: &str| {
-                if root {
-                    bar.suspend(|| eprintln!("{line}"));
-                }
-            };
-            precision_mode::predict_precise_on(comm, &traces, &spec, plan, &bar, &say)
+    // The precision mode's measured estimates, above the bar where one is drawn.
+    let say = |line: &str| {
+        if root {
+            bar.suspend(|| eprintln!("{line}"));
         }
-        None => predict(comm, &traces, &spec, &bar),
     };
+    let p = predict(comm, &traces, &spec, &bar, &say);
     if let Some(l) = lines {
         l.stop();
     }
@@ -147,13 +139,13 @@ pub(crate) fn main_with(args: PredictArgs, engine: Engine) -> anyhow::Result<()>
         spec.des.barrier.stage_ns,
         &spec.platform,
     );
-    report(&args, &traces, &spec, p, &model)
+    report(args, &traces, &spec, p, &model)
 }
 
 /// `replay-bench predict --windows-of RUN.json --trace T`: the prediction of the run's windows
 /// beside its measurement, the verdict ([`jitter_report::verdict`]) and the check of the injections;
 /// the report (`-o`) holds the row and [`WindowsOf`].
-fn windows_of(args: &PredictArgs, engine: Engine) -> anyhow::Result<()> {
+fn windows_of(args: &PredictArgs, request: &PredictRequest) -> anyhow::Result<()> {
     let path = args
         .windows_of
         .as_ref()
@@ -164,7 +156,7 @@ fn windows_of(args: &PredictArgs, engine: Engine) -> anyhow::Result<()> {
             args.traces.len()
         );
     };
-    let p = window::predict_run(path, trace, &args.request(), engine)?;
+    let p = window::predict_run(path, trace, request)?;
     let of = (p.report.config.predict.as_ref())
         .and_then(|d| d.windows_of.as_ref())
         .context("the prediction of the windows recorded no windows")?;
@@ -176,9 +168,8 @@ fn windows_of(args: &PredictArgs, engine: Engine) -> anyhow::Result<()> {
 }
 
 /// `predict --app`: the profile's main loop in place of the benchmark's (one process).
-fn app(args: &PredictArgs, path: &std::path::Path, engine: Engine) -> anyhow::Result<()> {
-    let (traces, mut spec) = prepare(&args.request())?;
-    spec.engine = engine;
+fn app(args: &PredictArgs, path: &std::path::Path, request: &PredictRequest) -> anyhow::Result<()> {
+    let (traces, spec) = prepare(request)?;
     // The measured runs first: a bad report is named before the profile is read.
     let runs = (args.runs_of.as_deref())
         .map(|report| crate::app::runs_of(report, args.barriers_before))
@@ -261,11 +252,10 @@ fn admitted(
     traces: &[TraceInput],
     spec: &PredictSpec,
     on_host: usize,
-    precise: Option<&precision_mode::PrecisionPlan>,
 ) -> anyhow::Result<Estimate> {
     let (procs, me) = (comm.size() as u64, comm.rank() as u64);
     let threads = rayon::current_num_threads();
-    let estimate = match precise {
+    let estimate = match &spec.precision {
         Some(plan) => precision_mode::pilot_estimate(traces, spec, plan, procs, threads),
         None => budget::estimate(traces, spec, procs, me, threads),
     };
@@ -338,7 +328,7 @@ fn report(
     }
     if let Some(path) = &args.plot {
         let q = jitter_trace::units::format_ns(spec.des.quanta_ns as f64);
-        let work = match args.precision_plan() {
+        let work = match spec.precision {
             Some(plan) => format!("precision {}", plan.precision),
             None => format!("{} phases", spec.des.phases),
         };

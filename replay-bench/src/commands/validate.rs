@@ -47,6 +47,7 @@ pub fn main(a: &ValidateArgs) -> anyhow::Result<()> {
             &traces,
             &spec,
             &indicatif::ProgressBar::hidden(),
+            &|_| {},
         )?;
         let des = prediction
             .des

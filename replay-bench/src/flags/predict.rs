@@ -14,9 +14,9 @@ use super::shared::{
 };
 use jitter_predict::collective::{Algorithm, LoopShape};
 use jitter_predict::des::Engine;
-use jitter_predict::precision_mode::{PrecisionPlan, DEFAULT_PRECISION};
+use jitter_predict::precision_mode::DEFAULT_PRECISION;
 use jitter_predict::request::PredictRequest;
-use jitter_predict::spec::Model;
+use jitter_predict::spec::{Model, PrecisionPlan};
 
 /// How the barrier latency grows with the rank count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -228,8 +228,10 @@ impl PredictArgs {
         })
     }
 
-    /// What these flags ask the predictor (everything but the outputs, the threads and the
-    /// modes `--windows-of`, `--drivers`, `--app` that choose what the command does with it).
+    /// What these flags ask the predictor with the default engine and the work fixed by
+    /// `--phases` and `--draws` (what `whatif` and `validate` ask; `predict`'s own request is
+    /// [`PredictCmd::request`]): everything but the outputs, the threads and the modes
+    /// `--windows-of`, `--drivers`, `--app` that choose what the command does with it.
     pub fn request(&self) -> PredictRequest {
         PredictRequest {
             traces: self.traces.clone(),
@@ -255,6 +257,8 @@ impl PredictArgs {
             draws: self.draws.unwrap_or(1),
             force: self.force,
             salvage: self.salvage.choice(),
+            engine: Engine::default(),
+            precision: None,
         }
     }
 
@@ -280,6 +284,19 @@ pub struct PredictCmd {
     /// or walk (injection by injection).
     #[arg(long, value_enum, default_value_t = Engine::Indexed)]
     pub engine: Engine,
+}
+
+impl PredictCmd {
+    /// What `replay-bench predict` asks: the flags' request with the engine and, unless
+    /// --phases, --draws, --whole-trace, --windows-of or --app fixes the work, the precision
+    /// mode's plan (`PredictArgs::precision_plan`). `prepare` makes it a complete spec.
+    pub fn request(&self) -> PredictRequest {
+        PredictRequest {
+            engine: self.engine,
+            precision: self.args.precision_plan(),
+            ..self.args.request()
+        }
+    }
 }
 
 /// Where the analytic report goes when both models run: `<stem>.order-stats.json`.

@@ -177,7 +177,7 @@ fn a_trace_over_a_platform_adds_only_what_the_platform_does_not_already_lose() {
             flags.extend(["--platform-noise", p]);
         }
         let (traces, spec) = prepare(&PredictArgs::from_flags(&flags).unwrap()).unwrap();
-        let des = predict(&Solo, &traces, &spec, &ProgressBar::hidden())
+        let des = predict(&Solo, &traces, &spec, &ProgressBar::hidden(), &|_| {})
             .unwrap()
             .des
             .unwrap();
@@ -256,7 +256,7 @@ fn the_baseline_covers_the_stretch_of_platform_noise_the_trace_s_run_covers() {
         &bg,
     ];
     let (traces, spec) = prepare(&PredictArgs::from_flags(&flags).unwrap()).unwrap();
-    let des = predict(&Solo, &traces, &spec, &ProgressBar::hidden())
+    let des = predict(&Solo, &traces, &spec, &ProgressBar::hidden(), &|_| {})
         .unwrap()
         .des
         .unwrap();

@@ -35,12 +35,12 @@ use self::replay_clocks::{IdxClock, QuietClock, WalkClock};
 pub use self::skeleton::{main_loop, Skeleton};
 use super::budget::{self, Estimate};
 use super::collective::Costs;
-use super::des::{self, DesOutcome, INDEXED_RANK_BYTES, RANK_STATE_BYTES};
+use super::des::{INDEXED_RANK_BYTES, RANK_STATE_BYTES};
 use super::input::TraceInput;
 use super::phase_loop::BASELINE_PHASES;
-use super::prediction::DrawSlowdowns;
-use super::prediction_report::{config, des_row, platform_calibration, Prediction};
+use super::prediction_report::{config, des_row, platform_calibration, DrawSlowdowns, Prediction};
 use super::rank_layout::{RunWindow, Timelines};
+use super::simulation::{pool, DesOutcome};
 use super::spec::PredictSpec;
 use jitter_report::report::{DrawSpread, EmulatorTotals, Report, ReportKind, RunPredicted};
 
@@ -397,7 +397,7 @@ impl Point<'_> {
                     noise_share: noise_share(&out, n, spec.platform.options().scale),
                 });
             }
-            des::pool(&mut pooled, out);
+            pool(&mut pooled, out);
         }
         let draws = spread.draws;
         let out = pooled.context("no draw")?;

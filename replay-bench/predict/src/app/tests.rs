@@ -200,6 +200,12 @@ fn noisy() -> TraceInput {
     TraceInput::new(&trace, "noisy.jtr", "noisy", PlanOptions::ideal(), 1).unwrap()
 }
 
+/// The loop's own prediction (`crate::predict`) of `t`: its simulation's report.
+fn loop_report(t: &[TraceInput], spec: &PredictSpec) -> Report {
+    let p = crate::predict(&crate::comm::Solo, t, spec, &ProgressBar::hidden(), &|_| {});
+    p.unwrap().des.unwrap()
+}
+
 fn spec_of(ranks: Vec<u64>, shape: LoopShape, q: u64) -> PredictSpec {
     PredictSpec {
         ranks,
@@ -225,6 +231,7 @@ fn spec_of(ranks: Vec<u64>, shape: LoopShape, q: u64) -> PredictSpec {
         platform: Platform::ideal(),
         engine: Engine::Indexed,
         draws: 2,
+        precision: None,
     }
 }
 
@@ -263,10 +270,7 @@ fn a_loop_shaped_profile_predicts_what_the_loop_predicts() {
                 .map(|m| m.parse().unwrap())
                 .to_vec();
         }
-        let want = crate::predict(&crate::comm::Solo, &t, &loop_spec, &ProgressBar::hidden())
-            .unwrap()
-            .des
-            .unwrap();
+        let want = loop_report(&t, &loop_spec);
         // Every row as the loop's: the same windows, collectives, resyncs and counts. The
         // application's qtbt is its iteration's period (the loop's `period_ns`), its qt the
         // loop's qt, byte for byte.
@@ -315,10 +319,7 @@ fn a_loop_shaped_profile_predicts_what_the_loop_predicts() {
         slot(on(Call::Barrier, 4), 0.0),
     ]);
     let got = predict(&app, &t, &spec).unwrap().des.unwrap();
-    let want = crate::predict(&crate::comm::Solo, &t, &spec, &ProgressBar::hidden())
-        .unwrap()
-        .des
-        .unwrap();
+    let want = loop_report(&t, &spec);
     let unsynced = |r: &&jitter_report::report::ResultRow| r.sync == "none" || r.sync == "once";
     let (got_rows, want_rows): (Vec<_>, Vec<_>) = (
         got.results.iter().filter(unsynced).collect(),

@@ -53,6 +53,7 @@ pub fn spec(algorithm: Algorithm, engine: Engine, ranks: u64, phases: u64) -> Pr
         platform: Platform::ideal(),
         engine,
         draws: 1,
+        precision: None,
     }
 }
 
