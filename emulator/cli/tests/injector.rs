@@ -998,12 +998,7 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
         .map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(100));
-    // The probe and the injector both run at SCHED_FIFO on this CPU: the probe's window stays
-    // 0.3 s under the real-time budget of a 1 s period (the kernel's and this cgroup's), so the
-    // kernel's RT throttling, which would stall the injector with the probe for the rest of the
-    // period (up to 100 ms in a group granted 900 ms), cannot land inside it.
-    let budget = rt_budget();
-    let window_ns = ((budget - 0.3).clamp(0.2, 0.7) * 1e9) as u64;
+    let (budget, window_ns) = probe_window();
     let threshold = clock.ns_to_ticks(500_000);
     let (detours, _) = probe_detours(clock, threshold, window_ns, 10_000);
     // SAFETY: signalling our own child.
@@ -1057,6 +1052,15 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
         format!("median long detour {:.1} µs", s.median_ns / 1e3)
     })?;
     Ok(())
+}
+
+/// The real-time budget (see [`rt_budget`]) and the probe's window, ns. The probe and the
+/// injector both run at SCHED_FIFO on one CPU: the window stays 0.3 s under the budget of a 1 s
+/// period, so the kernel's RT throttling, which would stall the injector with the probe for the
+/// rest of the period (up to 100 ms in a group granted 900 ms), cannot land inside it.
+fn probe_window() -> (f64, u64) {
+    let budget = rt_budget();
+    (budget, ((budget - 0.3).clamp(0.2, 0.7) * 1e9) as u64)
 }
 
 /// The real-time runtime granted per second of real-time period, the smaller of the kernel's
