@@ -29,6 +29,33 @@ use jitter_report::report::{DrawSpread, Report, ReportKind};
 /// whole draws per process). `progress` advances by the rank count after every simulated phase
 /// (its length: [`crate::spec::rank_phases`]; the precision mode re-estimates it and says the
 /// time left in its message); `say` gets the precision mode's lines of its measured estimate.
+///
+/// ```
+/// use jitter_emulator::SyncMode;
+/// use jitter_predict::{comm::Solo, predict, prepare, PredictRequest};
+/// use jitter_trace::synth::{synthesize, Spec};
+///
+/// // A 120 µs detour every 4 ms, one stream of 2 s.
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("periodic.jtr");
+/// let noise: Spec = "periodic:period=4ms,dur=120us".parse()?;
+/// jitter_trace::write_trace(&path, &synthesize(&noise, 1, 2_000_000_000, 3)?)?;
+///
+/// // 64 ranks, each replaying the trace from its own offset (sync none), 1 ms of work a phase.
+/// let mut req = PredictRequest::new(vec![path]);
+/// req.ranks = vec![64];
+/// req.modes = vec![SyncMode::None];
+/// (req.quanta_ns, req.phases) = (1_000_000, 200);
+/// let (traces, spec) = prepare(&req)?;
+/// let p = predict(&Solo, &traces, &spec, &indicatif::ProgressBar::hidden(), &|_| {})?;
+/// let row = &p.des.expect("the simulation ran").results[0];
+/// // A phase's q = 1 ms of work meets at most one detour (q + d < P), and of 64 ranks one
+/// // almost surely does (1 − (1 − q/P)⁶⁴ ≈ 1): the slowest rank's compute takes q + d.
+/// let (q, d) = (1e6, 120e3);
+/// let slowest = row.avg_max_qt_ns;
+/// assert!(slowest > q + 0.95 * d && slowest <= q + d + 1.0, "{slowest}");
+/// # Ok::<(), anyhow::Error>(())
+/// ```
 pub fn predict(
     comm: &dyn Collective,
     traces: &[TraceInput],

@@ -41,6 +41,18 @@ impl Verdict {
     /// Judges `predicted_pct` ± `predicted_ci95_pp` (`None`: exact) against `measured_pct` ±
     /// `ci95_pp` on their combined interval ([`combined_ci95`]), with the platform's own noise
     /// `platform_pct` (0 where the prediction models it).
+    ///
+    /// ```
+    /// use jitter_report::verdict::Verdict;
+    ///
+    /// // Measured 11.9 ± 0.8 %, predicted 11.2 % (exact), the platform's own noise 1.2 %.
+    /// assert_eq!(Verdict::judge(11.9, Some(0.8), 11.2, None, 1.2), Verdict::Inside);
+    /// // Measured 11.9 ± 0.5 %, predicted 12.5 %: outside, but within 1 pp + the platform.
+    /// assert_eq!(Verdict::judge(11.9, Some(0.5), 12.5, None, 1.2), Verdict::Near);
+    /// assert_eq!(Verdict::judge(11.9, Some(0.5), 16.0, None, 1.2), Verdict::Disagrees);
+    /// // ± 15 pp cannot tell a 5 % effect from none.
+    /// assert_eq!(Verdict::judge(5.0, Some(15.0), 5.3, None, 1.2), Verdict::NoVerdict);
+    /// ```
     pub fn judge(
         measured_pct: f64,
         ci95_pp: Option<f64>,

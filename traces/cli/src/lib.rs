@@ -56,6 +56,17 @@ fn panic_message(info: &PanicHookInfo<'_>) -> String {
 }
 
 /// An error and its causes on one line, `: `-joined (`jitter_trace::error::chain_line`).
+///
+/// ```
+/// use anyhow::Context;
+///
+/// let e = std::fs::read("/nonexistent/trace.jtr")
+///     .context("cannot read /nonexistent/trace.jtr")
+///     .unwrap_err();
+/// let line = jitter_cli::error_line(&e);
+/// assert!(line.starts_with("cannot read /nonexistent/trace.jtr: "), "{line}");
+/// assert!(!line.contains('\n'));
+/// ```
 pub fn error_line(e: &anyhow::Error) -> String {
     jitter_trace::error::chain_line(e.as_ref())
 }

@@ -133,6 +133,20 @@ pub fn series_names(items: &[(&Path, &Header)]) -> Vec<String> {
 }
 
 /// Draws `kind` for every series into the SVG file `path`.
+///
+/// ```
+/// use jitter_plot::{plot, PlotKind, Series};
+/// use jitter_trace::synth::{synthesize, Spec};
+///
+/// let noise: Spec = "periodic:period=4ms,dur=120us+poisson:rate=1000/s,dur=exp:5us".parse()?;
+/// let trace = synthesize(&noise, 1, 1_000_000_000, 3)?;
+/// let dir = tempfile::tempdir()?;
+/// let svg = dir.path().join("cdf.svg");
+/// let series = [Series { label: "synthetic", source: &trace }];
+/// plot(PlotKind::Cdf, &series, PlotKind::Cdf.title(), &svg)?;
+/// assert!(std::fs::read_to_string(&svg)?.contains("<svg"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn plot(kind: PlotKind, series: &[Series], title: &str, path: &Path) -> Result<(), TraceError> {
     if series.is_empty() {
         return Err(TraceError::Argument("nothing to plot".into()));
