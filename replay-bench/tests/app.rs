@@ -156,7 +156,10 @@ fn the_wall_time_slowdown_of_a_known_delay_lies_in_its_interval() {
     // with the library, its loading into sh and sleep (measured here: a debug build's is a
     // few ms); SD = 100 · (100 ms + load) / ā with ā the measured baseline, inside the interval
     // widened by the timer slack of sleep (50 µs per run, 0.1 pp of two runs at ā ≥ 0.2 s) and
-    // by the spread of the load measurement.
+    // by the spread of the load measurement. The load is measured before and after the study
+    // (it drifts with the machine: half the difference widens its spread), and one warm-up pair
+    // keeps a first start's cold caches out of the means, as the medians keep it out of the load.
+    let (before_ns, before_spread_ns) = library_load_ns(15);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("app.json");
     let script = r#"if [ -n "$JITTER_TRACE" ]; then sleep 0.3; else sleep 0.2; fi"#;
@@ -166,7 +169,7 @@ fn the_wall_time_slowdown_of_a_known_delay_lies_in_its_interval() {
             "--runs",
             "8",
             "--warmup",
-            "0",
+            "1",
             "--metric",
             "wall",
             "-o",
@@ -176,7 +179,9 @@ fn the_wall_time_slowdown_of_a_known_delay_lies_in_its_interval() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let res = load(&json).result.unwrap();
-    let (load_ns, load_spread_ns) = library_load_ns(15);
+    let (after_ns, after_spread_ns) = library_load_ns(15);
+    let load_ns = (before_ns + after_ns) / 2.0;
+    let load_spread_ns = before_spread_ns.max(after_spread_ns) + (before_ns - after_ns).abs() / 2.0;
     let want = 100.0 * (1e8 + load_ns) / res.without.mean;
     let e = res.effect;
     assert!(
