@@ -32,6 +32,7 @@ mod guard;
 mod header;
 pub mod probe;
 pub mod ring;
+pub mod rt_budget;
 pub mod rt_refusal;
 pub mod session;
 pub mod slow_signals;

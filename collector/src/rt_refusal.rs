@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 
+use crate::rt_budget::{self, CPU_ROOT};
+
 /// One line saying why SCHED_FIFO (or SCHED_RR) was refused with `errno`, and what to do.
 pub fn explain(errno: Errno) -> String {
     if errno != Errno::EPERM {
@@ -29,25 +31,10 @@ pub fn explain(errno: Errno) -> String {
     }
 }
 
-/// Where the cgroup-v1 `cpu` controller is mounted.
-const CPU_ROOT: &str = "/sys/fs/cgroup/cpu";
-
 /// The cgroup-v1 `cpu` group of this process when it is not the root group and its
 /// `cpu.rt_runtime_us` reads 0; `None` otherwise (cgroup v2, the root group, no such file).
 fn zero_runtime_group(self_cgroup: &Path, cpu_root: &Path) -> Option<PathBuf> {
-    let listing = std::fs::read_to_string(self_cgroup).ok()?;
-    let rel = listing.lines().find_map(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == "cpu")
-            .then(|| path.trim_start_matches('/').to_string())
-    })?;
-    if rel.is_empty() {
-        return None;
-    }
-    let group = cpu_root.join(rel);
+    let group = rt_budget::cpu_group(self_cgroup, cpu_root)?;
     let runtime = std::fs::read_to_string(group.join("cpu.rt_runtime_us")).ok()?;
     (runtime.trim() == "0").then_some(group)
 }

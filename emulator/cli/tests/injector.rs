@@ -942,8 +942,18 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
     let exe = env!("CARGO_BIN_EXE_jitter-inject");
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let path = dir.path().join("p.jtr");
+    let (period_ns, busy_ns) = (10_000_000, 1_000_000);
+    let budget = jitter_collect::rt_budget::share();
+    let Some(window_ns) = probe_window(budget, busy_ns as f64 / period_ns as f64) else {
+        println!(
+            "  premise not met: a real-time budget of {:.0} ms per second leaves the probe no \
+             0.2 s window beside the injector",
+            budget * 1e3
+        );
+        return Ok(());
+    };
     let mut t = jitter_trace::Trace {
-        streams: vec![periodic_stream(10_000_000, 1_000_000, 1_000)],
+        streams: vec![periodic_stream(period_ns, busy_ns, 1_000)],
         ..jitter_trace::Trace::default()
     };
     t.sync_header();
@@ -959,38 +969,8 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
     )?;
     // SAFETY: sched_getcpu has no preconditions.
     let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
-    // Start the injector before pinning this (SCHED_FIFO) thread to its CPU, and wait until it
-    // says it runs at its own, higher priority: a child inheriting our priority on our CPU would
-    // not get to run while we spin.
-    let mut child = Command::new(exe)
-        .args([
-            "--trace",
-            path.to_str().unwrap(),
-            "--cpu",
-            &cpu.to_string(),
-            "--duration",
-            "20s",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    // It calibrates on the CPU first (or takes the cached calibration) and says so.
-    use std::io::BufRead;
-    let mut said = String::new();
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.starts_with("injecting") {
-        line.clear();
-        if stderr.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
-            break;
-        }
-        said.push_str(&line);
-    }
-    ensure(
-        line.starts_with("injecting") && said.contains("calibration: O "),
-        || format!("jitter-inject said {said:?}"),
-    )?;
+    // Start the injector before pinning this (SCHED_FIFO) thread to its CPU.
+    let mut child = start_injector(exe, &path, cpu)?;
     let mut set = nix::sched::CpuSet::new();
     set.set(cpu).map_err(|e| e.to_string())?;
     let before =
@@ -998,7 +978,6 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
         .map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(100));
-    let (budget, window_ns) = probe_window();
     let threshold = clock.ns_to_ticks(500_000);
     let (detours, _) = probe_detours(clock, threshold, window_ns, 10_000);
     // SAFETY: signalling our own child.
@@ -1038,9 +1017,9 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
         status.success() && out.contains("stopped by signal"),
         || format!("SIGTERM: {status:?}, output {out:?}"),
     )?;
-    // One per 10 ms; a few may straddle the window's edges, and each longer stall can have
+    // One a period; a few may straddle the window's edges, and each longer stall can have
     // swallowed one.
-    let n = (window_ns / 10_000_000) as usize;
+    let n = (window_ns / period_ns) as usize;
     ensure(long.len() <= n + 2 && long.len() + stalls + 5 >= n, || {
         format!(
             "{} detours of 0.9–1.5 ms and {stalls} longer in {} ms (expected {n})",
@@ -1054,45 +1033,55 @@ fn separate_process(clock: &Clock) -> Result<(), String> {
     Ok(())
 }
 
-/// The real-time budget (see [`rt_budget`]) and the probe's window, ns. The probe and the
-/// injector both run at SCHED_FIFO on one CPU: the window stays 0.3 s under the budget of a 1 s
-/// period, so the kernel's RT throttling, which would stall the injector with the probe for the
-/// rest of the period (up to 100 ms in a group granted 900 ms), cannot land inside it.
-fn probe_window() -> (f64, u64) {
-    let budget = rt_budget();
-    (budget, ((budget - 0.3).clamp(0.2, 0.7) * 1e9) as u64)
+/// `jitter-inject` replaying `trace` on `cpu` for at most 20 s, once it says it injects: it
+/// calibrates on the CPU first (or takes the cached calibration) and says so, and runs at its own,
+/// higher priority (a child inheriting ours on our CPU would not get to run while we spin).
+fn start_injector(
+    exe: &str,
+    trace: &std::path::Path,
+    cpu: usize,
+) -> Result<std::process::Child, String> {
+    use std::io::BufRead;
+    use std::process::Command;
+    let mut child = Command::new(exe)
+        .args([
+            "--trace",
+            trace.to_str().unwrap(),
+            "--cpu",
+            &cpu.to_string(),
+            "--duration",
+            "20s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let mut said = String::new();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("injecting") {
+        line.clear();
+        if stderr.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+            break;
+        }
+        said.push_str(&line);
+    }
+    ensure(
+        line.starts_with("injecting") && said.contains("calibration: O "),
+        || format!("jitter-inject said {said:?}"),
+    )?;
+    Ok(child)
 }
 
-/// The real-time runtime granted per second of real-time period, the smaller of the kernel's
-/// (`/proc/sys/kernel/sched_rt_*_us`) and this process's cgroup-v1 `cpu` group's; 1.0 when
-/// unlimited or unreadable.
-fn rt_budget() -> f64 {
-    let ratio = |runtime: &str, period: &str| -> Option<f64> {
-        let r: i64 = std::fs::read_to_string(runtime).ok()?.trim().parse().ok()?;
-        let p: i64 = std::fs::read_to_string(period).ok()?.trim().parse().ok()?;
-        (r >= 0 && p > 0).then(|| r as f64 / p as f64)
-    };
-    let kernel = ratio(
-        "/proc/sys/kernel/sched_rt_runtime_us",
-        "/proc/sys/kernel/sched_rt_period_us",
-    );
-    let group = std::fs::read_to_string("/proc/self/cgroup")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find_map(|l| {
-                    l.split_once(":cpu,cpuacct:")
-                        .or_else(|| l.split_once(":cpu:"))
-                })
-                .map(|(_, g)| format!("/sys/fs/cgroup/cpu{g}"))
-        })
-        .and_then(|d| {
-            ratio(
-                &format!("{d}/cpu.rt_runtime_us"),
-                &format!("{d}/cpu.rt_period_us"),
-            )
-        });
-    [kernel, group].into_iter().flatten().fold(1.0, f64::min)
+/// The probe's window, ns: as long as a real-time period (1 s) allows without throttling. The
+/// probe and the injector both run at SCHED_FIFO on one CPU, so a period holds the window and the
+/// injector's duty `duty` of the rest; the window keeps 0.1 s of the budget (the real-time
+/// budget, [`jitter_collect::rt_budget::share`]) for other real-time work, so that the kernel's
+/// throttling, which would stall the injector with the probe for the rest of the period, cannot
+/// land inside it. `None` where the budget leaves less than 0.2 s.
+fn probe_window(budget: f64, duty: f64) -> Option<u64> {
+    let window = ((budget - 0.1 - duty) / (1.0 - duty)).min(1.0);
+    (window >= 0.2).then_some((window * 1e9) as u64)
 }
 
 /// `jitter-inject` calibrates when nothing is cached, reuses the cache, measures again when the
