@@ -242,10 +242,10 @@ fn main_loop_of(
             continue;
         };
         members[i] = true;
-        structure::add_samples(r, l, rot, &mut hists, &mut sums);
+        structure::add_samples(r, l, (0, rot), &mut hists, &mut sums);
     }
     let r = &records[ri];
-    let (sites, vary) = structure::body_sites(r, refl)?;
+    let (sites, vary) = structure::sites_of(r, refl, 0)?;
     let slots = slots_of(&sites, &hists, &sums)?;
     let described = structure::describe(r, refl, vary);
     let (kinds, order) = if described.kinds_replayed {
@@ -280,7 +280,7 @@ fn kinds_of(r: &RankRecord, l: &RankLoop) -> Option<Kinds> {
         let p = l.found.variants[v].1;
         let mut hists = vec![LogHistogram::default(); p];
         let mut sums = vec![(0u64, 0f64, 0f64); p];
-        structure::variant_samples(r, l, v, &mut hists, &mut sums);
+        structure::add_samples(r, l, (v, 0), &mut hists, &mut sums);
         let (sites, _) = structure::sites_of(r, l, v)?;
         let slots = slots_of(&sites, &hists, &sums)?;
         kinds.push(Kind {

@@ -267,20 +267,19 @@ fn compute_before(l: &RankLoop, i: usize) -> Option<u64> {
     Some(l.times.get(i)?.0.saturating_sub(prev))
 }
 
-/// Per slot of the reference's body: the compute before it and the time in it over the
-/// iterations of the body in `l` (a rank whose body is the reference's rotated by `rot`), ns.
+/// Per call of kind `v` of the loop (0: the body, of a rank whose body is the reference's
+/// rotated by `rot`; a variant ≥ 1 of the reference itself, `rot` 0): the compute before it and
+/// the time in it over the iterations of that kind in `l`, ns, into `hists` and `sums` (count,
+/// Σ compute, Σ call time) by position.
 pub(crate) fn add_samples(
     r: &RankRecord,
     l: &RankLoop,
-    rot: usize,
+    (v, rot): (usize, usize),
     hists: &mut [LogHistogram],
     sums: &mut [(u64, f64, f64)],
 ) {
-    let p = l.found.body_len();
-    for &(f, v) in &l.found.iterations {
-        if v != 0 {
-            continue;
-        }
+    let p = l.found.variants[v].1;
+    for &(f, _) in l.found.iterations.iter().filter(|(_, w)| *w == v) {
         for j in 0..p {
             let i = f + (j + rot) % p;
             let Some(c) = compute_before(l, i) else {
@@ -296,40 +295,8 @@ pub(crate) fn add_samples(
     }
 }
 
-/// Per call of variant `v` (≥ 1) of the reference's loop: the compute before it and the time in
-/// it over the variant's iterations, ns (as [`add_samples`] for the body).
-pub(crate) fn variant_samples(
-    r: &RankRecord,
-    l: &RankLoop,
-    v: usize,
-    hists: &mut [LogHistogram],
-    sums: &mut [(u64, f64, f64)],
-) {
-    let p = l.found.variants[v].1;
-    for &(f, _) in l.found.iterations.iter().filter(|(_, w)| *w == v) {
-        for j in 0..p {
-            let i = f + j;
-            let Some(c) = compute_before(l, i) else {
-                continue;
-            };
-            let ns = r.ns(c);
-            hists[j].add(ns, 1);
-            let s = &mut sums[j];
-            s.0 += 1;
-            s.1 += ns as f64;
-            s.2 += r.ns(l.times[i].1.saturating_sub(l.times[i].0)) as f64;
-        }
-    }
-}
-
-/// The site of each slot of the reference's body (the most frequent at its position) and the
-/// slots whose bytes vary.
-pub(crate) fn body_sites(r: &RankRecord, l: &RankLoop) -> Option<(Vec<Site>, Vec<SizeRange>)> {
-    sites_of(r, l, 0)
-}
-
-/// The site of each call of variant `v` (the most frequent at its position) and the calls whose
-/// bytes vary.
+/// The site of each call of kind `v` (0: the body; the most frequent at its position) and the
+/// calls whose bytes vary.
 pub(crate) fn sites_of(
     r: &RankRecord,
     l: &RankLoop,
@@ -422,35 +389,26 @@ pub(crate) fn describe(
     } else {
         kept.max(1)
     };
-    let all_kinds = kept_kinds(f);
-    let (mut body_compute, mut all_compute) = (0u64, 0u64);
+    // Compute and calls of each kind's iterations, the body's first.
+    let mut by_kind = vec![(0u64, 0usize); f.variants.len()];
     for &(first, v) in &f.iterations {
-        let c: u64 = (first..first + f.variants[v].1)
+        let len = f.variants[v].1;
+        by_kind[v].0 += (first..first + len)
             .filter_map(|i| compute_before(l, i))
-            .sum();
-        all_compute += c;
-        if v == 0 {
-            body_compute += c;
-        }
+            .sum::<u64>();
+        by_kind[v].1 += len;
     }
+    let body_compute = by_kind[0].0;
+    let all_compute: u64 = by_kind.iter().map(|k| k.0).sum();
     let kinds_replayed = (body_compute as f64) < BODY_STANDS_FOR_ALL * all_compute as f64;
     // Without kinds, every iteration is replayed as the body.
-    let kept_kinds = if kinds_replayed {
-        all_kinds
+    let kinds_kept = if kinds_replayed {
+        kept_kinds(f)
     } else {
         f.variants.len() - 1
     };
-    let (mut replayed_compute, mut replayed_calls) = (0u64, 0usize);
-    for &(first, v) in &f.iterations {
-        let len = f.variants[v].1;
-        let c: u64 = (first..first + len)
-            .filter_map(|i| compute_before(l, i))
-            .sum();
-        if v <= kept_kinds {
-            replayed_compute += c;
-            replayed_calls += len;
-        }
-    }
+    let replayed_compute: u64 = by_kind[..=kinds_kept].iter().map(|k| k.0).sum();
+    let replayed_calls: usize = by_kind[..=kinds_kept].iter().map(|k| k.1).sum();
     let t = timing(r, Some(l));
     let last = l.times.last().map_or(0, |x| since_init(r, x.1));
     let (a, b) = (t.loop_start_ns.unwrap_or(0), t.loop_end_ns.unwrap_or(0));
@@ -473,7 +431,7 @@ pub(crate) fn describe(
         body_compute_share: (body_compute as f64 / total as f64).min(1.0),
         replayed_compute_share: (replayed_compute as f64 / total as f64).min(1.0),
         replayed_call_share: share(replayed_calls as f64 / l.seq.len().max(1) as f64),
-        kinds_left_out: f.variants.len() - 1 - kept_kinds,
+        kinds_left_out: f.variants.len() - 1 - kinds_kept,
         kinds_replayed,
     }
 }
