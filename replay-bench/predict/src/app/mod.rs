@@ -175,14 +175,7 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
     // The walk where the index is not exact: timer errors or an O-after-a-gap curve; it walks
     // every detour an iteration meets (its compute at least).
     let walk = spec.des.drift_sd_ns > 0.0 || !opts.overhead_by_gap.points().is_empty();
-    // Per iteration, the parts weighted by their share of the iterations.
-    let weights = sk.weights();
-    let mean = |f: &dyn Fn(&[skeleton::Step]) -> f64| -> f64 {
-        (0..sk.parts.len())
-            .map(|p| weights[p] * f(sk.steps_of(p)))
-            .sum()
-    };
-    let rounds: f64 = mean(&|steps| {
+    let rounds: f64 = sk.per_iteration(|steps| {
         (steps.iter())
             .map(|s| match s {
                 skeleton::Step::Collective(a) => super::collective::round_count(*a, n) as f64,
@@ -190,12 +183,12 @@ pub fn estimate(app: &App, traces: &[TraceInput], spec: &PredictSpec) -> anyhow:
             })
             .sum()
     });
-    let steps = mean(&|steps| steps.len() as f64);
+    let steps = sk.per_iteration(|steps| steps.len() as f64);
     let costs = Costs::scaled(&spec.des.comm.resolved(), opts.scale);
     let per_rank_iteration = |t: &TraceInput, mode: SyncMode| {
         if walk {
             // Every round and step asked, each detour of the compute walked.
-            let others = steps - mean(&|s| collectives(s) as f64);
+            let others = steps - sk.per_iteration(|s| collectives(s) as f64);
             let asked = rounds * (budget::COLLECTIVE_NS_PER_ROUND + budget::COLLECTIVE_NS_PER_ASK)
                 + others * 2.0 * budget::INDEXED_NS_PER_EVENT;
             let walked = budget::density(t) * sk.compute_ns as f64 * budget::NS_PER_EVENT;
@@ -266,24 +259,19 @@ fn cost_indexed(sk: &Skeleton, rounds: f64, t: &TraceInput, at: (SyncMode, u64),
     let (mode, n) = at;
     let density = budget::density(t);
     let busy = t.info.noise_ratio.clamp(0.0, 0.9);
-    let weights = sk.weights();
-    let local: f64 = (0..sk.parts.len())
-        .map(|p| {
-            let steps = sk.steps_of(p);
-            let each: f64 = (stretch::stretches(steps, sk.buffers).iter())
-                .map(|s| match s {
-                    stretch::Stretch::Local(r) => {
-                        budget::INDEXED_NS_PER_EVENT + r.len() as f64 * APP_NS_PER_LOCAL_STEP
-                    }
-                    stretch::Stretch::Single(i) => match steps[*i] {
-                        skeleton::Step::Collective(_) => 0.0,
-                        _ => budget::INDEXED_NS_PER_EVENT,
-                    },
-                })
-                .sum();
-            weights[p] * each
-        })
-        .sum();
+    let local = sk.per_iteration(|steps| {
+        (stretch::stretches(steps, sk.buffers).iter())
+            .map(|s| match s {
+                stretch::Stretch::Local(r) => {
+                    budget::INDEXED_NS_PER_EVENT + r.len() as f64 * APP_NS_PER_LOCAL_STEP
+                }
+                stretch::Stretch::Single(i) => match steps[*i] {
+                    skeleton::Step::Collective(_) => 0.0,
+                    _ => budget::INDEXED_NS_PER_EVENT,
+                },
+            })
+            .sum()
+    });
     let compute = sk.compute_ns as f64;
     let met = density * compute / (1.0 - busy);
     let lag = if mode == SyncMode::None {

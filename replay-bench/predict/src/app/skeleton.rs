@@ -157,6 +157,15 @@ impl Skeleton {
         }
     }
 
+    /// The mean of `f` over a run's iterations: each part's steps, weighted by its share of
+    /// the iterations ([`Skeleton::weights`]).
+    pub(crate) fn per_iteration(&self, f: impl Fn(&[Step]) -> f64) -> f64 {
+        let w = self.weights();
+        (0..self.parts.len())
+            .map(|p| w[p] * f(self.steps_of(p)))
+            .sum()
+    }
+
     /// The share of a run's iterations each part takes (its kind's share of the recorded
     /// iterations, halved between the copies where requests are carried).
     pub(crate) fn weights(&self) -> Vec<f64> {

@@ -26,6 +26,14 @@ pub(crate) fn on(call: Call, n: u32) -> Site {
     }
 }
 
+/// A point-to-point `call` to (or from) offset `peer`, profiled at 4 ranks.
+fn p2p(call: Call, peer: i32) -> Site {
+    Site {
+        peer,
+        ..on(call, 4)
+    }
+}
+
 /// A halo of two `Sendrecv`s (to +1 from −1, to −1 from +1) and two allreduces, profiled at 4.
 pub(crate) fn halo_loop(c: [f64; 4]) -> MainLoop {
     let sr = |to: i32| Site {
@@ -423,10 +431,6 @@ fn profiles_without_a_loop_or_with_a_receive_before_its_send_are_refused() {
 /// they completed; a matched probe receives its message; nothing is left pending or unmatched.
 #[test]
 fn waitsome_waitany_testsome_and_matched_probes_complete_what_they_completed() {
-    let p2p = |call, peer| Site {
-        peer,
-        ..on(call, 4)
-    };
     let completed = |call, requests| Site {
         requests,
         ..Site::of(call)
@@ -456,10 +460,6 @@ fn waitsome_waitany_testsome_and_matched_probes_complete_what_they_completed() {
 fn a_waitsome_leaves_a_receive_whose_send_comes_later_pending() {
     // Meep's pattern: a receive posted, a Waitsome that returns what is ready (not that
     // receive: its send is later in the iteration), the send, then a wait that completes it.
-    let p2p = |call, peer| Site {
-        peer,
-        ..on(call, 4)
-    };
     let l = MainLoop {
         slots: vec![
             slot(p2p(Call::Irecv, 1), 10.0),
@@ -483,10 +483,6 @@ fn a_waitsome_leaves_a_receive_whose_send_comes_later_pending() {
 fn cartesian_halo_offsets_grow_with_the_grid_and_ring_offsets_wrap() {
     use super::skeleton::{Link, Step};
     // A 2-D halo profiled on a 2 × 2 grid: ± the row stride 2 and ± 1.
-    let p2p = |call, peer| Site {
-        peer,
-        ..on(call, 4)
-    };
     let l = MainLoop {
         slots: vec![
             slot(p2p(Call::Isend, 2), 100.0),
@@ -671,10 +667,6 @@ fn each_measured_run_is_predicted_from_the_library_s_point_for_its_seed() {
 /// A nonblocking halo (Irecv ×2, Isend ×2, Waitall), a reduce and a bcast (their rounds reuse
 /// buffer 0) and a `Sendrecv`, compute before each call; profiled at 4.
 fn nonblocking_loop() -> MainLoop {
-    let p2p = |call: Call, peer: i32| Site {
-        peer,
-        ..on(call, 4)
-    };
     let sr = Site {
         peer: 1,
         root: -1,
@@ -856,10 +848,6 @@ fn quiet_run(l: &MainLoop, n: u64, iterations: u64, o: u64, ll: u64) -> (Vec<u64
 /// the receive pending for ever and it cost nothing.
 #[test]
 fn a_receive_completed_in_the_next_iteration_costs_its_message() {
-    let p2p = |call: Call, peer: i32| Site {
-        peer,
-        ..on(call, 4)
-    };
     let l = MainLoop {
         slots: vec![
             slot(on(Call::Wait, 4), 0.0),
@@ -907,10 +895,6 @@ fn a_receive_completed_in_the_next_iteration_costs_its_message() {
 /// just before it, whose send comes later in the iteration (it stays pending for the next).
 #[test]
 fn waitsome_takes_the_carried_receive_before_a_receive_whose_send_comes_later() {
-    let p2p = |call: Call, peer: i32| Site {
-        peer,
-        ..on(call, 4)
-    };
     let some = Site {
         requests: 2,
         ..on(Call::Waitsome, 4)
