@@ -250,8 +250,8 @@ fn collectives(steps: &[skeleton::Step]) -> usize {
         .count()
 }
 
-/// One rank-iteration on the index, ns: each local stretch one quiet-time search and an
-/// addition per step ([`APP_NS_PER_LOCAL_STEP`]), each detour met in the compute one question;
+/// One rank-iteration on the index, ns: each local stretch a visit to the rank and an addition
+/// per step ([`APP_NS_PER_LOCAL_STEP`] each), each detour met in the compute one question;
 /// the collectives' `rounds` in closed form and one question per detour due while a rank is in
 /// them (at most one per round): their noise-free rounds and, without resyncs, the slowest
 /// rank's lag ([`budget::slowest_lag_ns`]), as the loop's estimate prices its collectives.
@@ -262,9 +262,10 @@ fn cost_indexed(sk: &Skeleton, rounds: f64, t: &TraceInput, at: (SyncMode, u64),
     let local = sk.per_iteration(|steps| {
         (stretch::stretches(steps, sk.buffers).iter())
             .map(|s| match s {
-                stretch::Stretch::Local(r) => {
-                    budget::INDEXED_NS_PER_EVENT + r.len() as f64 * APP_NS_PER_LOCAL_STEP
-                }
+                // The pass's visit to the rank (its state, time and compute, the cached quiet
+                // time compared: a step's work) and its steps; a question only for a detour
+                // met (`met`, below).
+                stretch::Stretch::Local(r) => (r.len() + 1) as f64 * APP_NS_PER_LOCAL_STEP,
                 stretch::Stretch::Single(i) => match steps[*i] {
                     skeleton::Step::Collective(_) => 0.0,
                     _ => budget::INDEXED_NS_PER_EVENT,
