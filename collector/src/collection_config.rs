@@ -14,6 +14,7 @@ use crate::counter::{DEFAULT_THRESHOLD_FACTOR, PROFILE_READS};
 use crate::cpuset::{self, CpuList};
 use crate::error::{refuse, Result};
 use crate::ftq::Quantum;
+use crate::rt_budget;
 use crate::tracefs::TraceClock;
 
 /// How the detour threshold is chosen.
@@ -193,14 +194,16 @@ pub(crate) fn check(config: &Config) -> Result<()> {
     Ok(())
 }
 
-/// Refuses a real-time priority out of the policy's range, or a real-time policy on every CPU
-/// of the machine without `force`.
+/// Refuses a real-time priority out of the policy's range, or without `force` a real-time policy
+/// on every CPU of the machine or under a real-time budget below [`rt_budget::SPIN_SHARE`];
+/// returns the warning a limited budget deserves (the probes spin: the throttle is recorded as
+/// `idle` detours).
 pub(crate) fn check_sched(
     policy: SchedPolicy,
     prio: i32,
     cpus: &CpuList,
     force: bool,
-) -> Result<()> {
+) -> Result<Option<String>> {
     // SAFETY: these calls only read constants of the policy.
     let (lo, hi) = unsafe {
         (
@@ -223,5 +226,61 @@ pub(crate) fn check_sched(
             online
         );
     }
-    Ok(())
+    budget_check(rt_budget::limit(), policy, force)
+}
+
+/// [`check_sched`]'s verdict on the real-time budget `limit`: a refusal below
+/// [`rt_budget::SPIN_SHARE`] without `force`, else a warning where anything limits it.
+fn budget_check(
+    limit: Option<rt_budget::Limit>,
+    policy: SchedPolicy,
+    force: bool,
+) -> Result<Option<String>> {
+    let Some(l) = limit else {
+        return Ok(None);
+    };
+    if l.share < rt_budget::SPIN_SHARE && !force {
+        refuse!(
+            "refusing {}: {}, and the probes would record mostly that (as `idle` detours); \
+             raise it, collect without --sched, or pass --force",
+            policy.name(),
+            l.line()
+        );
+    }
+    Ok(Some(format!(
+        "{}; a {} probe's throttled time shows as `idle` detours",
+        l.line(),
+        policy.name()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(share: f64) -> rt_budget::Limit {
+        rt_budget::Limit {
+            share,
+            period_us: 1_000_000,
+            set_by: PathBuf::from("/sys/fs/cgroup/cpu/jobs/cpu.rt_runtime_us"),
+        }
+    }
+
+    #[test]
+    fn a_budget_that_leaves_spinning_probes_mostly_throttled_is_refused_without_force() {
+        let e = budget_check(Some(limit(0.05)), SchedPolicy::Fifo, false).unwrap_err();
+        let line = e.to_string();
+        assert!(
+            line.contains("50 ms of every 1000 ms") && line.contains("--force"),
+            "{line}"
+        );
+        let w = budget_check(Some(limit(0.05)), SchedPolicy::Fifo, true).unwrap();
+        assert!(w.unwrap().contains("`idle` detours"));
+        // At the kernel's default the probes run, with a warning that names the throttle.
+        let w = budget_check(Some(limit(0.95)), SchedPolicy::Rr, false).unwrap();
+        assert!(w.unwrap().contains("up to 50 ms of each"));
+        assert!(budget_check(None, SchedPolicy::Fifo, false)
+            .unwrap()
+            .is_none());
+    }
 }

@@ -239,10 +239,10 @@ impl<'c> Prepared<'c> {
         } else {
             SignalGuard::default()
         };
-        if let Some((policy, prio)) = config.sched {
-            check_sched(policy, prio, &cpus, config.force)?;
-        }
         let mut warnings = Vec::new();
+        if let Some((policy, prio)) = config.sched {
+            warnings.extend(check_sched(policy, prio, &cpus, config.force)?);
+        }
         // The tracefs instance is removed when the session ends, on every path (its guard);
         // it traces from here, so the probes' start-up is in the buffer too.
         let instance = if config.attribute {

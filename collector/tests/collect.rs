@@ -206,6 +206,15 @@ fn synthetic_daemon_helper() {
 #[test]
 fn a_periodic_real_time_daemon_shows_as_100_detours_per_second_of_300_us() {
     let _g = serial();
+    // The probe spins at SCHED_FIFO: a real-time budget that stops it for more than the rate's
+    // 10 % tolerance of each period hides more of the daemon's detours than the test allows.
+    if let Some(l) = jitter_collect::rt_budget::limit().filter(|l| l.share < 0.9) {
+        eprintln!(
+            "skipped: premise not met: {}; the probe needs 0.9 of each period",
+            l.line()
+        );
+        return;
+    }
     let cpus = cpuset::select(None).unwrap();
     let cpu = *cpus.ids().last().unwrap();
     let clock = Clock::calibrate(Duration::from_millis(200)).unwrap();

@@ -25,6 +25,28 @@ fn fifo_probes_stop_within_a_second_of_a_signal_under_an_armed_watchdog() {
     }
     let cpu = cpus.ids()[cpus.len() - 1].to_string();
     let dir = tempfile::tempdir().unwrap();
+    if let Some(l) = jitter_collect::rt_budget::limit()
+        .filter(|l| l.share < jitter_collect::rt_budget::SPIN_SHARE)
+    {
+        // A budget that would stop spinning probes for most of each period: the collector must
+        // refuse them, in one line that names it.
+        let o = Command::new(BIN)
+            .args(["--cpus", &cpu, "--sched", "fifo", "-d", "1", "-q", "-o"])
+            .arg(dir.path().join("refused.jtr"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "a {} budget was not refused", l.share);
+        assert!(
+            err.lines().count() == 1 && err.contains(&l.set_by.display().to_string()),
+            "{err}"
+        );
+        eprintln!(
+            "premise not met ({}): the collector refused, as it must",
+            l.line()
+        );
+        return;
+    }
     use nix::sys::signal::Signal::{SIGINT, SIGTERM};
     for sig in [SIGINT, SIGTERM] {
         let out = dir.path().join(format!("{sig}.jtr"));

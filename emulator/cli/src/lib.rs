@@ -459,6 +459,16 @@ pub fn inject_main() -> Result<()> {
     } else {
         let (cal, why) =
             ProcessCalibration::load_or_measure(&clock, a.cpu, a.priority, a.recalibrate)
+                .map_err(|e| {
+                    // The calibration's victim spins at SCHED_FIFO: a budget that stops it for
+                    // most of each period is the likely cause, and the one to name.
+                    match jitter_collect::rt_budget::limit()
+                        .filter(|l| l.share < jitter_collect::rt_budget::SPIN_SHARE)
+                    {
+                        Some(l) => e.context(l.line()),
+                        None => e,
+                    }
+                })
                 .context("cannot calibrate the injector (give --overhead and --min-sleep)")?;
         let source = match why {
             None => format!(

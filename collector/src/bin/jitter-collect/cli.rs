@@ -82,7 +82,8 @@ pub struct Cli {
     /// Real-time priority (with --sched).
     #[arg(long, default_value_t = 1)]
     pub prio: i32,
-    /// Allow a real-time policy on every CPU of the machine, and accept a collection that fails
+    /// Allow a real-time policy on every CPU of the machine or under a real-time budget of less
+    /// than half of each period (the kernel's or the cgroup's), and accept a collection that fails
     /// the plausibility check or whose ring dropped more detours than readers accept (exit
     /// status 0; the trace is kept either way).
     #[arg(long)]
