@@ -457,30 +457,7 @@ pub fn inject_main() -> Result<()> {
     let setup = if o_given.is_some() && m_given.is_some() {
         given
     } else {
-        let (cal, why) =
-            ProcessCalibration::load_or_measure(&clock, a.cpu, a.priority, a.recalibrate)
-                .map_err(|e| {
-                    // The calibration's victim spins at SCHED_FIFO: a budget that stops it for
-                    // most of each period is the likely cause, and the one to name.
-                    match jitter_collect::rt_budget::limit()
-                        .filter(|l| l.share < jitter_collect::rt_budget::SPIN_SHARE)
-                    {
-                        Some(l) => e.context(l.line()),
-                        None => e,
-                    }
-                })
-                .context("cannot calibrate the injector (give --overhead and --min-sleep)")?;
-        let source = match why {
-            None => format!(
-                "cached in {}",
-                ProcessCalibration::cache_path(a.cpu).display()
-            ),
-            Some(_) => format!(
-                "measured now, cached in {}",
-                ProcessCalibration::cache_path(a.cpu).display()
-            ),
-        };
-        eprintln!("calibration: {cal}; {source}");
+        let cal = injector_calibration(&clock, &a)?;
         let setup = a.replay.setup_over(&ReplaySetup {
             cost: cal.cost(),
             ..given
@@ -522,4 +499,28 @@ pub fn inject_main() -> Result<()> {
         }
     );
     Ok(())
+}
+
+/// `jitter-inject`'s calibration on its CPU, from the cache or measured now (and cached), its
+/// source said on stderr.
+fn injector_calibration(clock: &Clock, a: &InjectCli) -> Result<ProcessCalibration> {
+    let (cal, why) = ProcessCalibration::load_or_measure(clock, a.cpu, a.priority, a.recalibrate)
+        .map_err(|e| {
+            // The calibration's victim spins at SCHED_FIFO: a budget that stops it for most of
+            // each period is the likely cause, and the one to name.
+            match jitter_collect::rt_budget::limit()
+                .filter(|l| l.share < jitter_collect::rt_budget::SPIN_SHARE)
+            {
+                Some(l) => e.context(l.line()),
+                None => e,
+            }
+        })
+        .context("cannot calibrate the injector (give --overhead and --min-sleep)")?;
+    let path = ProcessCalibration::cache_path(a.cpu);
+    let source = match why {
+        None => format!("cached in {}", path.display()),
+        Some(_) => format!("measured now, cached in {}", path.display()),
+    };
+    eprintln!("calibration: {cal}; {source}");
+    Ok(cal)
 }
