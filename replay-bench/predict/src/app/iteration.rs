@@ -29,7 +29,11 @@ pub(crate) struct Spec<'a> {
     pub(crate) skeleton: &'a Skeleton,
     /// Ranks N (the states stand for them: one each, or one for all).
     pub(crate) n: u64,
+    /// Iterations to run: the first of the `planned` ones.
     pub(crate) iterations: u64,
+    /// The run the kinds of iteration are laid over ([`Skeleton::part`]): a baseline of a run
+    /// cut short runs the same first iterations, of the same kinds.
+    pub(crate) planned: u64,
     pub(crate) costs: Costs,
     pub(crate) lines: &'a Timelines,
     pub(crate) schedule: SyncSchedule,
@@ -115,7 +119,7 @@ pub(crate) fn iterate<C: AppClock>(
     let place = spec.lines.placement;
     let mut barriers = 0u64;
     for it in 0..spec.iterations {
-        let part = sk.part(it, spec.iterations);
+        let part = sk.part(it, spec.planned);
         let (steps, cut) = (sk.steps_of(part), &cuts[part]);
         a.qt.fill(0);
         for piece in cut {

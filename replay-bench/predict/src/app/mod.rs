@@ -370,8 +370,10 @@ impl Point<'_> {
             sd_qt_range_pct: [f64::INFINITY, f64::NEG_INFINITY],
         };
         let mut each = DrawSlowdowns::default();
+        let mut baselines = Baselines::default();
         for (run, seed, at) in draws {
             let out = self.simulate(spec, seed, at)?;
+            baselines.add(&out);
             let row = des_row(&t.label, n, mode, &out);
             each.add(&mut spread, &row, out.averages.phases);
             if let Some(run) = run {
@@ -389,7 +391,8 @@ impl Point<'_> {
             pool(&mut pooled, out);
         }
         let draws = spread.draws;
-        let out = pooled.context("no draw")?;
+        let mut out = pooled.context("no draw")?;
+        baselines.into_pooled(&mut out);
         anyhow::ensure!(
             out.averages.phases > 0,
             "{} at {n} ranks, sync {mode}: the trace is too short for one iteration",
@@ -437,7 +440,8 @@ impl Point<'_> {
     }
 
     /// One draw (seed `seed`, started at a run's `window` if given): the skeleton with the
-    /// trace's noise beside the same skeleton without noise (its last iteration: the baseline).
+    /// trace's noise beside the same skeleton without noise (the baseline: its last iteration,
+    /// or with kinds the iterations the noisy run recorded).
     fn simulate(
         &self,
         spec: &PredictSpec,
@@ -461,30 +465,9 @@ impl Point<'_> {
             lines: &lines,
             schedule,
             scale: opts.scale,
+            planned: spec.des.phases,
         };
         let count = usize::try_from(n).context("the rank count does not fit in memory")?;
-        let quiet = {
-            // Every rank starts at 0: a symmetric skeleton keeps them alike (one state).
-            let mut units: Vec<u64> = Vec::new();
-            if sk.symmetric {
-                units.push(n);
-            } else {
-                units.try_reserve_exact(count).map_err(|_| {
-                    anyhow::anyhow!("cannot allocate the baseline's {n} simulated ranks")
-                })?;
-                units.resize(count, 1);
-            }
-            // With kinds, the same iterations as the run (its kinds in the same order).
-            let q = Spec {
-                iterations: if sk.order.is_empty() {
-                    BASELINE_PHASES.min(spec.des.phases)
-                } else {
-                    spec.des.phases
-                },
-                ..s
-            };
-            iterate(&QuietClock, &mut units, &q)?.0
-        };
         let run = match self.ix {
             Some(ix) => {
                 let clock = IdxClock {
@@ -524,7 +507,64 @@ impl Point<'_> {
                 iterate(&clock, &mut states, &s)?.0
             }
         };
+        let quiet = {
+            // Every rank starts at 0: a symmetric skeleton keeps them alike (one state).
+            let mut units: Vec<u64> = Vec::new();
+            if sk.symmetric {
+                units.push(n);
+            } else {
+                units.try_reserve_exact(count).map_err(|_| {
+                    anyhow::anyhow!("cannot allocate the baseline's {n} simulated ranks")
+                })?;
+                units.resize(count, 1);
+            }
+            // With kinds, the iterations the run recorded (the same kinds in the same order,
+            // also where a rank reached f and cut the run short).
+            let q = Spec {
+                iterations: if sk.order.is_empty() {
+                    BASELINE_PHASES.min(spec.des.phases)
+                } else {
+                    run.averages.phases
+                },
+                ..s
+            };
+            iterate(&QuietClock, &mut units, &q)?.0
+        };
         Ok(outcome(&run, &quiet, sk, spec.des.phases, opts.scale))
+    }
+}
+
+/// The draws' baselines, for their pool: with kinds, a draw cut short at f has the baseline of
+/// the iterations it recorded, and the pool's is their mean weighted as its phases are.
+#[derive(Debug, Default)]
+struct Baselines {
+    /// Σ phases × (compute, period) baseline, Σ phases.
+    sums: [f64; 3],
+    /// The first draw's (compute, period), and whether another draw's differed.
+    first: Option<[f64; 2]>,
+    differ: bool,
+}
+
+impl Baselines {
+    fn add(&mut self, o: &DesOutcome) {
+        let b = [o.baseline_qt_ns, o.baseline_qtbt_ns];
+        let p = o.averages.phases as f64;
+        self.sums[0] += p * b[0];
+        self.sums[1] += p * b[1];
+        self.sums[2] += p;
+        match self.first {
+            None => self.first = Some(b),
+            Some(f) => self.differ |= f != b,
+        }
+    }
+
+    /// Sets the pool's baselines where the draws' differ (equal ones stay as they are).
+    fn into_pooled(self, out: &mut DesOutcome) {
+        if self.differ && self.sums[2] > 0.0 {
+            out.baseline_qt_ns = self.sums[0] / self.sums[2];
+            out.baseline_qtbt_ns = self.sums[1] / self.sums[2];
+            out.baseline_period_ns = out.baseline_qtbt_ns;
+        }
     }
 }
 

@@ -93,6 +93,7 @@ fn once<C: AppClock>(
         skeleton: &sk,
         n,
         iterations: 1,
+        planned: 1,
         costs: Costs { o, l: ll },
         lines: &lines,
         schedule: SyncSchedule {
@@ -828,6 +829,7 @@ fn quiet_run(l: &MainLoop, n: u64, iterations: u64, o: u64, ll: u64) -> (Vec<u64
         skeleton: &sk,
         n,
         iterations,
+        planned: iterations,
         costs: Costs { o, l: ll },
         lines: &lines,
         schedule: SyncSchedule {
@@ -944,4 +946,43 @@ fn iterations_of_another_kind_are_replayed_in_the_recorded_order() {
     let kinds: Vec<usize> = (0..4).map(|i| sk.part(i, 4)).collect();
     assert_eq!(kinds, vec![0, 0, 0, 0]);
     assert_eq!(sk.weights(), vec![0.75, 0.25]);
+}
+
+/// A run cut short where a rank replayed f of its stream is set beside the baseline of the
+/// iterations it recorded, of the same kinds: 50 iterations of 10 µs, then 50 of 1 ms, on a
+/// 3 ms trace whose detours are 1 ns every 100 µs stop the run after about 52. Against the
+/// baseline of all 100 (505 µs an iteration for about 48) it read −90 %; each detour delays
+/// everybody by at most its span, so the slowdown lies in [0, N · 1 ns/100 µs] (doubled for
+/// the detours met at the ends of the run).
+#[test]
+fn a_run_cut_at_f_is_compared_with_the_baseline_of_the_iterations_it_ran() {
+    let a = on(Call::Allreduce, 4);
+    let mut app = app_of(vec![slot(a, 10_000.0)]);
+    app.main_loop.kinds = vec![jitter_profile::Kind {
+        slots: vec![slot(a, 1_000_000.0)],
+        iterations: 50,
+    }];
+    app.main_loop.order = vec![(0, 50), (1, 50)];
+    app.main_loop.iterations = 100;
+    let spec: jitter_trace::synth::Spec = "periodic:period=100us,dur=1ns".parse().unwrap();
+    let trace = jitter_trace::synth::synthesize(&spec, 1, 3_000_000, 3).unwrap();
+    let t = TraceInput::new(&trace, "cut.jtr", "cut", PlanOptions::ideal(), 1).unwrap();
+    let n = 2;
+    let mut spec = spec_of(vec![n], LoopShape::BarrierComputeBarrier, 1_000);
+    spec.modes = vec![SyncMode::None];
+    spec.des.phases = 100;
+    let r = predict(&app, &[t], &spec).unwrap().des.unwrap();
+    let row = &r.results[0];
+    assert!(
+        row.phases < 2 * 100,
+        "the run was not cut: {} phases",
+        row.phases
+    );
+    let bound = 2.0 * 100.0 * n as f64 * 1.0 / 100_000.0;
+    for sd in [row.sd_qtbt_pct, row.sd_qt_pct] {
+        assert!(
+            (0.0..=bound).contains(&sd),
+            "slowdown {sd} % outside [0, {bound}] %"
+        );
+    }
 }
