@@ -53,6 +53,7 @@ fn predicts_a_profile_at_several_rank_counts_with_its_model_line() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(stdout.starts_with("model: application "), "{stdout}");
     assert!(stdout.contains("ring offsets mod N"), "{stdout}");
+    assert!(!stdout.contains("alltoall(v) round"), "{stdout}");
     let r: Report = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(r.results.len(), 6);
     let d = r.config.predict.as_ref().unwrap();
@@ -123,4 +124,37 @@ fn bad_profiles_give_one_error_line() {
         "1ms",
     ]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn a_loop_with_an_alltoall_says_what_its_pairwise_rounds_assume() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path());
+    let app = dir.path().join("a2a.json");
+    let mut p = profile(true, &[300_000.0]);
+    let site = jitter_profile::Site {
+        comm_size: 2,
+        bytes: 64,
+        ..jitter_profile::Site::of(jitter_profile::Call::Alltoall)
+    };
+    (p.main_loop.as_mut().unwrap().slots).push(halo_profile::slot(site, 100_000.0));
+    p.write(&app).unwrap();
+    let o = run(&[
+        "--app",
+        app.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--ranks",
+        "4",
+        "--sync",
+        "none",
+        "--phases",
+        "50",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("under sync none the ranks' detours add up along its N − 1 rounds"),
+        "{stdout}"
+    );
 }

@@ -26,7 +26,7 @@ use jitter_emulator::{SyncMode, SyncSchedule};
 
 use crate::plan_index::{CompileIndex as _, PlanIndex};
 use jitter_profile::peers::Growth;
-use jitter_profile::{MainLoop, Profile};
+use jitter_profile::{Call, MainLoop, Profile};
 use jitter_trace::units::format_ns;
 
 use self::iteration::{iterate, Run, Spec};
@@ -104,7 +104,7 @@ impl App {
              each slot's mean (Σ {} per iteration; its spread not drawn); barrier and allgather \
              by dissemination, allreduce by recursive doubling, reduce/bcast by binomial tree \
              halves at rank 0, alltoall(v) pairwise; point-to-point to the profiled peers, {grown} \
-             (P/2 and a 2-rank dimension alternating); messages LogP o = {}, l = {} (bytes not modelled: no G); {}; {}{}",
+             (P/2 and a 2-rank dimension alternating); messages LogP o = {}, l = {} (bytes not modelled: no G); {}; {}{}{}",
             self.path,
             self.main_loop.slots.len(),
             self.profiled_ranks,
@@ -113,8 +113,24 @@ impl App {
             format_ns(c.l_ns),
             self.resyncs(),
             spec.platform.predicted(),
-            self.kinds()
+            self.kinds(),
+            self.alltoall_note()
         )
+    }
+
+    /// Where the loop has an alltoall(v): what its pairwise model assumes.
+    fn alltoall_note(&self) -> &'static str {
+        let l = &self.main_loop;
+        let has = (l.slots.iter())
+            .chain(l.kinds.iter().flat_map(|k| k.slots.iter()))
+            .any(|s| matches!(s.site.call, Call::Alltoall | Call::Alltoallv));
+        if has {
+            "; each alltoall(v) round waits on a new partner: under sync none the ranks' detours \
+             add up along its N − 1 rounds, a library's worst case (Bruck's log₂ N rounds or an \
+             all-at-once exchange wait on fewer)"
+        } else {
+            ""
+        }
     }
 
     /// The kinds of iteration replayed besides the body, if any.
