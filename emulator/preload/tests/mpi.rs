@@ -240,6 +240,21 @@ fn slowdown(arm: &[Medians], without: &[Medians], of: fn(&Medians) -> f64) -> f6
     median(&mut r)
 }
 
+/// Half the range over rounds of an arm's paired ratios to the runs without the library: the
+/// noise of the slowdown [`slowdown`] gives, measured on the quantity it compares.
+fn half_range(arm: &[Medians], without: &[Medians], of: fn(&Medians) -> f64) -> f64 {
+    let r: Vec<f64> = arm
+        .iter()
+        .zip(without)
+        .map(|(a, b)| of(a) / of(b))
+        .collect();
+    let (lo, hi) = (
+        r.iter().copied().fold(f64::MAX, f64::min),
+        r.iter().copied().fold(f64::MIN, f64::max),
+    );
+    (hi - lo) / 2.0
+}
+
 /// The slowdowns against the runs without the library: d/(P − d) of the compute with signals,
 /// n·d over the phase time paid at calls, 0 with the no-op library, within a tolerance from the
 /// runs' own spread.
@@ -267,7 +282,7 @@ fn check_slowdowns(q_ns: f64, runs: &[Vec<Medians>; ARMS]) {
         "without {without:?} ns, no-op {noop:?}, signals {signal:?}, at calls {boundary:?}; \
          spread of qt without {:.1} %; compute slowdown with signals {:.1} % (expected {:.1} %), \
          no-op {:.1} %; phase slowdown paid at calls {:.1} % (expected {:.1} %), its compute \
-         {:.1} %; tolerance {:.1} %",
+         {:.1} %; tolerance {:.1} % (the no-op's; each check adds its own rounds' spread)",
         spread * 100.0,
         sd_signal * 100.0,
         expected * 100.0,
@@ -298,11 +313,25 @@ fn check_slowdowns(q_ns: f64, runs: &[Vec<Medians>; ARMS]) {
         );
         return;
     }
+    // Each check's own noise too: the phase with its barrier (paid at calls) spreads more over
+    // the rounds than the compute without the library (a paired ratio 16.7–21.0 % in one run
+    // at 17.6 %, the compute's spread 0.9 %). Still at most half the effect.
+    let own = |h: f64| (3.0 * h.max(spread)).clamp(0.03, expected / 2.0);
     let checks = [
-        ("with signals", sd_signal, expected),
-        ("paid at calls", sd_boundary, expected_boundary),
+        (
+            "with signals",
+            sd_signal,
+            expected,
+            own(half_range(signal, without, |m| m.qt)),
+        ),
+        (
+            "paid at calls",
+            sd_boundary,
+            expected_boundary,
+            own(half_range(boundary, without, |m| m.qtb)),
+        ),
     ];
-    for (what, got, want) in checks {
+    for (what, got, want, tolerance) in checks {
         if cpu_share >= 0.8 {
             assert!(
                 (got - want).abs() <= tolerance,
