@@ -20,10 +20,15 @@ fn write_trace(dir: &Path) -> PathBuf {
     p
 }
 
-fn run(args: &[&str]) -> Output {
+/// `replay-bench predict --app APP --trace TRACE` and `rest`.
+fn run(app: &Path, trace: &Path, rest: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_replay-bench"))
         .arg("predict")
-        .args(args)
+        .arg("--app")
+        .arg(app)
+        .arg("--trace")
+        .arg(trace)
+        .args(rest)
         .output()
         .unwrap()
 }
@@ -35,20 +40,20 @@ fn predicts_a_profile_at_several_rank_counts_with_its_model_line() {
     let app = dir.path().join("app.json");
     profile(true, &[300_000.0]).write(&app).unwrap();
     let out = dir.path().join("r.json");
-    let o = run(&[
-        "--app",
-        app.to_str().unwrap(),
-        "--trace",
-        trace.to_str().unwrap(),
-        "--ranks",
-        "1,2,64",
-        "--sync",
-        "none,phase",
-        "--phases",
-        "100",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    let o = run(
+        &app,
+        &trace,
+        &[
+            "--ranks",
+            "1,2,64",
+            "--sync",
+            "none,phase",
+            "--phases",
+            "100",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(stdout.starts_with("model: application "), "{stdout}");
@@ -100,14 +105,7 @@ fn bad_profiles_give_one_error_line() {
         (&no_loop, "no main loop found"),
         (&unknown, "unknown variant `gatherv`"),
     ] {
-        let o = run(&[
-            "--app",
-            path.to_str().unwrap(),
-            "--trace",
-            trace.to_str().unwrap(),
-            "--ranks",
-            "4",
-        ]);
+        let o = run(path, &trace, &["--ranks", "4"]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(1), "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
@@ -115,14 +113,7 @@ fn bad_profiles_give_one_error_line() {
         assert!(o.stdout.is_empty());
     }
     // --app with a flag it replaces is refused by the parser.
-    let o = run(&[
-        "--app",
-        no_loop.to_str().unwrap(),
-        "--trace",
-        trace.to_str().unwrap(),
-        "--quanta",
-        "1ms",
-    ]);
+    let o = run(&no_loop, &trace, &["--quanta", "1ms"]);
     assert_eq!(o.status.code(), Some(2));
 }
 
@@ -139,18 +130,11 @@ fn a_loop_with_an_alltoall_says_what_its_pairwise_rounds_assume() {
     };
     (p.main_loop.as_mut().unwrap().slots).push(halo_profile::slot(site, 100_000.0));
     p.write(&app).unwrap();
-    let o = run(&[
-        "--app",
-        app.to_str().unwrap(),
-        "--trace",
-        trace.to_str().unwrap(),
-        "--ranks",
-        "4",
-        "--sync",
-        "none",
-        "--phases",
-        "50",
-    ]);
+    let o = run(
+        &app,
+        &trace,
+        &["--ranks", "4", "--sync", "none", "--phases", "50"],
+    );
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
