@@ -239,7 +239,7 @@ fn budget_check(
     let Some(l) = limit else {
         return Ok(None);
     };
-    if l.share < rt_budget::SPIN_SHARE && !force {
+    if l.stops_spinning() && !force {
         refuse!(
             "refusing {}: {}, and the probes would record mostly that (as `idle` detours); \
              raise it, collect without --sched, or pass --force",

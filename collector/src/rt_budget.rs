@@ -29,6 +29,12 @@ pub struct Limit {
 }
 
 impl Limit {
+    /// Whether a real-time task that spins would be stopped for most of each period (a share
+    /// below [`SPIN_SHARE`]).
+    pub fn stops_spinning(&self) -> bool {
+        self.share < SPIN_SHARE
+    }
+
     /// One line: what a real-time task that spins is granted and where that is set.
     pub fn line(&self) -> String {
         let period_ms = self.period_us as f64 / 1e3;
@@ -137,29 +143,23 @@ mod tests {
 
     #[test]
     fn the_smaller_of_the_kernels_and_the_groups_share_binds() {
-        assert_eq!(share_of(fixture(("950000\n", "1000000\n"), None)), 0.95);
-        assert_eq!(
-            share_of(fixture(("950000", "1000000"), Some(("900000", "1000000")))),
-            0.9
-        );
-        assert_eq!(
-            share_of(fixture(("500000", "1000000"), Some(("900000", "1000000")))),
-            0.5
-        );
-        assert_eq!(
-            share_of(fixture(("950000", "1000000"), Some(("0", "1000000")))),
-            0.0
-        );
-    }
-
-    #[test]
-    fn an_unlimited_or_unreadable_budget_is_the_whole_period() {
-        assert_eq!(share_of(fixture(("-1", "1000000"), None)), 1.0);
-        assert_eq!(
-            share_of(fixture(("-1", "1000000"), Some(("-1", "1000000")))),
-            1.0
-        );
-        assert_eq!(share_of(fixture(("x", "1000000"), None)), 1.0);
+        let p = "1000000";
+        for (kernel, group, want) in [
+            (("950000\n", "1000000\n"), None, 0.95),
+            (("950000", p), Some(("900000", p)), 0.9),
+            (("500000", p), Some(("900000", p)), 0.5),
+            (("950000", p), Some(("0", p)), 0.0),
+            // Unlimited (−1) or unreadable: the whole period.
+            (("-1", p), None, 1.0),
+            (("-1", p), Some(("-1", p)), 1.0),
+            (("x", p), None, 1.0),
+        ] {
+            assert_eq!(
+                share_of(fixture(kernel, group)),
+                want,
+                "{kernel:?} {group:?}"
+            );
+        }
     }
 
     #[test]

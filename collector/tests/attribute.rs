@@ -35,14 +35,7 @@ fn unfit_for_realtime() -> Option<String> {
 
 /// The test lock when this machine can run a real-time test; else prints why it is skipped.
 fn fit_for_realtime() -> Option<std::sync::MutexGuard<'static, ()>> {
-    let g = serial();
-    match unfit_for_realtime() {
-        Some(why) => {
-            eprintln!("skipped: {why}");
-            None
-        }
-        None => Some(g),
-    }
+    fit_if(unfit_for_realtime)
 }
 
 /// Why this machine cannot run the test, if it cannot.
@@ -60,6 +53,11 @@ fn unfit() -> Option<String> {
 
 /// The test lock when this machine can run the test; else prints why it is skipped.
 fn fit_and_alone() -> Option<std::sync::MutexGuard<'static, ()>> {
+    fit_if(unfit)
+}
+
+/// The test lock when `unfit` finds nothing against this machine; else prints what it found.
+fn fit_if(unfit: fn() -> Option<String>) -> Option<std::sync::MutexGuard<'static, ()>> {
     let g = serial();
     match unfit() {
         Some(why) => {

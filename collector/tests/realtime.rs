@@ -25,8 +25,8 @@ fn fifo_probes_stop_within_a_second_of_a_signal_under_an_armed_watchdog() {
     }
     let cpu = cpus.ids()[cpus.len() - 1].to_string();
     let dir = tempfile::tempdir().unwrap();
-    if let Some(l) = jitter_collect::rt_budget::limit()
-        .filter(|l| l.share < jitter_collect::rt_budget::SPIN_SHARE)
+    if let Some(l) =
+        jitter_collect::rt_budget::limit().filter(jitter_collect::rt_budget::Limit::stops_spinning)
     {
         // A budget that would stop spinning probes for most of each period: the collector must
         // refuse them, in one line that names it.

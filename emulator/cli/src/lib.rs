@@ -509,7 +509,7 @@ fn injector_calibration(clock: &Clock, a: &InjectCli) -> Result<ProcessCalibrati
             // The calibration's victim spins at SCHED_FIFO: a budget that stops it for most of
             // each period is the likely cause, and the one to name.
             match jitter_collect::rt_budget::limit()
-                .filter(|l| l.share < jitter_collect::rt_budget::SPIN_SHARE)
+                .filter(jitter_collect::rt_budget::Limit::stops_spinning)
             {
                 Some(l) => e.context(l.line()),
                 None => e,

@@ -27,10 +27,13 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    // The cases spin in phases of at most 0.5 s with 0.1 s pauses (`rt_pause`): a 1 s period
-    // can hold 0.9 s of spinning. A smaller real-time budget would stop this thread inside its
-    // measurements; it then runs as an ordinary task, as where SCHED_FIFO is refused.
-    let _rt = match jitter_collect::rt_budget::limit().filter(|l| l.share < 0.9) {
+    // The cases spin in phases of at most 0.5 s with pauses of `RT_PAUSE` between them: a
+    // period can hold all of it but one pause of spinning. A smaller real-time budget would stop
+    // this thread inside its measurements; it then runs as an ordinary task, as where
+    // SCHED_FIFO is refused.
+    let _rt = match jitter_collect::rt_budget::limit()
+        .filter(|l| l.share < 1.0 - RT_PAUSE.as_secs_f64() * 1e6 / l.period_us as f64)
+    {
         Some(l) => {
             eprintln!(
                 "note: not at SCHED_FIFO ({}): results include preemption",
@@ -390,8 +393,11 @@ fn periodic_replay(clock: &Clock, timer: TimerKind) -> Result<(), String> {
 /// for more than `sched_rt_runtime_us` (0.95 s) of a 1 s period is throttled for the rest of
 /// it, a 50 ms stall that would land inside a measurement.
 fn rt_pause() {
-    std::thread::sleep(Duration::from_millis(100));
+    std::thread::sleep(RT_PAUSE);
 }
+
+/// [`rt_pause`]'s sleep.
+const RT_PAUSE: Duration = Duration::from_millis(100);
 
 /// O (and L for itimer) as they apply to this test's injections.
 struct Calib {
@@ -1122,8 +1128,8 @@ fn inject_calibration_cache(_clock: &Clock) -> Result<(), String> {
         ensure(out.status.success(), || format!("{extra:?}: {err}"))?;
         Ok(err)
     };
-    if let Some(l) = jitter_collect::rt_budget::limit()
-        .filter(|l| l.share < jitter_collect::rt_budget::SPIN_SHARE)
+    if let Some(l) =
+        jitter_collect::rt_budget::limit().filter(jitter_collect::rt_budget::Limit::stops_spinning)
     {
         // The calibration's victim would be stopped for most of each period: the injector must
         // say so, naming the budget, and not cache what it could not measure.
