@@ -14,7 +14,7 @@ pub(crate) const CPU_ROOT: &str = "/sys/fs/cgroup/cpu";
 /// The least share under which a real-time task that spins still runs for most of each period:
 /// below it `jitter-collect --sched` refuses without `--force` (its probes would record mostly
 /// the throttle).
-pub const SPIN_SHARE: f64 = 0.5;
+pub(crate) const SPIN_SHARE: f64 = 0.5;
 
 /// The binding limit on this process's real-time tasks: the smaller share of the kernel's and
 /// its cgroup-v1 `cpu` group's.
@@ -30,7 +30,7 @@ pub struct Limit {
 
 impl Limit {
     /// Whether a real-time task that spins would be stopped for most of each period (a share
-    /// below [`SPIN_SHARE`]).
+    /// below half of it, `SPIN_SHARE`).
     pub fn stops_spinning(&self) -> bool {
         self.share < SPIN_SHARE
     }
