@@ -24,8 +24,9 @@
 //! * `MPI_Barrier(comm)`: forwards, then counts a phase and resyncs where the schedule says
 //!   (`JITTER_SYNC=phase`: at every barrier). The handle is forwarded as an opaque
 //!   pointer-sized value, never read.
-//! * `MPI_Finalize`: stops the emulator, writes `rank-<r>.json`, calls `PMPI_Finalize`; rank 0
-//!   then adds up the rank files into `summary.json` ([`stats`]).
+//! * `MPI_Finalize`: pays at its entry what the stretch before it owes (`JITTER_INJECT=boundary`),
+//!   records itself in the profile, stops the emulator, writes `rank-<r>.json`, calls
+//!   `PMPI_Finalize`; rank 0 then adds up the rank files into `summary.json` ([`stats`]).
 //!
 //! * The collectives, point-to-point calls, `Wait*` and `MPI_Cart_create` ([`calls`]) and the
 //!   three above: forwarded; under `JITTER_PROFILE` (with or without a trace) each call is
@@ -628,9 +629,16 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
         // SAFETY: forwards the call.
         return unsafe { real() };
     };
-    if let Err(msg) = no_unwind(profiling::finish) {
-        warn(&msg);
-    }
+    // MPI_Finalize is a boundary like any call: what the stretch before it owes is paid at its
+    // entry, before the profile records it, so that a loop ending here holds that stretch's
+    // noise as the predictor's last compute window does (a code with no MPI in its time steps
+    // at one rank pays them all here).
+    paying::local(|| {
+        if let Err(msg) = no_unwind(profiling::finish) {
+            warn(&msg);
+        }
+        0
+    });
     let run = RUN.get();
     if let Some(run) = run {
         match no_unwind(|| run.finish()) {

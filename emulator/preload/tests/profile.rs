@@ -9,6 +9,11 @@
 //! to preempt the ranks in those ns); the calls of a rank killed mid-run are
 //! in its record, exactly as many as it made.
 //!
+//! And `tests/app/tail.c` (its last computing between its last call and `MPI_Finalize`), paying
+//! a periodic trace at its calls: the recorded `MPI_Finalize` comes after what that stretch
+//! owes is paid, so the loop that ends there holds the stretch's noise (as the predictor's
+//! last compute window does).
+//!
 //! Skips, saying why, without `mpicc`/`mpirun`. Every `mpirun` has a time limit (`timeout`).
 
 mod common;
@@ -197,4 +202,81 @@ fn a_rank_killed_mid_run_keeps_every_call_it_recorded() {
     // The barrier and 51 whole iterations, then SIGKILL.
     assert_eq!(r1.calls, 1 + 4 * (die_at + 1), "{r1:?}");
     assert_eq!(r1.loop_period, Some(4), "{r1:?}");
+}
+
+/// The `tail` program's last stretch, ms; the trace paid at its calls: 100 µs every 1 ms.
+const TAIL_MS: u64 = 200;
+const TAIL_PERIOD_NS: u64 = 1_000_000;
+const TAIL_DETOUR_NS: u64 = 100_000;
+
+#[test]
+fn the_stretch_before_mpi_finalize_holds_the_detours_paid_at_it() {
+    if !common::have_mpi() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let app = common::compile(dir.path(), "tail");
+    let trace = dir.path().join("periodic.jtr");
+    let s = jitter_emulator::calibration::periodic_stream(TAIL_PERIOD_NS, TAIL_DETOUR_NS, 5_000);
+    let mut t = jitter_trace::Trace {
+        streams: vec![s],
+        ..jitter_trace::Trace::default()
+    };
+    t.sync_header();
+    jitter_trace::write_trace(&trace, &t).unwrap();
+    let (profile, stats) = (dir.path().join("app.json"), dir.path().join("stats"));
+    let vars = [
+        ("JITTER_PROFILE", profile.to_str().unwrap()),
+        ("JITTER_TRACE", trace.to_str().unwrap()),
+        ("JITTER_INJECT", "boundary"),
+        ("JITTER_STATS_DIR", stats.to_str().unwrap()),
+    ];
+    let out = common::mpirun(
+        dir.path(),
+        1,
+        LIMIT_S,
+        true,
+        &vars,
+        &app,
+        &[TAIL_MS.to_string()],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let p = Profile::read(&profile).unwrap();
+    let r: jitter_preload::rank_files::RankStats = serde_json::from_str(
+        &std::fs::read_to_string(jitter_preload::rank_files::rank_path(&stats, 0)).unwrap(),
+    )
+    .unwrap();
+    let ledger = r.boundary.as_ref().expect("paid at calls").ledger;
+    assert_eq!(ledger.missed.injections, 0, "{r:?}");
+    // No loop repeats: the loop is the recorded sequence, its last slot the stretch before
+    // MPI_Finalize. The stretch owes ≈ d/(P − d) of its 200 ms (22 ms), paid at MPI_Finalize's
+    // entry; the barrier's entry, right after MPI_Init, paid at most the detours due since the
+    // replay began (one period: ≤ 2 detours with the one in progress). So the slot is at least
+    // the program's own 200 ms plus all it paid but two detours: a library that stamps
+    // MPI_Finalize before paying makes it 200 ms and some µs.
+    let l = p
+        .main_loop
+        .as_ref()
+        .expect("the recorded sequence as the loop");
+    let last = l.slots.last().unwrap();
+    assert_eq!(last.site.call, Call::Finalize, "{l:?}");
+    let paid = ledger.paid().span_ns;
+    let want = (TAIL_MS * 1_000_000 + paid).saturating_sub(2 * TAIL_DETOUR_NS) as f64;
+    println!(
+        "last stretch {:.3} ms, paid {:.3} ms in all",
+        last.compute.mean_ns / 1e6,
+        paid as f64 / 1e6
+    );
+    assert!(
+        paid >= TAIL_MS * TAIL_DETOUR_NS * 1_000_000 / TAIL_PERIOD_NS / 2,
+        "{r:?}"
+    );
+    assert!(
+        last.compute.mean_ns >= want,
+        "{:.0} ns < {want:.0} ns",
+        last.compute.mean_ns
+    );
 }
