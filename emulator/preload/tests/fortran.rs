@@ -99,15 +99,7 @@ fn a_fortran_ring_through_mpif_h_is_profiled_call_by_call() {
 
 /// A dense periodic trace (a 20 µs detour every 100 µs) of `seconds`.
 fn dense_trace(dir: &Path, seconds: u64) -> PathBuf {
-    let trace = dir.join("dense.jtr");
-    let stream = jitter_emulator::calibration::periodic_stream(100_000, 20_000, seconds * 10_000);
-    let mut t = jitter_trace::Trace {
-        streams: vec![stream],
-        ..jitter_trace::Trace::default()
-    };
-    t.sync_header();
-    jitter_trace::write_trace(&trace, &t).unwrap();
-    trace
+    common::periodic_trace(&dir.join("dense.jtr"), 100_000, 20_000, seconds * 10_000)
 }
 
 fn rank_stats(stats_dir: &Path, r: u64) -> RankStats {

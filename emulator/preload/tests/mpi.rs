@@ -46,15 +46,13 @@ impl Setup {
     fn new() -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let app = compile(dir.path(), "compute_barrier");
-        let trace = dir.path().join("periodic.jtr");
-        let count = 20_000; // 20 s of trace, 40 s replayed at S = 2: far longer than a run
-        let s = jitter_emulator::calibration::periodic_stream(PERIOD_NS, DETOUR_NS, count);
-        let mut t = jitter_trace::Trace {
-            streams: vec![s],
-            ..jitter_trace::Trace::default()
-        };
-        t.sync_header();
-        jitter_trace::write_trace(&trace, &t).unwrap();
+        // 20 s of trace, 40 s replayed at S = 2: far longer than a run.
+        let trace = common::periodic_trace(
+            &dir.path().join("periodic.jtr"),
+            PERIOD_NS,
+            DETOUR_NS,
+            20_000,
+        );
         Setup {
             dir,
             app,

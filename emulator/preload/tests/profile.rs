@@ -216,14 +216,12 @@ fn the_stretch_before_mpi_finalize_holds_the_detours_paid_at_it() {
     }
     let dir = tempfile::tempdir().unwrap();
     let app = common::compile(dir.path(), "tail");
-    let trace = dir.path().join("periodic.jtr");
-    let s = jitter_emulator::calibration::periodic_stream(TAIL_PERIOD_NS, TAIL_DETOUR_NS, 5_000);
-    let mut t = jitter_trace::Trace {
-        streams: vec![s],
-        ..jitter_trace::Trace::default()
-    };
-    t.sync_header();
-    jitter_trace::write_trace(&trace, &t).unwrap();
+    let trace = common::periodic_trace(
+        &dir.path().join("periodic.jtr"),
+        TAIL_PERIOD_NS,
+        TAIL_DETOUR_NS,
+        5_000,
+    );
     let (profile, stats) = (dir.path().join("app.json"), dir.path().join("stats"));
     let vars = [
         ("JITTER_PROFILE", profile.to_str().unwrap()),

@@ -112,3 +112,15 @@ pub fn compile_with(dir: &Path, compiler: &str, flags: &[&str], file: &str, out:
     );
     app
 }
+
+/// Writes `path`: a one-stream trace of `count` detours of `detour_ns` every `period_ns`.
+pub fn periodic_trace(path: &Path, period_ns: u64, detour_ns: u64, count: u64) -> PathBuf {
+    let stream = jitter_emulator::calibration::periodic_stream(period_ns, detour_ns, count);
+    let mut t = jitter_trace::Trace {
+        streams: vec![stream],
+        ..jitter_trace::Trace::default()
+    };
+    t.sync_header();
+    jitter_trace::write_trace(path, &t).unwrap();
+    path.to_path_buf()
+}
