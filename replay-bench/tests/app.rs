@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use jitter_trace::summary::{median, quantile};
 use replay_bench::app::{judge, AppReport, Arm, RunStatus, Verdict};
 
 const BIN: &str = env!("CARGO_BIN_EXE_replay-bench");
@@ -31,11 +32,21 @@ fn periodic_trace(dir: &Path, period_ns: u64, detour_ns: u64, count: u64) -> Pat
     path
 }
 
-/// `replay-bench app ARGS -- sh -c SCRIPT` in `dir`, with the test's library and no probe.
+/// The sh programs' trace in `dir`: 100 µs every 1 ms, 1 s.
+fn sh_trace(dir: &Path) -> PathBuf {
+    periodic_trace(dir, 1_000_000, 100_000, 1000)
+}
+
+/// `replay-bench app ARGS -- sh -c SCRIPT` in `dir`, with [`sh_trace`], the test's library and
+/// no probe.
 fn app_sh(dir: &Path, args: &[&str], script: &str) -> Output {
-    let trace = periodic_trace(dir, 1_000_000, 100_000, 1000);
+    app_sh_on(dir, &sh_trace(dir), args, script)
+}
+
+/// [`app_sh`] with a trace already written.
+fn app_sh_on(dir: &Path, trace: &Path, args: &[&str], script: &str) -> Output {
     let mut c = Command::new("timeout");
-    c.args(["120", BIN, "app", "--trace"]).arg(&trace);
+    c.args(["120", BIN, "app", "--trace"]).arg(trace);
     if !args.contains(&"--library") {
         c.arg("--library").arg(library());
     }
@@ -147,12 +158,11 @@ fn arms_differ_ns(trace: &Path, n: usize) -> (f64, f64) {
         let ns = t0.elapsed().as_nanos() as f64;
         if i % 2 == 0 { &mut with } else { &mut without }.push(ns);
     }
-    let q = |v: &mut Vec<f64>, p: f64| {
+    let iqr = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        v[((v.len() - 1) as f64 * p).round() as usize]
+        quantile(v, 0.75) - quantile(v, 0.25)
     };
-    let iqr = |v: &mut Vec<f64>| q(v, 0.75) - q(v, 0.25);
-    let cost = q(&mut with, 0.5) - q(&mut without, 0.5);
+    let cost = median(&mut with) - median(&mut without);
     (cost, iqr(&mut with).max(iqr(&mut without)))
 }
 
@@ -168,11 +178,12 @@ fn the_wall_time_slowdown_of_a_known_delay_lies_in_its_interval() {
     // as the medians keep it out of δ. An `app` that lost the library's arm, swapped the arms or
     // timed something else than the runs is off by tens of pp.
     let dir = tempfile::tempdir().unwrap();
-    let trace = periodic_trace(dir.path(), 1_000_000, 100_000, 1000);
+    let trace = sh_trace(dir.path());
     let (before_ns, before_spread_ns) = arms_differ_ns(&trace, 6);
     let json = dir.path().join("app.json");
-    let o = app_sh(
+    let o = app_sh_on(
         dir.path(),
+        &trace,
         &[
             "--runs",
             "8",

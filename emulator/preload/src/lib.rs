@@ -633,12 +633,10 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     // entry, before the profile records it, so that a loop ending here holds that stretch's
     // noise as the predictor's last compute window does (a code with no MPI in its time steps
     // at one rank pays them all here).
-    paying::local(|| {
-        if let Err(msg) = no_unwind(profiling::finish) {
-            warn(&msg);
-        }
-        0
-    });
+    paying::boundary();
+    if let Err(msg) = no_unwind(profiling::finish) {
+        warn(&msg);
+    }
     let run = RUN.get();
     if let Some(run) = run {
         match no_unwind(|| run.finish()) {

@@ -155,6 +155,14 @@ impl Estimate {
 /// polls, it starts the twin and polls it to completion; its MPI return code.
 pub(crate) type Polled<'a> = &'a mut dyn FnMut(&mut dyn FnMut()) -> c_int;
 
+/// A boundary that forwards no call (`MPI_Finalize`, before the profile records it): pays what
+/// the computing since the last call owes.
+pub(crate) fn boundary() {
+    if let Some(mut inside) = Inside::enter() {
+        inside.entry();
+    }
+}
+
 /// A call that returns at once: pays at its entry, then forwards it.
 #[inline]
 pub(crate) fn local(call: impl FnOnce() -> c_int) -> c_int {

@@ -17,7 +17,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use jitter_preload::rank_files::RankStats;
 use jitter_profile::{Call, Profile, Site};
 
 const ITERS: u64 = 200;
@@ -102,11 +101,6 @@ fn dense_trace(dir: &Path, seconds: u64) -> PathBuf {
     common::periodic_trace(&dir.join("dense.jtr"), 100_000, 20_000, seconds * 10_000)
 }
 
-fn rank_stats(stats_dir: &Path, r: u64) -> RankStats {
-    let p = jitter_preload::rank_files::rank_path(stats_dir, r);
-    serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
-}
-
 #[test]
 fn a_fortran_ring_pays_every_detour_of_the_plan_at_its_calls() {
     if !common::have_fortran() {
@@ -125,7 +119,7 @@ fn a_fortran_ring_pays_every_detour_of_the_plan_at_its_calls() {
     let stdout = run(dir.path(), &app, &vars, &ring_args());
     assert!(stdout.contains(&format!("fring iterations {ITERS} bad 0")));
     for r in 0..2 {
-        let rank = rank_stats(&stats_dir, r);
+        let rank = common::rank_stats(&stats_dir, r);
         let b = rank.boundary.expect("the rank's account");
         let l = &b.ledger;
         // mpi_comm_rank, mpi_comm_size, a sendrecv and an allreduce per iteration, then
@@ -182,7 +176,7 @@ fn a_call_that_passes_through_three_wrappers_is_recorded_and_paid_once() {
         assert_eq!(r.calls, 2 * ITERS + 1, "{r:?}");
     }
     for r in 0..2 {
-        let b = rank_stats(&stats_dir, r)
+        let b = common::rank_stats(&stats_dir, r)
             .boundary
             .expect("the rank's account");
         // MPI_Comm_rank, MPI_Comm_size, a send and a receive per iteration, MPI_Finalize.

@@ -364,9 +364,7 @@ fn check_slowdowns(q_ns: f64, runs: &[Vec<Medians>; ARMS]) {
 /// The last run's statistics: one file per rank, and a summary that adds them up; replayed at
 /// `scale`, paid at calls (`boundary`) or injected by signals.
 fn check_stats(stats_dir: &Path, scale: f64, boundary: bool) {
-    let ranks: Vec<RankStats> = (0..2)
-        .map(|r| read(&jitter_preload::rank_files::rank_path(stats_dir, r)))
-        .collect();
+    let ranks: Vec<RankStats> = (0..2).map(|r| common::rank_stats(stats_dir, r)).collect();
     let summary: Summary = read(&jitter_preload::rank_files::summary_path(stats_dir));
     assert_eq!((summary.ranks, summary.reported), (2, 2));
     assert!(
@@ -645,9 +643,7 @@ fn two_ranks_of_one_host_on_a_one_stream_trace_replay_it_from_their_own_offsets(
             "{sync} {k:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let ranks: Vec<RankStats> = (0..2)
-            .map(|r| read(&jitter_preload::rank_files::rank_path(&dir, r)))
-            .collect();
+        let ranks: Vec<RankStats> = (0..2).map(|r| common::rank_stats(&dir, r)).collect();
         for r in &ranks {
             // mpirun on one host: the local rank is the rank.
             let node = match k {
@@ -877,9 +873,7 @@ fn injected_sigalrms_never_break_mpi_collectives_or_file_io() {
     );
     say_if_the_signals_barely_met_the_program(&stdout);
     let summary: Summary = read(&jitter_preload::rank_files::summary_path(&stats_dir));
-    let ranks: Vec<RankStats> = (0..2)
-        .map(|r| read(&jitter_preload::rank_files::rank_path(&stats_dir, r)))
-        .collect();
+    let ranks: Vec<RankStats> = (0..2).map(|r| common::rank_stats(&stats_dir, r)).collect();
     let injected = ranks
         .iter()
         .map(|r| check_stress_rank(r, &shape, per_rank, &host))
@@ -1018,7 +1012,7 @@ fn every_wrapped_call_keeps_its_meaning_while_detours_are_paid_at_calls() {
         "the program saw a wrong result or did not end:\n{stdout}\n{stderr}"
     );
     for r in 0..2 {
-        let rank: RankStats = read(&jitter_preload::rank_files::rank_path(&stats_dir, r));
+        let rank = common::rank_stats(&stats_dir, r);
         let b = rank.boundary.expect("the rank's account");
         let l = &b.ledger;
         assert!(l.missed.injections <= 1, "rank {r}: {l:?}");

@@ -243,10 +243,7 @@ fn the_stretch_before_mpi_finalize_holds_the_detours_paid_at_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let p = Profile::read(&profile).unwrap();
-    let r: jitter_preload::rank_files::RankStats = serde_json::from_str(
-        &std::fs::read_to_string(jitter_preload::rank_files::rank_path(&stats, 0)).unwrap(),
-    )
-    .unwrap();
+    let r = common::rank_stats(&stats, 0);
     let ledger = r.boundary.as_ref().expect("paid at calls").ledger;
     assert_eq!(ledger.missed.injections, 0, "{r:?}");
     // No loop repeats: the loop is the recorded sequence, its last slot the stretch before

@@ -124,3 +124,10 @@ pub fn periodic_trace(path: &Path, period_ns: u64, detour_ns: u64, count: u64) -
     jitter_trace::write_trace(path, &t).unwrap();
     path.to_path_buf()
 }
+
+/// Rank `r`'s statistics file in `stats_dir`.
+pub fn rank_stats(stats_dir: &Path, r: u64) -> jitter_preload::rank_files::RankStats {
+    let p = jitter_preload::rank_files::rank_path(stats_dir, r);
+    let s = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&s).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
